@@ -1,0 +1,56 @@
+# One helper per target kind, so that each folder's CMakeLists reads like a table of contents.
+
+# heterps_cc_library(NAME name SRCS ... DEPS ...)
+function(heterps_cc_library)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_library(${ARG_NAME} STATIC ${ARG_SRCS})
+  target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_link_libraries(${ARG_NAME} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# heterps_cc_test(NAME name SRCS ... DEPS ... [LABELS ...])
+# Unit tests get the label "unit" (run again under the sanitizers); others name their own.
+function(heterps_cc_test)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  target_compile_definitions(${ARG_NAME} PRIVATE
+    HETERPS_SOURCE_DIR="${PROJECT_SOURCE_DIR}" HETERPS_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}"
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endfunction()
+
+# heterps_cc_binary(NAME name SRCS ... DEPS ...)
+function(heterps_cc_binary)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
+endfunction()
+
+# heterps_embed_files(NAME target FILES ...): a library exposing each file's text as
+# `std::string_view heterps::embedded::<stem>()`, declared in <target>.h.
+function(heterps_embed_files)
+  cmake_parse_arguments(ARG "" "NAME" "FILES" ${ARGN})
+  set(header "${PROJECT_BINARY_DIR}/embedded/${ARG_NAME}.h")
+  set(source "${PROJECT_BINARY_DIR}/embedded/${ARG_NAME}.cc")
+  set(decls "")
+  set(defs "")
+  foreach(file ${ARG_FILES})
+    get_filename_component(stem ${file} NAME_WE)
+    string(MAKE_C_IDENTIFIER ${stem} id)
+    file(READ ${file} text)
+    string(APPEND decls "std::string_view ${id}();\n")
+    string(APPEND defs "std::string_view ${id}() {\n  static constexpr char kText[] = R\"heterps_embedded(${text})heterps_embedded\";\n  return std::string_view(kText, sizeof(kText) - 1);\n}\n")
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${file})
+  endforeach()
+  file(GENERATE OUTPUT ${header} CONTENT
+    "#pragma once\n#include <string_view>\nnamespace heterps::embedded {\n${decls}}  // namespace heterps::embedded\n")
+  file(GENERATE OUTPUT ${source} CONTENT
+    "#include \"embedded/${ARG_NAME}.h\"\nnamespace heterps::embedded {\n${defs}}  // namespace heterps::embedded\n")
+  add_library(${ARG_NAME} STATIC ${source})
+  target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_BINARY_DIR})
+endfunction()

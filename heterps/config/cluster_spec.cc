@@ -1,0 +1,100 @@
+#include "absl/strings/string_view.h"
+#include "heterps/config/cluster_spec.h"
+
+#include <regex>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/config/internal/yaml_reader.h"
+
+namespace heterps::config {
+namespace {
+
+using internal::MapReader;
+using internal::NumberRule;
+using internal::Positive;
+
+absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view source,
+                                       const std::string& path) {
+  HETERPS_ASSIGN_OR_RETURN(MapReader reader, MapReader::Create(node, source, path));
+  ResourceType type;
+  type.line = reader.line();
+  HETERPS_ASSIGN_OR_RETURN(type.name, reader.String("name"));
+  if (type.name.empty()) return reader.Error("name", "must not be empty");
+  HETERPS_ASSIGN_OR_RETURN(std::string kind, reader.Choice("kind", {"cpu", "gpu"}));
+  type.kind = kind == "gpu" ? DeviceKind::kGpu : DeviceKind::kCpu;
+  HETERPS_ASSIGN_OR_RETURN(double tflops, reader.Number("tflops", Positive()));
+  HETERPS_ASSIGN_OR_RETURN(double mem_gbs, reader.Number("mem_gbs", Positive()));
+  HETERPS_ASSIGN_OR_RETURN(double lookup_mrows, reader.Number("lookup_mrows", Positive()));
+  HETERPS_ASSIGN_OR_RETURN(double memory_gib, reader.Number("memory_gib", Positive()));
+  HETERPS_ASSIGN_OR_RETURN(double network_gbps, reader.Number("network_gbps", Positive()));
+  HETERPS_ASSIGN_OR_RETURN(double overhead_us,
+                           reader.Number("overhead_us", internal::NonNegative(0)));
+  HETERPS_ASSIGN_OR_RETURN(type.price_per_hour, reader.Number("price_per_hour", Positive()));
+  HETERPS_ASSIGN_OR_RETURN(type.units, reader.Integer("units", Positive()));
+  HETERPS_ASSIGN_OR_RETURN(type.dp_loss,
+                           reader.Number("dp_loss", NumberRule{false, 0.0, 0, false, 1.0}));
+  HETERPS_ASSIGN_OR_RETURN(type.local_device, reader.String("local_device", ""));
+  static const std::regex kDevice("cpu|cuda:[0-9]+");
+  if (!type.local_device.empty() && !std::regex_match(type.local_device, kDevice)) {
+    return reader.Error("local_device", absl::StrCat("must be 'cpu' or 'cuda:N', got '",
+                                                     type.local_device, "'"));
+  }
+  HETERPS_RETURN_IF_ERROR(reader.Finish());
+  type.flops = tflops * 1e12;
+  type.mem_bandwidth = mem_gbs * 1e9;
+  type.lookup_rate = lookup_mrows * 1e6;
+  type.memory = memory_gib * 1024.0 * 1024.0 * 1024.0;
+  type.network = network_gbps * 1e9 / 8.0;
+  type.overhead = overhead_us * 1e-6;
+  return type;
+}
+
+}  // namespace
+
+absl::string_view DeviceKindName(DeviceKind kind) {
+  return kind == DeviceKind::kGpu ? "gpu" : "cpu";
+}
+
+int ClusterSpec::FindType(absl::string_view name) const {
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
+                                             absl::string_view source) {
+  HETERPS_ASSIGN_OR_RETURN(YAML::Node root, internal::ParseYaml(yaml_text, source));
+  HETERPS_ASSIGN_OR_RETURN(MapReader top, MapReader::Create(root, source, ""));
+  ClusterSpec cluster;
+  cluster.source = std::string(source);
+  HETERPS_ASSIGN_OR_RETURN(cluster.name, top.String("name"));
+  HETERPS_ASSIGN_OR_RETURN(YAML::Node types, top.Node("types"));
+  HETERPS_RETURN_IF_ERROR(top.Finish());
+  if (!types.IsSequence() || types.size() == 0) {
+    return top.Error("types", "must be a non-empty list of resource types");
+  }
+  absl::flat_hash_map<std::string, int> lines;
+  for (size_t i = 0; i < types.size(); ++i) {
+    std::string path = absl::StrCat("types[", i, "]");
+    HETERPS_ASSIGN_OR_RETURN(ResourceType type, ParseType(types[i], source, path));
+    auto [it, inserted] = lines.emplace(type.name, type.line);
+    if (!inserted) {
+      return internal::SpecError(source, type.line, path + ".name",
+                                 absl::StrCat("duplicate type name '", type.name,
+                                              "' (first at line ", it->second, ")"));
+    }
+    cluster.types.push_back(std::move(type));
+  }
+  return cluster;
+}
+
+absl::StatusOr<ClusterSpec> LoadClusterSpec(const std::string& path) {
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
+  return ParseClusterSpec(text, path);
+}
+
+}  // namespace heterps::config

@@ -1,0 +1,57 @@
+// The cluster spec (resource catalog): the resource types a job may rent, as read from cluster.yaml.
+//
+// Every figure is stored in base SI units (FLOP/s, bytes/s, rows/s, bytes, seconds, USD per hour)
+// whatever unit the YAML field is written in; docs/config.md lists the fields and their units.
+//
+// Example:
+//   HETERPS_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadClusterSpec("examples/clusters/cloud.yaml"));
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+
+namespace heterps::config {
+
+enum class DeviceKind { kCpu, kGpu };
+
+absl::string_view DeviceKindName(DeviceKind kind);
+
+// One rentable resource type: one *unit* is one instance (or one device) of it.
+struct ResourceType {
+  std::string name;  // unique in the cluster
+  DeviceKind kind = DeviceKind::kCpu;
+  int line = 0;  // 1-based line in the spec file
+
+  double flops = 0;          // effective FP32 FLOP/s of one unit (YAML: tflops)
+  double mem_bandwidth = 0;  // bytes/s of memory bandwidth (YAML: mem_gbs, GB/s)
+  double lookup_rate = 0;    // random embedding-row lookups per second (YAML: lookup_mrows, M/s)
+  double memory = 0;         // bytes of memory one unit offers to a stage (YAML: memory_gib)
+  double network = 0;        // bytes/s of network bandwidth (YAML: network_gbps, Gbit/s)
+  double overhead = 0;       // seconds of fixed cost per operation (YAML: overhead_us)
+  double price_per_hour = 0; // USD per unit-hour
+  int64_t units = 0;         // units available to rent
+  double dp_loss = 0;        // data-parallel efficiency loss beta in [0, 1) (YAML: dp_loss)
+  std::string local_device;  // "cpu" or "cuda:N" when this host has the type; empty otherwise
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::string source;  // file the spec came from, for messages
+  std::vector<ResourceType> types;
+
+  // Index of the type called `name`, or -1.
+  int FindType(absl::string_view name) const;
+};
+
+// Parses and validates a cluster spec; errors as for ParseModelSpec.
+absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text, absl::string_view source);
+
+// Reads and parses a file; NotFound if it cannot be read.
+absl::StatusOr<ClusterSpec> LoadClusterSpec(const std::string& path);
+
+}  // namespace heterps::config

@@ -1,0 +1,311 @@
+#include "absl/strings/string_view.h"
+#include "heterps/config/model_spec.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/config/internal/yaml_reader.h"
+
+namespace heterps::config {
+namespace {
+
+using internal::MapReader;
+using internal::NonNegative;
+using internal::NumberRule;
+using internal::Positive;
+
+const std::vector<std::string> kActivations = {"none", "relu", "sigmoid"};
+
+Activation ToActivation(const std::string& name) {
+  if (name == "relu") return Activation::kRelu;
+  if (name == "sigmoid") return Activation::kSigmoid;
+  return Activation::kNone;
+}
+
+// The activation flowing between layers (see model_spec.h).
+struct Shape {
+  int64_t dense_width = 0;
+  int64_t vectors = 0;
+  int64_t vector_floats = 0;  // sum of the vectors' widths
+  int64_t vector_dim = 0;     // common width of the vectors; -1 when they differ
+  int64_t sparse_slots = 0;   // slots of the input, once seen
+};
+
+class ModelParser {
+ public:
+  explicit ModelParser(absl::string_view source) : source_(source) {}
+
+  absl::StatusOr<ModelSpec> Parse(absl::string_view text) {
+    HETERPS_ASSIGN_OR_RETURN(YAML::Node root, internal::ParseYaml(text, source_));
+    HETERPS_ASSIGN_OR_RETURN(MapReader top, MapReader::Create(root, source_, ""));
+    ModelSpec model;
+    model.source = source_;
+    HETERPS_ASSIGN_OR_RETURN(model.name, top.String("name"));
+    HETERPS_ASSIGN_OR_RETURN(model.batch_size, top.Integer("batch_size", Positive()));
+    HETERPS_ASSIGN_OR_RETURN(YAML::Node layers, top.Node("layers"));
+    HETERPS_RETURN_IF_ERROR(top.Finish());
+    if (!layers.IsSequence() || layers.size() == 0) {
+      return top.Error("layers", "must be a non-empty list of layers");
+    }
+    for (size_t i = 0; i < layers.size(); ++i) {
+      HETERPS_RETURN_IF_ERROR(ParseLayer(layers[i], absl::StrCat("layers[", i, "]"), model));
+    }
+    const LayerSpec& last = model.layers.back();
+    if (last.kind != LayerKind::kLogloss) {
+      return internal::SpecError(source_, last.line, "layers",
+                                 "the last layer must be a logloss layer");
+    }
+    return model;
+  }
+
+ private:
+  absl::Status ParseLayer(const YAML::Node& node, const std::string& path, ModelSpec& model) {
+    HETERPS_ASSIGN_OR_RETURN(MapReader reader, MapReader::Create(node, source_, path));
+    LayerSpec layer;
+    layer.line = reader.line();
+    HETERPS_ASSIGN_OR_RETURN(layer.name, reader.String("name"));
+    if (layer.name.empty()) return reader.Error("name", "must not be empty");
+    HETERPS_ASSIGN_OR_RETURN(
+        std::string kind,
+        reader.Choice("kind", {"input", "embedding", "mlp", "fc", "interaction", "logloss",
+                               "custom"}));
+    if (kind != "input" && model.layers.empty()) {
+      return reader.Error("kind", "the first layer must be the input layer");
+    }
+    if (kind == "input" && !model.layers.empty()) {
+      return reader.Error("kind", "only the first layer may be an input layer");
+    }
+    if (kind == "mlp") return ParseMlp(reader, layer, model);
+    if (kind == "input") {
+      HETERPS_RETURN_IF_ERROR(ParseInput(reader, layer));
+    } else if (kind == "embedding") {
+      HETERPS_RETURN_IF_ERROR(ParseEmbedding(reader, layer));
+    } else if (kind == "fc") {
+      layer.kind = LayerKind::kFc;
+      HETERPS_ASSIGN_OR_RETURN(layer.in, reader.Integer("in", Positive()));
+      HETERPS_ASSIGN_OR_RETURN(layer.out, reader.Integer("out", Positive()));
+      HETERPS_ASSIGN_OR_RETURN(std::string act, reader.Choice("activation", kActivations, "none"));
+      layer.activation = ToActivation(act);
+      HETERPS_RETURN_IF_ERROR(CheckWidth(reader, "in", layer.in));
+      shape_.dense_width = layer.out;
+    } else if (kind == "interaction") {
+      HETERPS_RETURN_IF_ERROR(ParseInteraction(reader, layer));
+    } else if (kind == "logloss") {
+      HETERPS_RETURN_IF_ERROR(ParseLogloss(reader, layer));
+    } else {
+      HETERPS_RETURN_IF_ERROR(ParseCustom(reader, layer));
+    }
+    HETERPS_RETURN_IF_ERROR(reader.Finish());
+    return Add(reader, "name", std::move(layer), model);
+  }
+
+  absl::Status ParseInput(MapReader& reader, LayerSpec& layer) {
+    layer.kind = LayerKind::kInput;
+    HETERPS_ASSIGN_OR_RETURN(layer.dense_features, reader.Integer("dense", NonNegative(0)));
+    HETERPS_ASSIGN_OR_RETURN(layer.sparse_slots, reader.Integer("sparse", NonNegative(0)));
+    if (layer.dense_features + layer.sparse_slots == 0) {
+      return reader.Error("dense", "the input needs at least one dense or sparse feature");
+    }
+    shape_.dense_width = layer.dense_features;
+    shape_.sparse_slots = layer.sparse_slots;
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseEmbedding(MapReader& reader, LayerSpec& layer) {
+    layer.kind = LayerKind::kEmbedding;
+    if (shape_.sparse_slots == 0) {
+      return reader.Error("kind", "an embedding layer needs sparse slots in the input layer");
+    }
+    HETERPS_ASSIGN_OR_RETURN(layer.rows, reader.Integer("rows", Positive()));
+    HETERPS_ASSIGN_OR_RETURN(layer.dim, reader.Integer("dim", Positive()));
+    NumberRule slots_rule{false, static_cast<double>(shape_.sparse_slots), 0, true};
+    HETERPS_ASSIGN_OR_RETURN(layer.slots, reader.Integer("slots", slots_rule));
+    if (layer.slots > shape_.sparse_slots) {
+      return reader.Error("slots", absl::StrCat(layer.slots, " is more than the input's ",
+                                                shape_.sparse_slots, " sparse slots"));
+    }
+    HETERPS_ASSIGN_OR_RETURN(layer.ids_per_slot,
+                             reader.Number("ids_per_slot", NumberRule{false, 1, 1, false}));
+    HETERPS_ASSIGN_OR_RETURN(std::string pooling, reader.Choice("pooling", {"sum", "mean"}, "sum"));
+    layer.pooling = pooling == "mean" ? Pooling::kMean : Pooling::kSum;
+    shape_.vector_dim = shape_.vectors == 0 || shape_.vector_dim == layer.dim ? layer.dim : -1;
+    shape_.vectors += layer.slots;
+    shape_.vector_floats += layer.slots * layer.dim;
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseInteraction(MapReader& reader, LayerSpec& layer) {
+    layer.kind = LayerKind::kInteraction;
+    HETERPS_ASSIGN_OR_RETURN(std::string op, reader.Choice("op", {"concat", "dot"}));
+    if (shape_.vectors == 0) {
+      return reader.Error("op", "there are no embedding vectors to combine before this layer");
+    }
+    if (op == "concat") {
+      layer.op = InteractionOp::kConcat;
+      shape_.dense_width += shape_.vector_floats;
+    } else {
+      layer.op = InteractionOp::kDot;
+      if (shape_.vector_dim < 0 || (shape_.dense_width != 0 &&
+                                    shape_.dense_width != shape_.vector_dim)) {
+        return reader.Error(
+            "op", absl::StrCat("dot needs the dense vector and every embedding vector to have "
+                               "one width; the dense vector has ",
+                               shape_.dense_width, ", the embeddings ",
+                               shape_.vector_dim < 0 ? std::string("differ")
+                                                     : absl::StrCat(shape_.vector_dim)));
+      }
+      int64_t n = shape_.vectors + (shape_.dense_width > 0 ? 1 : 0);
+      shape_.dense_width += n * (n - 1) / 2;
+    }
+    shape_.vectors = 0;
+    shape_.vector_floats = 0;
+    shape_.vector_dim = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseLogloss(MapReader& reader, LayerSpec& layer) {
+    layer.kind = LayerKind::kLogloss;
+    if (shape_.vectors > 0) {
+      return reader.Error("kind", "embedding vectors reach the loss without an interaction layer");
+    }
+    if (shape_.dense_width != 1) {
+      return reader.Error("kind", absl::StrCat("logloss needs a single logit, but the previous "
+                                               "layer's output width is ",
+                                               shape_.dense_width));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseCustom(MapReader& reader, LayerSpec& layer) {
+    layer.kind = LayerKind::kCustom;
+    HETERPS_ASSIGN_OR_RETURN(layer.flops, reader.Number("flops", Positive()));
+    HETERPS_ASSIGN_OR_RETURN(layer.params, reader.Number("params", NonNegative(0)));
+    if (reader.Has("in")) {
+      HETERPS_ASSIGN_OR_RETURN(layer.in, reader.Integer("in", Positive()));
+      HETERPS_RETURN_IF_ERROR(CheckWidth(reader, "in", layer.in));
+    }
+    HETERPS_ASSIGN_OR_RETURN(layer.out, reader.Integer("out", Positive()));
+    NumberRule bytes_rule{false, 4.0 * static_cast<double>(layer.out), 0, true};
+    HETERPS_ASSIGN_OR_RETURN(layer.activation_bytes, reader.Number("activation_bytes", bytes_rule));
+    shape_.dense_width = layer.out;
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseMlp(MapReader& reader, LayerSpec& base, ModelSpec& model) {
+    HETERPS_ASSIGN_OR_RETURN(YAML::Node sizes, reader.Node("sizes"));
+    HETERPS_ASSIGN_OR_RETURN(std::string act, reader.Choice("activation", kActivations, "relu"));
+    HETERPS_ASSIGN_OR_RETURN(std::string last_act,
+                             reader.Choice("last_activation", kActivations, act.c_str()));
+    HETERPS_RETURN_IF_ERROR(reader.Finish());
+    if (!sizes.IsSequence() || sizes.size() < 2) {
+      return reader.Error("sizes", "must be a list of at least two widths, [in, ..., out]");
+    }
+    std::vector<int64_t> widths;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      int64_t width = 0;
+      bool ok = sizes[i].IsScalar();
+      if (ok) {
+        try {
+          width = sizes[i].as<int64_t>();
+        } catch (const YAML::Exception&) {
+          ok = false;
+        }
+      }
+      if (!ok || width <= 0) {
+        return internal::SpecError(source_, internal::LineOf(sizes[i]),
+                                   absl::StrCat(reader.path(), ".sizes[", i, "]"),
+                                   "must be a positive whole number");
+      }
+      widths.push_back(width);
+    }
+    HETERPS_RETURN_IF_ERROR(CheckWidth(reader, "sizes", widths[0]));
+    for (size_t i = 0; i + 1 < widths.size(); ++i) {
+      LayerSpec layer = base;
+      layer.name = absl::StrCat(base.name, ".", i);
+      layer.kind = LayerKind::kFc;
+      layer.in = widths[i];
+      layer.out = widths[i + 1];
+      layer.activation = ToActivation(i + 2 == widths.size() ? last_act : act);
+      shape_.dense_width = layer.out;
+      HETERPS_RETURN_IF_ERROR(Add(reader, "name", std::move(layer), model));
+    }
+    return absl::OkStatus();
+  }
+
+  // The dense input width a layer declares must match what flows into it.
+  absl::Status CheckWidth(const MapReader& reader, absl::string_view key, int64_t width) {
+    if (width == shape_.dense_width) return absl::OkStatus();
+    return reader.Error(key, absl::StrCat(width, " does not match the previous layer's output "
+                                          "width ",
+                                          shape_.dense_width));
+  }
+
+  // Records the layer's shape (already advanced in shape_) and checks that its name is new.
+  absl::Status Add(const MapReader& reader, absl::string_view key, LayerSpec layer,
+                   ModelSpec& model) {
+    auto [it, inserted] = lines_.emplace(layer.name, layer.line);
+    if (!inserted) {
+      return reader.Error(key, absl::StrCat("duplicate layer name '", layer.name,
+                                            "' (first at line ", it->second, ")"));
+    }
+    if (!model.layers.empty()) {
+      const LayerSpec& prev = model.layers.back();
+      layer.dense_width_in = prev.dense_width_out;
+      layer.vectors_in = prev.vectors_out;
+      layer.vector_dim_in = prev.vector_dim_out;
+    }
+    layer.dense_width_out = shape_.dense_width;
+    layer.vectors_out = shape_.vectors;
+    layer.vector_dim_out = shape_.vector_dim;
+    model.layers.push_back(std::move(layer));
+    return absl::OkStatus();
+  }
+
+  std::string source_;
+  Shape shape_;
+  absl::flat_hash_map<std::string, int> lines_;  // layer name -> line, for duplicates
+};
+
+}  // namespace
+
+absl::string_view LayerKindName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kInput: return "input";
+    case LayerKind::kEmbedding: return "embedding";
+    case LayerKind::kFc: return "fc";
+    case LayerKind::kInteraction: return "interaction";
+    case LayerKind::kLogloss: return "logloss";
+    case LayerKind::kCustom: return "custom";
+  }
+  return "?";
+}
+
+absl::string_view ActivationName(Activation activation) {
+  switch (activation) {
+    case Activation::kNone: return "none";
+    case Activation::kRelu: return "relu";
+    case Activation::kSigmoid: return "sigmoid";
+  }
+  return "?";
+}
+
+int ModelSpec::FindLayer(absl::string_view name) const {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view yaml_text, absl::string_view source) {
+  return ModelParser(source).Parse(yaml_text);
+}
+
+absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path) {
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
+  return ParseModelSpec(text, path);
+}
+
+}  // namespace heterps::config

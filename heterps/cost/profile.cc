@@ -1,0 +1,96 @@
+#include "absl/strings/string_view.h"
+#include "heterps/cost/profile.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace heterps::cost {
+namespace {
+
+constexpr char kFormat[] = "heterps-profile-v1";
+
+using nlohmann::json;
+
+absl::Status Bad(absl::string_view source, absl::string_view path, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ": ", path, ": ", problem));
+}
+
+absl::StatusOr<const json*> Field(const json& object, absl::string_view source,
+                                  const std::string& path, const char* key,
+                                  json::value_t type) {
+  auto it = object.find(key);
+  std::string field = path.empty() ? key : absl::StrCat(path, ".", key);
+  if (it == object.end()) return Bad(source, field, "missing required field");
+  bool ok = it->type() == type ||
+            (type == json::value_t::number_float && it->is_number());
+  if (!ok) return Bad(source, field, absl::StrCat("must be a ", json(type).type_name()));
+  return &*it;
+}
+
+}  // namespace
+
+absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_view source) {
+  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return Bad(source, "(file)", "malformed JSON");
+  if (!root.is_object()) return Bad(source, "(file)", "must be a JSON object");
+  using T = json::value_t;
+  Profile profile;
+  HETERPS_ASSIGN_OR_RETURN(const json* format, Field(root, source, "", "format", T::string));
+  if (format->get<std::string>() != kFormat) {
+    return Bad(source, "format", absl::StrCat("unsupported '", format->get<std::string>(),
+                                              "' (expected '", kFormat, "')"));
+  }
+  HETERPS_ASSIGN_OR_RETURN(const json* model, Field(root, source, "", "model", T::string));
+  profile.model = model->get<std::string>();
+  HETERPS_ASSIGN_OR_RETURN(const json* batch, Field(root, source, "", "batch_size",
+                                                    T::number_float));
+  if (!batch->is_number_integer() || batch->get<int64_t>() <= 0) {
+    return Bad(source, "batch_size", "must be a positive whole number");
+  }
+  profile.batch_size = batch->get<int64_t>();
+  if (auto host = root.find("host"); host != root.end() && host->is_string()) {
+    profile.host = host->get<std::string>();
+  }
+  HETERPS_ASSIGN_OR_RETURN(const json* entries, Field(root, source, "", "entries", T::array));
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const json& e = (*entries)[i];
+    std::string path = absl::StrCat("entries[", i, "]");
+    if (!e.is_object()) return Bad(source, path, "must be an object");
+    ProfileEntry entry;
+    HETERPS_ASSIGN_OR_RETURN(const json* layer, Field(e, source, path, "layer", T::string));
+    HETERPS_ASSIGN_OR_RETURN(const json* type, Field(e, source, path, "type", T::string));
+    HETERPS_ASSIGN_OR_RETURN(const json* secs,
+                             Field(e, source, path, "seconds_per_batch", T::number_float));
+    entry.layer = layer->get<std::string>();
+    entry.type = type->get<std::string>();
+    entry.seconds_per_batch = secs->get<double>();
+    if (!(entry.seconds_per_batch > 0) || !std::isfinite(entry.seconds_per_batch)) {
+      return Bad(source, path + ".seconds_per_batch", "must be a positive number");
+    }
+    profile.entries.push_back(std::move(entry));
+  }
+  return profile;
+}
+
+absl::StatusOr<Profile> LoadProfile(const std::string& path) {
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
+  return ParseProfile(text, path);
+}
+
+std::string ProfileToJson(const Profile& profile) {
+  json entries = json::array();
+  for (const ProfileEntry& e : profile.entries) {
+    entries.push_back({{"layer", e.layer}, {"type", e.type},
+                       {"seconds_per_batch", e.seconds_per_batch}});
+  }
+  json root = {{"format", kFormat}, {"model", profile.model},
+               {"batch_size", profile.batch_size}, {"host", profile.host},
+               {"entries", entries}};
+  return root.dump(2) + "\n";
+}
+
+}  // namespace heterps::cost

@@ -1,0 +1,41 @@
+// The profile table: measured per-layer times on local devices (profile.json).
+//
+// A measurement replaces the analytic compute estimate OCT(l, t) for that (layer, type). Types with
+// at least one measurement are also *calibrated*: their unmeasured layers get the analytic estimate
+// times the median measured/estimated ratio of the measured ones. docs/cost_model.md documents
+// the file format:
+//
+//   {"format": "heterps-profile-v1", "model": "dlrm-small", "batch_size": 2048,
+//    "host": "free text", "entries": [{"layer": "top.0", "type": "host-cpu",
+//                                      "seconds_per_batch": 0.0021}, ...]}
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+
+namespace heterps::cost {
+
+struct ProfileEntry {
+  std::string layer;               // layer name in the model spec
+  std::string type;                // resource type name in the cluster spec
+  double seconds_per_batch = 0;    // measured forward + backward compute time of one batch, > 0
+};
+
+struct Profile {
+  std::string model;     // the model spec's name the profile was taken on
+  int64_t batch_size = 0;
+  std::string host;      // free text describing the machine
+  std::vector<ProfileEntry> entries;
+};
+
+// Parses profile JSON; errors are InvalidArgument "<source>: <field path>: <problem>".
+absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_view source);
+absl::StatusOr<Profile> LoadProfile(const std::string& path);
+// The JSON text of `profile` (what ParseProfile reads back).
+std::string ProfileToJson(const Profile& profile);
+
+}  // namespace heterps::cost

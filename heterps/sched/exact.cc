@@ -1,0 +1,350 @@
+// The exact scheduler. docs/schedulers.md explains the method; in short:
+//
+// The optimal plan's bottleneck time E* is one of the values ET(X_{i..j,t}, k) of some segment of
+// layers i..j on some type t with k units. For a fixed E, the cheapest plan is a shortest path
+// over layer segments (a dynamic program): stage i..j on t costs p_t k_min(i..j, t, E), and
+// consecutive stages differ in type. Its value S(E) is non-increasing in E, so over a range of
+// candidates [E_lo, E_hi] no plan costs less than c E_lo S(E_hi) (c = N / B / 3600): a best-first
+// branch-and-bound over ranges of candidates skips most of them. The dynamic program ignores that
+// stages of one type share that type's units; where its plan breaks that limit, a depth-first
+// search with the dynamic program's suffix values as bounds finds the constrained optimum at that
+// E. Every plan found is provisioned exactly by cost::Provision, so costs match brute force.
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "absl/strings/string_view.h"
+#include "heterps/base/deadline.h"
+#include "heterps/sched/schedulers.h"
+
+namespace heterps::sched {
+namespace {
+
+using cost::CostModel;
+using cost::kInfinity;
+
+// 1 - 1e-12: a bound must beat the incumbent by more than rounding to be worth exploring.
+constexpr double kStrictly = 1 - 1e-12;
+
+class ExactSearch {
+ public:
+  ExactSearch(const CostModel& model, const SchedulerOptions& options)
+      : model_(model),
+        options_(options),
+        num_layers_(model.num_layers()),
+        num_types_(model.num_types()),
+        deadline_(options.time_limit_seconds) {}
+
+  Plan Run();
+
+ private:
+  double X(int i, int j, int t) const { return x_[(i * num_layers_ + j) * num_types_ + t]; }
+  double Price(int t) const { return model_.type(t).price_per_hour; }
+  double G(int i, int prev) const { return g_[i * (num_types_ + 1) + prev]; }
+
+  void BuildStageTable();
+  void BuildCandidates();
+  // The dynamic program at bottleneck e, availability shared across stages ignored. Fills g_ and
+  // h_ and returns S(e) = sum_s p_t k_s of the cheapest plan (kInfinity if none).
+  double Relaxed(double e);
+  std::vector<int> RelaxedAssignment() const;
+  bool WithinUnits(const std::vector<int>& assignment, double e) const;
+  // The cheapest plan at e that respects availability and beats `bound` (in sum p k), using the
+  // g_ of the last Relaxed(e) as lower bounds. Empty if none.
+  std::vector<int> Constrained(double e, double bound);
+  void Dfs(int i, int prev, double cost);
+  void Evaluate(double e);
+  void Consider(const std::vector<int>& assignment);
+  Plan Infeasible();
+
+  const CostModel& model_;
+  const SchedulerOptions& options_;
+  const int num_layers_, num_types_;
+  base::Deadline deadline_;
+  bool timed_out_ = false;
+  int64_t evaluated_ = 0;
+
+  std::vector<double> x_;     // [i][j][t]: one unit's stage seconds; kInfinity if j < i or no fit
+  std::vector<double> cand_;  // candidate bottlenecks <= E_max, ascending, distinct
+  std::vector<double> g_;     // [i][prev]: cheapest cover of layers i.. whose first type != prev
+  std::vector<double> h_;     // [i][t]: cheapest cover of layers i.. whose first stage is on t
+  std::vector<int> h_end_;    // [i][t]: last layer of that first stage
+
+  // The constrained depth-first search.
+  double dfs_e_ = 0, dfs_best_ = 0;
+  std::vector<int> dfs_current_, dfs_found_;
+  std::vector<int64_t> dfs_used_;
+
+  Plan best_;
+  bool have_best_ = false;
+};
+
+void ExactSearch::BuildStageTable() {
+  x_.assign(static_cast<size_t>(num_layers_) * num_layers_ * num_types_, kInfinity);
+  for (int i = 0; i < num_layers_; ++i) {
+    for (int j = i; j < num_layers_; ++j) {
+      for (int t = 0; t < num_types_; ++t) {
+        x_[(i * num_layers_ + j) * num_types_ + t] = model_.StageSeconds(i, j, t);
+      }
+    }
+  }
+}
+
+void ExactSearch::BuildCandidates() {
+  const double e_max = model_.max_bottleneck_seconds();
+  for (int i = 0; i < num_layers_; ++i) {
+    for (int j = i; j < num_layers_; ++j) {
+      for (int t = 0; t < num_types_; ++t) {
+        double x = X(i, j, t);
+        int64_t k_min = model_.MinUnits(x, t, e_max);
+        if (k_min == 0) continue;
+        for (int64_t k = k_min; k <= model_.type(t).units; ++k) {
+          cand_.push_back(CostModel::ExecSeconds(x, model_.type(t).dp_loss, k));
+        }
+      }
+    }
+  }
+  std::sort(cand_.begin(), cand_.end());
+  cand_.erase(std::unique(cand_.begin(), cand_.end()), cand_.end());
+}
+
+double ExactSearch::Relaxed(double e) {
+  ++evaluated_;
+  const int stride = num_types_ + 1;
+  g_.assign(static_cast<size_t>(num_layers_ + 1) * stride, 0.0);
+  h_.assign(static_cast<size_t>(num_layers_) * num_types_, kInfinity);
+  h_end_.assign(static_cast<size_t>(num_layers_) * num_types_, -1);
+  for (int i = num_layers_ - 1; i >= 0; --i) {
+    double best1 = kInfinity, best2 = kInfinity;
+    int arg1 = -1;
+    for (int t = 0; t < num_types_; ++t) {
+      double& h = h_[i * num_types_ + t];
+      for (int j = i; j < num_layers_; ++j) {
+        int64_t k = model_.MinUnits(X(i, j, t), t, e);
+        if (k == 0) continue;
+        double v = Price(t) * static_cast<double>(k) + G(j + 1, t);
+        if (v < h) {
+          h = v;
+          h_end_[i * num_types_ + t] = j;
+        }
+      }
+      if (h < best1) {
+        best2 = best1;
+        best1 = h;
+        arg1 = t;
+      } else if (h < best2) {
+        best2 = h;
+      }
+    }
+    for (int prev = 0; prev <= num_types_; ++prev) {
+      g_[i * stride + prev] = prev == arg1 ? best2 : best1;
+    }
+  }
+  return G(0, num_types_);
+}
+
+std::vector<int> ExactSearch::RelaxedAssignment() const {
+  std::vector<int> assignment(num_layers_);
+  for (int i = 0, prev = num_types_; i < num_layers_;) {
+    int pick = -1;
+    for (int t = 0; t < num_types_; ++t) {
+      if (t == prev) continue;
+      if (pick < 0 || h_[i * num_types_ + t] < h_[i * num_types_ + pick]) pick = t;
+    }
+    int end = h_end_[i * num_types_ + pick];
+    std::fill(assignment.begin() + i, assignment.begin() + end + 1, pick);
+    i = end + 1;
+    prev = pick;
+  }
+  return assignment;
+}
+
+bool ExactSearch::WithinUnits(const std::vector<int>& assignment, double e) const {
+  std::vector<int64_t> used(num_types_, 0);
+  for (const cost::StageSpec& s : StagesOf(assignment)) {
+    used[s.type] += model_.MinUnits(X(s.first, s.last, s.type), s.type, e);
+    if (used[s.type] > model_.type(s.type).units) return false;
+  }
+  return true;
+}
+
+std::vector<int> ExactSearch::Constrained(double e, double bound) {
+  dfs_e_ = e;
+  dfs_best_ = bound;
+  dfs_current_.assign(num_layers_, -1);
+  dfs_found_.clear();
+  dfs_used_.assign(num_types_, 0);
+  Dfs(0, num_types_, 0.0);
+  return dfs_found_;
+}
+
+void ExactSearch::Dfs(int i, int prev, double cost) {
+  if (timed_out_) return;
+  if (++evaluated_ % 4096 == 0 && deadline_.Expired()) {
+    timed_out_ = true;
+    return;
+  }
+  if (i == num_layers_) {
+    dfs_best_ = cost;
+    dfs_found_ = dfs_current_;
+    return;
+  }
+  struct Child {
+    double bound;
+    int end, type;
+    int64_t units;
+  };
+  std::vector<Child> children;
+  for (int t = 0; t < num_types_; ++t) {
+    if (t == prev) continue;
+    for (int j = i; j < num_layers_; ++j) {
+      int64_t k = model_.MinUnits(X(i, j, t), t, dfs_e_);
+      if (k == 0 || dfs_used_[t] + k > model_.type(t).units) continue;
+      double bound = cost + Price(t) * static_cast<double>(k) + G(j + 1, t);
+      if (bound < dfs_best_ * kStrictly) children.push_back({bound, j, t, k});
+    }
+  }
+  std::sort(children.begin(), children.end(),
+            [](const Child& a, const Child& b) { return a.bound < b.bound; });
+  for (const Child& c : children) {
+    if (!(c.bound < dfs_best_ * kStrictly)) break;
+    dfs_used_[c.type] += c.units;
+    std::fill(dfs_current_.begin() + i, dfs_current_.begin() + c.end + 1, c.type);
+    Dfs(c.end + 1, c.type, cost + Price(c.type) * static_cast<double>(c.units));
+    dfs_used_[c.type] -= c.units;
+  }
+}
+
+void ExactSearch::Consider(const std::vector<int>& assignment) {
+  Plan plan = MakePlan(model_, assignment);
+  ++evaluated_;
+  if (!have_best_ || Better(plan, best_)) {
+    best_ = std::move(plan);
+    have_best_ = true;
+  }
+}
+
+void ExactSearch::Evaluate(double e) {
+  if (Relaxed(e) == kInfinity) return;
+  std::vector<int> assignment = RelaxedAssignment();
+  if (WithinUnits(assignment, e)) {
+    Consider(assignment);
+    return;
+  }
+  // Only plans whose bound c e S beats the incumbent matter.
+  const double c = model_.JobCost(e, 1.0);
+  double bound = best_.feasible ? best_.cost_usd / c : kInfinity;
+  assignment = Constrained(e, bound);
+  if (!assignment.empty()) Consider(assignment);
+}
+
+Plan ExactSearch::Run() {
+  BuildStageTable();
+  for (int t = 0; t < num_types_; ++t) Consider(std::vector<int>(num_layers_, t));
+  BuildCandidates();
+  struct Range {
+    double bound;  // no plan with a bottleneck in [cand[lo], cand[hi]] costs less
+    size_t lo, hi;
+    double s_hi;   // S(cand[hi])
+    bool operator<(const Range& o) const { return bound > o.bound; }  // min-heap
+  };
+  std::priority_queue<Range> open;
+  if (!cand_.empty()) {
+    size_t hi = cand_.size() - 1;
+    double s = Relaxed(cand_[hi]);
+    if (s < kInfinity) open.push({model_.JobCost(cand_[0], s), 0, hi, s});
+  }
+  while (!open.empty() && !timed_out_) {
+    if (deadline_.Expired()) {
+      timed_out_ = true;
+      break;
+    }
+    Range r = open.top();
+    if (best_.feasible && !(r.bound < best_.cost_usd * kStrictly)) break;
+    open.pop();
+    if (r.lo == r.hi) {
+      Evaluate(cand_[r.lo]);
+    } else {
+      size_t mid = r.lo + (r.hi - r.lo) / 2;
+      open.push({model_.JobCost(cand_[mid + 1], r.s_hi), mid + 1, r.hi, r.s_hi});
+      double s_mid = Relaxed(cand_[mid]);
+      if (s_mid < kInfinity) open.push({model_.JobCost(cand_[r.lo], s_mid), r.lo, mid, s_mid});
+    }
+    if (options_.progress && evaluated_ % 256 < 2) {
+      options_.progress(evaluated_, best_.feasible ? best_.cost_usd : kInfinity);
+    }
+  }
+  Plan plan = best_.feasible ? best_ : Infeasible();
+  plan.certified_optimal = !timed_out_;
+  plan.plans_evaluated = evaluated_;
+  return plan;
+}
+
+// No plan meets the limit: report the fastest plan (every stage with all units of its type, shared
+// limits ignored) and why even it fails.
+Plan ExactSearch::Infeasible() {
+  const int stride = num_types_;
+  std::vector<double> m((num_layers_ + 1) * stride, kInfinity);
+  std::vector<int> from_i((num_layers_ + 1) * stride, -1), from_t((num_layers_ + 1) * stride, -1);
+  auto best_before = [&](int i, int t, double* value, int* type) {
+    *value = i == 0 ? 0.0 : kInfinity;
+    *type = -1;
+    for (int p = 0; i > 0 && p < num_types_; ++p) {
+      if (p != t && m[i * stride + p] < *value) {
+        *value = m[i * stride + p];
+        *type = p;
+      }
+    }
+  };
+  for (int j = 1; j <= num_layers_; ++j) {
+    for (int t = 0; t < num_types_; ++t) {
+      for (int i = 0; i < j; ++i) {
+        double before;
+        int type;
+        best_before(i, t, &before, &type);
+        const auto& rt = model_.type(t);
+        double v = std::max(before, CostModel::ExecSeconds(X(i, j - 1, t), rt.dp_loss, rt.units));
+        if (v < m[j * stride + t]) {
+          m[j * stride + t] = v;
+          from_i[j * stride + t] = i;
+          from_t[j * stride + t] = type;
+        }
+      }
+    }
+  }
+  int t = 0;
+  for (int u = 1; u < num_types_; ++u) {
+    if (m[num_layers_ * stride + u] < m[num_layers_ * stride + t]) t = u;
+  }
+  std::vector<int> assignment(num_layers_, 0);
+  for (int j = num_layers_; j > 0 && t >= 0;) {
+    int i = from_i[j * stride + t];
+    if (i < 0) break;  // no type holds some layer: any assignment shows why
+    std::fill(assignment.begin() + i, assignment.begin() + j, t);
+    int prev = from_t[j * stride + t];
+    j = i;
+    t = prev;
+  }
+  Plan plan = MakePlan(model_, assignment);
+  plan.why.message = "even the fastest plan fails: " + plan.why.message;
+  return plan;
+}
+
+class ExactScheduler : public Scheduler {
+ public:
+  absl::string_view name() const override { return "exact"; }
+  absl::StatusOr<Plan> Schedule(const CostModel& model,
+                                const SchedulerOptions& options) override {
+    base::Deadline clock(0);
+    Plan plan = ExactSearch(model, options).Run();
+    plan.scheduler = std::string(name());
+    plan.search_seconds = clock.Elapsed();
+    return plan;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Scheduler> NewExactScheduler() { return std::make_unique<ExactScheduler>(); }
+
+}  // namespace heterps::sched

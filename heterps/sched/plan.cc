@@ -1,0 +1,96 @@
+#include "heterps/sched/plan.h"
+
+#include "nlohmann/json.hpp"
+
+namespace heterps::sched {
+
+std::vector<cost::StageSpec> StagesOf(const std::vector<int>& assignment) {
+  std::vector<cost::StageSpec> stages;
+  for (int l = 0; l < static_cast<int>(assignment.size()); ++l) {
+    if (stages.empty() || stages.back().type != assignment[l]) {
+      stages.push_back({l, l, assignment[l]});
+    } else {
+      stages.back().last = l;
+    }
+  }
+  return stages;
+}
+
+Plan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment) {
+  Plan plan;
+  plan.assignment = assignment;
+  std::vector<cost::StageSpec> specs = StagesOf(assignment);
+  cost::Provisioning p = cost::Provision(model, specs);
+  plan.feasible = p.feasible;
+  plan.why = p.why;
+  for (size_t s = 0; s < specs.size(); ++s) {
+    PlanStage stage;
+    stage.spec = specs[s];
+    cost::StageTime time = model.Stage(specs[s].first, specs[s].last, specs[s].type);
+    stage.compute_seconds = time.compute;
+    stage.comm_seconds = time.comm;
+    if (p.feasible) {
+      stage.units = p.units[s];
+      stage.seconds_per_batch = p.seconds[s];
+    }
+    plan.stages.push_back(stage);
+  }
+  plan.throughput = p.throughput;
+  plan.cost_usd = p.cost_usd;
+  plan.cost_per_hour_usd = p.usd_per_hour;
+  plan.job_seconds = p.job_seconds;
+  plan.plans_evaluated = 1;
+  return plan;
+}
+
+bool Better(const Plan& a, const Plan& b) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (!a.feasible) return a.why.shortfall < b.why.shortfall;
+  if (a.cost_usd != b.cost_usd) return a.cost_usd < b.cost_usd;
+  return a.throughput > b.throughput;
+}
+
+std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {
+  using nlohmann::json;
+  json stages = json::array();
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const PlanStage& st = plan.stages[s];
+    json layers = json::array();
+    for (int l = st.spec.first; l <= st.spec.last; ++l) layers.push_back(model.model().layers[l].name);
+    const auto& type = model.type(st.spec.type);
+    json stage = {{"index", s},
+                  {"layers", layers},
+                  {"type", type.name},
+                  {"units", st.units},
+                  {"seconds_per_batch", st.seconds_per_batch},
+                  {"compute_seconds", st.compute_seconds},
+                  {"comm_seconds", st.comm_seconds},
+                  {"usd_per_hour", static_cast<double>(st.units) * type.price_per_hour}};
+    stage["throughput"] = st.seconds_per_batch > 0 ? model.batch() / st.seconds_per_batch : 0.0;
+    stages.push_back(stage);
+  }
+  json root = {{"format", "heterps-plan-v1"},
+               {"model", model.model().name},
+               {"cluster", model.cluster().name},
+               {"batch_size", model.model().batch_size},
+               {"samples", model.workload().samples},
+               {"throughput_limit", model.workload().throughput_limit},
+               {"scheduler", plan.scheduler},
+               {"feasible", plan.feasible},
+               {"certified_optimal", plan.certified_optimal},
+               {"throughput", plan.throughput},
+               {"cost_usd", plan.cost_usd},
+               {"cost_per_hour_usd", plan.cost_per_hour_usd},
+               {"job_seconds", plan.job_seconds},
+               {"search_seconds", plan.search_seconds},
+               {"plans_evaluated", plan.plans_evaluated},
+               {"stages", stages}};
+  if (!plan.feasible) {
+    root["infeasible"] = {{"constraint", plan.why.constraint},
+                          {"shortfall", plan.why.shortfall},
+                          {"reason", plan.why.message}};
+  }
+  return root.dump(2) + "\n";
+}
+
+}  // namespace heterps::sched

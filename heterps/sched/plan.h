@@ -1,0 +1,50 @@
+// A plan: the scheduling plan (a resource type per layer, grouped into stages) together with its
+// exact provisioning and what it costs. docs/plan_format.md documents its JSON form.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "heterps/cost/cost_model.h"
+#include "heterps/cost/provisioner.h"
+
+namespace heterps::sched {
+
+struct PlanStage {
+  cost::StageSpec spec;          // layers [first, last] on a type
+  int64_t units = 0;             // k_s
+  double seconds_per_batch = 0;  // ET_s(k_s)
+  double compute_seconds = 0;    // OCT_s: one unit's compute time per batch
+  double comm_seconds = 0;       // DT_s: one unit's communication time per batch
+};
+
+struct Plan {
+  std::string scheduler;            // name of the scheduler that made it
+  std::vector<int> assignment;      // resource type per layer
+  std::vector<PlanStage> stages;    // maximal runs of layers on one type
+  bool feasible = false;
+  bool certified_optimal = false;   // proven optimal under the cost model
+  double throughput = 0;            // samples/s
+  double cost_usd = 0;              // whole job
+  double cost_per_hour_usd = 0;
+  double job_seconds = 0;
+  double search_seconds = 0;        // wall time the scheduler took
+  int64_t plans_evaluated = 0;      // scheduling plans provisioned (or bounded) by the search
+  cost::Infeasibility why;          // when !feasible
+};
+
+// Groups `assignment` (a type per layer) into stages and provisions them exactly.
+Plan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment);
+
+// The stages of an assignment: maximal runs of consecutive layers on one type.
+std::vector<cost::StageSpec> StagesOf(const std::vector<int>& assignment);
+
+// True if `a` is strictly better than `b`: feasible beats infeasible; then lower cost; then
+// higher throughput. Between infeasible plans, the smaller shortfall wins.
+bool Better(const Plan& a, const Plan& b);
+
+// The plan as JSON text (docs/plan_format.md).
+std::string PlanToJson(const cost::CostModel& model, const Plan& plan);
+
+}  // namespace heterps::sched

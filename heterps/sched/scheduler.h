@@ -1,0 +1,70 @@
+// The Scheduler interface: choose a resource type for every layer so that the provisioned plan
+// meets the throughput limit at the lowest cost. Schedulers are built by name from a
+// SchedulerRegistry.
+//
+// Example:
+//   SchedulerRegistry registry = DefaultSchedulers();
+//   HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create("exact"));
+//   Plan plan = scheduler->Schedule(cost_model, SchedulerOptions{.seed = 7});
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+#include "heterps/cost/cost_model.h"
+#include "heterps/sched/plan.h"
+
+namespace heterps::sched {
+
+struct SchedulerOptions {
+  uint64_t seed = 1;                // for randomized schedulers; same seed, same plan
+  double time_limit_seconds = 60;   // wall-clock budget; <= 0 means none
+  int64_t max_plans = 0;            // budget of evaluated plans; 0: the scheduler's default
+  // Called now and then by long searches with (plans evaluated, best cost so far or +inf).
+  // May be empty. Called on the scheduler's thread.
+  std::function<void(int64_t, double)> progress;
+};
+
+// Thread safety: a Scheduler object is used by one thread at a time; distinct objects are
+// independent.
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  virtual absl::string_view name() const = 0;
+  // The best plan the scheduler finds. An infeasible instance gives a Plan with feasible == false
+  // and `why` set, not an error; errors are for requests the scheduler refuses (too large for
+  // brute force, say).
+  virtual absl::StatusOr<Plan> Schedule(const cost::CostModel& model,
+                                        const SchedulerOptions& options) = 0;
+};
+
+// Builds schedulers by name. Not thread-safe for Register; Create may be called concurrently.
+class SchedulerRegistry {
+ public:
+  using Factory = std::function<std::unique_ptr<Scheduler>()>;
+
+  void Register(std::string name, std::string description, Factory factory);
+  // NotFound listing the valid names if `name` is unknown.
+  absl::StatusOr<std::unique_ptr<Scheduler>> Create(absl::string_view name) const;
+  std::vector<std::string> Names() const;
+  std::string Description(absl::string_view name) const;
+
+ private:
+  struct Entry {
+    std::string description;
+    Factory factory;
+  };
+  std::map<std::string, Entry, std::less<>> entries_;
+};
+
+// A registry holding every built-in scheduler.
+SchedulerRegistry DefaultSchedulers();
+
+}  // namespace heterps::sched

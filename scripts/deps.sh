@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The one list of what heterps needs from Debian 12. Installs only what is missing, so a machine
+# that already has everything needs no network.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libabsl-dev           # Status, StatusOr, flat_hash_map, Mutex, time
+  libyaml-cpp-dev       # model and cluster specs
+  nlohmann-json3-dev    # plan and profile JSON
+  libcli11-dev          # command line
+  libeigen3-dev         # dense math
+  libgtest-dev libgmock-dev   # tests
+  libbenchmark-dev      # micro-benchmarks
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "heterps: installing ${missing[*]}" >&2
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi

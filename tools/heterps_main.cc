@@ -1,0 +1,24 @@
+// The heterps command line.
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "tools/plan_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"heterps: plan and train sparse deep-learning models on heterogeneous hardware"};
+  app.require_subcommand(1);
+  heterps::tools::PlanFlags plan_flags;
+  CLI::App* plan = heterps::tools::AddPlanCommand(app, plan_flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "heterps: error: " << e.what() << " (see heterps --help)\n";
+    return 2;
+  }
+  if (plan->parsed()) return heterps::tools::RunPlan(plan_flags);
+  return 2;
+}

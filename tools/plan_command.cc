@@ -1,0 +1,173 @@
+#include "tools/plan_command.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string_view>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "embedded/heterps_examples.h"
+#include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/sched/schedulers.h"
+#include "tools/table.h"
+
+namespace heterps::tools {
+namespace {
+
+// The embedded main job: the small DLRM at a million samples/s on the cloud catalog.
+constexpr double kDefaultThroughput = 1e6;
+
+absl::string_view Text(std::string_view text) { return {text.data(), text.size()}; }
+
+absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags) {
+  config::ModelSpec model;
+  if (flags.model_path.empty()) {
+    HETERPS_ASSIGN_OR_RETURN(model, config::ParseModelSpec(Text(embedded::dlrm_small()),
+                                                           "<embedded>/dlrm-small.yaml"));
+  } else {
+    HETERPS_ASSIGN_OR_RETURN(model, config::LoadModelSpec(flags.model_path));
+  }
+  config::ClusterSpec cluster;
+  if (flags.cluster_path.empty()) {
+    HETERPS_ASSIGN_OR_RETURN(cluster,
+                             config::ParseClusterSpec(Text(embedded::cloud()), "<embedded>/cloud.yaml"));
+  } else {
+    HETERPS_ASSIGN_OR_RETURN(cluster, config::LoadClusterSpec(flags.cluster_path));
+  }
+  double throughput = flags.throughput;
+  if (throughput == 0) {
+    if (!flags.model_path.empty()) {
+      return absl::InvalidArgumentError("--throughput is required with --model");
+    }
+    throughput = kDefaultThroughput;
+  }
+  std::optional<cost::Profile> profile;
+  if (!flags.profile_path.empty()) {
+    HETERPS_ASSIGN_OR_RETURN(profile, cost::LoadProfile(flags.profile_path));
+  }
+  cost::Workload workload{throughput, flags.samples};
+  return cost::CostModel::Create(model, cluster, workload, profile ? &*profile : nullptr);
+}
+
+std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
+  std::string out = absl::StrFormat(
+      "%s on %s: %s samples/s needed, %s samples; scheduler %s (%s, %s, %d plans evaluated)\n\n",
+      model.model().name, model.cluster().name, WithCommas(model.workload().throughput_limit),
+      absl::StrFormat("%.4g", model.workload().samples), plan.scheduler,
+      plan.certified_optimal ? "certified optimal" : "not certified",
+      HumanSeconds(plan.search_seconds), plan.plans_evaluated);
+  Table table({"stage", "layers", "type", "units", "time/batch", "samples/s", "$/hour"},
+              {true, false, false, true, true, true, true});
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const sched::PlanStage& st = plan.stages[s];
+    const auto& layers = model.model().layers;
+    std::string names = st.spec.first == st.spec.last
+                            ? layers[st.spec.first].name
+                            : layers[st.spec.first].name + " .. " + layers[st.spec.last].name;
+    const auto& type = model.type(st.spec.type);
+    bool provisioned = st.units > 0;
+    table.AddRow({std::to_string(s), names, type.name,
+                  provisioned ? std::to_string(st.units) : "-",
+                  provisioned ? HumanSeconds(st.seconds_per_batch) : "-",
+                  provisioned ? WithCommas(model.batch() / st.seconds_per_batch) : "-",
+                  provisioned ? absl::StrFormat("%.2f", st.units * type.price_per_hour) : "-"});
+  }
+  out += table.Render();
+  if (plan.feasible) {
+    out += absl::StrFormat(
+        "\npipeline %s samples/s, job %s, cost $%s ($%.2f/hour)\n", WithCommas(plan.throughput),
+        HumanSeconds(plan.job_seconds), absl::StrFormat("%.2f", plan.cost_usd),
+        plan.cost_per_hour_usd);
+  }
+  return out;
+}
+
+// Shows search progress on a terminal; silent otherwise.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
+  ~Progress() { Clear(); }
+  // Erases the progress line, so that what follows starts on a clean line.
+  void Clear() {
+    if (shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+  void Update(int64_t evaluated, double best) {
+    if (!enabled_) return;
+    absl::Time now = absl::Now();
+    if (now - last_ < absl::Milliseconds(100)) return;
+    last_ = now;
+    shown_ = true;
+    std::string cost = std::isfinite(best) ? absl::StrFormat("$%.2f", best) : "none yet";
+    std::fprintf(stderr, "\r\033[Ksearching: %lld plans evaluated, best %s",
+                 static_cast<long long>(evaluated), cost.c_str());
+  }
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+  absl::Time last_ = absl::InfinitePast();
+};
+
+int Fail(const absl::Status& status) {
+  std::cerr << "heterps: error: " << status.message() << "\n";
+  return 2;
+}
+
+}  // namespace
+
+CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Assign every layer to a resource type and size each stage, at the lowest cost "
+              "that meets the throughput limit");
+  cmd->add_option("--model", flags.model_path, "model spec (YAML); default: embedded dlrm-small");
+  cmd->add_option("--cluster", flags.cluster_path,
+                  "cluster spec (YAML); default: embedded cloud catalog");
+  cmd->add_option("--throughput", flags.throughput,
+                  "samples/s the plan must reach (default 1000000 with the embedded model)");
+  cmd->add_option("--samples", flags.samples, "samples the job processes (default: one epoch of "
+                                              "Criteo 1TB, 4373472329)");
+  cmd->add_option("--scheduler", flags.scheduler, "scheduler name (default exact)");
+  cmd->add_option("--seed", flags.seed, "random seed for randomized schedulers");
+  cmd->add_option("--time-limit", flags.time_limit, "search time limit, seconds (default 60)");
+  cmd->add_option("--max-plans", flags.max_plans, "budget of evaluated plans (0: default)");
+  cmd->add_option("--profile", flags.profile_path, "measured per-layer times (profile.json)");
+  cmd->add_option("--out", flags.out_path, "write the plan JSON here");
+  cmd->add_flag("--json", flags.json, "print the plan JSON instead of the table");
+  return cmd;
+}
+
+int RunPlan(const PlanFlags& flags) {
+  absl::StatusOr<cost::CostModel> model = BuildCostModel(flags);
+  if (!model.ok()) return Fail(model.status());
+  sched::SchedulerRegistry registry = sched::DefaultSchedulers();
+  auto scheduler = registry.Create(flags.scheduler);
+  if (!scheduler.ok()) return Fail(scheduler.status());
+  Progress progress(!flags.json);
+  sched::SchedulerOptions options;
+  options.seed = flags.seed;
+  options.time_limit_seconds = flags.time_limit;
+  options.max_plans = flags.max_plans;
+  options.progress = [&](int64_t n, double best) { progress.Update(n, best); };
+  absl::StatusOr<sched::Plan> plan = (*scheduler)->Schedule(*model, options);
+  progress.Clear();
+  if (!plan.ok()) return Fail(plan.status());
+  std::string json = sched::PlanToJson(*model, *plan);
+  if (!flags.out_path.empty()) {
+    absl::Status written = base::WriteFileAtomically(flags.out_path, json);
+    if (!written.ok()) return Fail(written);
+  }
+  std::cout << (flags.json ? json : RenderPlan(*model, *plan)) << std::flush;
+  if (!plan->feasible) {
+    std::cerr << "heterps: no feasible plan: " << plan->why.message << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace heterps::tools
