@@ -1,1 +1,157 @@
-#include <gtest/gtest.h>
+#include "heterps/cost/cost_model.h"
+
+#include "gtest/gtest.h"
+#include "heterps/cost/provisioner.h"
+
+namespace heterps::cost {
+namespace {
+
+// A model small enough to work out by hand (the figures below are derived in the comments).
+constexpr char kTinyModel[] = R"(
+name: tiny
+batch_size: 100
+layers:
+  - {name: in, kind: input, dense: 8}
+  - {name: fc0, kind: fc, in: 8, out: 4, activation: relu}
+  - {name: fc1, kind: fc, in: 4, out: 1}
+  - {name: loss, kind: logloss}
+)";
+
+// F = 1e12 FLOP/s, M = 1e11 B/s, R = 1e8 rows/s, W = 1e9 B/s, o = 10 us, p = $2/h, beta = 0.1.
+constexpr char kOneType[] = R"(
+name: one
+types:
+  - {name: box, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 1,
+     network_gbps: 8, overhead_us: 10, price_per_hour: 2, units: 4, dp_loss: 0.1}
+)";
+
+CostModel Tiny(double throughput, double samples) {
+  auto model = config::ParseModelSpec(kTinyModel, "tiny.yaml");
+  auto cluster = config::ParseClusterSpec(kOneType, "one.yaml");
+  EXPECT_TRUE(model.ok() && cluster.ok());
+  auto cm = CostModel::Create(*model, *cluster, {throughput, samples});
+  EXPECT_TRUE(cm.ok()) << cm.status();
+  return *cm;
+}
+
+TEST(CostModelTest, LayerCharacteristics) {
+  CostModel cm = Tiny(1e6, 1e9);
+  // fc0: 8x4 weights + 4 biases; 2*8*4 GEMM + 2*4 bias and ReLU FLOPs.
+  EXPECT_DOUBLE_EQ(cm.layer(1).dense_params, 36);
+  EXPECT_DOUBLE_EQ(cm.layer(1).fwd_flops, 72);
+  // 4 * (3*8 + 2*4) activation bytes + 3 * 4 * 36 / 100 weight bytes per sample.
+  EXPECT_DOUBLE_EQ(cm.layer(1).mem_bytes, 132.32);
+  EXPECT_DOUBLE_EQ(cm.layer(1).act_in_bytes, 32);
+  EXPECT_DOUBLE_EQ(cm.layer(1).act_out_bytes, 16);
+}
+
+TEST(CostModelTest, GoldenStageTime) {
+  CostModel cm = Tiny(1e6, 1e9);
+  // OCT(fc0) = 10us * 6 ops + 100 * (3*72/1e12 + 132.32/1e11) = 6.015392e-5 s.
+  EXPECT_NEAR(cm.LayerSeconds(1, 0), 6.015392e-5, 1e-15);
+  // OCT(fc1) = 10us * 4 + 100 * (3*10/1e12 + 56.6/1e11) = 4.00596e-5 s.
+  EXPECT_NEAR(cm.LayerSeconds(2, 0), 4.00596e-5, 1e-15);
+  // Stage fc0..fc1: 2*100*32 bytes in, 2*100*4 out, 8*(36+5) of weights = 7528 B at 1e9 B/s.
+  StageTime t = cm.Stage(1, 2, 0);
+  EXPECT_NEAR(t.comm, 7.528e-6, 1e-18);
+  EXPECT_NEAR(t.total(), 1.0774152e-4, 1e-15);
+  // ET(2) = X * (1 + 0.1) / 2.
+  EXPECT_NEAR(CostModel::ExecSeconds(t.total(), 0.1, 2), 5.9257836e-5, 1e-15);
+}
+
+TEST(CostModelTest, GoldenThroughputAndCost) {
+  // Everything on `box`: X = 1.00664e-5 + 6.015392e-5 + 4.00596e-5 + 2.0019e-5 (compute)
+  // + 3.28e-7 (weights) = 1.3062692e-4 s. The limit 1.5e6 samples/s allows E <= 6.6667e-5 s:
+  // k = 2 gives 7.18448e-5 (too slow); k = 3 gives 5.224...e-5 at $6/h; k = 4 gives 4.2454e-5 at
+  // $8/h, which costs more (4.2454 * 8 > 5.2251 * 6).
+  CostModel cm = Tiny(1.5e6, 1e9);
+  Provisioning p = Provision(cm, std::vector<StageSpec>{{0, 3, 0}});
+  ASSERT_TRUE(p.feasible) << p.why.message;
+  ASSERT_EQ(p.units, std::vector<int64_t>{3});
+  const double e = 1.3062692e-4 * 1.2 / 3;
+  EXPECT_NEAR(p.bottleneck_seconds, e, 1e-15);
+  EXPECT_NEAR(p.throughput, 100 / e, 1e-6);             // 1,913,776 samples/s
+  EXPECT_NEAR(p.job_seconds, 1e9 * e / 100, 1e-6);      // 522.5 s
+  EXPECT_NEAR(p.cost_usd, 1e9 * e / 100 / 3600 * 6, 1e-9);  // $0.8709
+  EXPECT_DOUBLE_EQ(p.usd_per_hour, 6);
+}
+
+TEST(CostModelTest, InfeasibleThroughputNamesTheStage) {
+  CostModel cm = Tiny(1e8, 1e9);  // 4 units reach at most 100 / 4.2454e-5 = 2.36e6 samples/s
+  Provisioning p = Provision(cm, std::vector<StageSpec>{{0, 3, 0}});
+  EXPECT_FALSE(p.feasible);
+  EXPECT_EQ(p.why.constraint, "throughput");
+  EXPECT_NEAR(p.why.shortfall, 1e8 / (100 / (1.3062692e-4 * 1.3 / 4)) - 1, 1e-6);
+  EXPECT_NE(p.why.message.find("in..loss on box"), std::string::npos) << p.why.message;
+}
+
+TEST(CostModelTest, MinUnitsIsExact) {
+  CostModel cm = Tiny(1e6, 1e9);
+  const double x = 1e-3;
+  for (int64_t k = 1; k <= 4; ++k) {
+    double e = CostModel::ExecSeconds(x, 0.1, k);
+    EXPECT_EQ(cm.MinUnits(x, 0, e), k);
+    EXPECT_EQ(cm.MinUnits(x, 0, std::nextafter(e, 0.0)), k == 4 ? 0 : k + 1);
+  }
+  EXPECT_EQ(cm.MinUnits(kInfinity, 0, 1.0), 0);
+}
+
+TEST(CostModelTest, RejectsBadWorkload) {
+  auto model = config::ParseModelSpec(kTinyModel, "tiny.yaml");
+  auto cluster = config::ParseClusterSpec(kOneType, "one.yaml");
+  EXPECT_FALSE(CostModel::Create(*model, *cluster, {0, 1e9}).ok());
+  EXPECT_FALSE(CostModel::Create(*model, *cluster, {1e6, -1}).ok());
+}
+
+TEST(CostModelTest, DlrmSmallShapes) {
+  auto model = config::LoadModelSpec("examples/models/dlrm-small.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto cluster = config::ParseClusterSpec(kOneType, "one.yaml");
+  CostModel cm = *CostModel::Create(*model, *cluster, {1e6, 1e9});
+  int interact = model->FindLayer("interact"), top0 = model->FindLayer("top.0");
+  ASSERT_GE(interact, 0);
+  EXPECT_EQ(model->layers[interact].dense_width_out, 367);
+  // 27 vectors of 16: 351 dots of 32 FLOPs.
+  EXPECT_DOUBLE_EQ(cm.layer(interact).fwd_flops, 351 * 32);
+  EXPECT_DOUBLE_EQ(cm.layer(top0).dense_params, 367 * 256 + 256);
+  int emb = model->FindLayer("emb");
+  EXPECT_DOUBLE_EQ(cm.layer(emb).rows, 26);
+  EXPECT_DOUBLE_EQ(cm.layer(emb).sparse_params, 26.0 * 100000 * 16);
+}
+
+TEST(CostModelTest, ProfileOverridesAndCalibrates) {
+  auto model = config::ParseModelSpec(kTinyModel, "tiny.yaml");
+  auto cluster = config::ParseClusterSpec(kOneType, "one.yaml");
+  CostModel plain = *CostModel::Create(*model, *cluster, {1e6, 1e9});
+  Profile profile{"tiny", 100, "test", {{"fc0", "box", 2 * plain.LayerSeconds(1, 0)}}};
+  CostModel profiled = *CostModel::Create(*model, *cluster, {1e6, 1e9}, &profile);
+  EXPECT_TRUE(profiled.IsProfiled(1, 0));
+  EXPECT_NEAR(profiled.LayerSeconds(1, 0), 2 * plain.LayerSeconds(1, 0), 1e-15);
+  // The one measured ratio (2x) calibrates the other layers of the type.
+  EXPECT_NEAR(profiled.LayerSeconds(2, 0), 2 * plain.LayerSeconds(2, 0), 1e-15);
+
+  Profile wrong_layer{"tiny", 100, "", {{"nope", "box", 1e-3}}};
+  auto bad = CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_layer);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("entries[0].layer: no layer 'nope'"), std::string::npos);
+  Profile wrong_batch{"tiny", 64, "", {}};
+  EXPECT_FALSE(CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_batch).ok());
+}
+
+TEST(CostModelTest, ProfileJsonRoundTrip) {
+  Profile p{"tiny", 100, "host", {{"fc0", "box", 1.5e-3}, {"fc1", "box", 2e-4}}};
+  auto back = ParseProfile(ProfileToJson(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->entries.size(), 2u);
+  EXPECT_EQ(back->entries[1].layer, "fc1");
+  EXPECT_DOUBLE_EQ(back->entries[0].seconds_per_batch, 1.5e-3);
+  auto bad = ParseProfile(R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
+                              "entries": [{"layer": "a", "type": "b", "seconds_per_batch": -1}]})",
+                          "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "p.json: entries[0].seconds_per_batch: must be a positive number");
+  EXPECT_FALSE(ParseProfile("{not json", "p.json").ok());
+}
+
+}  // namespace
+}  // namespace heterps::cost

@@ -1,1 +1,110 @@
-#include <gtest/gtest.h>
+#include "heterps/cost/provisioner.h"
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "heterps/sched/plan.h"
+#include "heterps/sched/testing/random_instance.h"
+
+namespace heterps::cost {
+namespace {
+
+using sched::testing::InstanceShape;
+using sched::testing::MakeRandomInstance;
+
+// The oracle: every vector of units, k_s in [1, units of its type].
+struct Oracle {
+  bool feasible = false;
+  double cost = kInfinity;
+};
+
+Oracle BruteForce(const CostModel& model, const std::vector<StageSpec>& stages) {
+  const size_t n = stages.size();
+  std::vector<int64_t> k(n, 1);
+  Oracle best;
+  while (true) {
+    std::vector<int64_t> used(model.num_types(), 0);
+    double bottleneck = 0, rate = 0;
+    bool ok = true;
+    for (size_t s = 0; s < n; ++s) {
+      const auto& type = model.type(stages[s].type);
+      used[stages[s].type] += k[s];
+      ok = ok && used[stages[s].type] <= type.units;
+      double x = model.StageSeconds(stages[s].first, stages[s].last, stages[s].type);
+      bottleneck = std::max(bottleneck, CostModel::ExecSeconds(x, type.dp_loss, k[s]));
+      rate += static_cast<double>(k[s]) * type.price_per_hour;
+    }
+    if (ok && bottleneck <= model.max_bottleneck_seconds()) {
+      best.feasible = true;
+      best.cost = std::min(best.cost, model.JobCost(bottleneck, rate));
+    }
+    size_t s = 0;
+    while (s < n && ++k[s] > model.type(stages[s].type).units) k[s++] = 1;
+    if (s == n) break;
+  }
+  return best;
+}
+
+TEST(ProvisionerTest, MatchesBruteForceOnRandomPlans) {
+  std::mt19937_64 rng(20261122);
+  int feasible = 0, not_fewest_units = 0;
+  for (int trial = 0; trial < 1000; ++trial) {
+    InstanceShape shape{3 + static_cast<int>(rng() % 5), 1 + static_cast<int>(rng() % 4), 6};
+    auto instance = MakeRandomInstance(rng, shape);
+    CostModel model = sched::testing::CostModelOf(instance);
+    std::vector<int> assignment(model.num_layers());
+    for (int& t : assignment) t = static_cast<int>(rng() % model.num_types());
+    std::vector<StageSpec> stages = sched::StagesOf(assignment);
+    Provisioning got = Provision(model, stages);
+    Oracle want = BruteForce(model, stages);
+    ASSERT_EQ(got.feasible, want.feasible) << "trial " << trial << "\n" << instance.model_yaml
+                                           << instance.cluster_yaml;
+    if (!want.feasible) {
+      EXPECT_FALSE(got.why.message.empty());
+      continue;
+    }
+    ++feasible;
+    ASSERT_NEAR(got.cost_usd, want.cost, 1e-9 * want.cost) << "trial " << trial;
+    // The answer is what it says it is.
+    std::vector<int64_t> used(model.num_types(), 0);
+    double rate = 0;
+    for (size_t s = 0; s < stages.size(); ++s) {
+      used[stages[s].type] += got.units[s];
+      rate += got.units[s] * model.type(stages[s].type).price_per_hour;
+      if (got.units[s] > model.MinUnits(model.StageSeconds(stages[s].first, stages[s].last,
+                                                           stages[s].type),
+                                        stages[s].type, model.max_bottleneck_seconds())) {
+        ++not_fewest_units;
+      }
+    }
+    for (int t = 0; t < model.num_types(); ++t) EXPECT_LE(used[t], model.type(t).units);
+    EXPECT_DOUBLE_EQ(got.usd_per_hour, rate);
+    EXPECT_GE(got.throughput, model.workload().throughput_limit * (1 - 1e-12));
+  }
+  // The sample must exercise both outcomes and the case that makes provisioning a search.
+  EXPECT_GT(feasible, 200);
+  EXPECT_LT(feasible, 1000);
+  EXPECT_GT(not_fewest_units, 0);
+}
+
+TEST(ProvisionerTest, ExplainsEachConstraint) {
+  std::mt19937_64 rng(7);
+  std::set<std::string> seen;
+  for (int trial = 0; trial < 400; ++trial) {
+    auto instance = MakeRandomInstance(rng, {6, 3, 3});
+    CostModel model = sched::testing::CostModelOf(instance);
+    std::vector<int> assignment(model.num_layers());
+    for (int& t : assignment) t = static_cast<int>(rng() % model.num_types());
+    Provisioning p = Provision(model, sched::StagesOf(assignment));
+    if (p.feasible) continue;
+    seen.insert(p.why.constraint);
+    EXPECT_GT(p.why.shortfall, 0) << p.why.message;
+    EXPECT_NE(p.why.message.find(" on t"), std::string::npos) << p.why.message;
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"memory", "throughput", "units"}));
+}
+
+}  // namespace
+}  // namespace heterps::cost

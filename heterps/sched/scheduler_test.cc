@@ -1,1 +1,177 @@
-#include <gtest/gtest.h>
+#include <cmath>
+#include <iostream>
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/sched/schedulers.h"
+#include "heterps/sched/testing/random_instance.h"
+
+namespace heterps::sched {
+namespace {
+
+using testing::CostModelOf;
+using testing::InstanceShape;
+using testing::MakeRandomInstance;
+
+Plan Schedule(absl::string_view name, const cost::CostModel& model, SchedulerOptions options = {}) {
+  auto scheduler = DefaultSchedulers().Create(name);
+  EXPECT_TRUE(scheduler.ok()) << scheduler.status();
+  auto plan = (*scheduler)->Schedule(model, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return *plan;
+}
+
+// A plan is valid if it covers every layer, its stages are maximal runs of its assignment, its
+// units respect availability, and its figures are those of exact provisioning.
+void ExpectValid(const cost::CostModel& model, const Plan& plan) {
+  ASSERT_EQ(plan.assignment.size(), static_cast<size_t>(model.num_layers()));
+  std::vector<cost::StageSpec> stages = StagesOf(plan.assignment);
+  ASSERT_EQ(stages.size(), plan.stages.size());
+  Plan again = MakePlan(model, plan.assignment);
+  EXPECT_EQ(again.feasible, plan.feasible);
+  if (!plan.feasible) {
+    EXPECT_FALSE(plan.why.message.empty());
+    return;
+  }
+  std::vector<int64_t> used(model.num_types(), 0);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    EXPECT_EQ(stages[s].first, plan.stages[s].spec.first);
+    EXPECT_EQ(stages[s].type, plan.stages[s].spec.type);
+    used[stages[s].type] += plan.stages[s].units;
+  }
+  for (int t = 0; t < model.num_types(); ++t) EXPECT_LE(used[t], model.type(t).units);
+  EXPECT_DOUBLE_EQ(plan.cost_usd, again.cost_usd);
+  EXPECT_GE(plan.throughput, model.workload().throughput_limit * (1 - 1e-12));
+}
+
+TEST(ExactSchedulerTest, EqualsBruteForceOnRandomInstances) {
+  std::mt19937_64 rng(42);
+  int feasible = 0, heterogeneous = 0, shared_units_bind = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    InstanceShape shape{3 + static_cast<int>(rng() % 4), 2 + static_cast<int>(rng() % 3),
+                        1 + static_cast<int>(rng() % 6)};
+    auto instance = MakeRandomInstance(rng, shape);
+    cost::CostModel model = CostModelOf(instance);
+    Plan brute = Schedule("brute", model);
+    Plan exact = Schedule("exact", model);
+    ASSERT_EQ(exact.feasible, brute.feasible)
+        << "trial " << trial << "\n" << instance.model_yaml << instance.cluster_yaml;
+    EXPECT_TRUE(exact.certified_optimal);
+    ExpectValid(model, exact);
+    if (!brute.feasible) continue;
+    ++feasible;
+    ASSERT_NEAR(exact.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd)
+        << "trial " << trial << "\n" << instance.model_yaml << instance.cluster_yaml;
+    if (StagesOf(brute.assignment).size() > 1) ++heterogeneous;
+    // Instances where the units available bind: with ample units the optimum is cheaper.
+    auto ample = instance;
+    for (auto& type : ample.cluster.types) type.units *= 100;
+    if (Schedule("exact", CostModelOf(ample)).cost_usd < brute.cost_usd * (1 - 1e-9)) {
+      ++shared_units_bind;
+    }
+  }
+  std::cout << feasible << " feasible, " << heterogeneous << " heterogeneous optima, units bind in "
+            << shared_units_bind << "\n";
+  EXPECT_GT(feasible, 150);
+  EXPECT_GE(heterogeneous, 20);  // the optimum is a real mix of types in some
+  EXPECT_GT(shared_units_bind, 10);
+}
+
+TEST(SchedulerTest, EveryPlanIsValidAndNeverBeatsTheOptimum) {
+  std::mt19937_64 rng(99);
+  const std::vector<std::string> names = DefaultSchedulers().Names();
+  for (int trial = 0; trial < 150; ++trial) {
+    auto instance = MakeRandomInstance(rng, {3 + static_cast<int>(rng() % 6), 4, 8});
+    cost::CostModel model = CostModelOf(instance);
+    Plan optimum = Schedule("exact", model);
+    ASSERT_TRUE(optimum.certified_optimal);
+    for (const std::string& name : names) {
+      if (name == "brute" && model.num_layers() > 7) continue;
+      Plan plan = Schedule(name, model);
+      SCOPED_TRACE(name + " trial " + std::to_string(trial));
+      EXPECT_EQ(plan.scheduler, name);
+      ExpectValid(model, plan);
+      if (plan.feasible) {
+        EXPECT_TRUE(optimum.feasible);
+        EXPECT_GE(plan.cost_usd, optimum.cost_usd * (1 - 1e-9));
+      }
+    }
+  }
+}
+
+TEST(SchedulerTest, InfeasibleInstanceSaysWhichConstraintAndByHowMuch) {
+  std::mt19937_64 rng(5);
+  auto instance = MakeRandomInstance(rng, {5, 3, 4});
+  instance.workload.throughput_limit = 1e12;  // far beyond any unit
+  cost::CostModel model = CostModelOf(instance);
+  Plan plan = Schedule("exact", model);
+  EXPECT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.why.constraint, "throughput");
+  EXPECT_GT(plan.why.shortfall, 10);
+  EXPECT_THAT(plan.why.message, ::testing::HasSubstr("even the fastest plan fails"));
+  EXPECT_THAT(plan.why.message, ::testing::HasSubstr("the limit is 1000000000000"));
+}
+
+TEST(SchedulerTest, LayerThatFitsNowhereIsAMemoryProblem) {
+  std::mt19937_64 rng(11);
+  auto instance = MakeRandomInstance(rng, {4, 2, 4});
+  for (auto& type : instance.cluster.types) type.memory = 1024;  // 1 KiB
+  cost::CostModel model = CostModelOf(instance);
+  for (const char* name : {"exact", "greedy", "homogeneous", "manual"}) {
+    Plan plan = Schedule(name, model);
+    EXPECT_FALSE(plan.feasible) << name;
+    EXPECT_EQ(plan.why.constraint, "memory") << name;
+    EXPECT_THAT(plan.why.message, ::testing::HasSubstr("GiB per unit")) << name;
+  }
+}
+
+TEST(SchedulerTest, BruteRefusesLargeInstancesClearly) {
+  std::mt19937_64 rng(3);
+  auto instance = MakeRandomInstance(rng, {12, 8, 4});
+  auto brute = NewBruteScheduler();
+  auto plan = brute->Schedule(CostModelOf(instance), {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(plan.status().message(), ::testing::HasSubstr("8 types ^ 12 layers"));
+}
+
+TEST(SchedulerTest, UnknownNameListsTheValidOnes) {
+  auto scheduler = DefaultSchedulers().Create("simulated-annealing");
+  ASSERT_FALSE(scheduler.ok());
+  EXPECT_EQ(scheduler.status().message(),
+            "unknown scheduler 'simulated-annealing' (valid: brute, exact, greedy, homogeneous, "
+            "manual)");
+}
+
+TEST(ExactSchedulerTest, HonoursTheTimeLimit) {
+  std::mt19937_64 rng(8);
+  auto instance = MakeRandomInstance(rng, {40, 48, 64});
+  cost::CostModel model = CostModelOf(instance);
+  SchedulerOptions options;
+  options.time_limit_seconds = 0.05;
+  Plan plan = Schedule("exact", model, options);
+  // Either it certified within the limit, or it stopped near it and says so.
+  if (!plan.certified_optimal) {
+    EXPECT_LT(plan.search_seconds, 2.0);
+  }
+  ExpectValid(model, plan);
+}
+
+TEST(ExactSchedulerTest, ReportsProgress) {
+  std::mt19937_64 rng(12);
+  auto instance = MakeRandomInstance(rng, {12, 8, 16});
+  int64_t calls = 0, last = 0;
+  SchedulerOptions options;
+  options.progress = [&](int64_t evaluated, double) {
+    EXPECT_GE(evaluated, last);
+    last = evaluated;
+    ++calls;
+  };
+  Plan plan = Schedule("exact", CostModelOf(instance), options);
+  EXPECT_GT(plan.plans_evaluated, 0);
+  EXPECT_GE(calls, 0);
+}
+
+}  // namespace
+}  // namespace heterps::sched

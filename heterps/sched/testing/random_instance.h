@@ -1,0 +1,38 @@
+// Random small planning instances for tests and benchmarks: a model, a cluster and a workload,
+// varied enough that every constraint (memory, throughput, shared units) binds somewhere.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "heterps/config/cluster_spec.h"
+#include "heterps/config/model_spec.h"
+#include "heterps/cost/cost_model.h"
+
+namespace heterps::sched::testing {
+
+struct InstanceShape {
+  int layers = 5;            // layers in the model, >= 3
+  int types = 3;             // resource types, >= 1
+  int max_units = 6;         // units available per type drawn from [1, max_units]
+};
+
+struct RandomInstance {
+  config::ModelSpec model;
+  config::ClusterSpec cluster;
+  cost::Workload workload;
+  std::string model_yaml;    // the text the model was parsed from, for failure messages
+  std::string cluster_yaml;
+};
+
+// A model of `shape.layers` layers (input, optionally an embedding and a concat, fc layers of
+// random widths, a logit and the loss) and a cluster of `shape.types` types whose figures span
+// two orders of magnitude. The throughput limit is drawn around what one unit of a middling type
+// reaches, so that some instances are infeasible. Deterministic for a given `rng` state.
+RandomInstance MakeRandomInstance(std::mt19937_64& rng, const InstanceShape& shape);
+
+// The instance's cost model (the instance is valid by construction).
+cost::CostModel CostModelOf(const RandomInstance& instance);
+
+}  // namespace heterps::sched::testing
