@@ -1,1 +1,223 @@
-#include <gtest/gtest.h>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/config/cluster_spec.h"
+#include "heterps/config/model_spec.h"
+
+namespace heterps::config {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kGoodModel[] = R"(name: m
+batch_size: 64
+layers:
+  - name: input
+    kind: input
+    dense: 4
+    sparse: 2
+  - name: emb
+    kind: embedding
+    rows: 100
+    dim: 4
+  - name: bottom
+    kind: mlp
+    sizes: [4, 8, 4]
+  - name: dot
+    kind: interaction
+    op: dot
+  - name: top
+    kind: fc
+    in: 7
+    out: 1
+  - name: loss
+    kind: logloss
+)";
+
+constexpr char kGoodCluster[] = R"(name: c
+types:
+  - name: cpu
+    kind: cpu
+    tflops: 1
+    mem_gbs: 50
+    lookup_mrows: 60
+    memory_gib: 32
+    network_gbps: 10
+    price_per_hour: 0.5
+    units: 4
+)";
+
+// Replaces the first occurrence of `from` in `text` by `to` (the test fails if absent).
+std::string Edit(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(ModelSpecTest, ParsesAndDerivesShapes) {
+  auto model = ParseModelSpec(kGoodModel, "m.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->name, "m");
+  EXPECT_EQ(model->batch_size, 64);
+  ASSERT_EQ(model->layers.size(), 7u);  // the mlp expands to bottom.0 and bottom.1
+  EXPECT_EQ(model->layers[2].name, "bottom.0");
+  EXPECT_EQ(model->layers[3].name, "bottom.1");
+  EXPECT_EQ(model->layers[3].activation, Activation::kRelu);
+  EXPECT_EQ(model->layers[1].slots, 2);
+  EXPECT_EQ(model->layers[1].vectors_out, 2);
+  // Dot of 3 vectors of width 4: 3 pairs, plus the dense 4 = 7.
+  EXPECT_EQ(model->layers[4].dense_width_out, 7);
+  EXPECT_EQ(model->layers[5].line, 18);  // "top", after the mlp expanded
+}
+
+TEST(ModelSpecTest, ExamplesParse) {
+  for (const char* name : {"dlrm-small", "ctr-dnn", "wide-deep", "dlrm-large", "bst-attention"}) {
+    auto model = LoadModelSpec(std::string("examples/models/") + name + ".yaml");
+    EXPECT_TRUE(model.ok()) << model.status();
+  }
+  for (const char* name : {"cloud", "fleet-64", "local"}) {
+    auto cluster = LoadClusterSpec(std::string("examples/clusters/") + name + ".yaml");
+    EXPECT_TRUE(cluster.ok()) << cluster.status();
+  }
+  EXPECT_EQ(LoadClusterSpec("examples/clusters/fleet-64.yaml")->types.size(), 64u);
+  EXPECT_GE(LoadClusterSpec("examples/clusters/cloud.yaml")->types.size(), 8u);
+}
+
+TEST(ModelSpecTest, DlrmSmallIsExactlyAsSpecified) {
+  auto model = LoadModelSpec("examples/models/dlrm-small.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->batch_size, 2048);
+  const auto& l = model->layers;
+  ASSERT_EQ(l.size(), 9u);
+  EXPECT_EQ(l[0].dense_features, 13);
+  EXPECT_EQ(l[0].sparse_slots, 26);
+  EXPECT_EQ(l[1].rows, 100000);
+  EXPECT_EQ(l[1].dim, 16);
+  EXPECT_EQ(l[1].pooling, Pooling::kSum);
+  EXPECT_EQ(l[2].in, 13);
+  EXPECT_EQ(l[2].out, 64);
+  EXPECT_EQ(l[3].out, 16);
+  EXPECT_EQ(l[4].op, InteractionOp::kDot);
+  EXPECT_EQ(l[4].dense_width_out, 367);
+  EXPECT_EQ(l[5].out, 256);
+  EXPECT_EQ(l[6].out, 128);
+  EXPECT_EQ(l[7].out, 1);
+  EXPECT_EQ(l[7].activation, Activation::kNone);
+  EXPECT_EQ(l[6].activation, Activation::kRelu);
+  EXPECT_EQ(l[8].kind, LayerKind::kLogloss);
+}
+
+struct BadSpec {
+  const char* what;
+  std::string text;
+  std::string message;  // the exact one-line error
+};
+
+std::vector<BadSpec> BadModels() {
+  const std::string g = kGoodModel;
+  return {
+      {"malformed yaml", "name: m\nlayers: [\n", "m.yaml:3: malformed YAML: end of sequence flow not found"},
+      {"empty", "", "m.yaml:1: the document is empty"},
+      {"not a mapping", "- 1\n- 2\n", "m.yaml:1: must be a mapping"},
+      {"missing batch", Edit(g, "batch_size: 64\n", ""), "m.yaml:1: batch_size: missing required field"},
+      {"zero batch", Edit(g, "batch_size: 64", "batch_size: 0"), "m.yaml:2: batch_size: must be > 0, got 0"},
+      {"text batch", Edit(g, "batch_size: 64", "batch_size: lots"), "m.yaml:2: batch_size: must be a number, got 'lots'"},
+      {"fraction batch", Edit(g, "batch_size: 64", "batch_size: 6.5"), "m.yaml:2: batch_size: must be a whole number, got '6.5'"},
+      {"unknown top field", Edit(g, "name: m\n", "name: m\noptimizer: adam\n"),
+       "m.yaml:2: optimizer: unknown field (expected one of: batch_size, layers, name)"},
+      {"unknown kind", Edit(g, "kind: logloss", "kind: softmax"),
+       "m.yaml:23: layers[5].kind: unknown value 'softmax' (expected one of: input, embedding, mlp, fc, interaction, logloss, custom)"},
+      {"unknown layer field", Edit(g, "    dim: 4\n", "    dim: 4\n    dims: 4\n"),
+       "m.yaml:12: layers[1].dims: unknown field (expected one of: dim, ids_per_slot, kind, name, pooling, rows, slots)"},
+      {"missing rows", Edit(g, "    rows: 100\n", ""), "m.yaml:8: layers[1].rows: missing required field"},
+      {"negative dim", Edit(g, "dim: 4", "dim: -4"), "m.yaml:11: layers[1].dim: must be > 0, got -4"},
+      {"zero rows", Edit(g, "rows: 100", "rows: 0"), "m.yaml:10: layers[1].rows: must be > 0, got 0"},
+      {"layers not a list", "name: m\nbatch_size: 1\nlayers: 3\n", "m.yaml:3: layers: must be a non-empty list of layers"},
+      {"duplicate name", Edit(g, "name: top", "name: emb"),
+       "m.yaml:18: layers[4].name: duplicate layer name 'emb' (first at line 8)"},
+      {"duplicate field", Edit(g, "    rows: 100\n", "    rows: 100\n    rows: 200\n"),
+       "m.yaml:11: layers[1].rows: duplicate field"},
+      {"width mismatch", Edit(g, "in: 7", "in: 8"),
+       "m.yaml:20: layers[4].in: 8 does not match the previous layer's output width 7"},
+      {"mlp width mismatch", Edit(g, "sizes: [4, 8, 4]", "sizes: [5, 8, 4]"),
+       "m.yaml:14: layers[2].sizes: 5 does not match the previous layer's output width 4"},
+      {"mlp bad size", Edit(g, "sizes: [4, 8, 4]", "sizes: [4, x, 4]"),
+       "m.yaml:14: layers[2].sizes[1]: must be a positive whole number"},
+      {"dot width mismatch", Edit(g, "sizes: [4, 8, 4]", "sizes: [4, 8, 5]"),
+       "m.yaml:17: layers[3].op: dot needs the dense vector and every embedding vector to have one width; the dense vector has 5, the embeddings 4"},
+      {"loss without logit", Edit(Edit(g, "in: 7", "in: 7"), "out: 1", "out: 2"),
+       "m.yaml:23: layers[5].kind: logloss needs a single logit, but the previous layer's output width is 2"},
+      {"no loss", Edit(g, "  - name: loss\n    kind: logloss\n", ""), "m.yaml:18: layers: the last layer must be a logloss layer"},
+      {"input not first", Edit(g, "kind: input", "kind: fc"), "m.yaml:5: layers[0].kind: the first layer must be the input layer"},
+      {"too many slots", Edit(g, "    dim: 4\n", "    dim: 4\n    slots: 3\n"),
+       "m.yaml:12: layers[1].slots: 3 is more than the input's 2 sparse slots"},
+      {"bad pooling", Edit(g, "    dim: 4\n", "    dim: 4\n    pooling: max\n"),
+       "m.yaml:12: layers[1].pooling: unknown value 'max' (expected one of: sum, mean)"},
+      {"infinite size", Edit(g, "rows: 100", "rows: .inf"), "m.yaml:10: layers[1].rows: must be finite, got '.inf'"},
+      {"empty value", Edit(g, "rows: 100", "rows:"), "m.yaml:10: layers[1].rows: has no value"},
+  };
+}
+
+TEST(ModelSpecTest, BadSpecsNameFileLineAndField) {
+  for (const BadSpec& bad : BadModels()) {
+    auto model = ParseModelSpec(bad.text, "m.yaml");
+    ASSERT_FALSE(model.ok()) << bad.what;
+    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << bad.what;
+    EXPECT_EQ(std::string(model.status().message()), bad.message) << bad.what;
+  }
+}
+
+TEST(ClusterSpecTest, ParsesInBaseUnits) {
+  auto cluster = ParseClusterSpec(kGoodCluster, "c.yaml");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const ResourceType& t = cluster->types[0];
+  EXPECT_DOUBLE_EQ(t.flops, 1e12);
+  EXPECT_DOUBLE_EQ(t.mem_bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(t.lookup_rate, 60e6);
+  EXPECT_DOUBLE_EQ(t.memory, 32.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(t.network, 10e9 / 8);
+  EXPECT_DOUBLE_EQ(t.overhead, 0);
+  EXPECT_DOUBLE_EQ(t.dp_loss, 0);
+  EXPECT_EQ(t.units, 4);
+  EXPECT_EQ(t.line, 3);
+}
+
+std::vector<BadSpec> BadClusters() {
+  const std::string g = kGoodCluster;
+  return {
+      {"no price", Edit(g, "    price_per_hour: 0.5\n", ""), "c.yaml:3: types[0].price_per_hour: missing required field"},
+      {"zero price", Edit(g, "price_per_hour: 0.5", "price_per_hour: 0"), "c.yaml:10: types[0].price_per_hour: must be > 0, got 0"},
+      {"bad kind", Edit(g, "kind: cpu", "kind: tpu"), "c.yaml:4: types[0].kind: unknown value 'tpu' (expected one of: cpu, gpu)"},
+      {"dp_loss of 1", Edit(g, "    units: 4\n", "    units: 4\n    dp_loss: 1\n"), "c.yaml:12: types[0].dp_loss: must be < 1, got 1"},
+      {"fractional units", Edit(g, "units: 4", "units: 2.5"), "c.yaml:11: types[0].units: must be a whole number, got '2.5'"},
+      {"bad device", Edit(g, "    units: 4\n", "    units: 4\n    local_device: gpu0\n"),
+       "c.yaml:12: types[0].local_device: must be 'cpu' or 'cuda:N', got 'gpu0'"},
+      {"no types", "name: c\ntypes: []\n", "c.yaml:2: types: must be a non-empty list of resource types"},
+      {"duplicate type", g + "  - {name: cpu, kind: gpu, tflops: 1, mem_gbs: 1, lookup_mrows: 1, memory_gib: 1, network_gbps: 1, price_per_hour: 1, units: 1}\n",
+       "c.yaml:12: types[1].name: duplicate type name 'cpu' (first at line 3)"},
+      {"unknown field", Edit(g, "    units: 4\n", "    units: 4\n    gpus: 8\n"),
+       "c.yaml:12: types[0].gpus: unknown field (expected one of: dp_loss, kind, local_device, lookup_mrows, mem_gbs, memory_gib, name, network_gbps, overhead_us, price_per_hour, tflops, units)"},
+  };
+}
+
+TEST(ClusterSpecTest, BadSpecsNameFileLineAndField) {
+  for (const BadSpec& bad : BadClusters()) {
+    auto cluster = ParseClusterSpec(bad.text, "c.yaml");
+    ASSERT_FALSE(cluster.ok()) << bad.what;
+    EXPECT_EQ(std::string(cluster.status().message()), bad.message) << bad.what;
+  }
+  EXPECT_GE(BadModels().size() + BadClusters().size(), 20u);
+}
+
+TEST(SpecFileTest, MissingFileIsNotFound) {
+  auto model = LoadModelSpec("no/such/model.yaml");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(model.status().message(), HasSubstr("no/such/model.yaml: cannot open"));
+}
+
+}  // namespace
+}  // namespace heterps::config

@@ -1,0 +1,140 @@
+// The heterps binary as a user runs it: a real process, real files, exit codes and output.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace heterps {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/heterps_cli_" + name;
+}
+
+Result RunCli(const std::string& args) {
+  const std::string err_path = TempPath("stderr");
+  std::string command = std::string(HETERPS_BINARY_DIR) + "/tools/heterps " + args + " 2>" +
+                        err_path;
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = Slurp(err_path);
+  return r;
+}
+
+TEST(CliTest, DefaultJobPrintsACertifiedPlanTable) {
+  Result r = RunCli("plan");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("dlrm-small on cloud"));
+  EXPECT_THAT(r.out, HasSubstr("certified optimal"));
+  EXPECT_THAT(r.out, HasSubstr("stage  layers"));
+  EXPECT_THAT(r.out, HasSubstr("pipeline "));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(CliTest, JsonHasTheDocumentedFields) {
+  const std::string out = TempPath("plan.json");
+  Result r = RunCli("plan --model examples/models/ctr-dnn.yaml --cluster "
+                    "examples/clusters/cloud.yaml --throughput 2000000 --json --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto plan = nlohmann::json::parse(r.out);
+  for (const char* key : {"scheduler", "feasible", "certified_optimal", "throughput", "cost_usd",
+                          "cost_per_hour_usd", "job_seconds", "search_seconds", "stages"}) {
+    EXPECT_TRUE(plan.contains(key)) << key;
+  }
+  EXPECT_EQ(plan["scheduler"], "exact");
+  EXPECT_TRUE(plan["feasible"].get<bool>());
+  EXPECT_GE(plan["throughput"].get<double>(), 2000000);
+  ASSERT_FALSE(plan["stages"].empty());
+  for (const auto& stage : plan["stages"]) {
+    for (const char* key : {"layers", "type", "units", "seconds_per_batch"}) {
+      EXPECT_TRUE(stage.contains(key)) << key;
+    }
+  }
+  EXPECT_EQ(nlohmann::json::parse(Slurp(out)), plan);  // --out writes the same plan
+}
+
+TEST(CliTest, InfeasibleLimitExitsOneWithTheReason) {
+  Result r = RunCli("plan --throughput 1e12");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("heterps: no feasible plan: even the fastest plan fails"));
+  EXPECT_THAT(r.err, HasSubstr("the limit is 1000000000000"));
+}
+
+TEST(CliTest, BadSpecIsOneLineNamingFileLineAndField) {
+  Result r = RunCli("plan --model tests/specs/bad-width.yaml --throughput 1000");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "heterps: error: tests/specs/bad-width.yaml:9: layers[4].sizes: 360 does not match "
+            "the previous layer's output width 367\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(CliTest, BadInputsExitTwo) {
+  Result missing = RunCli("plan --model no-such.yaml --throughput 10");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("no-such.yaml: cannot open"));
+
+  Result scheduler = RunCli("plan --scheduler annealing");
+  EXPECT_EQ(scheduler.exit_code, 2);
+  EXPECT_THAT(scheduler.err, HasSubstr("valid: brute, exact, greedy, homogeneous, manual"));
+
+  Result flag = RunCli("plan --frobnicate");
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_THAT(flag.err, HasSubstr("heterps: error:"));
+
+  Result no_limit = RunCli("plan --model examples/models/dlrm-small.yaml");
+  EXPECT_EQ(no_limit.exit_code, 2);
+  EXPECT_THAT(no_limit.err, HasSubstr("--throughput is required"));
+
+  Result negative = RunCli("plan --throughput -5");
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_THAT(negative.err, HasSubstr("throughput limit must be a positive number"));
+
+  Result unwritable = RunCli("plan --out /no/such/dir/plan.json");
+  EXPECT_EQ(unwritable.exit_code, 2);
+  EXPECT_THAT(unwritable.err, HasSubstr("/no/such/dir/plan.json: cannot write"));
+
+  Result brute = RunCli("plan --scheduler brute --model examples/models/bst-attention.yaml "
+                        "--cluster examples/clusters/fleet-64.yaml --throughput 1000");
+  EXPECT_EQ(brute.exit_code, 2);
+  EXPECT_THAT(brute.err, HasSubstr("use the exact scheduler"));
+}
+
+TEST(CliTest, EverySchedulerRunsOnTheExamples) {
+  for (const char* scheduler : {"exact", "greedy", "manual", "homogeneous"}) {
+    Result r = RunCli(std::string("plan --json --scheduler ") + scheduler +
+                      " --model examples/models/wide-deep.yaml --throughput 500000");
+    EXPECT_THAT(r.exit_code, ::testing::AnyOf(0, 1)) << scheduler << r.err;
+    auto plan = nlohmann::json::parse(r.out);
+    EXPECT_EQ(plan["scheduler"], scheduler);
+  }
+}
+
+}  // namespace
+}  // namespace heterps
