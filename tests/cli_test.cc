@@ -82,7 +82,8 @@ TEST(CliTest, JsonHasTheDocumentedFields) {
 TEST(CliTest, InfeasibleLimitExitsOneWithTheReason) {
   Result r = RunCli("plan --throughput 1e12");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("heterps: no feasible plan: even the fastest plan fails"));
+  EXPECT_THAT(r.err, HasSubstr("heterps: no feasible plan (throughput constraint, "));
+  EXPECT_THAT(r.err, HasSubstr("over): even the fastest plan fails"));
   EXPECT_THAT(r.err, HasSubstr("the limit is 1000000000000"));
 }
 
@@ -111,6 +112,10 @@ TEST(CliTest, BadInputsExitTwo) {
   Result no_limit = RunCli("plan --model examples/models/dlrm-small.yaml");
   EXPECT_EQ(no_limit.exit_code, 2);
   EXPECT_THAT(no_limit.err, HasSubstr("--throughput is required"));
+
+  Result zero = RunCli("plan --throughput 0");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_THAT(zero.err, HasSubstr("throughput limit must be a positive number"));
 
   Result negative = RunCli("plan --throughput -5");
   EXPECT_EQ(negative.exit_code, 2);

@@ -40,7 +40,7 @@ absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags) {
     HETERPS_ASSIGN_OR_RETURN(cluster, config::LoadClusterSpec(flags.cluster_path));
   }
   double throughput = flags.throughput;
-  if (throughput == 0) {
+  if (std::isnan(throughput)) {
     if (!flags.model_path.empty()) {
       return absl::InvalidArgumentError("--throughput is required with --model");
     }
@@ -68,7 +68,7 @@ std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
     const auto& layers = model.model().layers;
     std::string names = st.spec.first == st.spec.last
                             ? layers[st.spec.first].name
-                            : layers[st.spec.first].name + " .. " + layers[st.spec.last].name;
+                            : layers[st.spec.first].name + ".." + layers[st.spec.last].name;
     const auto& type = model.type(st.spec.type);
     bool provisioned = st.units > 0;
     table.AddRow({std::to_string(s), names, type.name,
@@ -164,7 +164,9 @@ int RunPlan(const PlanFlags& flags) {
   }
   std::cout << (flags.json ? json : RenderPlan(*model, *plan)) << std::flush;
   if (!plan->feasible) {
-    std::cerr << "heterps: no feasible plan: " << plan->why.message << "\n";
+    std::cerr << absl::StrFormat("heterps: no feasible plan (%s constraint, %.0f%% over): %s\n",
+                                 plan->why.constraint, 100 * plan->why.shortfall,
+                                 plan->why.message);
     return 1;
   }
   return 0;

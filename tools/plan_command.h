@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -12,7 +13,8 @@ struct PlanFlags {
   std::string model_path;     // empty: the embedded dlrm-small example
   std::string cluster_path;   // empty: the embedded cloud example
   std::string profile_path;   // optional measured per-layer times
-  double throughput = 0;      // samples/s; 0: the embedded default (only with the embedded model)
+  // samples/s; NaN (not given): the embedded default, allowed only with the embedded model.
+  double throughput = std::numeric_limits<double>::quiet_NaN();
   double samples = 4373472329.0;
   std::string scheduler = "exact";
   uint64_t seed = 1;

@@ -1,10 +1,11 @@
 #include "absl/strings/string_view.h"
 #include "heterps/config/cluster_spec.h"
 
-#include <regex>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/config/internal/yaml_reader.h"
@@ -15,6 +16,13 @@ namespace {
 using internal::MapReader;
 using internal::NumberRule;
 using internal::Positive;
+
+// "cpu" or "cuda:N".
+bool IsDeviceName(absl::string_view name) {
+  if (name == "cpu") return true;
+  if (!absl::ConsumePrefix(&name, "cuda:") || name.empty()) return false;
+  return name.find_first_not_of("0123456789") == absl::string_view::npos;
+}
 
 absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view source,
                                        const std::string& path) {
@@ -37,10 +45,14 @@ absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view
   HETERPS_ASSIGN_OR_RETURN(type.dp_loss,
                            reader.Number("dp_loss", NumberRule{false, 0.0, 0, false, 1.0}));
   HETERPS_ASSIGN_OR_RETURN(type.local_device, reader.String("local_device", ""));
-  static const std::regex kDevice("cpu|cuda:[0-9]+");
-  if (!type.local_device.empty() && !std::regex_match(type.local_device, kDevice)) {
+  if (!type.local_device.empty() && !IsDeviceName(type.local_device)) {
     return reader.Error("local_device", absl::StrCat("must be 'cpu' or 'cuda:N', got '",
                                                      type.local_device, "'"));
+  }
+  const bool cuda = absl::StartsWith(type.local_device, "cuda:");
+  if (!type.local_device.empty() && cuda != (type.kind == DeviceKind::kGpu)) {
+    return reader.Error("local_device", absl::StrCat("'", type.local_device,
+                                                     "' is not a device of kind ", kind));
   }
   HETERPS_RETURN_IF_ERROR(reader.Finish());
   type.flops = tflops * 1e12;
@@ -72,6 +84,7 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
   ClusterSpec cluster;
   cluster.source = std::string(source);
   HETERPS_ASSIGN_OR_RETURN(cluster.name, top.String("name"));
+  if (cluster.name.empty()) return top.Error("name", "must not be empty");
   HETERPS_ASSIGN_OR_RETURN(YAML::Node types, top.Node("types"));
   HETERPS_RETURN_IF_ERROR(top.Finish());
   if (!types.IsSequence() || types.size() == 0) {

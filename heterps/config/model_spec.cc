@@ -44,6 +44,7 @@ class ModelParser {
     ModelSpec model;
     model.source = source_;
     HETERPS_ASSIGN_OR_RETURN(model.name, top.String("name"));
+    if (model.name.empty()) return top.Error("name", "must not be empty");
     HETERPS_ASSIGN_OR_RETURN(model.batch_size, top.Integer("batch_size", Positive()));
     HETERPS_ASSIGN_OR_RETURN(YAML::Node layers, top.Node("layers"));
     HETERPS_RETURN_IF_ERROR(top.Finish());
@@ -77,6 +78,9 @@ class ModelParser {
     }
     if (kind == "input" && !model.layers.empty()) {
       return reader.Error("kind", "only the first layer may be an input layer");
+    }
+    if (!model.layers.empty() && model.layers.back().kind == LayerKind::kLogloss) {
+      return reader.Error("kind", "no layer may follow the logloss layer");
     }
     if (kind == "mlp") return ParseMlp(reader, layer, model);
     if (kind == "input") {
@@ -222,6 +226,12 @@ class ModelParser {
       widths.push_back(width);
     }
     HETERPS_RETURN_IF_ERROR(CheckWidth(reader, "sizes", widths[0]));
+    // The block's own name is taken too, so that "top" and "top.0" cannot both mean something.
+    auto [it, inserted] = lines_.emplace(base.name, base.line);
+    if (!inserted) {
+      return reader.Error("name", absl::StrCat("duplicate layer name '", base.name,
+                                               "' (first at line ", it->second, ")"));
+    }
     for (size_t i = 0; i + 1 < widths.size(); ++i) {
       LayerSpec layer = base;
       layer.name = absl::StrCat(base.name, ".", i);

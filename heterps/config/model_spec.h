@@ -5,8 +5,9 @@
 // always names layers that really exist.
 //
 // The layers form a chain. Between two layers flows a sample's *activation*: a dense vector of
-// `dense_width` floats plus `vectors` embedding vectors of `vector_dim` floats each (and, before the
-// embedding layers, the raw sparse ids). `embedding` layers add vectors, `interaction` layers fold
+// `dense_width` floats plus `vectors` embedding vectors (of `vector_dim` floats each when their
+// widths agree; `dot` needs that, `concat` does not) and, before the embedding layers, the raw
+// sparse ids. `embedding` layers add vectors, `interaction` layers fold
 // the dense vector and the vectors into one flat dense vector, `fc` layers transform the dense
 // vector, `logloss` ends the chain on a width-1 logit. docs/config.md is the full reference.
 //

@@ -158,6 +158,14 @@ std::vector<BadSpec> BadModels() {
        "m.yaml:12: layers[1].pooling: unknown value 'max' (expected one of: sum, mean)"},
       {"infinite size", Edit(g, "rows: 100", "rows: .inf"), "m.yaml:10: layers[1].rows: must be finite, got '.inf'"},
       {"empty value", Edit(g, "rows: 100", "rows:"), "m.yaml:10: layers[1].rows: has no value"},
+      {"empty model name", Edit(g, "name: m\n", "name: ''\n"), "m.yaml:1: name: must not be empty"},
+      {"layer after the loss", g + "  - {name: extra, kind: logloss}\n",
+       "m.yaml:24: layers[6].kind: no layer may follow the logloss layer"},
+      {"mlp name reused", Edit(g, "name: top", "name: bottom"),
+       "m.yaml:18: layers[4].name: duplicate layer name 'bottom' (first at line 12)"},
+      {"custom unknown field", Edit(g, "    kind: fc\n    in: 7\n    out: 1\n",
+                                    "    kind: custom\n    in: 7\n    out: 1\n    flops: 10\n    flop: 1\n"),
+       "m.yaml:23: layers[4].flop: unknown field (expected one of: activation_bytes, flops, in, kind, name, out, params)"},
   };
 }
 
@@ -195,6 +203,8 @@ std::vector<BadSpec> BadClusters() {
       {"fractional units", Edit(g, "units: 4", "units: 2.5"), "c.yaml:11: types[0].units: must be a whole number, got '2.5'"},
       {"bad device", Edit(g, "    units: 4\n", "    units: 4\n    local_device: gpu0\n"),
        "c.yaml:12: types[0].local_device: must be 'cpu' or 'cuda:N', got 'gpu0'"},
+      {"device of the wrong kind", Edit(g, "    units: 4\n", "    units: 4\n    local_device: cuda:0\n"),
+       "c.yaml:12: types[0].local_device: 'cuda:0' is not a device of kind cpu"},
       {"no types", "name: c\ntypes: []\n", "c.yaml:2: types: must be a non-empty list of resource types"},
       {"duplicate type", g + "  - {name: cpu, kind: gpu, tflops: 1, mem_gbs: 1, lookup_mrows: 1, memory_gib: 1, network_gbps: 1, price_per_hour: 1, units: 1}\n",
        "c.yaml:12: types[1].name: duplicate type name 'cpu' (first at line 3)"},

@@ -1,4 +1,4 @@
-// The cost model of DESIGN.md section 3: how long a stage of layers takes on a resource type, with
+// The cost model (docs/cost_model.md): how long a stage of layers takes on a resource type, with
 // k data-parallel units, and what a job costs. docs/cost_model.md has every formula.
 //
 //   OCT(l,t) = o_t ops_l + B (3 f_l / F_t + bytes_l / M_t + 2 r_l / R_t)   (or the profile's value)

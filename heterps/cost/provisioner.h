@@ -31,7 +31,7 @@ struct StageSpec {
 // Why a plan cannot be provisioned: the first constraint that fails, and by how much.
 struct Infeasibility {
   std::string constraint;  // "memory", "throughput" or "units"
-  double shortfall = 0;    // relative: 0.25 means the plan falls 25% short of the constraint
+  double shortfall = 0;    // how far over, relative: needed / available - 1 (0.25: 25% more)
   std::string message;     // one line naming the stage, the type and the figures
 };
 

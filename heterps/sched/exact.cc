@@ -275,7 +275,7 @@ Plan ExactSearch::Run() {
     }
   }
   Plan plan = best_.feasible ? best_ : Infeasible();
-  plan.certified_optimal = !timed_out_;
+  plan.certified_optimal = plan.feasible && !timed_out_;
   plan.plans_evaluated = evaluated_;
   return plan;
 }

@@ -51,7 +51,7 @@ bool Better(const Plan& a, const Plan& b) {
 }
 
 std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {
-  using nlohmann::json;
+  using json = nlohmann::ordered_json;
   json stages = json::array();
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const PlanStage& st = plan.stages[s];

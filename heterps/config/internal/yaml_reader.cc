@@ -119,7 +119,7 @@ absl::StatusOr<int64_t> MapReader::Integer(absl::string_view key, const NumberRu
   HETERPS_ASSIGN_OR_RETURN(double value, Number(key, rule));
   if (!Has(key)) return static_cast<int64_t>(value);
   const std::string& text = fields_.at(std::string(key)).value.Scalar();
-  if (text.find_first_not_of("+-0123456789_") != std::string::npos || std::abs(value) > 9e15) {
+  if (text.find_first_not_of("+-0123456789") != std::string::npos || std::abs(value) > 9e15) {
     return Error(key, absl::StrCat("must be a whole number, got '", text, "'"));
   }
   return static_cast<int64_t>(value);

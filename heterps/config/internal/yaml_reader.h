@@ -55,7 +55,11 @@ class MapReader {
   static absl::StatusOr<MapReader> Create(const YAML::Node& node, absl::string_view source,
                                           std::string path);
 
-  bool Has(absl::string_view key) const { return fields_.count(std::string(key)) > 0; }
+  // Whether the field is present; either way `key` counts as a known field.
+  bool Has(absl::string_view key) {
+    asked_.insert(std::string(key));
+    return fields_.count(std::string(key)) > 0;
+  }
   int line() const { return line_; }
   const std::string& path() const { return path_; }
 

@@ -1,0 +1,103 @@
+// Scheduler scaling: search time and plan cost as the model grows (layers 4..64) and the cluster
+// grows (types 4..64).
+//
+//   build/benchmarks/sched_scaling [--time-limit SECONDS] [--seed S]
+//
+// Models: random layer chains (heterps/sched/testing) of L layers, seeded. Clusters: T types
+// spread evenly over examples/clusters/fleet-64.yaml. Limit: a quarter of the best throughput any
+// one type reaches alone with all its units. Prints a markdown table: each scheduler's wall time
+// and its cost relative to `exact` (1.000 = same cost; "inf" = no feasible plan found).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "heterps/sched/schedulers.h"
+#include "heterps/sched/testing/random_instance.h"
+
+namespace heterps {
+namespace {
+
+std::string Machine() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  return absl::StrFormat("%s, %ld cores", model, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+cost::CostModel Instance(int layers, int types, uint64_t seed) {
+  std::mt19937_64 rng(seed * 1000 + layers);
+  auto model = sched::testing::MakeRandomInstance(rng, {layers, 1, 1}).model;
+  auto fleet = config::LoadClusterSpec("examples/clusters/fleet-64.yaml");
+  if (!fleet.ok()) {
+    std::fprintf(stderr, "sched_scaling: %s (run from the repository root)\n",
+                 std::string(fleet.status().message()).c_str());
+    std::exit(2);
+  }
+  config::ClusterSpec cluster = *fleet;
+  cluster.types.clear();
+  for (int i = 0; i < types; ++i) cluster.types.push_back(fleet->types[i * 64 / types]);
+  auto probe = *cost::CostModel::Create(model, cluster, {1.0, 1e9});
+  double best = 0;
+  for (int t = 0; t < probe.num_types(); ++t) {
+    double x = probe.StageSeconds(0, probe.num_layers() - 1, t);
+    if (std::isfinite(x)) {
+      best = std::max(best, probe.batch() / cost::CostModel::ExecSeconds(
+                                               x, probe.type(t).dp_loss, probe.type(t).units));
+    }
+  }
+  return *cost::CostModel::Create(model, cluster, {best > 0 ? best / 4 : 1.0, 4.37e9});
+}
+
+}  // namespace
+}  // namespace heterps
+
+int main(int argc, char** argv) {
+  using namespace heterps;
+  double time_limit = 10;
+  uint64_t seed = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--time-limit") time_limit = std::atof(argv[i + 1]);
+    if (flag == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
+  }
+  std::printf("machine: %s\nexact time limit: %.0f s, seed %llu\n\n", Machine().c_str(),
+              time_limit, static_cast<unsigned long long>(seed));
+  std::printf("| layers | types | exact s | certified | greedy | manual | homogeneous | brute |\n");
+  std::printf("|---:|---:|---:|:---:|---:|---:|---:|---:|\n");
+  const std::vector<std::pair<int, int>> sizes = {
+      {4, 4},   {8, 4},   {16, 4},  {32, 4},  {64, 4}, {4, 8},  {8, 8},   {16, 8},
+      {32, 8},  {64, 8},  {8, 16},  {16, 16}, {32, 16}, {64, 16}, {16, 32}, {32, 32},
+      {64, 32}, {16, 64}, {32, 64}, {64, 64}};
+  sched::SchedulerRegistry registry = sched::DefaultSchedulers();
+  for (auto [layers, types] : sizes) {
+    cost::CostModel model = Instance(layers, types, seed);
+    sched::SchedulerOptions options;
+    options.time_limit_seconds = time_limit;
+    sched::Plan exact = *(*registry.Create("exact"))->Schedule(model, options);
+    auto ratio = [&](const char* name) -> std::string {
+      auto plan = (*registry.Create(name))->Schedule(model, options);
+      if (!plan.ok()) return "-";
+      if (!plan->feasible) return "inf";
+      if (!exact.feasible) return "?";
+      return absl::StrFormat("%.3f (%.2g s)", plan->cost_usd / exact.cost_usd,
+                             plan->search_seconds);
+    };
+    std::printf("| %d | %d | %.3f | %s | %s | %s | %s | %s |\n", layers, types,
+                exact.search_seconds,
+                !exact.feasible ? "infeasible" : exact.certified_optimal ? "yes" : "no",
+                ratio("greedy").c_str(), ratio("manual").c_str(), ratio("homogeneous").c_str(),
+                std::pow(types, layers) <= 1e6 ? ratio("brute").c_str() : "-");
+    std::fflush(stdout);
+  }
+  return 0;
+}
