@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "cloud.yaml")
 
 FIELDS = ["name", "kind", "tflops", "mem_gbs", "lookup_mrows", "memory_gib", "network_gbps",
-          "overhead_us", "price_per_hour", "units", "dp_loss"]
+          "overhead_us", "latency_us", "price_per_hour", "units", "dp_loss"]
 
 # region suffix -> (price multiplier, share of the us-east-1 quota)
 REGIONS = {

@@ -40,6 +40,8 @@ absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view
   HETERPS_ASSIGN_OR_RETURN(double network_gbps, reader.Number("network_gbps", Positive()));
   HETERPS_ASSIGN_OR_RETURN(double overhead_us,
                            reader.Number("overhead_us", internal::NonNegative(0)));
+  HETERPS_ASSIGN_OR_RETURN(double latency_us,
+                           reader.Number("latency_us", internal::NonNegative(0)));
   HETERPS_ASSIGN_OR_RETURN(type.price_per_hour, reader.Number("price_per_hour", Positive()));
   HETERPS_ASSIGN_OR_RETURN(type.units, reader.Integer("units", Positive()));
   HETERPS_ASSIGN_OR_RETURN(type.dp_loss,
@@ -61,6 +63,7 @@ absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view
   type.memory = memory_gib * 1024.0 * 1024.0 * 1024.0;
   type.network = network_gbps * 1e9 / 8.0;
   type.overhead = overhead_us * 1e-6;
+  type.latency = latency_us * 1e-6;
   return type;
 }
 

@@ -33,6 +33,7 @@ struct ResourceType {
   double memory = 0;         // bytes of memory one unit offers to a stage (YAML: memory_gib)
   double network = 0;        // bytes/s of network bandwidth (YAML: network_gbps, Gbit/s)
   double overhead = 0;       // seconds of fixed cost per operation (YAML: overhead_us)
+  double latency = 0;        // seconds per network message, one way (YAML: latency_us)
   double price_per_hour = 0; // USD per unit-hour
   int64_t units = 0;         // units available to rent
   double dp_loss = 0;        // data-parallel efficiency loss beta in [0, 1) (YAML: dp_loss)

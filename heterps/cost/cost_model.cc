@@ -117,13 +117,23 @@ void CostModel::BuildPrefixSums(const std::vector<std::vector<double>>& analytic
 StageTime CostModel::Stage(int first, int last, int t) const {
   StageTime time;
   time.compute = oct_[t][last + 1] - oct_[t][first];
-  // Activations in and their gradients out at the front boundary; the reverse at the back.
-  double bytes = 0;
-  if (first > 0) bytes += 2 * batch_ * layers_[first].act_in_bytes;
-  if (last + 1 < num_layers()) bytes += 2 * batch_ * layers_[last].act_out_bytes;
-  bytes += sparse_bytes_[last + 1] - sparse_bytes_[first];
-  bytes += dense_bytes_[last + 1] - dense_bytes_[first];
-  time.comm = bytes / cluster_.types[t].network;
+  // Activations in and their gradients out at the front boundary; the reverse at the back. Each
+  // exchange is two messages per batch; so are the row pull and push, and the weight pull and
+  // gradient push.
+  double bytes = 0, messages = 0;
+  if (first > 0) {
+    bytes += 2 * batch_ * layers_[first].act_in_bytes;
+    messages += 2;
+  }
+  if (last + 1 < num_layers()) {
+    bytes += 2 * batch_ * layers_[last].act_out_bytes;
+    messages += 2;
+  }
+  double sparse = sparse_bytes_[last + 1] - sparse_bytes_[first];
+  double dense = dense_bytes_[last + 1] - dense_bytes_[first];
+  messages += (sparse > 0 ? 2 : 0) + (dense > 0 ? 2 : 0);
+  const config::ResourceType& type = cluster_.types[t];
+  time.comm = (bytes + sparse + dense) / type.network + messages * type.latency;
   return time;
 }
 

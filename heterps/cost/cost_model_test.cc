@@ -59,6 +59,19 @@ TEST(CostModelTest, GoldenStageTime) {
   EXPECT_NEAR(CostModel::ExecSeconds(t.total(), 0.1, 2), 5.9257836e-5, 1e-15);
 }
 
+TEST(CostModelTest, EveryMessageCostsTheLatency) {
+  auto model = config::ParseModelSpec(kTinyModel, "tiny.yaml");
+  std::string cluster_yaml = kOneType;
+  cluster_yaml.replace(cluster_yaml.find("overhead_us: 10"), 15, "overhead_us: 10, latency_us: 5");
+  auto cluster = config::ParseClusterSpec(cluster_yaml, "one.yaml");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  CostModel cm = *CostModel::Create(*model, *cluster, {1e6, 1e9});
+  // fc0..fc1: activations in and out (2 messages each) and the weights (2): 6 x 5 us.
+  EXPECT_NEAR(cm.Stage(1, 2, 0).comm, 7.528e-6 + 6 * 5e-6, 1e-18);
+  // The whole model: only the weights travel.
+  EXPECT_NEAR(cm.Stage(0, 3, 0).comm, 3.28e-7 + 2 * 5e-6, 1e-18);
+}
+
 TEST(CostModelTest, GoldenThroughputAndCost) {
   // Everything on `box`: X = 1.00664e-5 + 6.015392e-5 + 4.00596e-5 + 2.0019e-5 (compute)
   // + 3.28e-7 (weights) = 1.3062692e-4 s. The limit 1.5e6 samples/s allows E <= 6.6667e-5 s:
