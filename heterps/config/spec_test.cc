@@ -209,7 +209,7 @@ std::vector<BadSpec> BadClusters() {
       {"duplicate type", g + "  - {name: cpu, kind: gpu, tflops: 1, mem_gbs: 1, lookup_mrows: 1, memory_gib: 1, network_gbps: 1, price_per_hour: 1, units: 1}\n",
        "c.yaml:12: types[1].name: duplicate type name 'cpu' (first at line 3)"},
       {"unknown field", Edit(g, "    units: 4\n", "    units: 4\n    gpus: 8\n"),
-       "c.yaml:12: types[0].gpus: unknown field (expected one of: dp_loss, kind, local_device, latency_us, lookup_mrows, mem_gbs, memory_gib, name, network_gbps, overhead_us, price_per_hour, tflops, units)"},
+       "c.yaml:12: types[0].gpus: unknown field (expected one of: dp_loss, kind, latency_us, local_device, lookup_mrows, mem_gbs, memory_gib, name, network_gbps, overhead_us, price_per_hour, tflops, units)"},
   };
 }
 
