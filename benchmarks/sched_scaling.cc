@@ -1,14 +1,17 @@
 // Scheduler scaling: search time and plan cost as the model grows (layers 4..64) and the cluster
 // grows (types 4..64).
 //
-//   build/benchmarks/sched_scaling [--time-limit SECONDS] [--seed S]
+//   build/benchmarks/sched_scaling [--time-limit SECONDS] [--seed S] [--limit-fraction F]
+//                                  [--unit-scale U]
 //
 // Models: random layer chains (heterps/sched/testing) of L layers, seeded. Clusters: T types
-// spread evenly over examples/clusters/fleet-64.yaml. Limit: a quarter of the best throughput any
-// one type reaches alone with all its units. Prints a markdown table: each scheduler's wall time
+// spread evenly over examples/clusters/fleet-64.yaml, each type's units multiplied by U (at least
+// 1). Limit: F (default 0.25) times the best throughput any one type reaches alone with all its
+// units; near 1, a single type barely suffices and mixing types pays. Prints a markdown table: each scheduler's wall time
 // and its cost relative to `exact` (1.000 = same cost; "inf" = no feasible plan found).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -34,7 +37,8 @@ std::string Machine() {
   return absl::StrFormat("%s, %ld cores", model, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-cost::CostModel Instance(int layers, int types, uint64_t seed) {
+cost::CostModel Instance(int layers, int types, uint64_t seed, double fraction,
+                         double unit_scale) {
   std::mt19937_64 rng(seed * 1000 + layers);
   auto model = sched::testing::MakeRandomInstance(rng, {layers, 1, 1}).model;
   auto fleet = config::LoadClusterSpec("examples/clusters/fleet-64.yaml");
@@ -45,7 +49,11 @@ cost::CostModel Instance(int layers, int types, uint64_t seed) {
   }
   config::ClusterSpec cluster = *fleet;
   cluster.types.clear();
-  for (int i = 0; i < types; ++i) cluster.types.push_back(fleet->types[i * 64 / types]);
+  for (int i = 0; i < types; ++i) {
+    cluster.types.push_back(fleet->types[i * 64 / types]);
+    auto& units = cluster.types.back().units;
+    units = std::max<int64_t>(1, static_cast<int64_t>(std::lround(units * unit_scale)));
+  }
   auto probe = *cost::CostModel::Create(model, cluster, {1.0, 1e9});
   double best = 0;
   for (int t = 0; t < probe.num_types(); ++t) {
@@ -55,7 +63,7 @@ cost::CostModel Instance(int layers, int types, uint64_t seed) {
                                                x, probe.type(t).dp_loss, probe.type(t).units));
     }
   }
-  return *cost::CostModel::Create(model, cluster, {best > 0 ? best / 4 : 1.0, 4.37e9});
+  return *cost::CostModel::Create(model, cluster, {best > 0 ? best * fraction : 1.0, 4.37e9});
 }
 
 }  // namespace
@@ -65,22 +73,28 @@ int main(int argc, char** argv) {
   using namespace heterps;
   double time_limit = 10;
   uint64_t seed = 1;
+  double fraction = 0.25, unit_scale = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--time-limit") time_limit = std::atof(argv[i + 1]);
     if (flag == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
+    if (flag == "--limit-fraction") fraction = std::atof(argv[i + 1]);
+    if (flag == "--unit-scale") unit_scale = std::atof(argv[i + 1]);
   }
-  std::printf("machine: %s\nexact time limit: %.0f s, seed %llu\n\n", Machine().c_str(),
-              time_limit, static_cast<unsigned long long>(seed));
-  std::printf("| layers | types | exact s | certified | greedy | manual | homogeneous | brute |\n");
-  std::printf("|---:|---:|---:|:---:|---:|---:|---:|---:|\n");
+  std::printf("machine: %s\nexact time limit: %.0f s, seed %llu, limit fraction %.2f, unit "
+              "scale %.2f\n\n",
+              Machine().c_str(), time_limit, static_cast<unsigned long long>(seed), fraction,
+              unit_scale);
+  std::printf("| layers | types | exact s | certified | stages | greedy | manual | homogeneous "
+              "| brute |\n");
+  std::printf("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|\n");
   const std::vector<std::pair<int, int>> sizes = {
       {4, 4},   {8, 4},   {16, 4},  {32, 4},  {64, 4}, {4, 8},  {8, 8},   {16, 8},
       {32, 8},  {64, 8},  {8, 16},  {16, 16}, {32, 16}, {64, 16}, {16, 32}, {32, 32},
       {64, 32}, {16, 64}, {32, 64}, {64, 64}};
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   for (auto [layers, types] : sizes) {
-    cost::CostModel model = Instance(layers, types, seed);
+    cost::CostModel model = Instance(layers, types, seed, fraction, unit_scale);
     sched::SchedulerOptions options;
     options.time_limit_seconds = time_limit;
     sched::Plan exact = *(*registry.Create("exact"))->Schedule(model, options);
@@ -92,9 +106,10 @@ int main(int argc, char** argv) {
       return absl::StrFormat("%.3f (%.2g s)", plan->cost_usd / exact.cost_usd,
                              plan->search_seconds);
     };
-    std::printf("| %d | %d | %.3f | %s | %s | %s | %s | %s |\n", layers, types,
+    std::printf("| %d | %d | %.3f | %s | %zu | %s | %s | %s | %s |\n", layers, types,
                 exact.search_seconds,
                 !exact.feasible ? "infeasible" : exact.certified_optimal ? "yes" : "no",
+                exact.stages.size(),
                 ratio("greedy").c_str(), ratio("manual").c_str(), ratio("homogeneous").c_str(),
                 std::pow(types, layers) <= 1e6 ? ratio("brute").c_str() : "-");
     std::fflush(stdout);
