@@ -8,7 +8,10 @@
 // branch-and-bound over ranges of candidates skips most of them. The dynamic program ignores that
 // stages of one type share that type's units; where its plan breaks that limit, a depth-first
 // search with the dynamic program's suffix values as bounds finds the constrained optimum at that
-// E. Every plan found is provisioned exactly by cost::Provision, so costs match brute force.
+// E. Its bounds are Lagrangian: each type's units get a price lambda_t >= 0, fitted by subgradient
+// ascent at the root; at every node the dynamic program runs again on the remaining layers with
+// prices p_t + lambda_t and only the units each type has left, minus lambda_t times those units.
+// Every plan found is provisioned exactly by cost::Provision, so costs match brute force.
 #include <algorithm>
 #include <cmath>
 #include <queue>
@@ -53,6 +56,14 @@ class ExactSearch {
   // g_ of the last Relaxed(e) as lower bounds. Empty if none.
   std::vector<int> Constrained(double e, double bound);
   void Dfs(int i, int prev, double cost);
+  // The dynamic program over layers from.. at dfs_e_ with prices dfs_price_, each stage limited
+  // to `left[t]` units; fills g[m][prev] for m >= from. With `usage`, also the units per type of
+  // the plan that achieves g[from][none].
+  void LimitedDp(int from, const std::vector<int64_t>& left, std::vector<double>& g,
+                 std::vector<int64_t>* usage);
+  // Fits lambda_ by subgradient ascent on the Lagrangian dual at dfs_e_; returns the best bound.
+  double FitMultipliers(double relaxed);
+  int64_t Units(int i, int j, int t) const { return dfs_k_[(i * num_layers_ + j) * num_types_ + t]; }
   void Evaluate(double e);
   void Consider(const std::vector<int>& assignment);
   Plan Infeasible();
@@ -74,6 +85,10 @@ class ExactSearch {
   double dfs_e_ = 0, dfs_best_ = 0;
   std::vector<int> dfs_current_, dfs_found_;
   std::vector<int64_t> dfs_used_;
+  std::vector<int64_t> dfs_k_;  // [i][j][t]: k_min(i..j, t, dfs_e_), 0 if none
+  std::vector<std::vector<double>> dfs_g_;  // per depth: [m][prev] as g_, units left respected
+  std::vector<double> lambda_;     // Lagrange multiplier per type (warm-started across E)
+  std::vector<double> dfs_price_;  // p_t + lambda_t
 
   Plan best_;
   bool have_best_ = false;
@@ -174,6 +189,16 @@ std::vector<int> ExactSearch::Constrained(double e, double bound) {
   dfs_current_.assign(num_layers_, -1);
   dfs_found_.clear();
   dfs_used_.assign(num_types_, 0);
+  dfs_k_.assign(x_.size(), 0);
+  for (int i = 0; i < num_layers_; ++i) {
+    for (int j = i; j < num_layers_; ++j) {
+      for (int t = 0; t < num_types_; ++t) {
+        dfs_k_[(i * num_layers_ + j) * num_types_ + t] = model_.MinUnits(X(i, j, t), t, e);
+      }
+    }
+  }
+  dfs_g_.assign(num_layers_ + 1, {});
+  if (FitMultipliers(G(0, num_types_)) >= dfs_best_ * kStrictly) return dfs_found_;
   Dfs(0, num_types_, 0.0);
   return dfs_found_;
 }
@@ -189,6 +214,16 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
     dfs_found_ = dfs_current_;
     return;
   }
+  std::vector<int64_t> left(num_types_);
+  double reserved = 0;  // sum_t lambda_t (units left of t)
+  for (int t = 0; t < num_types_; ++t) {
+    left[t] = model_.type(t).units - dfs_used_[t];
+    reserved += lambda_[t] * static_cast<double>(left[t]);
+  }
+  LimitedDp(i, left, dfs_g_[i], nullptr);
+  const std::vector<double>& g = dfs_g_[i];
+  const int stride = num_types_ + 1;
+  if (!(cost + g[i * stride + prev] - reserved < dfs_best_ * kStrictly)) return;
   struct Child {
     double bound;
     int end, type;
@@ -198,9 +233,10 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
   for (int t = 0; t < num_types_; ++t) {
     if (t == prev) continue;
     for (int j = i; j < num_layers_; ++j) {
-      int64_t k = model_.MinUnits(X(i, j, t), t, dfs_e_);
-      if (k == 0 || dfs_used_[t] + k > model_.type(t).units) continue;
-      double bound = cost + Price(t) * static_cast<double>(k) + G(j + 1, t);
+      int64_t k = Units(i, j, t);
+      if (k == 0 || k > left[t]) continue;
+      double bound =
+          cost + dfs_price_[t] * static_cast<double>(k) + g[(j + 1) * stride + t] - reserved;
       if (bound < dfs_best_ * kStrictly) children.push_back({bound, j, t, k});
     }
   }
@@ -213,6 +249,96 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
     Dfs(c.end + 1, c.type, cost + Price(c.type) * static_cast<double>(c.units));
     dfs_used_[c.type] -= c.units;
   }
+}
+
+void ExactSearch::LimitedDp(int from, const std::vector<int64_t>& left, std::vector<double>& g,
+                            std::vector<int64_t>* usage) {
+  const int stride = num_types_ + 1;
+  g.assign(static_cast<size_t>(num_layers_ + 1) * stride, 0.0);
+  std::vector<int> end(usage ? num_layers_ * num_types_ : 0, -1);
+  std::vector<double> h(usage ? num_layers_ * num_types_ : 0, kInfinity);
+  for (int m = num_layers_ - 1; m >= from; --m) {
+    double best1 = kInfinity, best2 = kInfinity;
+    int arg1 = -1;
+    for (int t = 0; t < num_types_; ++t) {
+      double best_h = kInfinity;
+      for (int j = m; j < num_layers_; ++j) {
+        int64_t k = Units(m, j, t);
+        if (k == 0 || k > left[t]) continue;
+        double v = dfs_price_[t] * static_cast<double>(k) + g[(j + 1) * stride + t];
+        if (v < best_h) {
+          best_h = v;
+          if (usage) end[m * num_types_ + t] = j;
+        }
+      }
+      if (usage) h[m * num_types_ + t] = best_h;
+      if (best_h < best1) {
+        best2 = best1;
+        best1 = best_h;
+        arg1 = t;
+      } else if (best_h < best2) {
+        best2 = best_h;
+      }
+    }
+    for (int p = 0; p <= num_types_; ++p) g[m * stride + p] = p == arg1 ? best2 : best1;
+  }
+  if (usage == nullptr) return;
+  usage->assign(num_types_, 0);
+  for (int m = from, prev = num_types_; m < num_layers_;) {
+    int pick = -1;
+    for (int t = 0; t < num_types_; ++t) {
+      if (t != prev && (pick < 0 || h[m * num_types_ + t] < h[m * num_types_ + pick])) pick = t;
+    }
+    if (pick < 0 || end[m * num_types_ + pick] < 0) return;
+    int j = end[m * num_types_ + pick];
+    (*usage)[pick] += Units(m, j, pick);
+    m = j + 1;
+    prev = pick;
+  }
+}
+
+// Subgradient ascent on L(lambda) = min_plan sum_s (p_t + lambda_t) k_s - sum_t lambda_t K_t, a
+// lower bound on the constrained optimum for every lambda >= 0. Polyak steps towards the
+// incumbent (or, without one, towards twice the relaxed value); the step shrinks when the bound
+// stalls.
+double ExactSearch::FitMultipliers(double relaxed) {
+  constexpr int kIterations = 40;
+  if (lambda_.empty()) lambda_.assign(num_types_, 0.0);
+  std::vector<int64_t> full(num_types_), usage;
+  for (int t = 0; t < num_types_; ++t) full[t] = model_.type(t).units;
+  std::vector<double> g, best_lambda = lambda_;
+  double best = -kInfinity, theta = 1.0;
+  int stalled = 0;
+  dfs_price_.resize(num_types_);
+  for (int iter = 0; iter < kIterations; ++iter) {
+    for (int t = 0; t < num_types_; ++t) dfs_price_[t] = Price(t) + lambda_[t];
+    LimitedDp(0, full, g, &usage);
+    double value = g[num_types_];  // g[0][none]
+    if (!std::isfinite(value)) break;
+    double norm = 0;
+    for (int t = 0; t < num_types_; ++t) {
+      value -= lambda_[t] * static_cast<double>(full[t]);
+      double d = static_cast<double>(usage[t] - full[t]);
+      if (d > 0 || lambda_[t] > 0) norm += d * d;
+    }
+    if (value > best) {
+      best = value;
+      best_lambda = lambda_;
+      stalled = 0;
+    } else if (++stalled >= 4) {
+      theta /= 2;
+      stalled = 0;
+    }
+    if (norm == 0) break;  // the plan respects availability: the bound is as good as it gets
+    double target = std::isfinite(dfs_best_) ? dfs_best_ : 2 * std::max(relaxed, best);
+    double step = theta * std::max(target - value, 1e-12 * target) / norm;
+    for (int t = 0; t < num_types_; ++t) {
+      lambda_[t] = std::max(0.0, lambda_[t] + step * static_cast<double>(usage[t] - full[t]));
+    }
+  }
+  lambda_ = best_lambda;
+  for (int t = 0; t < num_types_; ++t) dfs_price_[t] = Price(t) + lambda_[t];
+  return std::max(best, relaxed);
 }
 
 void ExactSearch::Consider(const std::vector<int>& assignment) {
