@@ -19,7 +19,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "heterps/sched/schedulers.h"
+#include "heterps/sched/default_schedulers.h"
 #include "heterps/sched/testing/random_instance.h"
 
 namespace heterps {
@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
               Machine().c_str(), time_limit, static_cast<unsigned long long>(seed), fraction,
               unit_scale);
   std::printf("| layers | types | exact s | certified | stages | greedy | manual | homogeneous "
-              "| brute |\n");
-  std::printf("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|\n");
+              "| rl | brute |\n");
+  std::printf("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---:|\n");
   const std::vector<std::pair<int, int>> sizes = {
       {4, 4},   {8, 4},   {16, 4},  {32, 4},  {64, 4}, {4, 8},  {8, 8},   {16, 8},
       {32, 8},  {64, 8},  {8, 16},  {16, 16}, {32, 16}, {64, 16}, {16, 32}, {32, 32},
@@ -106,11 +106,12 @@ int main(int argc, char** argv) {
       return absl::StrFormat("%.3f (%.2g s)", plan->cost_usd / exact.cost_usd,
                              plan->search_seconds);
     };
-    std::printf("| %d | %d | %.3f | %s | %zu | %s | %s | %s | %s |\n", layers, types,
+    std::printf("| %d | %d | %.3f | %s | %zu | %s | %s | %s | %s | %s |\n", layers, types,
                 exact.search_seconds,
                 !exact.feasible ? "infeasible" : exact.certified_optimal ? "yes" : "no",
                 exact.stages.size(),
                 ratio("greedy").c_str(), ratio("manual").c_str(), ratio("homogeneous").c_str(),
+                ratio("rl").c_str(),
                 std::pow(types, layers) <= 1e6 ? ratio("brute").c_str() : "-");
     std::fflush(stdout);
   }

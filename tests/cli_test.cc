@@ -103,7 +103,8 @@ TEST(CliTest, BadInputsExitTwo) {
 
   Result scheduler = RunCli("plan --scheduler annealing");
   EXPECT_EQ(scheduler.exit_code, 2);
-  EXPECT_THAT(scheduler.err, HasSubstr("valid: brute, exact, greedy, homogeneous, manual"));
+  EXPECT_THAT(scheduler.err, HasSubstr("valid: bo, brute, exact, genetic, greedy, homogeneous, "
+                                       "manual, random, rl"));
 
   Result flag = RunCli("plan --frobnicate");
   EXPECT_EQ(flag.exit_code, 2);

@@ -13,7 +13,7 @@
 #include "embedded/heterps_examples.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
-#include "heterps/sched/schedulers.h"
+#include "heterps/sched/default_schedulers.h"
 #include "tools/table.h"
 
 namespace heterps::tools {
@@ -137,6 +137,9 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   cmd->add_option("--time-limit", flags.time_limit, "search time limit, seconds (default 60)");
   cmd->add_option("--max-plans", flags.max_plans, "budget of evaluated plans (0: default)");
   cmd->add_option("--profile", flags.profile_path, "measured per-layer times (profile.json)");
+  cmd->add_option("--policy-in", flags.policy_in,
+                  "rl: start from this trained policy (same cluster types)");
+  cmd->add_option("--policy-out", flags.policy_out, "rl: write the trained policy here");
   cmd->add_option("--out", flags.out_path, "write the plan JSON here");
   cmd->add_flag("--json", flags.json, "print the plan JSON instead of the table");
   return cmd;
@@ -153,6 +156,8 @@ int RunPlan(const PlanFlags& flags) {
   options.seed = flags.seed;
   options.time_limit_seconds = flags.time_limit;
   options.max_plans = flags.max_plans;
+  options.policy_in = flags.policy_in;
+  options.policy_out = flags.policy_out;
   options.progress = [&](int64_t n, double best) { progress.Update(n, best); };
   absl::StatusOr<sched::Plan> plan = (*scheduler)->Schedule(*model, options);
   progress.Clear();

@@ -20,6 +20,8 @@ struct PlanFlags {
   uint64_t seed = 1;
   double time_limit = 60;
   int64_t max_plans = 0;
+  std::string policy_in;       // rl: warm-start from this policy file
+  std::string policy_out;      // rl: write the trained policy here
   std::string out_path;
   bool json = false;
 };

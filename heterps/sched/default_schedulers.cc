@@ -1,3 +1,6 @@
+#include "heterps/sched/default_schedulers.h"
+
+#include "heterps/sched/rl/rl_scheduler.h"
 #include "heterps/sched/schedulers.h"
 
 namespace heterps::sched {
@@ -14,6 +17,16 @@ SchedulerRegistry DefaultSchedulers() {
                     NewManualScheduler);
   registry.Register("homogeneous", "everything on one type, the cheapest type kept",
                     NewHomogeneousScheduler);
+  registry.Register("genetic", "a genetic algorithm over assignments; 2000 plans by default",
+                    NewGeneticScheduler);
+  registry.Register("bo",
+                    "Bayesian optimisation with a Gaussian process and expected improvement; 300 "
+                    "plans by default",
+                    NewBayesOptScheduler);
+  registry.Register("random", "uniformly random assignments, the best kept; 2000 plans by default",
+                    NewRandomScheduler);
+  registry.Register("rl", "an LSTM policy trained with policy gradient (REINFORCE) on the instance",
+                    [] { return rl::NewRlScheduler(); });
   return registry;
 }
 

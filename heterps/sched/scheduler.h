@@ -3,7 +3,7 @@
 // SchedulerRegistry.
 //
 // Example:
-//   SchedulerRegistry registry = DefaultSchedulers();
+//   SchedulerRegistry registry = DefaultSchedulers();  // default_schedulers.h
 //   HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create("exact"));
 //   Plan plan = scheduler->Schedule(cost_model, SchedulerOptions{.seed = 7});
 #pragma once
@@ -30,6 +30,10 @@ struct SchedulerOptions {
   // Called now and then by long searches with (plans evaluated, best cost so far or +inf).
   // May be empty. Called on the scheduler's thread.
   std::function<void(int64_t, double)> progress;
+  // Learned schedulers only: a policy file to start from, and one to write the trained policy to.
+  // Empty: start fresh / do not save.
+  std::string policy_in;
+  std::string policy_out;
 };
 
 // Thread safety: a Scheduler object is used by one thread at a time; distinct objects are
@@ -63,8 +67,5 @@ class SchedulerRegistry {
   };
   std::map<std::string, Entry, std::less<>> entries_;
 };
-
-// A registry holding every built-in scheduler.
-SchedulerRegistry DefaultSchedulers();
 
 }  // namespace heterps::sched

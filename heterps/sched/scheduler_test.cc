@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "heterps/sched/default_schedulers.h"
 #include "heterps/sched/schedulers.h"
 #include "heterps/sched/testing/random_instance.h"
 
@@ -88,7 +89,9 @@ TEST(SchedulerTest, EveryPlanIsValidAndNeverBeatsTheOptimum) {
     ASSERT_EQ(optimum.certified_optimal, optimum.feasible);
     for (const std::string& name : names) {
       if (name == "brute" && model.num_layers() > 7) continue;
-      Plan plan = Schedule(name, model);
+      SchedulerOptions options;
+      options.max_plans = name == "bo" ? 60 : 300;  // keeps the searches quick
+      Plan plan = Schedule(name, model, name == "brute" ? SchedulerOptions{} : options);
       SCOPED_TRACE(name + " trial " + std::to_string(trial));
       EXPECT_EQ(plan.scheduler, name);
       ExpectValid(model, plan);
@@ -140,8 +143,8 @@ TEST(SchedulerTest, UnknownNameListsTheValidOnes) {
   auto scheduler = DefaultSchedulers().Create("simulated-annealing");
   ASSERT_FALSE(scheduler.ok());
   EXPECT_EQ(scheduler.status().message(),
-            "unknown scheduler 'simulated-annealing' (valid: brute, exact, greedy, homogeneous, "
-            "manual)");
+            "unknown scheduler 'simulated-annealing' (valid: bo, brute, exact, genetic, greedy, "
+            "homogeneous, manual, random, rl)");
 }
 
 TEST(ExactSchedulerTest, HonoursTheTimeLimit) {

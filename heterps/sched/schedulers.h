@@ -8,6 +8,14 @@
 //   manual       sparse layers on the cheapest CPU per looked-up row, dense layers on the GPU
 //                with the best price per FLOP: what users do by hand
 //   homogeneous  everything on one type, each type tried, the cheapest kept
+//   genetic      a genetic algorithm over assignments: tournaments, two-point crossover, mutation,
+//                elitism; 2000 plans by default
+//   bo           Bayesian optimisation: a Gaussian process on type features, expected improvement
+//                over mutations of the best plans; 300 plans by default
+//   random       uniformly random assignments without replacement; 2000 plans by default
+//
+// genetic, bo and random are randomized (SchedulerOptions::seed), never certify optimality, count
+// each distinct plan once against SchedulerOptions::max_plans and stop at the time limit.
 #pragma once
 
 #include <cstdint>
@@ -26,5 +34,8 @@ std::unique_ptr<Scheduler> NewExactScheduler();
 std::unique_ptr<Scheduler> NewGreedyScheduler();
 std::unique_ptr<Scheduler> NewManualScheduler();
 std::unique_ptr<Scheduler> NewHomogeneousScheduler();
+std::unique_ptr<Scheduler> NewGeneticScheduler();
+std::unique_ptr<Scheduler> NewBayesOptScheduler();
+std::unique_ptr<Scheduler> NewRandomScheduler();
 
 }  // namespace heterps::sched

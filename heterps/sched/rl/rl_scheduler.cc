@@ -1,0 +1,265 @@
+#include "heterps/sched/rl/rl_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "heterps/base/deadline.h"
+#include "heterps/sched/rl/features.h"
+#include "heterps/sched/rl/lstm_policy.h"
+#include "heterps/sched/schedulers.h"
+
+namespace heterps::sched::rl {
+namespace {
+
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+std::string Key(const std::vector<int>& assignment) {
+  return std::string(assignment.begin(), assignment.end());
+}
+
+// Provisions plans once each, counts them against the budget, keeps the best.
+class Evaluator {
+ public:
+  Evaluator(const cost::CostModel& model, int64_t budget) : model_(model), budget_(budget) {}
+
+  bool exhausted() const { return evaluated_ >= budget_; }
+  int64_t evaluated() const { return evaluated_; }
+  const Plan& best() const { return best_; }
+  bool have_best() const { return have_best_; }
+
+  // The plan for `assignment`, or nullptr when it is new and the budget is spent.
+  const Plan* Evaluate(const std::vector<int>& assignment) {
+    std::string key = Key(assignment);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return &it->second;
+    if (exhausted()) return nullptr;
+    ++evaluated_;
+    Plan plan = MakePlan(model_, assignment);
+    if (!have_best_ || Better(plan, best_)) {
+      best_ = plan;
+      have_best_ = true;
+      ++improvements_;
+    }
+    return &cache_.emplace(std::move(key), std::move(plan)).first->second;
+  }
+  int64_t improvements() const { return improvements_; }
+
+ private:
+  const cost::CostModel& model_;
+  const int64_t budget_;
+  int64_t evaluated_ = 0;
+  int64_t improvements_ = 0;
+  absl::flat_hash_map<std::string, Plan> cache_;
+  Plan best_;
+  bool have_best_ = false;
+};
+
+struct Adam {
+  VectorXd m, v;
+  int64_t step = 0;
+  void Apply(VectorXd& params, const VectorXd& grad, double lr) {
+    constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
+    if (m.size() == 0) {
+      m = VectorXd::Zero(params.size());
+      v = VectorXd::Zero(params.size());
+    }
+    ++step;
+    m = kBeta1 * m + (1 - kBeta1) * grad;
+    v = kBeta2 * v + (1 - kBeta2) * grad.cwiseProduct(grad);
+    const double c1 = 1 - std::pow(kBeta1, step), c2 = 1 - std::pow(kBeta2, step);
+    params.array() -= lr * (m.array() / c1) / ((v.array() / c2).sqrt() + kEps);
+  }
+};
+
+class RlScheduler : public Scheduler {
+ public:
+  explicit RlScheduler(RlOptions options) : options_(options) {}
+  absl::string_view name() const override { return "rl"; }
+  absl::StatusOr<Plan> Schedule(const cost::CostModel& model,
+                                const SchedulerOptions& options) override;
+
+ private:
+  double Reward(const Plan& plan) {
+    if (!plan.feasible) return -(options_.infeasible_penalty + std::log1p(plan.why.shortfall));
+    if (!(reference_cost_ > 0)) reference_cost_ = plan.cost_usd;
+    return -std::log(plan.cost_usd / reference_cost_);
+  }
+  void Train(const cost::CostModel& model, const SchedulerOptions& options, LstmPolicy& policy,
+             Evaluator& evaluator, int64_t train_budget, const base::Deadline& deadline);
+  void Polish(const cost::CostModel& model, Evaluator& evaluator,
+              const base::Deadline& deadline);
+
+  RlOptions options_;
+  double reference_cost_ = 0;
+};
+
+absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
+                                           const SchedulerOptions& options) {
+  base::Deadline deadline(options.time_limit_seconds);
+  const PolicyShape shape{NumFeatures(model.num_types()), model.num_types(), options_.hidden};
+  LstmPolicy policy(shape, options.seed);
+  if (!options.policy_in.empty()) {
+    auto loaded = LstmPolicy::Load(options.policy_in, shape);
+    if (!loaded.ok()) return loaded.status();
+    policy = std::move(*loaded);
+  }
+  const int64_t budget = options.max_plans > 0 ? options.max_plans : options_.default_budget;
+  Evaluator evaluator(model, budget);
+  // The plans any user would try first (each type everywhere, the greedy plan) are evaluated
+  // first; the cheapest feasible one is the reward's reference and the first plan to imitate.
+  reference_cost_ = 0;
+  for (int t = 0; t < model.num_types() && !evaluator.exhausted(); ++t) {
+    evaluator.Evaluate(std::vector<int>(model.num_layers(), t));
+  }
+  if (auto greedy = NewGreedyScheduler()->Schedule(model, options); greedy.ok()) {
+    evaluator.Evaluate(greedy->assignment);
+  }
+  if (evaluator.have_best() && evaluator.best().feasible) {
+    reference_cost_ = evaluator.best().cost_usd;
+  }
+  const int64_t train_budget =
+      budget - static_cast<int64_t>(options_.polish_share * static_cast<double>(budget));
+  Train(model, options, policy, evaluator, train_budget, deadline);
+  Polish(model, evaluator, deadline);
+  if (!options.policy_out.empty()) {
+    absl::Status saved = policy.Save(options.policy_out);
+    if (!saved.ok()) return saved;
+  }
+  Plan plan = evaluator.have_best() ? evaluator.best() : MakePlan(model, {});
+  plan.scheduler = std::string(name());
+  plan.certified_optimal = false;
+  plan.plans_evaluated = evaluator.evaluated();
+  plan.search_seconds = deadline.Elapsed();
+  return plan;
+}
+
+void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& options,
+                        LstmPolicy& policy, Evaluator& evaluator, int64_t train_budget,
+                        const base::Deadline& deadline) {
+  const PolicyInputs inputs = MakePolicyInputs(model);
+  std::mt19937_64 rng(options.seed ^ 0x9e3779b97f4a7c15ull);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  // Each update samples `batch` plans and replays the best plan seen so far as one more episode
+  // (self-imitation: it is pushed towards only when it beats the baseline).
+  const int batch = options_.batch, L = model.num_layers(), columns = batch + 1;
+  Adam adam;
+  double baseline = 0, entropy_weight = options_.entropy_start;
+  bool have_baseline = false;
+  int64_t last_improvements = evaluator.improvements(), last_evaluated = evaluator.evaluated();
+  int stale = 0, repeating = 0;
+  // Samples are cheap when they hit the cache, but not free: cap them at a multiple of the budget.
+  int64_t samples_left = 20 * std::max<int64_t>(train_budget, 1);
+  std::vector<int> replay;
+  auto sample = [&](int l, const MatrixXd& probs, std::vector<int>& actions) {
+    actions[batch] = replay.empty() ? 0 : replay[l];
+    for (int n = 0; n < batch; ++n) {
+      double u = uniform(rng), acc = 0;
+      int pick = 0;
+      for (Eigen::Index t = 0; t < probs.rows(); ++t) {
+        if (probs(t, n) <= 0) continue;
+        pick = static_cast<int>(t);
+        acc += probs(t, n);
+        if (u < acc) break;
+      }
+      actions[n] = pick;
+    }
+  };
+  while (evaluator.evaluated() < train_budget && !deadline.Expired() && samples_left > 0) {
+    samples_left -= batch;
+    replay = evaluator.have_best() ? evaluator.best().assignment : std::vector<int>();
+    Tape tape = policy.Forward(inputs.features, inputs.allowed, columns, sample);
+    std::vector<double> rewards(batch);
+    bool complete = true;
+    for (int n = 0; n < batch && complete; ++n) {
+      std::vector<int> assignment(L);
+      for (int l = 0; l < L; ++l) assignment[l] = tape.actions[l][n];
+      const Plan* plan = evaluator.Evaluate(assignment);
+      complete = plan != nullptr;
+      if (complete) rewards[n] = Reward(*plan);
+    }
+    if (!complete) break;
+    double mean = 0, var = 0;
+    for (double r : rewards) mean += r / batch;
+    for (double r : rewards) var += (r - mean) * (r - mean) / batch;
+    if (!have_baseline) baseline = mean;
+    have_baseline = true;
+    const double scale = std::max(std::sqrt(var), 0.05);
+    std::vector<double> advantages(columns, 0.0);
+    for (int n = 0; n < batch; ++n) advantages[n] = (rewards[n] - baseline) / scale;
+    if (!replay.empty()) {
+      advantages[batch] = std::max(0.0, Reward(evaluator.best()) - baseline) / scale;
+    }
+    baseline = options_.baseline_decay * baseline + (1 - options_.baseline_decay) * mean;
+    std::vector<MatrixXd> dlogits;
+    SurrogateLoss(tape, advantages, entropy_weight, &dlogits);
+    VectorXd grad = policy.Backward(inputs.features, tape, dlogits);
+    const double norm = grad.norm();
+    if (norm > options_.clip_norm) grad *= options_.clip_norm / norm;
+    adam.Apply(policy.params(), grad, options_.learning_rate);
+    entropy_weight *= options_.entropy_decay;
+    if (options.progress) {
+      options.progress(evaluator.evaluated(),
+                       evaluator.have_best() && evaluator.best().feasible
+                           ? evaluator.best().cost_usd
+                           : cost::kInfinity);
+    }
+    stale = evaluator.improvements() == last_improvements ? stale + 1 : 0;
+    repeating = evaluator.evaluated() == last_evaluated ? repeating + 1 : 0;
+    last_improvements = evaluator.improvements();
+    last_evaluated = evaluator.evaluated();
+    // Converged: the policy has settled, or it only samples plans it has already seen.
+    if (stale >= options_.patience && MeanEntropy(tape) < 0.05) break;
+    if (repeating >= options_.patience) break;
+  }
+}
+
+// First-improvement local search around the best plan: give a whole stage another type, or move
+// a stage boundary by one layer (the boundary layer takes its neighbour's type), until no move
+// helps or the budget or time runs out.
+void RlScheduler::Polish(const cost::CostModel& model, Evaluator& evaluator,
+                         const base::Deadline& deadline) {
+  if (!evaluator.have_best()) return;
+  bool improved = true;
+  while (improved && !evaluator.exhausted() && !deadline.Expired()) {
+    improved = false;
+    const std::vector<int> current = evaluator.best().assignment;
+    const std::vector<cost::StageSpec> stages = StagesOf(current);
+    std::vector<std::vector<int>> moves;
+    for (size_t s = 0; s < stages.size(); ++s) {
+      for (int t = 0; t < model.num_types(); ++t) {
+        if (t == stages[s].type) continue;
+        std::vector<int> m = current;
+        std::fill(m.begin() + stages[s].first, m.begin() + stages[s].last + 1, t);
+        moves.push_back(std::move(m));
+      }
+      if (s + 1 < stages.size()) {
+        std::vector<int> left = current, right = current;
+        left[stages[s].last] = stages[s + 1].type;       // stage s gives its last layer away
+        right[stages[s + 1].first] = stages[s].type;     // stage s takes the next stage's first
+        moves.push_back(std::move(left));
+        moves.push_back(std::move(right));
+      }
+    }
+    for (const std::vector<int>& m : moves) {
+      if (deadline.Expired()) return;
+      const Plan* plan = evaluator.Evaluate(m);
+      if (plan == nullptr) return;
+      if (evaluator.best().assignment != current) {
+        improved = true;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Scheduler> NewRlScheduler(RlOptions options) {
+  return std::make_unique<RlScheduler>(options);
+}
+
+}  // namespace heterps::sched::rl

@@ -1,0 +1,221 @@
+// Tests of the search schedulers (genetic, bo, random): validity, the exact optimum as the oracle,
+// budgets, determinism and the time limit.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "heterps/sched/default_schedulers.h"
+#include "heterps/sched/schedulers.h"
+#include "heterps/sched/testing/random_instance.h"
+
+namespace heterps::sched {
+namespace {
+
+using testing::CostModelOf;
+using testing::InstanceShape;
+using testing::MakeRandomInstance;
+
+const std::vector<std::string> kSearchers = {"genetic", "bo", "random"};
+
+Plan Schedule(absl::string_view name, const cost::CostModel& model, SchedulerOptions options = {}) {
+  auto scheduler = DefaultSchedulers().Create(name);
+  EXPECT_TRUE(scheduler.ok()) << scheduler.status();
+  auto plan = (*scheduler)->Schedule(model, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return *plan;
+}
+
+// A plan is valid if it covers every layer, its stages are maximal runs of its assignment, its
+// units respect availability, and its figures are those of exact provisioning.
+void ExpectValid(const cost::CostModel& model, const Plan& plan) {
+  ASSERT_EQ(plan.assignment.size(), static_cast<size_t>(model.num_layers()));
+  std::vector<cost::StageSpec> stages = StagesOf(plan.assignment);
+  ASSERT_EQ(stages.size(), plan.stages.size());
+  Plan again = MakePlan(model, plan.assignment);
+  EXPECT_EQ(again.feasible, plan.feasible);
+  if (!plan.feasible) {
+    EXPECT_FALSE(plan.why.message.empty());
+    return;
+  }
+  std::vector<int64_t> used(model.num_types(), 0);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    EXPECT_EQ(stages[s].first, plan.stages[s].spec.first);
+    EXPECT_EQ(stages[s].type, plan.stages[s].spec.type);
+    used[stages[s].type] += plan.stages[s].units;
+  }
+  for (int t = 0; t < model.num_types(); ++t) EXPECT_LE(used[t], model.type(t).units);
+  EXPECT_DOUBLE_EQ(plan.cost_usd, again.cost_usd);
+  EXPECT_GE(plan.throughput, model.workload().throughput_limit * (1 - 1e-12));
+}
+
+// The number of assignments the searches draw from: per layer, the types that can hold it alone
+// (every type when none can).
+int64_t AllowedSpace(const cost::CostModel& model) {
+  int64_t space = 1;
+  for (int l = 0; l < model.num_layers(); ++l) {
+    int fit = 0;
+    for (int t = 0; t < model.num_types(); ++t) {
+      if (model.StageMemoryBytes(l, l) <= model.type(t).memory) ++fit;
+    }
+    space *= fit > 0 ? fit : model.num_types();
+  }
+  return space;
+}
+
+// genetic and random get a budget above T^L, bo 100 plans (its GP would make more slow for a unit
+// test). Every plan they return is valid and never beats the optimum; genetic and bo, which start
+// from the homogeneous plans, never lose to the homogeneous scheduler; random, drawing without
+// replacement, sees every allowed plan and so finds the optimum; genetic and bo find it where
+// there are at most 64 plans.
+TEST(SearchSchedulerTest, SmallInstancesAgainstTheOptimum) {
+  std::mt19937_64 rng(2024);
+  int small_feasible = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    InstanceShape shape{3 + static_cast<int>(rng() % 4), 2 + static_cast<int>(rng() % 3),
+                        1 + static_cast<int>(rng() % 6)};
+    auto instance = MakeRandomInstance(rng, shape);
+    cost::CostModel model = CostModelOf(instance);
+    const double space = std::pow(model.num_types(), model.num_layers());
+    const bool few_plans = space <= 64;
+    Plan exact = Schedule("exact", model);
+    Plan homogeneous = Schedule("homogeneous", model);
+    if (few_plans && exact.feasible) ++small_feasible;
+    for (const std::string& name : kSearchers) {
+      SCOPED_TRACE(name + " trial " + std::to_string(trial) + "\n" + instance.model_yaml +
+                   instance.cluster_yaml);
+      SchedulerOptions options;
+      options.seed = trial + 1;
+      options.time_limit_seconds = 0;
+      options.max_plans = name == "bo" ? 100 : static_cast<int64_t>(space) + 1;
+      Plan plan = Schedule(name, model, options);
+      EXPECT_EQ(plan.scheduler, name);
+      EXPECT_FALSE(plan.certified_optimal);
+      ExpectValid(model, plan);
+      EXPECT_GT(plan.plans_evaluated, 0);
+      EXPECT_LE(plan.plans_evaluated, options.max_plans);
+      // A plan seen twice counts once, so no search counts more plans than there are.
+      EXPECT_LE(plan.plans_evaluated, AllowedSpace(model));
+      if (name == "random") {
+        EXPECT_EQ(plan.plans_evaluated, AllowedSpace(model));
+      }
+      if (plan.feasible) {
+        EXPECT_TRUE(exact.feasible);
+        EXPECT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9));
+      }
+      if (name != "random" && homogeneous.feasible) {
+        EXPECT_TRUE(plan.feasible);
+        EXPECT_LE(plan.cost_usd, homogeneous.cost_usd * (1 + 1e-9));
+      }
+      if (!exact.feasible) continue;
+      if (name != "bo") {
+        EXPECT_TRUE(plan.feasible);
+      }
+      if (name == "random" || few_plans) {
+        EXPECT_NEAR(plan.cost_usd, exact.cost_usd, 1e-9 * exact.cost_usd);
+      }
+    }
+  }
+  EXPECT_GE(small_feasible, 5);  // the optimum checks ran on enough instances
+}
+
+TEST(SearchSchedulerTest, GeneticFindsTheOptimumOfSmallInstancesWithItsDefaultBudget) {
+  std::mt19937_64 rng(77);
+  int checked = 0;
+  for (int trial = 0; checked < 20 && trial < 200; ++trial) {
+    InstanceShape shape{3 + static_cast<int>(rng() % 4), 2 + static_cast<int>(rng() % 3),
+                        1 + static_cast<int>(rng() % 6)};
+    auto instance = MakeRandomInstance(rng, shape);
+    cost::CostModel model = CostModelOf(instance);
+    if (std::pow(model.num_types(), model.num_layers()) > 64) continue;
+    Plan exact = Schedule("exact", model);
+    if (!exact.feasible) continue;
+    ++checked;
+    SchedulerOptions options;
+    options.seed = trial;
+    options.max_plans = 2000;
+    Plan plan = Schedule("genetic", model, options);
+    ASSERT_TRUE(plan.feasible) << "trial " << trial;
+    EXPECT_NEAR(plan.cost_usd, exact.cost_usd, 1e-9 * exact.cost_usd)
+        << "trial " << trial << "\n" << instance.model_yaml << instance.cluster_yaml;
+  }
+  EXPECT_EQ(checked, 20);
+}
+
+// With a budget of 50 on a large instance every search uses exactly the budget, and reports
+// progress that never runs past it.
+TEST(SearchSchedulerTest, HonoursThePlanBudget) {
+  std::mt19937_64 rng(7);
+  auto instance = MakeRandomInstance(rng, {12, 8, 8});
+  cost::CostModel model = CostModelOf(instance);
+  for (const std::string& name : kSearchers) {
+    SCOPED_TRACE(name);
+    int64_t most = 0;
+    double best = cost::kInfinity;
+    SchedulerOptions options;
+    options.max_plans = 50;
+    options.time_limit_seconds = 0;
+    options.progress = [&](int64_t evaluated, double cost) {
+      EXPECT_GE(evaluated, most);
+      EXPECT_LE(cost, best);
+      most = evaluated;
+      best = cost;
+    };
+    Plan plan = Schedule(name, model, options);
+    ExpectValid(model, plan);
+    EXPECT_EQ(plan.plans_evaluated, 50);
+    EXPECT_EQ(most, 50);
+    if (plan.feasible) {
+      EXPECT_EQ(best, plan.cost_usd);
+    }
+  }
+}
+
+TEST(SearchSchedulerTest, SameSeedSamePlan) {
+  std::mt19937_64 rng(21);
+  auto instance = MakeRandomInstance(rng, {12, 6, 8});
+  cost::CostModel model = CostModelOf(instance);
+  for (const std::string& name : kSearchers) {
+    SCOPED_TRACE(name);
+    SchedulerOptions options;
+    options.max_plans = 150;
+    options.time_limit_seconds = 0;  // no stopping on time, so that runs are comparable
+    options.seed = 5;
+    Plan first = Schedule(name, model, options);
+    Plan second = Schedule(name, model, options);
+    EXPECT_EQ(first.assignment, second.assignment);
+    EXPECT_EQ(first.cost_usd, second.cost_usd);
+    EXPECT_EQ(first.plans_evaluated, second.plans_evaluated);
+    for (uint64_t seed : {6, 7, 123456789}) {
+      options.seed = seed;
+      Plan plan = Schedule(name, model, options);
+      ExpectValid(model, plan);
+      EXPECT_EQ(plan.plans_evaluated, 150);
+    }
+  }
+}
+
+TEST(SearchSchedulerTest, HonoursTheTimeLimit) {
+  std::mt19937_64 rng(8);
+  auto instance = MakeRandomInstance(rng, {40, 32, 16});
+  cost::CostModel model = CostModelOf(instance);
+  for (const std::string& name : kSearchers) {
+    SCOPED_TRACE(name);
+    SchedulerOptions options;
+    options.time_limit_seconds = 0.01;
+    options.max_plans = 1000000000;
+    const auto start = std::chrono::steady_clock::now();
+    Plan plan = Schedule(name, model, options);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    EXPECT_LT(took.count(), 1.0);
+    EXPECT_LT(plan.search_seconds, 1.0);
+    EXPECT_GT(plan.plans_evaluated, 0);
+    ExpectValid(model, plan);
+  }
+}
+
+}  // namespace
+}  // namespace heterps::sched
