@@ -13,7 +13,7 @@ double Clip(double v) { return std::clamp(v, -3.0, 3.0); }
 
 }  // namespace
 
-int NumFeatures(int num_types) { return kLayerFeatures + 2 * num_types; }
+int NumFeatures(int num_types) { return kLayerFeatures + 3 * num_types; }
 
 PolicyInputs MakePolicyInputs(const cost::CostModel& model) {
   const int L = model.num_layers(), T = model.num_types();
@@ -40,6 +40,8 @@ PolicyInputs MakePolicyInputs(const cost::CostModel& model) {
       col(kLayerFeatures + t) = Clip(std::log10(x / e_max) / 3);
       col(kLayerFeatures + T + t) =
           Clip(std::log10(model.type(t).price_per_hour * x / e_max) / 3);
+      col(kLayerFeatures + 2 * T + t) =
+          Clip(std::log10(x / (e_max * static_cast<double>(model.type(t).units))) / 2);
     }
     if (!any) in.allowed.col(l).setOnes();
   }

@@ -56,12 +56,13 @@ std::string ShapeText(const PolicyShape& s) {
 
 }  // namespace
 
-// The parameter blocks, as views into a flat array laid out wx, wa, wh, b, wo, bo.
+// The parameter blocks, as views into a flat array laid out wx, wa, wh, b, wo, bo, ws.
 struct LstmPolicy::Views {
   Map wx, wa, wh;
   VecMap b;
   Map wo;
   VecMap bo;
+  Map ws;
 
   Views(double* p, const PolicyShape& s)
       : wx(p, 4 * s.hidden, s.features),
@@ -69,12 +70,14 @@ struct LstmPolicy::Views {
         wh(wa.data() + wa.size(), 4 * s.hidden, s.hidden),
         b(wh.data() + wh.size(), 4 * s.hidden),
         wo(b.data() + b.size(), s.types, s.hidden),
-        bo(wo.data() + wo.size(), s.types) {}
+        bo(wo.data() + wo.size(), s.types),
+        ws(bo.data() + bo.size(), s.types, s.types + 1) {}
 };
 
 int64_t LstmPolicy::NumParams(const PolicyShape& s) {
   int64_t gates = 4 * s.hidden;
-  return gates * (s.features + s.types + 1 + s.hidden + 1) + s.types * (s.hidden + 1);
+  return gates * (s.features + s.types + 1 + s.hidden + 1) + s.types * (s.hidden + 1) +
+         s.types * (s.types + 1);
 }
 
 // Read-only use: the views of a const policy are never written through.
@@ -98,6 +101,8 @@ LstmPolicy::LstmPolicy(const PolicyShape& shape, uint64_t seed)
   w.b.segment(shape.hidden, shape.hidden).setOnes();  // remember by default
   fill(w.wo, shape.hidden);
   w.bo.setZero();
+  w.ws.setZero();
+  w.ws.leftCols(shape.types).diagonal().setConstant(std::log(shape.types) + 1.0);
 }
 
 Tape LstmPolicy::Forward(const MatrixXd& features, const MatrixXd& allowed, int batch,
@@ -125,6 +130,7 @@ Tape LstmPolicy::Forward(const MatrixXd& features, const MatrixXd& allowed, int 
     h = gates.bottomRows(H).cwiseProduct(c.array().tanh().matrix());
     MatrixXd logits = w.wo * h;
     logits.colwise() += w.bo;
+    for (int n = 0; n < batch; ++n) logits.col(n) += w.ws.col(prev[n]);
     MatrixXd probs = MaskedSoftmax(logits, allowed.col(l));
     choose(l, probs, tape.actions[l]);
     prev = tape.actions[l];
@@ -152,6 +158,9 @@ Eigen::VectorXd LstmPolicy::Backward(const MatrixXd& features, const Tape& tape,
     const MatrixXd& c_prev = l > 0 ? tape.cell[l - 1] : zeros;
     g.wo += dlogits[l] * tape.hidden[l].transpose();
     g.bo += dlogits[l].rowwise().sum();
+    for (int n = 0; n < N; ++n) {
+      g.ws.col(l > 0 ? tape.actions[l - 1][n] : shape_.types) += dlogits[l].col(n);
+    }
     Eigen::ArrayXXd dh = (w.wo.transpose() * dlogits[l] + dh_next).array();
     Eigen::ArrayXXd tc = tape.cell[l].array().tanh();
     Eigen::ArrayXXd dc = dh * o * (1 - tc.square()) + dc_next.array();

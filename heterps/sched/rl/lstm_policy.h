@@ -6,7 +6,11 @@
 //
 //   z_l = Wx f_l + Wa a_{l-1} + Wh h_{l-1} + b       (4H gates, in the order i, f, g, o)
 //   c_l = sigma(z_f) * c_{l-1} + sigma(z_i) * tanh(z_g),   h_l = sigma(z_o) * tanh(c_l)
-//   p_l = softmax(Wo h_l + bo) over the types that can hold layer l (the others get 0)
+//   p_l = softmax(Wo h_l + bo + Ws a_{l-1}) over the types that can hold layer l (others get 0)
+//
+// The skip connection Ws from the previous choice starts as log(T) + 1 on its diagonal, so that an
+// untrained policy keeps a type for several layers: good plans are a few long stages, and a
+// uniform policy would start a new stage at almost every layer.
 //
 // Because f_l is the same for every episode, Wx f_l is computed once per layer and batch; an
 // episode batch of N costs one (4H x H) x (H x N) product per layer forward and a few backward.
@@ -48,7 +52,7 @@ struct Tape {
 class LstmPolicy {
  public:
   // Weights drawn uniformly from +-1/sqrt(fan in) with a generator seeded by `seed`; forget-gate
-  // biases start at 1.
+  // biases start at 1; Ws as above.
   LstmPolicy(const PolicyShape& shape, uint64_t seed);
 
   const PolicyShape& shape() const { return shape_; }

@@ -78,8 +78,8 @@ TEST(LstmPolicyTest, BackwardMatchesFiniteDifferencesForEveryWeight) {
           << "parameter " << i << ", entropy weight " << entropy_weight;
       ++checked;
     }
-    // wx 20x4, wa 20x4, wh 20x5, b 20, wo 3x5, bo 3.
-    EXPECT_EQ(checked, 20 * 4 + 20 * 4 + 20 * 5 + 20 + 15 + 3);
+    // wx 20x4, wa 20x4, wh 20x5, b 20, wo 3x5, bo 3, ws 3x4.
+    EXPECT_EQ(checked, 20 * 4 + 20 * 4 + 20 * 5 + 20 + 15 + 3 + 12);
   }
 }
 

@@ -91,11 +91,31 @@ class RlScheduler : public Scheduler {
   void Train(const cost::CostModel& model, const SchedulerOptions& options, LstmPolicy& policy,
              Evaluator& evaluator, int64_t train_budget, const base::Deadline& deadline);
   void Polish(const cost::CostModel& model, Evaluator& evaluator,
-              const base::Deadline& deadline);
+              const base::Deadline& deadline, uint64_t seed);
+  std::vector<int> Descend(const cost::CostModel& model, Evaluator& evaluator,
+                           std::vector<int> start, const base::Deadline& deadline);
+  // Orders each layer's types by the policy's mean probability in the last update.
+  void RankTypes(const Tape& tape, int sampled);
+  // Every move of the local search from `current`, most promising kinds first.
+  std::vector<std::vector<int>> Moves(const cost::CostModel& model,
+                                      const std::vector<int>& current) const;
 
   RlOptions options_;
   double reference_cost_ = 0;
+  std::vector<std::vector<int>> ranked_;  // [l]: types by the policy's preference, best first
 };
+
+void RlScheduler::RankTypes(const Tape& tape, int sampled) {
+  ranked_.assign(tape.probs.size(), {});
+  for (size_t l = 0; l < tape.probs.size(); ++l) {
+    Eigen::VectorXd mean = tape.probs[l].leftCols(sampled).rowwise().mean();
+    std::vector<int>& order = ranked_[l];
+    for (int t = 0; t < mean.size(); ++t) {
+      if (mean(t) > 0) order.push_back(t);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return mean(a) > mean(b); });
+  }
+}
 
 absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
                                            const SchedulerOptions& options) {
@@ -124,7 +144,7 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
   const int64_t train_budget =
       budget - static_cast<int64_t>(options_.polish_share * static_cast<double>(budget));
   Train(model, options, policy, evaluator, train_budget, deadline);
-  Polish(model, evaluator, deadline);
+  Polish(model, evaluator, deadline, options.seed);
   if (!options.policy_out.empty()) {
     absl::Status saved = policy.Save(options.policy_out);
     if (!saved.ok()) return saved;
@@ -170,7 +190,8 @@ void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& op
   };
   while (evaluator.evaluated() < train_budget && !deadline.Expired() && samples_left > 0) {
     samples_left -= batch;
-    replay = evaluator.have_best() ? evaluator.best().assignment : std::vector<int>();
+    replay = options_.self_imitation && evaluator.have_best() ? evaluator.best().assignment
+                                                              : std::vector<int>();
     Tape tape = policy.Forward(inputs.features, inputs.allowed, columns, sample);
     std::vector<double> rewards(batch);
     bool complete = true;
@@ -200,7 +221,10 @@ void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& op
     const double norm = grad.norm();
     if (norm > options_.clip_norm) grad *= options_.clip_norm / norm;
     adam.Apply(policy.params(), grad, options_.learning_rate);
-    entropy_weight *= options_.entropy_decay;
+    entropy_weight = options_.entropy_start *
+                     std::max(0.0, 1.0 - static_cast<double>(evaluator.evaluated()) /
+                                             static_cast<double>(train_budget));
+    RankTypes(tape, batch);
     if (options.progress) {
       options.progress(evaluator.evaluated(),
                        evaluator.have_best() && evaluator.best().feasible
@@ -211,48 +235,117 @@ void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& op
     repeating = evaluator.evaluated() == last_evaluated ? repeating + 1 : 0;
     last_improvements = evaluator.improvements();
     last_evaluated = evaluator.evaluated();
-    // Converged: the policy has settled, or it only samples plans it has already seen.
-    if (stale >= options_.patience && MeanEntropy(tape) < 0.05) break;
-    if (repeating >= options_.patience) break;
+    // Converged: the policy has settled and finds nothing better, or it only samples plans it
+    // has already seen while nothing improves.
+    if (stale >= options_.patience && (MeanEntropy(tape) < 0.05 || repeating >= options_.patience)) {
+      break;
+    }
   }
 }
 
-// First-improvement local search around the best plan: give a whole stage another type, or move
-// a stage boundary by one layer (the boundary layer takes its neighbour's type), until no move
-// helps or the budget or time runs out.
-void RlScheduler::Polish(const cost::CostModel& model, Evaluator& evaluator,
-                         const base::Deadline& deadline) {
-  if (!evaluator.have_best()) return;
-  bool improved = true;
-  while (improved && !evaluator.exhausted() && !deadline.Expired()) {
-    improved = false;
-    const std::vector<int> current = evaluator.best().assignment;
-    const std::vector<cost::StageSpec> stages = StagesOf(current);
-    std::vector<std::vector<int>> moves;
-    for (size_t s = 0; s < stages.size(); ++s) {
-      for (int t = 0; t < model.num_types(); ++t) {
-        if (t == stages[s].type) continue;
-        std::vector<int> m = current;
-        std::fill(m.begin() + stages[s].first, m.begin() + stages[s].last + 1, t);
-        moves.push_back(std::move(m));
+// The local search's neighbourhood of a plan, in this order: move a stage boundary by one layer;
+// give a whole stage any other type; split a stage, giving the layers from a cut point on (or up
+// to it) another type, taken from the policy's ranking of the layer concerned (the
+// `polish_types` it prefers, plus the neighbouring stages' types).
+std::vector<std::vector<int>> RlScheduler::Moves(const cost::CostModel& model,
+                                                 const std::vector<int>& current) const {
+  const std::vector<cost::StageSpec> stages = StagesOf(current);
+  auto candidates = [&](int layer, int s) {
+    std::vector<int> types;
+    auto add = [&](int t) {
+      if (t != stages[s].type && std::find(types.begin(), types.end(), t) == types.end()) {
+        types.push_back(t);
       }
-      if (s + 1 < stages.size()) {
-        std::vector<int> left = current, right = current;
-        left[stages[s].last] = stages[s + 1].type;       // stage s gives its last layer away
-        right[stages[s + 1].first] = stages[s].type;     // stage s takes the next stage's first
-        moves.push_back(std::move(left));
-        moves.push_back(std::move(right));
-      }
+    };
+    if (s > 0) add(stages[s - 1].type);
+    if (s + 1 < static_cast<int>(stages.size())) add(stages[s + 1].type);
+    const std::vector<int>& ranked = ranked_.empty() ? std::vector<int>() : ranked_[layer];
+    for (size_t i = 0; i < ranked.size() && static_cast<int>(types.size()) <
+                                                 options_.polish_types + 2; ++i) {
+      add(ranked[i]);
     }
-    for (const std::vector<int>& m : moves) {
-      if (deadline.Expired()) return;
-      const Plan* plan = evaluator.Evaluate(m);
-      if (plan == nullptr) return;
-      if (evaluator.best().assignment != current) {
+    for (int t = 0; t < model.num_types() && static_cast<int>(types.size()) <
+                                                 options_.polish_types + 2; ++t) {
+      add(t);
+    }
+    return types;
+  };
+  std::vector<std::vector<int>> moves;
+  auto retype = [&](int first, int last, int t) {
+    std::vector<int> m = current;
+    std::fill(m.begin() + first, m.begin() + last + 1, t);
+    moves.push_back(std::move(m));
+  };
+  const int num_stages = static_cast<int>(stages.size());
+  for (int s = 0; s + 1 < num_stages; ++s) {
+    retype(stages[s].last, stages[s].last, stages[s + 1].type);
+    retype(stages[s + 1].first, stages[s + 1].first, stages[s].type);
+  }
+  for (int s = 0; s < num_stages; ++s) {
+    for (int t = 0; t < model.num_types(); ++t) {
+      if (t != stages[s].type) retype(stages[s].first, stages[s].last, t);
+    }
+  }
+  for (int s = 0; s < num_stages; ++s) {
+    for (int cut = stages[s].first + 1; cut <= stages[s].last; ++cut) {
+      for (int t : candidates(cut, s)) retype(cut, stages[s].last, t);
+      for (int t : candidates(cut - 1, s)) retype(stages[s].first, cut - 1, t);
+    }
+  }
+  return moves;
+}
+
+// First-improvement local search from `start` until no move helps; returns the local optimum.
+// Stops early when the budget or the time runs out.
+std::vector<int> RlScheduler::Descend(const cost::CostModel& model, Evaluator& evaluator,
+                                      std::vector<int> start, const base::Deadline& deadline) {
+  const Plan* here = evaluator.Evaluate(start);
+  if (here == nullptr) return start;
+  Plan current = *here;
+  bool improved = true;
+  while (improved && !deadline.Expired()) {
+    improved = false;
+    for (const std::vector<int>& m : Moves(model, current.assignment)) {
+      if (deadline.Expired()) break;
+      const Plan* next = evaluator.Evaluate(m);
+      if (next == nullptr) return current.assignment;
+      if (Better(*next, current)) {
+        current = *next;
         improved = true;
         break;
       }
     }
+  }
+  return current.assignment;
+}
+
+// Iterated local search: descend from the best plan; then, while budget and time remain, perturb
+// the best plan (retype one to three random segments, with types the policy ranks highly) and
+// descend again, until the kicks stop reaching new plans. The evaluator keeps the best plan.
+void RlScheduler::Polish(const cost::CostModel& model, Evaluator& evaluator,
+                         const base::Deadline& deadline, uint64_t seed) {
+  if (!evaluator.have_best()) return;
+  std::mt19937_64 rng(seed ^ 0x5bd1e9955bd1e995ull);
+  const int L = model.num_layers();
+  Descend(model, evaluator, evaluator.best().assignment, deadline);
+  // Kicks that reach no plan not yet seen: the neighbourhood of the best plan is exhausted.
+  constexpr int kFruitlessKicks = 64;
+  int fruitless = 0;
+  while (!evaluator.exhausted() && !deadline.Expired() && fruitless < kFruitlessKicks) {
+    const int64_t before = evaluator.evaluated();
+    std::vector<int> kick = evaluator.best().assignment;
+    const int changes = 1 + static_cast<int>(rng() % 3);
+    for (int c = 0; c < changes; ++c) {
+      int first = static_cast<int>(rng() % L), last = static_cast<int>(rng() % L);
+      if (first > last) std::swap(first, last);
+      const std::vector<int>& ranked = ranked_.empty() ? std::vector<int>() : ranked_[first];
+      const int pool = std::min<int>(static_cast<int>(ranked.size()), options_.polish_types);
+      const int t = pool > 0 && rng() % 2 == 0 ? ranked[rng() % pool]
+                                               : static_cast<int>(rng() % model.num_types());
+      std::fill(kick.begin() + first, kick.begin() + last + 1, t);
+    }
+    Descend(model, evaluator, kick, deadline);
+    fruitless = evaluator.evaluated() == before ? fruitless + 1 : 0;
   }
 }
 
