@@ -19,51 +19,24 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "benchmarks/fleet_instances.h"
 #include "heterps/sched/default_schedulers.h"
 #include "heterps/sched/testing/random_instance.h"
 
 namespace heterps {
 namespace {
 
-std::string Machine() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  return absl::StrFormat("%s, %ld cores", model, sysconf(_SC_NPROCESSORS_ONLN));
-}
-
 cost::CostModel Instance(int layers, int types, uint64_t seed, double fraction,
                          double unit_scale) {
   std::mt19937_64 rng(seed * 1000 + layers);
   auto model = sched::testing::MakeRandomInstance(rng, {layers, 1, 1}).model;
-  auto fleet = config::LoadClusterSpec("examples/clusters/fleet-64.yaml");
-  if (!fleet.ok()) {
+  auto cluster = benchmarks::FleetSubset("examples/clusters/fleet-64.yaml", types, unit_scale);
+  if (!cluster.ok()) {
     std::fprintf(stderr, "sched_scaling: %s (run from the repository root)\n",
-                 std::string(fleet.status().message()).c_str());
+                 std::string(cluster.status().message()).c_str());
     std::exit(2);
   }
-  config::ClusterSpec cluster = *fleet;
-  cluster.types.clear();
-  for (int i = 0; i < types; ++i) {
-    cluster.types.push_back(fleet->types[i * 64 / types]);
-    auto& units = cluster.types.back().units;
-    units = std::max<int64_t>(1, static_cast<int64_t>(std::lround(units * unit_scale)));
-  }
-  auto probe = *cost::CostModel::Create(model, cluster, {1.0, 1e9});
-  double best = 0;
-  for (int t = 0; t < probe.num_types(); ++t) {
-    double x = probe.StageSeconds(0, probe.num_layers() - 1, t);
-    if (std::isfinite(x)) {
-      best = std::max(best, probe.batch() / cost::CostModel::ExecSeconds(
-                                               x, probe.type(t).dp_loss, probe.type(t).units));
-    }
-  }
-  return *cost::CostModel::Create(model, cluster, {best > 0 ? best * fraction : 1.0, 4.37e9});
+  return benchmarks::WithRelativeLimit(model, *cluster, fraction);
 }
 
 }  // namespace
@@ -83,7 +56,7 @@ int main(int argc, char** argv) {
   }
   std::printf("machine: %s\nexact time limit: %.0f s, seed %llu, limit fraction %.2f, unit "
               "scale %.2f\n\n",
-              Machine().c_str(), time_limit, static_cast<unsigned long long>(seed), fraction,
+              benchmarks::MachineDescription().c_str(), time_limit, static_cast<unsigned long long>(seed), fraction,
               unit_scale);
   std::printf("| layers | types | exact s | certified | stages | greedy | manual | homogeneous "
               "| rl | brute |\n");

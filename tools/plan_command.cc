@@ -24,7 +24,11 @@ constexpr double kDefaultThroughput = 1e6;
 
 absl::string_view Text(std::string_view text) { return {text.data(), text.size()}; }
 
-absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags) {
+}  // namespace
+
+namespace internal {
+
+absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double throughput_limit) {
   config::ModelSpec model;
   if (flags.model_path.empty()) {
     HETERPS_ASSIGN_OR_RETURN(model, config::ParseModelSpec(Text(embedded::dlrm_small()),
@@ -39,7 +43,7 @@ absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags) {
   } else {
     HETERPS_ASSIGN_OR_RETURN(cluster, config::LoadClusterSpec(flags.cluster_path));
   }
-  double throughput = flags.throughput;
+  double throughput = std::isnan(throughput_limit) ? flags.throughput : throughput_limit;
   if (std::isnan(throughput)) {
     if (!flags.model_path.empty()) {
       return absl::InvalidArgumentError("--throughput is required with --model");
@@ -53,6 +57,29 @@ absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags) {
   cost::Workload workload{throughput, flags.samples};
   return cost::CostModel::Create(model, cluster, workload, profile ? &*profile : nullptr);
 }
+
+sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
+                                    std::function<void(int64_t, double)> progress) {
+  sched::SchedulerOptions options;
+  options.seed = flags.seed;
+  options.time_limit_seconds = flags.time_limit;
+  options.max_plans = flags.max_plans;
+  options.policy_in = flags.policy_in;
+  options.policy_out = flags.policy_out;
+  options.progress = std::move(progress);
+  return options;
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "heterps: error: " << status.message() << "\n";
+  return 2;
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::Fail;
 
 std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
   std::string out = absl::StrFormat(
@@ -114,11 +141,6 @@ class Progress {
   absl::Time last_ = absl::InfinitePast();
 };
 
-int Fail(const absl::Status& status) {
-  std::cerr << "heterps: error: " << status.message() << "\n";
-  return 2;
-}
-
 }  // namespace
 
 CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
@@ -142,23 +164,28 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   cmd->add_option("--policy-out", flags.policy_out, "rl: write the trained policy here");
   cmd->add_option("--out", flags.out_path, "write the plan JSON here");
   cmd->add_flag("--json", flags.json, "print the plan JSON instead of the table");
+  cmd->add_flag("--pareto", flags.pareto,
+                "the cost/throughput frontier: the cheapest plan at each of several limits up to "
+                "--throughput");
+  cmd->add_option("--pareto-from", flags.pareto_from,
+                  "--pareto: the lowest limit, samples/s (default: --throughput / 100)");
+  cmd->add_option("--pareto-points", flags.pareto_points, "--pareto: number of limits (default 10)")
+      ->check(CLI::Range(2, 1000));
+  cmd->add_option("--csv", flags.csv_path, "--pareto: also write the frontier as CSV here");
   return cmd;
 }
 
 int RunPlan(const PlanFlags& flags) {
-  absl::StatusOr<cost::CostModel> model = BuildCostModel(flags);
+  if (flags.pareto) return RunPareto(flags);
+  absl::StatusOr<cost::CostModel> model =
+      internal::BuildCostModel(flags, std::numeric_limits<double>::quiet_NaN());
   if (!model.ok()) return Fail(model.status());
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   auto scheduler = registry.Create(flags.scheduler);
   if (!scheduler.ok()) return Fail(scheduler.status());
   Progress progress(!flags.json);
-  sched::SchedulerOptions options;
-  options.seed = flags.seed;
-  options.time_limit_seconds = flags.time_limit;
-  options.max_plans = flags.max_plans;
-  options.policy_in = flags.policy_in;
-  options.policy_out = flags.policy_out;
-  options.progress = [&](int64_t n, double best) { progress.Update(n, best); };
+  sched::SchedulerOptions options = internal::OptionsFrom(
+      flags, [&](int64_t n, double best) { progress.Update(n, best); });
   absl::StatusOr<sched::Plan> plan = (*scheduler)->Schedule(*model, options);
   progress.Clear();
   if (!plan.ok()) return Fail(plan.status());

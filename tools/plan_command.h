@@ -6,6 +6,9 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "heterps/cost/cost_model.h"
+#include "heterps/sched/scheduler.h"
 
 namespace heterps::tools {
 
@@ -24,6 +27,12 @@ struct PlanFlags {
   std::string policy_out;      // rl: write the trained policy here
   std::string out_path;
   bool json = false;
+  // --pareto: the cheapest plan at each of `pareto_points` limits spaced geometrically from
+  // `pareto_from` (default: the limit / 100) to the limit.
+  bool pareto = false;
+  double pareto_from = 0;
+  int pareto_points = 10;
+  std::string csv_path;        // --pareto: also write the frontier as CSV here
 };
 
 // Registers the subcommand; `flags` must outlive `app`.
@@ -32,5 +41,18 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags);
 // Runs it. Returns the process exit code: 0 a feasible plan, 1 no feasible plan (the reason on
 // stderr), 2 bad input (one line on stderr).
 int RunPlan(const PlanFlags& flags);
+
+// --pareto (pareto_command.cc): 0 if some limit has a feasible plan, 1 if none has, 2 bad input.
+int RunPareto(const PlanFlags& flags);
+
+namespace internal {
+// The cost model of the flags' model, cluster and profile at `throughput` (NaN: the flags' own).
+absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double throughput);
+// Scheduler options from the flags; `progress` may be empty.
+sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
+                                    std::function<void(int64_t, double)> progress);
+// Prints "heterps: error: <message>" and returns 2.
+int Fail(const absl::Status& status);
+}  // namespace internal
 
 }  // namespace heterps::tools

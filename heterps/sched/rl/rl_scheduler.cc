@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -24,7 +25,10 @@ std::string Key(const std::vector<int>& assignment) {
 // Provisions plans once each, counts them against the budget, keeps the best.
 class Evaluator {
  public:
-  Evaluator(const cost::CostModel& model, int64_t budget) : model_(model), budget_(budget) {}
+  // `on_improvement` (may be empty) hears (plans evaluated, best cost or +inf) at every new best.
+  Evaluator(const cost::CostModel& model, int64_t budget,
+            std::function<void(int64_t, double)> on_improvement)
+      : model_(model), budget_(budget), on_improvement_(std::move(on_improvement)) {}
 
   bool exhausted() const { return evaluated_ >= budget_; }
   int64_t evaluated() const { return evaluated_; }
@@ -43,6 +47,9 @@ class Evaluator {
       best_ = plan;
       have_best_ = true;
       ++improvements_;
+      if (on_improvement_) {
+        on_improvement_(evaluated_, best_.feasible ? best_.cost_usd : cost::kInfinity);
+      }
     }
     return &cache_.emplace(std::move(key), std::move(plan)).first->second;
   }
@@ -51,6 +58,7 @@ class Evaluator {
  private:
   const cost::CostModel& model_;
   const int64_t budget_;
+  std::function<void(int64_t, double)> on_improvement_;
   int64_t evaluated_ = 0;
   int64_t improvements_ = 0;
   absl::flat_hash_map<std::string, Plan> cache_;
@@ -92,6 +100,9 @@ class RlScheduler : public Scheduler {
              Evaluator& evaluator, int64_t train_budget, const base::Deadline& deadline);
   void Polish(const cost::CostModel& model, Evaluator& evaluator,
               const base::Deadline& deadline, uint64_t seed);
+  // Supervised steps towards `best` before the policy is saved, so that the file makes the best
+  // plan seen its most likely one; a warm start then samples around it.
+  void Distill(const cost::CostModel& model, const std::vector<int>& best, LstmPolicy& policy);
   std::vector<int> Descend(const cost::CostModel& model, Evaluator& evaluator,
                            std::vector<int> start, const base::Deadline& deadline);
   // Orders each layer's types by the policy's mean probability in the last update.
@@ -128,7 +139,7 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
     policy = std::move(*loaded);
   }
   const int64_t budget = options.max_plans > 0 ? options.max_plans : options_.default_budget;
-  Evaluator evaluator(model, budget);
+  Evaluator evaluator(model, budget, options.progress);
   // The plans any user would try first (each type everywhere, the greedy plan) are evaluated
   // first; the cheapest feasible one is the reward's reference and the first plan to imitate.
   reference_cost_ = 0;
@@ -146,6 +157,7 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
   Train(model, options, policy, evaluator, train_budget, deadline);
   Polish(model, evaluator, deadline, options.seed);
   if (!options.policy_out.empty()) {
+    if (evaluator.have_best()) Distill(model, evaluator.best().assignment, policy);
     absl::Status saved = policy.Save(options.policy_out);
     if (!saved.ok()) return saved;
   }
@@ -208,7 +220,9 @@ void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& op
     for (double r : rewards) var += (r - mean) * (r - mean) / batch;
     if (!have_baseline) baseline = mean;
     have_baseline = true;
-    const double scale = std::max(std::sqrt(var), 0.05);
+    // Rewards are in log-cost units: scale by the spread only when it exceeds one unit, so that a
+    // batch of near-identical plans is not amplified into a push towards them.
+    const double scale = std::max(std::sqrt(var), 1.0);
     std::vector<double> advantages(columns, 0.0);
     for (int n = 0; n < batch; ++n) advantages[n] = (rewards[n] - baseline) / scale;
     if (!replay.empty()) {
@@ -240,6 +254,28 @@ void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& op
     if (stale >= options_.patience && (MeanEntropy(tape) < 0.05 || repeating >= options_.patience)) {
       break;
     }
+  }
+}
+
+void RlScheduler::Distill(const cost::CostModel& model, const std::vector<int>& best,
+                          LstmPolicy& policy) {
+  // Until every layer's choice in `best` has probability 0.9 on average (geometric), or for at
+  // most kMaxSteps steps.
+  constexpr int kMaxSteps = 500;
+  const double target = -std::log(0.9) * static_cast<double>(best.size());
+  const PolicyInputs inputs = MakePolicyInputs(model);
+  Adam adam;
+  for (int step = 0; step < kMaxSteps; ++step) {
+    Tape tape = policy.Forward(inputs.features, inputs.allowed, 1,
+                               [&](int l, const MatrixXd&, std::vector<int>& actions) {
+                                 actions[0] = best[l];
+                               });
+    std::vector<MatrixXd> dlogits;
+    if (SurrogateLoss(tape, {1.0}, 0.0, &dlogits) < target) break;  // -log p(best)
+    VectorXd grad = policy.Backward(inputs.features, tape, dlogits);
+    const double norm = grad.norm();
+    if (norm > options_.clip_norm) grad *= options_.clip_norm / norm;
+    adam.Apply(policy.params(), grad, options_.learning_rate);
   }
 }
 

@@ -1,6 +1,8 @@
 #include "heterps/sched/rl/rl_scheduler.h"
 
 #include <cmath>
+#include <iostream>
+#include <limits>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -85,6 +87,68 @@ TEST(RlSchedulerTest, HonoursBudgetAndTimeLimit) {
   quick.max_plans = 1000000;
   Plan fast = RunScheduler(NewRlScheduler(), CostModelOf(big), quick);
   EXPECT_LT(fast.search_seconds, 1.0);
+}
+
+// Plans evaluated until the best cost first reached `target` (or the total if never).
+struct Trace {
+  std::vector<std::pair<int64_t, double>> points;
+  int64_t EvaluationsToReach(double target) const {
+    for (auto [n, cost] : points) {
+      if (cost <= target * (1 + 1e-9)) return n;
+    }
+    return std::numeric_limits<int64_t>::max();
+  }
+};
+
+TEST(RlSchedulerTest, WarmStartReachesAsGoodAPlanSooner) {
+  // An instance where learning matters: its optimum mixes types and beats every homogeneous plan
+  // by more than 5%. The related instance: the same model and cluster at a 15% higher limit.
+  // The local search is off so that what is compared is the policy itself.
+  std::mt19937_64 rng(31);
+  testing::RandomInstance instance;
+  for (int tries = 0;; ++tries) {
+    ASSERT_LT(tries, 200) << "no instance with a heterogeneous optimum";
+    instance = MakeRandomInstance(rng, {14, 6, 4});
+    auto hard = [](const cost::CostModel& model) {
+      Plan optimum = RunScheduler(NewExactScheduler(), model);
+      Plan homogeneous = RunScheduler(NewHomogeneousScheduler(), model);
+      return optimum.feasible && optimum.stages.size() >= 2 &&
+             (!homogeneous.feasible || homogeneous.cost_usd > 1.05 * optimum.cost_usd);
+    };
+    auto raised = instance;
+    raised.workload.throughput_limit *= 1.15;
+    if (hard(CostModelOf(instance)) && hard(CostModelOf(raised))) break;
+  }
+  cost::CostModel first = CostModelOf(instance);
+  instance.workload.throughput_limit *= 1.15;
+  cost::CostModel related = CostModelOf(instance);
+  RlOptions policy_only;
+  policy_only.polish_share = 0;
+  const std::string policy_file = ::testing::TempDir() + "/warm_policy.bin";
+  SchedulerOptions train;
+  train.max_plans = 1500;
+  train.policy_out = policy_file;
+  Plan trained = RunScheduler(NewRlScheduler(policy_only), first, train);
+  ASSERT_TRUE(trained.feasible);
+
+  auto run = [&](const std::string& policy_in, Trace* trace) {
+    SchedulerOptions options;
+    options.max_plans = 1500;
+    options.seed = 77;
+    options.policy_in = policy_in;
+    options.progress = [trace](int64_t n, double cost) { trace->points.push_back({n, cost}); };
+    return RunScheduler(NewRlScheduler(policy_only), related, options);
+  };
+  Trace cold_trace, warm_trace;
+  Plan cold = run("", &cold_trace);
+  Plan warm = run(policy_file, &warm_trace);
+  ASSERT_TRUE(cold.feasible && warm.feasible);
+  EXPECT_LE(warm.cost_usd, cold.cost_usd * (1 + 1e-9));
+  const int64_t cold_n = cold_trace.EvaluationsToReach(cold.cost_usd);
+  const int64_t warm_n = warm_trace.EvaluationsToReach(cold.cost_usd);
+  std::cout << "cold reached $" << cold.cost_usd << " after " << cold_n << " plans; warm after "
+            << warm_n << "\n";
+  EXPECT_LT(warm_n, cold_n);
 }
 
 TEST(RlSchedulerTest, BadPolicyFileIsAClearError) {

@@ -1,0 +1,206 @@
+// The scheduler benchmark suite: every scheduler on 50 instances, each compared with the best
+// known plan (the certified optimum wherever `exact` certifies).
+//
+//   build/benchmarks/sched_suite [--budget N] [--time-limit S] [--seed S] [--csv FILE]
+//                                [--markdown FILE]
+//
+// Instances: the 5 example models x clusters of 4, 8, 16, 32 and 64 types spread over
+// examples/clusters/fleet-64.yaml x 2 regimes: "loose" (a quarter of the best single type's
+// throughput, every unit of the fleet) and "tight" (0.9 of it, a quarter of the units). The
+// searching schedulers (rl, genetic, bo, random) get the same budget of evaluated plans (default
+// 1000); exact gets the time limit (default 10 s). Writes one CSV row per (instance, scheduler)
+// and replaces the section between the scheduler-suite markers of the markdown file (default
+// docs/benchmarks.md) with the summary.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "benchmarks/fleet_instances.h"
+#include "heterps/base/file.h"
+#include "heterps/sched/default_schedulers.h"
+
+namespace heterps::benchmarks {
+namespace {
+
+const std::vector<std::string> kSchedulers = {"exact",  "rl",     "genetic", "bo",
+                                              "random", "greedy", "manual",  "homogeneous"};
+
+struct Row {
+  std::string instance, scheduler;
+  bool feasible = false, certified_instance = false;
+  double cost = 0, ratio = 0, seconds = 0;
+  int64_t plans = 0;
+};
+
+struct Flags {
+  int64_t budget = 1000;
+  double time_limit = 10;
+  uint64_t seed = 1;
+  std::string csv = "build/sched_suite.csv";
+  std::string markdown = "docs/benchmarks.md";
+};
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--budget") f.budget = std::stoll(value);
+    if (flag == "--time-limit") f.time_limit = std::stod(value);
+    if (flag == "--seed") f.seed = std::stoull(value);
+    if (flag == "--csv") f.csv = value;
+    if (flag == "--markdown") f.markdown = value;
+  }
+  return f;
+}
+
+std::vector<Row> RunInstance(const std::string& name, const cost::CostModel& model,
+                             const Flags& flags) {
+  sched::SchedulerRegistry registry = sched::DefaultSchedulers();
+  std::vector<Row> rows;
+  for (const std::string& s : kSchedulers) {
+    sched::SchedulerOptions options;
+    options.seed = flags.seed;
+    options.time_limit_seconds = flags.time_limit;
+    options.max_plans = s == "exact" ? 0 : flags.budget;
+    sched::Plan plan = *(*registry.Create(s))->Schedule(model, options);
+    Row row{name, s, plan.feasible, false, plan.cost_usd, 0, plan.search_seconds,
+            plan.plans_evaluated};
+    if (s == "exact") row.certified_instance = plan.certified_optimal;
+    rows.push_back(row);
+  }
+  double best = cost::kInfinity;
+  for (const Row& r : rows) {
+    if (r.feasible) best = std::min(best, r.cost);
+  }
+  for (Row& r : rows) {
+    r.certified_instance = rows[0].certified_instance;
+    r.ratio = r.feasible ? r.cost / best : cost::kInfinity;
+  }
+  return rows;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string Summary(const std::vector<Row>& rows, const Flags& flags, int instances) {
+  std::map<std::string, std::vector<const Row*>> by;
+  std::map<std::string, bool> any_feasible;
+  for (const Row& r : rows) {
+    by[r.scheduler].push_back(&r);
+    any_feasible[r.instance] = any_feasible[r.instance] || r.feasible;
+  }
+  int certified = 0, feasible_instances = 0;
+  for (const Row* r : by["exact"]) certified += r->certified_instance && r->feasible;
+  for (const auto& [name, any] : any_feasible) feasible_instances += any;
+  std::string out = absl::StrFormat(
+      "Machine: %s. %d instances (%d with a feasible plan, %d certified optimal by exact); "
+      "budget %d evaluated plans for the searching schedulers, %.0f s for exact.\n\n"
+      "| scheduler | feasible | geomean cost / best | within 1%% of the optimum (certified) | "
+      "worst / optimum (certified) | missed where another was feasible | median s |\n"
+      "|---|---:|---:|---:|---:|---:|---:|\n",
+      MachineDescription(), instances, feasible_instances, certified, flags.budget,
+      flags.time_limit);
+  for (const std::string& s : kSchedulers) {
+    int feasible = 0, within = 0, missed = 0;
+    double log_sum = 0, worst = 1;
+    std::vector<double> seconds;
+    for (const Row* r : by[s]) {
+      seconds.push_back(r->seconds);
+      if (!r->feasible) {
+        missed += any_feasible[r->instance];
+        continue;
+      }
+      ++feasible;
+      log_sum += std::log(r->ratio);
+      if (r->certified_instance) {
+        within += r->ratio <= 1.01 + 1e-12;
+        worst = std::max(worst, r->ratio);
+      }
+    }
+    const bool none = feasible == 0;
+    out += absl::StrFormat(
+        "| %s | %d / %d | %s | %d / %d | %s | %d | %.3f |\n", s, feasible, feasible_instances,
+        none ? "-" : absl::StrFormat("%.3f", std::exp(log_sum / feasible)), within, certified,
+        none ? "-" : absl::StrFormat("%.3f", worst), missed, Median(seconds));
+  }
+  return out;
+}
+
+absl::Status WriteSection(const std::string& path, const std::string& section) {
+  const std::string begin = "<!-- scheduler-suite:begin -->", end = "<!-- scheduler-suite:end -->";
+  std::string text;
+  if (auto old = base::ReadTextFile(path); old.ok()) text = *old;
+  std::string block = begin + "\n" + section + end;
+  size_t a = text.find(begin), b = text.find(end);
+  if (a != std::string::npos && b != std::string::npos && b > a) {
+    text.replace(a, b + end.size() - a, block);
+  } else {
+    text += "\n" + block + "\n";
+  }
+  return base::WriteFileAtomically(path, text);
+}
+
+}  // namespace
+}  // namespace heterps::benchmarks
+
+int main(int argc, char** argv) {
+  using namespace heterps;
+  using namespace heterps::benchmarks;
+  const Flags flags = ParseFlags(argc, argv);
+  const std::vector<std::string> models = {"dlrm-small", "ctr-dnn", "wide-deep", "dlrm-large",
+                                           "bst-attention"};
+  std::vector<Row> rows;
+  int instances = 0;
+  for (const std::string& m : models) {
+    auto model = config::LoadModelSpec("examples/models/" + m + ".yaml");
+    if (!model.ok()) {
+      std::fprintf(stderr, "sched_suite: %s (run from the repository root)\n",
+                   std::string(model.status().message()).c_str());
+      return 2;
+    }
+    for (int types : {4, 8, 16, 32, 64}) {
+      for (bool tight : {false, true}) {
+        auto cluster = FleetSubset("examples/clusters/fleet-64.yaml", types, tight ? 0.25 : 1);
+        if (!cluster.ok()) return 2;
+        cost::CostModel cm = WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25);
+        std::string name = absl::StrFormat("%s/%d/%s", m, types, tight ? "tight" : "loose");
+        std::vector<Row> r = RunInstance(name, cm, flags);
+        std::fprintf(stderr, "%-28s exact %s  rl %.3f  genetic %.3f  bo %.3f\n", name.c_str(),
+                     r[0].certified_instance ? "certified" : "-", r[1].ratio, r[2].ratio,
+                     r[3].ratio);
+        rows.insert(rows.end(), r.begin(), r.end());
+        ++instances;
+      }
+    }
+  }
+  std::ostringstream csv;
+  csv << "instance,scheduler,feasible,cost_usd,ratio_to_best,certified_instance,seconds,plans\n";
+  for (const Row& r : rows) {
+    csv << absl::StrFormat("%s,%s,%d,%.6f,%.6f,%d,%.6f,%d\n", r.instance, r.scheduler,
+                           r.feasible, r.cost, r.ratio, r.certified_instance, r.seconds, r.plans);
+  }
+  if (auto s = base::WriteFileAtomically(flags.csv, csv.str()); !s.ok()) {
+    std::fprintf(stderr, "sched_suite: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  std::string summary = Summary(rows, flags, instances);
+  std::printf("%s", summary.c_str());
+  std::string section = absl::StrFormat(
+      "```\nbuild/benchmarks/sched_suite --budget %d --time-limit %.0f\n```\n\n%s\nPer-instance "
+      "figures: the CSV it writes (%s).\n",
+      flags.budget, flags.time_limit, summary, flags.csv);
+  if (auto s = WriteSection(flags.markdown, section); !s.ok()) {
+    std::fprintf(stderr, "sched_suite: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  return 0;
+}
