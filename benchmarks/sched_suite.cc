@@ -2,7 +2,7 @@
 // known plan (the certified optimum wherever `exact` certifies).
 //
 //   build/benchmarks/sched_suite [--budget N] [--time-limit S] [--seed S] [--csv FILE]
-//                                [--markdown FILE]
+//                                [--markdown FILE] [--only NAME-PART]
 //
 // Instances: the 5 example models x clusters of 4, 8, 16, 32 and 64 types spread over
 // examples/clusters/fleet-64.yaml x 2 regimes: "loose" (a quarter of the best single type's
@@ -44,6 +44,7 @@ struct Flags {
   uint64_t seed = 1;
   std::string csv = "build/sched_suite.csv";
   std::string markdown = "docs/benchmarks.md";
+  std::string only;  // run only instances whose name contains this (and write no markdown)
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -55,6 +56,7 @@ Flags ParseFlags(int argc, char** argv) {
     if (flag == "--seed") f.seed = std::stoull(value);
     if (flag == "--csv") f.csv = value;
     if (flag == "--markdown") f.markdown = value;
+    if (flag == "--only") f.only = value;
   }
   return f;
 }
@@ -173,6 +175,7 @@ int main(int argc, char** argv) {
         if (!cluster.ok()) return 2;
         cost::CostModel cm = WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25);
         std::string name = absl::StrFormat("%s/%d/%s", m, types, tight ? "tight" : "loose");
+        if (!flags.only.empty() && name.find(flags.only) == std::string::npos) continue;
         std::vector<Row> r = RunInstance(name, cm, flags);
         std::fprintf(stderr, "%-28s exact %s  rl %.3f  genetic %.3f  bo %.3f\n", name.c_str(),
                      r[0].certified_instance ? "certified" : "-", r[1].ratio, r[2].ratio,
@@ -198,6 +201,7 @@ int main(int argc, char** argv) {
       "```\nbuild/benchmarks/sched_suite --budget %d --time-limit %.0f\n```\n\n%s\nPer-instance "
       "figures: the CSV it writes (%s).\n",
       flags.budget, flags.time_limit, summary, flags.csv);
+  if (!flags.only.empty()) return 0;
   if (auto s = WriteSection(flags.markdown, section); !s.ok()) {
     std::fprintf(stderr, "sched_suite: %s\n", std::string(s.message()).c_str());
     return 2;

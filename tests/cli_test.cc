@@ -1,6 +1,7 @@
 // The heterps binary as a user runs it: a real process, real files, exit codes and output.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -132,9 +133,50 @@ TEST(CliTest, BadInputsExitTwo) {
   EXPECT_THAT(brute.err, HasSubstr("use the exact scheduler"));
 }
 
+TEST(CliTest, ParetoWritesTheFrontierAsJsonAndCsv) {
+  const std::string json_path = TempPath("pareto.json"), csv_path = TempPath("pareto.csv");
+  Result r = RunCli("plan --pareto --pareto-points 5 --throughput 4000000 --out " + json_path +
+                    " --csv " + csv_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("the cheapest plan (exact) at 5 limits from 40,000 to 4,000,000"));
+  auto doc = nlohmann::json::parse(Slurp(json_path));
+  ASSERT_EQ(doc["frontier"].size(), 5u);
+  double previous_cost = 0;
+  for (const auto& plan : doc["frontier"]) {
+    ASSERT_TRUE(plan["feasible"].get<bool>());
+    EXPECT_GE(plan["throughput"].get<double>(), plan["throughput_limit"].get<double>());
+    // A higher limit never makes the cheapest plan cheaper.
+    EXPECT_GE(plan["cost_usd"].get<double>(), previous_cost * (1 - 1e-9));
+    previous_cost = plan["cost_usd"].get<double>();
+  }
+  std::string csv = Slurp(csv_path);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 6);  // header + 5 limits
+  EXPECT_EQ(csv.rfind("throughput_limit,feasible,throughput,cost_usd", 0), 0u);
+
+  Result bad = RunCli("plan --pareto --throughput 1000 --pareto-from 5000");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--pareto-from (5000) must be below the throughput limit"));
+}
+
+TEST(CliTest, RlWritesAndReadsPolicies) {
+  const std::string policy = TempPath("policy.bin");
+  Result trained = RunCli("plan --scheduler rl --max-plans 300 --json --policy-out " + policy);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  EXPECT_EQ(nlohmann::json::parse(trained.out)["scheduler"], "rl");
+  Result warm = RunCli("plan --scheduler rl --max-plans 300 --json --throughput 1100000 "
+                       "--policy-in " + policy);
+  EXPECT_EQ(warm.exit_code, 0) << warm.err;
+  // A policy for another cluster (another number of types) is refused, naming the file.
+  Result other = RunCli("plan --scheduler rl --cluster examples/clusters/local.yaml "
+                        "--throughput 1000 --policy-in " + policy);
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_THAT(other.err, HasSubstr(policy + ": the policy has features"));
+}
+
 TEST(CliTest, EverySchedulerRunsOnTheExamples) {
-  for (const char* scheduler : {"exact", "greedy", "manual", "homogeneous"}) {
-    Result r = RunCli(std::string("plan --json --scheduler ") + scheduler +
+  for (const char* scheduler : {"exact", "greedy", "manual", "homogeneous", "rl", "genetic", "bo",
+                                "random"}) {
+    Result r = RunCli(std::string("plan --json --max-plans 200 --scheduler ") + scheduler +
                       " --model examples/models/wide-deep.yaml --throughput 500000");
     EXPECT_THAT(r.exit_code, ::testing::AnyOf(0, 1)) << scheduler << r.err;
     auto plan = nlohmann::json::parse(r.out);
