@@ -1,12 +1,13 @@
-// The scheduler benchmark suite: every scheduler on 50 instances, each compared with the best
+// The scheduler benchmark suite: every scheduler on 100 instances, each compared with the best
 // known plan (the certified optimum wherever `exact` certifies).
 //
 //   build/benchmarks/sched_suite [--budget N] [--time-limit S] [--seed S] [--csv FILE]
 //                                [--markdown FILE] [--only NAME-PART]
 //
 // Instances: the 5 example models x clusters of 4, 8, 16, 32 and 64 types spread over
-// examples/clusters/fleet-64.yaml x 2 regimes: "loose" (a quarter of the best single type's
-// throughput, every unit of the fleet) and "tight" (0.9 of it, a quarter of the units). The
+// examples/clusters/fleet-64.yaml x a "loose" or "tight" limit (a quarter, or 0.9, of the best
+// single type's throughput with all its units) x "plentiful" or "scarce" units (every unit of the
+// fleet, or a quarter of them; the limit is set after the units are scaled). The
 // searching schedulers (rl, genetic, bo, random) get the same budget of evaluated plans (default
 // 1000); exact gets the time limit (default 10 s). Writes one CSV row per (instance, scheduler)
 // and replaces the section between the scheduler-suite markers of the markdown file (default
@@ -170,11 +171,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     for (int types : {4, 8, 16, 32, 64}) {
-      for (bool tight : {false, true}) {
-        auto cluster = FleetSubset("examples/clusters/fleet-64.yaml", types, tight ? 0.25 : 1);
+      for (int regime = 0; regime < 4; ++regime) {
+        const bool tight = regime & 1, scarce = regime & 2;
+        auto cluster = FleetSubset("examples/clusters/fleet-64.yaml", types, scarce ? 0.25 : 1);
         if (!cluster.ok()) return 2;
         cost::CostModel cm = WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25);
-        std::string name = absl::StrFormat("%s/%d/%s", m, types, tight ? "tight" : "loose");
+        std::string name = absl::StrFormat("%s/%d/%s/%s", m, types, tight ? "tight" : "loose",
+                                           scarce ? "scarce" : "plentiful");
         if (!flags.only.empty() && name.find(flags.only) == std::string::npos) continue;
         std::vector<Row> r = RunInstance(name, cm, flags);
         std::fprintf(stderr, "%-28s exact %s  rl %.3f  genetic %.3f  bo %.3f\n", name.c_str(),

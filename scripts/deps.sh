@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev    # plan and profile JSON
   libcli11-dev          # command line
   libeigen3-dev         # dense math
+  librocksdb-dev        # the parameter server's SSD tier
   libgtest-dev libgmock-dev   # tests
   libbenchmark-dev      # micro-benchmarks
 )

@@ -1,0 +1,77 @@
+// Where a sparse table's cold rows live: a key-value store on local disk (the SSD tier). The
+// table decides what is cold; the store only keeps bytes. Two implementations: RocksDbColdStore
+// (heterps/ps/rocksdb_store.h, the real tier) and MemoryColdStore (below, for unit tests of the
+// table's tiering logic, next to tests with the real one).
+//
+// Thread safety: every method may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace heterps::ps {
+
+class ColdStore {
+ public:
+  virtual ~ColdStore() = default;
+  virtual absl::Status Put(uint64_t key, absl::string_view bytes) = 0;
+  // The bytes stored for `key`, or nullopt if none.
+  virtual absl::StatusOr<std::optional<std::string>> Get(uint64_t key) = 0;
+  virtual absl::Status Delete(uint64_t key) = 0;
+  // Visits every stored row in key order; stops at the first error `visit` returns.
+  virtual absl::Status ForEach(
+      const std::function<absl::Status(uint64_t, absl::string_view)>& visit) = 0;
+  // Removes every row.
+  virtual absl::Status Clear() = 0;
+};
+
+// An in-memory ColdStore for tests of the layer above.
+class MemoryColdStore : public ColdStore {
+ public:
+  absl::Status Put(uint64_t key, absl::string_view bytes) override {
+    absl::MutexLock lock(&mu_);
+    rows_[key] = std::string(bytes);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::optional<std::string>> Get(uint64_t key) override {
+    absl::MutexLock lock(&mu_);
+    auto it = rows_.find(key);
+    if (it == rows_.end()) return std::optional<std::string>();
+    return std::optional<std::string>(it->second);
+  }
+  absl::Status Delete(uint64_t key) override {
+    absl::MutexLock lock(&mu_);
+    rows_.erase(key);
+    return absl::OkStatus();
+  }
+  absl::Status ForEach(
+      const std::function<absl::Status(uint64_t, absl::string_view)>& visit) override {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, bytes] : rows_) {
+      absl::Status s = visit(key, bytes);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Clear() override {
+    absl::MutexLock lock(&mu_);
+    rows_.clear();
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<uint64_t, std::string> rows_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace heterps::ps

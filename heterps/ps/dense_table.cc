@@ -1,0 +1,92 @@
+#include "heterps/ps/dense_table.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "heterps/ps/sparse_table.h"
+
+namespace heterps::ps {
+
+absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(const DenseTableOptions& options) {
+  std::unique_ptr<DenseTable> table(new DenseTable(options));
+  for (size_t b = 0; b < options.block_sizes.size(); ++b) {
+    const int64_t size = options.block_sizes[b];
+    if (size <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dense table: block ", b, " has size ", size, "; it must be > 0"));
+    }
+    auto block = std::make_unique<Block>();
+    block->size = size;
+    absl::MutexLock lock(&block->mu);
+    block->value.resize(size);
+    const uint64_t base = MixKey(MixKey(options.seed) ^ (b + 1));
+    for (int64_t i = 0; i < size; ++i) {
+      const double unit = static_cast<double>(MixKey(base + static_cast<uint64_t>(i)) >> 40) /
+                          static_cast<double>(1ull << 24);
+      block->value[i] = static_cast<float>((2 * unit - 1) * options.init_range);
+    }
+    block->state.resize(StateFloats(options.optimizer.kind) * size);
+    InitState(options.optimizer, block->state.data(), static_cast<int>(size));
+    table->blocks_.push_back(std::move(block));
+  }
+  return table;
+}
+
+absl::Status DenseTable::CheckBlock(int block, size_t floats) const {
+  if (block < 0 || block >= num_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense table: no block ", block, " (there are ",
+                                                   num_blocks(), ")"));
+  }
+  if (floats != static_cast<size_t>(blocks_[block]->size)) {
+    return absl::InvalidArgumentError(absl::StrCat("dense table: block ", block, " has ",
+                                                   blocks_[block]->size, " floats, got ", floats));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DenseTable::Pull(int block, absl::Span<float> out) const {
+  if (absl::Status s = CheckBlock(block, out.size()); !s.ok()) return s;
+  const Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  std::copy(b.value.begin(), b.value.end(), out.begin());
+  return absl::OkStatus();
+}
+
+absl::Status DenseTable::Push(int block, absl::Span<const float> grads) {
+  if (absl::Status s = CheckBlock(block, grads.size()); !s.ok()) return s;
+  Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  ++b.steps;
+  ApplyUpdate(options_.optimizer, b.value.data(), b.state.data(), grads.data(),
+              static_cast<int>(b.size), b.steps);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DenseTable::BlockData> DenseTable::Read(int block) const {
+  if (absl::Status s = CheckBlock(block, block >= 0 && block < num_blocks()
+                                             ? static_cast<size_t>(blocks_[block]->size)
+                                             : 0);
+      !s.ok()) {
+    return s;
+  }
+  const Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  return BlockData{b.value, b.state, b.steps};
+}
+
+absl::Status DenseTable::Write(int block, const BlockData& data) {
+  if (absl::Status s = CheckBlock(block, data.value.size()); !s.ok()) return s;
+  Block& b = *blocks_[block];
+  if (data.state.size() != b.state.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense table: block ", block, " state has ",
+                                                   data.state.size(), " floats, expected ",
+                                                   b.state.size()));
+  }
+  absl::MutexLock lock(&b.mu);
+  b.value = data.value;
+  b.state = data.state;
+  b.steps = data.steps;
+  return absl::OkStatus();
+}
+
+}  // namespace heterps::ps

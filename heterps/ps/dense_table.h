@@ -1,0 +1,62 @@
+// A dense parameter table: contiguous blocks of floats (one per parameter tensor of a model,
+// typically), each with its optimizer state and its own update count.
+//
+// Thread safety: every method may be called concurrently; a block is updated under its own lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "heterps/ps/optimizer.h"
+
+namespace heterps::ps {
+
+struct DenseTableOptions {
+  std::vector<int64_t> block_sizes;  // floats per block, each > 0
+  OptimizerOptions optimizer;        // applied on push
+  uint64_t seed = 0;                 // initializer seed: block b, index i start at a value that
+  float init_range = 0.01f;          //   depends only on (seed, b, i), in [-init_range, init_range]
+};
+
+class DenseTable {
+ public:
+  static absl::StatusOr<std::unique_ptr<DenseTable>> Create(const DenseTableOptions& options);
+
+  int num_blocks() const { return static_cast<int>(blocks_.size()); }
+  int64_t block_size(int block) const { return blocks_[block]->size; }
+
+  // Copies block `block` into `out` (block_size floats).
+  absl::Status Pull(int block, absl::Span<float> out) const;
+  // One optimizer update of the whole block with `grads` (block_size floats).
+  absl::Status Push(int block, absl::Span<const float> grads);
+
+  // The block's value, state and update count (for checkpoints and tests), and their restore.
+  struct BlockData {
+    std::vector<float> value, state;
+    int64_t steps = 0;
+  };
+  absl::StatusOr<BlockData> Read(int block) const;
+  absl::Status Write(int block, const BlockData& data);
+
+ private:
+  struct Block {
+    int64_t size = 0;
+    mutable absl::Mutex mu;
+    std::vector<float> value ABSL_GUARDED_BY(mu);
+    std::vector<float> state ABSL_GUARDED_BY(mu);
+    int64_t steps ABSL_GUARDED_BY(mu) = 0;
+  };
+  explicit DenseTable(const DenseTableOptions& options) : options_(options) {}
+  absl::Status CheckBlock(int block, size_t floats) const;
+
+  DenseTableOptions options_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+};
+
+}  // namespace heterps::ps

@@ -1,0 +1,148 @@
+#include "heterps/ps/ps_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "heterps/base/status_macros.h"
+
+namespace heterps::ps {
+
+KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers) {
+  KeyPlan plan;
+  plan.keys.resize(num_servers);
+  plan.where.reserve(keys.size());
+  absl::flat_hash_map<uint64_t, std::pair<int, int>> seen;
+  seen.reserve(keys.size());
+  for (uint64_t key : keys) {
+    auto [it, fresh] = seen.try_emplace(key);
+    if (fresh) {
+      const int server = ServerOf(key, num_servers);
+      it->second = {server, static_cast<int>(plan.keys[server].size())};
+      plan.keys[server].push_back(key);
+    }
+    plan.where.push_back(it->second);
+  }
+  return plan;
+}
+
+absl::Status InProcessPsClient::CreateSparseTable(
+    int table, const SparseTableOptions& options,
+    const std::function<std::unique_ptr<ColdStore>(int server)>& make_cold) {
+  std::vector<std::unique_ptr<SparseTable>> shards;
+  for (int s = 0; s < num_servers_; ++s) {
+    HETERPS_ASSIGN_OR_RETURN(auto shard,
+                             SparseTable::Create(options, make_cold ? make_cold(s) : nullptr));
+    shards.push_back(std::move(shard));
+  }
+  absl::MutexLock lock(&mu_);
+  if (!sparse_.emplace(table, std::move(shards)).second) {
+    return absl::AlreadyExistsError(absl::StrCat("sparse table ", table, " exists"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::CreateDenseTable(int table, const DenseTableOptions& options) {
+  HETERPS_ASSIGN_OR_RETURN(auto dense, DenseTable::Create(options));
+  absl::MutexLock lock(&mu_);
+  if (!dense_.emplace(table, std::move(dense)).second) {
+    return absl::AlreadyExistsError(absl::StrCat("dense table ", table, " exists"));
+  }
+  return absl::OkStatus();
+}
+
+SparseTable* InProcessPsClient::sparse(int table, int server) {
+  absl::MutexLock lock(&mu_);
+  auto it = sparse_.find(table);
+  return it == sparse_.end() ? nullptr : it->second[server].get();
+}
+
+DenseTable* InProcessPsClient::dense(int table) {
+  absl::MutexLock lock(&mu_);
+  auto it = dense_.find(table);
+  return it == dense_.end() ? nullptr : it->second.get();
+}
+
+absl::StatusOr<std::vector<SparseTable*>> InProcessPsClient::Sparse(int table) {
+  absl::MutexLock lock(&mu_);
+  auto it = sparse_.find(table);
+  if (it == sparse_.end()) return absl::NotFoundError(absl::StrCat("no sparse table ", table));
+  std::vector<SparseTable*> shards;
+  for (auto& s : it->second) shards.push_back(s.get());
+  return shards;
+}
+
+Ticket InProcessPsClient::Done(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  done_.emplace(next_, std::move(status));
+  return next_++;
+}
+
+Ticket InProcessPsClient::PullSparse(int table, absl::Span<const uint64_t> keys,
+                                     absl::Span<float> values) {
+  auto pull = [&]() -> absl::Status {
+    HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
+    const int dim = shards[0]->dim();
+    if (values.size() != keys.size() * static_cast<size_t>(dim)) {
+      return absl::InvalidArgumentError(absl::StrCat("pull: ", values.size(), " floats for ",
+                                                     keys.size(), " keys of dim ", dim));
+    }
+    KeyPlan plan = PlanKeys(keys, num_servers_);
+    std::vector<std::vector<float>> answers(num_servers_);
+    for (int s = 0; s < num_servers_; ++s) {
+      answers[s].resize(plan.keys[s].size() * dim);
+      HETERPS_RETURN_IF_ERROR(shards[s]->Pull(plan.keys[s], absl::MakeSpan(answers[s])));
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto [s, j] = plan.where[i];
+      std::copy_n(answers[s].begin() + static_cast<ptrdiff_t>(j) * dim, dim,
+                  values.begin() + static_cast<ptrdiff_t>(i) * dim);
+    }
+    return absl::OkStatus();
+  };
+  return Done(pull());
+}
+
+Ticket InProcessPsClient::PushSparse(int table, absl::Span<const uint64_t> keys,
+                                     absl::Span<const float> grads) {
+  auto push = [&]() -> absl::Status {
+    HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
+    const int dim = shards[0]->dim();
+    if (grads.size() != keys.size() * static_cast<size_t>(dim)) {
+      return absl::InvalidArgumentError(absl::StrCat("push: ", grads.size(), " floats for ",
+                                                     keys.size(), " keys of dim ", dim));
+    }
+    KeyPlan plan = PlanKeys(keys, num_servers_);
+    std::vector<std::vector<float>> sums(num_servers_);
+    for (int s = 0; s < num_servers_; ++s) sums[s].assign(plan.keys[s].size() * dim, 0.0f);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto [s, j] = plan.where[i];
+      for (int d = 0; d < dim; ++d) sums[s][j * dim + d] += grads[i * dim + d];
+    }
+    for (int s = 0; s < num_servers_; ++s) {
+      HETERPS_RETURN_IF_ERROR(shards[s]->Push(plan.keys[s], sums[s]));
+    }
+    return absl::OkStatus();
+  };
+  return Done(push());
+}
+
+Ticket InProcessPsClient::PullDense(int table, int block, absl::Span<float> values) {
+  DenseTable* t = dense(table);
+  return Done(t == nullptr ? absl::NotFoundError(absl::StrCat("no dense table ", table))
+                           : t->Pull(block, values));
+}
+
+Ticket InProcessPsClient::PushDense(int table, int block, absl::Span<const float> grads) {
+  DenseTable* t = dense(table);
+  return Done(t == nullptr ? absl::NotFoundError(absl::StrCat("no dense table ", table))
+                           : t->Push(block, grads));
+}
+
+absl::Status InProcessPsClient::Wait(Ticket ticket) {
+  absl::MutexLock lock(&mu_);
+  auto it = done_.find(ticket);
+  if (it == done_.end()) return absl::NotFoundError(absl::StrCat("no pending ticket ", ticket));
+  absl::Status status = std::move(it->second);
+  done_.erase(it);
+  return status;
+}
+
+}  // namespace heterps::ps

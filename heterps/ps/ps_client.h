@@ -1,0 +1,98 @@
+// How workers talk to the parameter servers, in the shape of ps-lite: batched pulls and pushes on
+// key arrays that return a ticket, and Wait(ticket).
+//
+//   InProcessPsClient client(2, table_options);        // two server shards in this process
+//   Ticket t = client.PullSparse(0, keys, values);     // values: keys.size() * dim floats
+//   HETERPS_RETURN_IF_ERROR(client.Wait(t));
+//
+// Semantics every implementation keeps (the gRPC client included):
+// - keys may repeat and come in any order; a pull fetches each distinct key once and writes every
+//   position; a push sums the gradients of a repeated key and applies one update per key;
+// - key k lives on server MixKey(k) % num_servers (sparse_table.h; docs/ps.md);
+// - buffers passed to a call must stay valid, and unchanged, until its Wait returns.
+//
+// Thread safety: implementations may be called from several threads; a ticket is waited for
+// once, by any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "heterps/ps/dense_table.h"
+#include "heterps/ps/sparse_table.h"
+
+namespace heterps::ps {
+
+using Ticket = int64_t;
+
+class PsClient {
+ public:
+  virtual ~PsClient() = default;
+  virtual int num_servers() const = 0;
+  virtual Ticket PullSparse(int table, absl::Span<const uint64_t> keys,
+                            absl::Span<float> values) = 0;
+  virtual Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
+                            absl::Span<const float> grads) = 0;
+  // Dense tables live whole on server table % num_servers.
+  virtual Ticket PullDense(int table, int block, absl::Span<float> values) = 0;
+  virtual Ticket PushDense(int table, int block, absl::Span<const float> grads) = 0;
+  // The outcome of the call that returned `ticket`; NotFound for an unknown or spent ticket.
+  virtual absl::Status Wait(Ticket ticket) = 0;
+};
+
+// The server a key belongs to.
+inline int ServerOf(uint64_t key, int num_servers) {
+  return static_cast<int>(MixKey(key) % static_cast<uint64_t>(num_servers));
+}
+
+// Distinct keys of a batch, grouped by server, and where each position of the batch finds its
+// key: the client-side work every implementation shares.
+struct KeyPlan {
+  std::vector<std::vector<uint64_t>> keys;  // [server]: distinct keys, first-seen order
+  std::vector<std::pair<int, int>> where;   // [position]: (server, index in keys[server])
+};
+KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers);
+
+// Tables in this process, split over `num_servers` shards exactly as remote servers would hold
+// them. Calls complete before they return; Wait reports their status.
+class InProcessPsClient : public PsClient {
+ public:
+  explicit InProcessPsClient(int num_servers) : num_servers_(num_servers) {}
+
+  // Adds sparse table `table` (one SparseTable per server; cold stores from `make_cold`, which
+  // may return null when there is no memory budget) or dense table `table`.
+  absl::Status CreateSparseTable(
+      int table, const SparseTableOptions& options,
+      const std::function<std::unique_ptr<ColdStore>(int server)>& make_cold = nullptr);
+  absl::Status CreateDenseTable(int table, const DenseTableOptions& options);
+  SparseTable* sparse(int table, int server);
+  DenseTable* dense(int table);
+
+  int num_servers() const override { return num_servers_; }
+  Ticket PullSparse(int table, absl::Span<const uint64_t> keys, absl::Span<float> values) override;
+  Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads) override;
+  Ticket PullDense(int table, int block, absl::Span<float> values) override;
+  Ticket PushDense(int table, int block, absl::Span<const float> grads) override;
+  absl::Status Wait(Ticket ticket) override;
+
+ private:
+  Ticket Done(absl::Status status);
+  absl::StatusOr<std::vector<SparseTable*>> Sparse(int table);
+
+  const int num_servers_;
+  absl::Mutex mu_;
+  std::map<int, std::vector<std::unique_ptr<SparseTable>>> sparse_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::unique_ptr<DenseTable>> dense_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Ticket, absl::Status> done_ ABSL_GUARDED_BY(mu_);
+  Ticket next_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace heterps::ps

@@ -1,0 +1,93 @@
+#include "heterps/ps/rocksdb_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/write_batch.h"
+
+namespace heterps::ps {
+namespace {
+
+std::string KeyBytes(uint64_t key) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i, key >>= 8) out[i] = static_cast<char>(key & 0xff);
+  return out;
+}
+
+uint64_t KeyOf(const rocksdb::Slice& bytes) {
+  uint64_t key = 0;
+  for (size_t i = 0; i < 8 && i < bytes.size(); ++i) {
+    key = (key << 8) | static_cast<unsigned char>(bytes[i]);
+  }
+  return key;
+}
+
+}  // namespace
+
+struct RocksDbColdStore::Impl {
+  std::string dir;
+  std::unique_ptr<rocksdb::DB> db;
+  rocksdb::WriteOptions write;
+
+  absl::Status Error(absl::string_view what, const rocksdb::Status& s) const {
+    return absl::UnavailableError(absl::StrCat("cold store ", dir, ": ", what, ": ", s.ToString()));
+  }
+};
+
+RocksDbColdStore::RocksDbColdStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RocksDbColdStore::~RocksDbColdStore() = default;
+
+absl::StatusOr<std::unique_ptr<RocksDbColdStore>> RocksDbColdStore::Open(const std::string& dir) {
+  auto impl = std::make_unique<Impl>();
+  impl->dir = dir;
+  impl->write.disableWAL = true;
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  rocksdb::Status destroyed = rocksdb::DestroyDB(dir, options);
+  if (!destroyed.ok()) return impl->Error("cannot empty", destroyed);
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(options, dir, &db);
+  if (!s.ok()) return impl->Error("cannot open", s);
+  impl->db.reset(db);
+  return std::unique_ptr<RocksDbColdStore>(new RocksDbColdStore(std::move(impl)));
+}
+
+absl::Status RocksDbColdStore::Put(uint64_t key, absl::string_view bytes) {
+  rocksdb::Status s = impl_->db->Put(impl_->write, KeyBytes(key),
+                                     rocksdb::Slice(bytes.data(), bytes.size()));
+  return s.ok() ? absl::OkStatus() : impl_->Error("put", s);
+}
+
+absl::StatusOr<std::optional<std::string>> RocksDbColdStore::Get(uint64_t key) {
+  std::string value;
+  rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), KeyBytes(key), &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  if (!s.ok()) return impl_->Error("get", s);
+  return std::optional<std::string>(std::move(value));
+}
+
+absl::Status RocksDbColdStore::Delete(uint64_t key) {
+  rocksdb::Status s = impl_->db->Delete(impl_->write, KeyBytes(key));
+  return s.ok() ? absl::OkStatus() : impl_->Error("delete", s);
+}
+
+absl::Status RocksDbColdStore::ForEach(
+    const std::function<absl::Status(uint64_t, absl::string_view)>& visit) {
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    absl::Status s = visit(KeyOf(it->key()),
+                           absl::string_view(it->value().data(), it->value().size()));
+    if (!s.ok()) return s;
+  }
+  return it->status().ok() ? absl::OkStatus() : impl_->Error("iterate", it->status());
+}
+
+absl::Status RocksDbColdStore::Clear() {
+  rocksdb::WriteBatch batch;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) batch.Delete(it->key());
+  rocksdb::Status s = impl_->db->Write(impl_->write, &batch);
+  return s.ok() ? absl::OkStatus() : impl_->Error("clear", s);
+}
+
+}  // namespace heterps::ps

@@ -1,0 +1,38 @@
+// The SSD tier: a ColdStore on a RocksDB database in a local directory. The only code in heterps
+// that includes RocksDB.
+//
+// The store is a cache of cold rows, not the durable copy (checkpoints are), so writes skip
+// RocksDB's write-ahead log. Keys are stored big-endian so that iteration is in key order.
+//
+// Thread safety: every method may be called concurrently (RocksDB is thread-safe).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "heterps/ps/cold_store.h"
+
+namespace heterps::ps {
+
+class RocksDbColdStore : public ColdStore {
+ public:
+  // Opens (creating if needed) a database in `dir`, emptying it: a cold tier starts empty, and
+  // its rows come back through checkpoints. Unavailable, naming the directory, if it cannot.
+  static absl::StatusOr<std::unique_ptr<RocksDbColdStore>> Open(const std::string& dir);
+  ~RocksDbColdStore() override;
+
+  absl::Status Put(uint64_t key, absl::string_view bytes) override;
+  absl::StatusOr<std::optional<std::string>> Get(uint64_t key) override;
+  absl::Status Delete(uint64_t key) override;
+  absl::Status ForEach(
+      const std::function<absl::Status(uint64_t, absl::string_view)>& visit) override;
+  absl::Status Clear() override;
+
+ private:
+  struct Impl;
+  explicit RocksDbColdStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace heterps::ps

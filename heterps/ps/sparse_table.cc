@@ -1,0 +1,318 @@
+#include "heterps/ps/sparse_table.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "heterps/base/status_macros.h"
+
+namespace heterps::ps {
+namespace {
+
+constexpr uint32_t kBlockRows = 4096;  // slots per arena block: growth without 2x overshoot
+
+struct Meta {
+  int64_t steps = 0;
+  int64_t accesses = 0;
+  uint64_t last_seen = 0;
+};
+
+// A row in the cold store: int64 steps, int64 accesses, then its stride floats.
+std::string Encode(const float* slot, int stride, const Meta& meta) {
+  std::string out(16 + sizeof(float) * stride, '\0');
+  std::memcpy(out.data(), &meta.steps, 8);
+  std::memcpy(out.data() + 8, &meta.accesses, 8);
+  std::memcpy(out.data() + 16, slot, sizeof(float) * stride);
+  return out;
+}
+
+absl::Status Decode(absl::string_view bytes, int stride, float* slot, Meta* meta) {
+  if (bytes.size() != 16 + sizeof(float) * stride) {
+    return absl::DataLossError(absl::StrCat("cold store: a row of ", bytes.size(),
+                                            " bytes, expected ", 16 + sizeof(float) * stride));
+  }
+  std::memcpy(&meta->steps, bytes.data(), 8);
+  std::memcpy(&meta->accesses, bytes.data() + 8, 8);
+  std::memcpy(slot, bytes.data() + 16, sizeof(float) * stride);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint64_t MixKey(uint64_t key) {
+  key += 0x9e3779b97f4a7c15ull;
+  key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
+  key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
+  return key ^ (key >> 31);
+}
+
+struct SparseTable::Shard {
+  absl::Mutex mu;
+  absl::flat_hash_map<uint64_t, uint32_t> index ABSL_GUARDED_BY(mu);  // key -> slot
+  std::vector<std::unique_ptr<float[]>> blocks ABSL_GUARDED_BY(mu);   // kBlockRows slots each
+  std::vector<Meta> meta ABSL_GUARDED_BY(mu);                         // per slot
+  std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
+  SparseTableStats stats ABSL_GUARDED_BY(mu);  // memory_* are derived when read
+
+  float* Slot(uint32_t slot, int stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return blocks[slot / kBlockRows].get() + static_cast<size_t>(slot % kBlockRows) * stride;
+  }
+};
+
+SparseTable::SparseTable(const SparseTableOptions& options, std::unique_ptr<ColdStore> cold)
+    : options_(options), cold_(std::move(cold)) {
+  for (int i = 0; i < options.lock_shards; ++i) shards_.push_back(std::make_unique<Shard>());
+}
+
+SparseTable::~SparseTable() = default;
+
+absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(
+    const SparseTableOptions& options, std::unique_ptr<ColdStore> cold) {
+  if (options.dim <= 0) return absl::InvalidArgumentError("sparse table: dim must be > 0");
+  if (options.lock_shards <= 0) {
+    return absl::InvalidArgumentError("sparse table: lock_shards must be > 0");
+  }
+  if (options.memory_budget_bytes < 0) {
+    return absl::InvalidArgumentError("sparse table: memory_budget_bytes must be >= 0");
+  }
+  if (options.memory_budget_bytes > 0 && cold == nullptr) {
+    return absl::InvalidArgumentError("sparse table: a memory budget needs a cold store");
+  }
+  return std::unique_ptr<SparseTable>(new SparseTable(options, std::move(cold)));
+}
+
+SparseTable::Shard& SparseTable::ShardOf(uint64_t key) {
+  return *shards_[(MixKey(key) >> 32) % shards_.size()];
+}
+
+int64_t SparseTable::SlotBytes() const {
+  // The slot's floats, its statistics, and the index entry (key and slot number, 16 bytes).
+  return static_cast<int64_t>(sizeof(float)) * stride() + static_cast<int64_t>(sizeof(Meta)) + 16;
+}
+
+std::vector<float> SparseTable::InitialValue(uint64_t key) const {
+  std::vector<float> value(options_.dim);
+  const uint64_t base = MixKey(key ^ MixKey(options_.seed));
+  for (int i = 0; i < options_.dim; ++i) {
+    const double unit = static_cast<double>(MixKey(base + static_cast<uint64_t>(i)) >> 40) /
+                        static_cast<double>(1ull << 24);  // [0, 1)
+    value[i] = static_cast<float>((2 * unit - 1) * options_.init_range);
+  }
+  return value;
+}
+
+uint32_t SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (!shard.free_slots.empty()) {
+    uint32_t slot = shard.free_slots.back();
+    shard.free_slots.pop_back();
+    return slot;
+  }
+  const uint32_t slot = static_cast<uint32_t>(shard.meta.size());
+  if (slot % kBlockRows == 0) {
+    shard.blocks.push_back(std::make_unique<float[]>(static_cast<size_t>(kBlockRows) * stride()));
+  }
+  shard.meta.emplace_back();
+  return slot;
+}
+
+absl::StatusOr<float*> SparseTable::Touch(Shard& shard, uint64_t key)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  const uint64_t now = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+  auto it = shard.index.find(key);
+  if (it != shard.index.end()) {
+    ++shard.stats.hits;
+    Meta& meta = shard.meta[it->second];
+    meta.last_seen = now;
+    ++meta.accesses;
+    return shard.Slot(it->second, stride());
+  }
+  std::optional<std::string> cold;
+  if (cold_ != nullptr) {
+    HETERPS_ASSIGN_OR_RETURN(cold, cold_->Get(key));
+  }
+  const uint32_t slot = Allocate(shard);
+  float* data = shard.Slot(slot, stride());
+  Meta& meta = shard.meta[slot];
+  if (cold.has_value()) {
+    absl::Status decoded = Decode(*cold, stride(), data, &meta);
+    if (decoded.ok()) decoded = cold_->Delete(key);
+    if (!decoded.ok()) {
+      shard.free_slots.push_back(slot);
+      return decoded;
+    }
+    ++shard.stats.misses;
+    --shard.stats.cold_rows;
+  } else {
+    std::vector<float> init = InitialValue(key);
+    std::copy(init.begin(), init.end(), data);
+    InitState(options_.optimizer, data + options_.dim, options_.dim);
+    meta = Meta{};
+    ++shard.stats.created;
+  }
+  meta.last_seen = now;
+  ++meta.accesses;
+  shard.index.emplace(key, slot);
+  return data;
+}
+
+absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (options_.memory_budget_bytes == 0) return absl::OkStatus();
+  const int64_t share = options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
+  const int64_t resident = static_cast<int64_t>(shard.index.size()) * SlotBytes();
+  if (resident <= share) return absl::OkStatus();
+  // Down to 90% of the share, so that spills come in batches rather than one row per access.
+  const int64_t keep = std::max<int64_t>(0, share * 9 / 10 / SlotBytes());
+  std::vector<std::pair<uint64_t, uint64_t>> by_age;  // (last_seen, key)
+  by_age.reserve(shard.index.size());
+  for (const auto& [key, slot] : shard.index) by_age.emplace_back(shard.meta[slot].last_seen, key);
+  const size_t spill = by_age.size() - static_cast<size_t>(keep);
+  std::nth_element(by_age.begin(), by_age.begin() + spill, by_age.end());
+  for (size_t i = 0; i < spill; ++i) {
+    const uint64_t key = by_age[i].second;
+    const uint32_t slot = shard.index.at(key);
+    HETERPS_RETURN_IF_ERROR(cold_->Put(key, Encode(shard.Slot(slot, stride()), stride(),
+                                                   shard.meta[slot])));
+    shard.index.erase(key);
+    shard.free_slots.push_back(slot);
+    ++shard.stats.spills;
+    ++shard.stats.cold_rows;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::Pull(absl::Span<const uint64_t> keys, absl::Span<float> values) {
+  const int dim = options_.dim;
+  if (values.size() != keys.size() * static_cast<size_t>(dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("pull: ", values.size(), " floats for ",
+                                                   keys.size(), " keys of dim ", dim));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Shard& shard = ShardOf(keys[i]);
+    absl::MutexLock lock(&shard.mu);
+    HETERPS_ASSIGN_OR_RETURN(float* data, Touch(shard, keys[i]));
+    std::copy(data, data + dim, values.begin() + static_cast<ptrdiff_t>(i) * dim);
+    HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::Push(absl::Span<const uint64_t> keys, absl::Span<const float> grads) {
+  const int dim = options_.dim;
+  if (grads.size() != keys.size() * static_cast<size_t>(dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("push: ", grads.size(), " floats for ",
+                                                   keys.size(), " keys of dim ", dim));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Shard& shard = ShardOf(keys[i]);
+    absl::MutexLock lock(&shard.mu);
+    HETERPS_ASSIGN_OR_RETURN(float* data, Touch(shard, keys[i]));
+    Meta& meta = shard.meta[shard.index.at(keys[i])];
+    ++meta.steps;
+    ApplyUpdate(options_.optimizer, data, data + dim, grads.data() + i * dim, dim, meta.steps);
+    HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<RowData>> SparseTable::Lookup(uint64_t key) {
+  Shard& shard = ShardOf(key);
+  absl::MutexLock lock(&shard.mu);
+  const int dim = options_.dim, stride = this->stride();
+  std::vector<float> floats(stride);
+  Meta meta;
+  auto it = shard.index.find(key);
+  if (it != shard.index.end()) {
+    const float* data = shard.Slot(it->second, stride);
+    std::copy(data, data + stride, floats.begin());
+    meta = shard.meta[it->second];
+  } else {
+    if (cold_ == nullptr) return std::optional<RowData>();
+    HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes, cold_->Get(key));
+    if (!bytes.has_value()) return std::optional<RowData>();
+    HETERPS_RETURN_IF_ERROR(Decode(*bytes, stride, floats.data(), &meta));
+  }
+  RowData row;
+  row.value.assign(floats.begin(), floats.begin() + dim);
+  row.state.assign(floats.begin() + dim, floats.end());
+  row.steps = meta.steps;
+  row.accesses = meta.accesses;
+  return std::optional<RowData>(std::move(row));
+}
+
+absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
+  const int dim = options_.dim, stride = this->stride();
+  if (row.value.size() != static_cast<size_t>(dim) ||
+      row.state.size() != static_cast<size_t>(stride - dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("insert: row of key ", key, " has ",
+                                                   row.value.size(), " + ", row.state.size(),
+                                                   " floats, the table wants ", dim, " + ",
+                                                   stride - dim));
+  }
+  Shard& shard = ShardOf(key);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.index.find(key);
+  uint32_t slot;
+  if (it != shard.index.end()) {
+    slot = it->second;
+  } else {
+    if (cold_ != nullptr) {
+      HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes, cold_->Get(key));
+      if (bytes.has_value()) {
+        HETERPS_RETURN_IF_ERROR(cold_->Delete(key));
+        --shard.stats.cold_rows;
+      }
+    }
+    slot = Allocate(shard);
+    shard.index.emplace(key, slot);
+  }
+  float* data = shard.Slot(slot, stride);
+  std::copy(row.value.begin(), row.value.end(), data);
+  std::copy(row.state.begin(), row.state.end(), data + dim);
+  shard.meta[slot] = Meta{row.steps, row.accesses, clock_.fetch_add(1) + 1};
+  return EnforceBudget(shard);
+}
+
+absl::Status SparseTable::ForEachRow(
+    const std::function<absl::Status(uint64_t, const RowData&)>& visit) {
+  const int dim = options_.dim, stride = this->stride();
+  auto make = [&](const float* data, const Meta& meta) {
+    RowData row;
+    row.value.assign(data, data + dim);
+    row.state.assign(data + dim, data + stride);
+    row.steps = meta.steps;
+    row.accesses = meta.accesses;
+    return row;
+  };
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    for (const auto& [key, slot] : shard->index) {
+      HETERPS_RETURN_IF_ERROR(visit(key, make(shard->Slot(slot, stride), shard->meta[slot])));
+    }
+  }
+  if (cold_ == nullptr) return absl::OkStatus();
+  std::vector<float> floats(stride);
+  return cold_->ForEach([&](uint64_t key, absl::string_view bytes) -> absl::Status {
+    Meta meta;
+    HETERPS_RETURN_IF_ERROR(Decode(bytes, stride, floats.data(), &meta));
+    return visit(key, make(floats.data(), meta));
+  });
+}
+
+SparseTableStats SparseTable::Stats() const {
+  SparseTableStats total;
+  for (const auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    const SparseTableStats& s = shard->stats;
+    total.memory_rows += static_cast<int64_t>(shard->index.size());
+    total.cold_rows += s.cold_rows;
+    total.created += s.created;
+    total.hits += s.hits;
+    total.misses += s.misses;
+    total.spills += s.spills;
+  }
+  total.memory_bytes = total.memory_rows * SlotBytes();
+  return total;
+}
+
+}  // namespace heterps::ps
