@@ -299,6 +299,18 @@ absl::Status SparseTable::ForEachRow(
   });
 }
 
+absl::Status SparseTable::Clear() {
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->index.clear();
+    shard->blocks.clear();
+    shard->meta.clear();
+    shard->free_slots.clear();
+    shard->stats.cold_rows = 0;
+  }
+  return cold_ == nullptr ? absl::OkStatus() : cold_->Clear();
+}
+
 SparseTableStats SparseTable::Stats() const {
   SparseTableStats total;
   for (const auto& shard : shards_) {

@@ -79,6 +79,8 @@ class SparseTable {
   // The row of `key` in either tier, or nullopt if it does not exist. Creates nothing and does
   // not count as an access.
   absl::StatusOr<std::optional<RowData>> Lookup(uint64_t key);
+  // Removes every row from both tiers (cumulative counters stay).
+  absl::Status Clear();
   // Writes a row (replacing any), e.g. when a checkpoint is loaded.
   absl::Status Insert(uint64_t key, const RowData& row);
   // Visits every row of both tiers (memory rows in no particular order, then cold rows). The

@@ -1,0 +1,278 @@
+#include "heterps/ps/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace heterps::ps {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+constexpr char kFormat[] = "heterps-checkpoint-v1";
+
+void Fnv(uint64_t& h, const char* data, size_t size) {
+  for (size_t i = 0; i < size; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 1099511628211ull;
+  }
+}
+
+// Writes a file, keeping its size and checksum; every failure names the file and the reason.
+class Writer {
+ public:
+  static absl::StatusOr<Writer> Open(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) return Error(path, "cannot create");
+    return Writer(path, f);
+  }
+  Writer(Writer&& o) noexcept : path_(o.path_), f_(o.f_), bytes_(o.bytes_), hash_(o.hash_) {
+    o.f_ = nullptr;
+  }
+  ~Writer() {
+    if (f_ != nullptr) std::fclose(f_);
+  }
+  template <typename T>
+  absl::Status Put(const T* data, size_t count) {
+    const char* bytes = reinterpret_cast<const char*>(data);
+    const size_t size = sizeof(T) * count;
+    if (std::fwrite(bytes, 1, size, f_) != size) return Error(path_, "write failed");
+    Fnv(hash_, bytes, size);
+    bytes_ += size;
+    return absl::OkStatus();
+  }
+  // Flushes to the disk and closes.
+  absl::Status Close() {
+    bool ok = std::fflush(f_) == 0 && fsync(fileno(f_)) == 0;
+    ok = std::fclose(f_) == 0 && ok;
+    f_ = nullptr;
+    return ok ? absl::OkStatus() : Error(path_, "flush failed");
+  }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t hash() const { return hash_; }
+
+  static absl::Status Error(const std::string& path, absl::string_view what) {
+    return absl::UnavailableError(absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
+  }
+
+ private:
+  Writer(std::string path, std::FILE* f) : path_(std::move(path)), f_(f) {}
+  std::string path_;
+  std::FILE* f_;
+  uint64_t bytes_ = 0;
+  uint64_t hash_ = 1469598103934665603ull;
+};
+
+// Reads what a Writer wrote; a short read is DataLoss naming the file.
+class Reader {
+ public:
+  Reader(std::string path, std::string data) : path_(std::move(path)), data_(std::move(data)) {}
+  template <typename T>
+  absl::Status Get(T* out, size_t count) {
+    const size_t size = sizeof(T) * count;
+    if (pos_ + size > data_.size()) {
+      return absl::DataLossError(absl::StrCat(path_, ": truncated at byte ", pos_));
+    }
+    std::memcpy(out, data_.data() + pos_, size);
+    pos_ += size;
+    return absl::OkStatus();
+  }
+  bool done() const { return pos_ == data_.size(); }
+
+ private:
+  std::string path_, data_;
+  size_t pos_ = 0;
+};
+
+absl::StatusOr<json> WriteSparse(const std::string& dir, int id, SparseTable& table) {
+  const std::string name = absl::StrCat("sparse-", id, ".bin");
+  HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(dir + "/" + name));
+  const int32_t dim = table.dim();
+  const int32_t state = StateFloats(table.options().optimizer.kind) * dim;
+  HETERPS_RETURN_IF_ERROR(w.Put(&dim, 1));
+  HETERPS_RETURN_IF_ERROR(w.Put(&state, 1));
+  int64_t rows = 0;
+  HETERPS_RETURN_IF_ERROR(table.ForEachRow([&](uint64_t key, const RowData& row) {
+    ++rows;
+    HETERPS_RETURN_IF_ERROR(w.Put(&key, 1));
+    HETERPS_RETURN_IF_ERROR(w.Put(&row.steps, 1));
+    HETERPS_RETURN_IF_ERROR(w.Put(&row.accesses, 1));
+    HETERPS_RETURN_IF_ERROR(w.Put(row.value.data(), row.value.size()));
+    return w.Put(row.state.data(), row.state.size());
+  }));
+  HETERPS_RETURN_IF_ERROR(w.Close());
+  return json{{"file", name},      {"table", id},       {"kind", "sparse"}, {"dim", dim},
+              {"state_floats", state}, {"rows", rows}, {"bytes", w.bytes()},
+              {"fnv64", absl::StrFormat("%016x", w.hash())}};
+}
+
+absl::StatusOr<json> WriteDense(const std::string& dir, int id, DenseTable& table) {
+  const std::string name = absl::StrCat("dense-", id, ".bin");
+  HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(dir + "/" + name));
+  json sizes = json::array();
+  for (int b = 0; b < table.num_blocks(); ++b) {
+    HETERPS_ASSIGN_OR_RETURN(DenseTable::BlockData data, table.Read(b));
+    sizes.push_back(table.block_size(b));
+    HETERPS_RETURN_IF_ERROR(w.Put(&data.steps, 1));
+    HETERPS_RETURN_IF_ERROR(w.Put(data.value.data(), data.value.size()));
+    HETERPS_RETURN_IF_ERROR(w.Put(data.state.data(), data.state.size()));
+  }
+  HETERPS_RETURN_IF_ERROR(w.Close());
+  return json{{"file", name},           {"table", id},          {"kind", "dense"},
+              {"block_sizes", sizes},   {"bytes", w.bytes()},
+              {"fnv64", absl::StrFormat("%016x", w.hash())}};
+}
+
+absl::Status Fs(const std::string& what, const std::error_code& ec) {
+  return ec ? absl::UnavailableError(absl::StrCat(what, ": ", ec.message())) : absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SaveCheckpoint(const std::string& root, int64_t step, const CheckpointTables& tables) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(root, ": cannot create"), ec));
+  const std::string name = absl::StrCat("ckpt-", step);
+  const std::string tmp = absl::StrCat(root, "/.", name, ".tmp-", getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(tmp, ": cannot create"), ec));
+  auto write_all = [&]() -> absl::Status {
+    json files = json::array();
+    for (const auto& [id, table] : tables.sparse) {
+      HETERPS_ASSIGN_OR_RETURN(json entry, WriteSparse(tmp, id, *table));
+      files.push_back(entry);
+    }
+    for (const auto& [id, table] : tables.dense) {
+      HETERPS_ASSIGN_OR_RETURN(json entry, WriteDense(tmp, id, *table));
+      files.push_back(entry);
+    }
+    json manifest = {{"format", kFormat}, {"step", step}, {"files", files}};
+    HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(tmp + "/MANIFEST"));
+    const std::string text = manifest.dump(2) + "\n";
+    HETERPS_RETURN_IF_ERROR(w.Put(text.data(), text.size()));
+    return w.Close();
+  };
+  if (absl::Status s = write_all(); !s.ok()) {
+    fs::remove_all(tmp, ec);
+    return s;
+  }
+  // Into place: an older checkpoint of the same step is replaced, any other one is untouched.
+  const std::string final_dir = root + "/" + name;
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp, final_dir, ec);
+  HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(final_dir, ": cannot rename into place"), ec));
+  return base::WriteFileAtomically(root + "/LATEST", name + "\n");
+}
+
+absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
+                                             const CheckpointTables& tables) {
+  auto latest = base::ReadTextFile(root + "/LATEST");
+  if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no LATEST)"));
+  std::string name = *latest;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  const std::string dir = root + "/" + name;
+  HETERPS_ASSIGN_OR_RETURN(std::string manifest_text, base::ReadTextFile(dir + "/MANIFEST"));
+  json manifest = json::parse(manifest_text, nullptr, false);
+  auto corrupt = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat(dir, "/MANIFEST: ", why));
+  };
+  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != kFormat ||
+      !manifest.contains("files") || !manifest["files"].is_array()) {
+    return corrupt("not a heterps checkpoint manifest");
+  }
+  // Pass 1: every file whole and intact, every table as the manifest describes it.
+  std::vector<Reader> readers;
+  size_t sparse_seen = 0, dense_seen = 0;
+  for (const json& f : manifest["files"]) {
+    const std::string path = dir + "/" + f.value("file", "");
+    HETERPS_ASSIGN_OR_RETURN(std::string data, base::ReadTextFile(path));
+    uint64_t hash = 1469598103934665603ull;
+    Fnv(hash, data.data(), data.size());
+    if (data.size() != f.value("bytes", uint64_t{0})) {
+      return absl::DataLossError(absl::StrCat(path, ": ", data.size(), " bytes, the manifest says ",
+                                              f.value("bytes", uint64_t{0}), " (truncated?)"));
+    }
+    if (absl::StrFormat("%016x", hash) != f.value("fnv64", "")) {
+      return absl::DataLossError(absl::StrCat(path, ": checksum mismatch: the file is corrupt"));
+    }
+    const int id = f.value("table", -1);
+    if (f.value("kind", "") == "sparse") {
+      auto it = tables.sparse.find(id);
+      if (it == tables.sparse.end() || it->second->dim() != f.value("dim", -1) ||
+          StateFloats(it->second->options().optimizer.kind) * it->second->dim() !=
+              f.value("state_floats", -1)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            path, ": sparse table ", id, " of dim ", f.value("dim", -1), " and ",
+            f.value("state_floats", -1), " optimizer floats per row has no match here"));
+      }
+      ++sparse_seen;
+    } else {
+      auto it = tables.dense.find(id);
+      std::vector<int64_t> sizes = f.value("block_sizes", std::vector<int64_t>());
+      bool match = it != tables.dense.end() &&
+                   static_cast<int>(sizes.size()) == it->second->num_blocks();
+      for (size_t b = 0; match && b < sizes.size(); ++b) {
+        match = sizes[b] == it->second->block_size(static_cast<int>(b));
+      }
+      if (!match) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path, ": dense table ", id, " has no match here"));
+      }
+      ++dense_seen;
+    }
+    readers.emplace_back(path, std::move(data));
+  }
+  if (sparse_seen != tables.sparse.size() || dense_seen != tables.dense.size()) {
+    return corrupt("it does not cover every table given");
+  }
+  // Pass 2: load.
+  size_t i = 0;
+  for (const json& f : manifest["files"]) {
+    Reader& r = readers[i++];
+    const int id = f["table"];
+    if (f["kind"] == "sparse") {
+      SparseTable& table = *tables.sparse.at(id);
+      HETERPS_RETURN_IF_ERROR(table.Clear());
+      int32_t dim = 0, state = 0;
+      HETERPS_RETURN_IF_ERROR(r.Get(&dim, 1));
+      HETERPS_RETURN_IF_ERROR(r.Get(&state, 1));
+      RowData row;
+      row.value.resize(dim);
+      row.state.resize(state);
+      while (!r.done()) {
+        uint64_t key;
+        HETERPS_RETURN_IF_ERROR(r.Get(&key, 1));
+        HETERPS_RETURN_IF_ERROR(r.Get(&row.steps, 1));
+        HETERPS_RETURN_IF_ERROR(r.Get(&row.accesses, 1));
+        HETERPS_RETURN_IF_ERROR(r.Get(row.value.data(), row.value.size()));
+        HETERPS_RETURN_IF_ERROR(r.Get(row.state.data(), row.state.size()));
+        HETERPS_RETURN_IF_ERROR(table.Insert(key, row));
+      }
+    } else {
+      DenseTable& table = *tables.dense.at(id);
+      for (int b = 0; b < table.num_blocks(); ++b) {
+        HETERPS_ASSIGN_OR_RETURN(DenseTable::BlockData data, table.Read(b));
+        HETERPS_RETURN_IF_ERROR(r.Get(&data.steps, 1));
+        HETERPS_RETURN_IF_ERROR(r.Get(data.value.data(), data.value.size()));
+        HETERPS_RETURN_IF_ERROR(r.Get(data.state.data(), data.state.size()));
+        HETERPS_RETURN_IF_ERROR(table.Write(b, data));
+      }
+    }
+  }
+  return manifest.value("step", int64_t{0});
+}
+
+}  // namespace heterps::ps

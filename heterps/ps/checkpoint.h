@@ -1,0 +1,43 @@
+// Consistent snapshots of parameter-server tables on disk.
+//
+// A checkpoint of step S is the directory <root>/ckpt-<S> holding one file per table (every row
+// of both tiers for a sparse table: key, update and access counts, value and optimizer state;
+// every block for a dense table) and MANIFEST, which lists each file with its size and FNV-1a 64
+// checksum. It is written under a temporary name, flushed, renamed into place, and only then named
+// in <root>/LATEST (itself replaced by rename). A failure at any point (a full disk, an
+// unwritable directory) returns an error naming the path and leaves the previous checkpoint and
+// LATEST as they were.
+//
+// Loading verifies every file's size and checksum, and that the tables match the manifest
+// (kinds, dims, blocks), before it changes any table: a truncated or corrupted checkpoint is an
+// error and nothing is half-loaded.
+//
+// The tables must not change while a checkpoint is saved or loaded (the coordinator pauses
+// training at a mini-batch boundary).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "heterps/ps/dense_table.h"
+#include "heterps/ps/sparse_table.h"
+
+namespace heterps::ps {
+
+struct CheckpointTables {
+  std::map<int, SparseTable*> sparse;  // by table id
+  std::map<int, DenseTable*> dense;
+};
+
+// Writes <root>/ckpt-<step> and points <root>/LATEST at it. Creates <root> if needed.
+absl::Status SaveCheckpoint(const std::string& root, int64_t step, const CheckpointTables& tables);
+
+// Loads the checkpoint LATEST names into `tables` (which must be the same tables: ids, kinds,
+// shapes; sparse tables are emptied first) and returns its step. NotFound if there is none.
+absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
+                                             const CheckpointTables& tables);
+
+}  // namespace heterps::ps
