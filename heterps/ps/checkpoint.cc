@@ -253,7 +253,7 @@ absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
       row.value.resize(dim);
       row.state.resize(state);
       while (!r.done()) {
-        uint64_t key;
+        uint64_t key = 0;
         HETERPS_RETURN_IF_ERROR(r.Get(&key, 1));
         HETERPS_RETURN_IF_ERROR(r.Get(&row.steps, 1));
         HETERPS_RETURN_IF_ERROR(r.Get(&row.accesses, 1));
