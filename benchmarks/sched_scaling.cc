@@ -9,12 +9,9 @@
 // 1). Limit: F (default 0.25) times the best throughput any one type reaches alone with all its
 // units; near 1, a single type barely suffices and mixing types pays. Prints a markdown table: each scheduler's wall time
 // and its cost relative to `exact` (1.000 = same cost; "inf" = no feasible plan found).
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <string>
 

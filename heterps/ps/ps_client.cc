@@ -80,10 +80,7 @@ Ticket InProcessPsClient::PullSparse(int table, absl::Span<const uint64_t> keys,
   auto pull = [&]() -> absl::Status {
     HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
     const int dim = shards[0]->dim();
-    if (values.size() != keys.size() * static_cast<size_t>(dim)) {
-      return absl::InvalidArgumentError(absl::StrCat("pull: ", values.size(), " floats for ",
-                                                     keys.size(), " keys of dim ", dim));
-    }
+    HETERPS_RETURN_IF_ERROR(CheckRowFloats("pull", values.size(), keys.size(), dim));
     KeyPlan plan = PlanKeys(keys, num_servers_);
     std::vector<std::vector<float>> answers(num_servers_);
     for (int s = 0; s < num_servers_; ++s) {
@@ -105,10 +102,7 @@ Ticket InProcessPsClient::PushSparse(int table, absl::Span<const uint64_t> keys,
   auto push = [&]() -> absl::Status {
     HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
     const int dim = shards[0]->dim();
-    if (grads.size() != keys.size() * static_cast<size_t>(dim)) {
-      return absl::InvalidArgumentError(absl::StrCat("push: ", grads.size(), " floats for ",
-                                                     keys.size(), " keys of dim ", dim));
-    }
+    HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), dim));
     KeyPlan plan = PlanKeys(keys, num_servers_);
     std::vector<std::vector<float>> sums(num_servers_);
     for (int s = 0; s < num_servers_; ++s) sums[s].assign(plan.keys[s].size() * dim, 0.0f);

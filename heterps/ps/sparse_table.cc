@@ -40,6 +40,12 @@ absl::Status Decode(absl::string_view bytes, int stride, float* slot, Meta* meta
 
 }  // namespace
 
+absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, int dim) {
+  if (floats == keys * static_cast<size_t>(dim)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", floats, " floats for ", keys, " keys of dim ", dim));
+}
+
 uint64_t MixKey(uint64_t key) {
   key += 0x9e3779b97f4a7c15ull;
   key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -183,10 +189,7 @@ absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANAL
 
 absl::Status SparseTable::Pull(absl::Span<const uint64_t> keys, absl::Span<float> values) {
   const int dim = options_.dim;
-  if (values.size() != keys.size() * static_cast<size_t>(dim)) {
-    return absl::InvalidArgumentError(absl::StrCat("pull: ", values.size(), " floats for ",
-                                                   keys.size(), " keys of dim ", dim));
-  }
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("pull", values.size(), keys.size(), dim));
   for (size_t i = 0; i < keys.size(); ++i) {
     Shard& shard = ShardOf(keys[i]);
     absl::MutexLock lock(&shard.mu);
@@ -199,10 +202,7 @@ absl::Status SparseTable::Pull(absl::Span<const uint64_t> keys, absl::Span<float
 
 absl::Status SparseTable::Push(absl::Span<const uint64_t> keys, absl::Span<const float> grads) {
   const int dim = options_.dim;
-  if (grads.size() != keys.size() * static_cast<size_t>(dim)) {
-    return absl::InvalidArgumentError(absl::StrCat("push: ", grads.size(), " floats for ",
-                                                   keys.size(), " keys of dim ", dim));
-  }
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), dim));
   for (size_t i = 0; i < keys.size(); ++i) {
     Shard& shard = ShardOf(keys[i]);
     absl::MutexLock lock(&shard.mu);

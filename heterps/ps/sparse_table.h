@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "heterps/ps/cold_store.h"
@@ -111,6 +112,10 @@ class SparseTable {
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<uint64_t> clock_{0};
 };
+
+// InvalidArgument unless `floats` is `keys` rows of `dim` floats; `op` ("pull", "push") names the
+// call in the message.
+absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, int dim);
 
 // The mixing hash used to spread keys over lock shards and, in the client, over servers
 // (docs/ps.md): SplitMix64's finalizer.
