@@ -11,6 +11,7 @@ PACKAGES=(
   libcli11-dev          # command line
   libeigen3-dev         # dense math
   librocksdb-dev        # the parameter server's SSD tier
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # RPC between processes
   libgtest-dev libgmock-dev   # tests
   libbenchmark-dev      # micro-benchmarks
 )

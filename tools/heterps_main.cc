@@ -3,12 +3,15 @@
 
 #include "CLI/CLI.hpp"
 #include "tools/plan_command.h"
+#include "tools/ps_server_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"heterps: plan and train sparse deep-learning models on heterogeneous hardware"};
   app.require_subcommand(1);
   heterps::tools::PlanFlags plan_flags;
   CLI::App* plan = heterps::tools::AddPlanCommand(app, plan_flags);
+  heterps::tools::PsServerFlags ps_server_flags;
+  CLI::App* ps_server = heterps::tools::AddPsServerCommand(app, ps_server_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -20,5 +23,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (plan->parsed()) return heterps::tools::RunPlan(plan_flags);
+  if (ps_server->parsed()) return heterps::tools::RunPsServer(ps_server_flags);
   return 2;
 }

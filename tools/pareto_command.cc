@@ -31,11 +31,11 @@ std::string StageSummary(const cost::CostModel& model, const sched::Plan& plan) 
 int RunPareto(const PlanFlags& flags) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   auto top = internal::BuildCostModel(flags, nan);
-  if (!top.ok()) return internal::Fail(top.status());
+  if (!top.ok()) return Fail(top.status());
   const double hi = top->workload().throughput_limit;
   const double lo = flags.pareto_from > 0 ? flags.pareto_from : hi / 100;
   if (!(lo < hi)) {
-    return internal::Fail(absl::InvalidArgumentError(absl::StrFormat(
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
         "--pareto-from (%g) must be below the throughput limit (%g)", lo, hi)));
   }
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
@@ -48,11 +48,11 @@ int RunPareto(const PlanFlags& flags) {
   for (int i = 0; i < flags.pareto_points; ++i) {
     const double limit = lo * std::pow(hi / lo, static_cast<double>(i) / (flags.pareto_points - 1));
     auto model = internal::BuildCostModel(flags, limit);
-    if (!model.ok()) return internal::Fail(model.status());
+    if (!model.ok()) return Fail(model.status());
     auto scheduler = registry.Create(flags.scheduler);
-    if (!scheduler.ok()) return internal::Fail(scheduler.status());
+    if (!scheduler.ok()) return Fail(scheduler.status());
     auto plan = (*scheduler)->Schedule(*model, internal::OptionsFrom(flags, {}));
-    if (!plan.ok()) return internal::Fail(plan.status());
+    if (!plan.ok()) return Fail(plan.status());
     any = any || plan->feasible;
     frontier.push_back(json::parse(sched::PlanToJson(*model, *plan)));
     const std::string stages = plan->feasible ? StageSummary(*model, *plan) : "-";
@@ -79,12 +79,12 @@ int RunPareto(const PlanFlags& flags) {
                            "\n";
   if (!flags.out_path.empty()) {
     if (auto s = base::WriteFileAtomically(flags.out_path, text); !s.ok()) {
-      return internal::Fail(s);
+      return Fail(s);
     }
   }
   if (!flags.csv_path.empty()) {
     if (auto s = base::WriteFileAtomically(flags.csv_path, csv); !s.ok()) {
-      return internal::Fail(s);
+      return Fail(s);
     }
   }
   if (flags.json) {

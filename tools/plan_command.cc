@@ -70,16 +70,9 @@ sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
   return options;
 }
 
-int Fail(const absl::Status& status) {
-  std::cerr << "heterps: error: " << status.message() << "\n";
-  return 2;
-}
-
 }  // namespace internal
 
 namespace {
-
-using internal::Fail;
 
 std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
   std::string out = absl::StrFormat(

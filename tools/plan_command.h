@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/sched/scheduler.h"
+#include "tools/cli_common.h"
 
 namespace heterps::tools {
 
@@ -51,8 +52,6 @@ absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double th
 // Scheduler options from the flags; `progress` may be empty.
 sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
                                     std::function<void(int64_t, double)> progress);
-// Prints "heterps: error: <message>" and returns 2.
-int Fail(const absl::Status& status);
 }  // namespace internal
 
 }  // namespace heterps::tools

@@ -1,0 +1,100 @@
+// The PsClient of a distributed job: the same calls as InProcessPsClient
+// (ps_client.h), served by PsServer processes over gRPC.
+//
+//   GrpcPsClientOptions options;
+//   options.servers = {"127.0.0.1:7000", "127.0.0.1:7001"};   // shard i at
+//   servers[i] options.token = token; HETERPS_ASSIGN_OR_RETURN(auto client,
+//   GrpcPsClient::Connect(options));
+//   HETERPS_RETURN_IF_ERROR(client->CreateSparseTable(0, sparse_options));
+//   Ticket t = client->PullSparse(0, keys, values);
+//   HETERPS_RETURN_IF_ERROR(client->Wait(t));
+//
+// A call becomes one RPC per server and per chunk: a server's keys are split so
+// that no message exceeds `max_message_bytes`, and dense blocks are streamed in
+// chunks. The RPCs of a call run concurrently on the client's threads; Wait
+// returns when all have answered, with the first error. Each RPC has a deadline
+// (`rpc_timeout`); one that fails with UNAVAILABLE (a server not yet up,
+// restarting, or gone) is retried up to `max_attempts` times with doubling
+// backoff. Pushes carry an id, so that a retried push is applied once
+// (ps_server.h). An error names the call, the shard and its address, the
+// attempts and gRPC's reason, e.g.
+//   "ps shard 1 (127.0.0.1:7001): PullSparse table 0: UNAVAILABLE after 4
+//   attempts: ..."
+//
+// Sparse tables are created on every shard with the same options (so a memory
+// budget applies to each shard); dense table t lives on shard t % num_servers.
+//
+// Thread safety: every method may be called from several threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "heterps/ps/ps_client.h"
+
+namespace heterps::ps::rpc {
+
+struct GrpcPsClientOptions {
+  std::vector<std::string> servers;  // "host:port" of shard 0, 1, ...
+  std::string token;  // the job's token; empty if the servers have none
+  std::string
+      tls_ca_pem;  // PEM root certificates; non-empty: TLS to every server
+  absl::Duration connect_timeout = absl::Seconds(10);
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  int max_attempts = 4;  // per RPC, for UNAVAILABLE only
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  int max_message_bytes = 4 << 20;  // batches are split to stay below it
+  int threads = 0;                  // RPC threads; 0: 2 per server, at least 4
+};
+
+// A server's answer to Stats.
+struct ShardStats {
+  int shard = 0;
+  std::vector<std::pair<int, SparseTableStats>>
+      sparse;  // (table id, its counters on this shard)
+  std::vector<int> dense_tables;
+  int64_t calls = 0, refused = 0, duplicate_pushes = 0;
+};
+
+class GrpcPsClient : public PsClient {
+ public:
+  // Connects to every server within `connect_timeout` and checks that
+  // servers[i] says it is shard i of servers.size(). Unavailable or
+  // FailedPrecondition naming the server otherwise.
+  static absl::StatusOr<std::unique_ptr<GrpcPsClient>> Connect(
+      const GrpcPsClientOptions& options);
+  ~GrpcPsClient() override;
+
+  absl::Status CreateSparseTable(int table, const SparseTableOptions& options);
+  absl::Status CreateDenseTable(int table, const DenseTableOptions& options);
+
+  int num_servers() const override;
+  Ticket PullSparse(int table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> values) override;
+  Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads) override;
+  Ticket PullDense(int table, int block, absl::Span<float> values) override;
+  Ticket PushDense(int table, int block,
+                   absl::Span<const float> grads) override;
+  absl::Status Wait(Ticket ticket) override;
+
+  // Every shard writes a checkpoint of `step` under its data directory
+  // (checkpoint.h). An error names each shard that failed; the shards that
+  // succeeded keep theirs.
+  absl::Status SaveCheckpoint(int64_t step);
+  // Every shard loads its latest checkpoint; returns the step, which all shards
+  // must agree on.
+  absl::StatusOr<int64_t> LoadCheckpoint();
+  absl::StatusOr<std::vector<ShardStats>> Stats();
+
+ private:
+  struct Impl;
+  explicit GrpcPsClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace heterps::ps::rpc

@@ -1,0 +1,312 @@
+// The gRPC service against the in-process client: servers on 127.0.0.1, port 0,
+// in this process. (tests/ps_server_test.cc runs them as separate processes.)
+#include <filesystem>
+#include <random>
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "heterps/ps/ps_client.h"
+#include "heterps/ps/rpc/grpc_ps_client.h"
+#include "heterps/ps/rpc/internal/convert.h"
+#include "heterps/ps/rpc/ps.grpc.pb.h"
+#include "heterps/ps/rpc/ps_server.h"
+
+namespace heterps::ps::rpc {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "s3cret-token";
+
+std::string DataDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/grpc_ps_test_" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// `n` servers on loopback, each with its own data directory.
+std::vector<std::unique_ptr<PsServer>> StartServers(
+    int n, const std::string& name, const std::string& token = kToken) {
+  std::vector<std::unique_ptr<PsServer>> servers;
+  for (int s = 0; s < n; ++s) {
+    PsServerOptions options;
+    options.shard = s;
+    options.num_shards = n;
+    options.data_dir = DataDir(name + "_" + std::to_string(s));
+    options.token = token;
+    auto server = PsServer::Start(options);
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (server.ok()) servers.push_back(std::move(*server));
+  }
+  return servers;
+}
+
+GrpcPsClientOptions ClientOptions(
+    const std::vector<std::unique_ptr<PsServer>>& servers) {
+  GrpcPsClientOptions options;
+  for (const auto& server : servers)
+    options.servers.push_back(server->address());
+  options.token = kToken;
+  options.connect_timeout = absl::Seconds(5);
+  return options;
+}
+
+SparseTableOptions Sparse(OptimizerKind kind, int64_t budget) {
+  SparseTableOptions o;
+  o.dim = 8;
+  o.optimizer.kind = kind;
+  o.seed = 5;
+  o.memory_budget_bytes = budget;
+  return o;
+}
+
+DenseTableOptions Dense() {
+  DenseTableOptions o;
+  o.block_sizes = {3, 70000};  // the second block is streamed in several chunks
+  o.optimizer.kind = OptimizerKind::kAdam;
+  o.seed = 9;
+  return o;
+}
+
+TEST(GrpcPsTest, AnswersExactlyLikeTheInProcessClient) {
+  auto servers = StartServers(2, "equal");
+  GrpcPsClientOptions options = ClientOptions(servers);
+  options.max_message_bytes = 16 << 10;  // forces batches into many chunks
+  auto remote = GrpcPsClient::Connect(options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  InProcessPsClient local(2);
+  for (OptimizerKind kind : {OptimizerKind::kAdagrad, OptimizerKind::kAdam}) {
+    const int table = kind == OptimizerKind::kAdam ? 1 : 0;
+    // The remote table spills to RocksDB; the local one keeps everything in
+    // memory.
+    absl::Status created =
+        (*remote)->CreateSparseTable(table, Sparse(kind, 64 << 10));
+    ASSERT_TRUE(created.ok()) << created;
+    ASSERT_TRUE(local.CreateSparseTable(table, Sparse(kind, 0)).ok());
+  }
+  ASSERT_TRUE((*remote)->CreateDenseTable(3, Dense()).ok());
+  ASSERT_TRUE(local.CreateDenseTable(3, Dense()).ok());
+
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal;
+  for (int step = 0; step < 60; ++step) {
+    const int table = step % 2;
+    std::vector<uint64_t> keys(1 + rng() % 3000);
+    for (uint64_t& k : keys) k = rng() % 20000;  // repeats within a batch
+    std::vector<float> a(keys.size() * 8), b(keys.size() * 8);
+    if (step % 3 != 2) {
+      ASSERT_TRUE(
+          local.Wait(local.PullSparse(table, keys, absl::MakeSpan(a))).ok());
+      absl::Status status = (*remote)->Wait(
+          (*remote)->PullSparse(table, keys, absl::MakeSpan(b)));
+      ASSERT_TRUE(status.ok()) << status;
+      ASSERT_EQ(a, b) << "step " << step;
+    } else {
+      for (float& g : a) g = normal(rng);
+      ASSERT_TRUE(local.Wait(local.PushSparse(table, keys, a)).ok());
+      // Two tickets in flight at once.
+      std::vector<uint64_t> none;
+      Ticket t1 = (*remote)->PushSparse(table, keys, a);
+      Ticket t2 = (*remote)->PullSparse(table, none, {});
+      ASSERT_TRUE((*remote)->Wait(t2).ok());
+      ASSERT_TRUE((*remote)->Wait(t1).ok());
+    }
+    for (int block : {0, 1}) {
+      std::vector<float> x(Dense().block_sizes[block]), y(x.size());
+      ASSERT_TRUE(
+          local.Wait(local.PullDense(3, block, absl::MakeSpan(x))).ok());
+      ASSERT_TRUE((*remote)
+                      ->Wait((*remote)->PullDense(3, block, absl::MakeSpan(y)))
+                      .ok());
+      ASSERT_EQ(x, y) << "step " << step << " block " << block;
+      for (float& g : x) g = normal(rng);
+      ASSERT_TRUE(local.Wait(local.PushDense(3, block, x)).ok());
+      ASSERT_TRUE((*remote)->Wait((*remote)->PushDense(3, block, x)).ok());
+    }
+  }
+  auto stats = (*remote)->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->size(), 2u);
+  int64_t spills = 0;
+  for (const ShardStats& shard : *stats) {
+    for (const auto& [table, s] : shard.sparse) spills += s.spills;
+  }
+  EXPECT_GT(spills, 0) << "the SSD tier was not exercised";
+  EXPECT_THAT((*stats)[1].dense_tables, ::testing::ElementsAre(3));
+}
+
+TEST(GrpcPsTest, CallsWithoutTheTokenAreRefused) {
+  auto servers = StartServers(1, "auth");
+  GrpcPsClientOptions options = ClientOptions(servers);
+  for (const std::string token : {"", "wrong"}) {
+    options.token = token;
+    auto client = GrpcPsClient::Connect(options);
+    ASSERT_FALSE(client.ok());
+    EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated)
+        << client.status();
+    EXPECT_THAT(client.status().message(),
+                HasSubstr("ps shard 0 (" + servers[0]->address()));
+  }
+  EXPECT_EQ(servers[0]->counters().refused, 2);
+  options.token = kToken;
+  EXPECT_TRUE(GrpcPsClient::Connect(options).ok());
+}
+
+TEST(GrpcPsTest, MisorderedServersAndBadCallsAreClearErrors) {
+  auto servers = StartServers(2, "order");
+  GrpcPsClientOptions options = ClientOptions(servers);
+  std::swap(options.servers[0], options.servers[1]);
+  auto swapped = GrpcPsClient::Connect(options);
+  ASSERT_FALSE(swapped.ok());
+  EXPECT_THAT(swapped.status().message(),
+              HasSubstr("but the client has it as shard"));
+
+  std::swap(options.servers[0], options.servers[1]);
+  auto client = GrpcPsClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(
+      (*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
+  // Creating again with the same options is a no-op; with others, an error.
+  EXPECT_TRUE(
+      (*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
+  absl::Status again =
+      (*client)->CreateSparseTable(0, Sparse(OptimizerKind::kAdam, 0));
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
+
+  std::vector<uint64_t> keys = {1, 2, 3};
+  std::vector<float> wrong_dim(3 * 4);
+  absl::Status status = (*client)->Wait(
+      (*client)->PullSparse(0, keys, absl::MakeSpan(wrong_dim)));
+  EXPECT_THAT(status.message(),
+              HasSubstr("4 floats per key but the table's rows have 8"));
+  std::vector<float> ragged(7);
+  status =
+      (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(ragged)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  std::vector<float> row(3 * 8);
+  status = (*client)->Wait((*client)->PullSparse(5, keys, absl::MakeSpan(row)));
+  EXPECT_THAT(status.message(), HasSubstr("no sparse table 5"));
+  EXPECT_EQ((*client)->Wait(12345).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(GrpcPsTest, ARetriedPushIsAppliedOnce) {
+  auto servers = StartServers(1, "dedup");
+  auto client = GrpcPsClient::Connect(ClientOptions(servers));
+  ASSERT_TRUE(client.ok());
+  SparseTableOptions o = Sparse(OptimizerKind::kSgd, 0);
+  o.optimizer.learning_rate = 1;
+  ASSERT_TRUE((*client)->CreateSparseTable(0, o).ok());
+  std::vector<uint64_t> key = {77};
+  std::vector<float> before(8), after(8);
+  ASSERT_TRUE((*client)
+                  ->Wait((*client)->PullSparse(0, key, absl::MakeSpan(before)))
+                  .ok());
+
+  // The same push id twice, as a client that lost the first answer would send
+  // it.
+  auto stub = ParameterServer::NewStub(grpc::CreateChannel(
+      servers[0]->address(), grpc::InsecureChannelCredentials()));
+  PushSparseRequest request;
+  request.set_table(0);
+  *request.mutable_keys() =
+      internal::ToBytes<uint64_t>(absl::MakeConstSpan(key));
+  std::vector<float> grads(8, 1.0f);
+  *request.mutable_grads() =
+      internal::ToBytes<float>(absl::MakeConstSpan(grads));
+  request.mutable_id()->set_client(42);
+  request.mutable_id()->set_sequence(1);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    grpc::ClientContext context;
+    context.AddMetadata(internal::kTokenHeader, kToken);
+    PushReply reply;
+    ASSERT_TRUE(stub->PushSparse(&context, request, &reply).ok());
+  }
+  ASSERT_TRUE((*client)
+                  ->Wait((*client)->PullSparse(0, key, absl::MakeSpan(after)))
+                  .ok());
+  for (int d = 0; d < 8; ++d) EXPECT_FLOAT_EQ(after[d], before[d] - 1) << d;
+  EXPECT_EQ(servers[0]->counters().duplicate_pushes, 1);
+}
+
+TEST(GrpcPsTest, CheckpointsRoundTripThroughTheService) {
+  auto servers = StartServers(2, "ckpt");
+  auto client = GrpcPsClient::Connect(ClientOptions(servers));
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)
+                  ->CreateSparseTable(0, Sparse(OptimizerKind::kAdam, 16 << 10))
+                  .ok());
+  ASSERT_TRUE((*client)->CreateDenseTable(1, Dense()).ok());
+  std::vector<uint64_t> keys(2000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919;
+  std::vector<float> grads(keys.size() * 8, 0.5f), saved(keys.size() * 8),
+      now(saved.size());
+  std::vector<float> dense_saved(Dense().block_sizes[1]),
+      dense_now(dense_saved.size());
+  std::vector<float> dense_grads(dense_saved.size(), 0.25f);
+  auto& c = **client;
+  ASSERT_TRUE(c.Wait(c.PushSparse(0, keys, grads)).ok());
+  ASSERT_TRUE(c.Wait(c.PushDense(1, 1, dense_grads)).ok());
+  ASSERT_TRUE(c.Wait(c.PullSparse(0, keys, absl::MakeSpan(saved))).ok());
+  ASSERT_TRUE(c.Wait(c.PullDense(1, 1, absl::MakeSpan(dense_saved))).ok());
+  ASSERT_TRUE(c.SaveCheckpoint(10).ok());
+
+  ASSERT_TRUE(c.Wait(c.PushSparse(0, keys, grads)).ok());
+  ASSERT_TRUE(c.Wait(c.PushDense(1, 1, dense_grads)).ok());
+  ASSERT_TRUE(c.Wait(c.PullSparse(0, keys, absl::MakeSpan(now))).ok());
+  ASSERT_NE(now, saved);
+
+  auto step = c.LoadCheckpoint();
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 10);
+  ASSERT_TRUE(c.Wait(c.PullSparse(0, keys, absl::MakeSpan(now))).ok());
+  EXPECT_EQ(now, saved);
+  ASSERT_TRUE(c.Wait(c.PullDense(1, 1, absl::MakeSpan(dense_now))).ok());
+  EXPECT_EQ(dense_now, dense_saved);
+}
+
+TEST(GrpcPsTest, AStoppedServerGivesAClearErrorNotAHang) {
+  auto servers = StartServers(2, "stopped");
+  GrpcPsClientOptions options = ClientOptions(servers);
+  options.rpc_timeout = absl::Seconds(5);
+  auto client = GrpcPsClient::Connect(options);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(
+      (*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
+  servers[1]->Shutdown(absl::ZeroDuration());
+  std::vector<uint64_t> keys(100);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  std::vector<float> values(keys.size() * 8);
+  const absl::Time start = absl::Now();
+  absl::Status status =
+      (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("ps shard 1 (" + servers[1]->address() + ")"));
+  EXPECT_THAT(status.message(), HasSubstr("after 4 attempts"));
+}
+
+TEST(GrpcPsTest, ServerOptionsAreChecked) {
+  PsServerOptions options;
+  options.data_dir = DataDir("options");
+  options.host = "0.0.0.0";
+  auto open = PsServer::Start(options);
+  EXPECT_THAT(open.status().message(), HasSubstr("without a token"));
+  options.host = "127.0.0.1";
+  options.shard = 2;
+  options.num_shards = 2;
+  EXPECT_EQ(PsServer::Start(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.shard = 0;
+  auto first = PsServer::Start(options);
+  ASSERT_TRUE(first.ok());
+  options.port = (*first)->port();
+  auto second = PsServer::Start(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat(":", options.port)));
+}
+
+}  // namespace
+}  // namespace heterps::ps::rpc

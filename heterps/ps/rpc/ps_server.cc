@@ -1,0 +1,517 @@
+#include "heterps/ps/rpc/ps_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "grpcpp/grpcpp.h"
+#include "heterps/base/log.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/ps/checkpoint.h"
+#include "heterps/ps/ps_client.h"
+#include "heterps/ps/rocksdb_store.h"
+#include "heterps/ps/rpc/internal/convert.h"
+#include "heterps/ps/rpc/ps.grpc.pb.h"
+
+namespace heterps::ps::rpc {
+namespace {
+
+using internal::CountOf;
+using internal::FromBytes;
+using internal::FromGrpc;
+using internal::ToGrpc;
+
+constexpr int kPushesRemembered = 4096;
+constexpr size_t kDenseChunkFloats = 256 * 1024;  // 1 MiB per streamed message
+
+// Recent pushes of each client, so that a retried push is applied once.
+class PushLog {
+ public:
+  // Runs `apply` unless the push `id` ran already; a repeat waits for the first
+  // run and returns its status. A failed push is forgotten, so that its retry
+  // runs again. A zero client id opts out.
+  absl::Status Once(const PushId& id,
+                    const std::function<absl::Status()>& apply,
+                    std::atomic<int64_t>& duplicates) {
+    if (id.client() == 0) return apply();
+    std::shared_ptr<Entry> entry;
+    bool first = false;
+    {
+      absl::MutexLock lock(&mu_);
+      Client& client = clients_[id.client()];
+      auto [it, fresh] = client.entries.try_emplace(id.sequence());
+      if (fresh) {
+        it->second = std::make_shared<Entry>();
+        client.order.push_back(id.sequence());
+        if (client.order.size() > kPushesRemembered) {
+          client.entries.erase(client.order.front());
+          client.order.pop_front();
+        }
+        first = true;
+      }
+      entry = it->second;
+    }
+    if (!first) {
+      ++duplicates;
+      entry->done.WaitForNotification();
+      return entry->status;
+    }
+    entry->status = apply();
+    if (!entry->status.ok()) {
+      absl::MutexLock lock(&mu_);
+      Client& client = clients_[id.client()];
+      auto it = client.entries.find(id.sequence());
+      if (it != client.entries.end() && it->second == entry)
+        client.entries.erase(it);
+    }
+    entry->done.Notify();
+    return entry->status;
+  }
+
+ private:
+  struct Entry {
+    absl::Notification done;
+    absl::Status status;
+  };
+  struct Client {
+    absl::flat_hash_map<int64_t, std::shared_ptr<Entry>> entries;
+    std::deque<int64_t> order;
+  };
+  absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Client> clients_ ABSL_GUARDED_BY(mu_);
+};
+
+bool SameConfig(const google::protobuf::Message& a,
+                const google::protobuf::Message& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+bool TokensEqual(absl::string_view a, absl::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" ||
+         absl::StartsWith(host, "127.");
+}
+
+class PsServer::Service final : public ParameterServer::Service {
+ public:
+  explicit Service(const PsServerOptions& options) : options_(options) {}
+
+  PsServerCounters counters() const {
+    return {calls_.load(), refused_.load(), duplicates_.load()};
+  }
+
+  grpc::Status Info(grpc::ServerContext* ctx, const InfoRequest*,
+                    InfoReply* reply) override {
+    return Serve(ctx, "Info", [&]() -> absl::Status {
+      reply->set_shard(options_.shard);
+      reply->set_num_shards(options_.num_shards);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status CreateTable(grpc::ServerContext* ctx,
+                           const CreateTableRequest* request,
+                           CreateTableReply*) override {
+    return Serve(ctx, "CreateTable", [&] { return Create(*request); });
+  }
+
+  grpc::Status PullSparse(grpc::ServerContext* ctx,
+                          const PullSparseRequest* request,
+                          PullSparseReply* reply) override {
+    return Serve(ctx, "PullSparse", [&]() -> absl::Status {
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
+      HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys,
+                               Keys(request->keys()));
+      const size_t floats = keys.size() * table->dim();
+      std::string* out = reply->mutable_values();
+      out->resize(floats * sizeof(float));
+      return table->Pull(
+          keys, absl::MakeSpan(reinterpret_cast<float*>(out->data()), floats));
+    });
+  }
+
+  grpc::Status PushSparse(grpc::ServerContext* ctx,
+                          const PushSparseRequest* request,
+                          PushReply*) override {
+    return Serve(ctx, "PushSparse", [&]() -> absl::Status {
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
+      HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys,
+                               Keys(request->keys()));
+      std::vector<float> grads(keys.size() * table->dim());
+      HETERPS_RETURN_IF_ERROR(FromBytes<float>(
+          request->grads(), absl::MakeSpan(grads), "push sparse gradients"));
+      return pushes_.Once(
+          request->id(), [&] { return table->Push(keys, grads); }, duplicates_);
+    });
+  }
+
+  grpc::Status PullDense(grpc::ServerContext* ctx,
+                         const PullDenseRequest* request,
+                         grpc::ServerWriter<DenseChunk>* writer) override {
+    return Serve(ctx, "PullDense", [&]() -> absl::Status {
+      std::vector<float> values;
+      {
+        absl::ReaderMutexLock snapshot(&snapshot_mu_);
+        HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
+        HETERPS_RETURN_IF_ERROR(
+            CheckBlock(*table, request->table(), request->block()));
+        values.resize(table->block_size(request->block()));
+        HETERPS_RETURN_IF_ERROR(
+            table->Pull(request->block(), absl::MakeSpan(values)));
+      }
+      for (size_t at = 0; at < values.size(); at += kDenseChunkFloats) {
+        DenseChunk chunk;
+        const size_t n = std::min(kDenseChunkFloats, values.size() - at);
+        *chunk.mutable_values() = internal::ToBytes<float>(
+            absl::MakeConstSpan(values.data() + at, n));
+        if (!writer->Write(chunk))
+          return absl::CancelledError("the client went away");
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status PushDense(grpc::ServerContext* ctx,
+                         grpc::ServerReader<PushDenseChunk>* reader,
+                         PushReply*) override {
+    return Serve(ctx, "PushDense", [&]() -> absl::Status {
+      PushDenseChunk first;
+      if (!reader->Read(&first))
+        return absl::InvalidArgumentError("push dense: no chunks");
+      std::string grads_bytes = first.grads();
+      PushDenseChunk chunk;
+      while (reader->Read(&chunk)) grads_bytes += chunk.grads();
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(first.table()));
+      HETERPS_RETURN_IF_ERROR(CheckBlock(*table, first.table(), first.block()));
+      std::vector<float> grads(table->block_size(first.block()));
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<float>(grads_bytes, absl::MakeSpan(grads),
+                           absl::StrCat("push dense table ", first.table(),
+                                        " block ", first.block())));
+      return pushes_.Once(
+          first.id(), [&] { return table->Push(first.block(), grads); },
+          duplicates_);
+    });
+  }
+
+  grpc::Status SaveCheckpoint(grpc::ServerContext* ctx,
+                              const SaveCheckpointRequest* request,
+                              SaveCheckpointReply* reply) override {
+    return Serve(ctx, "SaveCheckpoint", [&]() -> absl::Status {
+      absl::MutexLock snapshot(&snapshot_mu_);
+      HETERPS_RETURN_IF_ERROR(
+          ps::SaveCheckpoint(CheckpointRoot(), request->step(), Tables()));
+      reply->set_path(
+          absl::StrCat(CheckpointRoot(), "/ckpt-", request->step()));
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status LoadCheckpoint(grpc::ServerContext* ctx,
+                              const LoadCheckpointRequest*,
+                              LoadCheckpointReply* reply) override {
+    return Serve(ctx, "LoadCheckpoint", [&]() -> absl::Status {
+      absl::MutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(
+          int64_t step, LoadLatestCheckpoint(CheckpointRoot(), Tables()));
+      reply->set_step(step);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status Stats(grpc::ServerContext* ctx, const StatsRequest*,
+                     StatsReply* reply) override {
+    return Serve(ctx, "Stats", [&]() -> absl::Status {
+      reply->set_shard(options_.shard);
+      absl::MutexLock lock(&tables_mu_);
+      for (const auto& [id, entry] : sparse_) {
+        const SparseTableStats s = entry.table->Stats();
+        SparseStats* out = reply->add_sparse();
+        out->set_table(id);
+        out->set_memory_rows(s.memory_rows);
+        out->set_memory_bytes(s.memory_bytes);
+        out->set_cold_rows(s.cold_rows);
+        out->set_created(s.created);
+        out->set_hits(s.hits);
+        out->set_misses(s.misses);
+        out->set_spills(s.spills);
+        out->set_memory_budget_bytes(
+            entry.table->options().memory_budget_bytes);
+      }
+      for (const auto& [id, entry] : dense_) reply->add_dense_tables(id);
+      const PsServerCounters c = counters();
+      reply->set_calls(c.calls);
+      reply->set_refused(c.refused);
+      reply->set_duplicate_pushes(c.duplicate_pushes);
+      return absl::OkStatus();
+    });
+  }
+
+ private:
+  template <typename Body>
+  grpc::Status Serve(grpc::ServerContext* ctx, absl::string_view method,
+                     Body body) {
+    ++calls_;
+    if (!options_.token.empty()) {
+      auto entries = ctx->client_metadata().equal_range(internal::kTokenHeader);
+      const bool given = entries.first != entries.second;
+      if (!given ||
+          !TokensEqual(absl::string_view(entries.first->second.data(),
+                                         entries.first->second.size()),
+                       options_.token)) {
+        ++refused_;
+        base::LogLine(absl::StrCat("refused ", method, " from ", ctx->peer(),
+                                   ": ", given ? "wrong token" : "no token"));
+        return grpc::Status(
+            grpc::StatusCode::UNAUTHENTICATED,
+            given ? "wrong token" : "no token (x-heterps-token) in the call");
+      }
+    }
+    absl::Status status = body();
+    // UNAVAILABLE on the wire means "try again" to clients; a server's own
+    // storage failing is not that.
+    if (status.code() == absl::StatusCode::kUnavailable) {
+      status = absl::InternalError(status.message());
+    }
+    return ToGrpc(status);
+  }
+
+  absl::Status Create(const CreateTableRequest& request) {
+    const int id = request.table();
+    if (id < 0)
+      return absl::InvalidArgumentError(absl::StrCat("table id ", id, " < 0"));
+    absl::MutexLock snapshot(&snapshot_mu_);
+    absl::MutexLock lock(&tables_mu_);
+    if (request.has_sparse()) {
+      if (auto it = sparse_.find(id); it != sparse_.end()) {
+        if (SameConfig(it->second.config, request.sparse()))
+          return absl::OkStatus();
+        return absl::AlreadyExistsError(absl::StrCat(
+            "sparse table ", id, " exists with another configuration"));
+      }
+      HETERPS_ASSIGN_OR_RETURN(SparseTableOptions options,
+                               internal::FromProto(request.sparse()));
+      std::unique_ptr<ColdStore> cold;
+      if (options.memory_budget_bytes > 0) {
+        HETERPS_ASSIGN_OR_RETURN(
+            cold, RocksDbColdStore::Open(
+                      absl::StrCat(options_.data_dir, "/tables/sparse-", id)));
+      }
+      HETERPS_ASSIGN_OR_RETURN(auto table,
+                               SparseTable::Create(options, std::move(cold)));
+      sparse_.emplace(id, SparseEntry{request.sparse(), std::move(table)});
+      return absl::OkStatus();
+    }
+    if (request.has_dense()) {
+      if (id % options_.num_shards != options_.shard) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "dense table ", id, " belongs on shard ", id % options_.num_shards,
+            ", not on shard ", options_.shard));
+      }
+      if (auto it = dense_.find(id); it != dense_.end()) {
+        if (SameConfig(it->second.config, request.dense()))
+          return absl::OkStatus();
+        return absl::AlreadyExistsError(absl::StrCat(
+            "dense table ", id, " exists with another configuration"));
+      }
+      HETERPS_ASSIGN_OR_RETURN(DenseTableOptions options,
+                               internal::FromProto(request.dense()));
+      HETERPS_ASSIGN_OR_RETURN(auto table, DenseTable::Create(options));
+      dense_.emplace(id, DenseEntry{request.dense(), std::move(table)});
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", id, ": neither sparse nor dense"));
+  }
+
+  // The keys of a request, each checked to belong to this shard.
+  absl::StatusOr<std::vector<uint64_t>> Keys(const std::string& bytes) {
+    HETERPS_ASSIGN_OR_RETURN(size_t n, CountOf<uint64_t>(bytes, "keys"));
+    std::vector<uint64_t> keys(n);
+    HETERPS_RETURN_IF_ERROR(
+        FromBytes<uint64_t>(bytes, absl::MakeSpan(keys), "keys"));
+    for (uint64_t key : keys) {
+      if (ServerOf(key, options_.num_shards) != options_.shard) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("key ", key, " belongs on shard ",
+                         ServerOf(key, options_.num_shards), ", not on shard ",
+                         options_.shard, " of ", options_.num_shards));
+      }
+    }
+    return keys;
+  }
+
+  absl::StatusOr<SparseTable*> Sparse(int id) {
+    absl::MutexLock lock(&tables_mu_);
+    auto it = sparse_.find(id);
+    if (it == sparse_.end())
+      return absl::NotFoundError(absl::StrCat("no sparse table ", id));
+    return it->second.table.get();
+  }
+
+  absl::StatusOr<DenseTable*> Dense(int id) {
+    absl::MutexLock lock(&tables_mu_);
+    auto it = dense_.find(id);
+    if (it == dense_.end())
+      return absl::NotFoundError(absl::StrCat("no dense table ", id));
+    return it->second.table.get();
+  }
+
+  static absl::Status CheckBlock(const DenseTable& table, int id, int block) {
+    if (block < 0 || block >= table.num_blocks()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dense table ", id, " has no block ", block, " (it has ",
+                       table.num_blocks(), ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string CheckpointRoot() const {
+    return options_.data_dir + "/checkpoints";
+  }
+
+  CheckpointTables Tables() {
+    absl::MutexLock lock(&tables_mu_);
+    CheckpointTables tables;
+    for (auto& [id, entry] : sparse_) tables.sparse[id] = entry.table.get();
+    for (auto& [id, entry] : dense_) tables.dense[id] = entry.table.get();
+    return tables;
+  }
+
+  struct SparseEntry {
+    SparseTableConfig config;
+    std::unique_ptr<SparseTable> table;
+  };
+  struct DenseEntry {
+    DenseTableConfig config;
+    std::unique_ptr<DenseTable> table;
+  };
+
+  const PsServerOptions options_;
+  // Data calls hold it shared; checkpoints and table creation hold it
+  // exclusively, so that a checkpoint is a consistent snapshot of this shard.
+  absl::Mutex snapshot_mu_;
+  absl::Mutex tables_mu_;
+  std::map<int, SparseEntry> sparse_ ABSL_GUARDED_BY(tables_mu_);
+  std::map<int, DenseEntry> dense_ ABSL_GUARDED_BY(tables_mu_);
+  PushLog pushes_;
+  std::atomic<int64_t> calls_{0}, refused_{0}, duplicates_{0};
+};
+
+struct PsServer::Impl {
+  std::unique_ptr<Service> service;
+  std::unique_ptr<grpc::Server> server;
+  std::string host;
+  int port = 0;
+  absl::Mutex mu;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+};
+
+PsServer::PsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PsServer::~PsServer() { Shutdown(absl::ZeroDuration()); }
+
+absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
+    const PsServerOptions& options) {
+  if (options.num_shards < 1 || options.shard < 0 ||
+      options.shard >= options.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", options.shard, " of ", options.num_shards,
+                     ": need 0 <= shard < shards"));
+  }
+  if (options.data_dir.empty())
+    return absl::InvalidArgumentError("data_dir is required");
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port ", options.port, " is out of range"));
+  }
+  if (options.token.empty() && !IsLoopbackHost(options.host)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing to serve on ", options.host,
+                     " without a token: give one, or bind to 127.0.0.1"));
+  }
+  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError("TLS needs both a certificate and a key");
+  }
+  std::error_code error;
+  std::filesystem::create_directories(options.data_dir + "/tables", error);
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("cannot create data directory ",
+                                               options.data_dir, ": ",
+                                               error.message()));
+  }
+
+  auto impl = std::make_unique<Impl>();
+  impl->service = std::make_unique<Service>(options);
+  impl->host = options.host;
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      grpc::InsecureServerCredentials();
+  if (!options.tls_cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back(
+        {options.tls_key_pem, options.tls_cert_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  const std::string host =
+      absl::StrContains(options.host, ':') && options.host[0] != '['
+          ? absl::StrCat("[", options.host, "]")
+          : options.host;
+  const std::string address = absl::StrCat(host, ":", options.port);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, credentials, &impl->port);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(impl->service.get());
+  impl->server = builder.BuildAndStart();
+  if (impl->server == nullptr || impl->port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address, " (address in use, or not this host's)"));
+  }
+  impl->host = host;
+  return std::unique_ptr<PsServer>(new PsServer(std::move(impl)));
+}
+
+int PsServer::port() const { return impl_->port; }
+
+std::string PsServer::address() const {
+  return absl::StrCat(impl_->host, ":", impl_->port);
+}
+
+PsServerCounters PsServer::counters() const {
+  return impl_->service->counters();
+}
+
+void PsServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+  }
+  impl_->server->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  impl_->server->Wait();
+}
+
+}  // namespace heterps::ps::rpc

@@ -1,0 +1,87 @@
+// One parameter-server shard behind gRPC: the tables of shard `shard` of
+// `num_shards`, their SSD tier and checkpoints under a data directory, served
+// on host:port (docs/ps.md).
+//
+//   PsServerOptions options;
+//   options.shard = 0; options.num_shards = 2; options.data_dir =
+//   "/var/lib/heterps/ps0"; options.token = "...";                          //
+//   the job's shared secret HETERPS_ASSIGN_OR_RETURN(auto server,
+//   PsServer::Start(options));
+//   ... server->port() ...                          // the bound port
+//   (options.port may be 0) server->Shutdown(absl::Seconds(5));
+//
+// On disk: <data_dir>/tables/sparse-<id>/ holds a sparse table's cold rows
+// (RocksDB) when the table has a memory budget; <data_dir>/checkpoints/ holds
+// this shard's checkpoints (checkpoint.h).
+//
+// Security: with a token, every call must carry it in the "x-heterps-token"
+// metadata entry; a call without it, or with another, is refused with
+// UNAUTHENTICATED and logged (base/log.h) with the method and the peer. A
+// server without a token accepts any call, and is therefore refused on any host
+// but a loopback one. With a certificate and key, the server speaks TLS only.
+//
+// Pushes carry an id (client, sequence): a push the server has already applied,
+// retried by a client that did not see the answer, is acknowledged without
+// being applied again (the server remembers each client's last 4096 pushes).
+//
+// Thread safety: Shutdown and the accessors may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace heterps::ps::rpc {
+
+struct PsServerOptions {
+  int shard = 0;
+  int num_shards = 1;
+  std::string data_dir;  // required; created if missing
+  std::string host = "127.0.0.1";
+  int port = 0;       // 0: a free port, chosen by the system
+  std::string token;  // empty: no token (loopback hosts only)
+  std::string
+      tls_cert_pem;  // PEM text of the certificate chain; with tls_key_pem, TLS
+  std::string tls_key_pem;
+  int max_message_bytes = 64 << 20;  // the largest message received
+};
+
+// Counters for a server's own operation (tables have theirs; see Stats in
+// ps.proto).
+struct PsServerCounters {
+  int64_t calls = 0;
+  int64_t refused = 0;
+  int64_t duplicate_pushes = 0;
+};
+
+class PsServer {
+ public:
+  // Binds and starts serving. InvalidArgument for bad options (naming the
+  // option); Unavailable, naming host:port, when the address cannot be bound
+  // (for example, in use).
+  static absl::StatusOr<std::unique_ptr<PsServer>> Start(
+      const PsServerOptions& options);
+  ~PsServer();  // Shutdown(absl::ZeroDuration()) if not done yet
+
+  int port() const;
+  std::string address() const;  // host:port
+  PsServerCounters counters() const;
+
+  // Stops accepting calls, lets calls in flight finish for up to `grace`, then
+  // cancels the rest.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  class Service;
+  struct Impl;
+  explicit PsServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// True for "127.0.0.1", "localhost", "::1" and the rest of 127.0.0.0/8.
+bool IsLoopbackHost(const std::string& host);
+
+}  // namespace heterps::ps::rpc
