@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_format.h"
 #include "benchmarks/fleet_instances.h"
+#include "benchmarks/markdown_section.h"
 #include "heterps/base/file.h"
 #include "heterps/sched/default_schedulers.h"
 
@@ -138,20 +139,6 @@ std::string Summary(const std::vector<Row>& rows, const Flags& flags, int instan
   return out;
 }
 
-absl::Status WriteSection(const std::string& path, const std::string& section) {
-  const std::string begin = "<!-- scheduler-suite:begin -->", end = "<!-- scheduler-suite:end -->";
-  std::string text;
-  if (auto old = base::ReadTextFile(path); old.ok()) text = *old;
-  std::string block = begin + "\n" + section + end;
-  size_t a = text.find(begin), b = text.find(end);
-  if (a != std::string::npos && b != std::string::npos && b > a) {
-    text.replace(a, b + end.size() - a, block);
-  } else {
-    text += "\n" + block + "\n";
-  }
-  return base::WriteFileAtomically(path, text);
-}
-
 }  // namespace
 }  // namespace heterps::benchmarks
 
@@ -205,7 +192,7 @@ int main(int argc, char** argv) {
       "figures: the CSV it writes (%s).\n",
       flags.budget, flags.time_limit, summary, flags.csv);
   if (!flags.only.empty()) return 0;
-  if (auto s = WriteSection(flags.markdown, section); !s.ok()) {
+  if (auto s = ReplaceSection(flags.markdown, "scheduler-suite", section); !s.ok()) {
     std::fprintf(stderr, "sched_suite: %s\n", std::string(s.message()).c_str());
     return 2;
   }

@@ -13,6 +13,7 @@ PACKAGES=(
   librocksdb-dev        # the parameter server's SSD tier
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # RPC between processes
   libgtest-dev libgmock-dev   # tests
+  openssl               # tests: a self-signed certificate for the TLS test
   libbenchmark-dev      # micro-benchmarks
 )
 

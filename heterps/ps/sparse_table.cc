@@ -1,49 +1,68 @@
 #include "heterps/ps/sparse_table.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
 
 namespace heterps::ps {
 namespace {
 
-constexpr uint32_t kBlockRows = 4096;  // slots per arena block: growth without 2x overshoot
+constexpr uint32_t kBlockRows =
+    4096;  // slots per arena block: growth without 2x overshoot
 
+// A resident row's bookkeeping, next to its slot of floats. The counts saturate
+// (a row would need 4 billion updates to notice).
 struct Meta {
-  int64_t steps = 0;
-  int64_t accesses = 0;
-  uint64_t last_seen = 0;
+  uint64_t key = 0;
+  uint64_t last_seen = 0;  // the table's logical clock at the row's last access
+  uint32_t steps = 0;
+  uint32_t accesses = 0;
 };
+
+uint32_t Saturate(int64_t count) {
+  return static_cast<uint32_t>(std::clamp<int64_t>(count, 0, UINT32_MAX));
+}
+void Increment(uint32_t& count) { count += count != UINT32_MAX; }
 
 // A row in the cold store: int64 steps, int64 accesses, then its stride floats.
 std::string Encode(const float* slot, int stride, const Meta& meta) {
   std::string out(16 + sizeof(float) * stride, '\0');
-  std::memcpy(out.data(), &meta.steps, 8);
-  std::memcpy(out.data() + 8, &meta.accesses, 8);
+  const int64_t steps = meta.steps, accesses = meta.accesses;
+  std::memcpy(out.data(), &steps, 8);
+  std::memcpy(out.data() + 8, &accesses, 8);
   std::memcpy(out.data() + 16, slot, sizeof(float) * stride);
   return out;
 }
 
-absl::Status Decode(absl::string_view bytes, int stride, float* slot, Meta* meta) {
+absl::Status Decode(absl::string_view bytes, int stride, float* slot,
+                    Meta* meta) {
   if (bytes.size() != 16 + sizeof(float) * stride) {
-    return absl::DataLossError(absl::StrCat("cold store: a row of ", bytes.size(),
-                                            " bytes, expected ", 16 + sizeof(float) * stride));
+    return absl::DataLossError(absl::StrCat("cold store: a row of ",
+                                            bytes.size(), " bytes, expected ",
+                                            16 + sizeof(float) * stride));
   }
-  std::memcpy(&meta->steps, bytes.data(), 8);
-  std::memcpy(&meta->accesses, bytes.data() + 8, 8);
+  int64_t steps, accesses;
+  std::memcpy(&steps, bytes.data(), 8);
+  std::memcpy(&accesses, bytes.data() + 8, 8);
+  meta->steps = Saturate(steps);
+  meta->accesses = Saturate(accesses);
   std::memcpy(slot, bytes.data() + 16, sizeof(float) * stride);
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, int dim) {
+absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys,
+                            int dim) {
   if (floats == keys * static_cast<size_t>(dim)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": ", floats, " floats for ", keys, " keys of dim ", dim));
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": ", floats, " floats for ", keys, " keys of dim ", dim));
 }
 
 uint64_t MixKey(uint64_t key) {
@@ -53,39 +72,81 @@ uint64_t MixKey(uint64_t key) {
   return key ^ (key >> 31);
 }
 
+// The index holds slot numbers only (4 bytes each); a slot's key is in its
+// Meta, and lookups by key go through the transparent hash and equality below,
+// which read it from there.
+struct KeyRef {
+  uint64_t key;
+};
+
 struct SparseTable::Shard {
+  struct SlotHash {
+    using is_transparent = void;
+    const Shard* shard;
+    size_t operator()(uint32_t slot) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return MixKey(shard->meta[slot].key);
+    }
+    size_t operator()(KeyRef k) const { return MixKey(k.key); }
+  };
+  struct SlotEq {
+    using is_transparent = void;
+    const Shard* shard;
+    bool operator()(uint32_t a, uint32_t b) const { return a == b; }
+    bool operator()(uint32_t a, KeyRef b) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return shard->meta[a].key == b.key;
+    }
+    bool operator()(KeyRef a, uint32_t b) const { return (*this)(b, a); }
+  };
+
+  Shard() : index(0, SlotHash{this}, SlotEq{this}) {}
+
   absl::Mutex mu;
-  absl::flat_hash_map<uint64_t, uint32_t> index ABSL_GUARDED_BY(mu);  // key -> slot
-  std::vector<std::unique_ptr<float[]>> blocks ABSL_GUARDED_BY(mu);   // kBlockRows slots each
-  std::vector<Meta> meta ABSL_GUARDED_BY(mu);                         // per slot
+  absl::flat_hash_set<uint32_t, SlotHash, SlotEq> index
+      ABSL_GUARDED_BY(mu);  // resident slots
+  std::vector<std::unique_ptr<float[]>> blocks
+      ABSL_GUARDED_BY(mu);                     // kBlockRows slots each
+  std::vector<Meta> meta ABSL_GUARDED_BY(mu);  // per slot
   std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
   SparseTableStats stats ABSL_GUARDED_BY(mu);  // memory_* are derived when read
 
   float* Slot(uint32_t slot, int stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return blocks[slot / kBlockRows].get() + static_cast<size_t>(slot % kBlockRows) * stride;
+    return blocks[slot / kBlockRows].get() +
+           static_cast<size_t>(slot % kBlockRows) * stride;
+  }
+  // The resident slot of `key`, if any.
+  std::optional<uint32_t> Find(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = index.find(KeyRef{key});
+    if (it == index.end()) return std::nullopt;
+    return *it;
   }
 };
 
-SparseTable::SparseTable(const SparseTableOptions& options, std::unique_ptr<ColdStore> cold)
+SparseTable::SparseTable(const SparseTableOptions& options,
+                         std::unique_ptr<ColdStore> cold)
     : options_(options), cold_(std::move(cold)) {
-  for (int i = 0; i < options.lock_shards; ++i) shards_.push_back(std::make_unique<Shard>());
+  for (int i = 0; i < options.lock_shards; ++i)
+    shards_.push_back(std::make_unique<Shard>());
 }
 
 SparseTable::~SparseTable() = default;
 
 absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(
     const SparseTableOptions& options, std::unique_ptr<ColdStore> cold) {
-  if (options.dim <= 0) return absl::InvalidArgumentError("sparse table: dim must be > 0");
+  if (options.dim <= 0)
+    return absl::InvalidArgumentError("sparse table: dim must be > 0");
   if (options.lock_shards <= 0) {
     return absl::InvalidArgumentError("sparse table: lock_shards must be > 0");
   }
   if (options.memory_budget_bytes < 0) {
-    return absl::InvalidArgumentError("sparse table: memory_budget_bytes must be >= 0");
+    return absl::InvalidArgumentError(
+        "sparse table: memory_budget_bytes must be >= 0");
   }
   if (options.memory_budget_bytes > 0 && cold == nullptr) {
-    return absl::InvalidArgumentError("sparse table: a memory budget needs a cold store");
+    return absl::InvalidArgumentError(
+        "sparse table: a memory budget needs a cold store");
   }
-  return std::unique_ptr<SparseTable>(new SparseTable(options, std::move(cold)));
+  return std::unique_ptr<SparseTable>(
+      new SparseTable(options, std::move(cold)));
 }
 
 SparseTable::Shard& SparseTable::ShardOf(uint64_t key) {
@@ -93,19 +154,27 @@ SparseTable::Shard& SparseTable::ShardOf(uint64_t key) {
 }
 
 int64_t SparseTable::SlotBytes() const {
-  // The slot's floats, its statistics, and the index entry (key and slot number, 16 bytes).
-  return static_cast<int64_t>(sizeof(float)) * stride() + static_cast<int64_t>(sizeof(Meta)) + 16;
+  // The slot's floats, its Meta (key and statistics), and its index entry: a
+  // 4-byte slot number and a control byte in a table kept between 7/16 and 7/8
+  // full, 8 bytes on average.
+  return static_cast<int64_t>(sizeof(float)) * stride() +
+         static_cast<int64_t>(sizeof(Meta)) + 8;
 }
 
 std::vector<float> SparseTable::InitialValue(uint64_t key) const {
   std::vector<float> value(options_.dim);
+  FillInitialValue(key, value.data());
+  return value;
+}
+
+void SparseTable::FillInitialValue(uint64_t key, float* value) const {
   const uint64_t base = MixKey(key ^ MixKey(options_.seed));
   for (int i = 0; i < options_.dim; ++i) {
-    const double unit = static_cast<double>(MixKey(base + static_cast<uint64_t>(i)) >> 40) /
-                        static_cast<double>(1ull << 24);  // [0, 1)
+    const double unit =
+        static_cast<double>(MixKey(base + static_cast<uint64_t>(i)) >> 40) /
+        static_cast<double>(1ull << 24);  // [0, 1)
     value[i] = static_cast<float>((2 * unit - 1) * options_.init_range);
   }
-  return value;
 }
 
 uint32_t SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -116,22 +185,22 @@ uint32_t SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
   const uint32_t slot = static_cast<uint32_t>(shard.meta.size());
   if (slot % kBlockRows == 0) {
-    shard.blocks.push_back(std::make_unique<float[]>(static_cast<size_t>(kBlockRows) * stride()));
+    shard.blocks.push_back(
+        std::make_unique<float[]>(static_cast<size_t>(kBlockRows) * stride()));
   }
   shard.meta.emplace_back();
   return slot;
 }
 
-absl::StatusOr<float*> SparseTable::Touch(Shard& shard, uint64_t key)
+absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const uint64_t now = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
-  auto it = shard.index.find(key);
-  if (it != shard.index.end()) {
+  if (std::optional<uint32_t> slot = shard.Find(key)) {
     ++shard.stats.hits;
-    Meta& meta = shard.meta[it->second];
+    Meta& meta = shard.meta[*slot];
     meta.last_seen = now;
-    ++meta.accesses;
-    return shard.Slot(it->second, stride());
+    Increment(meta.accesses);
+    return *slot;
   }
   std::optional<std::string> cold;
   if (cold_ != nullptr) {
@@ -150,36 +219,41 @@ absl::StatusOr<float*> SparseTable::Touch(Shard& shard, uint64_t key)
     ++shard.stats.misses;
     --shard.stats.cold_rows;
   } else {
-    std::vector<float> init = InitialValue(key);
-    std::copy(init.begin(), init.end(), data);
+    FillInitialValue(key, data);
     InitState(options_.optimizer, data + options_.dim, options_.dim);
     meta = Meta{};
     ++shard.stats.created;
   }
+  meta.key = key;
   meta.last_seen = now;
-  ++meta.accesses;
-  shard.index.emplace(key, slot);
-  return data;
+  Increment(meta.accesses);
+  shard.index.insert(slot);
+  return slot;
 }
 
-absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::Status SparseTable::EnforceBudget(Shard& shard)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (options_.memory_budget_bytes == 0) return absl::OkStatus();
-  const int64_t share = options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
-  const int64_t resident = static_cast<int64_t>(shard.index.size()) * SlotBytes();
+  const int64_t share =
+      options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
+  const int64_t resident =
+      static_cast<int64_t>(shard.index.size()) * SlotBytes();
   if (resident <= share) return absl::OkStatus();
-  // Down to 90% of the share, so that spills come in batches rather than one row per access.
+  // Down to 90% of the share, so that spills come in batches rather than one
+  // row per access.
   const int64_t keep = std::max<int64_t>(0, share * 9 / 10 / SlotBytes());
-  std::vector<std::pair<uint64_t, uint64_t>> by_age;  // (last_seen, key)
+  std::vector<std::pair<uint64_t, uint32_t>> by_age;  // (last_seen, slot)
   by_age.reserve(shard.index.size());
-  for (const auto& [key, slot] : shard.index) by_age.emplace_back(shard.meta[slot].last_seen, key);
+  for (uint32_t slot : shard.index)
+    by_age.emplace_back(shard.meta[slot].last_seen, slot);
   const size_t spill = by_age.size() - static_cast<size_t>(keep);
   std::nth_element(by_age.begin(), by_age.begin() + spill, by_age.end());
   for (size_t i = 0; i < spill; ++i) {
-    const uint64_t key = by_age[i].second;
-    const uint32_t slot = shard.index.at(key);
-    HETERPS_RETURN_IF_ERROR(cold_->Put(key, Encode(shard.Slot(slot, stride()), stride(),
-                                                   shard.meta[slot])));
-    shard.index.erase(key);
+    const uint32_t slot = by_age[i].second;
+    const Meta& meta = shard.meta[slot];
+    HETERPS_RETURN_IF_ERROR(cold_->Put(
+        meta.key, Encode(shard.Slot(slot, stride()), stride(), meta)));
+    shard.index.erase(slot);
     shard.free_slots.push_back(slot);
     ++shard.stats.spills;
     ++shard.stats.cold_rows;
@@ -187,29 +261,37 @@ absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANAL
   return absl::OkStatus();
 }
 
-absl::Status SparseTable::Pull(absl::Span<const uint64_t> keys, absl::Span<float> values) {
+absl::Status SparseTable::Pull(absl::Span<const uint64_t> keys,
+                               absl::Span<float> values) {
   const int dim = options_.dim;
-  HETERPS_RETURN_IF_ERROR(CheckRowFloats("pull", values.size(), keys.size(), dim));
+  HETERPS_RETURN_IF_ERROR(
+      CheckRowFloats("pull", values.size(), keys.size(), dim));
   for (size_t i = 0; i < keys.size(); ++i) {
     Shard& shard = ShardOf(keys[i]);
     absl::MutexLock lock(&shard.mu);
-    HETERPS_ASSIGN_OR_RETURN(float* data, Touch(shard, keys[i]));
-    std::copy(data, data + dim, values.begin() + static_cast<ptrdiff_t>(i) * dim);
+    HETERPS_ASSIGN_OR_RETURN(uint32_t slot, Touch(shard, keys[i]));
+    const float* data = shard.Slot(slot, stride());
+    std::copy(data, data + dim,
+              values.begin() + static_cast<ptrdiff_t>(i) * dim);
     HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
   }
   return absl::OkStatus();
 }
 
-absl::Status SparseTable::Push(absl::Span<const uint64_t> keys, absl::Span<const float> grads) {
+absl::Status SparseTable::Push(absl::Span<const uint64_t> keys,
+                               absl::Span<const float> grads) {
   const int dim = options_.dim;
-  HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), dim));
+  HETERPS_RETURN_IF_ERROR(
+      CheckRowFloats("push", grads.size(), keys.size(), dim));
   for (size_t i = 0; i < keys.size(); ++i) {
     Shard& shard = ShardOf(keys[i]);
     absl::MutexLock lock(&shard.mu);
-    HETERPS_ASSIGN_OR_RETURN(float* data, Touch(shard, keys[i]));
-    Meta& meta = shard.meta[shard.index.at(keys[i])];
-    ++meta.steps;
-    ApplyUpdate(options_.optimizer, data, data + dim, grads.data() + i * dim, dim, meta.steps);
+    HETERPS_ASSIGN_OR_RETURN(uint32_t slot, Touch(shard, keys[i]));
+    float* data = shard.Slot(slot, stride());
+    Meta& meta = shard.meta[slot];
+    Increment(meta.steps);
+    ApplyUpdate(options_.optimizer, data, data + dim, grads.data() + i * dim,
+                dim, meta.steps);
     HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
   }
   return absl::OkStatus();
@@ -221,11 +303,10 @@ absl::StatusOr<std::optional<RowData>> SparseTable::Lookup(uint64_t key) {
   const int dim = options_.dim, stride = this->stride();
   std::vector<float> floats(stride);
   Meta meta;
-  auto it = shard.index.find(key);
-  if (it != shard.index.end()) {
-    const float* data = shard.Slot(it->second, stride);
+  if (std::optional<uint32_t> slot = shard.Find(key)) {
+    const float* data = shard.Slot(*slot, stride);
     std::copy(data, data + stride, floats.begin());
-    meta = shard.meta[it->second];
+    meta = shard.meta[*slot];
   } else {
     if (cold_ == nullptr) return std::optional<RowData>();
     HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes, cold_->Get(key));
@@ -244,32 +325,32 @@ absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
   const int dim = options_.dim, stride = this->stride();
   if (row.value.size() != static_cast<size_t>(dim) ||
       row.state.size() != static_cast<size_t>(stride - dim)) {
-    return absl::InvalidArgumentError(absl::StrCat("insert: row of key ", key, " has ",
-                                                   row.value.size(), " + ", row.state.size(),
-                                                   " floats, the table wants ", dim, " + ",
-                                                   stride - dim));
+    return absl::InvalidArgumentError(
+        absl::StrCat("insert: row of key ", key, " has ", row.value.size(),
+                     " + ", row.state.size(), " floats, the table wants ", dim,
+                     " + ", stride - dim));
   }
   Shard& shard = ShardOf(key);
   absl::MutexLock lock(&shard.mu);
-  auto it = shard.index.find(key);
-  uint32_t slot;
-  if (it != shard.index.end()) {
-    slot = it->second;
-  } else {
+  std::optional<uint32_t> slot = shard.Find(key);
+  if (!slot.has_value()) {
     if (cold_ != nullptr) {
-      HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes, cold_->Get(key));
+      HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                               cold_->Get(key));
       if (bytes.has_value()) {
         HETERPS_RETURN_IF_ERROR(cold_->Delete(key));
         --shard.stats.cold_rows;
       }
     }
     slot = Allocate(shard);
-    shard.index.emplace(key, slot);
+    shard.meta[*slot].key = key;
+    shard.index.insert(*slot);
   }
-  float* data = shard.Slot(slot, stride);
+  float* data = shard.Slot(*slot, stride);
   std::copy(row.value.begin(), row.value.end(), data);
   std::copy(row.state.begin(), row.state.end(), data + dim);
-  shard.meta[slot] = Meta{row.steps, row.accesses, clock_.fetch_add(1) + 1};
+  shard.meta[*slot] = Meta{key, clock_.fetch_add(1) + 1, Saturate(row.steps),
+                           Saturate(row.accesses)};
   return EnforceBudget(shard);
 }
 
@@ -286,17 +367,20 @@ absl::Status SparseTable::ForEachRow(
   };
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
-    for (const auto& [key, slot] : shard->index) {
-      HETERPS_RETURN_IF_ERROR(visit(key, make(shard->Slot(slot, stride), shard->meta[slot])));
+    for (uint32_t slot : shard->index) {
+      const Meta& meta = shard->meta[slot];
+      HETERPS_RETURN_IF_ERROR(
+          visit(meta.key, make(shard->Slot(slot, stride), meta)));
     }
   }
   if (cold_ == nullptr) return absl::OkStatus();
   std::vector<float> floats(stride);
-  return cold_->ForEach([&](uint64_t key, absl::string_view bytes) -> absl::Status {
-    Meta meta;
-    HETERPS_RETURN_IF_ERROR(Decode(bytes, stride, floats.data(), &meta));
-    return visit(key, make(floats.data(), meta));
-  });
+  return cold_->ForEach(
+      [&](uint64_t key, absl::string_view bytes) -> absl::Status {
+        Meta meta;
+        HETERPS_RETURN_IF_ERROR(Decode(bytes, stride, floats.data(), &meta));
+        return visit(key, make(floats.data(), meta));
+      });
 }
 
 absl::Status SparseTable::Clear() {

@@ -1,17 +1,23 @@
-// A sparse parameter table: 64-bit keys to rows of `dim` floats plus their optimizer state, held
-// in memory up to a budget and, beyond it, in a cold store on disk (the SSD tier).
+// A sparse parameter table: 64-bit keys to rows of `dim` floats plus their
+// optimizer state, held in memory up to a budget and, beyond it, in a cold
+// store on disk (the SSD tier).
 //
-// Rows are created on first pull (or push) by an initializer that depends only on the table's
-// seed and the key, so that every run and every shard layout starts from the same values. A push
-// applies the server-side optimizer (optimizer.h) to the row; each row counts its own updates
-// (Adam's step). Each row also records when it was last touched and how often.
+// Rows are created on first pull (or push) by an initializer that depends only
+// on the table's seed and the key, so that every run and every shard layout
+// starts from the same values. A push applies the server-side optimizer
+// (optimizer.h) to the row; each row counts its own updates (Adam's step). Each
+// row also records when it was last touched and how often.
 //
-// Memory: rows live in per-shard arenas of fixed-size slots, [value | state] floats each, indexed
-// by an absl::flat_hash_map; `lock_shards` shards, one mutex each, keys spread by a mixing hash.
-// When a shard's resident rows exceed its share of `memory_budget_bytes`, its least recently used
-// rows (by a logical clock of accesses) move to the cold store until the shard is at 90% of its
-// share; touching a cold row brings it back. A row is never in both tiers at once, and the
-// table answers exactly as if every row were in memory (tested against a reference model).
+// Memory: rows live in per-shard arenas of fixed-size slots, [value | state]
+// floats each, with a 24-byte record per slot (key, last access, update and
+// access counts), indexed by an absl::flat_hash_set of 4-byte slot numbers that
+// hashes and compares through the record's key; `lock_shards` shards, one mutex
+// each, keys spread by a mixing hash. When a shard's resident rows exceed its
+// share of `memory_budget_bytes`, its least recently used rows (by a logical
+// clock of accesses) move to the cold store until the shard is at 90% of its
+// share; touching a cold row brings it back. A row is never in both tiers at
+// once, and the table answers exactly as if every row were in memory (tested
+// against a reference model).
 //
 // Thread safety: every method may be called concurrently.
 #pragma once
@@ -36,12 +42,14 @@
 namespace heterps::ps {
 
 struct SparseTableOptions {
-  int dim = 16;                      // floats per row value
-  OptimizerOptions optimizer;        // applied on push
-  uint64_t seed = 0;                 // initializer seed
-  float init_range = 0.01f;          // initial values uniform in [-init_range, init_range]
-  int lock_shards = 16;              // shards of the hash map, one lock each
-  int64_t memory_budget_bytes = 0;   // 0: unlimited; else resident rows are kept within it
+  int dim = 16;                // floats per row value
+  OptimizerOptions optimizer;  // applied on push
+  uint64_t seed = 0;           // initializer seed
+  float init_range =
+      0.01f;             // initial values uniform in [-init_range, init_range]
+  int lock_shards = 16;  // shards of the hash map, one lock each
+  int64_t memory_budget_bytes =
+      0;  // 0: unlimited; else resident rows are kept within it
 };
 
 // A row as stored: its value, its optimizer state, and its statistics.
@@ -54,58 +62,70 @@ struct RowData {
 
 struct SparseTableStats {
   int64_t memory_rows = 0;
-  int64_t memory_bytes = 0;  // bytes of resident row slots (value, state, statistics)
+  int64_t memory_bytes =
+      0;  // bytes of resident row slots (value, state, statistics)
   int64_t cold_rows = 0;
-  int64_t created = 0;       // rows created by the initializer
-  int64_t hits = 0;          // accesses served from memory
-  int64_t misses = 0;        // accesses that brought a row back from the cold store
-  int64_t spills = 0;        // rows moved memory -> cold store
+  int64_t created = 0;  // rows created by the initializer
+  int64_t hits = 0;     // accesses served from memory
+  int64_t misses = 0;   // accesses that brought a row back from the cold store
+  int64_t spills = 0;   // rows moved memory -> cold store
 };
 
 class SparseTable {
  public:
-  // `cold` is required when a memory budget is set. InvalidArgument for bad options.
-  static absl::StatusOr<std::unique_ptr<SparseTable>> Create(const SparseTableOptions& options,
-                                                             std::unique_ptr<ColdStore> cold);
+  // `cold` is required when a memory budget is set. InvalidArgument for bad
+  // options.
+  static absl::StatusOr<std::unique_ptr<SparseTable>> Create(
+      const SparseTableOptions& options, std::unique_ptr<ColdStore> cold);
   ~SparseTable();
 
   int dim() const { return options_.dim; }
   const SparseTableOptions& options() const { return options_; }
 
-  // values: keys.size() * dim floats, row i's value at values[i * dim]. Creates missing rows.
+  // values: keys.size() * dim floats, row i's value at values[i * dim]. Creates
+  // missing rows.
   absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> values);
-  // grads: keys.size() * dim floats. Applies them in order (a key given twice is updated twice).
-  absl::Status Push(absl::Span<const uint64_t> keys, absl::Span<const float> grads);
+  // grads: keys.size() * dim floats. Applies them in order (a key given twice
+  // is updated twice).
+  absl::Status Push(absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads);
 
-  // The row of `key` in either tier, or nullopt if it does not exist. Creates nothing and does
-  // not count as an access.
+  // The row of `key` in either tier, or nullopt if it does not exist. Creates
+  // nothing and does not count as an access.
   absl::StatusOr<std::optional<RowData>> Lookup(uint64_t key);
   // Removes every row from both tiers (cumulative counters stay).
   absl::Status Clear();
   // Writes a row (replacing any), e.g. when a checkpoint is loaded.
   absl::Status Insert(uint64_t key, const RowData& row);
-  // Visits every row of both tiers (memory rows in no particular order, then cold rows). The
-  // table must not change meanwhile.
-  absl::Status ForEachRow(const std::function<absl::Status(uint64_t, const RowData&)>& visit);
+  // Visits every row of both tiers (memory rows in no particular order, then
+  // cold rows). The table must not change meanwhile.
+  absl::Status ForEachRow(
+      const std::function<absl::Status(uint64_t, const RowData&)>& visit);
 
   SparseTableStats Stats() const;
 
-  // The value a fresh row of `key` starts with (dim floats), for tests and reference models.
+  // The value a fresh row of `key` starts with (dim floats), for tests and
+  // reference models.
   std::vector<float> InitialValue(uint64_t key) const;
 
  private:
   struct Shard;
-  SparseTable(const SparseTableOptions& options, std::unique_ptr<ColdStore> cold);
+  SparseTable(const SparseTableOptions& options,
+              std::unique_ptr<ColdStore> cold);
   Shard& ShardOf(uint64_t key);
-  int stride() const { return options_.dim * (1 + StateFloats(options_.optimizer.kind)); }
+  int stride() const {
+    return options_.dim * (1 + StateFloats(options_.optimizer.kind));
+  }
   // The rest run with shard.mu held.
-  // The slot (stride floats) of `key`: resident, brought back from the cold store, or created.
-  absl::StatusOr<float*> Touch(Shard& shard, uint64_t key);
+  // The slot of `key`: resident, brought back from the cold store, or created.
+  absl::StatusOr<uint32_t> Touch(Shard& shard, uint64_t key);
   // A free slot for a new resident row.
   uint32_t Allocate(Shard& shard);
-  // Moves least recently used rows to the cold store while the shard exceeds its budget share.
+  // Moves least recently used rows to the cold store while the shard exceeds
+  // its budget share.
   absl::Status EnforceBudget(Shard& shard);
   int64_t SlotBytes() const;
+  void FillInitialValue(uint64_t key, float* value) const;
 
   const SparseTableOptions options_;
   std::unique_ptr<ColdStore> cold_;
@@ -113,12 +133,13 @@ class SparseTable {
   std::atomic<uint64_t> clock_{0};
 };
 
-// InvalidArgument unless `floats` is `keys` rows of `dim` floats; `op` ("pull", "push") names the
-// call in the message.
-absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, int dim);
+// InvalidArgument unless `floats` is `keys` rows of `dim` floats; `op` ("pull",
+// "push") names the call in the message.
+absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys,
+                            int dim);
 
-// The mixing hash used to spread keys over lock shards and, in the client, over servers
-// (docs/ps.md): SplitMix64's finalizer.
+// The mixing hash used to spread keys over lock shards and, in the client, over
+// servers (docs/ps.md): SplitMix64's finalizer.
 uint64_t MixKey(uint64_t key);
 
 }  // namespace heterps::ps

@@ -1,11 +1,13 @@
 // The gRPC service against the in-process client: servers on 127.0.0.1, port 0,
 // in this process. (tests/ps_server_test.cc runs them as separate processes.)
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "heterps/base/file.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rpc/grpc_ps_client.h"
 #include "heterps/ps/rpc/internal/convert.h"
@@ -306,6 +308,45 @@ TEST(GrpcPsTest, ServerOptionsAreChecked) {
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(second.status().message(),
               HasSubstr(absl::StrCat(":", options.port)));
+}
+
+TEST(GrpcPsTest, TlsServersSpeakOnlyTls) {
+  // A self-signed certificate for 127.0.0.1, made for this test.
+  const std::string dir = DataDir("tls_certs");
+  std::filesystem::create_directories(dir);
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + dir + "/key.pem -out " +
+      dir + "/cert.pem 2>" + dir + "/openssl.log";
+  ASSERT_EQ(std::system(command.c_str()), 0) << *base::ReadTextFile(dir + "/openssl.log");
+  auto cert = base::ReadTextFile(dir + "/cert.pem");
+  auto key = base::ReadTextFile(dir + "/key.pem");
+  ASSERT_TRUE(cert.ok() && key.ok());
+
+  PsServerOptions options;
+  options.data_dir = DataDir("tls");
+  options.token = kToken;
+  options.tls_cert_pem = *cert;
+  options.tls_key_pem = *key;
+  auto server = PsServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  GrpcPsClientOptions client_options;
+  client_options.servers = {(*server)->address()};
+  client_options.token = kToken;
+  client_options.connect_timeout = absl::Seconds(2);
+  client_options.tls_ca_pem = *cert;
+  auto client = GrpcPsClient::Connect(client_options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
+  std::vector<uint64_t> keys = {1, 2};
+  std::vector<float> values(16);
+  EXPECT_TRUE((*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values))).ok());
+
+  client_options.tls_ca_pem.clear();  // plaintext to a TLS server: no connection
+  auto plaintext = GrpcPsClient::Connect(client_options);
+  ASSERT_FALSE(plaintext.ok());
+  EXPECT_THAT(plaintext.status().message(), HasSubstr("not reachable within 2s"));
 }
 
 }  // namespace

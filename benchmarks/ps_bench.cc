@@ -1,0 +1,364 @@
+// The parameter server's speed and memory against limits this benchmark
+// measures on the same machine, in the same run (docs/benchmarks.md, "Parameter
+// server").
+//
+//   build/benchmarks/ps_bench [--rows N] [--dim D] [--threads T] [--seconds S]
+//                             [--tier-rows N] [--markdown FILE]
+//
+// 1. The machine's raw random-row gather rate: T threads copying random rows of
+// D floats out of
+//    a plain N x D float array, 4096 rows per batch.
+// 2. In process: a table of N rows (Adagrad), filled first; then T threads
+// pull, and then push,
+//    batches of 4096 uniformly random keys through InProcessPsClient. Target:
+//    >= 50% of (1). Memory per resident row (process RSS growth while filling,
+//    over N) against the bytes of key, value and optimizer state. Target:
+//    <= 1.25x.
+// 3. Through gRPC on loopback: the same with 2 PsServer shards (in this
+// process, port 0) and a
+//    GrpcPsClient. Target: >= 25% of (2).
+// 4. The SSD tier: a table of --tier-rows rows whose memory budget is a quarter
+// of its size,
+//    spilling to RocksDB in a temporary directory, under batches that draw 90%
+//    of their keys from a hot 10% of the rows; throughput against the same
+//    table all in memory, and the largest resident bytes seen against the
+//    budget. Target: within 10% of the budget.
+//
+// Prints a table; with --markdown (default docs/benchmarks.md) also replaces
+// the ps-bench section.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "benchmarks/markdown_section.h"
+#include "heterps/ps/ps_client.h"
+#include "heterps/ps/rocksdb_store.h"
+#include "heterps/ps/rpc/grpc_ps_client.h"
+#include "heterps/ps/rpc/ps_server.h"
+
+namespace heterps::benchmarks {
+namespace {
+
+constexpr int kBatch = 4096;
+
+struct Flags {
+  int64_t rows = 10'000'000;
+  int dim = 16;
+  int threads = 2;
+  double seconds = 3;
+  int64_t tier_rows = 2'000'000;
+  std::string markdown = "docs/benchmarks.md";
+};
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "ps_bench: %s needs a value\n", flag.c_str());
+      std::exit(2);
+    }
+    const char* value = argv[++i];
+    if (flag == "--rows") {
+      f.rows = std::atoll(value);
+    } else if (flag == "--dim") {
+      f.dim = std::atoi(value);
+    } else if (flag == "--threads") {
+      f.threads = std::atoi(value);
+    } else if (flag == "--seconds") {
+      f.seconds = std::atof(value);
+    } else if (flag == "--tier-rows") {
+      f.tier_rows = std::atoll(value);
+    } else if (flag == "--markdown") {
+      f.markdown = value;
+    } else {
+      std::fprintf(stderr, "ps_bench: unknown flag %s\n", flag.c_str());
+      std::exit(2);
+    }
+  }
+  if (f.rows < kBatch || f.dim < 1 || f.threads < 1 || f.seconds <= 0 ||
+      f.tier_rows < kBatch) {
+    std::fprintf(stderr, "ps_bench: bad flags\n");
+    std::exit(2);
+  }
+  return f;
+}
+
+void Check(const absl::Status& status, const char* what) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "ps_bench: %s: %s\n", what,
+                 std::string(status.message()).c_str());
+    std::exit(1);
+  }
+}
+
+// Resident set size of this process, bytes.
+int64_t RssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+uint64_t SplitMix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Runs `batch(thread, keys)` on `threads` threads for `seconds`, each thread
+// drawing batches of keys from `draw`; returns keys per second over all
+// threads.
+double Rate(
+    int threads, double seconds, const std::function<uint64_t(uint64_t&)>& draw,
+    const std::function<void(int, const std::vector<uint64_t>&)>& batch) {
+  std::atomic<int64_t> keys{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  const absl::Time start = absl::Now();
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      uint64_t state = 1234567 + 7919 * t;
+      std::vector<uint64_t> batch_keys(kBatch);
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (uint64_t& k : batch_keys) k = draw(state);
+        batch(t, batch_keys);
+        keys += kBatch;
+      }
+    });
+  }
+  absl::SleepFor(absl::Seconds(seconds));
+  stop = true;
+  for (std::thread& w : workers) w.join();
+  return static_cast<double>(keys.load()) /
+         absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+// Pull and push rates (keys/s) of `client` on table 0 with keys from `draw`.
+std::pair<double, double> PullPushRates(
+    ps::PsClient& client, const Flags& f,
+    const std::function<uint64_t(uint64_t&)>& draw) {
+  std::vector<std::vector<float>> buffers(f.threads,
+                                          std::vector<float>(kBatch * f.dim));
+  const double pull =
+      Rate(f.threads, f.seconds, draw, [&](int t, const auto& keys) {
+        Check(
+            client.Wait(client.PullSparse(0, keys, absl::MakeSpan(buffers[t]))),
+            "pull");
+      });
+  std::vector<float> grads(kBatch * f.dim, 1e-3f);
+  const double push =
+      Rate(f.threads, f.seconds, draw, [&](int t, const auto& keys) {
+        Check(client.Wait(client.PushSparse(0, keys, grads)), "push");
+      });
+  return {pull, push};
+}
+
+// Creates rows 0..rows-1 of table 0 by pulling them.
+void Fill(ps::PsClient& client, int64_t rows, int dim) {
+  std::vector<uint64_t> keys(kBatch);
+  std::vector<float> values(kBatch * dim);
+  for (int64_t at = 0; at < rows; at += kBatch) {
+    const int64_t n = std::min<int64_t>(kBatch, rows - at);
+    keys.resize(n);
+    values.resize(n * dim);
+    for (int64_t i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(at + i);
+    Check(client.Wait(client.PullSparse(0, keys, absl::MakeSpan(values))),
+          "fill");
+  }
+}
+
+ps::SparseTableOptions TableOptions(const Flags& f, int64_t budget) {
+  ps::SparseTableOptions o;
+  o.dim = f.dim;
+  o.optimizer.kind = ps::OptimizerKind::kAdagrad;
+  o.memory_budget_bytes = budget;
+  return o;
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0)
+      return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+}  // namespace
+}  // namespace heterps::benchmarks
+
+int main(int argc, char** argv) {
+  using namespace heterps;
+  using namespace heterps::benchmarks;
+  const Flags f = ParseFlags(argc, argv);
+  const auto uniform = [&f](uint64_t& s) {
+    return SplitMix(s) % static_cast<uint64_t>(f.rows);
+  };
+  const double row_bytes =
+      8.0 + 4.0 * f.dim * (1 + ps::StateFloats(ps::OptimizerKind::kAdagrad));
+
+  // 1. Raw gather.
+  double gather = 0;
+  {
+    std::vector<float> array(static_cast<size_t>(f.rows) * f.dim, 1.0f);
+    std::vector<std::vector<float>> out(f.threads,
+                                        std::vector<float>(kBatch * f.dim));
+    gather = Rate(f.threads, f.seconds, uniform, [&](int t, const auto& keys) {
+      float* o = out[t].data();
+      for (uint64_t k : keys) {
+        std::copy_n(array.data() + k * f.dim, f.dim, o);
+        o += f.dim;
+      }
+    });
+    std::fprintf(stderr, "gather: %.3g rows/s\n", gather);
+  }
+
+  // 2. In process.
+  double pull = 0, push = 0, bytes_per_row = 0;
+  {
+    ps::InProcessPsClient client(1);
+    const int64_t before = RssBytes();
+    Check(client.CreateSparseTable(0, TableOptions(f, 0)), "create");
+    Fill(client, f.rows, f.dim);
+    bytes_per_row = static_cast<double>(RssBytes() - before) / f.rows;
+    std::tie(pull, push) = PullPushRates(client, f, uniform);
+    std::fprintf(stderr,
+                 "in process: pull %.3g, push %.3g keys/s, %.1f bytes/row\n",
+                 pull, push, bytes_per_row);
+  }
+
+  // 3. gRPC on loopback, 2 shards.
+  double grpc_pull = 0, grpc_push = 0;
+  {
+    const std::string dir =
+        std::filesystem::temp_directory_path() / "heterps_ps_bench_grpc";
+    std::vector<std::unique_ptr<ps::rpc::PsServer>> servers;
+    ps::rpc::GrpcPsClientOptions options;
+    for (int s = 0; s < 2; ++s) {
+      ps::rpc::PsServerOptions so;
+      so.shard = s;
+      so.num_shards = 2;
+      so.data_dir = dir + "/" + std::to_string(s);
+      auto server = ps::rpc::PsServer::Start(so);
+      Check(server.status(), "start server");
+      options.servers.push_back((*server)->address());
+      servers.push_back(std::move(*server));
+    }
+    auto client = ps::rpc::GrpcPsClient::Connect(options);
+    Check(client.status(), "connect");
+    Check((*client)->CreateSparseTable(0, TableOptions(f, 0)), "create");
+    Fill(**client, f.rows, f.dim);
+    std::tie(grpc_pull, grpc_push) = PullPushRates(**client, f, uniform);
+    std::fprintf(stderr, "grpc: pull %.3g, push %.3g keys/s\n", grpc_pull,
+                 grpc_push);
+    std::filesystem::remove_all(dir);
+  }
+
+  // 4. The SSD tier: a quarter of the table in memory, 90% of accesses on a hot
+  // 10%.
+  double tier_rate = 0, memory_rate = 0, worst_budget_ratio = 0;
+  int64_t budget = 0;
+  {
+    const uint64_t n = static_cast<uint64_t>(f.tier_rows);
+    const auto hot = [n](uint64_t& s) {
+      const uint64_t r = SplitMix(s);
+      return (r % 10 != 0) ? (r >> 8) % (n / 10) : (r >> 8) % n;
+    };
+    const auto cycle = [&](ps::PsClient& client) {
+      std::vector<std::vector<float>> values(
+          f.threads, std::vector<float>(kBatch * f.dim));
+      std::vector<float> grads(kBatch * f.dim, 1e-3f);
+      return Rate(f.threads, f.seconds, hot, [&](int t, const auto& keys) {
+        Check(
+            client.Wait(client.PullSparse(0, keys, absl::MakeSpan(values[t]))),
+            "pull");
+        Check(client.Wait(client.PushSparse(0, keys, grads)), "push");
+      });
+    };
+    {
+      ps::InProcessPsClient client(1);
+      Check(client.CreateSparseTable(0, TableOptions(f, 0)), "create");
+      Fill(client, f.tier_rows, f.dim);
+      budget = client.sparse(0, 0)->Stats().memory_bytes / 4;
+      memory_rate = cycle(client);
+    }
+    const std::string dir =
+        std::filesystem::temp_directory_path() / "heterps_ps_bench_tier";
+    ps::InProcessPsClient client(1);
+    Check(client.CreateSparseTable(0, TableOptions(f, budget),
+                                   [&](int) -> std::unique_ptr<ps::ColdStore> {
+                                     auto store =
+                                         ps::RocksDbColdStore::Open(dir);
+                                     Check(store.status(), "rocksdb");
+                                     return std::move(*store);
+                                   }),
+          "create");
+    Fill(client, f.tier_rows, f.dim);
+    std::atomic<bool> stop{false};
+    std::thread watch([&] {
+      while (!stop) {
+        worst_budget_ratio = std::max(
+            worst_budget_ratio,
+            static_cast<double>(client.sparse(0, 0)->Stats().memory_bytes) /
+                budget);
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+    });
+    tier_rate = cycle(client);
+    stop = true;
+    watch.join();
+    const ps::SparseTableStats s = client.sparse(0, 0)->Stats();
+    std::fprintf(stderr,
+                 "tier: %.3g vs %.3g keys/s in memory; hits %lld misses %lld\n",
+                 tier_rate, memory_rate, static_cast<long long>(s.hits),
+                 static_cast<long long>(s.misses));
+    std::filesystem::remove_all(dir);
+  }
+
+  const std::string table = absl::StrFormat(
+      "| measure | figure | against | ratio | target |\n"
+      "|---|---|---|---|---|\n"
+      "| raw random-row gather | %.3g rows/s | | | |\n"
+      "| in-process pull | %.3g keys/s | gather | %.2f | >= 0.50 |\n"
+      "| in-process push (Adagrad) | %.3g keys/s | gather | %.2f | >= 0.50 |\n"
+      "| gRPC pull, 2 shards | %.3g keys/s | in-process pull | %.2f | >= 0.25 "
+      "|\n"
+      "| gRPC push, 2 shards | %.3g keys/s | in-process push | %.2f | >= 0.25 "
+      "|\n"
+      "| memory per resident row | %.1f bytes | key + value + state, %.0f "
+      "bytes | %.2f | <= 1.25 "
+      "|\n"
+      "| SSD tier, 4x over budget, 10%% hot | %.3g keys/s | all in memory, "
+      "%.3g keys/s | %.2f | |\n"
+      "| resident bytes, largest seen | %.1f MB | budget, %.1f MB | %.2f | <= "
+      "1.10 |\n",
+      gather, pull, pull / gather, push, push / gather, grpc_pull,
+      grpc_pull / pull, grpc_push, grpc_push / push, bytes_per_row, row_bytes,
+      bytes_per_row / row_bytes, tier_rate, memory_rate,
+      tier_rate / memory_rate, worst_budget_ratio * budget / 1e6, budget / 1e6,
+      worst_budget_ratio);
+  const std::string section = absl::StrFormat(
+      "```\nbuild/benchmarks/ps_bench --rows %d --dim %d --threads %d "
+      "--seconds %g --tier-rows %d\n"
+      "```\n\nOn %s (%u hardware threads), %d threads, batches of %d keys, "
+      "tables of dim %d:\n\n%s",
+      f.rows, f.dim, f.threads, f.seconds, f.tier_rows, CpuModel(),
+      std::thread::hardware_concurrency(), f.threads, kBatch, f.dim, table);
+  std::printf("%s", section.c_str());
+  if (!f.markdown.empty())
+    Check(ReplaceSection(f.markdown, "ps-bench", section), "markdown");
+  return 0;
+}
