@@ -6,8 +6,7 @@ namespace heterps::benchmarks {
 
 absl::Status ReplaceSection(const std::string& path, const std::string& name,
                             const std::string& section) {
-  const std::string begin = "<!-- " + name + ":begin -->",
-                    end = "<!-- " + name + ":end -->";
+  const std::string begin = "<!-- " + name + ":begin -->", end = "<!-- " + name + ":end -->";
   std::string text;
   if (auto old = base::ReadTextFile(path); old.ok()) text = *old;
   const std::string block = begin + "\n" + section + end;

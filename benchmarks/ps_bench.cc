@@ -3,7 +3,7 @@
 // server").
 //
 //   build/benchmarks/ps_bench [--rows N] [--dim D] [--threads T] [--seconds S]
-//                             [--tier-rows N] [--markdown FILE]
+//                             [--tier-rows N] [--markdown FILE] [--only PART]
 //
 // 1. The machine's raw random-row gather rate: T threads copying random rows of
 // D floats out of
@@ -58,6 +58,7 @@ struct Flags {
   double seconds = 3;
   int64_t tier_rows = 2'000'000;
   std::string markdown = "docs/benchmarks.md";
+  std::string only;  // run only this part (gather, in-process, grpc, tier), for profiling
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -79,6 +80,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.seconds = std::atof(value);
     } else if (flag == "--tier-rows") {
       f.tier_rows = std::atoll(value);
+    } else if (flag == "--only") {
+      f.only = value;
     } else if (flag == "--markdown") {
       f.markdown = value;
     } else {
@@ -86,8 +89,7 @@ Flags ParseFlags(int argc, char** argv) {
       std::exit(2);
     }
   }
-  if (f.rows < kBatch || f.dim < 1 || f.threads < 1 || f.seconds <= 0 ||
-      f.tier_rows < kBatch) {
+  if (f.rows < kBatch || f.dim < 1 || f.threads < 1 || f.seconds <= 0 || f.tier_rows < kBatch) {
     std::fprintf(stderr, "ps_bench: bad flags\n");
     std::exit(2);
   }
@@ -96,8 +98,7 @@ Flags ParseFlags(int argc, char** argv) {
 
 void Check(const absl::Status& status, const char* what) {
   if (!status.ok()) {
-    std::fprintf(stderr, "ps_bench: %s: %s\n", what,
-                 std::string(status.message()).c_str());
+    std::fprintf(stderr, "ps_bench: %s: %s\n", what, std::string(status.message()).c_str());
     std::exit(1);
   }
 }
@@ -120,9 +121,8 @@ uint64_t SplitMix(uint64_t& state) {
 // Runs `batch(thread, keys)` on `threads` threads for `seconds`, each thread
 // drawing batches of keys from `draw`; returns keys per second over all
 // threads.
-double Rate(
-    int threads, double seconds, const std::function<uint64_t(uint64_t&)>& draw,
-    const std::function<void(int, const std::vector<uint64_t>&)>& batch) {
+double Rate(int threads, double seconds, const std::function<uint64_t(uint64_t&)>& draw,
+            const std::function<void(int, const std::vector<uint64_t>&)>& batch) {
   std::atomic<int64_t> keys{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> workers;
@@ -141,27 +141,20 @@ double Rate(
   absl::SleepFor(absl::Seconds(seconds));
   stop = true;
   for (std::thread& w : workers) w.join();
-  return static_cast<double>(keys.load()) /
-         absl::ToDoubleSeconds(absl::Now() - start);
+  return static_cast<double>(keys.load()) / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 // Pull and push rates (keys/s) of `client` on table 0 with keys from `draw`.
-std::pair<double, double> PullPushRates(
-    ps::PsClient& client, const Flags& f,
-    const std::function<uint64_t(uint64_t&)>& draw) {
-  std::vector<std::vector<float>> buffers(f.threads,
-                                          std::vector<float>(kBatch * f.dim));
-  const double pull =
-      Rate(f.threads, f.seconds, draw, [&](int t, const auto& keys) {
-        Check(
-            client.Wait(client.PullSparse(0, keys, absl::MakeSpan(buffers[t]))),
-            "pull");
-      });
+std::pair<double, double> PullPushRates(ps::PsClient& client, const Flags& f,
+                                        const std::function<uint64_t(uint64_t&)>& draw) {
+  std::vector<std::vector<float>> buffers(f.threads, std::vector<float>(kBatch * f.dim));
+  const double pull = Rate(f.threads, f.seconds, draw, [&](int t, const auto& keys) {
+    Check(client.Wait(client.PullSparse(0, keys, absl::MakeSpan(buffers[t]))), "pull");
+  });
   std::vector<float> grads(kBatch * f.dim, 1e-3f);
-  const double push =
-      Rate(f.threads, f.seconds, draw, [&](int t, const auto& keys) {
-        Check(client.Wait(client.PushSparse(0, keys, grads)), "push");
-      });
+  const double push = Rate(f.threads, f.seconds, draw, [&](int t, const auto& keys) {
+    Check(client.Wait(client.PushSparse(0, keys, grads)), "push");
+  });
   return {pull, push};
 }
 
@@ -174,8 +167,7 @@ void Fill(ps::PsClient& client, int64_t rows, int dim) {
     keys.resize(n);
     values.resize(n * dim);
     for (int64_t i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(at + i);
-    Check(client.Wait(client.PullSparse(0, keys, absl::MakeSpan(values))),
-          "fill");
+    Check(client.Wait(client.PullSparse(0, keys, absl::MakeSpan(values))), "fill");
   }
 }
 
@@ -191,8 +183,7 @@ std::string CpuModel() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0)
-      return line.substr(line.find(':') + 2);
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   }
   return "unknown CPU";
 }
@@ -204,18 +195,15 @@ int main(int argc, char** argv) {
   using namespace heterps;
   using namespace heterps::benchmarks;
   const Flags f = ParseFlags(argc, argv);
-  const auto uniform = [&f](uint64_t& s) {
-    return SplitMix(s) % static_cast<uint64_t>(f.rows);
-  };
-  const double row_bytes =
-      8.0 + 4.0 * f.dim * (1 + ps::StateFloats(ps::OptimizerKind::kAdagrad));
+  const auto uniform = [&f](uint64_t& s) { return SplitMix(s) % static_cast<uint64_t>(f.rows); };
+  const double row_bytes = 8.0 + 4.0 * f.dim * (1 + ps::StateFloats(ps::OptimizerKind::kAdagrad));
 
+  const auto run = [&f](const char* part) { return f.only.empty() || f.only == part; };
   // 1. Raw gather.
   double gather = 0;
-  {
+  if (run("gather")) {
     std::vector<float> array(static_cast<size_t>(f.rows) * f.dim, 1.0f);
-    std::vector<std::vector<float>> out(f.threads,
-                                        std::vector<float>(kBatch * f.dim));
+    std::vector<std::vector<float>> out(f.threads, std::vector<float>(kBatch * f.dim));
     gather = Rate(f.threads, f.seconds, uniform, [&](int t, const auto& keys) {
       float* o = out[t].data();
       for (uint64_t k : keys) {
@@ -228,23 +216,21 @@ int main(int argc, char** argv) {
 
   // 2. In process.
   double pull = 0, push = 0, bytes_per_row = 0;
-  {
+  if (run("in-process")) {
     ps::InProcessPsClient client(1);
     const int64_t before = RssBytes();
     Check(client.CreateSparseTable(0, TableOptions(f, 0)), "create");
     Fill(client, f.rows, f.dim);
     bytes_per_row = static_cast<double>(RssBytes() - before) / f.rows;
     std::tie(pull, push) = PullPushRates(client, f, uniform);
-    std::fprintf(stderr,
-                 "in process: pull %.3g, push %.3g keys/s, %.1f bytes/row\n",
-                 pull, push, bytes_per_row);
+    std::fprintf(stderr, "in process: pull %.3g, push %.3g keys/s, %.1f bytes/row\n", pull, push,
+                 bytes_per_row);
   }
 
   // 3. gRPC on loopback, 2 shards.
   double grpc_pull = 0, grpc_push = 0;
-  {
-    const std::string dir =
-        std::filesystem::temp_directory_path() / "heterps_ps_bench_grpc";
+  if (run("grpc")) {
+    const std::string dir = std::filesystem::temp_directory_path() / "heterps_ps_bench_grpc";
     std::vector<std::unique_ptr<ps::rpc::PsServer>> servers;
     ps::rpc::GrpcPsClientOptions options;
     for (int s = 0; s < 2; ++s) {
@@ -262,8 +248,7 @@ int main(int argc, char** argv) {
     Check((*client)->CreateSparseTable(0, TableOptions(f, 0)), "create");
     Fill(**client, f.rows, f.dim);
     std::tie(grpc_pull, grpc_push) = PullPushRates(**client, f, uniform);
-    std::fprintf(stderr, "grpc: pull %.3g, push %.3g keys/s\n", grpc_pull,
-                 grpc_push);
+    std::fprintf(stderr, "grpc: pull %.3g, push %.3g keys/s\n", grpc_pull, grpc_push);
     std::filesystem::remove_all(dir);
   }
 
@@ -271,20 +256,17 @@ int main(int argc, char** argv) {
   // 10%.
   double tier_rate = 0, memory_rate = 0, worst_budget_ratio = 0;
   int64_t budget = 0;
-  {
+  if (run("tier")) {
     const uint64_t n = static_cast<uint64_t>(f.tier_rows);
     const auto hot = [n](uint64_t& s) {
       const uint64_t r = SplitMix(s);
       return (r % 10 != 0) ? (r >> 8) % (n / 10) : (r >> 8) % n;
     };
     const auto cycle = [&](ps::PsClient& client) {
-      std::vector<std::vector<float>> values(
-          f.threads, std::vector<float>(kBatch * f.dim));
+      std::vector<std::vector<float>> values(f.threads, std::vector<float>(kBatch * f.dim));
       std::vector<float> grads(kBatch * f.dim, 1e-3f);
       return Rate(f.threads, f.seconds, hot, [&](int t, const auto& keys) {
-        Check(
-            client.Wait(client.PullSparse(0, keys, absl::MakeSpan(values[t]))),
-            "pull");
+        Check(client.Wait(client.PullSparse(0, keys, absl::MakeSpan(values[t]))), "pull");
         Check(client.Wait(client.PushSparse(0, keys, grads)), "push");
       });
     };
@@ -295,13 +277,11 @@ int main(int argc, char** argv) {
       budget = client.sparse(0, 0)->Stats().memory_bytes / 4;
       memory_rate = cycle(client);
     }
-    const std::string dir =
-        std::filesystem::temp_directory_path() / "heterps_ps_bench_tier";
+    const std::string dir = std::filesystem::temp_directory_path() / "heterps_ps_bench_tier";
     ps::InProcessPsClient client(1);
     Check(client.CreateSparseTable(0, TableOptions(f, budget),
                                    [&](int) -> std::unique_ptr<ps::ColdStore> {
-                                     auto store =
-                                         ps::RocksDbColdStore::Open(dir);
+                                     auto store = ps::RocksDbColdStore::Open(dir);
                                      Check(store.status(), "rocksdb");
                                      return std::move(*store);
                                    }),
@@ -310,10 +290,9 @@ int main(int argc, char** argv) {
     std::atomic<bool> stop{false};
     std::thread watch([&] {
       while (!stop) {
-        worst_budget_ratio = std::max(
-            worst_budget_ratio,
-            static_cast<double>(client.sparse(0, 0)->Stats().memory_bytes) /
-                budget);
+        worst_budget_ratio =
+            std::max(worst_budget_ratio,
+                     static_cast<double>(client.sparse(0, 0)->Stats().memory_bytes) / budget);
         absl::SleepFor(absl::Milliseconds(5));
       }
     });
@@ -321,10 +300,8 @@ int main(int argc, char** argv) {
     stop = true;
     watch.join();
     const ps::SparseTableStats s = client.sparse(0, 0)->Stats();
-    std::fprintf(stderr,
-                 "tier: %.3g vs %.3g keys/s in memory; hits %lld misses %lld\n",
-                 tier_rate, memory_rate, static_cast<long long>(s.hits),
-                 static_cast<long long>(s.misses));
+    std::fprintf(stderr, "tier: %.3g vs %.3g keys/s in memory; hits %lld misses %lld\n", tier_rate,
+                 memory_rate, static_cast<long long>(s.hits), static_cast<long long>(s.misses));
     std::filesystem::remove_all(dir);
   }
 
@@ -345,11 +322,9 @@ int main(int argc, char** argv) {
       "%.3g keys/s | %.2f | |\n"
       "| resident bytes, largest seen | %.1f MB | budget, %.1f MB | %.2f | <= "
       "1.10 |\n",
-      gather, pull, pull / gather, push, push / gather, grpc_pull,
-      grpc_pull / pull, grpc_push, grpc_push / push, bytes_per_row, row_bytes,
-      bytes_per_row / row_bytes, tier_rate, memory_rate,
-      tier_rate / memory_rate, worst_budget_ratio * budget / 1e6, budget / 1e6,
-      worst_budget_ratio);
+      gather, pull, pull / gather, push, push / gather, grpc_pull, grpc_pull / pull, grpc_push,
+      grpc_push / push, bytes_per_row, row_bytes, bytes_per_row / row_bytes, tier_rate, memory_rate,
+      tier_rate / memory_rate, worst_budget_ratio * budget / 1e6, budget / 1e6, worst_budget_ratio);
   const std::string section = absl::StrFormat(
       "```\nbuild/benchmarks/ps_bench --rows %d --dim %d --threads %d "
       "--seconds %g --tier-rows %d\n"
@@ -358,7 +333,7 @@ int main(int argc, char** argv) {
       f.rows, f.dim, f.threads, f.seconds, f.tier_rows, CpuModel(),
       std::thread::hardware_concurrency(), f.threads, kBatch, f.dim, table);
   std::printf("%s", section.c_str());
-  if (!f.markdown.empty())
-    Check(ReplaceSection(f.markdown, "ps-bench", section), "markdown");
+  if (!f.only.empty()) return 0;
+  if (!f.markdown.empty()) Check(ReplaceSection(f.markdown, "ps-bench", section), "markdown");
   return 0;
 }

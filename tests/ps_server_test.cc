@@ -52,30 +52,25 @@ Server StartServer(const std::string& dir, int shard, int n) {
   const std::string port_file = absl::StrCat(dir, "/port-", shard);
   const std::string token_file = dir + "/token";
   if (!std::filesystem::exists(token_file)) {
-    EXPECT_TRUE(
-        base::WriteFileAtomically(token_file, absl::StrCat(kToken, "\n")).ok());
+    EXPECT_TRUE(base::WriteFileAtomically(token_file, absl::StrCat(kToken, "\n")).ok());
   }
   server.log = absl::StrCat(dir, "/ps-", shard, ".log");
   auto process = base::Subprocess::Start(
-      {std::string(HETERPS_BINARY_DIR) + "/tools/heterps", "ps-server",
-       "--port", "0", "--shard", std::to_string(shard), "--num-shards",
-       std::to_string(n), "--data-dir", absl::StrCat(dir, "/data-", shard),
-       "--token-file", token_file, "--port-file", port_file},
+      {std::string(HETERPS_BINARY_DIR) + "/tools/heterps", "ps-server", "--port", "0", "--shard",
+       std::to_string(shard), "--num-shards", std::to_string(n), "--data-dir",
+       absl::StrCat(dir, "/data-", shard), "--token-file", token_file, "--port-file", port_file},
       server.log);
   EXPECT_TRUE(process.ok()) << process.status();
   if (!process.ok()) return server;
   server.process = std::move(*process);
   const absl::Time end = absl::Now() + absl::Seconds(20);
-  while (!std::filesystem::exists(port_file) && absl::Now() < end &&
-         server.process->Running()) {
+  while (!std::filesystem::exists(port_file) && absl::Now() < end && server.process->Running()) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   auto port = base::ReadTextFile(port_file);
-  EXPECT_TRUE(port.ok()) << "shard " << shard
-                         << " did not start: " << Slurp(server.log);
+  EXPECT_TRUE(port.ok()) << "shard " << shard << " did not start: " << Slurp(server.log);
   if (port.ok())
-    server.address = absl::StrCat(
-        "127.0.0.1:", std::string(absl::StripAsciiWhitespace(*port)));
+    server.address = absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(*port)));
   return server;
 }
 
@@ -96,8 +91,7 @@ ps::SparseTableOptions Table() {
   return o;
 }
 
-TEST(PsServerProcessTest,
-     TwoServersAnswerLikeTheInProcessClientAndStopOnSigterm) {
+TEST(PsServerProcessTest, TwoServersAnswerLikeTheInProcessClientAndStopOnSigterm) {
   const std::string dir = Dir("equal");
   std::vector<Server> servers;
   for (int s = 0; s < 2; ++s) servers.push_back(StartServer(dir, s, 2));
@@ -117,8 +111,7 @@ TEST(PsServerProcessTest,
     for (uint64_t& k : keys) k = rng() % 50000;
     std::vector<float> a(keys.size() * 16), b(a.size());
     ASSERT_TRUE(local.Wait(local.PullSparse(0, keys, absl::MakeSpan(a))).ok());
-    absl::Status pulled =
-        (*remote)->Wait((*remote)->PullSparse(0, keys, absl::MakeSpan(b)));
+    absl::Status pulled = (*remote)->Wait((*remote)->PullSparse(0, keys, absl::MakeSpan(b)));
     ASSERT_TRUE(pulled.ok()) << pulled;
     ASSERT_EQ(a, b) << "step " << step;
     for (float& g : a) g = normal(rng);
@@ -149,8 +142,7 @@ TEST(PsServerProcessTest, ACallWithoutTheTokenIsRefusedAndLogged) {
   options.token.clear();
   auto client = ps::rpc::GrpcPsClient::Connect(options);
   ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated)
-      << client.status();
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated) << client.status();
   servers[0].process->Signal(SIGTERM);
   ASSERT_TRUE(servers[0].process->Wait(absl::Seconds(10)).ok());
   EXPECT_THAT(Slurp(servers[0].log), HasSubstr("refused Info from"));
@@ -174,34 +166,30 @@ TEST(PsServerProcessTest, AKilledServerGivesTheClientAClearErrorNotAHang) {
       servers[1].process->Signal(SIGKILL);
       killed_at = absl::Now();
     }
-    status =
-        (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values)));
+    status = (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values)));
   }
   ASSERT_FALSE(status.ok());
   EXPECT_LT(absl::Now() - killed_at, absl::Seconds(10));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_THAT(status.message(),
-              HasSubstr("ps shard 1 (" + servers[1].address + ")"));
+  EXPECT_THAT(status.message(), HasSubstr("ps shard 1 (" + servers[1].address + ")"));
 }
 
 TEST(PsServerProcessTest, APortInUseIsOneClearError) {
   const std::string dir = Dir("port");
   std::vector<Server> servers;
   servers.push_back(StartServer(dir, 0, 1));
-  const std::string port =
-      servers[0].address.substr(servers[0].address.rfind(':') + 1);
+  const std::string port = servers[0].address.substr(servers[0].address.rfind(':') + 1);
   const std::string log = dir + "/second.log";
-  auto second = base::Subprocess::Start(
-      {std::string(HETERPS_BINARY_DIR) + "/tools/heterps", "ps-server",
-       "--port", port, "--data-dir", dir + "/data-second"},
-      log);
+  auto second =
+      base::Subprocess::Start({std::string(HETERPS_BINARY_DIR) + "/tools/heterps", "ps-server",
+                               "--port", port, "--data-dir", dir + "/data-second"},
+                              log);
   ASSERT_TRUE(second.ok());
   auto code = (*second)->Wait(absl::Seconds(10));
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 2);
-  EXPECT_EQ(Slurp(log),
-            absl::StrCat("heterps: error: cannot listen on 127.0.0.1:", port,
-                         " (address in use, or not this host's)\n"));
+  EXPECT_EQ(Slurp(log), absl::StrCat("heterps: error: cannot listen on 127.0.0.1:", port,
+                                     " (address in use, or not this host's)\n"));
 }
 
 }  // namespace

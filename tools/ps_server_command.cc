@@ -20,27 +20,22 @@ namespace {
 // gRPC's own log lines repeat, less clearly, what our errors say;
 // GRPC_VERBOSITY brings them back.
 void QuietGrpcLogs() {
-  if (std::getenv("GRPC_VERBOSITY") == nullptr)
-    gpr_set_log_function([](gpr_log_func_args*) {});
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
 }
 
 // A secret from a file: its text without surrounding whitespace, which must not
 // be empty.
-absl::StatusOr<std::string> ReadSecret(const std::string& path,
-                                       absl::string_view what) {
+absl::StatusOr<std::string> ReadSecret(const std::string& path, absl::string_view what) {
   absl::StatusOr<std::string> text = base::ReadTextFile(path);
   if (!text.ok())
-    return absl::Status(text.status().code(),
-                        absl::StrCat(what, " ", text.status().message()));
+    return absl::Status(text.status().code(), absl::StrCat(what, " ", text.status().message()));
   std::string secret(absl::StripAsciiWhitespace(*text));
   if (secret.empty())
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " file ", path, " is empty"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " file ", path, " is empty"));
   return secret;
 }
 
-absl::StatusOr<ps::rpc::PsServerOptions> OptionsFrom(
-    const PsServerFlags& flags) {
+absl::StatusOr<ps::rpc::PsServerOptions> OptionsFrom(const PsServerFlags& flags) {
   ps::rpc::PsServerOptions options;
   options.host = flags.host;
   options.port = flags.port;
@@ -48,17 +43,14 @@ absl::StatusOr<ps::rpc::PsServerOptions> OptionsFrom(
   options.num_shards = flags.num_shards;
   options.data_dir = flags.data_dir;
   if (!flags.token_file.empty()) {
-    HETERPS_ASSIGN_OR_RETURN(options.token,
-                             ReadSecret(flags.token_file, "--token-file"));
+    HETERPS_ASSIGN_OR_RETURN(options.token, ReadSecret(flags.token_file, "--token-file"));
   }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   }
   if (!flags.tls_cert.empty()) {
-    HETERPS_ASSIGN_OR_RETURN(options.tls_cert_pem,
-                             base::ReadTextFile(flags.tls_cert));
-    HETERPS_ASSIGN_OR_RETURN(options.tls_key_pem,
-                             base::ReadTextFile(flags.tls_key));
+    HETERPS_ASSIGN_OR_RETURN(options.tls_cert_pem, base::ReadTextFile(flags.tls_cert));
+    HETERPS_ASSIGN_OR_RETURN(options.tls_key_pem, base::ReadTextFile(flags.tls_key));
   }
   return options;
 }
@@ -66,30 +58,21 @@ absl::StatusOr<ps::rpc::PsServerOptions> OptionsFrom(
 }  // namespace
 
 CLI::App* AddPsServerCommand(CLI::App& app, PsServerFlags& flags) {
-  CLI::App* cmd = app.add_subcommand(
-      "ps-server", "Serve one parameter-server shard over gRPC");
-  cmd->add_option("--host", flags.host,
-                  "Address to bind (default 127.0.0.1, loopback only)");
-  cmd->add_option("--port", flags.port,
-                  "Port to bind; 0: any free port (default 0)")
+  CLI::App* cmd = app.add_subcommand("ps-server", "Serve one parameter-server shard over gRPC");
+  cmd->add_option("--host", flags.host, "Address to bind (default 127.0.0.1, loopback only)");
+  cmd->add_option("--port", flags.port, "Port to bind; 0: any free port (default 0)")
       ->check(CLI::Range(0, 65535));
-  cmd->add_option("--shard", flags.shard,
-                  "This server's shard index (default 0)")
+  cmd->add_option("--shard", flags.shard, "This server's shard index (default 0)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--num-shards", flags.num_shards,
-                  "Number of shards in the job (default 1)")
+  cmd->add_option("--num-shards", flags.num_shards, "Number of shards in the job (default 1)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--data-dir", flags.data_dir,
-                  "Directory for the SSD tier and checkpoints")
+  cmd->add_option("--data-dir", flags.data_dir, "Directory for the SSD tier and checkpoints")
       ->required();
-  cmd->add_option(
-      "--token-file", flags.token_file,
-      "File holding the job's shared secret; calls without it are refused");
-  cmd->add_option("--tls-cert", flags.tls_cert,
-                  "PEM certificate chain: serve TLS only");
+  cmd->add_option("--token-file", flags.token_file,
+                  "File holding the job's shared secret; calls without it are refused");
+  cmd->add_option("--tls-cert", flags.tls_cert, "PEM certificate chain: serve TLS only");
   cmd->add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
-  cmd->add_option("--port-file", flags.port_file,
-                  "Also write the bound port to this file");
+  cmd->add_option("--port-file", flags.port_file, "Also write the bound port to this file");
   return cmd;
 }
 
@@ -106,30 +89,27 @@ int RunPsServer(const PsServerFlags& flags) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   base::SetLogRole(absl::StrCat("ps-server ", flags.shard));
-  absl::StatusOr<std::unique_ptr<ps::rpc::PsServer>> server =
-      ps::rpc::PsServer::Start(*options);
+  absl::StatusOr<std::unique_ptr<ps::rpc::PsServer>> server = ps::rpc::PsServer::Start(*options);
   if (!server.ok()) return Fail(server.status());
   if (options->token.empty()) {
-    base::LogLine(
-        "no --token-file: any process on this host may call this server");
+    base::LogLine("no --token-file: any process on this host may call this server");
   }
   if (!flags.port_file.empty()) {
-    absl::Status written = base::WriteFileAtomically(
-        flags.port_file, absl::StrCat((*server)->port(), "\n"));
+    absl::Status written =
+        base::WriteFileAtomically(flags.port_file, absl::StrCat((*server)->port(), "\n"));
     if (!written.ok()) return Fail(written);
   }
-  std::cout << "ps-server shard " << flags.shard << " of " << flags.num_shards
-            << " listening on " << (*server)->address() << std::endl;
+  std::cout << "ps-server shard " << flags.shard << " of " << flags.num_shards << " listening on "
+            << (*server)->address() << std::endl;
 
   int signal = 0;
   sigwait(&stop, &signal);
-  base::LogLine(absl::StrCat("received ",
-                             signal == SIGTERM ? "SIGTERM" : "SIGINT",
-                             ", shutting down"));
+  base::LogLine(
+      absl::StrCat("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT", ", shutting down"));
   (*server)->Shutdown(absl::Seconds(5));
   const ps::rpc::PsServerCounters counters = (*server)->counters();
-  base::LogLine(absl::StrCat("stopped after ", counters.calls, " calls (",
-                             counters.refused, " refused)"));
+  base::LogLine(
+      absl::StrCat("stopped after ", counters.calls, " calls (", counters.refused, " refused)"));
   return 0;
 }
 

@@ -29,8 +29,8 @@ void SetLogRole(absl::string_view role) {
 }
 
 void LogLine(absl::string_view message) {
-  const std::string time = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
-                                            absl::UTCTimeZone());
+  const std::string time =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
   absl::MutexLock lock(&LogMutex());
   const std::string line = absl::StrCat(time, " ", Role(), ": ", message, "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);

@@ -15,21 +15,19 @@
 
 namespace heterps::base {
 
-absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
-    const std::vector<std::string>& argv, const std::string& log_path) {
+absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const std::vector<std::string>& argv,
+                                                              const std::string& log_path) {
   if (argv.empty()) return absl::InvalidArgumentError("no program to start");
   int log_fd = -1;
   if (!log_path.empty()) {
-    log_fd =
-        open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log_fd < 0) {
-      return absl::InternalError(absl::StrCat("cannot open log ", log_path,
-                                              ": ", std::strerror(errno)));
+      return absl::InternalError(
+          absl::StrCat("cannot open log ", log_path, ": ", std::strerror(errno)));
     }
   }
   std::vector<char*> args;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t parent = getpid();
   // Forked by hand (not posix_spawn) for the parent-death signal, set in the
@@ -38,8 +36,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
   if (pid < 0) {
     const int error = errno;
     if (log_fd >= 0) close(log_fd);
-    return absl::InternalError(
-        absl::StrCat("cannot start ", argv[0], ": ", std::strerror(error)));
+    return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(error)));
   }
   if (pid == 0) {
     setpgid(0, 0);
@@ -94,8 +91,7 @@ absl::StatusOr<int> Subprocess::Wait(absl::Duration timeout) {
   while (!Reap()) {
     if (absl::Now() >= end) {
       return absl::DeadlineExceededError(
-          absl::StrCat("process ", pid_, " still running after ",
-                       absl::FormatDuration(timeout)));
+          absl::StrCat("process ", pid_, " still running after ", absl::FormatDuration(timeout)));
     }
     absl::SleepFor(pause);
     pause = std::min(pause * 2, absl::Milliseconds(50));

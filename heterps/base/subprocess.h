@@ -32,8 +32,8 @@ class Subprocess {
  public:
   // Starts argv[0] (looked up in PATH if it has no slash). Internal, naming the
   // program and the reason, if it cannot be started.
-  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(
-      const std::vector<std::string>& argv, const std::string& log_path = "");
+  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(const std::vector<std::string>& argv,
+                                                           const std::string& log_path = "");
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;

@@ -43,6 +43,12 @@ absl::StatusOr<std::unique_ptr<RocksDbColdStore>> RocksDbColdStore::Open(const s
   impl->write.disableWAL = true;
   rocksdb::Options options;
   options.create_if_missing = true;
+  // Point lookups of random keys: bloom filters (in SST files and the memtable) and a block
+  // cache; rows of floats do not compress, so no compression.
+  options.OptimizeForPointLookup(/*block_cache_size_mb=*/64);
+  options.memtable_whole_key_filtering = true;
+  options.memtable_prefix_bloom_size_ratio = 0.02;
+  options.compression = rocksdb::kNoCompression;
   rocksdb::Status destroyed = rocksdb::DestroyDB(dir, options);
   if (!destroyed.ok()) return impl->Error("cannot empty", destroyed);
   rocksdb::DB* db = nullptr;

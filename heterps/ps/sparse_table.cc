@@ -6,15 +6,13 @@
 #include <optional>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
 
 namespace heterps::ps {
 namespace {
 
-constexpr uint32_t kBlockRows =
-    4096;  // slots per arena block: growth without 2x overshoot
+constexpr uint32_t kBlockRows = 4096;  // slots per arena block: growth without 2x overshoot
 
 // A resident row's bookkeeping, next to its slot of floats. The counts saturate
 // (a row would need 4 billion updates to notice).
@@ -40,12 +38,10 @@ std::string Encode(const float* slot, int stride, const Meta& meta) {
   return out;
 }
 
-absl::Status Decode(absl::string_view bytes, int stride, float* slot,
-                    Meta* meta) {
+absl::Status Decode(absl::string_view bytes, int stride, float* slot, Meta* meta) {
   if (bytes.size() != 16 + sizeof(float) * stride) {
-    return absl::DataLossError(absl::StrCat("cold store: a row of ",
-                                            bytes.size(), " bytes, expected ",
-                                            16 + sizeof(float) * stride));
+    return absl::DataLossError(absl::StrCat("cold store: a row of ", bytes.size(),
+                                            " bytes, expected ", 16 + sizeof(float) * stride));
   }
   int64_t steps, accesses;
   std::memcpy(&steps, bytes.data(), 8);
@@ -58,11 +54,10 @@ absl::Status Decode(absl::string_view bytes, int stride, float* slot,
 
 }  // namespace
 
-absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys,
-                            int dim) {
+absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, int dim) {
   if (floats == keys * static_cast<size_t>(dim)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      op, ": ", floats, " floats for ", keys, " keys of dim ", dim));
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", floats, " floats for ", keys, " keys of dim ", dim));
 }
 
 uint64_t MixKey(uint64_t key) {
@@ -72,93 +67,171 @@ uint64_t MixKey(uint64_t key) {
   return key ^ (key >> 31);
 }
 
-// The index holds slot numbers only (4 bytes each); a slot's key is in its
-// Meta, and lookups by key go through the transparent hash and equality below,
-// which read it from there.
-struct KeyRef {
-  uint64_t key;
+// A shard's index from keys to slots: open addressing with linear probing over
+// 64-bit entries, each the low 32 bits of the key's hash (MixKey) over the slot
+// number. The position of a key is its hash modulo the power-of-two capacity,
+// so growing and erasing need only the entries; the key itself is in the slot's
+// Meta, and a lookup compares it only when the 32 hash bits match. Kept at most
+// 80% full. It exists (rather than an absl map) so that a batch can prefetch
+// the entries of keys it will look up next.
+class SlotIndex {
+ public:
+  SlotIndex() { Reset(16); }
+
+  size_t size() const { return size_; }
+
+  void Prefetch(uint64_t hash) const { __builtin_prefetch(&entries_[hash & mask_]); }
+
+  // The slot of the first entry whose hash bits match (a guess, for prefetching
+  // its row).
+  std::optional<uint32_t> Candidate(uint64_t hash) const {
+    for (uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const uint64_t e = entries_[i];
+      if (e == kEmpty) return std::nullopt;
+      if (static_cast<uint32_t>(e >> 32) == static_cast<uint32_t>(hash)) return SlotOf(e);
+    }
+  }
+
+  // The slot of `key` (hash: MixKey(key)); key_of(slot) gives a slot's key.
+  template <typename KeyOf>
+  std::optional<uint32_t> Find(uint64_t key, uint64_t hash, const KeyOf& key_of) const {
+    for (uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const uint64_t e = entries_[i];
+      if (e == kEmpty) return std::nullopt;
+      if (static_cast<uint32_t>(e >> 32) == static_cast<uint32_t>(hash) &&
+          key_of(SlotOf(e)) == key) {
+        return SlotOf(e);
+      }
+    }
+  }
+
+  // Adds `slot` for a key (hash: MixKey(key)) that is not in the index.
+  void Insert(uint64_t hash, uint32_t slot) {
+    if ((size_ + 1) * 5 > entries_.size() * 4) Grow();
+    Place(Entry(hash, slot));
+    ++size_;
+  }
+
+  // Removes `slot` (its key's hash: `hash`), shifting later entries of its run
+  // back.
+  void Erase(uint64_t hash, uint32_t slot) {
+    const uint64_t entry = Entry(hash, slot);
+    uint64_t i = hash & mask_;
+    while (entries_[i] != entry) i = (i + 1) & mask_;
+    for (uint64_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
+      const uint64_t e = entries_[j];
+      if (e == kEmpty) break;
+      const uint64_t home = (e >> 32) & mask_;
+      // e may move into the hole at i unless its home lies cyclically in (i,
+      // j].
+      if (((j - home) & mask_) >= ((j - i) & mask_)) {
+        entries_[i] = e;
+        i = j;
+      }
+    }
+    entries_[i] = kEmpty;
+    --size_;
+  }
+
+  template <typename Visit>
+  void ForEach(const Visit& visit) const {
+    for (uint64_t e : entries_) {
+      if (e != kEmpty) visit(SlotOf(e));
+    }
+  }
+
+  void Clear() { Reset(16); }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // slot UINT32_MAX is never allocated
+
+  static uint64_t Entry(uint64_t hash, uint32_t slot) { return (hash << 32) | slot; }
+  static uint32_t SlotOf(uint64_t entry) { return static_cast<uint32_t>(entry); }
+
+  void Reset(size_t capacity) {
+    entries_.assign(capacity, kEmpty);
+    entries_.shrink_to_fit();
+    mask_ = capacity - 1;
+    size_ = 0;
+  }
+  void Place(uint64_t entry) {
+    uint64_t i = (entry >> 32) & mask_;
+    while (entries_[i] != kEmpty) i = (i + 1) & mask_;
+    entries_[i] = entry;
+  }
+  void Grow() {
+    std::vector<uint64_t> old;
+    old.swap(entries_);
+    entries_.assign(old.size() * 2, kEmpty);
+    mask_ = entries_.size() - 1;
+    for (uint64_t e : old) {
+      if (e != kEmpty) Place(e);
+    }
+  }
+
+  std::vector<uint64_t> entries_;
+  uint64_t mask_ = 0;
+  size_t size_ = 0;
 };
 
 struct SparseTable::Shard {
-  struct SlotHash {
-    using is_transparent = void;
-    const Shard* shard;
-    size_t operator()(uint32_t slot) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return MixKey(shard->meta[slot].key);
-    }
-    size_t operator()(KeyRef k) const { return MixKey(k.key); }
-  };
-  struct SlotEq {
-    using is_transparent = void;
-    const Shard* shard;
-    bool operator()(uint32_t a, uint32_t b) const { return a == b; }
-    bool operator()(uint32_t a, KeyRef b) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return shard->meta[a].key == b.key;
-    }
-    bool operator()(KeyRef a, uint32_t b) const { return (*this)(b, a); }
-  };
-
-  Shard() : index(0, SlotHash{this}, SlotEq{this}) {}
-
   absl::Mutex mu;
-  absl::flat_hash_set<uint32_t, SlotHash, SlotEq> index
-      ABSL_GUARDED_BY(mu);  // resident slots
-  std::vector<std::unique_ptr<float[]>> blocks
-      ABSL_GUARDED_BY(mu);                     // kBlockRows slots each
-  std::vector<Meta> meta ABSL_GUARDED_BY(mu);  // per slot
+  SlotIndex index ABSL_GUARDED_BY(mu);                               // resident slots
+  std::vector<std::unique_ptr<float[]>> blocks ABSL_GUARDED_BY(mu);  // kBlockRows slots each
+  std::vector<Meta> meta ABSL_GUARDED_BY(mu);                        // per slot
   std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
   SparseTableStats stats ABSL_GUARDED_BY(mu);  // memory_* are derived when read
 
   float* Slot(uint32_t slot, int stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return blocks[slot / kBlockRows].get() +
-           static_cast<size_t>(slot % kBlockRows) * stride;
+    return blocks[slot / kBlockRows].get() + static_cast<size_t>(slot % kBlockRows) * stride;
   }
   // The resident slot of `key`, if any.
   std::optional<uint32_t> Find(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    auto it = index.find(KeyRef{key});
-    if (it == index.end()) return std::nullopt;
-    return *it;
+    return index.Find(key, MixKey(key), [this](uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return meta[slot].key;
+    });
+  }
+  void Insert(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    index.Insert(MixKey(meta[slot].key), slot);
+  }
+  void Erase(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    index.Erase(MixKey(meta[slot].key), slot);
   }
 };
 
-SparseTable::SparseTable(const SparseTableOptions& options,
-                         std::unique_ptr<ColdStore> cold)
+SparseTable::SparseTable(const SparseTableOptions& options, std::unique_ptr<ColdStore> cold)
     : options_(options), cold_(std::move(cold)) {
-  for (int i = 0; i < options.lock_shards; ++i)
-    shards_.push_back(std::make_unique<Shard>());
+  for (int i = 0; i < options.lock_shards; ++i) shards_.push_back(std::make_unique<Shard>());
 }
 
 SparseTable::~SparseTable() = default;
 
-absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(
-    const SparseTableOptions& options, std::unique_ptr<ColdStore> cold) {
-  if (options.dim <= 0)
-    return absl::InvalidArgumentError("sparse table: dim must be > 0");
+absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const SparseTableOptions& options,
+                                                                 std::unique_ptr<ColdStore> cold) {
+  if (options.dim <= 0) return absl::InvalidArgumentError("sparse table: dim must be > 0");
   if (options.lock_shards <= 0) {
     return absl::InvalidArgumentError("sparse table: lock_shards must be > 0");
   }
   if (options.memory_budget_bytes < 0) {
-    return absl::InvalidArgumentError(
-        "sparse table: memory_budget_bytes must be >= 0");
+    return absl::InvalidArgumentError("sparse table: memory_budget_bytes must be >= 0");
   }
   if (options.memory_budget_bytes > 0 && cold == nullptr) {
-    return absl::InvalidArgumentError(
-        "sparse table: a memory budget needs a cold store");
+    return absl::InvalidArgumentError("sparse table: a memory budget needs a cold store");
   }
-  return std::unique_ptr<SparseTable>(
-      new SparseTable(options, std::move(cold)));
+  return std::unique_ptr<SparseTable>(new SparseTable(options, std::move(cold)));
 }
 
-SparseTable::Shard& SparseTable::ShardOf(uint64_t key) {
-  return *shards_[(MixKey(key) >> 32) % shards_.size()];
+uint32_t SparseTable::ShardIndex(uint64_t key) const {
+  return static_cast<uint32_t>((MixKey(key) >> 32) % shards_.size());
 }
+
+SparseTable::Shard& SparseTable::ShardOf(uint64_t key) { return *shards_[ShardIndex(key)]; }
 
 int64_t SparseTable::SlotBytes() const {
   // The slot's floats, its Meta (key and statistics), and its index entry: a
   // 4-byte slot number and a control byte in a table kept between 7/16 and 7/8
   // full, 8 bytes on average.
-  return static_cast<int64_t>(sizeof(float)) * stride() +
-         static_cast<int64_t>(sizeof(Meta)) + 8;
+  return static_cast<int64_t>(sizeof(float)) * stride() + static_cast<int64_t>(sizeof(Meta)) + 8;
 }
 
 std::vector<float> SparseTable::InitialValue(uint64_t key) const {
@@ -170,9 +243,8 @@ std::vector<float> SparseTable::InitialValue(uint64_t key) const {
 void SparseTable::FillInitialValue(uint64_t key, float* value) const {
   const uint64_t base = MixKey(key ^ MixKey(options_.seed));
   for (int i = 0; i < options_.dim; ++i) {
-    const double unit =
-        static_cast<double>(MixKey(base + static_cast<uint64_t>(i)) >> 40) /
-        static_cast<double>(1ull << 24);  // [0, 1)
+    const double unit = static_cast<double>(MixKey(base + static_cast<uint64_t>(i)) >> 40) /
+                        static_cast<double>(1ull << 24);  // [0, 1)
     value[i] = static_cast<float>((2 * unit - 1) * options_.init_range);
   }
 }
@@ -185,16 +257,14 @@ uint32_t SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
   const uint32_t slot = static_cast<uint32_t>(shard.meta.size());
   if (slot % kBlockRows == 0) {
-    shard.blocks.push_back(
-        std::make_unique<float[]>(static_cast<size_t>(kBlockRows) * stride()));
+    shard.blocks.push_back(std::make_unique<float[]>(static_cast<size_t>(kBlockRows) * stride()));
   }
   shard.meta.emplace_back();
   return slot;
 }
 
-absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  const uint64_t now = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key,
+                                            uint64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (std::optional<uint32_t> slot = shard.Find(key)) {
     ++shard.stats.hits;
     Meta& meta = shard.meta[*slot];
@@ -227,33 +297,30 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key)
   meta.key = key;
   meta.last_seen = now;
   Increment(meta.accesses);
-  shard.index.insert(slot);
+  shard.Insert(slot);
   return slot;
 }
 
-absl::Status SparseTable::EnforceBudget(Shard& shard)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (options_.memory_budget_bytes == 0) return absl::OkStatus();
-  const int64_t share =
-      options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
-  const int64_t resident =
-      static_cast<int64_t>(shard.index.size()) * SlotBytes();
+  const int64_t share = options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
+  const int64_t resident = static_cast<int64_t>(shard.index.size()) * SlotBytes();
   if (resident <= share) return absl::OkStatus();
   // Down to 90% of the share, so that spills come in batches rather than one
   // row per access.
   const int64_t keep = std::max<int64_t>(0, share * 9 / 10 / SlotBytes());
   std::vector<std::pair<uint64_t, uint32_t>> by_age;  // (last_seen, slot)
   by_age.reserve(shard.index.size());
-  for (uint32_t slot : shard.index)
-    by_age.emplace_back(shard.meta[slot].last_seen, slot);
+  shard.index.ForEach(
+      [&](uint32_t slot) { by_age.emplace_back(shard.meta[slot].last_seen, slot); });
   const size_t spill = by_age.size() - static_cast<size_t>(keep);
   std::nth_element(by_age.begin(), by_age.begin() + spill, by_age.end());
   for (size_t i = 0; i < spill; ++i) {
     const uint32_t slot = by_age[i].second;
     const Meta& meta = shard.meta[slot];
-    HETERPS_RETURN_IF_ERROR(cold_->Put(
-        meta.key, Encode(shard.Slot(slot, stride()), stride(), meta)));
-    shard.index.erase(slot);
+    HETERPS_RETURN_IF_ERROR(
+        cold_->Put(meta.key, Encode(shard.Slot(slot, stride()), stride(), meta)));
+    shard.Erase(slot);
     shard.free_slots.push_back(slot);
     ++shard.stats.spills;
     ++shard.stats.cold_rows;
@@ -261,40 +328,73 @@ absl::Status SparseTable::EnforceBudget(Shard& shard)
   return absl::OkStatus();
 }
 
-absl::Status SparseTable::Pull(absl::Span<const uint64_t> keys,
-                               absl::Span<float> values) {
-  const int dim = options_.dim;
-  HETERPS_RETURN_IF_ERROR(
-      CheckRowFloats("pull", values.size(), keys.size(), dim));
-  for (size_t i = 0; i < keys.size(); ++i) {
-    Shard& shard = ShardOf(keys[i]);
+template <typename Serve>
+absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys,
+                                     Serve serve) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Positions grouped by lock shard (a stable counting sort, so a repeated key
+  // keeps its order).
+  const size_t n = keys.size(), shards = shards_.size();
+  std::vector<uint32_t> start(shards + 1, 0), order(n), shard_of(n);
+  for (size_t i = 0; i < n; ++i) {
+    shard_of[i] = ShardIndex(keys[i]);
+    ++start[shard_of[i] + 1];
+  }
+  for (size_t s = 0; s < shards; ++s) start[s + 1] += start[s];
+  {
+    std::vector<uint32_t> at(start.begin(), start.end() - 1);
+    for (size_t i = 0; i < n; ++i) order[at[shard_of[i]]++] = static_cast<uint32_t>(i);
+  }
+  // Each group under one lock. Memory is fetched ahead: the index entry of the
+  // key kFar places on, and the record and floats of the key kNear places on,
+  // so that the misses of several keys overlap instead of queueing.
+  constexpr size_t kFar = 32, kNear = 12;
+  const size_t row_bytes = sizeof(float) * stride();
+  for (size_t s = 0; s < shards; ++s) {
+    const uint32_t* group = order.data() + start[s];
+    const size_t size = start[s + 1] - start[s];
+    if (size == 0) continue;
+    Shard& shard = *shards_[s];
     absl::MutexLock lock(&shard.mu);
-    HETERPS_ASSIGN_OR_RETURN(uint32_t slot, Touch(shard, keys[i]));
-    const float* data = shard.Slot(slot, stride());
-    std::copy(data, data + dim,
-              values.begin() + static_cast<ptrdiff_t>(i) * dim);
-    HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
+    uint64_t now = clock_.fetch_add(size, std::memory_order_relaxed);
+    for (size_t j = 0; j < std::min(size, kFar); ++j) shard.index.Prefetch(MixKey(keys[group[j]]));
+    for (size_t j = 0; j < size; ++j) {
+      if (j + kFar < size) shard.index.Prefetch(MixKey(keys[group[j + kFar]]));
+      if (j + kNear < size) {
+        if (std::optional<uint32_t> ahead = shard.index.Candidate(MixKey(keys[group[j + kNear]]))) {
+          const char* row = reinterpret_cast<const char*>(shard.Slot(*ahead, stride()));
+          for (size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + line, 1);
+          __builtin_prefetch(&shard.meta[*ahead], 1);
+        }
+      }
+      const size_t i = group[j];
+      HETERPS_ASSIGN_OR_RETURN(uint32_t slot, Touch(shard, keys[i], ++now));
+      serve(shard, i, slot);
+      HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status SparseTable::Push(absl::Span<const uint64_t> keys,
-                               absl::Span<const float> grads) {
+absl::Status SparseTable::Pull(absl::Span<const uint64_t> keys, absl::Span<float> values) {
   const int dim = options_.dim;
-  HETERPS_RETURN_IF_ERROR(
-      CheckRowFloats("push", grads.size(), keys.size(), dim));
-  for (size_t i = 0; i < keys.size(); ++i) {
-    Shard& shard = ShardOf(keys[i]);
-    absl::MutexLock lock(&shard.mu);
-    HETERPS_ASSIGN_OR_RETURN(uint32_t slot, Touch(shard, keys[i]));
-    float* data = shard.Slot(slot, stride());
-    Meta& meta = shard.meta[slot];
-    Increment(meta.steps);
-    ApplyUpdate(options_.optimizer, data, data + dim, grads.data() + i * dim,
-                dim, meta.steps);
-    HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
-  }
-  return absl::OkStatus();
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("pull", values.size(), keys.size(), dim));
+  return ForEachKey(keys,
+                    [&](Shard& shard, size_t i, uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                      const float* data = shard.Slot(slot, stride());
+                      std::copy(data, data + dim, values.data() + i * dim);
+                    });
+}
+
+absl::Status SparseTable::Push(absl::Span<const uint64_t> keys, absl::Span<const float> grads) {
+  const int dim = options_.dim;
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), dim));
+  return ForEachKey(
+      keys, [&](Shard& shard, size_t i, uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        float* data = shard.Slot(slot, stride());
+        Meta& meta = shard.meta[slot];
+        Increment(meta.steps);
+        ApplyUpdate(options_.optimizer, data, data + dim, grads.data() + i * dim, dim, meta.steps);
+      });
 }
 
 absl::StatusOr<std::optional<RowData>> SparseTable::Lookup(uint64_t key) {
@@ -326,17 +426,15 @@ absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
   if (row.value.size() != static_cast<size_t>(dim) ||
       row.state.size() != static_cast<size_t>(stride - dim)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("insert: row of key ", key, " has ", row.value.size(),
-                     " + ", row.state.size(), " floats, the table wants ", dim,
-                     " + ", stride - dim));
+        absl::StrCat("insert: row of key ", key, " has ", row.value.size(), " + ", row.state.size(),
+                     " floats, the table wants ", dim, " + ", stride - dim));
   }
   Shard& shard = ShardOf(key);
   absl::MutexLock lock(&shard.mu);
   std::optional<uint32_t> slot = shard.Find(key);
   if (!slot.has_value()) {
     if (cold_ != nullptr) {
-      HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                               cold_->Get(key));
+      HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes, cold_->Get(key));
       if (bytes.has_value()) {
         HETERPS_RETURN_IF_ERROR(cold_->Delete(key));
         --shard.stats.cold_rows;
@@ -344,13 +442,13 @@ absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
     }
     slot = Allocate(shard);
     shard.meta[*slot].key = key;
-    shard.index.insert(*slot);
+    shard.Insert(*slot);
   }
   float* data = shard.Slot(*slot, stride);
   std::copy(row.value.begin(), row.value.end(), data);
   std::copy(row.state.begin(), row.state.end(), data + dim);
-  shard.meta[*slot] = Meta{key, clock_.fetch_add(1) + 1, Saturate(row.steps),
-                           Saturate(row.accesses)};
+  shard.meta[*slot] =
+      Meta{key, clock_.fetch_add(1) + 1, Saturate(row.steps), Saturate(row.accesses)};
   return EnforceBudget(shard);
 }
 
@@ -367,26 +465,27 @@ absl::Status SparseTable::ForEachRow(
   };
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
-    for (uint32_t slot : shard->index) {
+    absl::Status status;
+    shard->index.ForEach([&](uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (!status.ok()) return;
       const Meta& meta = shard->meta[slot];
-      HETERPS_RETURN_IF_ERROR(
-          visit(meta.key, make(shard->Slot(slot, stride), meta)));
-    }
+      status = visit(meta.key, make(shard->Slot(slot, stride), meta));
+    });
+    HETERPS_RETURN_IF_ERROR(status);
   }
   if (cold_ == nullptr) return absl::OkStatus();
   std::vector<float> floats(stride);
-  return cold_->ForEach(
-      [&](uint64_t key, absl::string_view bytes) -> absl::Status {
-        Meta meta;
-        HETERPS_RETURN_IF_ERROR(Decode(bytes, stride, floats.data(), &meta));
-        return visit(key, make(floats.data(), meta));
-      });
+  return cold_->ForEach([&](uint64_t key, absl::string_view bytes) -> absl::Status {
+    Meta meta;
+    HETERPS_RETURN_IF_ERROR(Decode(bytes, stride, floats.data(), &meta));
+    return visit(key, make(floats.data(), meta));
+  });
 }
 
 absl::Status SparseTable::Clear() {
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
-    shard->index.clear();
+    shard->index.Clear();
     shard->blocks.clear();
     shard->meta.clear();
     shard->free_slots.clear();

@@ -42,14 +42,12 @@
 namespace heterps::ps {
 
 struct SparseTableOptions {
-  int dim = 16;                // floats per row value
-  OptimizerOptions optimizer;  // applied on push
-  uint64_t seed = 0;           // initializer seed
-  float init_range =
-      0.01f;             // initial values uniform in [-init_range, init_range]
-  int lock_shards = 16;  // shards of the hash map, one lock each
-  int64_t memory_budget_bytes =
-      0;  // 0: unlimited; else resident rows are kept within it
+  int dim = 16;                     // floats per row value
+  OptimizerOptions optimizer;       // applied on push
+  uint64_t seed = 0;                // initializer seed
+  float init_range = 0.01f;         // initial values uniform in [-init_range, init_range]
+  int lock_shards = 16;             // shards of the hash map, one lock each
+  int64_t memory_budget_bytes = 0;  // 0: unlimited; else resident rows are kept within it
 };
 
 // A row as stored: its value, its optimizer state, and its statistics.
@@ -62,8 +60,7 @@ struct RowData {
 
 struct SparseTableStats {
   int64_t memory_rows = 0;
-  int64_t memory_bytes =
-      0;  // bytes of resident row slots (value, state, statistics)
+  int64_t memory_bytes = 0;  // bytes of resident row slots (value, state, statistics)
   int64_t cold_rows = 0;
   int64_t created = 0;  // rows created by the initializer
   int64_t hits = 0;     // accesses served from memory
@@ -75,8 +72,8 @@ class SparseTable {
  public:
   // `cold` is required when a memory budget is set. InvalidArgument for bad
   // options.
-  static absl::StatusOr<std::unique_ptr<SparseTable>> Create(
-      const SparseTableOptions& options, std::unique_ptr<ColdStore> cold);
+  static absl::StatusOr<std::unique_ptr<SparseTable>> Create(const SparseTableOptions& options,
+                                                             std::unique_ptr<ColdStore> cold);
   ~SparseTable();
 
   int dim() const { return options_.dim; }
@@ -87,8 +84,7 @@ class SparseTable {
   absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> values);
   // grads: keys.size() * dim floats. Applies them in order (a key given twice
   // is updated twice).
-  absl::Status Push(absl::Span<const uint64_t> keys,
-                    absl::Span<const float> grads);
+  absl::Status Push(absl::Span<const uint64_t> keys, absl::Span<const float> grads);
 
   // The row of `key` in either tier, or nullopt if it does not exist. Creates
   // nothing and does not count as an access.
@@ -99,8 +95,7 @@ class SparseTable {
   absl::Status Insert(uint64_t key, const RowData& row);
   // Visits every row of both tiers (memory rows in no particular order, then
   // cold rows). The table must not change meanwhile.
-  absl::Status ForEachRow(
-      const std::function<absl::Status(uint64_t, const RowData&)>& visit);
+  absl::Status ForEachRow(const std::function<absl::Status(uint64_t, const RowData&)>& visit);
 
   SparseTableStats Stats() const;
 
@@ -110,15 +105,18 @@ class SparseTable {
 
  private:
   struct Shard;
-  SparseTable(const SparseTableOptions& options,
-              std::unique_ptr<ColdStore> cold);
+  SparseTable(const SparseTableOptions& options, std::unique_ptr<ColdStore> cold);
+  uint32_t ShardIndex(uint64_t key) const;
   Shard& ShardOf(uint64_t key);
-  int stride() const {
-    return options_.dim * (1 + StateFloats(options_.optimizer.kind));
-  }
+  // Touches every key, lock shard by lock shard, and calls serve(shard, position, slot) for each
+  // with the shard's lock held.
+  template <typename Serve>
+  absl::Status ForEachKey(absl::Span<const uint64_t> keys, Serve serve);
+  int stride() const { return options_.dim * (1 + StateFloats(options_.optimizer.kind)); }
   // The rest run with shard.mu held.
-  // The slot of `key`: resident, brought back from the cold store, or created.
-  absl::StatusOr<uint32_t> Touch(Shard& shard, uint64_t key);
+  // The slot of `key`: resident, brought back from the cold store, or created; its last access
+  // becomes `now`.
+  absl::StatusOr<uint32_t> Touch(Shard& shard, uint64_t key, uint64_t now);
   // A free slot for a new resident row.
   uint32_t Allocate(Shard& shard);
   // Moves least recently used rows to the cold store while the shard exceeds
@@ -135,8 +133,7 @@ class SparseTable {
 
 // InvalidArgument unless `floats` is `keys` rows of `dim` floats; `op` ("pull",
 // "push") names the call in the message.
-absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys,
-                            int dim);
+absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, int dim);
 
 // The mixing hash used to spread keys over lock shards and, in the client, over
 // servers (docs/ps.md): SplitMix64's finalizer.

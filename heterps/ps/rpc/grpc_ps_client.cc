@@ -21,9 +21,8 @@ namespace {
 
 using internal::ToBytes;
 
-constexpr int kMessageSlackBytes = 4096;  // room for a message's other fields
-constexpr int kMaxReceiveBytes =
-    256 << 20;  // what the client accepts from a server
+constexpr int kMessageSlackBytes = 4096;     // room for a message's other fields
+constexpr int kMaxReceiveBytes = 256 << 20;  // what the client accepts from a server
 
 // The RPCs of one ticket: done when none is pending; `finish` runs in Wait
 // after success.
@@ -41,12 +40,11 @@ using Task = std::function<absl::Status()>;
 
 // The floats per key of a batch: `floats` must be a positive whole number of
 // rows of `keys`.
-absl::StatusOr<int> RowFloats(absl::string_view op, size_t floats,
-                              size_t keys) {
+absl::StatusOr<int> RowFloats(absl::string_view op, size_t floats, size_t keys) {
   if (keys == 0 && floats == 0) return 0;
   if (keys == 0 || floats == 0 || floats % keys != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": ", floats, " floats are not whole rows for ", keys, " keys"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", floats, " floats are not whole rows for ", keys, " keys"));
   }
   return static_cast<int>(floats / keys);
 }
@@ -67,8 +65,7 @@ struct GrpcPsClient::Impl {
 
   void Prepare(grpc::ClientContext& context, absl::Duration timeout) const {
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    if (!options.token.empty())
-      context.AddMetadata(internal::kTokenHeader, options.token);
+    if (!options.token.empty()) context.AddMetadata(internal::kTokenHeader, options.token);
   }
 
   std::string Where(int shard) const {
@@ -77,9 +74,8 @@ struct GrpcPsClient::Impl {
 
   // Runs `rpc` against `shard`, retrying UNAVAILABLE; the error names the shard
   // and `what`.
-  absl::Status Rpc(
-      int shard, absl::string_view what,
-      const std::function<grpc::Status(grpc::ClientContext&)>& rpc) const {
+  absl::Status Rpc(int shard, absl::string_view what,
+                   const std::function<grpc::Status(grpc::ClientContext&)>& rpc) const {
     absl::Duration backoff = options.initial_backoff;
     grpc::Status status;
     int attempt = 1;
@@ -88,8 +84,7 @@ struct GrpcPsClient::Impl {
       Prepare(context, options.rpc_timeout);
       status = rpc(context);
       if (status.ok()) return absl::OkStatus();
-      if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-          attempt >= options.max_attempts) {
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= options.max_attempts) {
         break;
       }
       absl::SleepFor(backoff);
@@ -97,11 +92,9 @@ struct GrpcPsClient::Impl {
     }
     const auto code = static_cast<absl::StatusCode>(status.error_code());
     return absl::Status(
-        code,
-        absl::StrCat(
-            Where(shard), ": ", what, ": ", absl::StatusCodeToString(code),
-            attempt > 1 ? absl::StrCat(" after ", attempt, " attempts") : "",
-            ": ", status.error_message()));
+        code, absl::StrCat(Where(shard), ": ", what, ": ", absl::StatusCodeToString(code),
+                           attempt > 1 ? absl::StrCat(" after ", attempt, " attempts") : "", ": ",
+                           status.error_message()));
   }
 
   PushId NextPushId() {
@@ -153,8 +146,7 @@ struct GrpcPsClient::Impl {
     {
       absl::MutexLock lock(&call->mu);
       call->mu.Await(absl::Condition(
-          +[](Call* c)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu) { return c->pending == 0; },
+          +[](Call* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu) { return c->pending == 0; },
           call.get()));
       status = call->status;
     }
@@ -163,8 +155,7 @@ struct GrpcPsClient::Impl {
   }
 
   // Runs one task per shard (or those in `shards`) and waits for all of them.
-  absl::Status OnShards(const std::vector<int>& shards,
-                        const std::function<absl::Status(int)>& f) {
+  absl::Status OnShards(const std::vector<int>& shards, const std::function<absl::Status(int)>& f) {
     std::vector<Task> tasks;
     for (int s : shards) tasks.push_back([f, s] { return f(s); });
     return Wait(Launch(std::make_shared<Call>(), std::move(tasks)));
@@ -178,27 +169,22 @@ struct GrpcPsClient::Impl {
 
   // Keys per sparse RPC for rows of `dim` floats.
   size_t ChunkKeys(int dim) const {
-    const int64_t room =
-        std::max(options.max_message_bytes - kMessageSlackBytes, 1024);
+    const int64_t room = std::max(options.max_message_bytes - kMessageSlackBytes, 1024);
     return std::max<size_t>(1, room / (sizeof(uint64_t) + sizeof(float) * dim));
   }
   size_t ChunkFloats() const {
-    return std::max<size_t>(
-        256, (options.max_message_bytes - kMessageSlackBytes) / sizeof(float));
+    return std::max<size_t>(256, (options.max_message_bytes - kMessageSlackBytes) / sizeof(float));
   }
 };
 
-GrpcPsClient::GrpcPsClient(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)) {}
+GrpcPsClient::GrpcPsClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GrpcPsClient::~GrpcPsClient() = default;
 
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
     const GrpcPsClientOptions& options) {
-  if (options.servers.empty())
-    return absl::InvalidArgumentError("no parameter servers given");
+  if (options.servers.empty()) return absl::InvalidArgumentError("no parameter servers given");
   if (options.max_attempts < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_attempts ", options.max_attempts, " < 1"));
+    return absl::InvalidArgumentError(absl::StrCat("max_attempts ", options.max_attempts, " < 1"));
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -206,8 +192,7 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
   while (impl->client_id == 0) {
     impl->client_id = (static_cast<uint64_t>(random()) << 32) ^ random();
   }
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!options.tls_ca_pem.empty()) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = options.tls_ca_pem;
@@ -215,77 +200,65 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
-  args.SetMaxSendMessageSize(
-      std::max(options.max_message_bytes, kMaxReceiveBytes));
+  args.SetMaxSendMessageSize(std::max(options.max_message_bytes, kMaxReceiveBytes));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   for (const std::string& server : options.servers) {
-    impl->stubs.push_back(ParameterServer::NewStub(
-        grpc::CreateCustomChannel(server, credentials, args)));
+    impl->stubs.push_back(
+        ParameterServer::NewStub(grpc::CreateCustomChannel(server, credentials, args)));
   }
   impl->pool = std::make_unique<base::ThreadPool>(
-      options.threads > 0 ? options.threads
-                          : std::max(4, 2 * impl->num_servers()));
+      options.threads > 0 ? options.threads : std::max(4, 2 * impl->num_servers()));
 
   Impl* c = impl.get();
-  HETERPS_RETURN_IF_ERROR(
-      c->OnShards(c->AllShards(), [c](int s) -> absl::Status {
-        grpc::ClientContext context;
-        c->Prepare(context, c->options.connect_timeout);
-        context.set_wait_for_ready(true);
-        InfoReply reply;
-        const grpc::Status status =
-            c->stubs[s]->Info(&context, InfoRequest(), &reply);
-        if (!status.ok()) {
-          const auto code = static_cast<absl::StatusCode>(status.error_code());
-          return absl::Status(
-              code,
-              absl::StrCat(c->Where(s), ": not reachable within ",
-                           absl::FormatDuration(c->options.connect_timeout),
-                           ": ", absl::StatusCodeToString(code), ": ",
-                           status.error_message()));
-        }
-        if (reply.shard() != s || reply.num_shards() != c->num_servers()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              c->Where(s), ": the server is shard ", reply.shard(), " of ",
-              reply.num_shards(), ", but the client has it as shard ", s,
-              " of ", c->num_servers()));
-        }
-        return absl::OkStatus();
-      }));
+  HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [c](int s) -> absl::Status {
+    grpc::ClientContext context;
+    c->Prepare(context, c->options.connect_timeout);
+    context.set_wait_for_ready(true);
+    InfoReply reply;
+    const grpc::Status status = c->stubs[s]->Info(&context, InfoRequest(), &reply);
+    if (!status.ok()) {
+      const auto code = static_cast<absl::StatusCode>(status.error_code());
+      return absl::Status(
+          code, absl::StrCat(c->Where(s), ": not reachable within ",
+                             absl::FormatDuration(c->options.connect_timeout), ": ",
+                             absl::StatusCodeToString(code), ": ", status.error_message()));
+    }
+    if (reply.shard() != s || reply.num_shards() != c->num_servers()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          c->Where(s), ": the server is shard ", reply.shard(), " of ", reply.num_shards(),
+          ", but the client has it as shard ", s, " of ", c->num_servers()));
+    }
+    return absl::OkStatus();
+  }));
   return std::unique_ptr<GrpcPsClient>(new GrpcPsClient(std::move(impl)));
 }
 
 int GrpcPsClient::num_servers() const { return impl_->num_servers(); }
 
-absl::Status GrpcPsClient::CreateSparseTable(
-    int table, const SparseTableOptions& options) {
+absl::Status GrpcPsClient::CreateSparseTable(int table, const SparseTableOptions& options) {
   CreateTableRequest request;
   request.set_table(table);
   *request.mutable_sparse() = internal::ToProto(options);
   Impl* c = impl_.get();
   return c->OnShards(c->AllShards(), [c, &request, table](int s) {
     CreateTableReply reply;
-    return c->Rpc(s, absl::StrCat("CreateTable sparse ", table),
-                  [&](grpc::ClientContext& ctx) {
-                    return c->stubs[s]->CreateTable(&ctx, request, &reply);
-                  });
+    return c->Rpc(s, absl::StrCat("CreateTable sparse ", table), [&](grpc::ClientContext& ctx) {
+      return c->stubs[s]->CreateTable(&ctx, request, &reply);
+    });
   });
 }
 
-absl::Status GrpcPsClient::CreateDenseTable(int table,
-                                            const DenseTableOptions& options) {
+absl::Status GrpcPsClient::CreateDenseTable(int table, const DenseTableOptions& options) {
   CreateTableRequest request;
   request.set_table(table);
   *request.mutable_dense() = internal::ToProto(options);
   const int s = table % num_servers();
   CreateTableReply reply;
-  return impl_->Rpc(s, absl::StrCat("CreateTable dense ", table),
-                    [&](grpc::ClientContext& ctx) {
-                      return impl_->stubs[s]->CreateTable(&ctx, request,
-                                                          &reply);
-                    });
+  return impl_->Rpc(s, absl::StrCat("CreateTable dense ", table), [&](grpc::ClientContext& ctx) {
+    return impl_->stubs[s]->CreateTable(&ctx, request, &reply);
+  });
 }
 
 Ticket GrpcPsClient::PullSparse(int table, absl::Span<const uint64_t> keys,
@@ -307,12 +280,11 @@ Ticket GrpcPsClient::PullSparse(int table, absl::Span<const uint64_t> keys,
       const size_t count = std::min(chunk, shard_keys.size() - at);
       float* out = call->rows[s].data() + at * dim;
       Call* raw = call.get();
-      tasks.push_back([c, raw, s, at, count, dim, out,
-                       table]() -> absl::Status {
+      tasks.push_back([c, raw, s, at, count, dim, out, table]() -> absl::Status {
         PullSparseRequest request;
         request.set_table(table);
-        *request.mutable_keys() = ToBytes<uint64_t>(
-            absl::MakeConstSpan(raw->plan.keys[s].data() + at, count));
+        *request.mutable_keys() =
+            ToBytes<uint64_t>(absl::MakeConstSpan(raw->plan.keys[s].data() + at, count));
         PullSparseReply reply;
         const std::string what = absl::StrCat("PullSparse table ", table);
         HETERPS_RETURN_IF_ERROR(c->Rpc(s, what, [&](grpc::ClientContext& ctx) {
@@ -349,8 +321,7 @@ Ticket GrpcPsClient::PushSparse(int table, absl::Span<const uint64_t> keys,
   const int n = num_servers();
   call->plan = PlanKeys(keys, n);
   call->rows.resize(n);
-  for (int s = 0; s < n; ++s)
-    call->rows[s].assign(call->plan.keys[s].size() * dim, 0.0f);
+  for (int s = 0; s < n; ++s) call->rows[s].assign(call->plan.keys[s].size() * dim, 0.0f);
   for (size_t i = 0; i < keys.size(); ++i) {
     auto [s, j] = call->plan.where[i];
     float* sum = call->rows[s].data() + static_cast<size_t>(j) * dim;
@@ -366,17 +337,16 @@ Ticket GrpcPsClient::PushSparse(int table, absl::Span<const uint64_t> keys,
       const size_t count = std::min(chunk, total - at);
       auto request = std::make_shared<PushSparseRequest>();
       request->set_table(table);
-      *request->mutable_keys() = ToBytes<uint64_t>(
-          absl::MakeConstSpan(call->plan.keys[s].data() + at, count));
-      *request->mutable_grads() = ToBytes<float>(
-          absl::MakeConstSpan(call->rows[s].data() + at * dim, count * dim));
+      *request->mutable_keys() =
+          ToBytes<uint64_t>(absl::MakeConstSpan(call->plan.keys[s].data() + at, count));
+      *request->mutable_grads() =
+          ToBytes<float>(absl::MakeConstSpan(call->rows[s].data() + at * dim, count * dim));
       *request->mutable_id() = c->NextPushId();
       tasks.push_back([c, s, request, table] {
         PushReply reply;
-        return c->Rpc(s, absl::StrCat("PushSparse table ", table),
-                      [&](grpc::ClientContext& ctx) {
-                        return c->stubs[s]->PushSparse(&ctx, *request, &reply);
-                      });
+        return c->Rpc(s, absl::StrCat("PushSparse table ", table), [&](grpc::ClientContext& ctx) {
+          return c->stubs[s]->PushSparse(&ctx, *request, &reply);
+        });
       });
     }
   }
@@ -390,8 +360,7 @@ Ticket GrpcPsClient::PullDense(int table, int block, absl::Span<float> values) {
     PullDenseRequest request;
     request.set_table(table);
     request.set_block(block);
-    const std::string what =
-        absl::StrCat("PullDense table ", table, " block ", block);
+    const std::string what = absl::StrCat("PullDense table ", table, " block ", block);
     size_t got = 0;
     HETERPS_RETURN_IF_ERROR(c->Rpc(s, what, [&](grpc::ClientContext& ctx) {
       got = 0;
@@ -400,52 +369,49 @@ Ticket GrpcPsClient::PullDense(int table, int block, absl::Span<float> values) {
       while (reader->Read(&chunk)) {
         const size_t floats = chunk.values().size() / sizeof(float);
         if (got + floats <= values.size()) {
-          std::memcpy(values.data() + got, chunk.values().data(),
-                      floats * sizeof(float));
+          std::memcpy(values.data() + got, chunk.values().data(), floats * sizeof(float));
         }
         got += floats;
       }
       return reader->Finish();
     }));
     if (got != values.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          c->Where(s), ": ", what, ": the call passed ", values.size(),
-          " floats, the block has ", got > values.size() ? "more" : "fewer"));
+      return absl::InvalidArgumentError(absl::StrCat(c->Where(s), ": ", what, ": the call passed ",
+                                                     values.size(), " floats, the block has ",
+                                                     got > values.size() ? "more" : "fewer"));
     }
     return absl::OkStatus();
   };
   return c->Launch(std::make_shared<Call>(), {std::move(task)});
 }
 
-Ticket GrpcPsClient::PushDense(int table, int block,
-                               absl::Span<const float> grads) {
+Ticket GrpcPsClient::PushDense(int table, int block, absl::Span<const float> grads) {
   Impl* c = impl_.get();
   const int s = table % num_servers();
   const PushId id = c->NextPushId();
   Task task = [c, s, table, block, grads, id]() -> absl::Status {
-    return c->Rpc(
-        s, absl::StrCat("PushDense table ", table, " block ", block),
-        [&](grpc::ClientContext& ctx) {
-          PushReply reply;
-          auto writer = c->stubs[s]->PushDense(&ctx, &reply);
-          const size_t chunk = c->ChunkFloats();
-          size_t at = 0;
-          do {  // one message at least, which names the table and the block
-            PushDenseChunk message;
-            if (at == 0) {
-              message.set_table(table);
-              message.set_block(block);
-              *message.mutable_id() = id;
-            }
-            const size_t n = std::min(chunk, grads.size() - at);
-            *message.mutable_grads() =
-                ToBytes<float>(absl::MakeConstSpan(grads.data() + at, n));
-            at += n;
-            if (!writer->Write(message)) break;
-          } while (at < grads.size());
-          writer->WritesDone();
-          return writer->Finish();
-        });
+    return c->Rpc(s, absl::StrCat("PushDense table ", table, " block ", block),
+                  [&](grpc::ClientContext& ctx) {
+                    PushReply reply;
+                    auto writer = c->stubs[s]->PushDense(&ctx, &reply);
+                    const size_t chunk = c->ChunkFloats();
+                    size_t at = 0;
+                    do {  // one message at least, which names the table and the block
+                      PushDenseChunk message;
+                      if (at == 0) {
+                        message.set_table(table);
+                        message.set_block(block);
+                        *message.mutable_id() = id;
+                      }
+                      const size_t n = std::min(chunk, grads.size() - at);
+                      *message.mutable_grads() =
+                          ToBytes<float>(absl::MakeConstSpan(grads.data() + at, n));
+                      at += n;
+                      if (!writer->Write(message)) break;
+                    } while (at < grads.size());
+                    writer->WritesDone();
+                    return writer->Finish();
+                  });
   };
   return c->Launch(std::make_shared<Call>(), {std::move(task)});
 }
@@ -459,11 +425,9 @@ absl::Status GrpcPsClient::SaveCheckpoint(int64_t step) {
   std::vector<absl::Status> results(num_servers());
   c->OnShards(c->AllShards(), [&](int s) {
      SaveCheckpointReply reply;
-     results[s] =
-         c->Rpc(s, absl::StrCat("SaveCheckpoint ", step),
-                [&](grpc::ClientContext& ctx) {
-                  return c->stubs[s]->SaveCheckpoint(&ctx, request, &reply);
-                });
+     results[s] = c->Rpc(s, absl::StrCat("SaveCheckpoint ", step), [&](grpc::ClientContext& ctx) {
+       return c->stubs[s]->SaveCheckpoint(&ctx, request, &reply);
+     });
      return absl::OkStatus();
    }).IgnoreError();
   std::string errors;
@@ -473,8 +437,7 @@ absl::Status GrpcPsClient::SaveCheckpoint(int64_t step) {
     if (code == absl::StatusCode::kOk) code = r.code();
     absl::StrAppend(&errors, errors.empty() ? "" : "; ", r.message());
   }
-  return code == absl::StatusCode::kOk ? absl::OkStatus()
-                                       : absl::Status(code, errors);
+  return code == absl::StatusCode::kOk ? absl::OkStatus() : absl::Status(code, errors);
 }
 
 absl::StatusOr<int64_t> GrpcPsClient::LoadCheckpoint() {
@@ -482,19 +445,17 @@ absl::StatusOr<int64_t> GrpcPsClient::LoadCheckpoint() {
   std::vector<int64_t> steps(num_servers(), -1);
   HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [&](int s) {
     LoadCheckpointReply reply;
-    absl::Status status =
-        c->Rpc(s, "LoadCheckpoint", [&](grpc::ClientContext& ctx) {
-          return c->stubs[s]->LoadCheckpoint(&ctx, LoadCheckpointRequest(),
-                                             &reply);
-        });
+    absl::Status status = c->Rpc(s, "LoadCheckpoint", [&](grpc::ClientContext& ctx) {
+      return c->stubs[s]->LoadCheckpoint(&ctx, LoadCheckpointRequest(), &reply);
+    });
     steps[s] = reply.step();
     return status;
   }));
   for (int s = 1; s < num_servers(); ++s) {
     if (steps[s] != steps[0]) {
-      return absl::DataLossError(absl::StrCat(
-          "shards disagree on the latest checkpoint: ", c->Where(0),
-          " has step ", steps[0], ", ", c->Where(s), " has step ", steps[s]));
+      return absl::DataLossError(
+          absl::StrCat("shards disagree on the latest checkpoint: ", c->Where(0), " has step ",
+                       steps[0], ", ", c->Where(s), " has step ", steps[s]));
     }
   }
   return steps[0];
@@ -503,33 +464,30 @@ absl::StatusOr<int64_t> GrpcPsClient::LoadCheckpoint() {
 absl::StatusOr<std::vector<ShardStats>> GrpcPsClient::Stats() {
   Impl* c = impl_.get();
   std::vector<ShardStats> stats(num_servers());
-  HETERPS_RETURN_IF_ERROR(
-      c->OnShards(c->AllShards(), [&](int s) -> absl::Status {
-        StatsReply reply;
-        HETERPS_RETURN_IF_ERROR(
-            c->Rpc(s, "Stats", [&](grpc::ClientContext& ctx) {
-              return c->stubs[s]->Stats(&ctx, StatsRequest(), &reply);
-            }));
-        ShardStats& out = stats[s];
-        out.shard = reply.shard();
-        for (const SparseStats& t : reply.sparse()) {
-          SparseTableStats table;
-          table.memory_rows = t.memory_rows();
-          table.memory_bytes = t.memory_bytes();
-          table.cold_rows = t.cold_rows();
-          table.created = t.created();
-          table.hits = t.hits();
-          table.misses = t.misses();
-          table.spills = t.spills();
-          out.sparse.emplace_back(t.table(), table);
-        }
-        out.dense_tables.assign(reply.dense_tables().begin(),
-                                reply.dense_tables().end());
-        out.calls = reply.calls();
-        out.refused = reply.refused();
-        out.duplicate_pushes = reply.duplicate_pushes();
-        return absl::OkStatus();
-      }));
+  HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [&](int s) -> absl::Status {
+    StatsReply reply;
+    HETERPS_RETURN_IF_ERROR(c->Rpc(s, "Stats", [&](grpc::ClientContext& ctx) {
+      return c->stubs[s]->Stats(&ctx, StatsRequest(), &reply);
+    }));
+    ShardStats& out = stats[s];
+    out.shard = reply.shard();
+    for (const SparseStats& t : reply.sparse()) {
+      SparseTableStats table;
+      table.memory_rows = t.memory_rows();
+      table.memory_bytes = t.memory_bytes();
+      table.cold_rows = t.cold_rows();
+      table.created = t.created();
+      table.hits = t.hits();
+      table.misses = t.misses();
+      table.spills = t.spills();
+      out.sparse.emplace_back(t.table(), table);
+    }
+    out.dense_tables.assign(reply.dense_tables().begin(), reply.dense_tables().end());
+    out.calls = reply.calls();
+    out.refused = reply.refused();
+    out.duplicate_pushes = reply.duplicate_pushes();
+    return absl::OkStatus();
+  }));
   return stats;
 }
 

@@ -40,9 +40,8 @@ namespace heterps::ps::rpc {
 
 struct GrpcPsClientOptions {
   std::vector<std::string> servers;  // "host:port" of shard 0, 1, ...
-  std::string token;  // the job's token; empty if the servers have none
-  std::string
-      tls_ca_pem;  // PEM root certificates; non-empty: TLS to every server
+  std::string token;                 // the job's token; empty if the servers have none
+  std::string tls_ca_pem;            // PEM root certificates; non-empty: TLS to every server
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration rpc_timeout = absl::Seconds(30);
   int max_attempts = 4;  // per RPC, for UNAVAILABLE only
@@ -54,8 +53,7 @@ struct GrpcPsClientOptions {
 // A server's answer to Stats.
 struct ShardStats {
   int shard = 0;
-  std::vector<std::pair<int, SparseTableStats>>
-      sparse;  // (table id, its counters on this shard)
+  std::vector<std::pair<int, SparseTableStats>> sparse;  // (table id, its counters on this shard)
   std::vector<int> dense_tables;
   int64_t calls = 0, refused = 0, duplicate_pushes = 0;
 };
@@ -65,21 +63,18 @@ class GrpcPsClient : public PsClient {
   // Connects to every server within `connect_timeout` and checks that
   // servers[i] says it is shard i of servers.size(). Unavailable or
   // FailedPrecondition naming the server otherwise.
-  static absl::StatusOr<std::unique_ptr<GrpcPsClient>> Connect(
-      const GrpcPsClientOptions& options);
+  static absl::StatusOr<std::unique_ptr<GrpcPsClient>> Connect(const GrpcPsClientOptions& options);
   ~GrpcPsClient() override;
 
   absl::Status CreateSparseTable(int table, const SparseTableOptions& options);
   absl::Status CreateDenseTable(int table, const DenseTableOptions& options);
 
   int num_servers() const override;
-  Ticket PullSparse(int table, absl::Span<const uint64_t> keys,
-                    absl::Span<float> values) override;
+  Ticket PullSparse(int table, absl::Span<const uint64_t> keys, absl::Span<float> values) override;
   Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
                     absl::Span<const float> grads) override;
   Ticket PullDense(int table, int block, absl::Span<float> values) override;
-  Ticket PushDense(int table, int block,
-                   absl::Span<const float> grads) override;
+  Ticket PushDense(int table, int block, absl::Span<const float> grads) override;
   absl::Status Wait(Ticket ticket) override;
 
   // Every shard writes a checkpoint of `step` under its data directory

@@ -28,8 +28,8 @@ std::string DataDir(const std::string& name) {
 }
 
 // `n` servers on loopback, each with its own data directory.
-std::vector<std::unique_ptr<PsServer>> StartServers(
-    int n, const std::string& name, const std::string& token = kToken) {
+std::vector<std::unique_ptr<PsServer>> StartServers(int n, const std::string& name,
+                                                    const std::string& token = kToken) {
   std::vector<std::unique_ptr<PsServer>> servers;
   for (int s = 0; s < n; ++s) {
     PsServerOptions options;
@@ -44,11 +44,9 @@ std::vector<std::unique_ptr<PsServer>> StartServers(
   return servers;
 }
 
-GrpcPsClientOptions ClientOptions(
-    const std::vector<std::unique_ptr<PsServer>>& servers) {
+GrpcPsClientOptions ClientOptions(const std::vector<std::unique_ptr<PsServer>>& servers) {
   GrpcPsClientOptions options;
-  for (const auto& server : servers)
-    options.servers.push_back(server->address());
+  for (const auto& server : servers) options.servers.push_back(server->address());
   options.token = kToken;
   options.connect_timeout = absl::Seconds(5);
   return options;
@@ -82,8 +80,7 @@ TEST(GrpcPsTest, AnswersExactlyLikeTheInProcessClient) {
     const int table = kind == OptimizerKind::kAdam ? 1 : 0;
     // The remote table spills to RocksDB; the local one keeps everything in
     // memory.
-    absl::Status created =
-        (*remote)->CreateSparseTable(table, Sparse(kind, 64 << 10));
+    absl::Status created = (*remote)->CreateSparseTable(table, Sparse(kind, 64 << 10));
     ASSERT_TRUE(created.ok()) << created;
     ASSERT_TRUE(local.CreateSparseTable(table, Sparse(kind, 0)).ok());
   }
@@ -98,10 +95,8 @@ TEST(GrpcPsTest, AnswersExactlyLikeTheInProcessClient) {
     for (uint64_t& k : keys) k = rng() % 20000;  // repeats within a batch
     std::vector<float> a(keys.size() * 8), b(keys.size() * 8);
     if (step % 3 != 2) {
-      ASSERT_TRUE(
-          local.Wait(local.PullSparse(table, keys, absl::MakeSpan(a))).ok());
-      absl::Status status = (*remote)->Wait(
-          (*remote)->PullSparse(table, keys, absl::MakeSpan(b)));
+      ASSERT_TRUE(local.Wait(local.PullSparse(table, keys, absl::MakeSpan(a))).ok());
+      absl::Status status = (*remote)->Wait((*remote)->PullSparse(table, keys, absl::MakeSpan(b)));
       ASSERT_TRUE(status.ok()) << status;
       ASSERT_EQ(a, b) << "step " << step;
     } else {
@@ -116,11 +111,8 @@ TEST(GrpcPsTest, AnswersExactlyLikeTheInProcessClient) {
     }
     for (int block : {0, 1}) {
       std::vector<float> x(Dense().block_sizes[block]), y(x.size());
-      ASSERT_TRUE(
-          local.Wait(local.PullDense(3, block, absl::MakeSpan(x))).ok());
-      ASSERT_TRUE((*remote)
-                      ->Wait((*remote)->PullDense(3, block, absl::MakeSpan(y)))
-                      .ok());
+      ASSERT_TRUE(local.Wait(local.PullDense(3, block, absl::MakeSpan(x))).ok());
+      ASSERT_TRUE((*remote)->Wait((*remote)->PullDense(3, block, absl::MakeSpan(y))).ok());
       ASSERT_EQ(x, y) << "step " << step << " block " << block;
       for (float& g : x) g = normal(rng);
       ASSERT_TRUE(local.Wait(local.PushDense(3, block, x)).ok());
@@ -145,10 +137,8 @@ TEST(GrpcPsTest, CallsWithoutTheTokenAreRefused) {
     options.token = token;
     auto client = GrpcPsClient::Connect(options);
     ASSERT_FALSE(client.ok());
-    EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated)
-        << client.status();
-    EXPECT_THAT(client.status().message(),
-                HasSubstr("ps shard 0 (" + servers[0]->address()));
+    EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated) << client.status();
+    EXPECT_THAT(client.status().message(), HasSubstr("ps shard 0 (" + servers[0]->address()));
   }
   EXPECT_EQ(servers[0]->counters().refused, 2);
   options.token = kToken;
@@ -161,30 +151,23 @@ TEST(GrpcPsTest, MisorderedServersAndBadCallsAreClearErrors) {
   std::swap(options.servers[0], options.servers[1]);
   auto swapped = GrpcPsClient::Connect(options);
   ASSERT_FALSE(swapped.ok());
-  EXPECT_THAT(swapped.status().message(),
-              HasSubstr("but the client has it as shard"));
+  EXPECT_THAT(swapped.status().message(), HasSubstr("but the client has it as shard"));
 
   std::swap(options.servers[0], options.servers[1]);
   auto client = GrpcPsClient::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE(
-      (*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
+  ASSERT_TRUE((*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
   // Creating again with the same options is a no-op; with others, an error.
-  EXPECT_TRUE(
-      (*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
-  absl::Status again =
-      (*client)->CreateSparseTable(0, Sparse(OptimizerKind::kAdam, 0));
+  EXPECT_TRUE((*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
+  absl::Status again = (*client)->CreateSparseTable(0, Sparse(OptimizerKind::kAdam, 0));
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
 
   std::vector<uint64_t> keys = {1, 2, 3};
   std::vector<float> wrong_dim(3 * 4);
-  absl::Status status = (*client)->Wait(
-      (*client)->PullSparse(0, keys, absl::MakeSpan(wrong_dim)));
-  EXPECT_THAT(status.message(),
-              HasSubstr("4 floats per key but the table's rows have 8"));
+  absl::Status status = (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(wrong_dim)));
+  EXPECT_THAT(status.message(), HasSubstr("4 floats per key but the table's rows have 8"));
   std::vector<float> ragged(7);
-  status =
-      (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(ragged)));
+  status = (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(ragged)));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   std::vector<float> row(3 * 8);
   status = (*client)->Wait((*client)->PullSparse(5, keys, absl::MakeSpan(row)));
@@ -201,21 +184,17 @@ TEST(GrpcPsTest, ARetriedPushIsAppliedOnce) {
   ASSERT_TRUE((*client)->CreateSparseTable(0, o).ok());
   std::vector<uint64_t> key = {77};
   std::vector<float> before(8), after(8);
-  ASSERT_TRUE((*client)
-                  ->Wait((*client)->PullSparse(0, key, absl::MakeSpan(before)))
-                  .ok());
+  ASSERT_TRUE((*client)->Wait((*client)->PullSparse(0, key, absl::MakeSpan(before))).ok());
 
   // The same push id twice, as a client that lost the first answer would send
   // it.
-  auto stub = ParameterServer::NewStub(grpc::CreateChannel(
-      servers[0]->address(), grpc::InsecureChannelCredentials()));
+  auto stub = ParameterServer::NewStub(
+      grpc::CreateChannel(servers[0]->address(), grpc::InsecureChannelCredentials()));
   PushSparseRequest request;
   request.set_table(0);
-  *request.mutable_keys() =
-      internal::ToBytes<uint64_t>(absl::MakeConstSpan(key));
+  *request.mutable_keys() = internal::ToBytes<uint64_t>(absl::MakeConstSpan(key));
   std::vector<float> grads(8, 1.0f);
-  *request.mutable_grads() =
-      internal::ToBytes<float>(absl::MakeConstSpan(grads));
+  *request.mutable_grads() = internal::ToBytes<float>(absl::MakeConstSpan(grads));
   request.mutable_id()->set_client(42);
   request.mutable_id()->set_sequence(1);
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -224,9 +203,7 @@ TEST(GrpcPsTest, ARetriedPushIsAppliedOnce) {
     PushReply reply;
     ASSERT_TRUE(stub->PushSparse(&context, request, &reply).ok());
   }
-  ASSERT_TRUE((*client)
-                  ->Wait((*client)->PullSparse(0, key, absl::MakeSpan(after)))
-                  .ok());
+  ASSERT_TRUE((*client)->Wait((*client)->PullSparse(0, key, absl::MakeSpan(after))).ok());
   for (int d = 0; d < 8; ++d) EXPECT_FLOAT_EQ(after[d], before[d] - 1) << d;
   EXPECT_EQ(servers[0]->counters().duplicate_pushes, 1);
 }
@@ -235,16 +212,12 @@ TEST(GrpcPsTest, CheckpointsRoundTripThroughTheService) {
   auto servers = StartServers(2, "ckpt");
   auto client = GrpcPsClient::Connect(ClientOptions(servers));
   ASSERT_TRUE(client.ok());
-  ASSERT_TRUE((*client)
-                  ->CreateSparseTable(0, Sparse(OptimizerKind::kAdam, 16 << 10))
-                  .ok());
+  ASSERT_TRUE((*client)->CreateSparseTable(0, Sparse(OptimizerKind::kAdam, 16 << 10)).ok());
   ASSERT_TRUE((*client)->CreateDenseTable(1, Dense()).ok());
   std::vector<uint64_t> keys(2000);
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919;
-  std::vector<float> grads(keys.size() * 8, 0.5f), saved(keys.size() * 8),
-      now(saved.size());
-  std::vector<float> dense_saved(Dense().block_sizes[1]),
-      dense_now(dense_saved.size());
+  std::vector<float> grads(keys.size() * 8, 0.5f), saved(keys.size() * 8), now(saved.size());
+  std::vector<float> dense_saved(Dense().block_sizes[1]), dense_now(dense_saved.size());
   std::vector<float> dense_grads(dense_saved.size(), 0.25f);
   auto& c = **client;
   ASSERT_TRUE(c.Wait(c.PushSparse(0, keys, grads)).ok());
@@ -273,19 +246,16 @@ TEST(GrpcPsTest, AStoppedServerGivesAClearErrorNotAHang) {
   options.rpc_timeout = absl::Seconds(5);
   auto client = GrpcPsClient::Connect(options);
   ASSERT_TRUE(client.ok());
-  ASSERT_TRUE(
-      (*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
+  ASSERT_TRUE((*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
   servers[1]->Shutdown(absl::ZeroDuration());
   std::vector<uint64_t> keys(100);
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
   std::vector<float> values(keys.size() * 8);
   const absl::Time start = absl::Now();
-  absl::Status status =
-      (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values)));
+  absl::Status status = (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values)));
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_THAT(status.message(),
-              HasSubstr("ps shard 1 (" + servers[1]->address() + ")"));
+  EXPECT_THAT(status.message(), HasSubstr("ps shard 1 (" + servers[1]->address() + ")"));
   EXPECT_THAT(status.message(), HasSubstr("after 4 attempts"));
 }
 
@@ -298,16 +268,14 @@ TEST(GrpcPsTest, ServerOptionsAreChecked) {
   options.host = "127.0.0.1";
   options.shard = 2;
   options.num_shards = 2;
-  EXPECT_EQ(PsServer::Start(options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PsServer::Start(options).status().code(), absl::StatusCode::kInvalidArgument);
   options.shard = 0;
   auto first = PsServer::Start(options);
   ASSERT_TRUE(first.ok());
   options.port = (*first)->port();
   auto second = PsServer::Start(options);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(second.status().message(),
-              HasSubstr(absl::StrCat(":", options.port)));
+  EXPECT_THAT(second.status().message(), HasSubstr(absl::StrCat(":", options.port)));
 }
 
 TEST(GrpcPsTest, TlsServersSpeakOnlyTls) {
@@ -316,8 +284,8 @@ TEST(GrpcPsTest, TlsServersSpeakOnlyTls) {
   std::filesystem::create_directories(dir);
   const std::string command =
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + dir + "/key.pem -out " +
-      dir + "/cert.pem 2>" + dir + "/openssl.log";
+      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+      dir + "/key.pem -out " + dir + "/cert.pem 2>" + dir + "/openssl.log";
   ASSERT_EQ(std::system(command.c_str()), 0) << *base::ReadTextFile(dir + "/openssl.log");
   auto cert = base::ReadTextFile(dir + "/cert.pem");
   auto key = base::ReadTextFile(dir + "/key.pem");

@@ -40,8 +40,7 @@ class PushLog {
   // Runs `apply` unless the push `id` ran already; a repeat waits for the first
   // run and returns its status. A failed push is forgotten, so that its retry
   // runs again. A zero client id opts out.
-  absl::Status Once(const PushId& id,
-                    const std::function<absl::Status()>& apply,
+  absl::Status Once(const PushId& id, const std::function<absl::Status()>& apply,
                     std::atomic<int64_t>& duplicates) {
     if (id.client() == 0) return apply();
     std::shared_ptr<Entry> entry;
@@ -71,8 +70,7 @@ class PushLog {
       absl::MutexLock lock(&mu_);
       Client& client = clients_[id.client()];
       auto it = client.entries.find(id.sequence());
-      if (it != client.entries.end() && it->second == entry)
-        client.entries.erase(it);
+      if (it != client.entries.end() && it->second == entry) client.entries.erase(it);
     }
     entry->done.Notify();
     return entry->status;
@@ -91,8 +89,7 @@ class PushLog {
   absl::flat_hash_map<uint64_t, Client> clients_ ABSL_GUARDED_BY(mu_);
 };
 
-bool SameConfig(const google::protobuf::Message& a,
-                const google::protobuf::Message& b) {
+bool SameConfig(const google::protobuf::Message& a, const google::protobuf::Message& b) {
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
@@ -107,20 +104,16 @@ bool TokensEqual(absl::string_view a, absl::string_view b) {
 }  // namespace
 
 bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" ||
-         absl::StartsWith(host, "127.");
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
 }
 
 class PsServer::Service final : public ParameterServer::Service {
  public:
   explicit Service(const PsServerOptions& options) : options_(options) {}
 
-  PsServerCounters counters() const {
-    return {calls_.load(), refused_.load(), duplicates_.load()};
-  }
+  PsServerCounters counters() const { return {calls_.load(), refused_.load(), duplicates_.load()}; }
 
-  grpc::Status Info(grpc::ServerContext* ctx, const InfoRequest*,
-                    InfoReply* reply) override {
+  grpc::Status Info(grpc::ServerContext* ctx, const InfoRequest*, InfoReply* reply) override {
     return Serve(ctx, "Info", [&]() -> absl::Status {
       reply->set_shard(options_.shard);
       reply->set_num_shards(options_.num_shards);
@@ -128,77 +121,65 @@ class PsServer::Service final : public ParameterServer::Service {
     });
   }
 
-  grpc::Status CreateTable(grpc::ServerContext* ctx,
-                           const CreateTableRequest* request,
+  grpc::Status CreateTable(grpc::ServerContext* ctx, const CreateTableRequest* request,
                            CreateTableReply*) override {
     return Serve(ctx, "CreateTable", [&] { return Create(*request); });
   }
 
-  grpc::Status PullSparse(grpc::ServerContext* ctx,
-                          const PullSparseRequest* request,
+  grpc::Status PullSparse(grpc::ServerContext* ctx, const PullSparseRequest* request,
                           PullSparseReply* reply) override {
     return Serve(ctx, "PullSparse", [&]() -> absl::Status {
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
       HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
-      HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys,
-                               Keys(request->keys()));
+      HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys, Keys(request->keys()));
       const size_t floats = keys.size() * table->dim();
       std::string* out = reply->mutable_values();
       out->resize(floats * sizeof(float));
-      return table->Pull(
-          keys, absl::MakeSpan(reinterpret_cast<float*>(out->data()), floats));
+      return table->Pull(keys, absl::MakeSpan(reinterpret_cast<float*>(out->data()), floats));
     });
   }
 
-  grpc::Status PushSparse(grpc::ServerContext* ctx,
-                          const PushSparseRequest* request,
+  grpc::Status PushSparse(grpc::ServerContext* ctx, const PushSparseRequest* request,
                           PushReply*) override {
     return Serve(ctx, "PushSparse", [&]() -> absl::Status {
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
       HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
-      HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys,
-                               Keys(request->keys()));
+      HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys, Keys(request->keys()));
       std::vector<float> grads(keys.size() * table->dim());
-      HETERPS_RETURN_IF_ERROR(FromBytes<float>(
-          request->grads(), absl::MakeSpan(grads), "push sparse gradients"));
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<float>(request->grads(), absl::MakeSpan(grads), "push sparse gradients"));
       return pushes_.Once(
           request->id(), [&] { return table->Push(keys, grads); }, duplicates_);
     });
   }
 
-  grpc::Status PullDense(grpc::ServerContext* ctx,
-                         const PullDenseRequest* request,
+  grpc::Status PullDense(grpc::ServerContext* ctx, const PullDenseRequest* request,
                          grpc::ServerWriter<DenseChunk>* writer) override {
     return Serve(ctx, "PullDense", [&]() -> absl::Status {
       std::vector<float> values;
       {
         absl::ReaderMutexLock snapshot(&snapshot_mu_);
         HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
-        HETERPS_RETURN_IF_ERROR(
-            CheckBlock(*table, request->table(), request->block()));
+        HETERPS_RETURN_IF_ERROR(CheckBlock(*table, request->table(), request->block()));
         values.resize(table->block_size(request->block()));
-        HETERPS_RETURN_IF_ERROR(
-            table->Pull(request->block(), absl::MakeSpan(values)));
+        HETERPS_RETURN_IF_ERROR(table->Pull(request->block(), absl::MakeSpan(values)));
       }
       for (size_t at = 0; at < values.size(); at += kDenseChunkFloats) {
         DenseChunk chunk;
         const size_t n = std::min(kDenseChunkFloats, values.size() - at);
-        *chunk.mutable_values() = internal::ToBytes<float>(
-            absl::MakeConstSpan(values.data() + at, n));
-        if (!writer->Write(chunk))
-          return absl::CancelledError("the client went away");
+        *chunk.mutable_values() =
+            internal::ToBytes<float>(absl::MakeConstSpan(values.data() + at, n));
+        if (!writer->Write(chunk)) return absl::CancelledError("the client went away");
       }
       return absl::OkStatus();
     });
   }
 
-  grpc::Status PushDense(grpc::ServerContext* ctx,
-                         grpc::ServerReader<PushDenseChunk>* reader,
+  grpc::Status PushDense(grpc::ServerContext* ctx, grpc::ServerReader<PushDenseChunk>* reader,
                          PushReply*) override {
     return Serve(ctx, "PushDense", [&]() -> absl::Status {
       PushDenseChunk first;
-      if (!reader->Read(&first))
-        return absl::InvalidArgumentError("push dense: no chunks");
+      if (!reader->Read(&first)) return absl::InvalidArgumentError("push dense: no chunks");
       std::string grads_bytes = first.grads();
       PushDenseChunk chunk;
       while (reader->Read(&chunk)) grads_bytes += chunk.grads();
@@ -206,43 +187,35 @@ class PsServer::Service final : public ParameterServer::Service {
       HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(first.table()));
       HETERPS_RETURN_IF_ERROR(CheckBlock(*table, first.table(), first.block()));
       std::vector<float> grads(table->block_size(first.block()));
-      HETERPS_RETURN_IF_ERROR(
-          FromBytes<float>(grads_bytes, absl::MakeSpan(grads),
-                           absl::StrCat("push dense table ", first.table(),
-                                        " block ", first.block())));
+      HETERPS_RETURN_IF_ERROR(FromBytes<float>(
+          grads_bytes, absl::MakeSpan(grads),
+          absl::StrCat("push dense table ", first.table(), " block ", first.block())));
       return pushes_.Once(
-          first.id(), [&] { return table->Push(first.block(), grads); },
-          duplicates_);
+          first.id(), [&] { return table->Push(first.block(), grads); }, duplicates_);
     });
   }
 
-  grpc::Status SaveCheckpoint(grpc::ServerContext* ctx,
-                              const SaveCheckpointRequest* request,
+  grpc::Status SaveCheckpoint(grpc::ServerContext* ctx, const SaveCheckpointRequest* request,
                               SaveCheckpointReply* reply) override {
     return Serve(ctx, "SaveCheckpoint", [&]() -> absl::Status {
       absl::MutexLock snapshot(&snapshot_mu_);
-      HETERPS_RETURN_IF_ERROR(
-          ps::SaveCheckpoint(CheckpointRoot(), request->step(), Tables()));
-      reply->set_path(
-          absl::StrCat(CheckpointRoot(), "/ckpt-", request->step()));
+      HETERPS_RETURN_IF_ERROR(ps::SaveCheckpoint(CheckpointRoot(), request->step(), Tables()));
+      reply->set_path(absl::StrCat(CheckpointRoot(), "/ckpt-", request->step()));
       return absl::OkStatus();
     });
   }
 
-  grpc::Status LoadCheckpoint(grpc::ServerContext* ctx,
-                              const LoadCheckpointRequest*,
+  grpc::Status LoadCheckpoint(grpc::ServerContext* ctx, const LoadCheckpointRequest*,
                               LoadCheckpointReply* reply) override {
     return Serve(ctx, "LoadCheckpoint", [&]() -> absl::Status {
       absl::MutexLock snapshot(&snapshot_mu_);
-      HETERPS_ASSIGN_OR_RETURN(
-          int64_t step, LoadLatestCheckpoint(CheckpointRoot(), Tables()));
+      HETERPS_ASSIGN_OR_RETURN(int64_t step, LoadLatestCheckpoint(CheckpointRoot(), Tables()));
       reply->set_step(step);
       return absl::OkStatus();
     });
   }
 
-  grpc::Status Stats(grpc::ServerContext* ctx, const StatsRequest*,
-                     StatsReply* reply) override {
+  grpc::Status Stats(grpc::ServerContext* ctx, const StatsRequest*, StatsReply* reply) override {
     return Serve(ctx, "Stats", [&]() -> absl::Status {
       reply->set_shard(options_.shard);
       absl::MutexLock lock(&tables_mu_);
@@ -257,8 +230,7 @@ class PsServer::Service final : public ParameterServer::Service {
         out->set_hits(s.hits);
         out->set_misses(s.misses);
         out->set_spills(s.spills);
-        out->set_memory_budget_bytes(
-            entry.table->options().memory_budget_bytes);
+        out->set_memory_budget_bytes(entry.table->options().memory_budget_bytes);
       }
       for (const auto& [id, entry] : dense_) reply->add_dense_tables(id);
       const PsServerCounters c = counters();
@@ -271,22 +243,19 @@ class PsServer::Service final : public ParameterServer::Service {
 
  private:
   template <typename Body>
-  grpc::Status Serve(grpc::ServerContext* ctx, absl::string_view method,
-                     Body body) {
+  grpc::Status Serve(grpc::ServerContext* ctx, absl::string_view method, Body body) {
     ++calls_;
     if (!options_.token.empty()) {
       auto entries = ctx->client_metadata().equal_range(internal::kTokenHeader);
       const bool given = entries.first != entries.second;
-      if (!given ||
-          !TokensEqual(absl::string_view(entries.first->second.data(),
-                                         entries.first->second.size()),
-                       options_.token)) {
+      if (!given || !TokensEqual(absl::string_view(entries.first->second.data(),
+                                                   entries.first->second.size()),
+                                 options_.token)) {
         ++refused_;
-        base::LogLine(absl::StrCat("refused ", method, " from ", ctx->peer(),
-                                   ": ", given ? "wrong token" : "no token"));
-        return grpc::Status(
-            grpc::StatusCode::UNAUTHENTICATED,
-            given ? "wrong token" : "no token (x-heterps-token) in the call");
+        base::LogLine(absl::StrCat("refused ", method, " from ", ctx->peer(), ": ",
+                                   given ? "wrong token" : "no token"));
+        return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                            given ? "wrong token" : "no token (x-heterps-token) in the call");
       }
     }
     absl::Status status = body();
@@ -300,64 +269,54 @@ class PsServer::Service final : public ParameterServer::Service {
 
   absl::Status Create(const CreateTableRequest& request) {
     const int id = request.table();
-    if (id < 0)
-      return absl::InvalidArgumentError(absl::StrCat("table id ", id, " < 0"));
+    if (id < 0) return absl::InvalidArgumentError(absl::StrCat("table id ", id, " < 0"));
     absl::MutexLock snapshot(&snapshot_mu_);
     absl::MutexLock lock(&tables_mu_);
     if (request.has_sparse()) {
       if (auto it = sparse_.find(id); it != sparse_.end()) {
-        if (SameConfig(it->second.config, request.sparse()))
-          return absl::OkStatus();
-        return absl::AlreadyExistsError(absl::StrCat(
-            "sparse table ", id, " exists with another configuration"));
+        if (SameConfig(it->second.config, request.sparse())) return absl::OkStatus();
+        return absl::AlreadyExistsError(
+            absl::StrCat("sparse table ", id, " exists with another configuration"));
       }
-      HETERPS_ASSIGN_OR_RETURN(SparseTableOptions options,
-                               internal::FromProto(request.sparse()));
+      HETERPS_ASSIGN_OR_RETURN(SparseTableOptions options, internal::FromProto(request.sparse()));
       std::unique_ptr<ColdStore> cold;
       if (options.memory_budget_bytes > 0) {
         HETERPS_ASSIGN_OR_RETURN(
-            cold, RocksDbColdStore::Open(
-                      absl::StrCat(options_.data_dir, "/tables/sparse-", id)));
+            cold, RocksDbColdStore::Open(absl::StrCat(options_.data_dir, "/tables/sparse-", id)));
       }
-      HETERPS_ASSIGN_OR_RETURN(auto table,
-                               SparseTable::Create(options, std::move(cold)));
+      HETERPS_ASSIGN_OR_RETURN(auto table, SparseTable::Create(options, std::move(cold)));
       sparse_.emplace(id, SparseEntry{request.sparse(), std::move(table)});
       return absl::OkStatus();
     }
     if (request.has_dense()) {
       if (id % options_.num_shards != options_.shard) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "dense table ", id, " belongs on shard ", id % options_.num_shards,
-            ", not on shard ", options_.shard));
+        return absl::FailedPreconditionError(absl::StrCat("dense table ", id, " belongs on shard ",
+                                                          id % options_.num_shards,
+                                                          ", not on shard ", options_.shard));
       }
       if (auto it = dense_.find(id); it != dense_.end()) {
-        if (SameConfig(it->second.config, request.dense()))
-          return absl::OkStatus();
-        return absl::AlreadyExistsError(absl::StrCat(
-            "dense table ", id, " exists with another configuration"));
+        if (SameConfig(it->second.config, request.dense())) return absl::OkStatus();
+        return absl::AlreadyExistsError(
+            absl::StrCat("dense table ", id, " exists with another configuration"));
       }
-      HETERPS_ASSIGN_OR_RETURN(DenseTableOptions options,
-                               internal::FromProto(request.dense()));
+      HETERPS_ASSIGN_OR_RETURN(DenseTableOptions options, internal::FromProto(request.dense()));
       HETERPS_ASSIGN_OR_RETURN(auto table, DenseTable::Create(options));
       dense_.emplace(id, DenseEntry{request.dense(), std::move(table)});
       return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("table ", id, ": neither sparse nor dense"));
+    return absl::InvalidArgumentError(absl::StrCat("table ", id, ": neither sparse nor dense"));
   }
 
   // The keys of a request, each checked to belong to this shard.
   absl::StatusOr<std::vector<uint64_t>> Keys(const std::string& bytes) {
     HETERPS_ASSIGN_OR_RETURN(size_t n, CountOf<uint64_t>(bytes, "keys"));
     std::vector<uint64_t> keys(n);
-    HETERPS_RETURN_IF_ERROR(
-        FromBytes<uint64_t>(bytes, absl::MakeSpan(keys), "keys"));
+    HETERPS_RETURN_IF_ERROR(FromBytes<uint64_t>(bytes, absl::MakeSpan(keys), "keys"));
     for (uint64_t key : keys) {
       if (ServerOf(key, options_.num_shards) != options_.shard) {
         return absl::FailedPreconditionError(
-            absl::StrCat("key ", key, " belongs on shard ",
-                         ServerOf(key, options_.num_shards), ", not on shard ",
-                         options_.shard, " of ", options_.num_shards));
+            absl::StrCat("key ", key, " belongs on shard ", ServerOf(key, options_.num_shards),
+                         ", not on shard ", options_.shard, " of ", options_.num_shards));
       }
     }
     return keys;
@@ -366,31 +325,26 @@ class PsServer::Service final : public ParameterServer::Service {
   absl::StatusOr<SparseTable*> Sparse(int id) {
     absl::MutexLock lock(&tables_mu_);
     auto it = sparse_.find(id);
-    if (it == sparse_.end())
-      return absl::NotFoundError(absl::StrCat("no sparse table ", id));
+    if (it == sparse_.end()) return absl::NotFoundError(absl::StrCat("no sparse table ", id));
     return it->second.table.get();
   }
 
   absl::StatusOr<DenseTable*> Dense(int id) {
     absl::MutexLock lock(&tables_mu_);
     auto it = dense_.find(id);
-    if (it == dense_.end())
-      return absl::NotFoundError(absl::StrCat("no dense table ", id));
+    if (it == dense_.end()) return absl::NotFoundError(absl::StrCat("no dense table ", id));
     return it->second.table.get();
   }
 
   static absl::Status CheckBlock(const DenseTable& table, int id, int block) {
     if (block < 0 || block >= table.num_blocks()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dense table ", id, " has no block ", block, " (it has ",
-                       table.num_blocks(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("dense table ", id, " has no block ", block,
+                                                     " (it has ", table.num_blocks(), ")"));
     }
     return absl::OkStatus();
   }
 
-  std::string CheckpointRoot() const {
-    return options_.data_dir + "/checkpoints";
-  }
+  std::string CheckpointRoot() const { return options_.data_dir + "/checkpoints"; }
 
   CheckpointTables Tables() {
     absl::MutexLock lock(&tables_mu_);
@@ -433,24 +387,18 @@ PsServer::PsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 PsServer::~PsServer() { Shutdown(absl::ZeroDuration()); }
 
-absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
-    const PsServerOptions& options) {
-  if (options.num_shards < 1 || options.shard < 0 ||
-      options.shard >= options.num_shards) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shard ", options.shard, " of ", options.num_shards,
-                     ": need 0 <= shard < shards"));
+absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions& options) {
+  if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", options.shard, " of ", options.num_shards, ": need 0 <= shard < shards"));
   }
-  if (options.data_dir.empty())
-    return absl::InvalidArgumentError("data_dir is required");
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is required");
   if (options.port < 0 || options.port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("port ", options.port, " is out of range"));
+    return absl::InvalidArgumentError(absl::StrCat("port ", options.port, " is out of range"));
   }
   if (options.token.empty() && !IsLoopbackHost(options.host)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("refusing to serve on ", options.host,
-                     " without a token: give one, or bind to 127.0.0.1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to serve on ", options.host, " without a token: give one, or bind to 127.0.0.1"));
   }
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
     return absl::InvalidArgumentError("TLS needs both a certificate and a key");
@@ -458,26 +406,22 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
   std::error_code error;
   std::filesystem::create_directories(options.data_dir + "/tables", error);
   if (error) {
-    return absl::UnavailableError(absl::StrCat("cannot create data directory ",
-                                               options.data_dir, ": ",
-                                               error.message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot create data directory ", options.data_dir, ": ", error.message()));
   }
 
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<Service>(options);
   impl->host = options.host;
-  std::shared_ptr<grpc::ServerCredentials> credentials =
-      grpc::InsecureServerCredentials();
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!options.tls_cert_pem.empty()) {
     grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back(
-        {options.tls_key_pem, options.tls_cert_pem});
+    ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
     credentials = grpc::SslServerCredentials(ssl);
   }
-  const std::string host =
-      absl::StrContains(options.host, ':') && options.host[0] != '['
-          ? absl::StrCat("[", options.host, "]")
-          : options.host;
+  const std::string host = absl::StrContains(options.host, ':') && options.host[0] != '['
+                               ? absl::StrCat("[", options.host, "]")
+                               : options.host;
   const std::string address = absl::StrCat(host, ":", options.port);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, credentials, &impl->port);
@@ -487,8 +431,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
   builder.RegisterService(impl->service.get());
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", address, " (address in use, or not this host's)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address, " (address in use, or not this host's)"));
   }
   impl->host = host;
   return std::unique_ptr<PsServer>(new PsServer(std::move(impl)));
@@ -496,13 +440,9 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
 
 int PsServer::port() const { return impl_->port; }
 
-std::string PsServer::address() const {
-  return absl::StrCat(impl_->host, ":", impl_->port);
-}
+std::string PsServer::address() const { return absl::StrCat(impl_->host, ":", impl_->port); }
 
-PsServerCounters PsServer::counters() const {
-  return impl_->service->counters();
-}
+PsServerCounters PsServer::counters() const { return impl_->service->counters(); }
 
 void PsServer::Shutdown(absl::Duration grace) {
   {

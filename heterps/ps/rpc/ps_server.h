@@ -41,10 +41,9 @@ struct PsServerOptions {
   int num_shards = 1;
   std::string data_dir;  // required; created if missing
   std::string host = "127.0.0.1";
-  int port = 0;       // 0: a free port, chosen by the system
-  std::string token;  // empty: no token (loopback hosts only)
-  std::string
-      tls_cert_pem;  // PEM text of the certificate chain; with tls_key_pem, TLS
+  int port = 0;              // 0: a free port, chosen by the system
+  std::string token;         // empty: no token (loopback hosts only)
+  std::string tls_cert_pem;  // PEM text of the certificate chain; with tls_key_pem, TLS
   std::string tls_key_pem;
   int max_message_bytes = 64 << 20;  // the largest message received
 };
@@ -62,8 +61,7 @@ class PsServer {
   // Binds and starts serving. InvalidArgument for bad options (naming the
   // option); Unavailable, naming host:port, when the address cannot be bound
   // (for example, in use).
-  static absl::StatusOr<std::unique_ptr<PsServer>> Start(
-      const PsServerOptions& options);
+  static absl::StatusOr<std::unique_ptr<PsServer>> Start(const PsServerOptions& options);
   ~PsServer();  // Shutdown(absl::ZeroDuration()) if not done yet
 
   int port() const;

@@ -73,48 +73,38 @@ absl::StatusOr<DenseTableOptions> FromProto(const DenseTableConfig& c) {
 }
 
 template <typename T>
-absl::StatusOr<size_t> CountOf(absl::string_view bytes,
-                               absl::string_view what) {
+absl::StatusOr<size_t> CountOf(absl::string_view bytes, absl::string_view what) {
   if (bytes.size() % sizeof(T) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": ", bytes.size(), " bytes is not a whole number of ", sizeof(T),
-        "-byte elements"));
+        what, ": ", bytes.size(), " bytes is not a whole number of ", sizeof(T), "-byte elements"));
   }
   return bytes.size() / sizeof(T);
 }
 
 template <typename T>
-absl::Status FromBytes(absl::string_view bytes, absl::Span<T> out,
-                       absl::string_view what) {
+absl::Status FromBytes(absl::string_view bytes, absl::Span<T> out, absl::string_view what) {
   if (bytes.size() != out.size() * sizeof(T)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": expected ", out.size() * sizeof(T),
-                     " bytes, got ", bytes.size()));
+        absl::StrCat(what, ": expected ", out.size() * sizeof(T), " bytes, got ", bytes.size()));
   }
   if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
   return absl::OkStatus();
 }
 
-template absl::StatusOr<size_t> CountOf<uint64_t>(absl::string_view,
-                                                  absl::string_view);
-template absl::StatusOr<size_t> CountOf<float>(absl::string_view,
-                                               absl::string_view);
-template absl::Status FromBytes<uint64_t>(absl::string_view,
-                                          absl::Span<uint64_t>,
+template absl::StatusOr<size_t> CountOf<uint64_t>(absl::string_view, absl::string_view);
+template absl::StatusOr<size_t> CountOf<float>(absl::string_view, absl::string_view);
+template absl::Status FromBytes<uint64_t>(absl::string_view, absl::Span<uint64_t>,
                                           absl::string_view);
-template absl::Status FromBytes<float>(absl::string_view, absl::Span<float>,
-                                       absl::string_view);
+template absl::Status FromBytes<float>(absl::string_view, absl::Span<float>, absl::string_view);
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 absl::Status FromGrpc(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 }  // namespace heterps::ps::rpc::internal

@@ -29,14 +29,12 @@ absl::StatusOr<DenseTableOptions> FromProto(const DenseTableConfig& config);
 // hosts).
 template <typename T>
 std::string ToBytes(absl::Span<const T> values) {
-  return std::string(reinterpret_cast<const char*>(values.data()),
-                     values.size() * sizeof(T));
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
 }
 // Copies `bytes` into `out` when the sizes match exactly; InvalidArgument
 // naming `what` else.
 template <typename T>
-absl::Status FromBytes(absl::string_view bytes, absl::Span<T> out,
-                       absl::string_view what);
+absl::Status FromBytes(absl::string_view bytes, absl::Span<T> out, absl::string_view what);
 // The number of T in `bytes`; InvalidArgument naming `what` if it is not a
 // whole number.
 template <typename T>
