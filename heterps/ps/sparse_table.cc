@@ -7,12 +7,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "heterps/base/huge_pages.h"
 #include "heterps/base/status_macros.h"
 
 namespace heterps::ps {
 namespace {
 
-constexpr uint32_t kBlockRows = 4096;  // slots per arena block: growth without 2x overshoot
+// Slots per arena block: growth without 2x overshoot, and blocks of whole huge pages for the
+// common row sizes (16384 rows of 128 bytes are 2 MiB).
+constexpr uint32_t kBlockRows = 16384;
 
 // A resident row's bookkeeping, next to its slot of floats. The counts saturate
 // (a row would need 4 billion updates to notice).
@@ -160,7 +163,7 @@ class SlotIndex {
     entries_[i] = entry;
   }
   void Grow() {
-    std::vector<uint64_t> old;
+    std::vector<uint64_t, base::HugePageAllocator<uint64_t>> old;
     old.swap(entries_);
     entries_.assign(old.size() * 2, kEmpty);
     mask_ = entries_.size() - 1;
@@ -169,16 +172,17 @@ class SlotIndex {
     }
   }
 
-  std::vector<uint64_t> entries_;
+  std::vector<uint64_t, base::HugePageAllocator<uint64_t>> entries_;
   uint64_t mask_ = 0;
   size_t size_ = 0;
 };
 
 struct SparseTable::Shard {
   absl::Mutex mu;
-  SlotIndex index ABSL_GUARDED_BY(mu);                               // resident slots
-  std::vector<std::unique_ptr<float[]>> blocks ABSL_GUARDED_BY(mu);  // kBlockRows slots each
-  std::vector<Meta> meta ABSL_GUARDED_BY(mu);                        // per slot
+  SlotIndex index ABSL_GUARDED_BY(mu);  // resident slots
+  // kBlockRows slots each, on huge pages.
+  std::vector<std::unique_ptr<float[], base::HugeDeleter>> blocks ABSL_GUARDED_BY(mu);
+  std::vector<Meta, base::HugePageAllocator<Meta>> meta ABSL_GUARDED_BY(mu);  // per slot
   std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
   SparseTableStats stats ABSL_GUARDED_BY(mu);  // memory_* are derived when read
 
@@ -257,7 +261,9 @@ uint32_t SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
   const uint32_t slot = static_cast<uint32_t>(shard.meta.size());
   if (slot % kBlockRows == 0) {
-    shard.blocks.push_back(std::make_unique<float[]>(static_cast<size_t>(kBlockRows) * stride()));
+    const size_t bytes = sizeof(float) * static_cast<size_t>(kBlockRows) * stride();
+    shard.blocks.emplace_back(static_cast<float*>(base::AllocateHuge(bytes)),
+                              base::HugeDeleter{bytes});
   }
   shard.meta.emplace_back();
   return slot;
