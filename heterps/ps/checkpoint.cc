@@ -74,25 +74,59 @@ class Writer {
   uint64_t hash_ = 1469598103934665603ull;
 };
 
-// Reads what a Writer wrote; a short read is DataLoss naming the file.
+// Reads what a Writer wrote, streaming (a checkpoint may be larger than memory); a short read is
+// DataLoss naming the file.
 class Reader {
  public:
-  Reader(std::string path, std::string data) : path_(std::move(path)), data_(std::move(data)) {}
+  static absl::StatusOr<Reader> Open(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+      return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+    }
+    return Reader(path, f);
+  }
+  Reader(Reader&& o) noexcept : path_(std::move(o.path_)), f_(o.f_), pos_(o.pos_) {
+    o.f_ = nullptr;
+  }
+  ~Reader() {
+    if (f_ != nullptr) std::fclose(f_);
+  }
   template <typename T>
   absl::Status Get(T* out, size_t count) {
     const size_t size = sizeof(T) * count;
-    if (pos_ + size > data_.size()) {
+    if (std::fread(out, 1, size, f_) != size) {
       return absl::DataLossError(absl::StrCat(path_, ": truncated at byte ", pos_));
     }
-    std::memcpy(out, data_.data() + pos_, size);
     pos_ += size;
     return absl::OkStatus();
   }
-  bool done() const { return pos_ == data_.size(); }
+  bool done() {
+    const int c = std::fgetc(f_);
+    if (c == EOF) return true;
+    std::ungetc(c, f_);
+    return false;
+  }
+  // Reads the rest of the file in chunks, for its size and checksum.
+  absl::Status Digest(uint64_t* bytes, uint64_t* hash) {
+    std::vector<char> buffer(1 << 20);
+    *bytes = 0;
+    *hash = 1469598103934665603ull;
+    size_t n;
+    while ((n = std::fread(buffer.data(), 1, buffer.size(), f_)) > 0) {
+      Fnv(*hash, buffer.data(), n);
+      *bytes += n;
+    }
+    if (std::ferror(f_)) {
+      return absl::DataLossError(absl::StrCat(path_, ": read failed: ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
 
  private:
-  std::string path_, data_;
-  size_t pos_ = 0;
+  Reader(std::string path, std::FILE* f) : path_(std::move(path)), f_(f) {}
+  std::string path_;
+  std::FILE* f_;
+  uint64_t pos_ = 0;
 };
 
 absl::StatusOr<json> WriteSparse(const std::string& dir, int id, SparseTable& table) {
@@ -112,9 +146,10 @@ absl::StatusOr<json> WriteSparse(const std::string& dir, int id, SparseTable& ta
     return w.Put(row.state.data(), row.state.size());
   }));
   HETERPS_RETURN_IF_ERROR(w.Close());
-  return json{{"file", name},      {"table", id},       {"kind", "sparse"}, {"dim", dim},
-              {"state_floats", state}, {"rows", rows}, {"bytes", w.bytes()},
-              {"fnv64", absl::StrFormat("%016x", w.hash())}};
+  return json{{"file", name},          {"table", id},
+              {"kind", "sparse"},      {"dim", dim},
+              {"state_floats", state}, {"rows", rows},
+              {"bytes", w.bytes()},    {"fnv64", absl::StrFormat("%016x", w.hash())}};
 }
 
 absl::StatusOr<json> WriteDense(const std::string& dir, int id, DenseTable& table) {
@@ -129,9 +164,9 @@ absl::StatusOr<json> WriteDense(const std::string& dir, int id, DenseTable& tabl
     HETERPS_RETURN_IF_ERROR(w.Put(data.state.data(), data.state.size()));
   }
   HETERPS_RETURN_IF_ERROR(w.Close());
-  return json{{"file", name},           {"table", id},          {"kind", "dense"},
-              {"block_sizes", sizes},   {"bytes", w.bytes()},
-              {"fnv64", absl::StrFormat("%016x", w.hash())}};
+  return json{{"file", name},       {"table", id},
+              {"kind", "dense"},    {"block_sizes", sizes},
+              {"bytes", w.bytes()}, {"fnv64", absl::StrFormat("%016x", w.hash())}};
 }
 
 absl::Status Fs(const std::string& what, const std::error_code& ec) {
@@ -193,16 +228,19 @@ absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
       !manifest.contains("files") || !manifest["files"].is_array()) {
     return corrupt("not a heterps checkpoint manifest");
   }
-  // Pass 1: every file whole and intact, every table as the manifest describes it.
-  std::vector<Reader> readers;
+  // Pass 1: every file whole and intact, every table as the manifest describes it. Files are
+  // streamed, never held whole.
+  std::vector<std::string> paths;
   size_t sparse_seen = 0, dense_seen = 0;
   for (const json& f : manifest["files"]) {
     const std::string path = dir + "/" + f.value("file", "");
-    HETERPS_ASSIGN_OR_RETURN(std::string data, base::ReadTextFile(path));
-    uint64_t hash = 1469598103934665603ull;
-    Fnv(hash, data.data(), data.size());
-    if (data.size() != f.value("bytes", uint64_t{0})) {
-      return absl::DataLossError(absl::StrCat(path, ": ", data.size(), " bytes, the manifest says ",
+    uint64_t size = 0, hash = 0;
+    {
+      HETERPS_ASSIGN_OR_RETURN(Reader reader, Reader::Open(path));
+      HETERPS_RETURN_IF_ERROR(reader.Digest(&size, &hash));
+    }
+    if (size != f.value("bytes", uint64_t{0})) {
+      return absl::DataLossError(absl::StrCat(path, ": ", size, " bytes, the manifest says ",
                                               f.value("bytes", uint64_t{0}), " (truncated?)"));
     }
     if (absl::StrFormat("%016x", hash) != f.value("fnv64", "")) {
@@ -222,8 +260,8 @@ absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
     } else {
       auto it = tables.dense.find(id);
       std::vector<int64_t> sizes = f.value("block_sizes", std::vector<int64_t>());
-      bool match = it != tables.dense.end() &&
-                   static_cast<int>(sizes.size()) == it->second->num_blocks();
+      bool match =
+          it != tables.dense.end() && static_cast<int>(sizes.size()) == it->second->num_blocks();
       for (size_t b = 0; match && b < sizes.size(); ++b) {
         match = sizes[b] == it->second->block_size(static_cast<int>(b));
       }
@@ -233,7 +271,7 @@ absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
       }
       ++dense_seen;
     }
-    readers.emplace_back(path, std::move(data));
+    paths.push_back(path);
   }
   if (sparse_seen != tables.sparse.size() || dense_seen != tables.dense.size()) {
     return corrupt("it does not cover every table given");
@@ -241,7 +279,7 @@ absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
   // Pass 2: load.
   size_t i = 0;
   for (const json& f : manifest["files"]) {
-    Reader& r = readers[i++];
+    HETERPS_ASSIGN_OR_RETURN(Reader r, Reader::Open(paths[i++]));
     const int id = f["table"];
     if (f["kind"] == "sparse") {
       SparseTable& table = *tables.sparse.at(id);

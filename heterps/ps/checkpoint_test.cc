@@ -1,5 +1,8 @@
 #include "heterps/ps/checkpoint.h"
 
+#include <signal.h>
+#include <sys/resource.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -40,9 +43,9 @@ std::map<uint64_t, std::tuple<std::vector<float>, std::vector<float>, int64_t>> 
     SparseTable& t) {
   std::map<uint64_t, std::tuple<std::vector<float>, std::vector<float>, int64_t>> rows;
   EXPECT_TRUE(t.ForEachRow([&](uint64_t key, const RowData& row) {
-    rows[key] = {row.value, row.state, row.steps};
-    return absl::OkStatus();
-  }).ok());
+                 rows[key] = {row.value, row.state, row.steps};
+                 return absl::OkStatus();
+               }).ok());
   return rows;
 }
 
@@ -152,6 +155,37 @@ TEST_F(CheckpointTest, UnwritableRootIsAClearErrorAndLatestStays) {
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr(blocked));
   EXPECT_EQ(*LoadLatestCheckpoint(root, a.view()), 1);
+}
+
+TEST_F(CheckpointTest, AWriteThatFailsMidwayLeavesThePreviousCheckpoint) {
+  Tables a = Make(Dir("cold_g"));
+  Train(a);
+  const std::string root = Dir("root_g");
+  ASSERT_TRUE(SaveCheckpoint(root, 1, a.view()).ok());
+  const auto saved = Rows(*a.sparse);
+  Train(a);
+  // Files may not grow past 4 KiB: the sparse table's file (about 20 KiB) fails part-way, the
+  // way a full disk fails a write (with EFBIG here rather than ENOSPC).
+  rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  sighandler_t previous = signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status s = SaveCheckpoint(root, 2, a.view());
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, previous);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("sparse-0.bin"));
+  // No partial directory is left, LATEST still names step 1, and step 1 loads whole.
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    EXPECT_THAT(entry.path().filename().string(), ::testing::AnyOf("ckpt-1", "LATEST"));
+  }
+  Tables b = Make(Dir("cold_g2"));
+  auto step = LoadLatestCheckpoint(root, b.view());
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 1);
+  EXPECT_EQ(Rows(*b.sparse), saved);
 }
 
 }  // namespace
