@@ -2,10 +2,14 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/synchronization/mutex.h"
 #include "tools/plan_command.h"
 #include "tools/ps_server_command.h"
 
 int main(int argc, char** argv) {
+  // Debian's abseil checks every Mutex acquisition for lock-order cycles; a release binary
+  // does not pay for that.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"heterps: plan and train sparse deep-learning models on heterogeneous hardware"};
   app.require_subcommand(1);
   heterps::tools::PlanFlags plan_flags;

@@ -70,28 +70,30 @@ uint64_t MixKey(uint64_t key) {
   return key ^ (key >> 31);
 }
 
-// A shard's index from keys to slots: open addressing with linear probing over
-// 64-bit entries, each the low 32 bits of the key's hash (MixKey) over the slot
-// number. The position of a key is its hash modulo the power-of-two capacity,
-// so growing and erasing need only the entries; the key itself is in the slot's
-// Meta, and a lookup compares it only when the 32 hash bits match. Kept at most
-// 80% full. It exists (rather than an absl map) so that a batch can prefetch
-// the entries of keys it will look up next.
+// A shard's index from keys to slots: open addressing with linear probing over 4-byte entries,
+// each the top 8 bits of the key's hash (MixKey) over a 24-bit slot number. A key's home is its
+// hash modulo the power-of-two capacity; a lookup compares the key (in the slot's Meta) only where
+// the 8 hash bits match, and growing or erasing recomputes the hashes of the entries it moves from
+// their keys (`hash_of(slot)`). Kept at most 80% full. It exists, rather than an absl map, so
+// that a batch can prefetch the entries of the keys it looks up next, and so that an entry is 4
+// bytes.
+template <typename HashOf>
 class SlotIndex {
  public:
-  SlotIndex() { Reset(16); }
+  static constexpr uint32_t kMaxSlots = (1u << 24) - 1;  // slots 0 .. kMaxSlots - 1
+
+  explicit SlotIndex(HashOf hash_of) : hash_of_(hash_of) { Reset(16); }
 
   size_t size() const { return size_; }
 
   void Prefetch(uint64_t hash) const { __builtin_prefetch(&entries_[hash & mask_]); }
 
-  // The slot of the first entry whose hash bits match (a guess, for prefetching
-  // its row).
+  // The slot of the first entry whose hash bits match: a guess, for prefetching its row.
   std::optional<uint32_t> Candidate(uint64_t hash) const {
     for (uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
-      const uint64_t e = entries_[i];
+      const uint32_t e = entries_[i];
       if (e == kEmpty) return std::nullopt;
-      if (static_cast<uint32_t>(e >> 32) == static_cast<uint32_t>(hash)) return SlotOf(e);
+      if (TagOf(e) == Tag(hash)) return SlotOf(e);
     }
   }
 
@@ -99,34 +101,29 @@ class SlotIndex {
   template <typename KeyOf>
   std::optional<uint32_t> Find(uint64_t key, uint64_t hash, const KeyOf& key_of) const {
     for (uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
-      const uint64_t e = entries_[i];
+      const uint32_t e = entries_[i];
       if (e == kEmpty) return std::nullopt;
-      if (static_cast<uint32_t>(e >> 32) == static_cast<uint32_t>(hash) &&
-          key_of(SlotOf(e)) == key) {
-        return SlotOf(e);
-      }
+      if (TagOf(e) == Tag(hash) && key_of(SlotOf(e)) == key) return SlotOf(e);
     }
   }
 
-  // Adds `slot` for a key (hash: MixKey(key)) that is not in the index.
+  // Adds `slot` (< kMaxSlots) for a key (hash: MixKey(key)) that is not in the index.
   void Insert(uint64_t hash, uint32_t slot) {
     if ((size_ + 1) * 5 > entries_.size() * 4) Grow();
-    Place(Entry(hash, slot));
+    Place(Entry(hash, slot), hash);
     ++size_;
   }
 
-  // Removes `slot` (its key's hash: `hash`), shifting later entries of its run
-  // back.
+  // Removes `slot` (its key's hash: `hash`), shifting later entries of its run back.
   void Erase(uint64_t hash, uint32_t slot) {
-    const uint64_t entry = Entry(hash, slot);
+    const uint32_t entry = Entry(hash, slot);
     uint64_t i = hash & mask_;
     while (entries_[i] != entry) i = (i + 1) & mask_;
     for (uint64_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
-      const uint64_t e = entries_[j];
+      const uint32_t e = entries_[j];
       if (e == kEmpty) break;
-      const uint64_t home = (e >> 32) & mask_;
-      // e may move into the hole at i unless its home lies cyclically in (i,
-      // j].
+      const uint64_t home = hash_of_(SlotOf(e)) & mask_;
+      // e may move into the hole at i unless its home lies cyclically in (i, j].
       if (((j - home) & mask_) >= ((j - i) & mask_)) {
         entries_[i] = e;
         i = j;
@@ -138,7 +135,7 @@ class SlotIndex {
 
   template <typename Visit>
   void ForEach(const Visit& visit) const {
-    for (uint64_t e : entries_) {
+    for (uint32_t e : entries_) {
       if (e != kEmpty) visit(SlotOf(e));
     }
   }
@@ -146,40 +143,53 @@ class SlotIndex {
   void Clear() { Reset(16); }
 
  private:
-  static constexpr uint64_t kEmpty = ~uint64_t{0};  // slot UINT32_MAX is never allocated
+  static constexpr uint32_t kEmpty = ~uint32_t{0};  // slot kMaxSlots: never a real slot
 
-  static uint64_t Entry(uint64_t hash, uint32_t slot) { return (hash << 32) | slot; }
-  static uint32_t SlotOf(uint64_t entry) { return static_cast<uint32_t>(entry); }
+  static uint32_t Tag(uint64_t hash) { return static_cast<uint32_t>(hash >> 56); }
+  static uint32_t TagOf(uint32_t entry) { return entry >> 24; }
+  static uint32_t SlotOf(uint32_t entry) { return entry & kMaxSlots; }
+  static uint32_t Entry(uint64_t hash, uint32_t slot) { return (Tag(hash) << 24) | slot; }
 
   void Reset(size_t capacity) {
-    entries_.assign(capacity, kEmpty);
-    entries_.shrink_to_fit();
+    Entries fresh(capacity, kEmpty);
+    entries_.swap(fresh);
     mask_ = capacity - 1;
     size_ = 0;
   }
-  void Place(uint64_t entry) {
-    uint64_t i = (entry >> 32) & mask_;
+  void Place(uint32_t entry, uint64_t hash) {
+    uint64_t i = hash & mask_;
     while (entries_[i] != kEmpty) i = (i + 1) & mask_;
     entries_[i] = entry;
   }
   void Grow() {
-    std::vector<uint64_t, base::HugePageAllocator<uint64_t>> old;
+    Entries old(entries_.size() * 2, kEmpty);
     old.swap(entries_);
-    entries_.assign(old.size() * 2, kEmpty);
     mask_ = entries_.size() - 1;
-    for (uint64_t e : old) {
-      if (e != kEmpty) Place(e);
+    for (uint32_t e : old) {
+      if (e != kEmpty) Place(e, hash_of_(SlotOf(e)));
     }
   }
 
-  std::vector<uint64_t, base::HugePageAllocator<uint64_t>> entries_;
+  using Entries = std::vector<uint32_t, base::HugePageAllocator<uint32_t>>;
+  HashOf hash_of_;
+  Entries entries_;
   uint64_t mask_ = 0;
   size_t size_ = 0;
 };
 
 struct SparseTable::Shard {
+  // The hash of a resident slot's key.
+  struct SlotHash {
+    const Shard* shard;
+    uint64_t operator()(uint32_t slot) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return MixKey(shard->meta[slot].key);
+    }
+  };
+
+  Shard() : index(SlotHash{this}) {}
+
   absl::Mutex mu;
-  SlotIndex index ABSL_GUARDED_BY(mu);  // resident slots
+  SlotIndex<SlotHash> index ABSL_GUARDED_BY(mu);  // resident slots
   // kBlockRows slots each, on huge pages.
   std::vector<std::unique_ptr<float[], base::HugeDeleter>> blocks ABSL_GUARDED_BY(mu);
   std::vector<Meta, base::HugePageAllocator<Meta>> meta ABSL_GUARDED_BY(mu);  // per slot
@@ -232,10 +242,9 @@ uint32_t SparseTable::ShardIndex(uint64_t key) const {
 SparseTable::Shard& SparseTable::ShardOf(uint64_t key) { return *shards_[ShardIndex(key)]; }
 
 int64_t SparseTable::SlotBytes() const {
-  // The slot's floats, its Meta (key and statistics), and its index entry: a
-  // 4-byte slot number and a control byte in a table kept between 7/16 and 7/8
-  // full, 8 bytes on average.
-  return static_cast<int64_t>(sizeof(float)) * stride() + static_cast<int64_t>(sizeof(Meta)) + 8;
+  // The slot's floats, its Meta (key and statistics), and its index entry: 4 bytes in a table
+  // kept between 40% and 80% full, 7 bytes on average.
+  return static_cast<int64_t>(sizeof(float)) * stride() + static_cast<int64_t>(sizeof(Meta)) + 7;
 }
 
 std::vector<float> SparseTable::InitialValue(uint64_t key) const {
@@ -253,13 +262,18 @@ void SparseTable::FillInitialValue(uint64_t key, float* value) const {
   }
 }
 
-uint32_t SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::StatusOr<uint32_t> SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (!shard.free_slots.empty()) {
     uint32_t slot = shard.free_slots.back();
     shard.free_slots.pop_back();
     return slot;
   }
   const uint32_t slot = static_cast<uint32_t>(shard.meta.size());
+  if (slot >= SlotIndex<Shard::SlotHash>::kMaxSlots) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "sparse table: a lock shard holds ", slot, " resident rows, its most; raise lock_shards (",
+        options_.lock_shards, ") or set a memory budget"));
+  }
   if (slot % kBlockRows == 0) {
     const size_t bytes = sizeof(float) * static_cast<size_t>(kBlockRows) * stride();
     shard.blocks.emplace_back(static_cast<float*>(base::AllocateHuge(bytes)),
@@ -282,7 +296,7 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key,
   if (cold_ != nullptr) {
     HETERPS_ASSIGN_OR_RETURN(cold, cold_->Get(key));
   }
-  const uint32_t slot = Allocate(shard);
+  HETERPS_ASSIGN_OR_RETURN(const uint32_t slot, Allocate(shard));
   float* data = shard.Slot(slot, stride());
   Meta& meta = shard.meta[slot];
   if (cold.has_value()) {
@@ -446,7 +460,7 @@ absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
         --shard.stats.cold_rows;
       }
     }
-    slot = Allocate(shard);
+    HETERPS_ASSIGN_OR_RETURN(slot, Allocate(shard));
     shard.meta[*slot].key = key;
     shard.Insert(*slot);
   }

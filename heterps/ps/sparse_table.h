@@ -1,23 +1,21 @@
-// A sparse parameter table: 64-bit keys to rows of `dim` floats plus their
-// optimizer state, held in memory up to a budget and, beyond it, in a cold
-// store on disk (the SSD tier).
+// A sparse parameter table: 64-bit keys to rows of `dim` floats plus their optimizer state, held
+// in memory up to a budget and, beyond it, in a cold store on disk (the SSD tier).
 //
-// Rows are created on first pull (or push) by an initializer that depends only
-// on the table's seed and the key, so that every run and every shard layout
-// starts from the same values. A push applies the server-side optimizer
-// (optimizer.h) to the row; each row counts its own updates (Adam's step). Each
-// row also records when it was last touched and how often.
+// Rows are created on first pull (or push) by an initializer that depends only on the table's
+// seed and the key, so that every run and every shard layout starts from the same values. A push
+// applies the server-side optimizer (optimizer.h) to the row; each row counts its own updates
+// (Adam's step). Each row also records when it was last touched and how often.
 //
-// Memory: rows live in per-shard arenas of fixed-size slots, [value | state]
-// floats each, with a 24-byte record per slot (key, last access, update and
-// access counts), indexed by an absl::flat_hash_set of 4-byte slot numbers that
-// hashes and compares through the record's key; `lock_shards` shards, one mutex
-// each, keys spread by a mixing hash. When a shard's resident rows exceed its
-// share of `memory_budget_bytes`, its least recently used rows (by a logical
-// clock of accesses) move to the cold store until the shard is at 90% of its
-// share; touching a cold row brings it back. A row is never in both tiers at
-// once, and the table answers exactly as if every row were in memory (tested
-// against a reference model).
+// Memory: `lock_shards` shards, one mutex each, keys spread by a mixing hash. A shard keeps its
+// rows in an arena of fixed-size slots, [value | state] floats each, with a 24-byte record per
+// slot (key, last access, update and access counts) and an open-addressing index of 4-byte
+// entries (8 hash bits and a 24-bit slot number; so at most 2^24 - 1 resident rows per shard),
+// all on huge pages where the kernel allows it. A batch is served shard by shard, prefetching
+// ahead (docs/ps.md). When a shard's resident rows exceed its share of `memory_budget_bytes`, its
+// least recently used rows (by a logical clock of accesses) move to the cold store until the
+// shard is at 90% of its share; touching a cold row brings it back. A row is never in both tiers
+// at once, and the table answers exactly as if every row were in memory (tested against a
+// reference model).
 //
 // Thread safety: every method may be called concurrently.
 #pragma once
@@ -46,7 +44,7 @@ struct SparseTableOptions {
   OptimizerOptions optimizer;       // applied on push
   uint64_t seed = 0;                // initializer seed
   float init_range = 0.01f;         // initial values uniform in [-init_range, init_range]
-  int lock_shards = 16;             // shards of the hash map, one lock each
+  int lock_shards = 16;             // lock shards; each holds at most 2^24 - 1 resident rows
   int64_t memory_budget_bytes = 0;  // 0: unlimited; else resident rows are kept within it
 };
 
@@ -118,7 +116,8 @@ class SparseTable {
   // becomes `now`.
   absl::StatusOr<uint32_t> Touch(Shard& shard, uint64_t key, uint64_t now);
   // A free slot for a new resident row.
-  uint32_t Allocate(Shard& shard);
+  // ResourceExhausted when the shard already holds SlotIndex's most rows (2^24 - 1).
+  absl::StatusOr<uint32_t> Allocate(Shard& shard);
   // Moves least recently used rows to the cold store while the shard exceeds
   // its budget share.
   absl::Status EnforceBudget(Shard& shard);

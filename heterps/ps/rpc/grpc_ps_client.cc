@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <random>
 
@@ -26,17 +27,37 @@ constexpr int kMaxReceiveBytes = 256 << 20;  // what the client accepts from a s
 
 // The RPCs of one ticket: done when none is pending; `finish` runs in Wait
 // after success.
+using Task = std::function<absl::Status()>;
+
+// The RPCs of one ticket: done when none is pending; `finish` runs in Wait after success. Its
+// tasks wait in `queued` for whichever comes first: a pool thread, or the thread that waits for
+// the ticket (which runs them itself rather than sleep).
 struct Call {
   absl::Mutex mu;
-  int pending ABSL_GUARDED_BY(mu) = 0;
+  std::deque<Task> queued ABSL_GUARDED_BY(mu);
+  int pending ABSL_GUARDED_BY(mu) = 0;  // tasks queued or running
   absl::Status status ABSL_GUARDED_BY(mu);
   std::function<void()> finish;
   // Buffers the RPCs read from or write to, alive until Wait.
   KeyPlan plan;
   std::vector<std::vector<float>> rows;
-};
 
-using Task = std::function<absl::Status()>;
+  // Runs the next queued task, if any; false when none was left.
+  bool RunOne() {
+    Task task;
+    {
+      absl::MutexLock lock(&mu);
+      if (queued.empty()) return false;
+      task = std::move(queued.front());
+      queued.pop_front();
+    }
+    absl::Status result = task();
+    absl::MutexLock lock(&mu);
+    if (!result.ok() && status.ok()) status = std::move(result);
+    --pending;
+    return true;
+  }
+};
 
 // The floats per key of a batch: `floats` must be a positive whole number of
 // rows of `keys`.
@@ -119,15 +140,9 @@ struct GrpcPsClient::Impl {
       call->status = precheck;
       if (!precheck.ok()) return ticket;
       call->pending = static_cast<int>(tasks.size());
+      for (Task& task : tasks) call->queued.push_back(std::move(task));
     }
-    for (Task& task : tasks) {
-      pool->Schedule([call, task = std::move(task)] {
-        absl::Status status = task();
-        absl::MutexLock lock(&call->mu);
-        if (!status.ok() && call->status.ok()) call->status = std::move(status);
-        --call->pending;
-      });
-    }
+    for (size_t i = 0; i < tasks.size(); ++i) pool->Schedule([call] { call->RunOne(); });
     return ticket;
   }
 
@@ -141,6 +156,8 @@ struct GrpcPsClient::Impl {
       }
       call = std::move(it->second);
       calls.erase(it);
+    }
+    while (call->RunOne()) {
     }
     absl::Status status;
     {
