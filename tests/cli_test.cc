@@ -35,8 +35,8 @@ std::string TempPath(const std::string& name) {
 
 Result RunCli(const std::string& args) {
   const std::string err_path = TempPath("stderr");
-  std::string command = std::string(HETERPS_BINARY_DIR) + "/tools/heterps " + args + " 2>" +
-                        err_path;
+  std::string command =
+      std::string(HETERPS_BINARY_DIR) + "/tools/heterps " + args + " 2>" + err_path;
   Result r;
   FILE* pipe = popen(command.c_str(), "r");
   char buf[4096];
@@ -60,8 +60,10 @@ TEST(CliTest, DefaultJobPrintsACertifiedPlanTable) {
 
 TEST(CliTest, JsonHasTheDocumentedFields) {
   const std::string out = TempPath("plan.json");
-  Result r = RunCli("plan --model examples/models/ctr-dnn.yaml --cluster "
-                    "examples/clusters/cloud.yaml --throughput 2000000 --json --out " + out);
+  Result r = RunCli(
+      "plan --model examples/models/ctr-dnn.yaml --cluster "
+      "examples/clusters/cloud.yaml --throughput 2000000 --json --out " +
+      out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto plan = nlohmann::json::parse(r.out);
   for (const char* key : {"scheduler", "feasible", "certified_optimal", "throughput", "cost_usd",
@@ -127,8 +129,9 @@ TEST(CliTest, BadInputsExitTwo) {
   EXPECT_EQ(unwritable.exit_code, 2);
   EXPECT_THAT(unwritable.err, HasSubstr("/no/such/dir/plan.json: cannot write"));
 
-  Result brute = RunCli("plan --scheduler brute --model examples/models/bst-attention.yaml "
-                        "--cluster examples/clusters/fleet-64.yaml --throughput 1000");
+  Result brute = RunCli(
+      "plan --scheduler brute --model examples/models/bst-attention.yaml "
+      "--cluster examples/clusters/fleet-64.yaml --throughput 1000");
   EXPECT_EQ(brute.exit_code, 2);
   EXPECT_THAT(brute.err, HasSubstr("use the exact scheduler"));
 }
@@ -163,25 +166,54 @@ TEST(CliTest, RlWritesAndReadsPolicies) {
   Result trained = RunCli("plan --scheduler rl --max-plans 300 --json --policy-out " + policy);
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
   EXPECT_EQ(nlohmann::json::parse(trained.out)["scheduler"], "rl");
-  Result warm = RunCli("plan --scheduler rl --max-plans 300 --json --throughput 1100000 "
-                       "--policy-in " + policy);
+  Result warm = RunCli(
+      "plan --scheduler rl --max-plans 300 --json --throughput 1100000 "
+      "--policy-in " +
+      policy);
   EXPECT_EQ(warm.exit_code, 0) << warm.err;
   // A policy for another cluster (another number of types) is refused, naming the file.
-  Result other = RunCli("plan --scheduler rl --cluster examples/clusters/local.yaml "
-                        "--throughput 1000 --policy-in " + policy);
+  Result other = RunCli(
+      "plan --scheduler rl --cluster examples/clusters/local.yaml "
+      "--throughput 1000 --policy-in " +
+      policy);
   EXPECT_EQ(other.exit_code, 2);
   EXPECT_THAT(other.err, HasSubstr(policy + ": the policy has features"));
 }
 
 TEST(CliTest, EverySchedulerRunsOnTheExamples) {
-  for (const char* scheduler : {"exact", "greedy", "manual", "homogeneous", "rl", "genetic", "bo",
-                                "random"}) {
+  for (const char* scheduler :
+       {"exact", "greedy", "manual", "homogeneous", "rl", "genetic", "bo", "random"}) {
     Result r = RunCli(std::string("plan --json --max-plans 200 --scheduler ") + scheduler +
                       " --model examples/models/wide-deep.yaml --throughput 500000");
     EXPECT_THAT(r.exit_code, ::testing::AnyOf(0, 1)) << scheduler << r.err;
     auto plan = nlohmann::json::parse(r.out);
     EXPECT_EQ(plan["scheduler"], scheduler);
   }
+}
+
+TEST(CliTest, GenDataWritesDataAndTheTeacherSidecar) {
+  const std::string out = TempPath("gen.tsv");
+  Result r = RunCli("gen-data --rows 3000 --seed 4 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("wrote 3000 rows to " + out));
+  EXPECT_THAT(r.out, HasSubstr("teacher AUC 0."));
+  EXPECT_EQ(r.err, "");  // no progress bar when stderr is not a terminal
+  std::istringstream lines(Slurp(out));
+  std::string line;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    ++count;
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\t'), 39) << line;
+  }
+  EXPECT_EQ(count, 3000);
+  auto sidecar = nlohmann::json::parse(Slurp(out + ".teacher.json"));
+  EXPECT_EQ(sidecar["rows"], 3000);
+
+  r = RunCli("gen-data --rows 0 --out " + out);
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunCli("gen-data --rows 10 --out /nonexistent/dir/x.tsv");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("heterps: error: /nonexistent/dir/x.tsv: cannot create"));
 }
 
 }  // namespace

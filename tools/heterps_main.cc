@@ -3,6 +3,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/synchronization/mutex.h"
+#include "tools/gen_data_command.h"
 #include "tools/plan_command.h"
 #include "tools/ps_server_command.h"
 
@@ -14,6 +15,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   heterps::tools::PlanFlags plan_flags;
   CLI::App* plan = heterps::tools::AddPlanCommand(app, plan_flags);
+  heterps::tools::GenDataFlags gen_data_flags;
+  CLI::App* gen_data = heterps::tools::AddGenDataCommand(app, gen_data_flags);
   heterps::tools::PsServerFlags ps_server_flags;
   CLI::App* ps_server = heterps::tools::AddPsServerCommand(app, ps_server_flags);
   try {
@@ -27,6 +30,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (plan->parsed()) return heterps::tools::RunPlan(plan_flags);
+  if (gen_data->parsed()) return heterps::tools::RunGenData(gen_data_flags);
   if (ps_server->parsed()) return heterps::tools::RunPsServer(ps_server_flags);
   return 2;
 }

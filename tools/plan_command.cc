@@ -31,15 +31,15 @@ namespace internal {
 absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double throughput_limit) {
   config::ModelSpec model;
   if (flags.model_path.empty()) {
-    HETERPS_ASSIGN_OR_RETURN(model, config::ParseModelSpec(Text(embedded::dlrm_small()),
-                                                           "<embedded>/dlrm-small.yaml"));
+    HETERPS_ASSIGN_OR_RETURN(
+        model, config::ParseModelSpec(Text(embedded::dlrm_small()), "<embedded>/dlrm-small.yaml"));
   } else {
     HETERPS_ASSIGN_OR_RETURN(model, config::LoadModelSpec(flags.model_path));
   }
   config::ClusterSpec cluster;
   if (flags.cluster_path.empty()) {
-    HETERPS_ASSIGN_OR_RETURN(cluster,
-                             config::ParseClusterSpec(Text(embedded::cloud()), "<embedded>/cloud.yaml"));
+    HETERPS_ASSIGN_OR_RETURN(
+        cluster, config::ParseClusterSpec(Text(embedded::cloud()), "<embedded>/cloud.yaml"));
   } else {
     HETERPS_ASSIGN_OR_RETURN(cluster, config::LoadClusterSpec(flags.cluster_path));
   }
@@ -91,62 +91,35 @@ std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
                             : layers[st.spec.first].name + ".." + layers[st.spec.last].name;
     const auto& type = model.type(st.spec.type);
     bool provisioned = st.units > 0;
-    table.AddRow({std::to_string(s), names, type.name,
-                  provisioned ? std::to_string(st.units) : "-",
+    table.AddRow({std::to_string(s), names, type.name, provisioned ? std::to_string(st.units) : "-",
                   provisioned ? HumanSeconds(st.seconds_per_batch) : "-",
                   provisioned ? WithCommas(model.batch() / st.seconds_per_batch) : "-",
                   provisioned ? absl::StrFormat("%.2f", st.units * type.price_per_hour) : "-"});
   }
   out += table.Render();
   if (plan.feasible) {
-    out += absl::StrFormat(
-        "\npipeline %s samples/s, job %s, cost $%s ($%.2f/hour)\n", WithCommas(plan.throughput),
-        HumanSeconds(plan.job_seconds), absl::StrFormat("%.2f", plan.cost_usd),
-        plan.cost_per_hour_usd);
+    out += absl::StrFormat("\npipeline %s samples/s, job %s, cost $%s ($%.2f/hour)\n",
+                           WithCommas(plan.throughput), HumanSeconds(plan.job_seconds),
+                           absl::StrFormat("%.2f", plan.cost_usd), plan.cost_per_hour_usd);
   }
   return out;
 }
-
-// Shows search progress on a terminal; silent otherwise.
-class Progress {
- public:
-  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
-  ~Progress() { Clear(); }
-  // Erases the progress line, so that what follows starts on a clean line.
-  void Clear() {
-    if (shown_) std::fprintf(stderr, "\r\033[K");
-    shown_ = false;
-  }
-  void Update(int64_t evaluated, double best) {
-    if (!enabled_) return;
-    absl::Time now = absl::Now();
-    if (now - last_ < absl::Milliseconds(100)) return;
-    last_ = now;
-    shown_ = true;
-    std::string cost = std::isfinite(best) ? absl::StrFormat("$%.2f", best) : "none yet";
-    std::fprintf(stderr, "\r\033[Ksearching: %lld plans evaluated, best %s",
-                 static_cast<long long>(evaluated), cost.c_str());
-  }
-
- private:
-  bool enabled_;
-  bool shown_ = false;
-  absl::Time last_ = absl::InfinitePast();
-};
 
 }  // namespace
 
 CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   CLI::App* cmd = app.add_subcommand(
-      "plan", "Assign every layer to a resource type and size each stage, at the lowest cost "
-              "that meets the throughput limit");
+      "plan",
+      "Assign every layer to a resource type and size each stage, at the lowest cost "
+      "that meets the throughput limit");
   cmd->add_option("--model", flags.model_path, "model spec (YAML); default: embedded dlrm-small");
   cmd->add_option("--cluster", flags.cluster_path,
                   "cluster spec (YAML); default: embedded cloud catalog");
   cmd->add_option("--throughput", flags.throughput,
                   "samples/s the plan must reach (default 1000000 with the embedded model)");
-  cmd->add_option("--samples", flags.samples, "samples the job processes (default: one epoch of "
-                                              "Criteo 1TB, 4373472329)");
+  cmd->add_option("--samples", flags.samples,
+                  "samples the job processes (default: one epoch of "
+                  "Criteo 1TB, 4373472329)");
   cmd->add_option("--scheduler", flags.scheduler, "scheduler name (default exact)");
   cmd->add_option("--seed", flags.seed, "random seed for randomized schedulers");
   cmd->add_option("--time-limit", flags.time_limit, "search time limit, seconds (default 60)");
@@ -176,9 +149,12 @@ int RunPlan(const PlanFlags& flags) {
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   auto scheduler = registry.Create(flags.scheduler);
   if (!scheduler.ok()) return Fail(scheduler.status());
-  Progress progress(!flags.json);
-  sched::SchedulerOptions options = internal::OptionsFrom(
-      flags, [&](int64_t n, double best) { progress.Update(n, best); });
+  ProgressLine progress(!flags.json);
+  sched::SchedulerOptions options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
+    progress.Show(
+        absl::StrFormat("searching: %d plans evaluated, best %s", n,
+                        std::isfinite(best) ? absl::StrFormat("$%.2f", best) : "none yet"));
+  });
   absl::StatusOr<sched::Plan> plan = (*scheduler)->Schedule(*model, options);
   progress.Clear();
   if (!plan.ok()) return Fail(plan.status());

@@ -1,0 +1,72 @@
+// Streams Criteo TSV files (criteo.h) as batches, parsing on a thread of its own ahead of the
+// consumer.
+//
+//   ReaderOptions options;
+//   options.files = {"day_0.tsv"};
+//   options.rank = 1; options.world = 4;     // this replica's quarter of the lines
+//   HETERPS_ASSIGN_OR_RETURN(auto reader, CriteoReader::Open(options));
+//   Batch batch;
+//   while (true) {
+//     HETERPS_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
+//     if (!more) break;
+//     ...
+//   }
+//
+// Sharding: lines are numbered from 0 across the files in order; rank r of w parses the lines
+// whose number is r modulo w, so the ranks read disjoint parts that together cover everything,
+// and every batch but each rank's last is full. Files are read sequentially, never held whole.
+//
+// Bad lines: under kStop, Next returns InvalidArgument "<file>:<line>: <field>: <problem>" (the
+// line as numbered in its file, from 1) after the batches before it; under kSkip the line is
+// counted in stats() (with the first 10 messages) and reading goes on.
+//
+// Thread safety: Next and stats may be called from one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterps/data/criteo.h"
+
+namespace heterps::data {
+
+enum class BadLinePolicy { kStop, kSkip };
+
+struct ReaderOptions {
+  std::vector<std::string> files;
+  int rank = 0;
+  int world = 1;
+  int batch_size = 2048;
+  BadLinePolicy bad_lines = BadLinePolicy::kStop;
+  int queue_batches = 4;  // parsed batches kept ready ahead of Next
+};
+
+struct ReaderStats {
+  int64_t examples = 0;                // lines of this rank parsed into batches
+  int64_t skipped = 0;                 // bad lines of this rank skipped (kSkip)
+  std::vector<std::string> first_bad;  // the first 10 of them, as "<file>:<line>: ..."
+};
+
+class CriteoReader {
+ public:
+  // Checks the options and that every file opens (NotFound naming the first that does not),
+  // then starts parsing.
+  static absl::StatusOr<std::unique_ptr<CriteoReader>> Open(const ReaderOptions& options);
+  ~CriteoReader();  // stops the parsing thread
+
+  // The next batch into `batch` (true), or false at the end of the data. Errors: a bad line under
+  // kStop, a read error naming the file.
+  absl::StatusOr<bool> Next(Batch* batch);
+
+  ReaderStats stats() const;
+
+ private:
+  struct Impl;
+  explicit CriteoReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace heterps::data

@@ -1,0 +1,155 @@
+#include "heterps/data/synthetic.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/data/auc.h"
+#include "heterps/data/criteo.h"
+#include "heterps/ps/sparse_table.h"
+#include "nlohmann/json.hpp"
+
+namespace heterps::data {
+namespace {
+
+constexpr int kFactors = 4;
+
+// A uniform number in [0, 1) and a standard normal one, from a hash of the arguments.
+double Unit(uint64_t a, uint64_t b, uint64_t c) {
+  return static_cast<double>(ps::MixKey(a ^ ps::MixKey(b ^ ps::MixKey(c))) >> 11) * 0x1.0p-53;
+}
+double Normal(uint64_t a, uint64_t b, uint64_t c) {
+  const double u = std::max(Unit(a, b, c), 1e-300), v = Unit(a, b, c + 0x5bd1e995u);
+  return std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * v);
+}
+
+struct Teacher {
+  uint64_t seed;
+  std::array<double, kDenseFeatures> mu{}, w{};
+  double bias = -1.4;
+
+  explicit Teacher(uint64_t s) : seed(s) {
+    for (int j = 0; j < kDenseFeatures; ++j) {
+      mu[j] = 0.5 + 2.5 * Unit(seed, 1000 + j, 1);
+      w[j] = 0.15 * Normal(seed, 2000 + j, 2);
+    }
+  }
+  // Parameters of rank k in slot s (k = 0: the empty field).
+  double First(int s, int64_t k) const { return 0.18 * Normal(seed, 3000 + s, 2 * k); }
+  double Factor(int s, int64_t k, int f) const {
+    return 0.3 * Normal(seed, 4000 + s * kFactors + f, 2 * k + 1);
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
+                                                const std::string& path) {
+  if (options.rows < 1 || options.vocab < 1 || options.zipf <= 0) {
+    return absl::InvalidArgumentError("synthetic data: rows, vocab and zipf must be positive");
+  }
+  const Teacher teacher(options.seed);
+  // Zipf over ranks 1..vocab.
+  std::vector<double> cdf(options.vocab);
+  double total = 0;
+  for (int64_t k = 1; k <= options.vocab; ++k) {
+    total += std::pow(static_cast<double>(k), -options.zipf);
+    cdf[k - 1] = total;
+  }
+  for (double& c : cdf) c /= total;
+
+  const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
+  std::FILE* out = std::fopen(tmp.c_str(), "wb");
+  if (out == nullptr) {
+    return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
+  }
+  std::mt19937_64 rng(options.seed);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  std::normal_distribution<double> normal;
+  std::vector<float> probabilities(options.rows), labels(options.rows);
+  std::string buffer;
+  int64_t positives = 0;
+  bool ok = true;
+  for (int64_t row = 0; row < options.rows && ok; ++row) {
+    double logit = teacher.bias;
+    std::array<std::string, 1 + kDenseFeatures + kSparseSlots> fields;
+    for (int j = 0; j < kDenseFeatures; ++j) {
+      if (uniform(rng) < 0.03) continue;  // empty: the model sees 0
+      const int64_t x =
+          static_cast<int64_t>(std::floor(std::exp(teacher.mu[j] + 1.2 * normal(rng)))) - 1;
+      fields[1 + j] = std::to_string(x);
+      logit += teacher.w[j] * (DenseTransform(x) - teacher.mu[j]);
+    }
+    std::array<double, kFactors> sum{};
+    double squares = 0;
+    for (int s = 0; s < kSparseSlots; ++s) {
+      int64_t k = 0;
+      if (uniform(rng) >= 0.05) {
+        k = 1 + (std::lower_bound(cdf.begin(), cdf.end(), uniform(rng)) - cdf.begin());
+        k = std::min(k, options.vocab);
+        const uint32_t value =
+            static_cast<uint32_t>(ps::MixKey(options.seed ^ ps::MixKey((uint64_t(s) << 40) | k)));
+        fields[1 + kDenseFeatures + s] = absl::StrFormat("%08x", value);
+      }
+      logit += teacher.First(s, k);
+      for (int f = 0; f < kFactors; ++f) {
+        const double v = teacher.Factor(s, k, f);
+        sum[f] += v;
+        squares += v * v;
+      }
+    }
+    double pairs = -squares;
+    for (double x : sum) pairs += x * x;
+    logit += 0.5 * pairs / std::sqrt(static_cast<double>(kSparseSlots));
+    const double p = 1 / (1 + std::exp(-logit));
+    const bool click = uniform(rng) < p;
+    positives += click;
+    probabilities[row] = static_cast<float>(p);
+    labels[row] = click ? 1.0f : 0.0f;
+    fields[0] = click ? "1" : "0";
+    for (size_t i = 0; i < fields.size(); ++i) {
+      if (i > 0) buffer += '\t';
+      buffer += fields[i];
+    }
+    buffer += '\n';
+    if (buffer.size() > (1 << 20) || row + 1 == options.rows) {
+      ok = std::fwrite(buffer.data(), 1, buffer.size(), out) == buffer.size();
+      buffer.clear();
+      if (options.progress) options.progress(row + 1);
+    }
+  }
+  ok = std::fflush(out) == 0 && fsync(fileno(out)) == 0 && ok;
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat(path, ": write failed: ", reason));
+  }
+  SyntheticSummary summary;
+  summary.rows = options.rows;
+  summary.positive_rate = static_cast<double>(positives) / options.rows;
+  absl::StatusOr<double> auc = ExactAuc(probabilities, labels);
+  summary.teacher_auc = auc.ok() ? *auc : 0.5;  // one class only (tiny data): no better than chance
+  nlohmann::ordered_json sidecar = {{"rows", summary.rows},
+                                    {"seed", options.seed},
+                                    {"vocab", options.vocab},
+                                    {"zipf", options.zipf},
+                                    {"positive_rate", summary.positive_rate},
+                                    {"teacher_auc", summary.teacher_auc}};
+  HETERPS_RETURN_IF_ERROR(
+      base::WriteFileAtomically(path + ".teacher.json", sidecar.dump(2) + "\n"));
+  return summary;
+}
+
+}  // namespace heterps::data

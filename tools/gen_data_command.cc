@@ -1,0 +1,42 @@
+#include "tools/gen_data_command.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "heterps/data/synthetic.h"
+#include "tools/cli_common.h"
+
+namespace heterps::tools {
+
+CLI::App* AddGenDataCommand(CLI::App& app, GenDataFlags& flags) {
+  CLI::App* cmd = app.add_subcommand(
+      "gen-data", "Write synthetic Criteo-format data from a planted teacher model");
+  cmd->add_option("--rows", flags.rows, "Rows to write")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--out", flags.out, "The TSV file (FILE.teacher.json is written beside it)")
+      ->required();
+  cmd->add_option("--seed", flags.seed, "Seed of the teacher and the draws (default 1)");
+  cmd->add_option("--vocab", flags.vocab, "Ids per categorical slot (default 100000)")
+      ->check(CLI::PositiveNumber);
+  return cmd;
+}
+
+int RunGenData(const GenDataFlags& flags) {
+  data::SyntheticOptions options;
+  options.rows = flags.rows;
+  options.seed = flags.seed;
+  options.vocab = flags.vocab;
+  ProgressLine progress(true);
+  options.progress = [&](int64_t rows) {
+    progress.Show(
+        absl::StrFormat("writing %s %d / %d rows", Bar(rows, flags.rows), rows, flags.rows));
+  };
+  absl::StatusOr<data::SyntheticSummary> summary = data::WriteSynthetic(options, flags.out);
+  progress.Clear();
+  if (!summary.ok()) return Fail(summary.status());
+  std::printf("wrote %lld rows to %s: %.1f%% positive, teacher AUC %.4f (%s.teacher.json)\n",
+              static_cast<long long>(summary->rows), flags.out.c_str(),
+              100 * summary->positive_rate, summary->teacher_auc, flags.out.c_str());
+  return 0;
+}
+
+}  // namespace heterps::tools
