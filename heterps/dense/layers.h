@@ -1,0 +1,79 @@
+// The dense layers of a model, forward and backward on a mini-batch at once (Eigen matrix
+// products, no per-sample loops in the products), templated on the scalar so that training runs in
+// float and the gradient tests in double.
+//
+// A batch is a row-major matrix, one sample per row. Parameters are not owned by the layers: they
+// arrive as one contiguous block per layer (the layout each layer documents), as the parameter
+// server's dense table holds them, and gradients are added into a block of the same layout.
+//
+//   FcLayer<float> fc(13, 64, config::Activation::kRelu);
+//   fc.Forward(params, x, &y);                 // keeps x and the pre-activation for Backward
+//   fc.Backward(params, dy, &dx, grads);       // grads += dLoss/dparams; dx = dLoss/dx
+//
+// Thread safety: a layer object is used by one thread at a time (it keeps the last forward's
+// inputs); the same parameters may be read by several layer objects at once.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "Eigen/Core"
+#include "heterps/config/model_spec.h"
+
+namespace heterps::dense {
+
+template <typename T>
+using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// y = act(x W^T + b). Parameters: W (out x in, row-major), then b (out).
+template <typename T>
+class FcLayer {
+ public:
+  FcLayer(int64_t in, int64_t out, config::Activation activation)
+      : in_(in), out_(out), activation_(activation) {}
+
+  int64_t in() const { return in_; }
+  int64_t out() const { return out_; }
+  int64_t num_params() const { return out_ * in_ + out_; }
+
+  // x: batch x in. Writes y: batch x out.
+  void Forward(const T* params, const Matrix<T>& x, Matrix<T>* y);
+  // dy: batch x out, for the last Forward. Writes dx (batch x in) unless it is null; adds the
+  // parameters' gradients into `grads` (num_params values).
+  void Backward(const T* params, const Matrix<T>& dy, Matrix<T>* dx, T* grads);
+
+ private:
+  int64_t in_, out_;
+  config::Activation activation_;
+  Matrix<T> x_, z_;  // the last forward's input and pre-activation
+};
+
+// Folds a dense vector d (width D) and V embedding vectors e_1..e_V (dim each) into one dense
+// vector per sample. kConcat: [d, e_1, ..., e_V] (D + V dim). kDot (DLRM): with D == dim and
+// z = (d, e_1, ..., e_V), [d, <z_i, z_j> for i < j in row-major order] (D + (V+1) V / 2). No
+// parameters.
+template <typename T>
+class InteractionLayer {
+ public:
+  InteractionLayer(config::InteractionOp op, int64_t dense_width, int64_t vectors, int64_t dim)
+      : op_(op), width_(dense_width), vectors_(vectors), dim_(dim) {}
+
+  int64_t out() const;
+
+  // dense: batch x D; vectors: batch x (V dim). Writes out: batch x out().
+  void Forward(const Matrix<T>& dense, const Matrix<T>& vectors, Matrix<T>* out);
+  // d_out: batch x out(), for the last Forward. Writes d_dense and d_vectors.
+  void Backward(const Matrix<T>& d_out, Matrix<T>* d_dense, Matrix<T>* d_vectors);
+
+ private:
+  config::InteractionOp op_;
+  int64_t width_, vectors_, dim_;
+  Matrix<T> dense_, vectors_in_;
+};
+
+// Mean binary cross-entropy of logits (batch x 1) against 0/1 labels, computed stably:
+// log(1 + exp(z)) - y z. Returns the loss; writes d(loss)/d(logits) = (sigmoid(z) - y) / batch.
+template <typename T>
+T Logloss(const Matrix<T>& logits, const T* labels, Matrix<T>* d_logits);
+
+}  // namespace heterps::dense
