@@ -8,6 +8,11 @@
 namespace heterps::ps {
 
 absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(const DenseTableOptions& options) {
+  if (options.init_ranges.size() > options.block_sizes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense table: ", options.init_ranges.size(),
+                                                   " init ranges for ", options.block_sizes.size(),
+                                                   " blocks"));
+  }
   std::unique_ptr<DenseTable> table(new DenseTable(options));
   for (size_t b = 0; b < options.block_sizes.size(); ++b) {
     const int64_t size = options.block_sizes[b];
@@ -19,11 +24,13 @@ absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(const DenseTableO
     block->size = size;
     absl::MutexLock lock(&block->mu);
     block->value.resize(size);
+    const float range =
+        b < options.init_ranges.size() ? options.init_ranges[b] : options.init_range;
     const uint64_t base = MixKey(MixKey(options.seed) ^ (b + 1));
     for (int64_t i = 0; i < size; ++i) {
       const double unit = static_cast<double>(MixKey(base + static_cast<uint64_t>(i)) >> 40) /
                           static_cast<double>(1ull << 24);
-      block->value[i] = static_cast<float>((2 * unit - 1) * options.init_range);
+      block->value[i] = static_cast<float>((2 * unit - 1) * range);
     }
     block->state.resize(StateFloats(options.optimizer.kind) * size);
     InitState(options.optimizer, block->state.data(), static_cast<int>(size));
@@ -34,8 +41,8 @@ absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(const DenseTableO
 
 absl::Status DenseTable::CheckBlock(int block, size_t floats) const {
   if (block < 0 || block >= num_blocks()) {
-    return absl::InvalidArgumentError(absl::StrCat("dense table: no block ", block, " (there are ",
-                                                   num_blocks(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dense table: no block ", block, " (there are ", num_blocks(), ")"));
   }
   if (floats != static_cast<size_t>(blocks_[block]->size)) {
     return absl::InvalidArgumentError(absl::StrCat("dense table: block ", block, " has ",

@@ -22,6 +22,7 @@ struct DenseTableOptions {
   OptimizerOptions optimizer;        // applied on push
   uint64_t seed = 0;                 // initializer seed: block b, index i start at a value that
   float init_range = 0.01f;          //   depends only on (seed, b, i), in [-init_range, init_range]
+  std::vector<float> init_ranges;    // per block, overriding init_range (e.g. Glorot ranges)
 };
 
 class DenseTable {

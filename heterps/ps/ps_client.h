@@ -36,6 +36,11 @@ class PsClient {
  public:
   virtual ~PsClient() = default;
   virtual int num_servers() const = 0;
+  // Creates sparse table `table` on every server (creating it again with the same options is not
+  // an error for the gRPC client; it is AlreadyExists in process), or dense table `table` on
+  // server table % num_servers.
+  virtual absl::Status CreateSparseTable(int table, const SparseTableOptions& options) = 0;
+  virtual absl::Status CreateDenseTable(int table, const DenseTableOptions& options) = 0;
   virtual Ticket PullSparse(int table, absl::Span<const uint64_t> keys,
                             absl::Span<float> values) = 0;
   virtual Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
@@ -70,8 +75,11 @@ class InProcessPsClient : public PsClient {
   // may return null when there is no memory budget) or dense table `table`.
   absl::Status CreateSparseTable(
       int table, const SparseTableOptions& options,
-      const std::function<std::unique_ptr<ColdStore>(int server)>& make_cold = nullptr);
-  absl::Status CreateDenseTable(int table, const DenseTableOptions& options);
+      const std::function<std::unique_ptr<ColdStore>(int server)>& make_cold);
+  absl::Status CreateSparseTable(int table, const SparseTableOptions& options) override {
+    return CreateSparseTable(table, options, nullptr);
+  }
+  absl::Status CreateDenseTable(int table, const DenseTableOptions& options) override;
   SparseTable* sparse(int table, int server);
   DenseTable* dense(int table);
 

@@ -66,8 +66,8 @@ class GrpcPsClient : public PsClient {
   static absl::StatusOr<std::unique_ptr<GrpcPsClient>> Connect(const GrpcPsClientOptions& options);
   ~GrpcPsClient() override;
 
-  absl::Status CreateSparseTable(int table, const SparseTableOptions& options);
-  absl::Status CreateDenseTable(int table, const DenseTableOptions& options);
+  absl::Status CreateSparseTable(int table, const SparseTableOptions& options) override;
+  absl::Status CreateDenseTable(int table, const DenseTableOptions& options) override;
 
   int num_servers() const override;
   Ticket PullSparse(int table, absl::Span<const uint64_t> keys, absl::Span<float> values) override;

@@ -46,6 +46,7 @@ SparseTableConfig ToProto(const SparseTableOptions& o) {
 DenseTableConfig ToProto(const DenseTableOptions& o) {
   DenseTableConfig c;
   for (int64_t size : o.block_sizes) c.add_block_sizes(size);
+  for (float range : o.init_ranges) c.add_init_ranges(range);
   *c.mutable_optimizer() = ToProto(o.optimizer);
   c.set_seed(o.seed);
   c.set_init_range(o.init_range);
@@ -66,6 +67,7 @@ absl::StatusOr<SparseTableOptions> FromProto(const SparseTableConfig& c) {
 absl::StatusOr<DenseTableOptions> FromProto(const DenseTableConfig& c) {
   DenseTableOptions o;
   o.block_sizes.assign(c.block_sizes().begin(), c.block_sizes().end());
+  o.init_ranges.assign(c.init_ranges().begin(), c.init_ranges().end());
   HETERPS_ASSIGN_OR_RETURN(o.optimizer, FromProto(c.optimizer()));
   o.seed = c.seed();
   o.init_range = c.init_range();
