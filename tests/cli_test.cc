@@ -216,5 +216,43 @@ TEST(CliTest, GenDataWritesDataAndTheTeacherSidecar) {
   EXPECT_THAT(r.err, HasSubstr("heterps: error: /nonexistent/dir/x.tsv: cannot create"));
 }
 
+TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
+  const std::string metrics = TempPath("metrics.json");
+  const std::string data = TempPath("train.tsv");
+  ASSERT_EQ(RunCli("gen-data --rows 20000 --seed 5 --out " + data).exit_code, 0);
+  Result r = RunCli("train --data " + data + " --batch 256 --metrics-out " + metrics);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("dlrm-small: 18,000 training samples (1 epoch), 2,000 held out"));
+  EXPECT_THAT(r.out, HasSubstr("eval AUC"));
+  EXPECT_THAT(r.out, HasSubstr("(the teacher's: 0."));
+  auto m = nlohmann::json::parse(Slurp(metrics));
+  for (const char* key :
+       {"train_samples", "eval_samples", "train_logloss", "eval_logloss", "eval_auc", "teacher_auc",
+        "samples_per_second", "peak_rss_bytes", "losses"}) {
+    EXPECT_TRUE(m.contains(key)) << key;
+  }
+  EXPECT_EQ(m["train_samples"], 18000);
+  EXPECT_GT(m["eval_auc"].get<double>(), 0.58);  // chance is 0.5
+  // One thread: the same run gives the same losses.
+  Result again = RunCli("train --data " + data + " --batch 256 --metrics-out " + metrics + "2");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(Slurp(metrics + "2"))["losses"], m["losses"]);
+
+  // Bad input: one line, exit code 2.
+  r = RunCli("train --data /nonexistent.tsv");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("heterps: error: /nonexistent.tsv: cannot open"));
+  r = RunCli("train --data " + data + " --optimizer lbfgs");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--optimizer"));
+  std::ofstream(data, std::ios::app) << "1\tnot a line\n";
+  r = RunCli("train --data " + data + " --batch 256");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(data + ":20001: line: has 2 fields, expected 40"));
+  r = RunCli("train --data " + data + " --batch 256 --skip-bad-lines");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("skipped lines   1"));
+}
+
 }  // namespace
 }  // namespace heterps

@@ -8,12 +8,20 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "embedded/heterps_examples.h"
 
 namespace heterps::tools {
 
 int Fail(const absl::Status& status) {
   std::cerr << "heterps: error: " << status.message() << "\n";
   return 2;
+}
+
+absl::StatusOr<config::ModelSpec> LoadModelOrDefault(const std::string& path) {
+  if (!path.empty()) return config::LoadModelSpec(path);
+  const std::string_view text = embedded::dlrm_small();
+  return config::ParseModelSpec(absl::string_view(text.data(), text.size()),
+                                "<embedded>/dlrm-small.yaml");
 }
 
 ProgressLine::ProgressLine(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}

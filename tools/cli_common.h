@@ -4,13 +4,18 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "heterps/config/model_spec.h"
 
 namespace heterps::tools {
 
 // Prints "heterps: error: <message>" (one line, to stderr) and returns 2, the
 // exit code of bad input and failed set-up.
 int Fail(const absl::Status& status);
+
+// The model spec at `path`, or the embedded examples/models/dlrm-small.yaml when `path` is empty.
+absl::StatusOr<config::ModelSpec> LoadModelOrDefault(const std::string& path);
 
 // One line of progress on stderr, redrawn in place at most ten times a second, shown only when
 // stderr is a terminal (logs and pipes get nothing).

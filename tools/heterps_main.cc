@@ -6,6 +6,7 @@
 #include "tools/gen_data_command.h"
 #include "tools/plan_command.h"
 #include "tools/ps_server_command.h"
+#include "tools/train_command.h"
 
 int main(int argc, char** argv) {
   // Debian's abseil checks every Mutex acquisition for lock-order cycles; a release binary
@@ -17,6 +18,8 @@ int main(int argc, char** argv) {
   CLI::App* plan = heterps::tools::AddPlanCommand(app, plan_flags);
   heterps::tools::GenDataFlags gen_data_flags;
   CLI::App* gen_data = heterps::tools::AddGenDataCommand(app, gen_data_flags);
+  heterps::tools::TrainFlags train_flags;
+  CLI::App* train = heterps::tools::AddTrainCommand(app, train_flags);
   heterps::tools::PsServerFlags ps_server_flags;
   CLI::App* ps_server = heterps::tools::AddPsServerCommand(app, ps_server_flags);
   try {
@@ -30,6 +33,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (plan->parsed()) return heterps::tools::RunPlan(plan_flags);
+  if (train->parsed()) return heterps::tools::RunTrain(train_flags);
   if (gen_data->parsed()) return heterps::tools::RunGenData(gen_data_flags);
   if (ps_server->parsed()) return heterps::tools::RunPsServer(ps_server_flags);
   return 2;

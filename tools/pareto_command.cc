@@ -35,13 +35,14 @@ int RunPareto(const PlanFlags& flags) {
   const double hi = top->workload().throughput_limit;
   const double lo = flags.pareto_from > 0 ? flags.pareto_from : hi / 100;
   if (!(lo < hi)) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "--pareto-from (%g) must be below the throughput limit (%g)", lo, hi)));
+    return Fail(absl::InvalidArgumentError(
+        absl::StrFormat("--pareto-from (%g) must be below the throughput limit (%g)", lo, hi)));
   }
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   json frontier = json::array();
-  std::string csv = "throughput_limit,feasible,throughput,cost_usd,cost_per_hour_usd,job_seconds,"
-                    "certified_optimal,stages\n";
+  std::string csv =
+      "throughput_limit,feasible,throughput,cost_usd,cost_per_hour_usd,job_seconds,"
+      "certified_optimal,stages\n";
   Table table({"limit", "samples/s", "cost", "$/hour", "job", "plan", "certified"},
               {true, true, true, true, true, false, false});
   bool any = false;
@@ -66,8 +67,8 @@ int RunPareto(const PlanFlags& flags) {
                     HumanSeconds(plan->job_seconds), stages,
                     plan->certified_optimal ? "yes" : "no"});
     } else {
-      table.AddRow({WithCommas(limit), "-", "-", "-", "-",
-                    "infeasible: " + plan->why.constraint, "-"});
+      table.AddRow(
+          {WithCommas(limit), "-", "-", "-", "-", "infeasible: " + plan->why.constraint, "-"});
     }
   }
   const std::string text = json{{"format", "heterps-pareto-v1"},
@@ -90,10 +91,11 @@ int RunPareto(const PlanFlags& flags) {
   if (flags.json) {
     std::cout << text;
   } else {
-    std::cout << absl::StrFormat("%s on %s: the cheapest plan (%s) at %d limits from %s to %s "
-                                 "samples/s\n\n",
-                                 top->model().name, top->cluster().name, flags.scheduler,
-                                 flags.pareto_points, WithCommas(lo), WithCommas(hi))
+    std::cout << absl::StrFormat(
+                     "%s on %s: the cheapest plan (%s) at %d limits from %s to %s "
+                     "samples/s\n\n",
+                     top->model().name, top->cluster().name, flags.scheduler, flags.pareto_points,
+                     WithCommas(lo), WithCommas(hi))
               << table.Render();
   }
   std::cout << std::flush;

@@ -29,13 +29,7 @@ absl::string_view Text(std::string_view text) { return {text.data(), text.size()
 namespace internal {
 
 absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double throughput_limit) {
-  config::ModelSpec model;
-  if (flags.model_path.empty()) {
-    HETERPS_ASSIGN_OR_RETURN(
-        model, config::ParseModelSpec(Text(embedded::dlrm_small()), "<embedded>/dlrm-small.yaml"));
-  } else {
-    HETERPS_ASSIGN_OR_RETURN(model, config::LoadModelSpec(flags.model_path));
-  }
+  HETERPS_ASSIGN_OR_RETURN(config::ModelSpec model, LoadModelOrDefault(flags.model_path));
   config::ClusterSpec cluster;
   if (flags.cluster_path.empty()) {
     HETERPS_ASSIGN_OR_RETURN(

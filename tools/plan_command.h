@@ -14,9 +14,9 @@
 namespace heterps::tools {
 
 struct PlanFlags {
-  std::string model_path;     // empty: the embedded dlrm-small example
-  std::string cluster_path;   // empty: the embedded cloud example
-  std::string profile_path;   // optional measured per-layer times
+  std::string model_path;    // empty: the embedded dlrm-small example
+  std::string cluster_path;  // empty: the embedded cloud example
+  std::string profile_path;  // optional measured per-layer times
   // samples/s; NaN (not given): the embedded default, allowed only with the embedded model.
   double throughput = std::numeric_limits<double>::quiet_NaN();
   double samples = 4373472329.0;
@@ -24,8 +24,8 @@ struct PlanFlags {
   uint64_t seed = 1;
   double time_limit = 60;
   int64_t max_plans = 0;
-  std::string policy_in;       // rl: warm-start from this policy file
-  std::string policy_out;      // rl: write the trained policy here
+  std::string policy_in;   // rl: warm-start from this policy file
+  std::string policy_out;  // rl: write the trained policy here
   std::string out_path;
   bool json = false;
   // --pareto: the cheapest plan at each of `pareto_points` limits spaced geometrically from
@@ -33,7 +33,7 @@ struct PlanFlags {
   bool pareto = false;
   double pareto_from = 0;
   int pareto_points = 10;
-  std::string csv_path;        // --pareto: also write the frontier as CSV here
+  std::string csv_path;  // --pareto: also write the frontier as CSV here
 };
 
 // Registers the subcommand; `flags` must outlive `app`.

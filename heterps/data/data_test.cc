@@ -150,6 +150,30 @@ TEST_F(ReaderTest, BadLinesStopWithFileAndLineOrAreSkippedAndCounted) {
   EXPECT_EQ(CriteoReader::Open(options).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(ReaderTest, HeldOutLinesAreReadOnlyByTheEvalPart) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 100; ++i) lines.push_back(Line(i % 2, i));
+  ReaderOptions options;
+  options.files = {Write("split", lines)};
+  options.eval_every = 10;
+  std::set<uint64_t> train, eval;
+  for (auto part : {ReaderOptions::Part::kTrain, ReaderOptions::Part::kEval}) {
+    options.part = part;
+    auto [batches, status] = ReadAll(options);
+    ASSERT_TRUE(status.ok());
+    for (const Batch& b : batches) {
+      for (int r = 0; r < b.size; ++r) {
+        (part == ReaderOptions::Part::kEval ? eval : train).insert(b.keys[r * kSparseSlots]);
+      }
+    }
+  }
+  EXPECT_EQ(train.size(), 90u);
+  EXPECT_EQ(eval.size(), 10u);
+  Example e;
+  ASSERT_TRUE(ParseLine(lines[9], &e).ok());  // line 9 is the first held out
+  EXPECT_TRUE(eval.count(e.keys[0]));
+}
+
 TEST(AucTest, MatchesThePairwiseDefinition) {
   EXPECT_DOUBLE_EQ(*ExactAuc({0.1f, 0.9f}, {0, 1}), 1.0);
   EXPECT_DOUBLE_EQ(*ExactAuc({0.9f, 0.1f}, {0, 1}), 0.0);

@@ -47,7 +47,8 @@ struct CriteoReader::Impl {
 
   void Parse() {
     Batch batch;
-    int64_t number = 0;  // across files, for sharding
+    int64_t number = 0;  // across files, for the held-out split
+    int64_t mine = 0;    // lines of this part, for sharding
     std::string line;
     Example example;
     for (const std::string& path : options.files) {
@@ -59,7 +60,11 @@ struct CriteoReader::Impl {
       int64_t line_in_file = 0;
       while (std::getline(in, line)) {
         ++line_in_file;
-        if (number++ % options.world != options.rank) continue;
+        const bool eval =
+            options.eval_every > 0 && number % options.eval_every == options.eval_every - 1;
+        ++number;
+        if (eval != (options.part == ReaderOptions::Part::kEval)) continue;
+        if (mine++ % options.world != options.rank) continue;
         if (absl::Status s = ParseLine(line, &example); !s.ok()) {
           std::string message = absl::StrCat(path, ":", line_in_file, ": ", s.message());
           if (options.bad_lines == BadLinePolicy::kStop) {

@@ -16,6 +16,10 @@
 // whose number is r modulo w, so the ranks read disjoint parts that together cover everything,
 // and every batch but each rank's last is full. Files are read sequentially, never held whole.
 //
+// Held-out data: with eval_every = k > 0, line n is an evaluation line when n % k == k - 1. The
+// kTrain part reads the others, the kEval part only those (both then sharded by rank, counting
+// only their own lines), so a training run and its evaluation never share a line.
+//
 // Bad lines: under kStop, Next returns InvalidArgument "<file>:<line>: <field>: <problem>" (the
 // line as numbered in its file, from 1) after the batches before it; under kSkip the line is
 // counted in stats() (with the first 10 messages) and reading goes on.
@@ -41,7 +45,9 @@ struct ReaderOptions {
   int world = 1;
   int batch_size = 2048;
   BadLinePolicy bad_lines = BadLinePolicy::kStop;
-  int queue_batches = 4;  // parsed batches kept ready ahead of Next
+  int queue_batches = 4;   // parsed batches kept ready ahead of Next
+  int64_t eval_every = 0;  // 0: no held-out lines
+  enum class Part { kTrain, kEval } part = Part::kTrain;
 };
 
 struct ReaderStats {

@@ -142,7 +142,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const config::ModelSpec& sp
         sparse.optimizer = options.sparse_optimizer;
         sparse.seed = options.seed + 1000 + embeddings;
         sparse.init_range = static_cast<float>(std::sqrt(1.0 / std::max<int64_t>(layer.rows, 1)));
-        HETERPS_RETURN_IF_ERROR(client->CreateSparseTable(embeddings, sparse));
+        if (options.create_tables) {
+          HETERPS_RETURN_IF_ERROR(client->CreateSparseTable(embeddings, sparse));
+        }
         impl->steps.push_back(Impl::Embedding{
             std::make_unique<dense::EmbeddingBag>(client, embeddings, layer.slots, layer.dim),
             layer.slots, layer.dim});
@@ -171,7 +173,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const config::ModelSpec& sp
         return bad("custom layers describe costs for planning; they cannot be trained");
     }
   }
-  if (!dense_options.block_sizes.empty()) {
+  if (options.create_tables && !dense_options.block_sizes.empty()) {
     HETERPS_RETURN_IF_ERROR(client->CreateDenseTable(kDenseTable, dense_options));
   }
   return std::unique_ptr<Model>(new Model(std::move(impl)));

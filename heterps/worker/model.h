@@ -32,6 +32,7 @@ struct ModelOptions {
   ps::OptimizerOptions sparse_optimizer{ps::OptimizerKind::kAdagrad, 0.05f};
   ps::OptimizerOptions dense_optimizer{ps::OptimizerKind::kAdam, 0.001f};
   uint64_t seed = 1;
+  bool create_tables = true;  // false: another Model on the same client created them
 };
 
 class Model {

@@ -1,0 +1,153 @@
+#include "heterps/worker/trainer.h"
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/data/auc.h"
+#include "heterps/ps/ps_client.h"
+
+namespace heterps::worker {
+namespace {
+
+// Lines in the files (a fast first pass, for progress and ETA).
+absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files) {
+  int64_t lines = 0;
+  std::vector<char> buffer(1 << 20);
+  for (const std::string& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    while (in.read(buffer.data(), buffer.size()) || in.gcount() > 0) {
+      lines += std::count(buffer.data(), buffer.data() + in.gcount(), '\n');
+    }
+  }
+  return lines;
+}
+
+int64_t PeakRss() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOptions& options) {
+  if (options.epochs < 1 || options.threads < 1 || options.eval_fraction < 0 ||
+      options.eval_fraction > 0.5) {
+    return absl::InvalidArgumentError(
+        "train: epochs and threads must be >= 1 and eval_fraction in [0, 0.5]");
+  }
+  const int batch_size =
+      options.batch_size > 0 ? options.batch_size : static_cast<int>(spec.batch_size);
+  const int64_t eval_every =
+      options.eval_fraction > 0 ? std::max<int64_t>(2, std::llround(1 / options.eval_fraction)) : 0;
+  HETERPS_ASSIGN_OR_RETURN(int64_t lines, CountLines(options.files));
+  const int64_t train_lines = eval_every > 0 ? lines - lines / eval_every : lines;
+
+  ps::InProcessPsClient client(1);
+  std::vector<std::unique_ptr<Model>> models;
+  for (int t = 0; t < options.threads; ++t) {
+    ModelOptions model_options = options.model;
+    model_options.create_tables = t == 0;
+    HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client, model_options));
+    models.push_back(std::move(model));
+  }
+
+  TrainResult result;
+  result.dense_parameters = models[0]->dense_parameters();
+  const absl::Time start = absl::Now();
+  absl::Mutex mu;  // the reader, the result, progress
+  double average = 0;
+  for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+    data::ReaderOptions read;
+    read.files = options.files;
+    read.batch_size = batch_size;
+    read.bad_lines = options.bad_lines;
+    read.eval_every = eval_every;
+    HETERPS_ASSIGN_OR_RETURN(auto reader, data::CriteoReader::Open(read));
+    double epoch_loss = 0;
+    int64_t epoch_steps = 0;
+    absl::Status failure;
+    auto work = [&](Model* model) {
+      for (;;) {
+        data::Batch batch;
+        {
+          absl::MutexLock lock(&mu);
+          if (!failure.ok()) return;
+          absl::StatusOr<bool> more = reader->Next(&batch);
+          if (!more.ok()) failure = more.status();
+          if (!more.ok() || !*more) return;
+        }
+        absl::StatusOr<double> loss = model->TrainStep(batch);
+        absl::MutexLock lock(&mu);
+        if (!loss.ok()) {
+          failure.Update(loss.status());
+          return;
+        }
+        result.losses.push_back(*loss);
+        result.train_samples += batch.size;
+        ++result.steps;
+        epoch_loss += *loss;
+        ++epoch_steps;
+        average = result.steps == 1 ? *loss : 0.98 * average + 0.02 * *loss;
+        if (options.progress) {
+          options.progress({epoch, result.train_samples, train_lines * options.epochs,
+                            absl::ToDoubleSeconds(absl::Now() - start), average});
+        }
+      }
+    };
+    std::vector<std::thread> workers;
+    for (int t = 1; t < options.threads; ++t) workers.emplace_back(work, models[t].get());
+    work(models[0].get());
+    for (std::thread& w : workers) w.join();
+    HETERPS_RETURN_IF_ERROR(failure);
+    result.train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : 0;
+    const data::ReaderStats stats = reader->stats();
+    result.skipped_lines += stats.skipped;
+    if (epoch == 1) result.first_bad_lines = stats.first_bad;
+  }
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.samples_per_second = result.seconds > 0 ? result.train_samples / result.seconds : 0;
+
+  if (eval_every > 0) {
+    data::ReaderOptions read;
+    read.files = options.files;
+    read.batch_size = batch_size;
+    read.bad_lines = options.bad_lines;
+    read.eval_every = eval_every;
+    read.part = data::ReaderOptions::Part::kEval;
+    HETERPS_ASSIGN_OR_RETURN(auto reader, data::CriteoReader::Open(read));
+    std::vector<float> scores, labels, p;
+    data::Batch batch;
+    double loss = 0;
+    for (;;) {
+      HETERPS_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
+      if (!more) break;
+      HETERPS_RETURN_IF_ERROR(models[0]->Predict(batch, &p));
+      for (int r = 0; r < batch.size; ++r) {
+        const double q = std::clamp<double>(p[r], 1e-7, 1 - 1e-7);
+        loss -= batch.labels[r] > 0.5f ? std::log(q) : std::log(1 - q);
+      }
+      scores.insert(scores.end(), p.begin(), p.end());
+      labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
+    }
+    result.eval_samples = static_cast<int64_t>(scores.size());
+    if (result.eval_samples > 0) {
+      result.eval_loss = loss / result.eval_samples;
+      absl::StatusOr<double> auc = data::ExactAuc(scores, labels);
+      result.eval_auc = auc.ok() ? *auc : 0.5;
+    }
+  }
+  result.peak_rss_bytes = PeakRss();
+  return result;
+}
+
+}  // namespace heterps::worker

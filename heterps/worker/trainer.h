@@ -1,0 +1,64 @@
+// Single-process training: a model built from its spec, its tables in this process
+// (InProcessPsClient), data from Criteo TSV files, a held-out part for evaluation.
+//
+//   TrainOptions options;
+//   options.files = {"train.tsv"};
+//   HETERPS_ASSIGN_OR_RETURN(TrainResult result, Train(spec, options));
+//
+// Every eval_every-th line (1 / eval_fraction, rounded) is held out (data::ReaderOptions); the
+// others are read `epochs` times in file order, in batches of the spec's batch size. With one
+// thread, steps are synchronous and the run is reproducible: the same seed and data give the same
+// losses. With more, each thread trains its own batches against the shared tables without waiting
+// for the others (asynchronous, as parameter servers run): faster, not reproducible.
+//
+// Thread safety: Train may run concurrently with other Trains; `progress` is called from the
+// calling thread's workers, one call at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterps/config/model_spec.h"
+#include "heterps/data/reader.h"
+#include "heterps/worker/model.h"
+
+namespace heterps::worker {
+
+struct TrainProgress {
+  int epoch = 0;              // from 1
+  int64_t samples = 0;        // trained so far
+  int64_t total_samples = 0;  // to train in all
+  double seconds = 0;
+  double loss = 0;  // moving average of recent steps' losses
+};
+
+struct TrainOptions {
+  std::vector<std::string> files;
+  int epochs = 1;
+  int batch_size = 0;  // 0: the spec's
+  int threads = 1;
+  double eval_fraction = 0.1;  // in (0, 0.5]; 0: no evaluation
+  data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
+  ModelOptions model;
+  std::function<void(const TrainProgress&)> progress;
+};
+
+struct TrainResult {
+  int64_t train_samples = 0, steps = 0, eval_samples = 0;
+  double train_loss = 0;  // mean over the last epoch's steps
+  double eval_loss = 0, eval_auc = 0;
+  double seconds = 0;             // training, not evaluation
+  double samples_per_second = 0;  // training samples / seconds
+  int64_t skipped_lines = 0;      // bad lines skipped (kSkip)
+  std::vector<std::string> first_bad_lines;
+  int64_t dense_parameters = 0;
+  int64_t peak_rss_bytes = 0;
+  std::vector<double> losses;  // every step's, in order (with one thread)
+};
+
+absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOptions& options);
+
+}  // namespace heterps::worker

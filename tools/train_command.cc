@@ -1,0 +1,175 @@
+#include "tools/train_command.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/data/synthetic.h"
+#include "heterps/worker/trainer.h"
+#include "nlohmann/json.hpp"
+#include "tools/cli_common.h"
+#include "tools/table.h"
+
+namespace heterps::tools {
+namespace {
+
+struct DataFile {
+  std::string path;
+  double teacher_auc = -1;  // -1: unknown
+};
+
+// The data to train on: the given file, or synthetic rows (made once, then reused).
+absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags) {
+  DataFile file;
+  if (flags.data != "synthetic") {
+    file.path = flags.data;
+  } else {
+    file.path = (std::filesystem::temp_directory_path() /
+                 absl::StrCat("heterps-synthetic-seed", flags.seed, "-rows", flags.rows, ".tsv"))
+                    .string();
+  }
+  if (auto sidecar = base::ReadTextFile(file.path + ".teacher.json"); sidecar.ok()) {
+    auto json = nlohmann::json::parse(*sidecar, nullptr, false);
+    if (json.is_object() && json.contains("teacher_auc") && std::filesystem::exists(file.path)) {
+      file.teacher_auc = json.value("teacher_auc", -1.0);
+      return file;
+    }
+  }
+  if (flags.data != "synthetic") return file;
+  data::SyntheticOptions options;
+  options.rows = flags.rows;
+  options.seed = flags.seed;
+  ProgressLine progress(true);
+  options.progress = [&](int64_t rows) {
+    progress.Show(
+        absl::StrFormat("generating %s %d / %d rows", Bar(rows, flags.rows), rows, flags.rows));
+  };
+  HETERPS_ASSIGN_OR_RETURN(data::SyntheticSummary summary,
+                           data::WriteSynthetic(options, file.path));
+  file.teacher_auc = summary.teacher_auc;
+  return file;
+}
+
+absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& name, double lr,
+                                               const char* flag) {
+  absl::StatusOr<ps::OptimizerKind> kind = ps::ParseOptimizerKind(name);
+  if (!kind.ok())
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", kind.status().message()));
+  ps::OptimizerOptions options;
+  options.kind = *kind;
+  options.learning_rate = static_cast<float>(lr);
+  return options;
+}
+
+}  // namespace
+
+CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
+  CLI::App* cmd = app.add_subcommand("train", "Train a model in this process");
+  cmd->add_option("--model", flags.model_path, "Model spec (default: the embedded dlrm-small)");
+  cmd->add_option("--data", flags.data, "Criteo TSV file, or 'synthetic' (default)");
+  cmd->add_option("--rows", flags.rows, "Rows of synthetic data (default 200000)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--epochs", flags.epochs, "Passes over the training data (default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", flags.batch, "Samples per step (default: the spec's batch_size)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--optimizer", flags.optimizer, "Embedding optimizer: sgd, adagrad, adam");
+  cmd->add_option("--lr", flags.lr, "Embedding learning rate (default 0.05)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--dense-optimizer", flags.dense_optimizer, "Dense optimizer (default adam)");
+  cmd->add_option("--dense-lr", flags.dense_lr, "Dense learning rate (default 0.001)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", flags.threads,
+                  "Training threads; more than 1 trains asynchronously (default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", flags.seed, "Seed of the parameters and the synthetic data");
+  cmd->add_option("--eval-fraction", flags.eval_fraction,
+                  "Share of the lines held out for evaluation (default 0.1)")
+      ->check(CLI::Range(0.0, 0.5));
+  cmd->add_flag("--skip-bad-lines", flags.skip_bad_lines,
+                "Skip malformed lines (counted) instead of stopping at the first");
+  cmd->add_option("--metrics-out", flags.metrics_out, "Write the metrics here as JSON");
+  return cmd;
+}
+
+int RunTrain(const TrainFlags& flags) {
+  absl::StatusOr<config::ModelSpec> spec = LoadModelOrDefault(flags.model_path);
+  if (!spec.ok()) return Fail(spec.status());
+  worker::TrainOptions options;
+  options.epochs = flags.epochs;
+  options.batch_size = flags.batch;
+  options.threads = flags.threads;
+  options.eval_fraction = flags.eval_fraction;
+  options.bad_lines =
+      flags.skip_bad_lines ? data::BadLinePolicy::kSkip : data::BadLinePolicy::kStop;
+  options.model.seed = flags.seed;
+  absl::StatusOr<ps::OptimizerOptions> sparse = Optimizer(flags.optimizer, flags.lr, "--optimizer");
+  if (!sparse.ok()) return Fail(sparse.status());
+  absl::StatusOr<ps::OptimizerOptions> dense =
+      Optimizer(flags.dense_optimizer, flags.dense_lr, "--dense-optimizer");
+  if (!dense.ok()) return Fail(dense.status());
+  options.model.sparse_optimizer = *sparse;
+  options.model.dense_optimizer = *dense;
+  absl::StatusOr<DataFile> file = PrepareData(flags);
+  if (!file.ok()) return Fail(file.status());
+  options.files = {file->path};
+
+  ProgressLine progress(true);
+  options.progress = [&](const worker::TrainProgress& p) {
+    const double rate = p.seconds > 0 ? p.samples / p.seconds : 0;
+    const double eta = rate > 0 ? (p.total_samples - p.samples) / rate : 0;
+    progress.Show(
+        absl::StrFormat("epoch %d/%d %s %s/%s samples, %s samples/s, loss %.4f, ETA %.0fs", p.epoch,
+                        flags.epochs, Bar(p.samples, p.total_samples), WithCommas(p.samples),
+                        WithCommas(p.total_samples), WithCommas(rate), p.loss, eta));
+  };
+  absl::StatusOr<worker::TrainResult> result = worker::Train(*spec, options);
+  progress.Clear();
+  if (!result.ok()) return Fail(result.status());
+
+  std::string summary = absl::StrFormat(
+      "%s: %s training samples (%d epoch%s), %s held out, %s dense parameters\n"
+      "  train logloss   %.4f\n"
+      "  eval logloss    %.4f\n"
+      "  eval AUC        %.4f%s\n"
+      "  samples/s       %s (%d thread%s)\n"
+      "  peak memory     %.0f MB\n",
+      spec->name, WithCommas(result->train_samples), flags.epochs, flags.epochs == 1 ? "" : "s",
+      WithCommas(result->eval_samples), WithCommas(result->dense_parameters), result->train_loss,
+      result->eval_loss, result->eval_auc,
+      file->teacher_auc >= 0 ? absl::StrFormat("   (the teacher's: %.4f)", file->teacher_auc) : "",
+      WithCommas(result->samples_per_second), flags.threads, flags.threads == 1 ? "" : "s",
+      result->peak_rss_bytes / 1e6);
+  if (result->skipped_lines > 0) {
+    absl::StrAppend(&summary, "  skipped lines   ", result->skipped_lines,
+                    " (first: ", result->first_bad_lines.front(), ")\n");
+  }
+  std::printf("%s", summary.c_str());
+  if (!flags.metrics_out.empty()) {
+    nlohmann::ordered_json metrics = {
+        {"model", spec->name},
+        {"data", file->path},
+        {"epochs", flags.epochs},
+        {"train_samples", result->train_samples},
+        {"eval_samples", result->eval_samples},
+        {"train_logloss", result->train_loss},
+        {"eval_logloss", result->eval_loss},
+        {"eval_auc", result->eval_auc},
+        {"teacher_auc", file->teacher_auc >= 0 ? nlohmann::ordered_json(file->teacher_auc)
+                                               : nlohmann::ordered_json(nullptr)},
+        {"samples_per_second", result->samples_per_second},
+        {"seconds", result->seconds},
+        {"threads", flags.threads},
+        {"peak_rss_bytes", result->peak_rss_bytes},
+        {"skipped_lines", result->skipped_lines},
+        {"losses", result->losses}};
+    absl::Status written = base::WriteFileAtomically(flags.metrics_out, metrics.dump(2) + "\n");
+    if (!written.ok()) return Fail(written);
+  }
+  return 0;
+}
+
+}  // namespace heterps::tools
