@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "benchmarks/markdown_section.h"
+#include "heterps/base/host.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rocksdb_store.h"
 #include "heterps/ps/rpc/grpc_ps_client.h"
@@ -178,15 +179,6 @@ ps::SparseTableOptions TableOptions(const Flags& f, int64_t budget) {
   o.optimizer.kind = ps::OptimizerKind::kAdagrad;
   o.memory_budget_bytes = budget;
   return o;
-}
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
 }
 
 }  // namespace
@@ -349,10 +341,10 @@ int main(int argc, char** argv) {
   const std::string section = absl::StrFormat(
       "```\nbuild/benchmarks/ps_bench --rows %d --dim %d --threads %d "
       "--seconds %g --tier-rows %d\n"
-      "```\n\nOn %s (%u hardware threads), %d threads, batches of %d keys, "
+      "```\n\nOn %s, %d threads, batches of %d keys, "
       "tables of dim %d:\n\n%s",
-      f.rows, f.dim, f.threads, f.seconds, f.tier_rows, CpuModel(),
-      std::thread::hardware_concurrency(), f.threads, kBatch, f.dim, table);
+      f.rows, f.dim, f.threads, f.seconds, f.tier_rows, base::HostDescription(), f.threads, kBatch,
+      f.dim, table);
   std::printf("%s", section.c_str());
   if (!f.only.empty()) return 0;
   if (!f.markdown.empty()) Check(ReplaceSection(f.markdown, "ps-bench", section), "markdown");

@@ -254,5 +254,23 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   EXPECT_THAT(r.out, HasSubstr("skipped lines   1"));
 }
 
+
+TEST(CliTest, ProfileWritesWhatThePlannerReads) {
+  const std::string profile = TempPath("profile.json");
+  Result r = RunCli("profile --repeats 2 --out " + profile);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("top.0"));
+  EXPECT_THAT(r.out, HasSubstr("wrote " + profile + " (resource type host-cpu)"));
+  auto p = nlohmann::json::parse(Slurp(profile));
+  EXPECT_EQ(p["model"], "dlrm-small");
+  EXPECT_EQ(p["batch_size"], 2048);
+  EXPECT_GE(p["entries"].size(), 7u);
+  for (const auto& e : p["entries"]) EXPECT_GT(e["seconds_per_batch"].get<double>(), 0);
+  // The planner takes it: measured figures for the local host.
+  r = RunCli("plan --cluster examples/clusters/local.yaml --throughput 1000 --profile " + profile);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("host-cpu"));
+}
+
 }  // namespace
 }  // namespace heterps

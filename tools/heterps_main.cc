@@ -5,6 +5,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tools/gen_data_command.h"
 #include "tools/plan_command.h"
+#include "tools/profile_command.h"
 #include "tools/ps_server_command.h"
 #include "tools/train_command.h"
 
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
   CLI::App* gen_data = heterps::tools::AddGenDataCommand(app, gen_data_flags);
   heterps::tools::TrainFlags train_flags;
   CLI::App* train = heterps::tools::AddTrainCommand(app, train_flags);
+  heterps::tools::ProfileFlags profile_flags;
+  CLI::App* profile = heterps::tools::AddProfileCommand(app, profile_flags);
   heterps::tools::PsServerFlags ps_server_flags;
   CLI::App* ps_server = heterps::tools::AddPsServerCommand(app, ps_server_flags);
   try {
@@ -33,6 +36,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (plan->parsed()) return heterps::tools::RunPlan(plan_flags);
+  if (profile->parsed()) return heterps::tools::RunProfile(profile_flags);
   if (train->parsed()) return heterps::tools::RunTrain(train_flags);
   if (gen_data->parsed()) return heterps::tools::RunGenData(gen_data_flags);
   if (ps_server->parsed()) return heterps::tools::RunPsServer(ps_server_flags);

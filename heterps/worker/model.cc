@@ -4,6 +4,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/dense/embedding.h"
 #include "heterps/dense/layers.h"
@@ -29,6 +30,19 @@ struct Model::Impl {
 
   ps::PsClient* client;
   std::vector<Step> steps;
+  std::vector<std::string> names;  // the spec layer of each step
+  std::string loss_name;
+  // While profiling: forward + backward seconds per step, and the loss's.
+  bool timing = false;
+  std::vector<double> seconds;
+  double loss_seconds = 0;
+  absl::Time mark;
+  void Tick() {
+    if (timing) mark = absl::Now();
+  }
+  void Tock(size_t step) {
+    if (timing) seconds[step] += absl::ToDoubleSeconds(absl::Now() - mark);
+  }
   std::vector<std::vector<float>> params, grads;  // per dense block
   std::vector<uint64_t> keys;                     // scratch: a slot range of a batch's keys
 
@@ -49,7 +63,9 @@ struct Model::Impl {
     Matrix<float> dense =
         Eigen::Map<const Matrix<float>>(batch.dense.data(), n, data::kDenseFeatures);
     Matrix<float> vectors(n, 0);
-    for (Step& step : steps) {
+    for (size_t index = 0; index < steps.size(); ++index) {
+      Step& step = steps[index];
+      Tick();
       if (auto* e = std::get_if<Embedding>(&step)) {
         keys.resize(n * e->slots);
         for (int64_t r = 0; r < n; ++r) {
@@ -71,6 +87,7 @@ struct Model::Impl {
         dense.swap(out);
         vectors.resize(n, 0);
       }
+      Tock(index);
     }
     return dense;
   }
@@ -81,6 +98,8 @@ struct Model::Impl {
     std::vector<ps::Ticket> pushes;
     int64_t vector_cols = 0;  // columns of d_vectors still to hand back to embedding layers
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      const size_t index = static_cast<size_t>(steps.rend() - it) - 1;
+      Tick();
       if (auto* f = std::get_if<Fc>(&*it)) {
         Matrix<float> d_in;
         const bool first = it + 1 == steps.rend();
@@ -99,6 +118,7 @@ struct Model::Impl {
         Matrix<float> mine = d_vectors.middleCols(vector_cols, cols);
         HETERPS_RETURN_IF_ERROR(e.bag->Backward(mine));
       }
+      Tock(index);
     }
     for (size_t b = 0; b < grads.size(); ++b) {
       pushes.push_back(client->PushDense(kDenseTable, static_cast<int>(b), grads[b]));
@@ -145,6 +165,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const config::ModelSpec& sp
         if (options.create_tables) {
           HETERPS_RETURN_IF_ERROR(client->CreateSparseTable(embeddings, sparse));
         }
+        impl->names.push_back(layer.name);
         impl->steps.push_back(Impl::Embedding{
             std::make_unique<dense::EmbeddingBag>(client, embeddings, layer.slots, layer.dim),
             layer.slots, layer.dim});
@@ -159,15 +180,18 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const config::ModelSpec& sp
             static_cast<float>(std::sqrt(6.0 / static_cast<double>(layer.in + layer.out))));
         impl->params.emplace_back(fc->num_params());
         impl->grads.emplace_back(fc->num_params());
+        impl->names.push_back(layer.name);
         impl->steps.push_back(Impl::Fc{std::move(fc), block});
         break;
       }
       case config::LayerKind::kInteraction:
+        impl->names.push_back(layer.name);
         impl->steps.push_back(Impl::Interaction{std::make_unique<dense::InteractionLayer<float>>(
             layer.op, layer.dense_width_in, layer.vectors_in, layer.vector_dim_in)});
         break;
       case config::LayerKind::kLogloss:
         if (layer.dense_width_in != 1) return bad("the logloss needs a single logit");
+        impl->loss_name = layer.name;
         break;
       case config::LayerKind::kCustom:
         return bad("custom layers describe costs for planning; they cannot be trained");
@@ -183,9 +207,27 @@ absl::StatusOr<double> Model::TrainStep(const data::Batch& batch) {
   HETERPS_RETURN_IF_ERROR(impl_->PullDense());
   HETERPS_ASSIGN_OR_RETURN(Matrix<float> logits, impl_->Forward(batch));
   Matrix<float> d_logits;
+  const absl::Time start = absl::Now();
   const double loss = dense::Logloss(logits, batch.labels.data(), &d_logits);
+  if (impl_->timing) impl_->loss_seconds += absl::ToDoubleSeconds(absl::Now() - start);
   HETERPS_RETURN_IF_ERROR(impl_->Backward(d_logits));
   return loss;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, double>>> Model::ProfileStep(
+    const data::Batch& batch) {
+  impl_->timing = true;
+  impl_->seconds.assign(impl_->steps.size(), 0.0);
+  impl_->loss_seconds = 0;
+  absl::StatusOr<double> loss = TrainStep(batch);
+  impl_->timing = false;
+  HETERPS_RETURN_IF_ERROR(loss.status());
+  std::vector<std::pair<std::string, double>> layers;
+  for (size_t i = 0; i < impl_->steps.size(); ++i) {
+    layers.emplace_back(impl_->names[i], impl_->seconds[i]);
+  }
+  if (!impl_->loss_name.empty()) layers.emplace_back(impl_->loss_name, impl_->loss_seconds);
+  return layers;
 }
 
 absl::Status Model::Predict(const data::Batch& batch, std::vector<float>* probabilities) {

@@ -19,6 +19,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,6 +53,10 @@ class Model {
   absl::StatusOr<double> TrainStep(const data::Batch& batch);
   // Click probabilities of a batch's samples, without updating anything.
   absl::Status Predict(const data::Batch& batch, std::vector<float>* probabilities);
+
+  // One training step that also times each layer: forward + backward seconds per spec layer
+  // (embedding layers: their pull and push; the logloss layer: the loss), in spec order.
+  absl::StatusOr<std::vector<std::pair<std::string, double>>> ProfileStep(const data::Batch& batch);
 
   // Parameters: dense floats (all fc layers) and embedding dims, for summaries.
   int64_t dense_parameters() const;

@@ -1,0 +1,31 @@
+// `heterps profile`: measure each layer of a model on this host's CPU and write the profile the
+// planner reads (docs/cost_model.md, "Profiles").
+//
+//   heterps profile [--model M.yaml] [--batch B] [--type NAME] [--repeats R] --out profile.json
+//
+// Builds the model against in-process tables, trains it on random Criteo-shaped batches (2 to
+// warm up, then --repeats timed) and records, per layer, the median forward + backward seconds of
+// one batch: fc and interaction layers their compute, embedding layers their pull and push
+// through the parameter-server client, the logloss layer the loss. The entries are for resource
+// type --type (default host-cpu, the type of examples/clusters/local.yaml). Prints the table.
+// Exit codes: 0 written, 2 bad input or a failure.
+#pragma once
+
+#include <string>
+
+#include "CLI/CLI.hpp"
+
+namespace heterps::tools {
+
+struct ProfileFlags {
+  std::string model_path;
+  int batch = 0;  // 0: the spec's (the planner reads only profiles at the spec's batch size)
+  std::string type = "host-cpu";
+  int repeats = 5;
+  std::string out;
+};
+
+CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags);
+int RunProfile(const ProfileFlags& flags);
+
+}  // namespace heterps::tools
