@@ -43,7 +43,10 @@ struct Model::Impl {
   void Tock(size_t step) {
     if (timing) seconds[step] += absl::ToDoubleSeconds(absl::Now() - mark);
   }
-  std::vector<std::vector<float>> params, grads;  // per dense block
+  // Per dense block. Aligned to Eigen's packets: vectorised sums peel their first elements by the
+  // address, so a varying alignment would vary the rounding from run to run.
+  using Block = std::vector<float, Eigen::aligned_allocator<float>>;
+  std::vector<Block> params, grads;
   std::vector<uint64_t> keys;                     // scratch: a slot range of a batch's keys
 
   absl::Status PullDense() {
