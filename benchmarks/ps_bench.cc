@@ -41,6 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "benchmarks/machine_limits.h"
 #include "benchmarks/markdown_section.h"
 #include "heterps/base/host.h"
 #include "heterps/ps/ps_client.h"
@@ -51,7 +52,7 @@
 namespace heterps::benchmarks {
 namespace {
 
-constexpr int kBatch = 4096;
+constexpr int kBatch = kRateBatch;
 
 struct Flags {
   int64_t rows = 10'000'000;
@@ -103,47 +104,6 @@ void Check(const absl::Status& status, const char* what) {
     std::fprintf(stderr, "ps_bench: %s: %s\n", what, std::string(status.message()).c_str());
     std::exit(1);
   }
-}
-
-// Resident set size of this process, bytes.
-int64_t RssBytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
-uint64_t SplitMix(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Runs `batch(thread, keys)` on `threads` threads for `seconds`, each thread
-// drawing batches of keys from `draw`; returns keys per second over all
-// threads.
-double Rate(int threads, double seconds, const std::function<uint64_t(uint64_t&)>& draw,
-            const std::function<void(int, const std::vector<uint64_t>&)>& batch) {
-  std::atomic<int64_t> keys{0};
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> workers;
-  const absl::Time start = absl::Now();
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      uint64_t state = 1234567 + 7919 * t;
-      std::vector<uint64_t> batch_keys(kBatch);
-      while (!stop.load(std::memory_order_relaxed)) {
-        for (uint64_t& k : batch_keys) k = draw(state);
-        batch(t, batch_keys);
-        keys += kBatch;
-      }
-    });
-  }
-  absl::SleepFor(absl::Seconds(seconds));
-  stop = true;
-  for (std::thread& w : workers) w.join();
-  return static_cast<double>(keys.load()) / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 // Pull and push rates (keys/s) of `client` on table 0 with keys from `draw`.
@@ -198,15 +158,7 @@ int main(int argc, char** argv) {
   // 1. Raw gather.
   double gather = 0;
   if (run("gather")) {
-    std::vector<float> array(static_cast<size_t>(f.rows) * f.dim, 1.0f);
-    std::vector<std::vector<float>> out(f.threads, std::vector<float>(kBatch * f.dim));
-    gather = Rate(f.threads, f.seconds, uniform, [&](int t, const auto& keys) {
-      float* o = out[t].data();
-      for (uint64_t k : keys) {
-        std::copy_n(array.data() + k * f.dim, f.dim, o);
-        o += f.dim;
-      }
-    });
+    gather = GatherRowsPerSecond(f.rows, f.dim, f.threads, f.seconds);
     std::fprintf(stderr, "gather: %.3g rows/s\n", gather);
   }
 

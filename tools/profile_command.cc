@@ -55,8 +55,11 @@ int RunProfile(const ProfileFlags& flags) {
   if (!spec.ok()) return Fail(spec.status());
   const int batch_size = flags.batch > 0 ? flags.batch : static_cast<int>(spec->batch_size);
   ps::InProcessPsClient client(1);
-  absl::StatusOr<std::unique_ptr<worker::Model>> model =
-      worker::Model::Create(*spec, &client, worker::ModelOptions());
+  if (absl::Status created = worker::CreateModelTables(*spec, &client, worker::ModelOptions());
+      !created.ok()) {
+    return Fail(created);
+  }
+  absl::StatusOr<std::unique_ptr<worker::Model>> model = worker::Model::Create(*spec, &client);
   if (!model.ok()) return Fail(model.status());
   std::mt19937_64 rng(1);
   std::map<std::string, std::vector<double>> times;

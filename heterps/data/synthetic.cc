@@ -45,12 +45,12 @@ struct Teacher {
       w[j] = 0.15 * Normal(seed, 2000 + j, 2);
     }
   }
-  // How much of the signal rank k carries: the 100 most frequent ids of a slot all of it, rarer
-  // ones less and less (sqrt(100 / k)), so that what decides a click can be learned from data of
-  // a realistic size rather than hidden in ids seen once.
-  static double Weight(int64_t k) { return k <= 100 ? 1.0 : std::sqrt(100.0 / k); }
+  // How much of the signal rank k carries: the 30 most frequent ids of a slot all of it, rarer
+  // ones less and less (30 / k), so that what decides a click can be learned from a few hundred
+  // thousand rows (every head id is seen hundreds of times) rather than hidden in ids seen once.
+  static double Weight(int64_t k) { return k <= 30 ? 1.0 : 30.0 / static_cast<double>(k); }
   // Parameters of rank k in slot s (k = 0: the empty field).
-  double First(int s, int64_t k) const { return 0.18 * Weight(k) * Normal(seed, 3000 + s, 2 * k); }
+  double First(int s, int64_t k) const { return 0.4 * Weight(k) * Normal(seed, 3000 + s, 2 * k); }
   double Factor(int s, int64_t k, int f) const {
     return 0.3 * Weight(k) * Normal(seed, 4000 + s * kFactors + f, 2 * k + 1);
   }

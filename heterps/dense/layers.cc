@@ -18,43 +18,40 @@ template <typename T>
 void FcLayer<T>::Forward(const T* params, const Matrix<T>& x, Matrix<T>* y) {
   const ConstMap<T> w(params, out_, in_);
   const Eigen::Map<const RowVector<T>> b(params + out_ * in_, out_);
-  x_ = x;
-  z_.noalias() = x * w.transpose();
-  z_.rowwise() += b;
+  x_ = &x;
+  y_ = y;
+  y->noalias() = x * w.transpose();
+  y->rowwise() += b;
   switch (activation_) {
     case config::Activation::kNone:
-      *y = z_;
       break;
     case config::Activation::kRelu:
-      *y = z_.cwiseMax(T(0));
+      *y = y->cwiseMax(T(0));
       break;
     case config::Activation::kSigmoid:
-      *y = (T(1) / (T(1) + (-z_.array()).exp())).matrix();
+      *y = (T(1) / (T(1) + (-y->array()).exp())).matrix();
       break;
   }
 }
 
 template <typename T>
-void FcLayer<T>::Backward(const T* params, const Matrix<T>& dy, Matrix<T>* dx, T* grads) {
+void FcLayer<T>::Backward(const T* params, Matrix<T>* dy, Matrix<T>* dx, T* grads) {
   const ConstMap<T> w(params, out_, in_);
-  Matrix<T> dz;
+  // dy becomes dz, the gradient of the pre-activation (coefficient-wise: no aliasing).
   switch (activation_) {
     case config::Activation::kNone:
-      dz = dy;
       break;
-    case config::Activation::kRelu:
-      dz = (z_.array() > T(0)).select(dy.array(), T(0)).matrix();
+    case config::Activation::kRelu:  // y > 0 exactly where z > 0
+      dy->array() = (y_->array() > T(0)).select(dy->array(), T(0));
       break;
-    case config::Activation::kSigmoid: {
-      const Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> s =
-          T(1) / (T(1) + (-z_.array()).exp());
-      dz = (dy.array() * s * (T(1) - s)).matrix();
+    case config::Activation::kSigmoid:  // y = s(z), s' = s (1 - s)
+      dy->array() *= y_->array() * (T(1) - y_->array());
       break;
-    }
   }
+  const Matrix<T>& dz = *dy;
   Map<T> dw(grads, out_, in_);
   Eigen::Map<RowVector<T>> db(grads + out_ * in_, out_);
-  dw.noalias() += dz.transpose() * x_;
+  dw.noalias() += dz.transpose() * *x_;
   db += dz.colwise().sum();
   if (dx != nullptr) dx->noalias() = dz * w;
 }
@@ -67,6 +64,13 @@ int64_t InteractionLayer<T>::out() const {
 }
 
 template <typename T>
+void InteractionLayer<T>::Gather(int64_t r) {
+  z_.resize(vectors_ + 1, dim_);
+  z_.row(0) = dense_->row(r);
+  z_.bottomRows(vectors_) = ConstMap<T>(vectors_in_->row(r).data(), vectors_, dim_);
+}
+
+template <typename T>
 void InteractionLayer<T>::Forward(const Matrix<T>& dense, const Matrix<T>& vectors,
                                   Matrix<T>* out) {
   const int64_t batch = dense.rows();
@@ -76,18 +80,17 @@ void InteractionLayer<T>::Forward(const Matrix<T>& dense, const Matrix<T>& vecto
     out->rightCols(vectors_ * dim_) = vectors;
     return;
   }
-  dense_ = dense;
-  vectors_in_ = vectors;
+  dense_ = &dense;
+  vectors_in_ = &vectors;
   const int64_t n = vectors_ + 1;
   // Per sample, the Gram matrix of its n vectors; its strict upper triangle, row by row.
-  Matrix<T> z(n, dim_), gram(n, n);
+  gram_.resize(n, n);
   for (int64_t r = 0; r < batch; ++r) {
-    z.row(0) = dense.row(r);
-    z.bottomRows(vectors_) = ConstMap<T>(vectors.row(r).data(), vectors_, dim_);
-    gram.noalias() = z * z.transpose();
+    Gather(r);
+    gram_.noalias() = z_ * z_.transpose();
     int64_t k = width_;
     for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = i + 1; j < n; ++j) (*out)(r, k++) = gram(i, j);
+      for (int64_t j = i + 1; j < n; ++j) (*out)(r, k++) = gram_(i, j);
     }
   }
 }
@@ -103,24 +106,24 @@ void InteractionLayer<T>::Backward(const Matrix<T>& d_out, Matrix<T>* d_dense,
   }
   d_vectors->resize(batch, vectors_ * dim_);
   const int64_t n = vectors_ + 1;
-  Matrix<T> z(n, dim_), g(n, n), dz(n, dim_);
+  gram_.resize(n, n);
   for (int64_t r = 0; r < batch; ++r) {
-    z.row(0) = dense_.row(r);
-    z.bottomRows(vectors_) = ConstMap<T>(vectors_in_.row(r).data(), vectors_, dim_);
-    // d<z_i, z_j> = g_ij: dz = (G + G^T) z with G the upper-triangular gradients.
-    g.setZero();
+    Gather(r);
+    // d<z_i, z_j> = g_ij: dz = (G + G^T) z with G the upper-triangular gradients; gram_ holds
+    // the symmetric G + G^T.
     int64_t k = width_;
     for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = i + 1; j < n; ++j) g(i, j) = d_out(r, k++);
+      gram_(i, i) = 0;
+      for (int64_t j = i + 1; j < n; ++j) gram_(i, j) = gram_(j, i) = d_out(r, k++);
     }
-    dz.noalias() = (g + g.transpose()) * z;
-    d_dense->row(r) += dz.row(0);
-    Map<T>(d_vectors->row(r).data(), vectors_, dim_) = dz.bottomRows(vectors_);
+    dz_.noalias() = gram_ * z_;
+    d_dense->row(r) += dz_.row(0);
+    Map<T>(d_vectors->row(r).data(), vectors_, dim_) = dz_.bottomRows(vectors_);
   }
 }
 
 template <typename T>
-T Logloss(const Matrix<T>& logits, const T* labels, Matrix<T>* d_logits) {
+T LoglossSum(const Matrix<T>& logits, const T* labels, T scale, Matrix<T>* d_logits) {
   const int64_t batch = logits.rows();
   d_logits->resize(batch, 1);
   T total = 0;
@@ -130,15 +133,23 @@ T Logloss(const Matrix<T>& logits, const T* labels, Matrix<T>* d_logits) {
     const T softplus = z > T(0) ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
     total += softplus - y * z;
     const T p = T(1) / (T(1) + std::exp(-z));
-    (*d_logits)(r, 0) = (p - y) / static_cast<T>(batch);
+    (*d_logits)(r, 0) = (p - y) * scale;
   }
-  return total / static_cast<T>(batch);
+  return total;
+}
+
+template <typename T>
+T Logloss(const Matrix<T>& logits, const T* labels, Matrix<T>* d_logits) {
+  const T batch = static_cast<T>(logits.rows());
+  return LoglossSum(logits, labels, T(1) / batch, d_logits) / batch;
 }
 
 template class FcLayer<float>;
 template class FcLayer<double>;
 template class InteractionLayer<float>;
 template class InteractionLayer<double>;
+template float LoglossSum<float>(const Matrix<float>&, const float*, float, Matrix<float>*);
+template double LoglossSum<double>(const Matrix<double>&, const double*, double, Matrix<double>*);
 template float Logloss<float>(const Matrix<float>&, const float*, Matrix<float>*);
 template double Logloss<double>(const Matrix<double>&, const double*, Matrix<double>*);
 

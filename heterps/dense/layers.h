@@ -7,11 +7,16 @@
 // server's dense table holds them, and gradients are added into a block of the same layout.
 //
 //   FcLayer<float> fc(13, 64, config::Activation::kRelu);
-//   fc.Forward(params, x, &y);                 // keeps x and the pre-activation for Backward
-//   fc.Backward(params, dy, &dx, grads);       // grads += dLoss/dparams; dx = dLoss/dx
+//   fc.Forward(params, x, &y);                 // remembers x and y
+//   fc.Backward(params, &dy, &dx, grads);      // grads += dLoss/dparams; dx = dLoss/dx
+//
+// A layer remembers where the last Forward's inputs (and, for FcLayer, output) are, not a copy of
+// them: they must stay alive and unchanged until its Backward. Output and gradient matrices are
+// resized only when the batch size changes, so a layer that sees batches of one size allocates
+// nothing after the first.
 //
 // Thread safety: a layer object is used by one thread at a time (it keeps the last forward's
-// inputs); the same parameters may be read by several layer objects at once.
+// state); the same parameters may be read by several layer objects at once.
 #pragma once
 
 #include <cstdint>
@@ -36,16 +41,19 @@ class FcLayer {
   int64_t out() const { return out_; }
   int64_t num_params() const { return out_ * in_ + out_; }
 
-  // x: batch x in. Writes y: batch x out.
+  // x: batch x in. Writes y: batch x out. Both kept until Backward (the activation's derivative
+  // is read off y).
   void Forward(const T* params, const Matrix<T>& x, Matrix<T>* y);
-  // dy: batch x out, for the last Forward. Writes dx (batch x in) unless it is null; adds the
-  // parameters' gradients into `grads` (num_params values).
-  void Backward(const T* params, const Matrix<T>& dy, Matrix<T>* dx, T* grads);
+  // dy: batch x out, for the last Forward; it is consumed (overwritten with the gradient of the
+  // pre-activation), which spares a buffer of its size. Writes dx (batch x in) unless it is null;
+  // adds the parameters' gradients into `grads` (num_params values).
+  void Backward(const T* params, Matrix<T>* dy, Matrix<T>* dx, T* grads);
 
  private:
   int64_t in_, out_;
   config::Activation activation_;
-  Matrix<T> x_, z_;  // the last forward's input and pre-activation
+  const Matrix<T>* x_ = nullptr;  // the last forward's input and output
+  const Matrix<T>* y_ = nullptr;
 };
 
 // Folds a dense vector d (width D) and V embedding vectors e_1..e_V (dim each) into one dense
@@ -60,19 +68,32 @@ class InteractionLayer {
 
   int64_t out() const;
 
-  // dense: batch x D; vectors: batch x (V dim). Writes out: batch x out().
+  // dense: batch x D; vectors: batch x (V dim), both kept until Backward. Writes out:
+  // batch x out().
   void Forward(const Matrix<T>& dense, const Matrix<T>& vectors, Matrix<T>* out);
   // d_out: batch x out(), for the last Forward. Writes d_dense and d_vectors.
   void Backward(const Matrix<T>& d_out, Matrix<T>* d_dense, Matrix<T>* d_vectors);
 
  private:
+  // z = (d, e_1, ..., e_V) of sample r of the last Forward's inputs, (V + 1) x dim.
+  void Gather(int64_t r);
+
   config::InteractionOp op_;
   int64_t width_, vectors_, dim_;
-  Matrix<T> dense_, vectors_in_;
+  const Matrix<T>* dense_ = nullptr;  // the last forward's inputs
+  const Matrix<T>* vectors_in_ = nullptr;
+  Matrix<T> z_, gram_, dz_;  // per-sample scratch
 };
 
-// Mean binary cross-entropy of logits (batch x 1) against 0/1 labels, computed stably:
-// log(1 + exp(z)) - y z. Returns the loss; writes d(loss)/d(logits) = (sigmoid(z) - y) / batch.
+// Binary cross-entropy of logits (batch x 1) against 0/1 labels, computed stably:
+// log(1 + exp(z)) - y z per sample. Returns the sum over the batch; writes
+// d_logits = scale * (sigmoid(z) - y), the gradient of scale times that sum. A micro-batch of a
+// mini-batch of B samples passes scale = 1 / B, so that its gradients add up to the mini-batch
+// mean's.
+template <typename T>
+T LoglossSum(const Matrix<T>& logits, const T* labels, T scale, Matrix<T>* d_logits);
+
+// The mean over the batch: LoglossSum(logits, labels, 1 / batch, d_logits) / batch.
 template <typename T>
 T Logloss(const Matrix<T>& logits, const T* labels, Matrix<T>* d_logits);
 

@@ -56,13 +56,15 @@ TEST(LayersTest, FcGradientsForEveryActivation) {
     fc.Forward(params.data(), x, &y);
     std::vector<double> grads(fc.num_params(), 0.0);
     M dx;
-    fc.Backward(params.data(), weights, &dx, grads.data());
+    M dy = weights;  // consumed
+    fc.Backward(params.data(), &dy, &dx, grads.data());
     ExpectGradient(loss, params.data(), fc.num_params(), grads.data(), "fc params");
     ExpectGradient(loss, x.data(), x.size(), dx.data(), "fc input");
     // Gradients accumulate.
     std::vector<double> twice(grads);
-    fc.Backward(params.data(), weights, nullptr, twice.data());
-    for (size_t i = 0; i < grads.size(); ++i) EXPECT_DOUBLE_EQ(twice[i], 2 * grads[i]);
+    dy = weights;
+    fc.Backward(params.data(), &dy, nullptr, twice.data());
+    for (size_t i = 0; i < grads.size(); ++i) EXPECT_NEAR(twice[i], 2 * grads[i], 1e-12);
   }
 }
 
@@ -102,8 +104,8 @@ TEST(LayersTest, LoglossValueAndGradient) {
   for (int r = 0; r < 4; ++r) {
     // -log p = log(1 + e^-z) for a click, -log(1 - p) = log(1 + e^z) for none, in long double.
     const long double z = logits(r, 0);
-    expected += static_cast<double>(labels[r] == 1 ? std::log1p(std::exp(-z))
-                                                   : std::log1p(std::exp(z)));
+    expected +=
+        static_cast<double>(labels[r] == 1 ? std::log1p(std::exp(-z)) : std::log1p(std::exp(z)));
   }
   EXPECT_NEAR(loss, expected / 4, 1e-9);
   auto f = [&] {
@@ -111,6 +113,10 @@ TEST(LayersTest, LoglossValueAndGradient) {
     return Logloss(logits, labels, &unused);
   };
   ExpectGradient(f, logits.data(), 4, d.data(), "logloss");
+  // A micro-batch of a mini-batch of 10: the sum, and gradients scaled by 1/10.
+  M d_part;
+  EXPECT_NEAR(LoglossSum(logits, labels, 0.1, &d_part), expected, 1e-9);
+  for (int r = 0; r < 4; ++r) EXPECT_NEAR(d_part(r, 0), d(r, 0) * 4 / 10, 1e-15);
 }
 
 TEST(LayersTest, AStackOfLayersBackpropagatesEndToEnd) {
@@ -126,26 +132,30 @@ TEST(LayersTest, AStackOfLayersBackpropagatesEndToEnd) {
   M x = Random(batch, 5, rng), vecs = Random(batch, 2 * dim, rng);
   std::vector<double> labels(batch);
   for (int64_t r = 0; r < batch; ++r) labels[r] = r % 2;
+  // h, f and logits are the caller's: the layers keep their inputs for Backward.
+  M h, f, logits;
   auto forward = [&](FcLayer<double>& b, InteractionLayer<double>& i, FcLayer<double>& t,
                      M* d_logits) {
-    M h, f, logits;
     b.Forward(pb.data(), x, &h);
     i.Forward(h, vecs, &f);
     t.Forward(pt.data(), f, &logits);
     return Logloss(logits, labels.data(), d_logits);
   };
+  M d_logits, d_f, d_h, d_vecs, d_x;
+  forward(bottom, interact, top, &d_logits);
   auto loss = [&] {
     FcLayer<double> b(5, dim, Activation::kRelu), t(interact.out(), 1, Activation::kNone);
     InteractionLayer<double> i(InteractionOp::kDot, dim, 2, dim);
-    M unused;
-    return forward(b, i, t, &unused);
+    M hh, ff, ll, unused;
+    b.Forward(pb.data(), x, &hh);
+    i.Forward(hh, vecs, &ff);
+    t.Forward(pt.data(), ff, &ll);
+    return Logloss(ll, labels.data(), &unused);
   };
-  M d_logits, d_f, d_h, d_vecs, d_x;
-  forward(bottom, interact, top, &d_logits);
   std::vector<double> gb(pb.size(), 0.0), gt(pt.size(), 0.0);
-  top.Backward(pt.data(), d_logits, &d_f, gt.data());
+  top.Backward(pt.data(), &d_logits, &d_f, gt.data());
   interact.Backward(d_f, &d_h, &d_vecs);
-  bottom.Backward(pb.data(), d_h, &d_x, gb.data());
+  bottom.Backward(pb.data(), &d_h, &d_x, gb.data());
   ExpectGradient(loss, pt.data(), pt.size(), gt.data(), "top");
   ExpectGradient(loss, pb.data(), pb.size(), gb.data(), "bottom");
   ExpectGradient(loss, vecs.data(), vecs.size(), d_vecs.data(), "embedding vectors");

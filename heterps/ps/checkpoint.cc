@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
@@ -218,7 +221,38 @@ absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
   if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no LATEST)"));
   std::string name = *latest;
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  const std::string dir = root + "/" + name;
+  return LoadCheckpointDir(root + "/" + name, tables);
+}
+
+absl::StatusOr<int64_t> LoadCheckpoint(const std::string& root, int64_t step,
+                                       const CheckpointTables& tables) {
+  const std::string dir = absl::StrCat(root, "/ckpt-", step);
+  if (!fs::exists(dir + "/MANIFEST")) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no checkpoint of step ", step));
+  }
+  return LoadCheckpointDir(dir, tables);
+}
+
+absl::Status PruneCheckpoints(const std::string& root, int keep) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    if (absl::StartsWith(name, "ckpt-") && absl::SimpleAtoi(name.substr(5), &step)) {
+      steps.push_back(step);
+    }
+  }
+  HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(root, ": cannot list"), ec));
+  std::sort(steps.rbegin(), steps.rend());
+  for (size_t i = std::max(keep, 0); i < steps.size(); ++i) {
+    fs::remove_all(absl::StrCat(root, "/ckpt-", steps[i]), ec);
+    HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(root, "/ckpt-", steps[i], ": cannot remove"), ec));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> LoadCheckpointDir(const std::string& dir, const CheckpointTables& tables) {
   HETERPS_ASSIGN_OR_RETURN(std::string manifest_text, base::ReadTextFile(dir + "/MANIFEST"));
   json manifest = json::parse(manifest_text, nullptr, false);
   auto corrupt = [&](absl::string_view why) {

@@ -39,5 +39,14 @@ absl::Status SaveCheckpoint(const std::string& root, int64_t step, const Checkpo
 // shapes; sparse tables are emptied first) and returns its step. NotFound if there is none.
 absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
                                              const CheckpointTables& tables);
+// The same for <root>/ckpt-<step>: a job whose shards checkpoint one by one restores the last
+// step every shard completed. NotFound if there is none.
+absl::StatusOr<int64_t> LoadCheckpoint(const std::string& root, int64_t step,
+                                       const CheckpointTables& tables);
+// The same for a checkpoint directory.
+absl::StatusOr<int64_t> LoadCheckpointDir(const std::string& dir, const CheckpointTables& tables);
+
+// Removes all but the `keep` checkpoints of the highest steps under `root`.
+absl::Status PruneCheckpoints(const std::string& root, int keep);
 
 }  // namespace heterps::ps

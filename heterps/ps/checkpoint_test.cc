@@ -95,6 +95,19 @@ TEST_F(CheckpointTest, RoundTripIncludingSsdRows) {
   ASSERT_TRUE(SaveCheckpoint(root, 9, a.view()).ok());
   EXPECT_EQ(*LoadLatestCheckpoint(root, b.view()), 9);
   EXPECT_TRUE(std::filesystem::exists(root + "/ckpt-5/MANIFEST"));
+  // A named step loads that step (a job restores the last one all its shards completed).
+  Tables c = Make(Dir("cold_c"));
+  ASSERT_EQ(*LoadCheckpoint(root, 5, c.view()), 5);
+  EXPECT_NE(Rows(*c.sparse), Rows(*a.sparse));
+  EXPECT_EQ(LoadCheckpoint(root, 7, c.view()).status().code(), absl::StatusCode::kNotFound);
+  // Pruning keeps the newest.
+  Train(a);
+  ASSERT_TRUE(SaveCheckpoint(root, 12, a.view()).ok());
+  ASSERT_TRUE(PruneCheckpoints(root, 2).ok());
+  EXPECT_FALSE(std::filesystem::exists(root + "/ckpt-5"));
+  EXPECT_TRUE(std::filesystem::exists(root + "/ckpt-9/MANIFEST"));
+  EXPECT_EQ(*LoadLatestCheckpoint(root, c.view()), 12);
+  EXPECT_EQ(Rows(*c.sparse), Rows(*a.sparse));
 }
 
 TEST_F(CheckpointTest, CorruptOrTruncatedFilesAreRefusedBeforeAnythingLoads) {

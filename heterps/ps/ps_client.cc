@@ -97,25 +97,70 @@ Ticket InProcessPsClient::PullSparse(int table, absl::Span<const uint64_t> keys,
   return Done(pull());
 }
 
+absl::Status InProcessPsClient::SumByServer(
+    int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
+    const std::function<absl::Status(int, SparseTable*, const std::vector<uint64_t>&,
+                                     const std::vector<float>&)>& deliver) {
+  HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
+  const int dim = shards[0]->dim();
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), dim));
+  KeyPlan plan = PlanKeys(keys, num_servers_);
+  std::vector<std::vector<float>> sums(num_servers_);
+  for (int s = 0; s < num_servers_; ++s) sums[s].assign(plan.keys[s].size() * dim, 0.0f);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto [s, j] = plan.where[i];
+    for (int d = 0; d < dim; ++d) sums[s][j * dim + d] += grads[i * dim + d];
+  }
+  for (int s = 0; s < num_servers_; ++s) {
+    HETERPS_RETURN_IF_ERROR(deliver(s, shards[s], plan.keys[s], sums[s]));
+  }
+  return absl::OkStatus();
+}
+
 Ticket InProcessPsClient::PushSparse(int table, absl::Span<const uint64_t> keys,
                                      absl::Span<const float> grads) {
-  auto push = [&]() -> absl::Status {
-    HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
-    const int dim = shards[0]->dim();
-    HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), dim));
-    KeyPlan plan = PlanKeys(keys, num_servers_);
-    std::vector<std::vector<float>> sums(num_servers_);
-    for (int s = 0; s < num_servers_; ++s) sums[s].assign(plan.keys[s].size() * dim, 0.0f);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      auto [s, j] = plan.where[i];
-      for (int d = 0; d < dim; ++d) sums[s][j * dim + d] += grads[i * dim + d];
-    }
-    for (int s = 0; s < num_servers_; ++s) {
-      HETERPS_RETURN_IF_ERROR(shards[s]->Push(plan.keys[s], sums[s]));
-    }
-    return absl::OkStatus();
-  };
-  return Done(push());
+  return Done(SumByServer(table, keys, grads,
+                          [](int, SparseTable* shard, const std::vector<uint64_t>& k,
+                             const std::vector<float>& sums) { return shard->Push(k, sums); }));
+}
+
+Ticket InProcessPsClient::AccumulateSparse(int table, absl::Span<const uint64_t> keys,
+                                           absl::Span<const float> grads, int part) {
+  return Done(SumByServer(table, keys, grads,
+                          [&](int server, SparseTable*, const std::vector<uint64_t>& k,
+                              const std::vector<float>& sums) {
+                            if (!k.empty()) pending_[server].AddSparse(table, part, k, sums);
+                            return absl::OkStatus();
+                          }));
+}
+
+Ticket InProcessPsClient::AccumulateDense(int table, int block, absl::Span<const float> grads,
+                                          int part) {
+  DenseTable* t = dense(table);
+  if (t == nullptr) return Done(absl::NotFoundError(absl::StrCat("no dense table ", table)));
+  if (block < 0 || block >= t->num_blocks() ||
+      static_cast<int64_t>(grads.size()) != t->block_size(block)) {
+    return Done(
+        absl::InvalidArgumentError(absl::StrCat("accumulate: dense table ", table, " has no block ",
+                                                block, " of ", grads.size(), " floats")));
+  }
+  return Done(pending_[table % num_servers_].AddDense(table, block, part, grads));
+}
+
+absl::Status InProcessPsClient::Commit() {
+  absl::Status status;
+  for (int s = 0; s < num_servers_; ++s) status.Update(pending_[s].Apply(Tables(s)));
+  return status;
+}
+
+CheckpointTables InProcessPsClient::Tables(int server) {
+  absl::MutexLock lock(&mu_);
+  CheckpointTables tables;
+  for (auto& [id, shards] : sparse_) tables.sparse[id] = shards[server].get();
+  for (auto& [id, table] : dense_) {
+    if (id % num_servers_ == server) tables.dense[id] = table.get();
+  }
+  return tables;
 }
 
 Ticket InProcessPsClient::PullDense(int table, int block, absl::Span<float> values) {

@@ -5,6 +5,11 @@
 //   Ticket t = client.PullSparse(0, keys, values);     // values: keys.size() * dim floats
 //   HETERPS_RETURN_IF_ERROR(client.Wait(t));
 //
+// Two ways to update: Push applies a gradient now (asynchronous training, and a single process);
+// Accumulate leaves it on the server, summed with the other contributions of the same step, until
+// Commit applies one update per key and per block (synchronous training: the replicas' gradients
+// of a mini-batch are applied once, as one process would apply them; pending.h).
+//
 // Semantics every implementation keeps (the gRPC client included):
 // - keys may repeat and come in any order; a pull fetches each distinct key once and writes every
 //   position; a push sums the gradients of a repeated key and applies one update per key;
@@ -16,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -25,7 +31,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "heterps/ps/checkpoint.h"
 #include "heterps/ps/dense_table.h"
+#include "heterps/ps/pending.h"
 #include "heterps/ps/sparse_table.h"
 
 namespace heterps::ps {
@@ -48,6 +56,14 @@ class PsClient {
   // Dense tables live whole on server table % num_servers.
   virtual Ticket PullDense(int table, int block, absl::Span<float> values) = 0;
   virtual Ticket PushDense(int table, int block, absl::Span<const float> grads) = 0;
+  // Like the pushes, but the servers hold the gradients as contribution `part` (>= 0) until
+  // Commit (pending.h: sums over parts in part order). A part sends each table (each block) once
+  // per step.
+  virtual Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys,
+                                  absl::Span<const float> grads, int part) = 0;
+  virtual Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) = 0;
+  // Applies every server's pending gradients; returns when all are applied.
+  virtual absl::Status Commit() = 0;
   // The outcome of the call that returned `ticket`; NotFound for an unknown or spent ticket.
   virtual absl::Status Wait(Ticket ticket) = 0;
 };
@@ -69,7 +85,7 @@ KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers);
 // them. Calls complete before they return; Wait reports their status.
 class InProcessPsClient : public PsClient {
  public:
-  explicit InProcessPsClient(int num_servers) : num_servers_(num_servers) {}
+  explicit InProcessPsClient(int num_servers) : num_servers_(num_servers), pending_(num_servers) {}
 
   // Adds sparse table `table` (one SparseTable per server; cold stores from `make_cold`, which
   // may return null when there is no memory budget) or dense table `table`.
@@ -89,11 +105,24 @@ class InProcessPsClient : public PsClient {
                     absl::Span<const float> grads) override;
   Ticket PullDense(int table, int block, absl::Span<float> values) override;
   Ticket PushDense(int table, int block, absl::Span<const float> grads) override;
+  Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
+                          int part) override;
+  Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) override;
+  absl::Status Commit() override;
   absl::Status Wait(Ticket ticket) override;
+
+  // Every table of server `server`, for checkpoints.
+  CheckpointTables Tables(int server);
 
  private:
   Ticket Done(absl::Status status);
   absl::StatusOr<std::vector<SparseTable*>> Sparse(int table);
+  // Sums the gradients of each distinct key per server and hands them to `deliver`.
+  absl::Status SumByServer(int table, absl::Span<const uint64_t> keys,
+                           absl::Span<const float> grads,
+                           const std::function<absl::Status(
+                               int server, SparseTable* shard, const std::vector<uint64_t>& keys,
+                               const std::vector<float>& sums)>& deliver);
 
   const int num_servers_;
   absl::Mutex mu_;
@@ -101,6 +130,7 @@ class InProcessPsClient : public PsClient {
   std::map<int, std::unique_ptr<DenseTable>> dense_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Ticket, absl::Status> done_ ABSL_GUARDED_BY(mu_);
   Ticket next_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<PendingUpdates> pending_;  // per server
 };
 
 }  // namespace heterps::ps

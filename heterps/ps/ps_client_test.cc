@@ -22,11 +22,14 @@ TEST(PsClientTest, ShardedClientAnswersLikeOneServer) {
   InProcessPsClient one(1), two(2);
   ASSERT_TRUE(one.CreateSparseTable(0, Options(0)).ok());
   // The sharded client also spills to RocksDB, each server its own directory.
-  ASSERT_TRUE(two.CreateSparseTable(0, Options(4096), [](int server) {
-                   auto store = RocksDbColdStore::Open(::testing::TempDir() + "/client_cold_" +
-                                                       std::to_string(server));
-                   return store.ok() ? std::unique_ptr<ColdStore>(std::move(*store)) : nullptr;
-                 }).ok());
+  ASSERT_TRUE(two.CreateSparseTable(
+                     0, Options(4096),
+                     [](int server) {
+                       auto store = RocksDbColdStore::Open(::testing::TempDir() + "/client_cold_" +
+                                                           std::to_string(server));
+                       return store.ok() ? std::unique_ptr<ColdStore>(std::move(*store)) : nullptr;
+                     })
+                  .ok());
   std::mt19937_64 rng(11);
   std::normal_distribution<float> normal;
   for (int step = 0; step < 200; ++step) {
@@ -99,6 +102,70 @@ TEST(PsClientTest, DenseTablesAndErrors) {
   bad.block_sizes = {4, 0};
   EXPECT_THAT(std::string(DenseTable::Create(bad).status().message()),
               ::testing::HasSubstr("block 1 has size 0"));
+}
+
+// Accumulated contributions are applied at the commit as one update per key and per block: the
+// same as one push of all the gradients, whatever order the parts arrive in.
+TEST(PsClientTest, AccumulatedPartsCommitAsOnePush) {
+  DenseTableOptions dense;
+  dense.block_sizes = {5};
+  dense.optimizer.kind = OptimizerKind::kAdam;
+  InProcessPsClient pushed(2), forward(2), backward(2);
+  for (InProcessPsClient* c : {&pushed, &forward, &backward}) {
+    ASSERT_TRUE(c->CreateSparseTable(0, Options(0)).ok());
+    ASSERT_TRUE(c->CreateDenseTable(1, dense).ok());
+  }
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal;
+  for (int step = 0; step < 20; ++step) {
+    // Three parts with overlapping keys; within a part keys repeat too.
+    std::vector<std::vector<uint64_t>> keys(3);
+    std::vector<std::vector<float>> grads(3), blocks(3);
+    std::vector<uint64_t> all_keys;
+    std::vector<float> all_grads, block_sum(5, 0.0f);
+    for (int p = 0; p < 3; ++p) {
+      keys[p].resize(10);
+      for (uint64_t& k : keys[p]) k = rng() % 25;
+      grads[p].resize(40);
+      for (float& g : grads[p]) g = normal(rng);
+      blocks[p].resize(5);
+      for (int i = 0; i < 5; ++i) block_sum[i] += blocks[p][i] = normal(rng);
+      all_keys.insert(all_keys.end(), keys[p].begin(), keys[p].end());
+      all_grads.insert(all_grads.end(), grads[p].begin(), grads[p].end());
+    }
+    ASSERT_TRUE(pushed.Wait(pushed.PushSparse(0, all_keys, all_grads)).ok());
+    ASSERT_TRUE(pushed.Wait(pushed.PushDense(1, 0, block_sum)).ok());
+    for (int p = 0; p < 3; ++p) {
+      ASSERT_TRUE(forward.Wait(forward.AccumulateSparse(0, keys[p], grads[p], p)).ok());
+      ASSERT_TRUE(forward.Wait(forward.AccumulateDense(1, 0, blocks[p], p)).ok());
+      const int q = 2 - p;
+      ASSERT_TRUE(backward.Wait(backward.AccumulateSparse(0, keys[q], grads[q], q)).ok());
+      ASSERT_TRUE(backward.Wait(backward.AccumulateDense(1, 0, blocks[q], q)).ok());
+    }
+    // Nothing moves before the commit.
+    if (step == 0) {
+      std::vector<float> before(4);
+      ASSERT_TRUE(forward.Wait(forward.PullSparse(0, {keys[0][0]}, absl::MakeSpan(before))).ok());
+      EXPECT_EQ(before, forward.sparse(0, ServerOf(keys[0][0], 2))->InitialValue(keys[0][0]));
+    }
+    ASSERT_TRUE(forward.Commit().ok());
+    ASSERT_TRUE(backward.Commit().ok());
+  }
+  std::vector<uint64_t> keys(25);
+  for (uint64_t k = 0; k < 25; ++k) keys[k] = k;
+  std::vector<float> a(100), b(100), c(100), da(5), db(5), dc(5);
+  ASSERT_TRUE(pushed.Wait(pushed.PullSparse(0, keys, absl::MakeSpan(a))).ok());
+  ASSERT_TRUE(forward.Wait(forward.PullSparse(0, keys, absl::MakeSpan(b))).ok());
+  ASSERT_TRUE(backward.Wait(backward.PullSparse(0, keys, absl::MakeSpan(c))).ok());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f) << i;
+  EXPECT_EQ(b, c);  // the order of arrival changes nothing, not even the rounding
+  ASSERT_TRUE(pushed.Wait(pushed.PullDense(1, 0, absl::MakeSpan(da))).ok());
+  ASSERT_TRUE(forward.Wait(forward.PullDense(1, 0, absl::MakeSpan(db))).ok());
+  ASSERT_TRUE(backward.Wait(backward.PullDense(1, 0, absl::MakeSpan(dc))).ok());
+  for (int i = 0; i < 5; ++i) ASSERT_NEAR(da[i], db[i], 1e-5f) << i;
+  EXPECT_EQ(db, dc);
+  // A gradient of the wrong size is refused.
+  EXPECT_FALSE(forward.Wait(forward.AccumulateDense(1, 0, std::vector<float>(4), 0)).ok());
 }
 
 }  // namespace

@@ -13,9 +13,29 @@
 namespace heterps::ps {
 namespace {
 
-// Slots per arena block: growth without 2x overshoot, and blocks of whole huge pages for the
-// common row sizes (16384 rows of 128 bytes are 2 MiB).
+// Arena blocks: the first holds kFirstBlockRows slots and each next one twice as many, up to
+// kBlockRows, which every later block holds. A shard of a small table wastes at most half its
+// last block (a table has 16 lock shards, and a model dozens of tables); a large one grows
+// without 2x overshoot, in blocks of whole huge pages for the common row sizes (16384 rows of
+// 128 bytes are 2 MiB).
+constexpr uint32_t kFirstBlockRows = 512;
 constexpr uint32_t kBlockRows = 16384;
+constexpr uint32_t kGrowingBlocks = 5;  // 512, 1024, ..., 8192 slots
+constexpr uint32_t kGrowingRows = kFirstBlockRows * ((1u << kGrowingBlocks) - 1);
+static_assert(kFirstBlockRows << kGrowingBlocks == kBlockRows);
+
+// Where a slot lives: its block, its place in the block, and the block's slots.
+struct BlockPlace {
+  uint32_t block, offset, rows;
+};
+inline BlockPlace PlaceOf(uint32_t slot) {
+  if (slot < kGrowingRows) {
+    const uint32_t block = 31 - static_cast<uint32_t>(__builtin_clz(slot / kFirstBlockRows + 1));
+    return {block, slot - kFirstBlockRows * ((1u << block) - 1), kFirstBlockRows << block};
+  }
+  const uint32_t rest = slot - kGrowingRows;
+  return {kGrowingBlocks + rest / kBlockRows, rest % kBlockRows, kBlockRows};
+}
 
 // A resident row's bookkeeping, next to its slot of floats. The counts saturate
 // (a row would need 4 billion updates to notice).
@@ -190,14 +210,15 @@ struct SparseTable::Shard {
 
   absl::Mutex mu;
   SlotIndex<SlotHash> index ABSL_GUARDED_BY(mu);  // resident slots
-  // kBlockRows slots each, on huge pages.
+  // Slot arenas (PlaceOf), the large ones on huge pages.
   std::vector<std::unique_ptr<float[], base::HugeDeleter>> blocks ABSL_GUARDED_BY(mu);
   std::vector<Meta, base::HugePageAllocator<Meta>> meta ABSL_GUARDED_BY(mu);  // per slot
   std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
   SparseTableStats stats ABSL_GUARDED_BY(mu);  // memory_* are derived when read
 
   float* Slot(uint32_t slot, int stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return blocks[slot / kBlockRows].get() + static_cast<size_t>(slot % kBlockRows) * stride;
+    const BlockPlace place = PlaceOf(slot);
+    return blocks[place.block].get() + static_cast<size_t>(place.offset) * stride;
   }
   // The resident slot of `key`, if any.
   std::optional<uint32_t> Find(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -274,8 +295,8 @@ absl::StatusOr<uint32_t> SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFE
         "sparse table: a lock shard holds ", slot, " resident rows, its most; raise lock_shards (",
         options_.lock_shards, ") or set a memory budget"));
   }
-  if (slot % kBlockRows == 0) {
-    const size_t bytes = sizeof(float) * static_cast<size_t>(kBlockRows) * stride();
+  if (const BlockPlace place = PlaceOf(slot); place.offset == 0) {
+    const size_t bytes = sizeof(float) * static_cast<size_t>(place.rows) * stride();
     shard.blocks.emplace_back(static_cast<float*>(base::AllocateHuge(bytes)),
                               base::HugeDeleter{bytes});
   }

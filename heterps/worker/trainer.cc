@@ -53,11 +53,10 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   const int64_t train_lines = eval_every > 0 ? lines - lines / eval_every : lines;
 
   ps::InProcessPsClient client(1);
+  HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, options.model));
   std::vector<std::unique_ptr<Model>> models;
   for (int t = 0; t < options.threads; ++t) {
-    ModelOptions model_options = options.model;
-    model_options.create_tables = t == 0;
-    HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client, model_options));
+    HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client));
     models.push_back(std::move(model));
   }
 
@@ -147,6 +146,15 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     }
   }
   result.peak_rss_bytes = PeakRss();
+  const int64_t dense_state = 1 + ps::StateFloats(options.model.dense_optimizer.kind);
+  result.parameter_bytes = result.dense_parameters * dense_state * 4;
+  for (int table = 0; ps::SparseTable* t = client.sparse(table, 0); ++table) {
+    const ps::SparseTableStats stats = t->Stats();
+    const int64_t rows = stats.memory_rows + stats.cold_rows;
+    const int64_t floats = t->dim() * (1 + ps::StateFloats(t->options().optimizer.kind));
+    result.sparse_rows += rows;
+    result.parameter_bytes += rows * (8 + 4 * floats);
+  }
   return result;
 }
 

@@ -55,6 +55,10 @@ struct TrainResult {
   int64_t skipped_lines = 0;      // bad lines skipped (kSkip)
   std::vector<std::string> first_bad_lines;
   int64_t dense_parameters = 0;
+  int64_t sparse_rows = 0;  // embedding rows held at the end (every row any batch touched)
+  // Bytes of the parameters and their optimizer state: every held row's key, value and state,
+  // and the dense parameters with theirs.
+  int64_t parameter_bytes = 0;
   int64_t peak_rss_bytes = 0;
   std::vector<double> losses;  // every step's, in order (with one thread)
 };

@@ -331,6 +331,16 @@ Ticket GrpcPsClient::PullSparse(int table, absl::Span<const uint64_t> keys,
 
 Ticket GrpcPsClient::PushSparse(int table, absl::Span<const uint64_t> keys,
                                 absl::Span<const float> grads) {
+  return SendSparse(table, keys, grads, false, 0);
+}
+
+Ticket GrpcPsClient::AccumulateSparse(int table, absl::Span<const uint64_t> keys,
+                                      absl::Span<const float> grads, int part) {
+  return SendSparse(table, keys, grads, true, part);
+}
+
+Ticket GrpcPsClient::SendSparse(int table, absl::Span<const uint64_t> keys,
+                                absl::Span<const float> grads, bool accumulate, int part) {
   auto call = std::make_shared<Call>();
   absl::StatusOr<int> row = RowFloats("push", grads.size(), keys.size());
   if (!row.ok() || keys.empty()) return impl_->Launch(call, {}, row.status());
@@ -359,6 +369,8 @@ Ticket GrpcPsClient::PushSparse(int table, absl::Span<const uint64_t> keys,
       *request->mutable_grads() =
           ToBytes<float>(absl::MakeConstSpan(call->rows[s].data() + at * dim, count * dim));
       *request->mutable_id() = c->NextPushId();
+      request->set_accumulate(accumulate);
+      request->set_part(part);
       tasks.push_back([c, s, request, table] {
         PushReply reply;
         return c->Rpc(s, absl::StrCat("PushSparse table ", table), [&](grpc::ClientContext& ctx) {
@@ -403,10 +415,30 @@ Ticket GrpcPsClient::PullDense(int table, int block, absl::Span<float> values) {
 }
 
 Ticket GrpcPsClient::PushDense(int table, int block, absl::Span<const float> grads) {
+  return SendDense(table, block, grads, false, 0);
+}
+
+Ticket GrpcPsClient::AccumulateDense(int table, int block, absl::Span<const float> grads,
+                                     int part) {
+  return SendDense(table, block, grads, true, part);
+}
+
+absl::Status GrpcPsClient::Commit() {
+  Impl* c = impl_.get();
+  return c->OnShards(c->AllShards(), [c](int s) {
+    CommitReply reply;
+    return c->Rpc(s, "Commit", [&](grpc::ClientContext& ctx) {
+      return c->stubs[s]->Commit(&ctx, CommitRequest(), &reply);
+    });
+  });
+}
+
+Ticket GrpcPsClient::SendDense(int table, int block, absl::Span<const float> grads, bool accumulate,
+                               int part) {
   Impl* c = impl_.get();
   const int s = table % num_servers();
   const PushId id = c->NextPushId();
-  Task task = [c, s, table, block, grads, id]() -> absl::Status {
+  Task task = [c, s, table, block, grads, id, accumulate, part]() -> absl::Status {
     return c->Rpc(s, absl::StrCat("PushDense table ", table, " block ", block),
                   [&](grpc::ClientContext& ctx) {
                     PushReply reply;
@@ -419,6 +451,8 @@ Ticket GrpcPsClient::PushDense(int table, int block, absl::Span<const float> gra
                         message.set_table(table);
                         message.set_block(block);
                         *message.mutable_id() = id;
+                        message.set_accumulate(accumulate);
+                        message.set_part(part);
                       }
                       const size_t n = std::min(chunk, grads.size() - at);
                       *message.mutable_grads() =
@@ -457,13 +491,15 @@ absl::Status GrpcPsClient::SaveCheckpoint(int64_t step) {
   return code == absl::StatusCode::kOk ? absl::OkStatus() : absl::Status(code, errors);
 }
 
-absl::StatusOr<int64_t> GrpcPsClient::LoadCheckpoint() {
+absl::StatusOr<int64_t> GrpcPsClient::LoadCheckpoint(std::optional<int64_t> step) {
   Impl* c = impl_.get();
   std::vector<int64_t> steps(num_servers(), -1);
+  LoadCheckpointRequest request;
+  if (step.has_value()) request.set_step(*step);
   HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [&](int s) {
     LoadCheckpointReply reply;
     absl::Status status = c->Rpc(s, "LoadCheckpoint", [&](grpc::ClientContext& ctx) {
-      return c->stubs[s]->LoadCheckpoint(&ctx, LoadCheckpointRequest(), &reply);
+      return c->stubs[s]->LoadCheckpoint(&ctx, request, &reply);
     });
     steps[s] = reply.step();
     return status;

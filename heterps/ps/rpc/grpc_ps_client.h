@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,20 +76,27 @@ class GrpcPsClient : public PsClient {
                     absl::Span<const float> grads) override;
   Ticket PullDense(int table, int block, absl::Span<float> values) override;
   Ticket PushDense(int table, int block, absl::Span<const float> grads) override;
+  Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
+                          int part) override;
+  Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) override;
+  absl::Status Commit() override;
   absl::Status Wait(Ticket ticket) override;
 
   // Every shard writes a checkpoint of `step` under its data directory
   // (checkpoint.h). An error names each shard that failed; the shards that
   // succeeded keep theirs.
   absl::Status SaveCheckpoint(int64_t step);
-  // Every shard loads its latest checkpoint; returns the step, which all shards
-  // must agree on.
-  absl::StatusOr<int64_t> LoadCheckpoint();
+  // Every shard loads its checkpoint of `step` (absent: its latest); returns the step, which all
+  // shards must agree on.
+  absl::StatusOr<int64_t> LoadCheckpoint(std::optional<int64_t> step = std::nullopt);
   absl::StatusOr<std::vector<ShardStats>> Stats();
 
  private:
   struct Impl;
   explicit GrpcPsClient(std::unique_ptr<Impl> impl);
+  Ticket SendSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
+                    bool accumulate, int part);
+  Ticket SendDense(int table, int block, absl::Span<const float> grads, bool accumulate, int part);
   std::unique_ptr<Impl> impl_;
 };
 

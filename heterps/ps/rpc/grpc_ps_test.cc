@@ -130,6 +130,45 @@ TEST(GrpcPsTest, AnswersExactlyLikeTheInProcessClient) {
   EXPECT_THAT((*stats)[1].dense_tables, ::testing::ElementsAre(3));
 }
 
+TEST(GrpcPsTest, AccumulatedPushesCommitLikeTheInProcessClient) {
+  auto servers = StartServers(2, "accumulate");
+  GrpcPsClientOptions options = ClientOptions(servers);
+  options.max_message_bytes = 16 << 10;  // forces batches into many chunks
+  auto remote = GrpcPsClient::Connect(options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  InProcessPsClient local(2);
+  ASSERT_TRUE((*remote)->CreateSparseTable(0, Sparse(OptimizerKind::kAdam, 0)).ok());
+  ASSERT_TRUE(local.CreateSparseTable(0, Sparse(OptimizerKind::kAdam, 0)).ok());
+  ASSERT_TRUE((*remote)->CreateDenseTable(3, Dense()).ok());
+  ASSERT_TRUE(local.CreateDenseTable(3, Dense()).ok());
+  std::mt19937_64 rng(8);
+  std::normal_distribution<float> normal;
+  std::vector<uint64_t> all;
+  for (int step = 0; step < 5; ++step) {
+    for (int part : {1, 0}) {
+      std::vector<uint64_t> keys(2000);
+      for (uint64_t& k : keys) k = rng() % 3000;
+      all.insert(all.end(), keys.begin(), keys.end());
+      std::vector<float> grads(keys.size() * 8), block(70000);
+      for (float& g : grads) g = normal(rng);
+      for (float& g : block) g = normal(rng);
+      ASSERT_TRUE(local.Wait(local.AccumulateSparse(0, keys, grads, part)).ok());
+      ASSERT_TRUE(local.Wait(local.AccumulateDense(3, 1, block, part)).ok());
+      ASSERT_TRUE((*remote)->Wait((*remote)->AccumulateSparse(0, keys, grads, part)).ok());
+      ASSERT_TRUE((*remote)->Wait((*remote)->AccumulateDense(3, 1, block, part)).ok());
+    }
+    ASSERT_TRUE(local.Commit().ok());
+    ASSERT_TRUE((*remote)->Commit().ok());
+  }
+  std::vector<float> a(all.size() * 8), b(all.size() * 8), da(70000), db(70000);
+  ASSERT_TRUE(local.Wait(local.PullSparse(0, all, absl::MakeSpan(a))).ok());
+  ASSERT_TRUE((*remote)->Wait((*remote)->PullSparse(0, all, absl::MakeSpan(b))).ok());
+  EXPECT_EQ(a, b);
+  ASSERT_TRUE(local.Wait(local.PullDense(3, 1, absl::MakeSpan(da))).ok());
+  ASSERT_TRUE((*remote)->Wait((*remote)->PullDense(3, 1, absl::MakeSpan(db))).ok());
+  EXPECT_EQ(da, db);
+}
+
 TEST(GrpcPsTest, CallsWithoutTheTokenAreRefused) {
   auto servers = StartServers(1, "auth");
   GrpcPsClientOptions options = ClientOptions(servers);

@@ -18,6 +18,7 @@
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/ps/checkpoint.h"
+#include "heterps/ps/pending.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rocksdb_store.h"
 #include "heterps/ps/rpc/internal/convert.h"
@@ -149,7 +150,13 @@ class PsServer::Service final : public ParameterServer::Service {
       HETERPS_RETURN_IF_ERROR(
           FromBytes<float>(request->grads(), absl::MakeSpan(grads), "push sparse gradients"));
       return pushes_.Once(
-          request->id(), [&] { return table->Push(keys, grads); }, duplicates_);
+          request->id(),
+          [&] {
+            if (!request->accumulate()) return table->Push(keys, grads);
+            pending_.AddSparse(request->table(), request->part(), keys, grads);
+            return absl::OkStatus();
+          },
+          duplicates_);
     });
   }
 
@@ -191,7 +198,19 @@ class PsServer::Service final : public ParameterServer::Service {
           grads_bytes, absl::MakeSpan(grads),
           absl::StrCat("push dense table ", first.table(), " block ", first.block())));
       return pushes_.Once(
-          first.id(), [&] { return table->Push(first.block(), grads); }, duplicates_);
+          first.id(),
+          [&] {
+            if (!first.accumulate()) return table->Push(first.block(), grads);
+            return pending_.AddDense(first.table(), first.block(), first.part(), grads);
+          },
+          duplicates_);
+    });
+  }
+
+  grpc::Status Commit(grpc::ServerContext* ctx, const CommitRequest*, CommitReply*) override {
+    return Serve(ctx, "Commit", [&]() -> absl::Status {
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      return pending_.Apply(Tables());
     });
   }
 
@@ -200,16 +219,21 @@ class PsServer::Service final : public ParameterServer::Service {
     return Serve(ctx, "SaveCheckpoint", [&]() -> absl::Status {
       absl::MutexLock snapshot(&snapshot_mu_);
       HETERPS_RETURN_IF_ERROR(ps::SaveCheckpoint(CheckpointRoot(), request->step(), Tables()));
+      // The one before stays: a job restores the last step that every shard completed.
+      HETERPS_RETURN_IF_ERROR(PruneCheckpoints(CheckpointRoot(), 2));
       reply->set_path(absl::StrCat(CheckpointRoot(), "/ckpt-", request->step()));
       return absl::OkStatus();
     });
   }
 
-  grpc::Status LoadCheckpoint(grpc::ServerContext* ctx, const LoadCheckpointRequest*,
+  grpc::Status LoadCheckpoint(grpc::ServerContext* ctx, const LoadCheckpointRequest* request,
                               LoadCheckpointReply* reply) override {
     return Serve(ctx, "LoadCheckpoint", [&]() -> absl::Status {
       absl::MutexLock snapshot(&snapshot_mu_);
-      HETERPS_ASSIGN_OR_RETURN(int64_t step, LoadLatestCheckpoint(CheckpointRoot(), Tables()));
+      HETERPS_ASSIGN_OR_RETURN(int64_t step,
+                               request->has_step()
+                                   ? ps::LoadCheckpoint(CheckpointRoot(), request->step(), Tables())
+                                   : LoadLatestCheckpoint(CheckpointRoot(), Tables()));
       reply->set_step(step);
       return absl::OkStatus();
     });
@@ -371,6 +395,7 @@ class PsServer::Service final : public ParameterServer::Service {
   std::map<int, SparseEntry> sparse_ ABSL_GUARDED_BY(tables_mu_);
   std::map<int, DenseEntry> dense_ ABSL_GUARDED_BY(tables_mu_);
   PushLog pushes_;
+  PendingUpdates pending_;
   std::atomic<int64_t> calls_{0}, refused_{0}, duplicates_{0};
 };
 

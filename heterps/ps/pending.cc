@@ -1,0 +1,92 @@
+#include "heterps/ps/pending.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace heterps::ps {
+
+void PendingUpdates::AddSparse(int table, int part, absl::Span<const uint64_t> keys,
+                               absl::Span<const float> grads) {
+  absl::MutexLock lock(&mu_);
+  Rows& rows = sparse_[table][part];
+  rows.keys.insert(rows.keys.end(), keys.begin(), keys.end());
+  rows.grads.insert(rows.grads.end(), grads.begin(), grads.end());
+}
+
+absl::Status PendingUpdates::AddDense(int table, int block, int part,
+                                      absl::Span<const float> grads) {
+  absl::MutexLock lock(&mu_);
+  auto& parts = dense_[{table, block}];
+  if (!parts.empty() && parts.begin()->second.size() != grads.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dense table ", table, " block ", block, ": a gradient of ", grads.size(),
+                     " floats where earlier ones had ", parts.begin()->second.size()));
+  }
+  std::vector<float>& sum = parts[part];
+  if (sum.empty()) {
+    sum.assign(grads.begin(), grads.end());
+  } else {
+    for (size_t i = 0; i < grads.size(); ++i) sum[i] += grads[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PendingUpdates::Apply(const CheckpointTables& tables) {
+  std::map<int, std::map<int, Rows>> sparse;
+  std::map<std::pair<int, int>, std::map<int, std::vector<float>>> dense;
+  {
+    absl::MutexLock lock(&mu_);
+    sparse.swap(sparse_);
+    dense.swap(dense_);
+  }
+  absl::Status status;
+  for (auto& [id, parts] : sparse) {
+    auto it = tables.sparse.find(id);
+    if (it == tables.sparse.end()) {
+      status.Update(absl::NotFoundError(absl::StrCat("commit: no sparse table ", id)));
+      continue;
+    }
+    const int dim = it->second->dim();
+    // Sum per key over the parts, in part order; keys in first-seen order.
+    absl::flat_hash_map<uint64_t, size_t> index;
+    std::vector<uint64_t> keys;
+    std::vector<float> sums;
+    for (const auto& [part, rows] : parts) {
+      for (size_t i = 0; i < rows.keys.size(); ++i) {
+        auto [at, fresh] = index.try_emplace(rows.keys[i], keys.size());
+        if (fresh) {
+          keys.push_back(rows.keys[i]);
+          sums.resize(sums.size() + dim, 0.0f);
+        }
+        float* sum = sums.data() + at->second * dim;
+        const float* grad = rows.grads.data() + i * dim;
+        for (int d = 0; d < dim; ++d) sum[d] += grad[d];
+      }
+    }
+    status.Update(it->second->Push(keys, sums));
+  }
+  for (auto& [where, parts] : dense) {
+    auto it = tables.dense.find(where.first);
+    if (it == tables.dense.end()) {
+      status.Update(absl::NotFoundError(absl::StrCat("commit: no dense table ", where.first)));
+      continue;
+    }
+    std::vector<float> sum;
+    for (const auto& [part, grads] : parts) {
+      if (sum.empty()) {
+        sum = grads;
+      } else {
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] += grads[i];
+      }
+    }
+    status.Update(it->second->Push(where.second, sum));
+  }
+  return status;
+}
+
+bool PendingUpdates::empty() const {
+  absl::MutexLock lock(&mu_);
+  return sparse_.empty() && dense_.empty();
+}
+
+}  // namespace heterps::ps

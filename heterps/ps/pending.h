@@ -1,0 +1,58 @@
+// Gradients held on a server until a commit: how synchronous training applies a mini-batch's
+// updates once, whatever the number of replicas that computed them.
+//
+//   PendingUpdates pending;
+//   pending.AddSparse(0, /*part=*/1, keys, grads);   // from replica 1
+//   pending.AddSparse(0, /*part=*/0, keys, grads);   // from replica 0
+//   HETERPS_RETURN_IF_ERROR(pending.Apply(tables)); // one update per key and per dense block
+//
+// Each contribution belongs to a `part` (a replica, say). Apply sums a key's (or a block's)
+// gradients over the parts in increasing part order, whatever order they arrived in, and then
+// applies one optimizer update with the sum: the result does not depend on timing, so a run is
+// reproducible and a run restarted from a checkpoint ends where an uninterrupted one does. Within
+// one part, a sparse contribution's keys should be distinct (clients sum repeats first); a part
+// that contributes twice to a table has the second added after the first.
+//
+// Thread safety: every method may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "heterps/ps/checkpoint.h"
+
+namespace heterps::ps {
+
+class PendingUpdates {
+ public:
+  // grads: keys.size() * dim floats of sparse table `table`.
+  void AddSparse(int table, int part, absl::Span<const uint64_t> keys,
+                 absl::Span<const float> grads);
+  // grads: the whole of block `block` of dense table `table`. InvalidArgument if an earlier
+  // contribution to the block had another size.
+  absl::Status AddDense(int table, int block, int part, absl::Span<const float> grads);
+
+  // Applies every pending gradient to `tables` and forgets them all, even on error. Errors: a
+  // table that `tables` lacks (NotFound), a table's own.
+  absl::Status Apply(const CheckpointTables& tables);
+
+  bool empty() const;
+
+ private:
+  struct Rows {
+    std::vector<uint64_t> keys;
+    std::vector<float> grads;
+  };
+  mutable absl::Mutex mu_;
+  std::map<int, std::map<int, Rows>> sparse_ ABSL_GUARDED_BY(mu_);  // table -> part -> rows
+  std::map<std::pair<int, int>, std::map<int, std::vector<float>>> dense_
+      ABSL_GUARDED_BY(mu_);  // (table, block) -> part -> gradient
+};
+
+}  // namespace heterps::ps

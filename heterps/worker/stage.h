@@ -1,0 +1,157 @@
+// A stage of a model: the spec's layers first..last (a contiguous slice), run forward and backward
+// on micro-batches against a PsClient. The whole model is the one stage that covers every layer;
+// the distributed runtime cuts it into several, in several processes (docs/runtime.md).
+//
+//   HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, ModelOptions()));
+//   HETERPS_ASSIGN_OR_RETURN(auto stage, Stage::Create(spec, 0, last, &client));
+//   ParameterGrads grads = stage->NewGrads();
+//   HETERPS_RETURN_IF_ERROR(stage->PullParameters());
+//   Activations in;
+//   InputActivations(batch, 0, batch.size, &in);
+//   HETERPS_ASSIGN_OR_RETURN(double loss_sum,
+//                            stage->ForwardBackward(0, in, 1.0f / batch.size, nullptr, &grads));
+//   HETERPS_RETURN_IF_ERROR(stage->Push(grads));
+//
+// Between two stages flow Activations (forward) and ActivationGrads (backward). A micro-batch in
+// flight lives in a context (an integer >= 0 chosen by the caller: a stage keeps each context's
+// layer state from its Forward to its Backward, and reuses the context's buffers for the next
+// micro-batch, so that a stage that sees micro-batches of one size allocates nothing after the
+// first few). The activations handed to Forward must stay alive and unchanged until that
+// context's Backward.
+//
+// Parameters: embedding layer e (counting embedding layers of the whole spec from 0) is sparse
+// table e, looking up slots 0 .. slots-1 of the input's keys; fc layer f (counting fc layers of the
+// whole spec) is block f of dense table kDenseTable, [W (out x in) | b (out)]. Forward passes use
+// the dense parameters of the last PullParameters. Gradients are not pushed by Backward: they are
+// added into a ParameterGrads, which the caller pushes when the consistency mode says so (Push:
+// applied now; Accumulate: summed on the servers until Commit, ps_client.h).
+//
+// Thread safety: one thread at a time per Stage (several Stages may share one client).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "Eigen/Core"
+#include "absl/status/statusor.h"
+#include "heterps/config/model_spec.h"
+#include "heterps/data/criteo.h"
+#include "heterps/dense/layers.h"
+#include "heterps/ps/ps_client.h"
+
+namespace heterps::worker {
+
+using dense::Matrix;
+
+// Floats aligned to Eigen's packets: vectorised sums peel their first elements by the address, so
+// a varying alignment would vary the rounding from run to run.
+using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
+
+struct ModelOptions {
+  ps::OptimizerOptions sparse_optimizer{ps::OptimizerKind::kAdagrad, 0.05f};
+  ps::OptimizerOptions dense_optimizer{ps::OptimizerKind::kAdam, 0.001f};
+  uint64_t seed = 1;
+  int64_t sparse_memory_budget_bytes = 0;  // per table and server; 0: all rows in memory
+};
+
+// The dense table that holds every fc layer's parameters.
+inline constexpr int kDenseTable = 1 << 20;
+
+// Creates the model's tables on `client`: a sparse table per embedding layer (rows initialised
+// uniform in +-sqrt(1 / rows)), and the dense table with a block per fc layer (Glorot-uniform,
+// +-sqrt(6 / (in + out))). InvalidArgument naming the spec's file and line for what cannot be
+// trained: a `custom` layer, an input that is not Criteo-shaped (13 dense features, 26 slots).
+absl::Status CreateModelTables(const config::ModelSpec& spec, ps::PsClient* client,
+                               const ModelOptions& options);
+
+// What crosses a stage boundary: the activations of a micro-batch of `size` samples.
+struct Activations {
+  int64_t size = 0;
+  std::vector<float> labels;   // size; carried up to the stage with the loss
+  std::vector<uint64_t> keys;  // size x data::kSparseSlots; carried while an embedding is ahead
+  Matrix<float> dense;         // size x dense width; before the first layer, the 13 features
+  Matrix<float> vectors;       // size x (embedding vectors x dim); no columns when there are none
+};
+
+// The loss's gradients with respect to an Activations' dense and vectors.
+struct ActivationGrads {
+  Matrix<float> dense, vectors;
+};
+
+// Samples [begin, begin + n) of a reader's batch as the activations entering the first layer.
+void InputActivations(const data::Batch& batch, int64_t begin, int64_t n, Activations* out);
+
+// The gradients of a stage's parameters, over one micro-batch or summed over several.
+struct ParameterGrads {
+  std::vector<AlignedFloats> dense;  // per fc layer of the stage: its block's floats
+  struct Rows {
+    std::vector<uint64_t> keys;  // may repeat: pushes sum a repeated key's gradients
+    std::vector<float> grads;    // keys.size() * dim
+  };
+  std::vector<Rows> sparse;  // per embedding layer of the stage
+
+  // Zeroes the dense sums and empties the rows, keeping the memory.
+  void Clear();
+  // Adds `other` (of the same stage): dense sums added, rows appended after this one's.
+  void Add(const ParameterGrads& other);
+};
+
+class Stage {
+ public:
+  // The stage of spec layers first..last (0 <= first <= last < layers). The model's tables must
+  // exist (CreateModelTables, by this or another process). InvalidArgument for a bad range or an
+  // untrainable layer (naming the spec's file and line).
+  static absl::StatusOr<std::unique_ptr<Stage>> Create(const config::ModelSpec& spec, int first,
+                                                       int last, ps::PsClient* client);
+  ~Stage();
+
+  int first() const;
+  int last() const;
+  bool has_loss() const;  // holds the logloss layer: the last stage
+  // Whether the activations leaving this stage carry the keys and the labels.
+  bool passes_keys() const;
+  bool passes_labels() const;
+  // Dense parameters of this stage's fc layers (floats).
+  int64_t dense_parameters() const;
+
+  // Pulls this stage's dense parameters; the forward passes that follow use them.
+  absl::Status PullParameters();
+
+  // Runs micro-batch `in` through the stage in context `ctx` (>= 0) and writes what leaves it.
+  // Not for the stage with the loss. Errors: the client's (a server down).
+  absl::Status Forward(int ctx, const Activations& in, Activations* out);
+  // The stage with the loss: forward, the loss and backward in one. Returns the loss summed over
+  // the micro-batch; the gradients are those of `scale` times that sum (scale: 1 / the
+  // mini-batch's size). Writes d_in (unless null: the first stage) and adds into `grads`.
+  absl::StatusOr<double> ForwardBackward(int ctx, const Activations& in, float scale,
+                                         ActivationGrads* d_in, ParameterGrads* grads);
+  // Backward of context `ctx`'s micro-batch, from the gradients of what left the stage. Writes
+  // d_in (unless null) and adds into `grads`.
+  absl::Status Backward(int ctx, const ActivationGrads& d_out, ActivationGrads* d_in,
+                        ParameterGrads* grads);
+  // Forward without training (evaluation): the context keeps nothing for a Backward. The stage
+  // with the loss writes the click probabilities into out->dense (size x 1).
+  absl::Status Predict(int ctx, const Activations& in, Activations* out);
+
+  // An empty ParameterGrads shaped for this stage.
+  ParameterGrads NewGrads() const;
+  // Pushes `grads`: the servers apply them now (one update per key and block).
+  absl::Status Push(const ParameterGrads& grads);
+  // Sends `grads` as contribution `part` of the current step: the servers sum them until Commit.
+  absl::Status Accumulate(const ParameterGrads& grads, int part);
+
+  // Profiling: while on, every call adds each layer's seconds (forward + backward) to
+  // layer_seconds(), in stage order; the loss layer's is the loss computation.
+  void set_timing(bool on);
+  std::vector<std::pair<std::string, double>> layer_seconds() const;
+
+ private:
+  struct Impl;
+  explicit Stage(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace heterps::worker

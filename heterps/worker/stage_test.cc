@@ -1,0 +1,187 @@
+#include "heterps/worker/stage.h"
+
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace heterps::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+data::Batch RandomBatch(int size, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> unit(0, 1);
+  data::Batch batch;
+  for (int r = 0; r < size; ++r) {
+    data::Example e;
+    e.label = unit(rng) < 0.3f ? 1.0f : 0.0f;
+    for (float& x : e.dense) x = 3 * unit(rng);
+    // Few ids per slot, so that keys repeat within and across micro-batches.
+    for (int s = 0; s < data::kSparseSlots; ++s) e.keys[s] = data::SlotKey(s, rng() % 5);
+    batch.Add(e);
+  }
+  return batch;
+}
+
+config::ModelSpec DlrmSmall() {
+  auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+// Reads every parameter the model's stages touch: the dense blocks and the rows of `keys`.
+std::vector<float> Snapshot(ps::PsClient& client, const config::ModelSpec& spec,
+                            const std::vector<uint64_t>& keys) {
+  std::vector<float> all;
+  int fc = 0, table = 0;
+  for (const config::LayerSpec& layer : spec.layers) {
+    std::vector<float> values;
+    if (layer.kind == config::LayerKind::kFc) {
+      values.resize(layer.out * layer.in + layer.out);
+      EXPECT_TRUE(client.Wait(client.PullDense(kDenseTable, fc++, absl::MakeSpan(values))).ok());
+    } else if (layer.kind == config::LayerKind::kEmbedding) {
+      values.resize(keys.size() * layer.dim);
+      EXPECT_TRUE(client.Wait(client.PullSparse(table++, keys, absl::MakeSpan(values))).ok());
+    }
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  return all;
+}
+
+void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tolerance) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], tolerance * (1 + std::abs(b[i]))) << "at " << i;
+  }
+}
+
+// The oracle of the distributed runtime: a model cut into three stages, a mini-batch cut into
+// micro-batches that run forward all before any runs backward (as a pipeline has them in flight),
+// gradients accumulated per replica and committed, gives the losses and the parameters of the
+// whole model training on the whole batch.
+TEST(StageTest, ThreeStagesAndMicroBatchesMatchTheWholeModel) {
+  const config::ModelSpec spec = DlrmSmall();
+  const int last = static_cast<int>(spec.layers.size()) - 1;
+  const int cut1 = spec.FindLayer("bottom.1"), cut2 = spec.FindLayer("top.0");
+  ASSERT_GT(cut1, 0);
+  ASSERT_GT(cut2, cut1);
+  ps::InProcessPsClient whole_client(2), split_client(2);
+  ASSERT_TRUE(CreateModelTables(spec, &whole_client, ModelOptions()).ok());
+  ASSERT_TRUE(CreateModelTables(spec, &split_client, ModelOptions()).ok());
+  auto whole = Stage::Create(spec, 0, last, &whole_client);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  std::vector<std::unique_ptr<Stage>> stages;
+  for (auto [first, end] : {std::pair{0, cut1 - 1}, {cut1, cut2 - 1}, {cut2, last}}) {
+    auto stage = Stage::Create(spec, first, end, &split_client);
+    ASSERT_TRUE(stage.ok()) << stage.status();
+    stages.push_back(*std::move(stage));
+  }
+  EXPECT_TRUE(stages[0]->passes_labels());
+  EXPECT_FALSE(stages[0]->passes_keys());
+  EXPECT_TRUE(stages[2]->has_loss());
+
+  constexpr int kBatch = 64, kMicro = 16, kParts = kBatch / kMicro;
+  for (int step = 0; step < 3; ++step) {
+    const data::Batch batch = RandomBatch(kBatch, step);
+    // The whole model.
+    Activations in;
+    InputActivations(batch, 0, kBatch, &in);
+    ParameterGrads grads = (*whole)->NewGrads();
+    ASSERT_TRUE((*whole)->PullParameters().ok());
+    auto loss = (*whole)->ForwardBackward(0, in, 1.0f / kBatch, nullptr, &grads);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    ASSERT_TRUE((*whole)->Push(grads).ok());
+
+    // Three stages, four micro-batches, two "replicas" of each stage taking alternate ones.
+    for (auto& s : stages) ASSERT_TRUE(s->PullParameters().ok());
+    std::vector<Activations> inputs(kParts), mid(kParts), top(kParts);
+    std::vector<ActivationGrads> d_mid(kParts), d_top(kParts);
+    std::vector<std::vector<ParameterGrads>> replica(3);
+    for (int s = 0; s < 3; ++s) replica[s] = {stages[s]->NewGrads(), stages[s]->NewGrads()};
+    double split_loss = 0;
+    for (int m = 0; m < kParts; ++m) {
+      InputActivations(batch, m * kMicro, kMicro, &inputs[m]);
+      ASSERT_TRUE(stages[0]->Forward(m, inputs[m], &mid[m]).ok());
+      ASSERT_TRUE(stages[1]->Forward(m, mid[m], &top[m]).ok());
+    }
+    for (int m = kParts; m-- > 0;) {
+      auto part =
+          stages[2]->ForwardBackward(m, top[m], 1.0f / kBatch, &d_top[m], &replica[2][m % 2]);
+      ASSERT_TRUE(part.ok()) << part.status();
+      split_loss += *part;
+      ASSERT_TRUE(stages[1]->Backward(m, d_top[m], &d_mid[m], &replica[1][m % 2]).ok());
+      ASSERT_TRUE(stages[0]->Backward(m, d_mid[m], nullptr, &replica[0][m % 2]).ok());
+    }
+    for (int s = 0; s < 3; ++s) {
+      for (int r = 0; r < 2; ++r) ASSERT_TRUE(stages[s]->Accumulate(replica[s][r], r).ok());
+    }
+    ASSERT_TRUE(split_client.Commit().ok());
+    EXPECT_NEAR(split_loss, *loss, 1e-4 * std::abs(*loss)) << "step " << step;
+  }
+  ExpectNear(Snapshot(split_client, spec, RandomBatch(kBatch, 0).keys),
+             Snapshot(whole_client, spec, RandomBatch(kBatch, 0).keys), 1e-4f);
+}
+
+TEST(StageTest, EmbeddingGradientsOfARepeatedKeyAreOneUpdate) {
+  auto spec = config::ParseModelSpec(R"(
+name: emb
+batch_size: 2
+layers:
+  - {name: input, kind: input, dense: 13, sparse: 26}
+  - {name: emb, kind: embedding, rows: 10, dim: 3, slots: 2}
+  - {name: mix, kind: interaction, op: concat}
+  - {name: out, kind: fc, in: 19, out: 1}
+  - {name: loss, kind: logloss}
+)",
+                                     "emb.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ps::InProcessPsClient client(2);
+  ModelOptions options;
+  options.sparse_optimizer = {ps::OptimizerKind::kSgd, 1.0f};  // a row moves by minus its sum
+  ASSERT_TRUE(CreateModelTables(*spec, &client, options).ok());
+  auto stage = Stage::Create(*spec, 0, 1, &client);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  // Two samples; key 7 in both.
+  Activations in;
+  in.size = 2;
+  in.keys.assign(2 * data::kSparseSlots, 1);
+  in.keys[0] = 7, in.keys[1] = 8, in.keys[26] = 9, in.keys[27] = 7;
+  in.dense.setZero(2, data::kDenseFeatures);
+  Activations out;
+  ASSERT_TRUE((*stage)->Forward(0, in, &out).ok());
+  ASSERT_EQ(out.vectors.rows(), 2);
+  ASSERT_EQ(out.vectors.cols(), 6);
+  const uint64_t order[4] = {7, 8, 9, 7};
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<float> initial =
+        client.sparse(0, ps::ServerOf(order[i], 2))->InitialValue(order[i]);
+    for (int d = 0; d < 3; ++d) EXPECT_EQ(out.vectors(i / 2, (i % 2) * 3 + d), initial[d]) << i;
+  }
+  ActivationGrads d_out;
+  d_out.dense.setZero(2, data::kDenseFeatures);
+  d_out.vectors.resize(2, 6);
+  d_out.vectors << 1, 2, 3, 4, 5, 6,  //
+      7, 8, 9, 10, 20, 30;
+  ParameterGrads grads = (*stage)->NewGrads();
+  ASSERT_TRUE((*stage)->Backward(0, d_out, nullptr, &grads).ok());
+  ASSERT_TRUE((*stage)->Push(grads).ok());
+  Activations after;
+  ASSERT_TRUE((*stage)->Forward(1, in, &after).ok());
+  for (int d = 0; d < 3; ++d) {
+    EXPECT_FLOAT_EQ(after.vectors(0, d), out.vectors(0, d) - 11 * (d + 1));  // 7: 1,2,3 + 10,20,30
+    EXPECT_FLOAT_EQ(after.vectors(1, 3 + d), after.vectors(0, d));
+    EXPECT_FLOAT_EQ(after.vectors(0, 3 + d), out.vectors(0, 3 + d) - (4 + d));  // 8
+    EXPECT_FLOAT_EQ(after.vectors(1, d), out.vectors(1, d) - (7 + d));          // 9
+  }
+  // Wrong shapes are errors, not crashes.
+  ActivationGrads wrong;
+  wrong.dense.setZero(3, 1);
+  EXPECT_FALSE((*stage)->Backward(0, wrong, nullptr, &grads).ok());
+  EXPECT_THAT((*stage)->Backward(5, d_out, nullptr, &grads).message(), HasSubstr("before"));
+  EXPECT_FALSE(Stage::Create(*spec, 3, 2, &client).ok());
+}
+
+}  // namespace
+}  // namespace heterps::worker
