@@ -15,6 +15,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev   # tests
   openssl               # tests: a self-signed certificate for the TLS test
   libbenchmark-dev      # micro-benchmarks
+  openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)
 )
 
 missing=()

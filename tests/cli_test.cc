@@ -220,7 +220,8 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   const std::string metrics = TempPath("metrics.json");
   const std::string data = TempPath("train.tsv");
   ASSERT_EQ(RunCli("gen-data --rows 20000 --seed 5 --out " + data).exit_code, 0);
-  Result r = RunCli("train --data " + data + " --batch 256 --metrics-out " + metrics);
+  Result r =
+      RunCli("train --single-process --data " + data + " --batch 256 --metrics-out " + metrics);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("dlrm-small: 18,000 training samples (1 epoch), 2,000 held out"));
   EXPECT_THAT(r.out, HasSubstr("eval AUC"));
@@ -234,26 +235,45 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   EXPECT_EQ(m["train_samples"], 18000);
   EXPECT_GT(m["eval_auc"].get<double>(), 0.58);  // chance is 0.5
   // One thread: the same run gives the same losses.
-  Result again = RunCli("train --data " + data + " --batch 256 --metrics-out " + metrics + "2");
+  Result again = RunCli("train --single-process --data " + data + " --batch 256 --metrics-out " +
+                        metrics + "2");
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(Slurp(metrics + "2"))["losses"], m["losses"]);
 
+  // The default: planned on this host, every role a process of its own.
+  r = RunCli("train --data " + data + " --batch 256 --metrics-out " + metrics + "3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("plan for dlrm-small on local (scheduler rl"));
+  EXPECT_THAT(r.out, HasSubstr("dlrm-small: 18,000 training samples (1 epoch, 71 steps, sync)"));
+  EXPECT_THAT(r.out, HasSubstr("predicted/batch"));
+  auto d = nlohmann::json::parse(Slurp(metrics + "3"));
+  for (const char* key : {"eval_auc", "samples_per_second", "predicted_samples_per_second",
+                          "parameter_digest", "stages", "losses"}) {
+    EXPECT_TRUE(d.contains(key)) << key;
+  }
+  EXPECT_EQ(d["train_samples"], 18000);
+  EXPECT_NEAR(d["eval_auc"].get<double>(), m["eval_auc"].get<double>(), 1e-4);
+
   // Bad input: one line, exit code 2.
-  r = RunCli("train --data /nonexistent.tsv");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("heterps: error: /nonexistent.tsv: cannot open"));
+  for (const char* mode : {"--single-process ", ""}) {
+    r = RunCli(std::string("train ") + mode + "--data /nonexistent.tsv");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_THAT(r.err, HasSubstr("heterps: error: /nonexistent.tsv: "));
+  }
   r = RunCli("train --data " + data + " --optimizer lbfgs");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--optimizer"));
   std::ofstream(data, std::ios::app) << "1\tnot a line\n";
-  r = RunCli("train --data " + data + " --batch 256");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr(data + ":20001: line: has 2 fields, expected 40"));
-  r = RunCli("train --data " + data + " --batch 256 --skip-bad-lines");
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("skipped lines   1"));
+  for (const char* mode : {"--single-process ", ""}) {
+    r = RunCli(std::string("train ") + mode + "--data " + data + " --batch 256");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_THAT(r.err, HasSubstr(data + ":20001: line: has 2 fields, expected 40"));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    r = RunCli(std::string("train ") + mode + "--data " + data + " --batch 256 --skip-bad-lines");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("skipped lines   1"));
+  }
 }
-
 
 TEST(CliTest, ProfileWritesWhatThePlannerReads) {
   const std::string profile = TempPath("profile.json");

@@ -4,11 +4,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "embedded/heterps_examples.h"
+#include "grpc/support/log.h"
+#include "heterps/base/file.h"
 
 namespace heterps::tools {
 
@@ -22,6 +27,34 @@ absl::StatusOr<config::ModelSpec> LoadModelOrDefault(const std::string& path) {
   const std::string_view text = embedded::dlrm_small();
   return config::ParseModelSpec(absl::string_view(text.data(), text.size()),
                                 "<embedded>/dlrm-small.yaml");
+}
+
+absl::StatusOr<std::string> ModelTextOrDefault(const std::string& path) {
+  if (!path.empty()) return base::ReadTextFile(path);
+  return std::string(embedded::dlrm_small());
+}
+
+absl::StatusOr<config::ClusterSpec> LoadClusterOrLocal(const std::string& path) {
+  if (!path.empty()) return config::LoadClusterSpec(path);
+  const std::string_view text = embedded::local();
+  return config::ParseClusterSpec(absl::string_view(text.data(), text.size()),
+                                  "<embedded>/local.yaml");
+}
+
+absl::StatusOr<std::string> ReadSecret(const std::string& path, absl::string_view what) {
+  absl::StatusOr<std::string> text = base::ReadTextFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat(what, " ", text.status().message()));
+  }
+  std::string secret(absl::StripAsciiWhitespace(*text));
+  if (secret.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " file ", path, " is empty"));
+  }
+  return secret;
+}
+
+void QuietGrpcLogs() {
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
 }
 
 ProgressLine::ProgressLine(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "heterps/config/cluster_spec.h"
 #include "heterps/config/model_spec.h"
 
 namespace heterps::tools {
@@ -16,6 +17,19 @@ int Fail(const absl::Status& status);
 
 // The model spec at `path`, or the embedded examples/models/dlrm-small.yaml when `path` is empty.
 absl::StatusOr<config::ModelSpec> LoadModelOrDefault(const std::string& path);
+// Its text (what the distributed runtime sends to every worker).
+absl::StatusOr<std::string> ModelTextOrDefault(const std::string& path);
+
+// The cluster spec at `path`, or the embedded examples/clusters/local.yaml when `path` is empty.
+absl::StatusOr<config::ClusterSpec> LoadClusterOrLocal(const std::string& path);
+
+// A secret from a file: its text without surrounding whitespace, which must not be empty. The
+// error names `what` (the flag).
+absl::StatusOr<std::string> ReadSecret(const std::string& path, absl::string_view what);
+
+// gRPC's own log lines repeat, less clearly, what our errors say; GRPC_VERBOSITY brings them
+// back.
+void QuietGrpcLogs();
 
 // One line of progress on stderr, redrawn in place at most ten times a second, shown only when
 // stderr is a terminal (logs and pipes get nothing).

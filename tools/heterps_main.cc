@@ -4,6 +4,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/synchronization/mutex.h"
 #include "tools/gen_data_command.h"
+#include "tools/node_command.h"
 #include "tools/plan_command.h"
 #include "tools/profile_command.h"
 #include "tools/ps_server_command.h"
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   CLI::App* profile = heterps::tools::AddProfileCommand(app, profile_flags);
   heterps::tools::PsServerFlags ps_server_flags;
   CLI::App* ps_server = heterps::tools::AddPsServerCommand(app, ps_server_flags);
+  heterps::tools::NodeFlags node_flags;
+  CLI::App* node = heterps::tools::AddNodeCommand(app, node_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -40,5 +43,6 @@ int main(int argc, char** argv) {
   if (train->parsed()) return heterps::tools::RunTrain(train_flags);
   if (gen_data->parsed()) return heterps::tools::RunGenData(gen_data_flags);
   if (ps_server->parsed()) return heterps::tools::RunPsServer(ps_server_flags);
+  if (node->parsed()) return heterps::tools::RunNode(node_flags);
   return 2;
 }

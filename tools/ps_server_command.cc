@@ -17,24 +17,6 @@
 namespace heterps::tools {
 namespace {
 
-// gRPC's own log lines repeat, less clearly, what our errors say;
-// GRPC_VERBOSITY brings them back.
-void QuietGrpcLogs() {
-  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
-}
-
-// A secret from a file: its text without surrounding whitespace, which must not
-// be empty.
-absl::StatusOr<std::string> ReadSecret(const std::string& path, absl::string_view what) {
-  absl::StatusOr<std::string> text = base::ReadTextFile(path);
-  if (!text.ok())
-    return absl::Status(text.status().code(), absl::StrCat(what, " ", text.status().message()));
-  std::string secret(absl::StripAsciiWhitespace(*text));
-  if (secret.empty())
-    return absl::InvalidArgumentError(absl::StrCat(what, " file ", path, " is empty"));
-  return secret;
-}
-
 absl::StatusOr<ps::rpc::PsServerOptions> OptionsFrom(const PsServerFlags& flags) {
   ps::rpc::PsServerOptions options;
   options.host = flags.host;

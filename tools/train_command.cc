@@ -1,101 +1,21 @@
 #include "tools/train_command.h"
 
 #include <cstdio>
-#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
-#include "heterps/base/status_macros.h"
-#include "heterps/data/synthetic.h"
 #include "heterps/worker/trainer.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
+#include "tools/distributed_train.h"
 #include "tools/table.h"
+#include "tools/train_common.h"
 
 namespace heterps::tools {
 namespace {
 
-struct DataFile {
-  std::string path;
-  double teacher_auc = -1;  // -1: unknown
-};
-
-// The data to train on: the given file, or synthetic rows (made once, then reused).
-absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags) {
-  DataFile file;
-  if (flags.data != "synthetic") {
-    file.path = flags.data;
-  } else {
-    file.path = (std::filesystem::temp_directory_path() /
-                 absl::StrCat("heterps-synthetic-seed", flags.seed, "-rows", flags.rows, ".tsv"))
-                    .string();
-  }
-  if (auto sidecar = base::ReadTextFile(file.path + ".teacher.json"); sidecar.ok()) {
-    auto json = nlohmann::json::parse(*sidecar, nullptr, false);
-    if (json.is_object() && json.contains("teacher_auc") && std::filesystem::exists(file.path)) {
-      file.teacher_auc = json.value("teacher_auc", -1.0);
-      return file;
-    }
-  }
-  if (flags.data != "synthetic") return file;
-  data::SyntheticOptions options;
-  options.rows = flags.rows;
-  options.seed = flags.seed;
-  ProgressLine progress(true);
-  options.progress = [&](int64_t rows) {
-    progress.Show(
-        absl::StrFormat("generating %s %d / %d rows", Bar(rows, flags.rows), rows, flags.rows));
-  };
-  HETERPS_ASSIGN_OR_RETURN(data::SyntheticSummary summary,
-                           data::WriteSynthetic(options, file.path));
-  file.teacher_auc = summary.teacher_auc;
-  return file;
-}
-
-absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& name, double lr,
-                                               const char* flag) {
-  absl::StatusOr<ps::OptimizerKind> kind = ps::ParseOptimizerKind(name);
-  if (!kind.ok())
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", kind.status().message()));
-  ps::OptimizerOptions options;
-  options.kind = *kind;
-  options.learning_rate = static_cast<float>(lr);
-  return options;
-}
-
-}  // namespace
-
-CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
-  CLI::App* cmd = app.add_subcommand("train", "Train a model in this process");
-  cmd->add_option("--model", flags.model_path, "Model spec (default: the embedded dlrm-small)");
-  cmd->add_option("--data", flags.data, "Criteo TSV file, or 'synthetic' (default)");
-  cmd->add_option("--rows", flags.rows, "Rows of synthetic data (default 200000)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--epochs", flags.epochs, "Passes over the training data (default 1)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", flags.batch, "Samples per step (default: the spec's batch_size)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--optimizer", flags.optimizer, "Embedding optimizer: sgd, adagrad, adam");
-  cmd->add_option("--lr", flags.lr, "Embedding learning rate (default 0.05)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--dense-optimizer", flags.dense_optimizer, "Dense optimizer (default adam)");
-  cmd->add_option("--dense-lr", flags.dense_lr, "Dense learning rate (default 0.001)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", flags.threads,
-                  "Training threads; more than 1 trains asynchronously (default 1)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", flags.seed, "Seed of the parameters and the synthetic data");
-  cmd->add_option("--eval-fraction", flags.eval_fraction,
-                  "Share of the lines held out for evaluation (default 0.1)")
-      ->check(CLI::Range(0.0, 0.5));
-  cmd->add_flag("--skip-bad-lines", flags.skip_bad_lines,
-                "Skip malformed lines (counted) instead of stopping at the first");
-  cmd->add_option("--metrics-out", flags.metrics_out, "Write the metrics here as JSON");
-  return cmd;
-}
-
-int RunTrain(const TrainFlags& flags) {
+int RunSingleProcess(const TrainFlags& flags) {
   absl::StatusOr<config::ModelSpec> spec = LoadModelOrDefault(flags.model_path);
   if (!spec.ok()) return Fail(spec.status());
   worker::TrainOptions options;
@@ -105,14 +25,9 @@ int RunTrain(const TrainFlags& flags) {
   options.eval_fraction = flags.eval_fraction;
   options.bad_lines =
       flags.skip_bad_lines ? data::BadLinePolicy::kSkip : data::BadLinePolicy::kStop;
-  options.model.seed = flags.seed;
-  absl::StatusOr<ps::OptimizerOptions> sparse = Optimizer(flags.optimizer, flags.lr, "--optimizer");
-  if (!sparse.ok()) return Fail(sparse.status());
-  absl::StatusOr<ps::OptimizerOptions> dense =
-      Optimizer(flags.dense_optimizer, flags.dense_lr, "--dense-optimizer");
-  if (!dense.ok()) return Fail(dense.status());
-  options.model.sparse_optimizer = *sparse;
-  options.model.dense_optimizer = *dense;
+  absl::StatusOr<worker::ModelOptions> model = ModelOptionsFrom(flags);
+  if (!model.ok()) return Fail(model.status());
+  options.model = *model;
   absl::StatusOr<DataFile> file = PrepareData(flags);
   if (!file.ok()) return Fail(file.status());
   options.files = {file->path};
@@ -170,6 +85,77 @@ int RunTrain(const TrainFlags& flags) {
     if (!written.ok()) return Fail(written);
   }
   return 0;
+}
+
+}  // namespace
+
+void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
+  cmd->add_option("--model", flags.model_path, "Model spec (default: the embedded dlrm-small)");
+  cmd->add_option("--cluster", flags.cluster_path,
+                  "Cluster spec (default: the embedded local catalog, this host's CPU)");
+  cmd->add_option("--plan", flags.plan_path,
+                  "Run this plan (from heterps plan) instead of planning");
+  cmd->add_option("--data", flags.data, "Criteo TSV file, or 'synthetic' (default)");
+  cmd->add_option("--rows", flags.rows, "Rows of synthetic data (default 200000)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--epochs", flags.epochs, "Passes over the training data (default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", flags.batch, "Samples per step (default: the spec's batch_size)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--optimizer", flags.optimizer, "Embedding optimizer: sgd, adagrad, adam");
+  cmd->add_option("--lr", flags.lr, "Embedding learning rate (default 0.05)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--dense-optimizer", flags.dense_optimizer, "Dense optimizer (default adam)");
+  cmd->add_option("--dense-lr", flags.dense_lr, "Dense learning rate (default 0.001)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", flags.seed, "Seed of the parameters and the synthetic data");
+  cmd->add_option("--eval-fraction", flags.eval_fraction,
+                  "Share of the lines held out for evaluation (default 0.1)")
+      ->check(CLI::Range(0.0, 0.5));
+  cmd->add_flag("--skip-bad-lines", flags.skip_bad_lines,
+                "Skip malformed lines (counted) instead of stopping at the first");
+  cmd->add_option("--metrics-out", flags.metrics_out, "Write the metrics here as JSON");
+  cmd->add_option("--mode", flags.mode,
+                  "sync: every step's updates applied before the next (default); async: "
+                  "parameter-server style")
+      ->check(CLI::IsMember({"sync", "async"}));
+  cmd->add_option("--micro-batch", flags.micro_batch,
+                  "Samples per micro-batch (default: a quarter of a stage-0 replica's share)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ps-shards", flags.ps_shards,
+                  "Parameter-server processes (default: sized from the plan)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--checkpoint-every", flags.checkpoint_every,
+                  "Steps between checkpoints; 0: none (default 100)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-restarts", flags.max_restarts,
+                  "Restarts from the last checkpoint after a failure (default 3)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--job-dir", flags.job_dir,
+                  "Logs, status, parameter-server data and checkpoints (default: a new "
+                  "directory under the system's temporary directory)");
+  cmd->add_option("--throughput", flags.throughput,
+                  "Samples/s the plan must reach (default: from this host's profile)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--scheduler", flags.scheduler, "Scheduler that plans the job (default rl)");
+}
+
+CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model: plan it, start every role on this host and run the plan");
+  AddJobOptions(cmd, flags);
+  cmd->add_flag("--single-process", flags.single_process,
+                "Train in this process, with no parameter-server or worker processes");
+  cmd->add_option("--threads", flags.threads,
+                  "--single-process: training threads; more than 1 trains asynchronously "
+                  "(default 1)")
+      ->check(CLI::PositiveNumber);
+  return cmd;
+}
+
+int RunTrain(const TrainFlags& flags) {
+  if (flags.single_process) return RunSingleProcess(flags);
+  return RunDistributedTrain(flags, LaunchSettings());
 }
 
 }  // namespace heterps::tools

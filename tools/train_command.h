@@ -1,15 +1,22 @@
-// `heterps train`: train a model in this process (heterps/worker/trainer.h).
+// `heterps train`: train a model, by default as a distributed job on this host
+// (docs/runtime.md), or in this process (--single-process; heterps/worker/trainer.h).
 //
-//   heterps train [--model M.yaml] [--data FILE|synthetic] [--rows N] [--epochs E] [--batch B]
+//   heterps train [--model M.yaml] [--cluster C.yaml] [--plan plan.json]
+//                 [--data FILE|synthetic] [--rows N] [--epochs E] [--batch B]
+//                 [--mode sync|async] [--micro-batch B] [--ps-shards N]
+//                 [--checkpoint-every STEPS] [--max-restarts N] [--job-dir DIR]
+//                 [--throughput SAMPLES_PER_S] [--scheduler NAME]
 //                 [--optimizer NAME] [--lr X] [--dense-optimizer NAME] [--dense-lr X]
-//                 [--threads T] [--seed S] [--eval-fraction F] [--skip-bad-lines]
-//                 [--metrics-out F.json]
+//                 [--seed S] [--eval-fraction F] [--skip-bad-lines] [--metrics-out F.json]
+//   heterps train --single-process [--threads T] ...
 //
-// With no --model, the embedded dlrm-small; with no --data (or "synthetic"), --rows rows of
-// `heterps gen-data` output for --seed, written once to the system's temporary directory and
-// reused. Shows a progress bar on a terminal, ends with a summary (train and eval logloss, eval
-// AUC and the teacher's where known, samples/s, peak memory) and writes the metrics as JSON.
-// Exit codes: 0 trained, 2 bad input or a failure (one line on stderr).
+// With no --model, the embedded dlrm-small; with no --cluster, the embedded local catalog (this
+// host's CPU); with no --data (or "synthetic"), --rows rows of `heterps gen-data` output for
+// --seed, written once to the system's temporary directory and reused. With no --plan, it
+// profiles this host, plans with the `rl` scheduler, shows the plan, starts every role as a
+// process, trains with a progress bar and ends with a summary (eval AUC, samples/s against the
+// plan's prediction, each stage's time against the plan's, the plan's cost) and the metrics as
+// JSON. Exit codes: 0 trained, 1 no feasible plan, 2 bad input or a failure (one line on stderr).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +28,8 @@ namespace heterps::tools {
 
 struct TrainFlags {
   std::string model_path;
+  std::string cluster_path;
+  std::string plan_path;
   std::string data = "synthetic";
   int64_t rows = 200000;
   int epochs = 1;
@@ -29,13 +38,26 @@ struct TrainFlags {
   double lr = 0.05;
   std::string dense_optimizer = "adam";
   double dense_lr = 0.001;
-  int threads = 1;
   uint64_t seed = 1;
   double eval_fraction = 0.1;
   bool skip_bad_lines = false;
   std::string metrics_out;
+  // In this process.
+  bool single_process = false;
+  int threads = 1;
+  // Distributed.
+  std::string mode = "sync";
+  int64_t micro_batch = 0;
+  int ps_shards = 0;
+  int64_t checkpoint_every = 100;
+  int max_restarts = 3;
+  std::string job_dir;
+  double throughput = 0;
+  std::string scheduler = "rl";
 };
 
+// Adds the options shared by `train` and `node` (rank 0 coordinates the job).
+void AddJobOptions(CLI::App* cmd, TrainFlags& flags);
 CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags);
 int RunTrain(const TrainFlags& flags);
 

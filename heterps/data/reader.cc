@@ -1,5 +1,6 @@
 #include "heterps/data/reader.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -140,6 +141,19 @@ absl::StatusOr<bool> CriteoReader::Next(Batch* batch) {
 ReaderStats CriteoReader::stats() const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->stats;
+}
+
+absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files) {
+  int64_t lines = 0;
+  std::vector<char> buffer(1 << 20);
+  for (const std::string& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    while (in.read(buffer.data(), buffer.size()) || in.gcount() > 0) {
+      lines += std::count(buffer.data(), buffer.data() + in.gcount(), '\n');
+    }
+  }
+  return lines;
 }
 
 }  // namespace heterps::data

@@ -56,6 +56,10 @@ struct ReaderStats {
   std::vector<std::string> first_bad;  // the first 10 of them, as "<file>:<line>: ..."
 };
 
+// Lines in the files (a fast pass that parses nothing), for progress, ETA and step counts.
+// NotFound naming the first file that cannot be opened.
+absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files);
+
 class CriteoReader {
  public:
   // Checks the options and that every file opens (NotFound naming the first that does not),

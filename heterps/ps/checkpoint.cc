@@ -233,6 +233,35 @@ absl::StatusOr<int64_t> LoadCheckpoint(const std::string& root, int64_t step,
   return LoadCheckpointDir(dir, tables);
 }
 
+absl::StatusOr<uint64_t> DigestTables(const CheckpointTables& tables) {
+  uint64_t digest = 0;
+  // Per row (per block) an FNV-1a hash of its table, key and contents; the sum does not depend on
+  // the order of the rows.
+  auto row_hash = [](int table, uint64_t key, const std::vector<float>& value,
+                     const std::vector<float>& state, int64_t steps) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    Fnv(h, reinterpret_cast<const char*>(&table), sizeof(table));
+    Fnv(h, reinterpret_cast<const char*>(&key), sizeof(key));
+    Fnv(h, reinterpret_cast<const char*>(value.data()), value.size() * sizeof(float));
+    Fnv(h, reinterpret_cast<const char*>(state.data()), state.size() * sizeof(float));
+    Fnv(h, reinterpret_cast<const char*>(&steps), sizeof(steps));
+    return h;
+  };
+  for (const auto& [id, table] : tables.sparse) {
+    HETERPS_RETURN_IF_ERROR(table->ForEachRow([&](uint64_t key, const RowData& row) {
+      digest += row_hash(id, key, row.value, row.state, row.steps);
+      return absl::OkStatus();
+    }));
+  }
+  for (const auto& [id, table] : tables.dense) {
+    for (int b = 0; b < table->num_blocks(); ++b) {
+      HETERPS_ASSIGN_OR_RETURN(DenseTable::BlockData data, table->Read(b));
+      digest += row_hash(id, static_cast<uint64_t>(b), data.value, data.state, data.steps);
+    }
+  }
+  return digest;
+}
+
 absl::Status PruneCheckpoints(const std::string& root, int keep) {
   std::vector<int64_t> steps;
   std::error_code ec;

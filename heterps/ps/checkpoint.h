@@ -46,6 +46,13 @@ absl::StatusOr<int64_t> LoadCheckpoint(const std::string& root, int64_t step,
 // The same for a checkpoint directory.
 absl::StatusOr<int64_t> LoadCheckpointDir(const std::string& dir, const CheckpointTables& tables);
 
+// A digest of every parameter the tables hold: each sparse row's key, value, optimizer state and
+// update count, each dense block's values, state and update count. It does not depend on the
+// order of the rows, on which tier holds them, or on how keys are spread over shards (the digests
+// of a job's shards add up, modulo 2^64, to the digest of the same rows in one table), so that two
+// runs can be checked for ending with the same parameters, bit for bit.
+absl::StatusOr<uint64_t> DigestTables(const CheckpointTables& tables);
+
 // Removes all but the `keep` checkpoints of the highest steps under `root`.
 absl::Status PruneCheckpoints(const std::string& root, int keep);
 

@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -16,20 +15,6 @@
 
 namespace heterps::worker {
 namespace {
-
-// Lines in the files (a fast first pass, for progress and ETA).
-absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files) {
-  int64_t lines = 0;
-  std::vector<char> buffer(1 << 20);
-  for (const std::string& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-    while (in.read(buffer.data(), buffer.size()) || in.gcount() > 0) {
-      lines += std::count(buffer.data(), buffer.data() + in.gcount(), '\n');
-    }
-  }
-  return lines;
-}
 
 int64_t PeakRss() {
   rusage usage{};
@@ -49,7 +34,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
       options.batch_size > 0 ? options.batch_size : static_cast<int>(spec.batch_size);
   const int64_t eval_every =
       options.eval_fraction > 0 ? std::max<int64_t>(2, std::llround(1 / options.eval_fraction)) : 0;
-  HETERPS_ASSIGN_OR_RETURN(int64_t lines, CountLines(options.files));
+  HETERPS_ASSIGN_OR_RETURN(int64_t lines, data::CountLines(options.files));
   const int64_t train_lines = eval_every > 0 ? lines - lines / eval_every : lines;
 
   ps::InProcessPsClient client(1);

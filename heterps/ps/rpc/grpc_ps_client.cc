@@ -371,9 +371,10 @@ Ticket GrpcPsClient::SendSparse(int table, absl::Span<const uint64_t> keys,
       *request->mutable_id() = c->NextPushId();
       request->set_accumulate(accumulate);
       request->set_part(part);
-      tasks.push_back([c, s, request, table] {
+      tasks.push_back([c, s, request, table, accumulate] {
         PushReply reply;
-        return c->Rpc(s, absl::StrCat("PushSparse table ", table), [&](grpc::ClientContext& ctx) {
+        const char* what = accumulate ? "AccumulateSparse table " : "PushSparse table ";
+        return c->Rpc(s, absl::StrCat(what, table), [&](grpc::ClientContext& ctx) {
           return c->stubs[s]->PushSparse(&ctx, *request, &reply);
         });
       });
@@ -439,7 +440,9 @@ Ticket GrpcPsClient::SendDense(int table, int block, absl::Span<const float> gra
   const int s = table % num_servers();
   const PushId id = c->NextPushId();
   Task task = [c, s, table, block, grads, id, accumulate, part]() -> absl::Status {
-    return c->Rpc(s, absl::StrCat("PushDense table ", table, " block ", block),
+    return c->Rpc(s,
+                  absl::StrCat(accumulate ? "AccumulateDense table " : "PushDense table ", table,
+                               " block ", block),
                   [&](grpc::ClientContext& ctx) {
                     PushReply reply;
                     auto writer = c->stubs[s]->PushDense(&ctx, &reply);
@@ -512,6 +515,22 @@ absl::StatusOr<int64_t> GrpcPsClient::LoadCheckpoint(std::optional<int64_t> step
     }
   }
   return steps[0];
+}
+
+absl::StatusOr<uint64_t> GrpcPsClient::Digest() {
+  Impl* c = impl_.get();
+  std::vector<uint64_t> digests(num_servers(), 0);
+  HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [&](int s) -> absl::Status {
+    DigestReply reply;
+    HETERPS_RETURN_IF_ERROR(c->Rpc(s, "Digest", [&](grpc::ClientContext& ctx) {
+      return c->stubs[s]->Digest(&ctx, DigestRequest(), &reply);
+    }));
+    digests[s] = reply.digest();
+    return absl::OkStatus();
+  }));
+  uint64_t sum = 0;
+  for (uint64_t d : digests) sum += d;
+  return sum;
 }
 
 absl::StatusOr<std::vector<ShardStats>> GrpcPsClient::Stats() {

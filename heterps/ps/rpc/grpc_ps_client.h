@@ -90,6 +90,8 @@ class GrpcPsClient : public PsClient {
   // shards must agree on.
   absl::StatusOr<int64_t> LoadCheckpoint(std::optional<int64_t> step = std::nullopt);
   absl::StatusOr<std::vector<ShardStats>> Stats();
+  // The digest of every parameter on every shard (checkpoint.h, DigestTables): the shards' sum.
+  absl::StatusOr<uint64_t> Digest();
 
  private:
   struct Impl;

@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/base/token.h"
 #include "heterps/ps/checkpoint.h"
 #include "heterps/ps/pending.h"
 #include "heterps/ps/ps_client.h"
@@ -92,14 +93,6 @@ class PushLog {
 
 bool SameConfig(const google::protobuf::Message& a, const google::protobuf::Message& b) {
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
-}
-
-bool TokensEqual(absl::string_view a, absl::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  }
-  return diff == 0;
 }
 
 }  // namespace
@@ -239,6 +232,15 @@ class PsServer::Service final : public ParameterServer::Service {
     });
   }
 
+  grpc::Status Digest(grpc::ServerContext* ctx, const DigestRequest*, DigestReply* reply) override {
+    return Serve(ctx, "Digest", [&]() -> absl::Status {
+      absl::MutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(const uint64_t digest, DigestTables(Tables()));
+      reply->set_digest(digest);
+      return absl::OkStatus();
+    });
+  }
+
   grpc::Status Stats(grpc::ServerContext* ctx, const StatsRequest*, StatsReply* reply) override {
     return Serve(ctx, "Stats", [&]() -> absl::Status {
       reply->set_shard(options_.shard);
@@ -272,9 +274,9 @@ class PsServer::Service final : public ParameterServer::Service {
     if (!options_.token.empty()) {
       auto entries = ctx->client_metadata().equal_range(internal::kTokenHeader);
       const bool given = entries.first != entries.second;
-      if (!given || !TokensEqual(absl::string_view(entries.first->second.data(),
-                                                   entries.first->second.size()),
-                                 options_.token)) {
+      if (!given || !base::TokensEqual(absl::string_view(entries.first->second.data(),
+                                                         entries.first->second.size()),
+                                       options_.token)) {
         ++refused_;
         base::LogLine(absl::StrCat("refused ", method, " from ", ctx->peer(), ": ",
                                    given ? "wrong token" : "no token"));

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "grpcpp/support/status.h"
+#include "heterps/base/token.h"
 #include "heterps/ps/dense_table.h"
 #include "heterps/ps/rpc/ps.pb.h"
 #include "heterps/ps/sparse_table.h"
@@ -17,7 +18,7 @@
 namespace heterps::ps::rpc::internal {
 
 // The metadata entry that carries the job's token.
-inline constexpr char kTokenHeader[] = "x-heterps-token";
+inline constexpr const char* kTokenHeader = base::kTokenHeader;
 
 SparseTableConfig ToProto(const SparseTableOptions& options);
 DenseTableConfig ToProto(const DenseTableOptions& options);

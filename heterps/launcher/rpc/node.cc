@@ -1,0 +1,176 @@
+#include "heterps/launcher/rpc/node.h"
+
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "heterps/base/log.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/base/token.h"
+#include "heterps/config/model_spec.h"
+#include "heterps/ps/rpc/grpc_ps_client.h"
+#include "heterps/ps/rpc/ps_server.h"
+#include "heterps/worker/rpc/runtime.grpc.pb.h"
+#include "heterps/worker/rpc/stage_worker.h"
+
+namespace heterps::launcher::rpc {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
+  if (status.ok()) return absl::OkStatus();
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  return absl::Status(
+      code, absl::StrCat(what, ": ", absl::StatusCodeToString(code), ": ", status.error_message()));
+}
+
+class Node {
+ public:
+  explicit Node(const NodeOptions& o) : o_(o) {
+    stub_ = runtime::Coordinator::NewStub(
+        grpc::CreateChannel(o.coordinator, grpc::InsecureChannelCredentials()));
+  }
+
+  absl::Status Run(const std::atomic<bool>* stop) {
+    HETERPS_RETURN_IF_ERROR(Hello());
+    HETERPS_ASSIGN_OR_RETURN(const std::string address, StartRole());
+    HETERPS_RETURN_IF_ERROR(Register(address));
+    if (role_.kind() == runtime::Role::WORKER) HETERPS_RETURN_IF_ERROR(ConfigureWorker());
+    absl::Status status = Serve(stop);
+    Shutdown();
+    return status;
+  }
+
+ private:
+  void Prepare(grpc::ClientContext& ctx, absl::Duration timeout) {
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    if (!o_.token.empty()) ctx.AddMetadata(base::kTokenHeader, o_.token);
+  }
+
+  absl::Status Hello() {
+    grpc::ClientContext ctx;
+    Prepare(ctx, o_.connect_timeout);
+    ctx.set_wait_for_ready(true);
+    runtime::HelloRequest request;
+    request.set_rank(o_.rank);
+    request.set_world(o_.world);
+    runtime::HelloReply reply;
+    const grpc::Status status = stub_->Hello(&ctx, request, &reply);
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return absl::UnavailableError(absl::StrCat("cannot reach the coordinator at ", o_.coordinator,
+                                                 " within ",
+                                                 absl::FormatDuration(o_.connect_timeout)));
+    }
+    HETERPS_RETURN_IF_ERROR(FromGrpc(status, absl::StrCat("coordinator ", o_.coordinator)));
+    if (o_.generation >= 0 && reply.generation() != o_.generation) {
+      return absl::FailedPreconditionError("this process belongs to an attempt that is over");
+    }
+    role_ = reply.role();
+    generation_ = reply.generation();
+    base::SetLogRole(role_.kind() == runtime::Role::PS
+                         ? absl::StrCat("ps shard ", role_.shard())
+                         : absl::StrCat("stage ", role_.stage(), " replica ", role_.replica()));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> StartRole() {
+    if (role_.kind() == runtime::Role::PS) {
+      ps::rpc::PsServerOptions options;
+      options.shard = role_.shard();
+      options.num_shards = role_.shards();
+      options.data_dir = role_.data_dir();
+      options.host = o_.host;
+      options.token = o_.token;
+      HETERPS_ASSIGN_OR_RETURN(ps_server_, ps::rpc::PsServer::Start(options));
+      return ps_server_->address();
+    }
+    worker::rpc::StageWorkerOptions options;
+    options.host = o_.host;
+    options.token = o_.token;
+    HETERPS_ASSIGN_OR_RETURN(worker_, worker::rpc::StageWorker::Start(options));
+    return worker_->address();
+  }
+
+  absl::Status Register(const std::string& address) {
+    grpc::ClientContext ctx;
+    Prepare(ctx, absl::Minutes(10));
+    runtime::RegisterRequest request;
+    request.set_rank(o_.rank);
+    request.set_generation(generation_);
+    request.set_address(address);
+    return FromGrpc(stub_->Register(&ctx, request, &layout_),
+                    absl::StrCat("coordinator ", o_.coordinator, ": Register"));
+  }
+
+  absl::Status ConfigureWorker() {
+    const runtime::TrainingConfig& t = layout_.training();
+    HETERPS_ASSIGN_OR_RETURN(config::ModelSpec spec,
+                             config::ParseModelSpec(t.model_yaml(), t.model_source()));
+    ps::rpc::GrpcPsClientOptions ps;
+    ps.servers.assign(layout_.ps().begin(), layout_.ps().end());
+    ps.token = o_.token;
+    HETERPS_ASSIGN_OR_RETURN(ps_client_, ps::rpc::GrpcPsClient::Connect(ps));
+    worker::rpc::StageWorkerConfig config;
+    config.spec = std::move(spec);
+    config.stage = role_.stage();
+    config.replica = role_.replica();
+    for (const runtime::StageLayout& s : layout_.stages()) {
+      config.stages.push_back({s.first(), s.last(), {s.replicas().begin(), s.replicas().end()}});
+    }
+    config.micro_batch = t.micro_batch();
+    config.sync = t.sync();
+    config.data.files.assign(t.files().begin(), t.files().end());
+    config.data.eval_every = t.eval_every();
+    config.data.bad_lines =
+        t.skip_bad_lines() ? data::BadLinePolicy::kSkip : data::BadLinePolicy::kStop;
+    return worker_->Configure(config, ps_client_.get());
+  }
+
+  // Until the coordinator says stop, is gone for orphan_timeout, or `stop` turns true.
+  absl::Status Serve(const std::atomic<bool>* stop) {
+    absl::Time last_answer = absl::Now();
+    while (stop == nullptr || !stop->load()) {
+      grpc::ClientContext ctx;
+      Prepare(ctx, absl::Seconds(2));
+      runtime::HeartbeatRequest request;
+      request.set_rank(o_.rank);
+      request.set_generation(generation_);
+      runtime::HeartbeatReply reply;
+      const grpc::Status status = stub_->Heartbeat(&ctx, request, &reply);
+      if (status.ok()) {
+        if (reply.stop()) return absl::OkStatus();
+        last_answer = absl::Now();
+      } else if (absl::Now() - last_answer > o_.orphan_timeout) {
+        return absl::UnavailableError(
+            absl::StrCat("the coordinator at ", o_.coordinator, " has not answered for ",
+                         absl::FormatDuration(o_.orphan_timeout), ": ", status.error_message()));
+      }
+      absl::SleepFor(absl::Milliseconds(300));
+    }
+    return absl::OkStatus();
+  }
+
+  void Shutdown() {
+    if (worker_ != nullptr) worker_->Shutdown();
+    if (ps_server_ != nullptr) ps_server_->Shutdown(absl::Seconds(2));
+  }
+
+  const NodeOptions& o_;
+  std::unique_ptr<runtime::Coordinator::Stub> stub_;
+  runtime::Role role_;
+  int64_t generation_ = 0;
+  runtime::RegisterReply layout_;
+  std::unique_ptr<ps::rpc::PsServer> ps_server_;
+  std::unique_ptr<ps::rpc::GrpcPsClient> ps_client_;
+  std::unique_ptr<worker::rpc::StageWorker> worker_;
+};
+
+}  // namespace
+
+absl::Status RunNode(const NodeOptions& options, const std::atomic<bool>* stop) {
+  Node node(options);
+  return node.Run(stop);
+}
+
+}  // namespace heterps::launcher::rpc

@@ -1,0 +1,157 @@
+#include "heterps/sched/run_plan.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "heterps/base/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace heterps::sched {
+namespace {
+
+using json = nlohmann::json;
+
+// Reads `key` of `object` as T; InvalidArgument naming the field if it is missing or mistyped.
+template <typename T>
+absl::StatusOr<T> Field(const json& object, const std::string& path, const char* key,
+                        absl::string_view source) {
+  const std::string where = path.empty() ? key : absl::StrCat(path, ".", key);
+  if (!object.is_object() || !object.contains(key)) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", where, ": missing"));
+  }
+  try {
+    return object.at(key).get<T>();
+  } catch (const json::exception&) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": ", where, ": not a ", std::is_same_v<T, std::string> ? "string" : "number"));
+  }
+}
+
+}  // namespace
+
+std::string RunPlan::StageName(const config::ModelSpec& model, int stage) const {
+  const RunStage& s = stages[stage];
+  if (s.first == s.last) return model.layers[s.first].name;
+  return absl::StrCat(model.layers[s.first].name, "..", model.layers[s.last].name);
+}
+
+RunPlan FromPlan(const cost::CostModel& model, const Plan& plan) {
+  RunPlan run;
+  run.model = model.model().name;
+  run.cluster = model.cluster().name;
+  run.scheduler = plan.scheduler;
+  run.batch_size = static_cast<int64_t>(model.batch());
+  run.throughput = plan.throughput;
+  run.throughput_limit = model.workload().throughput_limit;
+  run.cost_per_hour_usd = plan.cost_per_hour_usd;
+  run.cost_usd = plan.cost_usd;
+  run.feasible = plan.feasible;
+  for (const PlanStage& s : plan.stages) {
+    const config::ResourceType& type = model.cluster().types[s.spec.type];
+    run.stages.push_back({s.spec.first, s.spec.last, type.name, type.local_device, s.units,
+                          s.seconds_per_batch, s.compute_seconds, s.comm_seconds});
+  }
+  return run;
+}
+
+absl::StatusOr<RunPlan> ReadRunPlan(absl::string_view json_text, absl::string_view source,
+                                    const config::ModelSpec& model,
+                                    const config::ClusterSpec& cluster) {
+  const json root = json::parse(json_text, nullptr, false);
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", what));
+  };
+  if (root.is_discarded() || !root.is_object()) return bad("not JSON");
+  if (root.value("format", "") != "heterps-plan-v1") {
+    return bad("format: not a heterps plan (expected \"heterps-plan-v1\")");
+  }
+  RunPlan plan;
+  HETERPS_ASSIGN_OR_RETURN(std::string model_name, Field<std::string>(root, "", "model", source));
+  HETERPS_ASSIGN_OR_RETURN(std::string cluster_name,
+                           Field<std::string>(root, "", "cluster", source));
+  HETERPS_ASSIGN_OR_RETURN(int64_t batch, Field<int64_t>(root, "", "batch_size", source));
+  if (model_name != model.name) {
+    return bad(absl::StrCat("model: the plan is for '", model_name, "', the model (", model.source,
+                            ") is '", model.name, "'"));
+  }
+  if (cluster_name != cluster.name) {
+    return bad(absl::StrCat("cluster: the plan is for '", cluster_name, "', the cluster (",
+                            cluster.source, ") is '", cluster.name, "'"));
+  }
+  if (batch != model.batch_size) {
+    return bad(absl::StrCat("batch_size: the plan has ", batch, ", the model ", model.batch_size));
+  }
+  plan.model = model_name;
+  plan.cluster = cluster_name;
+  plan.batch_size = batch;
+  plan.scheduler = root.value("scheduler", "");
+  plan.feasible = root.value("feasible", false);
+  plan.throughput = root.value("throughput", 0.0);
+  plan.throughput_limit = root.value("throughput_limit", 0.0);
+  plan.cost_per_hour_usd = root.value("cost_per_hour_usd", 0.0);
+  plan.cost_usd = root.value("cost_usd", 0.0);
+  if (!root.contains("stages") || !root["stages"].is_array() || root["stages"].empty()) {
+    return bad("stages: missing or empty");
+  }
+  std::map<std::string, int64_t> units_by_type;
+  int next = 0;  // the layer the next stage must start at
+  for (size_t s = 0; s < root["stages"].size(); ++s) {
+    const json& stage = root["stages"][s];
+    const std::string path = absl::StrCat("stages[", s, "]");
+    HETERPS_ASSIGN_OR_RETURN(std::string type_name,
+                             Field<std::string>(stage, path, "type", source));
+    HETERPS_ASSIGN_OR_RETURN(int64_t units, Field<int64_t>(stage, path, "units", source));
+    const int type = cluster.FindType(type_name);
+    if (type < 0) {
+      return bad(absl::StrCat(path, ".type: '", type_name, "' is not a type of cluster ",
+                              cluster.name, " (", cluster.source, ")"));
+    }
+    if (units < 1) return bad(absl::StrCat(path, ".units: ", units, " (an infeasible plan?)"));
+    units_by_type[type_name] += units;
+    if (!stage.contains("layers") || !stage["layers"].is_array() || stage["layers"].empty()) {
+      return bad(absl::StrCat(path, ".layers: missing or empty"));
+    }
+    RunStage run;
+    run.type = type_name;
+    run.device = cluster.types[type].local_device;
+    run.units = units;
+    run.seconds_per_batch = stage.value("seconds_per_batch", 0.0);
+    run.compute_seconds = stage.value("compute_seconds", 0.0);
+    run.comm_seconds = stage.value("comm_seconds", 0.0);
+    run.first = next;
+    for (size_t l = 0; l < stage["layers"].size(); ++l) {
+      const std::string where = absl::StrCat(path, ".layers[", l, "]");
+      const json& name = stage["layers"][l];
+      if (!name.is_string()) return bad(absl::StrCat(where, ": not a string"));
+      const int index = model.FindLayer(name.get<std::string>());
+      if (index < 0) {
+        return bad(absl::StrCat(where, ": '", name.get<std::string>(), "' is not a layer of ",
+                                model.name, " (", model.source, ")"));
+      }
+      if (index != next) {
+        return bad(absl::StrCat(where, ": '", name.get<std::string>(), "' where the model has '",
+                                next < static_cast<int>(model.layers.size())
+                                    ? model.layers[next].name
+                                    : std::string("no more layers"),
+                                "': a plan covers every layer once, in order"));
+      }
+      ++next;
+    }
+    run.last = next - 1;
+    plan.stages.push_back(run);
+  }
+  if (next != static_cast<int>(model.layers.size())) {
+    return bad(absl::StrCat("stages: the plan ends at layer '", model.layers[next - 1].name,
+                            "'; the model goes on to '", model.layers.back().name, "'"));
+  }
+  for (const auto& [type_name, units] : units_by_type) {
+    const config::ResourceType& type = cluster.types[cluster.FindType(type_name)];
+    if (units > type.units) {
+      return bad(absl::StrCat("stages: ", units, " units of ", type_name, " where cluster ",
+                              cluster.name, " has ", type.units));
+    }
+  }
+  return plan;
+}
+
+}  // namespace heterps::sched

@@ -1,0 +1,292 @@
+// The distributed runtime as a user runs it: `heterps train` and `heterps node` starting real
+// processes (a coordinator, parameter-server shards, stage replicas) that talk gRPC on loopback.
+// The single-process trainer is the oracle.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/base/file.h"
+#include "heterps/base/subprocess.h"
+#include "nlohmann/json.hpp"
+
+namespace heterps {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+const std::string kBinary = std::string(HETERPS_BINARY_DIR) + "/tools/heterps";
+const std::string kCluster = "tests/specs/runtime/local-two.yaml";
+const std::string kPlan = "tests/specs/runtime/two-stages.json";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/runtime_test_" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs heterps with `args`, waiting at most `limit`; its stdout and stderr.
+Outcome Heterps(const std::vector<std::string>& args, const std::string& dir,
+                absl::Duration limit = absl::Seconds(120)) {
+  std::vector<std::string> argv = {"/bin/sh", "-c",
+                                   absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "),
+                                                " >", dir, "/out 2>", dir, "/err")};
+  auto child = base::Subprocess::Start(argv);
+  EXPECT_TRUE(child.ok()) << child.status();
+  Outcome r;
+  auto code = (*child)->Wait(limit);
+  EXPECT_TRUE(code.ok()) << "heterps " << absl::StrJoin(args, " ") << " still running after "
+                         << limit;
+  r.exit_code = code.ok() ? *code : -1;
+  r.out = Slurp(dir + "/out");
+  r.err = Slurp(dir + "/err");
+  return r;
+}
+
+// Every process the job's launcher started has ended.
+void ExpectNoneLeft(const std::string& job_dir) {
+  const json processes = json::parse(Slurp(job_dir + "/processes.json"), nullptr, false);
+  ASSERT_FALSE(processes.is_discarded()) << job_dir << "/processes.json";
+  for (const auto& [rank, pid] : processes["ranks"].items()) {
+    EXPECT_NE(kill(pid.get<int>(), 0), 0) << "rank " << rank << " (pid " << pid << ") outlived "
+                                          << "its job";
+  }
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = ::testing::TempDir() + "/runtime_test_data.tsv";
+    const Outcome r = Heterps({"gen-data", "--rows", "24000", "--seed", "4", "--out", data_},
+                              ::testing::TempDir());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  // The two-stage plan (stage 0: 2 replicas; stage 1: 1) with 2 parameter-server shards.
+  static std::vector<std::string> TwoStages(const std::string& job_dir,
+                                            std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {
+        "train",     "--data",    data_,    "--batch",       "256",
+        "--cluster", kCluster,    "--plan", kPlan,           "--ps-shards",
+        "2",         "--job-dir", job_dir,  "--metrics-out", job_dir + "/metrics.json"};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+
+  static json Metrics(const std::string& job_dir) {
+    return json::parse(Slurp(job_dir + "/metrics.json"), nullptr, false);
+  }
+
+  // Starts the job in the background, waits until it has trained `steps` steps, kills rank
+  // `rank` with SIGKILL and waits for the job to end. Its metrics.
+  static json KillMidRun(const std::string& name, int rank, int steps) {
+    const std::string dir = Dir(name);
+    const std::vector<std::string> args =
+        TwoStages(dir, {"--checkpoint-every", "20", "--micro-batch", "64"});
+    auto job =
+        base::Subprocess::Start({"/bin/sh", "-c",
+                                 absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "), " >",
+                                              dir, "/out 2>", dir, "/err")});
+    EXPECT_TRUE(job.ok()) << job.status();
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    int killed = -1;
+    while (absl::Now() < deadline && (*job)->Running()) {
+      const json status = json::parse(Slurp(dir + "/status.json"), nullptr, false);
+      const json processes = json::parse(Slurp(dir + "/processes.json"), nullptr, false);
+      if (!status.is_discarded() && status.value("step", 0) >= steps && !processes.is_discarded()) {
+        killed = processes["ranks"][std::to_string(rank)].get<int>();
+        kill(killed, SIGKILL);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_GT(killed, 0) << "the job ended before step " << steps << ": " << Slurp(dir + "/err");
+    auto code = (*job)->Wait(absl::Seconds(120));
+    EXPECT_TRUE(code.ok());
+    EXPECT_EQ(*code, 0) << Slurp(dir + "/err");
+    ExpectNoneLeft(dir);
+    return Metrics(dir);
+  }
+
+  static std::string data_;
+};
+
+std::string RuntimeTest::data_;
+
+TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
+  const std::string single = Dir("single");
+  Outcome r = Heterps({"train", "--single-process", "--data", data_, "--batch", "256",
+                       "--metrics-out", single + "/metrics.json"},
+                      single);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string job = Dir("sync");
+  r = Heterps(TwoStages(job), job);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 stages, 2 parameter servers"));
+  const json a = Metrics(single), b = Metrics(job);
+  const std::vector<double> one = a["losses"], many = b["losses"];
+  ASSERT_EQ(one.size(), many.size());
+  ASSERT_GT(one.size(), 50u);
+  for (size_t i = 0; i < one.size(); ++i) {
+    ASSERT_LT(std::abs(many[i] - one[i]), 1e-4 * std::abs(one[i])) << "step " << i;
+  }
+  EXPECT_NEAR(b["eval_auc"].get<double>(), a["eval_auc"].get<double>(), 1e-4);
+  ExpectNoneLeft(job);
+}
+
+TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
+  const std::string whole = Dir("uninterrupted");
+  const Outcome r =
+      Heterps(TwoStages(whole, {"--checkpoint-every", "20", "--micro-batch", "64"}), whole);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json reference = Metrics(whole);
+  EXPECT_EQ(reference["restarts"], 0);
+  // Ranks: 0 the coordinator, 1-2 the shards, 3-4 stage 0's replicas, 5 stage 1's.
+  for (const auto& [name, rank, steps] :
+       {std::tuple{"kill_worker", 5, 30}, std::tuple{"kill_shard", 2, 50}}) {
+    SCOPED_TRACE(name);
+    const json m = KillMidRun(name, rank, steps);
+    EXPECT_EQ(m["restarts"], 1);
+    EXPECT_EQ(m["parameter_digest"], reference["parameter_digest"]);
+    EXPECT_EQ(m["losses"], reference["losses"]);
+    EXPECT_EQ(m["eval_auc"], reference["eval_auc"]);
+  }
+}
+
+// A free port on loopback (closed again: the caller binds it).
+int FreePort() {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t size = sizeof(address);
+  getsockname(s, reinterpret_cast<sockaddr*>(&address), &size);
+  close(s);
+  return ntohs(address.sin_port);
+}
+
+TEST_F(RuntimeTest, MpirunStartsTheJobOnLocalhost) {
+  const std::string dir = Dir("mpirun");
+  ASSERT_TRUE(base::WriteFileAtomically(dir + "/token", "mpirun-test-token\n").ok());
+  const std::string coordinator = absl::StrCat("127.0.0.1:", FreePort());
+  // 1 coordinator, 1 shard, 2 + 1 stage replicas.
+  std::vector<std::string> argv = {
+      "/bin/sh", "-c",
+      absl::StrCat("exec mpirun --allow-run-as-root --oversubscribe -n 5 ", kBinary,
+                   " node --coordinator ", coordinator, " --token-file ", dir, "/token", " --data ",
+                   data_, " --batch 256 --cluster ", kCluster, " --plan ", kPlan,
+                   " --ps-shards 1 --job-dir ", dir, " --metrics-out ", dir, "/metrics.json >", dir,
+                   "/out 2>", dir, "/err")};
+  auto job = base::Subprocess::Start(argv);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto code = (*job)->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.ok()) << "mpirun still running";
+  EXPECT_EQ(*code, 0) << Slurp(dir + "/err");
+  const json m = Metrics(dir);
+  ASSERT_FALSE(m.is_discarded()) << Slurp(dir + "/out") << Slurp(dir + "/err");
+  EXPECT_GT(m["eval_auc"].get<double>(), 0.5);
+  EXPECT_EQ(m["ps_shards"], 1);
+}
+
+TEST_F(RuntimeTest, ACallWithoutTheTokenIsRefused) {
+  const std::string dir = Dir("token");
+  ASSERT_TRUE(base::WriteFileAtomically(dir + "/token", "the-real-token\n").ok());
+  const std::string coordinator = absl::StrCat("127.0.0.1:", FreePort());
+  // Rank 0 of an externally launched job of 5, waiting for the others.
+  auto rank0 = base::Subprocess::Start({kBinary,         "node",
+                                        "--coordinator", coordinator,
+                                        "--rank",        "0",
+                                        "--world",       "5",
+                                        "--token-file",  dir + "/token",
+                                        "--data",        data_,
+                                        "--batch",       "256",
+                                        "--cluster",     kCluster,
+                                        "--plan",        kPlan,
+                                        "--ps-shards",   "1",
+                                        "--job-dir",     dir},
+                                       dir + "/rank0.log");
+  ASSERT_TRUE(rank0.ok());
+  ASSERT_TRUE(base::WriteFileAtomically(dir + "/wrong", "a-guess\n").ok());
+  for (const std::string& token : {std::string(), dir + "/wrong"}) {
+    std::vector<std::string> args = {"node", "--coordinator", coordinator, "--rank",
+                                     "1",    "--world",       "5",         "--connect-timeout",
+                                     "20"};
+    if (!token.empty()) args.insert(args.end(), {"--token-file", token});
+    const Outcome r = Heterps(args, dir);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_THAT(r.err, HasSubstr("UNAUTHENTICATED")) << r.err;
+  }
+  (*rank0)->Signal(SIGTERM);
+  ASSERT_TRUE((*rank0)->Wait(absl::Seconds(10)).ok());
+  EXPECT_THAT(Slurp(dir + "/rank0.log"), HasSubstr("refused a call"));
+}
+
+TEST_F(RuntimeTest, BadJobsAreOneClearErrorAndLeaveNothingRunning) {
+  const std::string dir = Dir("errors");
+  // A plan for another model.
+  Outcome r = Heterps({"train", "--data", data_, "--model", "examples/models/ctr-dnn.yaml",
+                       "--cluster", kCluster, "--plan", kPlan, "--job-dir", dir},
+                      dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("two-stages.json: model: the plan is for 'dlrm-small'"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // A missing data file.
+  r = Heterps({"train", "--data", dir + "/missing.tsv", "--batch", "256", "--cluster", kCluster,
+               "--plan", kPlan, "--job-dir", dir},
+              dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("missing.tsv"));
+  // The coordinator's port in use.
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  listen(s, 1);
+  socklen_t size = sizeof(address);
+  getsockname(s, reinterpret_cast<sockaddr*>(&address), &size);
+  const std::string taken = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+  r = Heterps(
+      {"node", "--coordinator", taken, "--rank", "0", "--world", "6", "--data", data_, "--batch",
+       "256", "--cluster", kCluster, "--plan", kPlan, "--ps-shards", "2", "--job-dir", dir},
+      dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cannot listen on " + taken));
+  close(s);
+  // An unreachable coordinator.
+  r = Heterps(
+      {"node", "--coordinator", taken, "--rank", "1", "--world", "6", "--connect-timeout", "1"},
+      dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cannot reach the coordinator at " + taken));
+}
+
+}  // namespace
+}  // namespace heterps

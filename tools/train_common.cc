@@ -1,0 +1,72 @@
+#include "tools/train_common.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/data/synthetic.h"
+#include "nlohmann/json.hpp"
+#include "tools/cli_common.h"
+
+namespace heterps::tools {
+
+// The data to train on: the given file, or synthetic rows (made once, then reused).
+absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags) {
+  DataFile file;
+  if (flags.data != "synthetic") {
+    file.path = flags.data;
+  } else {
+    file.path = (std::filesystem::temp_directory_path() /
+                 absl::StrCat("heterps-synthetic-seed", flags.seed, "-rows", flags.rows, ".tsv"))
+                    .string();
+  }
+  if (auto sidecar = base::ReadTextFile(file.path + ".teacher.json"); sidecar.ok()) {
+    auto json = nlohmann::json::parse(*sidecar, nullptr, false);
+    if (json.is_object() && json.contains("teacher_auc") && std::filesystem::exists(file.path)) {
+      file.teacher_auc = json.value("teacher_auc", -1.0);
+      return file;
+    }
+  }
+  if (flags.data != "synthetic") return file;
+  data::SyntheticOptions options;
+  options.rows = flags.rows;
+  options.seed = flags.seed;
+  ProgressLine progress(true);
+  options.progress = [&](int64_t rows) {
+    progress.Show(
+        absl::StrFormat("generating %s %d / %d rows", Bar(rows, flags.rows), rows, flags.rows));
+  };
+  HETERPS_ASSIGN_OR_RETURN(data::SyntheticSummary summary,
+                           data::WriteSynthetic(options, file.path));
+  file.teacher_auc = summary.teacher_auc;
+  return file;
+}
+
+namespace {
+
+absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& name, double lr,
+                                               const char* flag) {
+  absl::StatusOr<ps::OptimizerKind> kind = ps::ParseOptimizerKind(name);
+  if (!kind.ok())
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", kind.status().message()));
+  ps::OptimizerOptions options;
+  options.kind = *kind;
+  options.learning_rate = static_cast<float>(lr);
+  return options;
+}
+
+}  // namespace
+
+absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags) {
+  worker::ModelOptions options;
+  options.seed = flags.seed;
+  HETERPS_ASSIGN_OR_RETURN(options.sparse_optimizer,
+                           Optimizer(flags.optimizer, flags.lr, "--optimizer"));
+  HETERPS_ASSIGN_OR_RETURN(options.dense_optimizer,
+                           Optimizer(flags.dense_optimizer, flags.dense_lr, "--dense-optimizer"));
+  return options;
+}
+
+}  // namespace heterps::tools

@@ -1,0 +1,24 @@
+// What single-process and distributed training share on the command line: the data and the
+// model's options.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "heterps/worker/stage.h"
+#include "tools/train_command.h"
+
+namespace heterps::tools {
+
+struct DataFile {
+  std::string path;
+  double teacher_auc = -1;  // -1: unknown
+};
+
+// The data to train on: the given file, or synthetic rows (made once, then reused).
+absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags);
+
+// The tables' optimizers and seed from the flags; InvalidArgument naming a bad optimizer flag.
+absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags);
+
+}  // namespace heterps::tools
