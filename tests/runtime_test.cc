@@ -158,6 +158,14 @@ TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
   }
   EXPECT_NEAR(b["eval_auc"].get<double>(), a["eval_auc"].get<double>(), 1e-4);
   ExpectNoneLeft(job);
+  // The coordinator's view, as `heterps status` shows it.
+  r = Heterps({"status", job}, job);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("done: step ", one.size(), " of ", one.size())));
+  EXPECT_THAT(r.out, HasSubstr("rows in memory"));
+  r = Heterps({"status", single}, single);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("no status"));
 }
 
 TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {

@@ -3,14 +3,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
+#include "heterps/base/host.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/token.h"
+#include "heterps/cost/calibration.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/launcher/layout.h"
 #include "heterps/launcher/role_launcher.h"
@@ -31,7 +35,8 @@ constexpr int kNoPlan = 1;
 
 struct Planned {
   sched::RunPlan plan;
-  std::string why_not;  // when no plan is feasible
+  std::string why_not;                   // when no plan is feasible
+  std::optional<cost::Profile> profile;  // what the plan was made with
 };
 
 // Profiles this host and plans with the chosen scheduler, at `flags.throughput` or, by default,
@@ -48,19 +53,27 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
                      ": no type has a local_device, so none can be profiled on this host; "
                      "give --plan, or a cluster with this host's type"));
   }
-  ProgressLine progress(true);
-  HETERPS_ASSIGN_OR_RETURN(
-      HostProfile measured,
-      ProfileHost(spec, static_cast<int>(spec.batch_size), type, 5, [&](int done, int total) {
-        progress.Show(absl::StrFormat("profiling this host %s", Bar(done, total)));
-      }));
-  progress.Clear();
+  HostProfile measured;
+  if (!flags.profile_path.empty()) {
+    HETERPS_ASSIGN_OR_RETURN(measured.profile, cost::LoadProfile(flags.profile_path));
+    for (const cost::ProfileEntry& e : measured.profile.entries) {
+      if (e.type == type) measured.total_seconds += e.seconds_per_batch;
+    }
+  } else {
+    ProgressLine progress(true);
+    HETERPS_ASSIGN_OR_RETURN(
+        measured,
+        ProfileHost(spec, static_cast<int>(spec.batch_size), type, 5, [&](int done, int total) {
+          progress.Show(absl::StrFormat("profiling this host %s", Bar(done, total)));
+        }));
+  }
   const double one_unit = spec.batch_size / std::max(measured.total_seconds, 1e-9);
   std::vector<double> limits = {flags.throughput};
   if (flags.throughput <= 0) limits = {1.5 * one_unit, one_unit, 0.5 * one_unit};
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create(flags.scheduler));
   Planned out;
+  out.profile = measured.profile;
   for (double limit : limits) {
     HETERPS_ASSIGN_OR_RETURN(
         cost::CostModel model,
@@ -161,8 +174,8 @@ std::string Summary(const config::ModelSpec& spec, const sched::RunPlan& plan,
                           HumanSeconds(r.seconds));
   }
   Table table({"stage", "layers", "type", "units", "predicted/batch", "measured/batch", "error",
-               "send/batch", "idle"},
-              {true, false, false, true, true, true, true, true, true});
+               "ps wait", "send", "idle"},
+              {true, false, false, true, true, true, true, true, true, true});
   for (size_t s = 0; s < r.stages.size(); ++s) {
     const launcher::rpc::StageReport& st = r.stages[s];
     const bool both = st.predicted_seconds > 0 && st.measured_seconds > 0;
@@ -172,10 +185,25 @@ std::string Summary(const config::ModelSpec& spec, const sched::RunPlan& plan,
          HumanSeconds(st.measured_seconds),
          both ? absl::StrFormat("%+.0f%%", 100 * (st.measured_seconds / st.predicted_seconds - 1))
               : "-",
-         HumanSeconds(st.send_seconds), absl::StrFormat("%.0f%%", 100 * st.idle_fraction)});
+         HumanSeconds(st.ps_seconds), HumanSeconds(st.send_seconds),
+         absl::StrFormat("%.0f%%", 100 * st.idle_fraction)});
   }
-  absl::StrAppend(&out, "\n", table.Render(), "\njob directory: ", job_dir,
-                  " (logs, status.json, checkpoints)\n");
+  double busiest = 0;
+  for (const launcher::rpc::StageReport& st : r.stages) {
+    busiest = std::max(busiest, st.measured_seconds);
+  }
+  absl::StrAppend(&out, "\n", table.Render(),
+                  absl::StrFormat("\nper step %s measured", HumanSeconds(r.step_seconds)));
+  if (plan.throughput > 0) {
+    const double predicted = spec.batch_size / plan.throughput;
+    absl::StrAppendFormat(&out, " against %s predicted (%+.0f%%)", HumanSeconds(predicted),
+                          100 * (r.step_seconds / predicted - 1));
+  }
+  absl::StrAppendFormat(&out,
+                        "; %s of it outside the busiest stage (waiting for the others, "
+                        "flushes, the commit)\njob directory: %s (logs, status.json, "
+                        "checkpoints)\n",
+                        HumanSeconds(std::max(0.0, r.step_seconds - busiest)), job_dir);
   return out;
 }
 
@@ -189,6 +217,7 @@ absl::Status WriteMetrics(const std::string& path, const config::ModelSpec& spec
                       {"units", s.units},
                       {"predicted_seconds_per_batch", s.predicted_seconds},
                       {"measured_seconds_per_batch", s.measured_seconds},
+                      {"ps_seconds_per_batch", s.ps_seconds},
                       {"send_seconds_per_batch", s.send_seconds},
                       {"idle_fraction", s.idle_fraction}});
   }
@@ -208,6 +237,7 @@ absl::Status WriteMetrics(const std::string& path, const config::ModelSpec& spec
       {"samples_per_second", r.samples_per_second},
       {"predicted_samples_per_second", plan.throughput},
       {"seconds", r.seconds},
+      {"step_seconds", r.step_seconds},
       {"restarts", r.restarts},
       {"skipped_lines", r.skipped_lines},
       {"failures", r.failures},
@@ -216,6 +246,36 @@ absl::Status WriteMetrics(const std::string& path, const config::ModelSpec& spec
       {"stages", stages},
       {"losses", r.losses}};
   return base::WriteFileAtomically(path, metrics.dump(2) + "\n");
+}
+
+// Writes <job_dir>/calibrated_profile.json: the profile that makes the cost model predict each
+// stage's measured time per step, the time outside the busiest stage (barriers, the commit)
+// counted against every stage (heterps/cost/calibration.h). Its path.
+absl::StatusOr<std::string> WriteCalibratedProfile(const config::ModelSpec& spec,
+                                                   const config::ClusterSpec& cluster,
+                                                   const sched::RunPlan& plan,
+                                                   const std::optional<cost::Profile>& profile,
+                                                   const launcher::rpc::JobResult& r,
+                                                   const std::string& job_dir) {
+  HETERPS_ASSIGN_OR_RETURN(
+      cost::CostModel model,
+      cost::CostModel::Create(spec, cluster, {std::max(plan.throughput_limit, 1.0), 1e9},
+                              profile ? &*profile : nullptr));
+  double busiest = 0;
+  for (const launcher::rpc::StageReport& s : r.stages) {
+    busiest = std::max(busiest, s.measured_seconds);
+  }
+  const double overhead = std::max(0.0, r.step_seconds - busiest);
+  std::vector<cost::MeasuredStage> measured;
+  for (size_t s = 0; s < plan.stages.size() && s < r.stages.size(); ++s) {
+    const sched::RunStage& st = plan.stages[s];
+    measured.push_back({st.first, st.last, cluster.FindType(st.type), st.units,
+                        r.stages[s].measured_seconds + overhead});
+  }
+  const cost::Profile calibrated = cost::Calibrate(model, measured, base::HostDescription());
+  const std::string path = job_dir + "/calibrated_profile.json";
+  HETERPS_RETURN_IF_ERROR(base::WriteFileAtomically(path, cost::ProfileToJson(calibrated)));
+  return path;
 }
 
 }  // namespace
@@ -235,6 +295,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   if (!data.ok()) return Fail(data.status());
 
   sched::RunPlan plan;
+  std::optional<cost::Profile> planning_profile;
   if (!flags.plan_path.empty()) {
     absl::StatusOr<std::string> text = base::ReadTextFile(flags.plan_path);
     if (!text.ok()) return Fail(text.status());
@@ -251,6 +312,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
       return kNoPlan;
     }
     plan = planned->plan;
+    planning_profile = planned->profile;
   }
   std::printf("%s\n", RenderPlan(*spec, *cluster, plan).c_str());
   std::fflush(stdout);
@@ -312,6 +374,15 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
                      absl::StrCat(result.status().message(), " (job directory ", *job_dir, ")")));
   }
   std::printf("%s", Summary(*spec, plan, *result, *data, flags, *job_dir).c_str());
+  absl::StatusOr<std::string> calibrated =
+      WriteCalibratedProfile(*spec, *cluster, plan, planning_profile, *result, *job_dir);
+  if (calibrated.ok()) {
+    std::printf("calibrated profile: %s (plan with it: --profile %s)\n", calibrated->c_str(),
+                calibrated->c_str());
+  } else {
+    std::fprintf(stderr, "heterps: no calibrated profile: %s\n",
+                 std::string(calibrated.status().message()).c_str());
+  }
   if (!flags.metrics_out.empty()) {
     absl::Status written = WriteMetrics(flags.metrics_out, *spec, plan, *result, *data, flags);
     if (!written.ok()) return Fail(written);

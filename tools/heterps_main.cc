@@ -8,6 +8,7 @@
 #include "tools/plan_command.h"
 #include "tools/profile_command.h"
 #include "tools/ps_server_command.h"
+#include "tools/status_command.h"
 #include "tools/train_command.h"
 
 int main(int argc, char** argv) {
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   CLI::App* ps_server = heterps::tools::AddPsServerCommand(app, ps_server_flags);
   heterps::tools::NodeFlags node_flags;
   CLI::App* node = heterps::tools::AddNodeCommand(app, node_flags);
+  heterps::tools::StatusFlags status_flags;
+  CLI::App* status = heterps::tools::AddStatusCommand(app, status_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -44,5 +47,6 @@ int main(int argc, char** argv) {
   if (gen_data->parsed()) return heterps::tools::RunGenData(gen_data_flags);
   if (ps_server->parsed()) return heterps::tools::RunPsServer(ps_server_flags);
   if (node->parsed()) return heterps::tools::RunNode(node_flags);
+  if (status->parsed()) return heterps::tools::RunStatus(status_flags);
   return 2;
 }

@@ -138,6 +138,9 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "Samples/s the plan must reach (default: from this host's profile)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--scheduler", flags.scheduler, "Scheduler that plans the job (default rl)");
+  cmd->add_option("--profile", flags.profile_path,
+                  "Plan with this profile (heterps profile, or a run's calibrated_profile.json) "
+                  "instead of profiling this host");
 }
 
 CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {

@@ -5,7 +5,7 @@
 //                 [--data FILE|synthetic] [--rows N] [--epochs E] [--batch B]
 //                 [--mode sync|async] [--micro-batch B] [--ps-shards N]
 //                 [--checkpoint-every STEPS] [--max-restarts N] [--job-dir DIR]
-//                 [--throughput SAMPLES_PER_S] [--scheduler NAME]
+//                 [--throughput SAMPLES_PER_S] [--scheduler NAME] [--profile P.json]
 //                 [--optimizer NAME] [--lr X] [--dense-optimizer NAME] [--dense-lr X]
 //                 [--seed S] [--eval-fraction F] [--skip-bad-lines] [--metrics-out F.json]
 //   heterps train --single-process [--threads T] ...
@@ -54,6 +54,7 @@ struct TrainFlags {
   std::string job_dir;
   double throughput = 0;
   std::string scheduler = "rl";
+  std::string profile_path;  // plan with these measurements instead of profiling this host
 };
 
 // Adds the options shared by `train` and `node` (rank 0 coordinates the job).

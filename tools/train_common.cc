@@ -19,7 +19,8 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags) {
     file.path = flags.data;
   } else {
     file.path = (std::filesystem::temp_directory_path() /
-                 absl::StrCat("heterps-synthetic-seed", flags.seed, "-rows", flags.rows, ".tsv"))
+                 absl::StrCat("heterps-synthetic-", data::kSyntheticVersion, "-seed", flags.seed,
+                              "-rows", flags.rows, ".tsv"))
                     .string();
   }
   if (auto sidecar = base::ReadTextFile(file.path + ".teacher.json"); sidecar.ok()) {

@@ -1,6 +1,7 @@
 #include "heterps/cost/cost_model.h"
 
 #include "gtest/gtest.h"
+#include "heterps/cost/calibration.h"
 #include "heterps/cost/provisioner.h"
 
 namespace heterps::cost {
@@ -83,8 +84,8 @@ TEST(CostModelTest, GoldenThroughputAndCost) {
   ASSERT_EQ(p.units, std::vector<int64_t>{3});
   const double e = 1.3062692e-4 * 1.2 / 3;
   EXPECT_NEAR(p.bottleneck_seconds, e, 1e-15);
-  EXPECT_NEAR(p.throughput, 100 / e, 1e-6);             // 1,913,776 samples/s
-  EXPECT_NEAR(p.job_seconds, 1e9 * e / 100, 1e-6);      // 522.5 s
+  EXPECT_NEAR(p.throughput, 100 / e, 1e-6);                 // 1,913,776 samples/s
+  EXPECT_NEAR(p.job_seconds, 1e9 * e / 100, 1e-6);          // 522.5 s
   EXPECT_NEAR(p.cost_usd, 1e9 * e / 100 / 3600 * 6, 1e-9);  // $0.8709
   EXPECT_DOUBLE_EQ(p.usd_per_hour, 6);
 }
@@ -151,6 +152,24 @@ TEST(CostModelTest, ProfileOverridesAndCalibrates) {
   EXPECT_FALSE(CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_batch).ok());
 }
 
+// A profile calibrated from measured stage times makes the model predict those times.
+TEST(CostModelTest, CalibrationPredictsWhatWasMeasured) {
+  CostModel plain = Tiny(1e6, 1e9);
+  const std::vector<MeasuredStage> measured = {{0, 1, 0, 3, 2e-3}, {2, 3, 0, 1, 5e-4}};
+  const Profile profile = Calibrate(plain, measured, "test host");
+  EXPECT_EQ(profile.model, "tiny");
+  EXPECT_EQ(profile.batch_size, 100);
+  auto calibrated = CostModel::Create(plain.model(), plain.cluster(), {1e6, 1e9}, &profile);
+  ASSERT_TRUE(calibrated.ok()) << calibrated.status();
+  for (const MeasuredStage& m : measured) {
+    const double x = calibrated->StageSeconds(m.first, m.last, 0);
+    EXPECT_NEAR(CostModel::ExecSeconds(x, 0.1, m.units), m.seconds_per_batch, 1e-12);
+    // The communication part stays the model's.
+    EXPECT_DOUBLE_EQ(calibrated->Stage(m.first, m.last, 0).comm,
+                     plain.Stage(m.first, m.last, 0).comm);
+  }
+}
+
 TEST(CostModelTest, ProfileJsonRoundTrip) {
   Profile p{"tiny", 100, "host", {{"fc0", "box", 1.5e-3}, {"fc1", "box", 2e-4}}};
   auto back = ParseProfile(ProfileToJson(p), "p.json");
@@ -162,7 +181,8 @@ TEST(CostModelTest, ProfileJsonRoundTrip) {
                               "entries": [{"layer": "a", "type": "b", "seconds_per_batch": -1}]})",
                           "p.json");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "p.json: entries[0].seconds_per_batch: must be a positive number");
+  EXPECT_EQ(bad.status().message(),
+            "p.json: entries[0].seconds_per_batch: must be a positive number");
   EXPECT_FALSE(ParseProfile("{not json", "p.json").ok());
 }
 

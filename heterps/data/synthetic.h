@@ -21,6 +21,10 @@
 
 namespace heterps::data {
 
+// Changes whenever the same options would write other data (the teacher or the format changed),
+// so that files made and cached by earlier versions are not mistaken for the current ones.
+inline constexpr char kSyntheticVersion[] = "v2";
+
 struct SyntheticOptions {
   int64_t rows = 100000;
   uint64_t seed = 1;

@@ -42,10 +42,12 @@ absl::Status CheckTrainable(const config::ModelSpec& spec, const LayerSpec& laye
   }
 }
 
-// Wait for every ticket; the first error, if any.
-absl::Status WaitAll(ps::PsClient* client, const std::vector<ps::Ticket>& tickets) {
+// Wait for every ticket; the first error, if any. Adds the seconds waited to `*waited`.
+absl::Status WaitAll(ps::PsClient* client, const std::vector<ps::Ticket>& tickets, double* waited) {
+  const absl::Time start = absl::Now();
   absl::Status status;
   for (ps::Ticket t : tickets) status.Update(client->Wait(t));
+  *waited += absl::ToDoubleSeconds(absl::Now() - start);
   return status;
 }
 
@@ -144,6 +146,7 @@ struct Stage::Impl {
   std::vector<std::unique_ptr<Context>> contexts;
   bool timing = false;
   std::vector<double> seconds;  // per layer
+  double ps_seconds = 0;        // waiting for the parameter servers
 
   Context& ContextOf(int ctx) {
     if (static_cast<size_t>(ctx) >= contexts.size()) contexts.resize(ctx + 1);
@@ -231,8 +234,11 @@ struct Stage::Impl {
                   keys.begin() + r * layer.slots);
     }
     rows->resize(in.size, layer.slots * layer.dim);
-    return client->Wait(client->PullSparse(
+    const absl::Time start = absl::Now();
+    absl::Status pulled = client->Wait(client->PullSparse(
         layer.table, keys, absl::MakeSpan(rows->data(), static_cast<size_t>(rows->size()))));
+    ps_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+    return pulled;
   }
 
   // Backward through the layers from the gradients of what left the stage; d_out_dense is
@@ -353,7 +359,7 @@ absl::Status Stage::PullParameters() {
     tickets.push_back(
         impl_->client->PullDense(kDenseTable, impl_->blocks[b], absl::MakeSpan(impl_->params[b])));
   }
-  return WaitAll(impl_->client, tickets);
+  return WaitAll(impl_->client, tickets, &impl_->ps_seconds);
 }
 
 absl::Status Stage::Forward(int ctx, const Activations& in, Activations* out) {
@@ -449,7 +455,7 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
   for (size_t b = 0; b < grads.dense.size(); ++b) {
     tickets.push_back(client->PushDense(kDenseTable, impl_->blocks[b], grads.dense[b]));
   }
-  return WaitAll(client, tickets);
+  return WaitAll(client, tickets, &impl_->ps_seconds);
 }
 
 absl::Status Stage::Accumulate(const ParameterGrads& grads, int part) {
@@ -463,8 +469,10 @@ absl::Status Stage::Accumulate(const ParameterGrads& grads, int part) {
   for (size_t b = 0; b < grads.dense.size(); ++b) {
     tickets.push_back(client->AccumulateDense(kDenseTable, impl_->blocks[b], grads.dense[b], part));
   }
-  return WaitAll(client, tickets);
+  return WaitAll(client, tickets, &impl_->ps_seconds);
 }
+
+double Stage::ps_seconds() const { return impl_->ps_seconds; }
 
 void Stage::set_timing(bool on) {
   impl_->timing = on;

@@ -143,6 +143,9 @@ class Stage {
   // Sends `grads` as contribution `part` of the current step: the servers sum them until Commit.
   absl::Status Accumulate(const ParameterGrads& grads, int part);
 
+  // Seconds spent waiting for the parameter servers (pulls, pushes), since the stage was made.
+  double ps_seconds() const;
+
   // Profiling: while on, every call adds each layer's seconds (forward + backward) to
   // layer_seconds(), in stage order; the loss layer's is the loss computation.
   void set_timing(bool on);

@@ -380,6 +380,7 @@ class Attempt {
     result_.train_samples = samples_;
     result_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
     result_.samples_per_second = result_.seconds > 0 ? samples_ / result_.seconds : 0;
+    result_.step_seconds = total > done ? result_.seconds / (total - done) : 0;
     const int64_t last_pass = std::max<int64_t>(0, total - per_pass_);
     double sum = 0;
     for (int64_t s = last_pass; s < total; ++s) sum += result_.losses[s];
@@ -418,10 +419,14 @@ class Attempt {
     return std::make_pair(reply.loss_sum(), reply.samples());
   }
 
-  // Synchronous: each step run by every stage-0 replica, flushed by every replica, committed.
+  // Synchronous: each step run by every stage-0 replica, flushed by every replica of the later
+  // stages (stage 0 flushes at the end of its step), committed.
   absl::Status SyncSteps(int64_t from, int64_t to) {
     const int k = layout_.replicas[0];
-    std::vector<Workers::Replica>& all = workers_->all();
+    std::vector<Workers::Replica*> later;
+    for (Workers::Replica& r : workers_->all()) {
+      if (r.stage > 0) later.push_back(&r);
+    }
     for (int64_t step = from; step < to; ++step) {
       HETERPS_RETURN_IF_ERROR(CheckAlive());
       std::vector<std::pair<double, int64_t>> parts(k);
@@ -429,11 +434,11 @@ class Attempt {
         HETERPS_ASSIGN_OR_RETURN(parts[r], RunStep(r, step));
         return absl::OkStatus();
       }));
-      HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(all.size()), [&](int i) {
+      HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(later.size()), [&](int i) {
         runtime::FlushRequest request;
         request.set_step(step);
         runtime::FlushReply reply;
-        return workers_->Call(all[i], absl::StrCat("Flush ", step),
+        return workers_->Call(*later[i], absl::StrCat("Flush ", step),
                               [&](grpc::ClientContext& ctx, auto& stub) {
                                 return stub.Flush(&ctx, request, &reply);
                               });
@@ -613,10 +618,12 @@ class Attempt {
         const double busy = end[i].busy_seconds() - stats_start_[i].busy_seconds();
         const double idle = end[i].idle_seconds() - stats_start_[i].idle_seconds();
         const double send = end[i].send_seconds() - stats_start_[i].send_seconds();
-        const double per_step = steps_trained_ > 0 ? busy / steps_trained_ : 0;
-        if (per_step >= report.measured_seconds) {
-          report.measured_seconds = per_step;
-          report.send_seconds = steps_trained_ > 0 ? send / steps_trained_ : 0;
+        const double ps = end[i].ps_seconds() - stats_start_[i].ps_seconds();
+        const double steps = static_cast<double>(std::max<int64_t>(steps_trained_, 1));
+        if (busy / steps >= report.measured_seconds) {
+          report.measured_seconds = busy / steps;
+          report.ps_seconds = ps / steps;
+          report.send_seconds = send / steps;
           report.idle_fraction = busy + idle > 0 ? idle / (busy + idle) : 0;
         }
       }
@@ -698,8 +705,12 @@ absl::StatusOr<JobResult> RunJob(const JobOptions& o) {
   training.set_model_yaml(o.model_yaml);
   training.set_model_source(o.spec.source);
   training.set_batch_size(o.spec.batch_size);
+  // One micro-batch per replica and step when there is no pipeline to fill; else enough for every
+  // stage to have work: two per stage.
   const int64_t share = (o.spec.batch_size + layout.replicas[0] - 1) / layout.replicas[0];
-  training.set_micro_batch(o.micro_batch > 0 ? o.micro_batch : std::max<int64_t>(1, share / 4));
+  const int64_t parts = o.plan.stages.size() == 1 ? 1 : 2 * o.plan.stages.size();
+  training.set_micro_batch(o.micro_batch > 0 ? o.micro_batch
+                                             : std::max<int64_t>(1, (share + parts - 1) / parts));
   training.set_sync(o.sync);
   for (const std::string& f : o.files) training.add_files(f);
   training.set_eval_every(eval_every);

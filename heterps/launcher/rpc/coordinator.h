@@ -64,7 +64,9 @@ struct JobOptions {
   int ps_shards = 1;  // parameter-server processes (layout.h, SizeParameterServers)
   std::vector<std::string> files;
   int epochs = 1;
-  int64_t micro_batch = 0;  // samples per micro-batch; 0: a quarter of a stage-0 replica's share
+  // Samples per micro-batch; 0: a stage-0 replica's whole share of a step when the plan has one
+  // stage, else a part of it: 2 micro-batches per stage.
+  int64_t micro_batch = 0;
   bool sync = true;
   double eval_fraction = 0.1;  // every round(1 / F)-th line held out; 0: none
   bool skip_bad_lines = false;
@@ -89,8 +91,9 @@ struct StageReport {
   std::string name, type;
   int64_t units = 0;
   double predicted_seconds = 0;  // the plan's seconds per batch for the stage
-  double measured_seconds = 0;   // per step: the busiest replica's compute time / steps
-  double send_seconds = 0;       // per step: the busiest replica's time writing to other stages
+  double measured_seconds = 0;   // per step: the busiest replica's busy time / steps
+  double ps_seconds = 0;         // of which waiting for the parameter servers
+  double send_seconds = 0;       // per step: its time writing to other stages
   double idle_fraction = 0;      // of the busiest replica's time, waiting for work
 };
 
@@ -104,6 +107,7 @@ struct JobResult {
   std::string first_bad_line;     // the first of them
   double seconds = 0;             // the last attempt's training, not evaluation
   double samples_per_second = 0;  // samples that attempt trained / seconds
+  double step_seconds = 0;        // seconds per step of that attempt, barriers included
   int restarts = 0;
   std::vector<std::string> failures;  // what each restart recovered from
   uint64_t parameter_digest = 0;      // ps::DigestTables over every shard at the end

@@ -183,6 +183,19 @@ class StageWorker::Impl final : public runtime::Worker::Service {
         });
       }
       HETERPS_RETURN_IF_ERROR(waiter->Wait(stopping_));
+      // Stage 0's part of the step is complete here: send its gradients now rather than wait for
+      // a Flush (later stages are flushed by the coordinator).
+      if (config_.sync) {
+        absl::Status flushed;
+        absl::Notification done;
+        const int64_t step = request->step();
+        Enqueue(true, [&] {
+          flushed = FlushStep(step);
+          done.Notify();
+        });
+        done.WaitForNotification();
+        HETERPS_RETURN_IF_ERROR(flushed);
+      }
       absl::MutexLock lock(&waiter->mu);
       reply->set_loss_sum(waiter->loss_sum);
       reply->set_samples(n);
@@ -270,6 +283,7 @@ class StageWorker::Impl final : public runtime::Worker::Service {
       reply->set_stage(config_.stage);
       reply->set_replica(config_.replica);
       reply->set_micro_batches(micro_batches_.load());
+      reply->set_ps_seconds(ps_seconds_.load());
       reply->set_bytes_sent(bytes_sent_.load());
       absl::MutexLock lock(&mu_);
       reply->set_busy_seconds(busy_seconds_);
@@ -353,6 +367,7 @@ class StageWorker::Impl final : public runtime::Worker::Service {
       }
       const absl::Time start = absl::Now();
       task();
+      if (stage_ != nullptr) ps_seconds_ = stage_->ps_seconds();
       absl::MutexLock lock(&mu_);
       busy_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
     }
@@ -660,6 +675,7 @@ class StageWorker::Impl final : public runtime::Worker::Service {
   double idle_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> micro_batches_{0}, bytes_sent_{0};
+  std::atomic<double> ps_seconds_{0};
   std::thread compute_;
 
   // Only the compute thread touches these.

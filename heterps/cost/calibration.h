@@ -1,0 +1,35 @@
+// Calibrating the cost model from a run: the measured time of each stage, turned into a profile
+// that makes the model predict it (docs/cost_model.md, "Calibration").
+//
+//   Profile calibrated = Calibrate(model, {{first, last, type, units, measured_seconds}, ...});
+//   ... cost::ProfileToJson(calibrated), and plan again with it ...
+//
+// For a stage on type t with k units, measured at M seconds per batch (its busiest replica's
+// time for its share of a step), one unit's time per batch is X = M k / (1 + beta_t (k - 1)) (the
+// inverse of ET), of which the model's communication time DT stays analytic; the layers' compute
+// times are scaled by one factor so that they add up to X - DT (at least a tenth of X). Layers
+// the model gives no time get none.
+//
+// Thread safety: pure function.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "heterps/cost/cost_model.h"
+#include "heterps/cost/profile.h"
+
+namespace heterps::cost {
+
+struct MeasuredStage {
+  int first = 0, last = 0;  // spec layers
+  int type = 0;             // index in the model's cluster
+  int64_t units = 1;
+  double seconds_per_batch = 0;  // measured; <= 0: not measured, left out
+};
+
+Profile Calibrate(const CostModel& model, const std::vector<MeasuredStage>& stages,
+                  const std::string& host);
+
+}  // namespace heterps::cost
