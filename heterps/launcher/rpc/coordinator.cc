@@ -302,7 +302,12 @@ class Attempt {
       done = step;
       result_.losses = c->losses;
       result_.losses.resize(done, 0.0);
-      base::LogLine(absl::StrCat("resumed from the checkpoint of step ", done));
+      const std::string event = absl::StrCat("resumed from the checkpoint of step ", done);
+      if (o_.progress) {
+        o_.progress({done, 0, 0, 0, 0, result_.restarts, event});
+      } else {
+        base::LogLine(event);
+      }
     }
     HETERPS_RETURN_IF_ERROR(Train(done, train_lines));
     HETERPS_RETURN_IF_ERROR(Evaluate());
@@ -377,7 +382,7 @@ class Attempt {
       from = to;
     }
     result_.steps = total;
-    result_.train_samples = samples_;
+    result_.train_samples = train_lines * o_.epochs;
     result_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
     result_.samples_per_second = result_.seconds > 0 ? samples_ / result_.seconds : 0;
     result_.step_seconds = total > done ? result_.seconds / (total - done) : 0;
@@ -759,6 +764,10 @@ absl::StatusOr<JobResult> RunJob(const JobOptions& o) {
   }
   service.Stop();
   service.AwaitStopHeard(absl::Seconds(5));
+  if (status.ok()) {
+    // The job is complete: a new job in the same directory starts afresh.
+    std::filesystem::remove(o.job_dir + "/checkpoint.json", error);
+  }
   if (o.launcher != nullptr) o.launcher->StopAll(absl::Seconds(5));
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   HETERPS_RETURN_IF_ERROR(status);

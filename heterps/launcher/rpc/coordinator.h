@@ -26,7 +26,7 @@
 // and goes on from its step: updates before it are kept, the data after it is read again. At
 // most `max_restarts` times; without a launcher (an external one started the processes), a
 // failure ends the job with the error, and a new job with the same job directory resumes from
-// the checkpoint.
+// the checkpoint. A job that completes removes checkpoint.json: the next one starts afresh.
 //
 // While it runs, <job_dir>/status.json (rewritten every second) shows the step, the throughput,
 // every replica's busy, idle and send time and queues, and the parameter servers' tier counters.
@@ -98,15 +98,15 @@ struct StageReport {
 };
 
 struct JobResult {
-  int64_t steps = 0, train_samples = 0;
-  std::vector<double> losses;  // every step's mean loss, in order
-  double train_loss = 0;       // mean over the last pass's steps
+  int64_t steps = 0, train_samples = 0;  // of the whole job (a resumed one included)
+  std::vector<double> losses;            // every step's mean loss, in order
+  double train_loss = 0;                 // mean over the last pass's steps
   int64_t eval_samples = 0;
   double eval_loss = 0, eval_auc = 0;
   int64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines), every pass counted
   std::string first_bad_line;     // the first of them
   double seconds = 0;             // the last attempt's training, not evaluation
-  double samples_per_second = 0;  // samples that attempt trained / seconds
+  double samples_per_second = 0;  // the samples of that attempt's steps / seconds
   double step_seconds = 0;        // seconds per step of that attempt, barriers included
   int restarts = 0;
   std::vector<std::string> failures;  // what each restart recovered from

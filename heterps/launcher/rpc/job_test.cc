@@ -1,0 +1,79 @@
+// A whole job in this process: the coordinator (RunJob) and every other role (RunNode) on
+// threads, talking gRPC on loopback; the single-process trainer as the oracle. (runtime_test runs
+// the same as separate processes; this one also runs under the sanitizers.)
+#include <filesystem>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/base/file.h"
+#include "heterps/data/synthetic.h"
+#include "heterps/launcher/rpc/coordinator.h"
+#include "heterps/launcher/rpc/node.h"
+#include "heterps/worker/trainer.h"
+
+namespace heterps::launcher::rpc {
+namespace {
+
+TEST(JobTest, TwoStagesOnThreadsReproduceTheSingleProcessRun) {
+  const std::string data = ::testing::TempDir() + "/job_test.tsv";
+  data::SyntheticOptions synthetic;
+  synthetic.rows = 4000;
+  synthetic.seed = 7;
+  ASSERT_TRUE(data::WriteSynthetic(synthetic, data).ok());
+  auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->batch_size = 512;
+
+  worker::TrainOptions single;
+  single.files = {data};
+  auto expected = worker::Train(*spec, single);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+
+  JobOptions options;
+  options.spec = *spec;
+  options.model_yaml = *base::ReadTextFile("examples/models/dlrm-small.yaml");
+  options.model_yaml.replace(options.model_yaml.find("batch_size: 2048"), 16, "batch_size: 512");
+  const int emb = spec->FindLayer("emb"), last = static_cast<int>(spec->layers.size()) - 1;
+  options.plan.stages = {{0, emb, "cpu-a", "cpu", 2}, {emb + 1, last, "cpu-b", "cpu", 1}};
+  options.plan.batch_size = 512;
+  options.ps_shards = 2;
+  options.files = {data};
+  options.micro_batch = 64;
+  options.checkpoint_every = 3;
+  options.job_dir = ::testing::TempDir() + "/job_test_dir";
+  std::filesystem::remove_all(options.job_dir);
+  options.token = "job-test-token";
+  const int world = 1 + 2 + 3;
+  std::vector<std::thread> nodes;
+  std::vector<absl::Status> ended(world);
+  options.on_listening = [&](const std::string& coordinator) {
+    for (int rank = 1; rank < world; ++rank) {
+      nodes.emplace_back([&, rank, coordinator] {
+        NodeOptions node;
+        node.coordinator = coordinator;
+        node.rank = rank;
+        node.world = world;
+        node.token = options.token;
+        ended[rank] = RunNode(node, nullptr);
+      });
+    }
+  };
+  auto result = RunJob(options);
+  for (std::thread& t : nodes) t.join();
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (int rank = 1; rank < world; ++rank) EXPECT_TRUE(ended[rank].ok()) << ended[rank];
+  ASSERT_EQ(result->losses.size(), expected->losses.size());
+  for (size_t i = 0; i < expected->losses.size(); ++i) {
+    EXPECT_NEAR(result->losses[i], expected->losses[i], 1e-4 * expected->losses[i]) << i;
+  }
+  EXPECT_NEAR(result->eval_auc, expected->eval_auc, 1e-4);
+  EXPECT_EQ(result->train_samples, expected->train_samples);
+  ASSERT_EQ(result->stages.size(), 2u);
+  EXPECT_GT(result->stages[1].measured_seconds, 0);
+  // Complete: no checkpoint left for a next job to resume from.
+  EXPECT_FALSE(std::filesystem::exists(options.job_dir + "/checkpoint.json"));
+}
+
+}  // namespace
+}  // namespace heterps::launcher::rpc
