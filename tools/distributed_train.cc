@@ -316,6 +316,20 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   }
   std::printf("%s\n", RenderPlan(*spec, *cluster, plan).c_str());
   std::fflush(stdout);
+  if (launch.local) {
+    // Every replica runs here, on this host's CPU: say so where the plan meant something else.
+    for (size_t s = 0; s < plan.stages.size(); ++s) {
+      const sched::RunStage& st = plan.stages[s];
+      if (st.device == "cpu") continue;
+      std::fprintf(stderr, "heterps: note: stage %zu (%s) is planned on %s, %s; its replicas run on "
+                   "this host's CPU\n", s, plan.StageName(*spec, static_cast<int>(s)).c_str(),
+                   st.type.c_str(),
+                   st.device.empty() ? "a type this host does not have (no local_device)"
+                                     : absl::StrCat("which this host maps to ", st.device,
+                                                    ", a device this build has no backend for")
+                                           .c_str());
+    }
+  }
 
   absl::StatusOr<std::string> job_dir = PrepareJobDir(flags);
   if (!job_dir.ok()) return Fail(job_dir.status());
