@@ -41,6 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "benchmarks/bench_cli.h"
 #include "benchmarks/machine_limits.h"
 #include "benchmarks/markdown_section.h"
 #include "heterps/base/host.h"
@@ -66,13 +67,7 @@ struct Flags {
 
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "ps_bench: %s needs a value\n", flag.c_str());
-      std::exit(2);
-    }
-    const char* value = argv[++i];
+  ParseFlagPairs("ps_bench", argc, argv, [&f](const std::string& flag, const char* value) {
     if (flag == "--rows") {
       f.rows = std::atoll(value);
     } else if (flag == "--dim") {
@@ -88,10 +83,10 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (flag == "--markdown") {
       f.markdown = value;
     } else {
-      std::fprintf(stderr, "ps_bench: unknown flag %s\n", flag.c_str());
-      std::exit(2);
+      return false;
     }
-  }
+    return true;
+  });
   if (f.rows < kBatch || f.dim < 1 || f.threads < 1 || f.seconds <= 0 || f.tier_rows < kBatch) {
     std::fprintf(stderr, "ps_bench: bad flags\n");
     std::exit(2);
@@ -99,12 +94,7 @@ Flags ParseFlags(int argc, char** argv) {
   return f;
 }
 
-void Check(const absl::Status& status, const char* what) {
-  if (!status.ok()) {
-    std::fprintf(stderr, "ps_bench: %s: %s\n", what, std::string(status.message()).c_str());
-    std::exit(1);
-  }
-}
+void Check(const absl::Status& status, const char* what) { CheckOk("ps_bench", status, what); }
 
 // Pull and push rates (keys/s) of `client` on table 0 with keys from `draw`.
 std::pair<double, double> PullPushRates(ps::PsClient& client, const Flags& f,

@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "benchmarks/bench_cli.h"
 #include "benchmarks/machine_limits.h"
 #include "benchmarks/markdown_section.h"
 #include "heterps/base/host.h"
@@ -53,13 +54,7 @@ struct Flags {
 
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "train_bench: %s needs a value\n", flag.c_str());
-      std::exit(2);
-    }
-    const char* value = argv[++i];
+  ParseFlagPairs("train_bench", argc, argv, [&f](const std::string& flag, const char* value) {
     if (flag == "--model") {
       f.model = value;
     } else if (flag == "--rows") {
@@ -73,10 +68,10 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (flag == "--markdown") {
       f.markdown = value;
     } else {
-      std::fprintf(stderr, "train_bench: unknown flag %s\n", flag.c_str());
-      std::exit(2);
+      return false;
     }
-  }
+    return true;
+  });
   if (f.rows < 1 || f.batch < 1 || f.threads < 1 || f.seconds <= 0) {
     std::fprintf(stderr, "train_bench: bad flags\n");
     std::exit(2);
@@ -84,21 +79,13 @@ Flags ParseFlags(int argc, char** argv) {
   return f;
 }
 
-void Check(const absl::Status& status, const char* what) {
-  if (!status.ok()) {
-    std::fprintf(stderr, "train_bench: %s: %s\n", what, std::string(status.message()).c_str());
-    std::exit(1);
-  }
-}
-
 template <typename T>
-T Check(absl::StatusOr<T> value, const char* what) {
-  if (!value.ok()) {
-    std::fprintf(stderr, "train_bench: %s: %s\n", what,
-                 std::string(value.status().message()).c_str());
-    std::exit(1);
+auto Check(T value, const char* what) {
+  if constexpr (std::is_same_v<T, absl::Status>) {
+    CheckOk("train_bench", value, what);
+  } else {
+    return CheckOk("train_bench", std::move(value), what);
   }
-  return *std::move(value);
 }
 
 // Floats of activation per sample that a training step keeps: every layer's output.
