@@ -289,7 +289,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   if (flags.batch > 0) spec->batch_size = flags.batch;
   absl::StatusOr<config::ClusterSpec> cluster = LoadClusterOrLocal(flags.cluster_path);
   if (!cluster.ok()) return Fail(cluster.status());
-  absl::StatusOr<worker::ModelOptions> model = ModelOptionsFrom(flags);
+  absl::StatusOr<worker::ModelOptions> model = ModelOptionsFrom(flags, spec->batch_size);
   if (!model.ok()) return Fail(model.status());
   absl::StatusOr<DataFile> data = PrepareData(flags);
   if (!data.ok()) return Fail(data.status());

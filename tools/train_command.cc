@@ -25,7 +25,8 @@ int RunSingleProcess(const TrainFlags& flags) {
   options.eval_fraction = flags.eval_fraction;
   options.bad_lines =
       flags.skip_bad_lines ? data::BadLinePolicy::kSkip : data::BadLinePolicy::kStop;
-  absl::StatusOr<worker::ModelOptions> model = ModelOptionsFrom(flags);
+  absl::StatusOr<worker::ModelOptions> model =
+      ModelOptionsFrom(flags, flags.batch > 0 ? flags.batch : spec->batch_size);
   if (!model.ok()) return Fail(model.status());
   options.model = *model;
   absl::StatusOr<DataFile> file = PrepareData(flags);
@@ -103,7 +104,8 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--batch", flags.batch, "Samples per step (default: the spec's batch_size)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--optimizer", flags.optimizer, "Embedding optimizer: sgd, adagrad, adam");
-  cmd->add_option("--lr", flags.lr, "Embedding learning rate (default 0.05)")
+  cmd->add_option("--lr", flags.lr,
+                  "Embedding learning rate (default 0.05 x batch / 256: 0.4 at the batch of 2048)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--dense-optimizer", flags.dense_optimizer, "Dense optimizer (default adam)");
   cmd->add_option("--dense-lr", flags.dense_lr, "Dense learning rate (default 0.001)")

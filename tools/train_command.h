@@ -35,7 +35,7 @@ struct TrainFlags {
   int epochs = 1;
   int batch = 0;
   std::string optimizer = "adagrad";
-  double lr = 0.05;
+  double lr = 0;  // 0: 0.05 x batch / 256 (the mean loss's gradients shrink with the batch)
   std::string dense_optimizer = "adam";
   double dense_lr = 0.001;
   uint64_t seed = 1;

@@ -60,11 +60,15 @@ absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& name, double l
 
 }  // namespace
 
-absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags) {
+absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags, int64_t batch) {
   worker::ModelOptions options;
   options.seed = flags.seed;
+  // Adagrad's first steps move a row by about lr times its gradient over sqrt(initial
+  // accumulator), and a mean loss's gradients are 1 / batch per sample: scaling the rate with the
+  // batch keeps what one sample moves a row by the same at every batch size.
+  const double lr = flags.lr > 0 ? flags.lr : 0.05 * static_cast<double>(batch) / 256.0;
   HETERPS_ASSIGN_OR_RETURN(options.sparse_optimizer,
-                           Optimizer(flags.optimizer, flags.lr, "--optimizer"));
+                           Optimizer(flags.optimizer, lr, "--optimizer"));
   HETERPS_ASSIGN_OR_RETURN(options.dense_optimizer,
                            Optimizer(flags.dense_optimizer, flags.dense_lr, "--dense-optimizer"));
   return options;

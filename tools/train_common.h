@@ -18,7 +18,8 @@ struct DataFile {
 // The data to train on: the given file, or synthetic rows (made once, then reused).
 absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags);
 
-// The tables' optimizers and seed from the flags; InvalidArgument naming a bad optimizer flag.
-absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags);
+// The tables' optimizers and seed from the flags, for mini-batches of `batch` samples (the
+// embeddings' default learning rate grows with it); InvalidArgument naming a bad optimizer flag.
+absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags, int64_t batch);
 
 }  // namespace heterps::tools
