@@ -101,9 +101,9 @@ struct ParameterGrads {
 
 class Stage {
  public:
-  // The stage of spec layers first..last (0 <= first <= last < layers). The model's tables must
-  // exist (CreateModelTables, by this or another process). InvalidArgument for a bad range or an
-  // untrainable layer (naming the spec's file and line).
+  // The stage of spec layers first..last (0 <= first <= last < layers). `spec` must outlive the
+  // stage. The model's tables must exist (CreateModelTables, by this or another process).
+  // InvalidArgument for a bad range or an untrainable layer (naming the spec's file and line).
   static absl::StatusOr<std::unique_ptr<Stage>> Create(const config::ModelSpec& spec, int first,
                                                        int last, ps::PsClient* client);
   ~Stage();

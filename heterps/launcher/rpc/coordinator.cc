@@ -521,9 +521,12 @@ class Attempt {
     HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(first.size()), [&](int r) {
       runtime::EvalRequest request;
       request.set_step(result_.steps);
-      return workers_->Call(*first[r], "Evaluate", [&](grpc::ClientContext& ctx, auto& stub) {
-        return stub.Evaluate(&ctx, request, &replies[r]);
-      });
+      return workers_->Call(
+          *first[r], "Evaluate",
+          [&](grpc::ClientContext& ctx, auto& stub) {
+            return stub.Evaluate(&ctx, request, &replies[r]);
+          },
+          o_.eval_timeout);
     }));
     std::vector<float> scores, labels;
     for (const runtime::EvalReply& reply : replies) {
@@ -725,6 +728,8 @@ absl::StatusOr<JobResult> RunJob(const JobOptions& o) {
   std::vector<std::pair<int, int>> ranges;
   for (const sched::RunStage& s : o.plan.stages) ranges.emplace_back(s.first, s.last);
   service.SetStageRanges(ranges);
+  // Ready before the first call can arrive: an external launcher's processes may already wait.
+  service.Reset(1, layout, training);
   grpc::ServerBuilder builder;
   int port = 0;
   const std::string address = absl::StrCat(o.host, ":", o.port);
@@ -744,7 +749,7 @@ absl::StatusOr<JobResult> RunJob(const JobOptions& o) {
   const absl::Time start = absl::Now();
   absl::Status status;
   for (int64_t generation = 1;; ++generation) {
-    service.Reset(generation, layout, training);
+    if (generation > 1) service.Reset(generation, layout, training);
     Attempt attempt(o, layout, service, result, generation, start);
     status = attempt.Run(coordinator, train_lines);
     if (status.ok()) break;

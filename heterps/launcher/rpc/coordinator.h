@@ -79,7 +79,8 @@ struct JobOptions {
   std::string token;                 // the job's; every process must have it
   RoleLauncher* launcher = nullptr;  // null: the processes are started by someone else
   absl::Duration register_timeout = absl::Seconds(60);
-  absl::Duration step_timeout = absl::Seconds(300);
+  absl::Duration step_timeout = absl::Seconds(300);  // one replica's share of a step
+  absl::Duration eval_timeout = absl::Hours(2);      // one replica's whole held-out share
   // Called from the calling thread after every step, and on restarts.
   std::function<void(const JobProgress&)> progress;
   // Called once the coordinator listens, with its host:port.

@@ -67,19 +67,26 @@ struct Waiter {
     loss_sum += loss;
     --pending;
   }
-  // Until every micro-batch is done, or `stop` turns true.
-  absl::Status Wait(const std::atomic<bool>& stop) {
+  // Until every micro-batch is done, `stop` turns true, or the call is cancelled.
+  absl::Status Wait(const std::atomic<bool>& stop, grpc::ServerContext* ctx) {
     absl::MutexLock lock(&mu);
-    while (pending > 0 && !stop.load()) {
+    while (pending > 0 && !stop.load() && !ctx->IsCancelled()) {
       mu.AwaitWithTimeout(
           absl::Condition(
               +[](Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu) { return w->pending <= 0; },
               this),
           absl::Milliseconds(100));
     }
-    if (pending > 0) return absl::CancelledError("the worker is shutting down");
+    if (pending > 0) return absl::CancelledError("the worker is shutting down, or the caller left");
     return status;
   }
+};
+
+// A task's outcome, shared by the compute thread that runs the task and the handler that waits
+// for it: the handler may give up (shutdown, a cancelled call) and return first.
+struct Outcome {
+  absl::Notification done;
+  absl::Status status;
 };
 
 }  // namespace
@@ -114,10 +121,21 @@ class StageWorker::Impl final : public runtime::Worker::Service {
       return absl::InvalidArgumentError(absl::StrCat("replica ", config.replica, " of stage ",
                                                      config.stage, " is not in the layout"));
     }
+    for (size_t s = 0; s < config.stages.size(); ++s) {
+      if (config.stages[s].replicas.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("stage ", s, " has no replicas"));
+      }
+    }
     config_ = config;
     client_ = client;
-    const StageWorkerConfig::Stage& mine = config.stages[config.stage];
+    const StageWorkerConfig::Stage& mine = config_.stages[config.stage];
     HETERPS_ASSIGN_OR_RETURN(stage_, Stage::Create(config_.spec, mine.first, mine.last, client));
+    const bool last = config.stage + 1 == static_cast<int>(config.stages.size());
+    if (stage_->has_loss() != last) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stage ", config.stage, " (layers ", mine.first, "..", mine.last, ") ",
+          last ? "is the last but has no loss layer" : "has the loss layer but is not the last"));
+    }
     first_ = config.stage == 0;
     if (config.stage + 1 < static_cast<int>(config.stages.size())) {
       for (const std::string& address : config.stages[config.stage + 1].replicas) {
@@ -143,16 +161,21 @@ class StageWorker::Impl final : public runtime::Worker::Service {
 
   void Shutdown() {
     if (stopping_.exchange(true)) return;
-    if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now()));
+    // Streams first: a compute thread blocked writing to a stage that stopped reading returns.
+    for (auto& d : downstream_) {
+      if (d->opened.load()) d->context.TryCancel();
+    }
     {
       absl::MutexLock lock(&mu_);  // wakes the compute thread
     }
     if (compute_.joinable()) compute_.join();
     for (auto& d : downstream_) {
-      if (d->stream != nullptr) d->context.TryCancel();
       if (d->reader.joinable()) d->reader.join();
     }
-    if (server_ != nullptr) server_->Wait();
+    if (server_ != nullptr) {
+      server_->Shutdown(absl::ToChronoTime(absl::Now()));
+      server_->Wait();
+    }
   }
 
   // ---- The Worker service ----
@@ -182,20 +205,10 @@ class StageWorker::Impl final : public runtime::Worker::Service {
           LocalForward(*batch, begin, size, waiter, step, order, true, scale);
         });
       }
-      HETERPS_RETURN_IF_ERROR(waiter->Wait(stopping_));
+      HETERPS_RETURN_IF_ERROR(waiter->Wait(stopping_, ctx));
       // Stage 0's part of the step is complete here: send its gradients now rather than wait for
       // a Flush (later stages are flushed by the coordinator).
-      if (config_.sync) {
-        absl::Status flushed;
-        absl::Notification done;
-        const int64_t step = request->step();
-        Enqueue(true, [&] {
-          flushed = FlushStep(step);
-          done.Notify();
-        });
-        done.WaitForNotification();
-        HETERPS_RETURN_IF_ERROR(flushed);
-      }
+      if (config_.sync) HETERPS_RETURN_IF_ERROR(RunFlush(request->step(), ctx));
       absl::MutexLock lock(&waiter->mu);
       reply->set_loss_sum(waiter->loss_sum);
       reply->set_samples(n);
@@ -207,18 +220,7 @@ class StageWorker::Impl final : public runtime::Worker::Service {
 
   grpc::Status Flush(grpc::ServerContext* ctx, const runtime::FlushRequest* request,
                      runtime::FlushReply*) override {
-    return Serve(ctx, [&]() -> absl::Status {
-      absl::Status status;
-      absl::Notification done;
-      Enqueue(true, [&] {
-        status = FlushStep(request->step());
-        done.Notify();
-      });
-      while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-        if (stopping_) return absl::CancelledError("the worker is shutting down");
-      }
-      return status;
-    });
+    return Serve(ctx, [&] { return RunFlush(request->step(), ctx); });
   }
 
   grpc::Status Evaluate(grpc::ServerContext* ctx, const runtime::EvalRequest* request,
@@ -249,7 +251,7 @@ class StageWorker::Impl final : public runtime::Worker::Service {
             LocalForward(*batch, begin, size, waiter, step, order, false, 0);
           });
         }
-        HETERPS_RETURN_IF_ERROR(waiter->Wait(stopping_));
+        HETERPS_RETURN_IF_ERROR(waiter->Wait(stopping_, ctx));
       }
       absl::MutexLock lock(&waiter->mu);
       reply->set_probabilities(
@@ -290,7 +292,7 @@ class StageWorker::Impl final : public runtime::Worker::Service {
       reply->set_idle_seconds(idle_seconds_);
       reply->set_send_seconds(send_seconds_);
       reply->set_queue_depth(static_cast<int>(urgent_.size() + normal_.size()));
-      reply->set_in_flight(in_flight_);
+      reply->set_in_flight(in_flight_.load());
       return absl::OkStatus();
     });
   }
@@ -317,6 +319,7 @@ class StageWorker::Impl final : public runtime::Worker::Service {
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientReaderWriter<Forward, Backward>> stream;
     std::thread reader;
+    std::atomic<bool> opened{false};  // the stream exists (Shutdown cancels it)
     absl::Mutex mu;
     bool broken ABSL_GUARDED_BY(mu) = false;
   };
@@ -339,6 +342,22 @@ class StageWorker::Impl final : public runtime::Worker::Service {
       if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
     }
     return ToGrpc(body());
+  }
+
+  // Runs FlushStep(step) on the compute thread and waits for it, or for the worker to stop or the
+  // call to be cancelled.
+  absl::Status RunFlush(int64_t step, grpc::ServerContext* ctx) {
+    auto outcome = std::make_shared<Outcome>();
+    Enqueue(true, [this, step, outcome] {
+      outcome->status = FlushStep(step);
+      outcome->done.Notify();
+    });
+    while (!outcome->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      if (stopping_ || ctx->IsCancelled()) {
+        return absl::CancelledError("the worker is shutting down, or the caller left");
+      }
+    }
+    return outcome->status;
   }
 
   // ---- The compute thread ----
@@ -431,7 +450,13 @@ class StageWorker::Impl final : public runtime::Worker::Service {
     if (total_.dense.empty() && total_.sparse.empty()) total_ = stage_->NewGrads();
     total_.Clear();
     for (auto it = finished_.begin(); it != finished_.end();) {
-      if (it->first.first == step) total_.Add(it->second);
+      if (it->first.first == step) {
+        total_.Add(it->second);
+      } else {
+        // Synchronous steps never overlap; leftovers are of a step a failure cut short.
+        base::LogLine(absl::StrCat("dropped the gradients of micro-batch ", it->first.second,
+                                   " of step ", it->first.first, " at the flush of step ", step));
+      }
       pool_.push_back(std::move(it->second));
       it = finished_.erase(it);
     }
@@ -610,6 +635,7 @@ class StageWorker::Impl final : public runtime::Worker::Service {
           grpc::CreateCustomChannel(d.address, grpc::InsecureChannelCredentials(), args));
       if (!options_.token.empty()) d.context.AddMetadata(base::kTokenHeader, options_.token);
       d.stream = d.stub->Exchange(&d.context);
+      d.opened = true;
       d.reader = std::thread([this, target] { ReadDownstream(target); });
     }
     const absl::Time start = absl::Now();
@@ -634,7 +660,12 @@ class StageWorker::Impl final : public runtime::Worker::Service {
       Enqueue(true, [this, m] { OnBackward(*m); });
       message = Backward();
     }
-    const grpc::Status status = d.stream->Finish();
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&d.mu);  // no Write after this: the stream is over
+      d.broken = true;
+      status = d.stream->Finish();
+    }
     Enqueue(true, [this, target, status] {
       Downstream& broken = *downstream_[target];
       {
@@ -680,7 +711,7 @@ class StageWorker::Impl final : public runtime::Worker::Service {
 
   // Only the compute thread touches these.
   absl::flat_hash_map<int64_t, Record> records_;  // by tag: sent on, waiting for the backward
-  int in_flight_ = 0;
+  std::atomic<int> in_flight_{0};                 // written by the compute thread only
   int64_t next_tag_ = 1;
   int64_t pulled_step_ = -1;
   std::vector<int> free_contexts_;
