@@ -263,6 +263,13 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   r = RunCli("train --data " + data + " --optimizer lbfgs");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--optimizer"));
+  // Options of the other mode are errors, not silently ignored.
+  r = RunCli("train --single-process --plan plan.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--plan excludes --single-process"));
+  r = RunCli("train --threads 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--threads requires --single-process"));
   std::ofstream(data, std::ios::app) << "1\tnot a line\n";
   for (const char* mode : {"--single-process ", ""}) {
     r = RunCli(std::string("train ") + mode + "--data " + data + " --batch 256");

@@ -149,12 +149,21 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a model: plan it, start every role on this host and run the plan");
   AddJobOptions(cmd, flags);
-  cmd->add_flag("--single-process", flags.single_process,
-                "Train in this process, with no parameter-server or worker processes");
-  cmd->add_option("--threads", flags.threads,
-                  "--single-process: training threads; more than 1 trains asynchronously "
-                  "(default 1)")
-      ->check(CLI::PositiveNumber);
+  CLI::Option* single =
+      cmd->add_flag("--single-process", flags.single_process,
+                    "Train in this process, with no parameter-server or worker processes");
+  CLI::Option* threads =
+      cmd->add_option("--threads", flags.threads,
+                      "--single-process: training threads; more than 1 trains asynchronously "
+                      "(default 1)")
+          ->check(CLI::PositiveNumber);
+  threads->needs(single);
+  // What only a distributed job uses is an error with --single-process, not silently ignored.
+  for (const char* name : {"--cluster", "--plan", "--mode", "--micro-batch", "--ps-shards",
+                           "--checkpoint-every", "--max-restarts", "--job-dir", "--throughput",
+                           "--scheduler", "--profile"}) {
+    single->excludes(cmd->get_option(name));
+  }
   return cmd;
 }
 
