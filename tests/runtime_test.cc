@@ -103,8 +103,9 @@ class RuntimeTest : public ::testing::Test {
     return json::parse(Slurp(job_dir + "/metrics.json"), nullptr, false);
   }
 
-  // Starts the job in the background, waits until it has trained `steps` steps, kills rank
-  // `rank` with SIGKILL and waits for the job to end. Its metrics.
+  // Starts the job in the background, waits until it has checkpointed step `steps` (a multiple
+  // of 20, well before its last step), kills rank `rank` with SIGKILL and waits for the job to
+  // end. Its metrics.
   static json KillMidRun(const std::string& name, int rank, int steps) {
     const std::string dir = Dir(name);
     const std::vector<std::string> args =
@@ -117,9 +118,10 @@ class RuntimeTest : public ::testing::Test {
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     int killed = -1;
     while (absl::Now() < deadline && (*job)->Running()) {
-      const json status = json::parse(Slurp(dir + "/status.json"), nullptr, false);
+      const json checkpoint = json::parse(Slurp(dir + "/checkpoint.json"), nullptr, false);
       const json processes = json::parse(Slurp(dir + "/processes.json"), nullptr, false);
-      if (!status.is_discarded() && status.value("step", 0) >= steps && !processes.is_discarded()) {
+      if (!checkpoint.is_discarded() && checkpoint.value("step", 0) >= steps &&
+          !processes.is_discarded()) {
         killed = processes["ranks"][std::to_string(rank)].get<int>();
         kill(killed, SIGKILL);
         break;
@@ -177,7 +179,7 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   EXPECT_EQ(reference["restarts"], 0);
   // Ranks: 0 the coordinator, 1-2 the shards, 3-4 stage 0's replicas, 5 stage 1's.
   for (const auto& [name, rank, steps] :
-       {std::tuple{"kill_worker", 5, 30}, std::tuple{"kill_shard", 2, 50}}) {
+       {std::tuple{"kill_worker", 5, 20}, std::tuple{"kill_shard", 2, 40}}) {
     SCOPED_TRACE(name);
     const json m = KillMidRun(name, rank, steps);
     EXPECT_EQ(m["restarts"], 1);
