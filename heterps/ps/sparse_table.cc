@@ -37,14 +37,26 @@ inline BlockPlace PlaceOf(uint32_t slot) {
   return {kGrowingBlocks + rest / kBlockRows, rest % kBlockRows, kBlockRows};
 }
 
-// A resident row's bookkeeping, next to its slot of floats. The counts saturate
-// (a row would need 4 billion updates to notice).
+// A resident row's bookkeeping, beside its slot of floats: 20 bytes, 4-aligned. The counts
+// saturate (a row would need 4 billion updates to notice). The last access is the table's
+// logical clock (one tick per key accessed) in units of 256 ticks, modulo 2^32: ages, taken
+// modulo 2^32 too, stay right for rows younger than 2^40 accesses, and an older one has long been
+// spilled when there is a budget.
 struct Meta {
-  uint64_t key = 0;
-  uint64_t last_seen = 0;  // the table's logical clock at the row's last access
+  uint32_t key_low = 0, key_high = 0;
+  uint32_t last_seen = 0;
   uint32_t steps = 0;
   uint32_t accesses = 0;
+
+  uint64_t key() const { return (static_cast<uint64_t>(key_high) << 32) | key_low; }
+  void set_key(uint64_t key) {
+    key_low = static_cast<uint32_t>(key);
+    key_high = static_cast<uint32_t>(key >> 32);
+  }
 };
+static_assert(sizeof(Meta) == 20);
+
+uint32_t Tick(uint64_t clock) { return static_cast<uint32_t>(clock >> 8); }
 
 uint32_t Saturate(int64_t count) {
   return static_cast<uint32_t>(std::clamp<int64_t>(count, 0, UINT32_MAX));
@@ -202,7 +214,7 @@ struct SparseTable::Shard {
   struct SlotHash {
     const Shard* shard;
     uint64_t operator()(uint32_t slot) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return MixKey(shard->meta[slot].key);
+      return MixKey(shard->MetaOf(slot).key());
     }
   };
 
@@ -210,9 +222,17 @@ struct SparseTable::Shard {
 
   absl::Mutex mu;
   SlotIndex<SlotHash> index ABSL_GUARDED_BY(mu);  // resident slots
-  // Slot arenas (PlaceOf), the large ones on huge pages.
+  // Slot arenas (PlaceOf), the large ones on huge pages, and the slots' records, block by block
+  // beside them: blocks that never move or grow, so that a table's memory is what its rows use,
+  // with no reallocation leaving copies behind.
   std::vector<std::unique_ptr<float[], base::HugeDeleter>> blocks ABSL_GUARDED_BY(mu);
-  std::vector<Meta, base::HugePageAllocator<Meta>> meta ABSL_GUARDED_BY(mu);  // per slot
+  // Records are written when their slot is handed out (Touch, Insert), so a block starts raw:
+  // its slack is never touched, and never made resident.
+  struct RawDelete {
+    void operator()(Meta* p) const { ::operator delete(p); }
+  };
+  std::vector<std::unique_ptr<Meta, RawDelete>> meta_blocks ABSL_GUARDED_BY(mu);
+  uint32_t slots ABSL_GUARDED_BY(mu) = 0;  // slots handed out (resident, or free for reuse)
   std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
   SparseTableStats stats ABSL_GUARDED_BY(mu);  // memory_* are derived when read
 
@@ -220,17 +240,25 @@ struct SparseTable::Shard {
     const BlockPlace place = PlaceOf(slot);
     return blocks[place.block].get() + static_cast<size_t>(place.offset) * stride;
   }
+  Meta& MetaOf(uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const BlockPlace place = PlaceOf(slot);
+    return meta_blocks[place.block].get()[place.offset];
+  }
+  const Meta& MetaOf(uint32_t slot) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const BlockPlace place = PlaceOf(slot);
+    return meta_blocks[place.block].get()[place.offset];
+  }
   // The resident slot of `key`, if any.
   std::optional<uint32_t> Find(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return index.Find(key, MixKey(key), [this](uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return meta[slot].key;
+      return MetaOf(slot).key();
     });
   }
   void Insert(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    index.Insert(MixKey(meta[slot].key), slot);
+    index.Insert(MixKey(MetaOf(slot).key()), slot);
   }
   void Erase(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    index.Erase(MixKey(meta[slot].key), slot);
+    index.Erase(MixKey(MetaOf(slot).key()), slot);
   }
 };
 
@@ -289,7 +317,7 @@ absl::StatusOr<uint32_t> SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFE
     shard.free_slots.pop_back();
     return slot;
   }
-  const uint32_t slot = static_cast<uint32_t>(shard.meta.size());
+  const uint32_t slot = shard.slots;
   if (slot >= SlotIndex<Shard::SlotHash>::kMaxSlots) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "sparse table: a lock shard holds ", slot, " resident rows, its most; raise lock_shards (",
@@ -299,8 +327,11 @@ absl::StatusOr<uint32_t> SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFE
     const size_t bytes = sizeof(float) * static_cast<size_t>(place.rows) * stride();
     shard.blocks.emplace_back(static_cast<float*>(base::AllocateHuge(bytes)),
                               base::HugeDeleter{bytes});
+    static_assert(std::is_trivially_destructible_v<Meta>);
+    shard.meta_blocks.emplace_back(
+        static_cast<Meta*>(::operator new(sizeof(Meta) * static_cast<size_t>(place.rows))));
   }
-  shard.meta.emplace_back();
+  ++shard.slots;
   return slot;
 }
 
@@ -308,8 +339,8 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key,
                                             uint64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (std::optional<uint32_t> slot = shard.Find(key)) {
     ++shard.stats.hits;
-    Meta& meta = shard.meta[*slot];
-    meta.last_seen = now;
+    Meta& meta = shard.MetaOf(*slot);
+    meta.last_seen = Tick(now);
     Increment(meta.accesses);
     return *slot;
   }
@@ -319,7 +350,7 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key,
   }
   HETERPS_ASSIGN_OR_RETURN(const uint32_t slot, Allocate(shard));
   float* data = shard.Slot(slot, stride());
-  Meta& meta = shard.meta[slot];
+  Meta& meta = shard.MetaOf(slot);
   if (cold.has_value()) {
     absl::Status decoded = Decode(*cold, stride(), data, &meta);
     if (decoded.ok()) decoded = cold_->Delete(key);
@@ -335,8 +366,8 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key,
     meta = Meta{};
     ++shard.stats.created;
   }
-  meta.key = key;
-  meta.last_seen = now;
+  meta.set_key(key);
+  meta.last_seen = Tick(now);
   Increment(meta.accesses);
   shard.Insert(slot);
   return slot;
@@ -350,17 +381,20 @@ absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANAL
   // Down to 90% of the share, so that spills come in batches rather than one
   // row per access.
   const int64_t keep = std::max<int64_t>(0, share * 9 / 10 / SlotBytes());
-  std::vector<std::pair<uint64_t, uint32_t>> by_age;  // (last_seen, slot)
+  // The oldest first: (age, slot) in decreasing age, ages modulo 2^32 (see Meta).
+  const uint32_t now = Tick(clock_.load(std::memory_order_relaxed));
+  std::vector<std::pair<uint32_t, uint32_t>> by_age;
   by_age.reserve(shard.index.size());
   shard.index.ForEach(
-      [&](uint32_t slot) { by_age.emplace_back(shard.meta[slot].last_seen, slot); });
+      [&](uint32_t slot) { by_age.emplace_back(now - shard.MetaOf(slot).last_seen, slot); });
   const size_t spill = by_age.size() - static_cast<size_t>(keep);
-  std::nth_element(by_age.begin(), by_age.begin() + spill, by_age.end());
+  std::nth_element(by_age.begin(), by_age.begin() + spill, by_age.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t i = 0; i < spill; ++i) {
     const uint32_t slot = by_age[i].second;
-    const Meta& meta = shard.meta[slot];
+    const Meta& meta = shard.MetaOf(slot);
     HETERPS_RETURN_IF_ERROR(
-        cold_->Put(meta.key, Encode(shard.Slot(slot, stride()), stride(), meta)));
+        cold_->Put(meta.key(), Encode(shard.Slot(slot, stride()), stride(), meta)));
     shard.Erase(slot);
     shard.free_slots.push_back(slot);
     ++shard.stats.spills;
@@ -404,7 +438,7 @@ absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys,
         if (std::optional<uint32_t> ahead = shard.index.Candidate(MixKey(keys[group[j + kNear]]))) {
           const char* row = reinterpret_cast<const char*>(shard.Slot(*ahead, stride()));
           for (size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + line, 1);
-          __builtin_prefetch(&shard.meta[*ahead], 1);
+          __builtin_prefetch(&shard.MetaOf(*ahead), 1);
         }
       }
       const size_t i = group[j];
@@ -432,7 +466,7 @@ absl::Status SparseTable::Push(absl::Span<const uint64_t> keys, absl::Span<const
   return ForEachKey(
       keys, [&](Shard& shard, size_t i, uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         float* data = shard.Slot(slot, stride());
-        Meta& meta = shard.meta[slot];
+        Meta& meta = shard.MetaOf(slot);
         Increment(meta.steps);
         ApplyUpdate(options_.optimizer, data, data + dim, grads.data() + i * dim, dim, meta.steps);
       });
@@ -447,7 +481,7 @@ absl::StatusOr<std::optional<RowData>> SparseTable::Lookup(uint64_t key) {
   if (std::optional<uint32_t> slot = shard.Find(key)) {
     const float* data = shard.Slot(*slot, stride);
     std::copy(data, data + stride, floats.begin());
-    meta = shard.meta[*slot];
+    meta = shard.MetaOf(*slot);
   } else {
     if (cold_ == nullptr) return std::optional<RowData>();
     HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes, cold_->Get(key));
@@ -482,14 +516,17 @@ absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
       }
     }
     HETERPS_ASSIGN_OR_RETURN(slot, Allocate(shard));
-    shard.meta[*slot].key = key;
+    shard.MetaOf(*slot).set_key(key);
     shard.Insert(*slot);
   }
   float* data = shard.Slot(*slot, stride);
   std::copy(row.value.begin(), row.value.end(), data);
   std::copy(row.state.begin(), row.state.end(), data + dim);
-  shard.meta[*slot] =
-      Meta{key, clock_.fetch_add(1) + 1, Saturate(row.steps), Saturate(row.accesses)};
+  Meta& meta = shard.MetaOf(*slot);
+  meta.set_key(key);
+  meta.last_seen = Tick(clock_.fetch_add(1) + 1);
+  meta.steps = Saturate(row.steps);
+  meta.accesses = Saturate(row.accesses);
   return EnforceBudget(shard);
 }
 
@@ -509,8 +546,8 @@ absl::Status SparseTable::ForEachRow(
     absl::Status status;
     shard->index.ForEach([&](uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       if (!status.ok()) return;
-      const Meta& meta = shard->meta[slot];
-      status = visit(meta.key, make(shard->Slot(slot, stride), meta));
+      const Meta& meta = shard->MetaOf(slot);
+      status = visit(meta.key(), make(shard->Slot(slot, stride), meta));
     });
     HETERPS_RETURN_IF_ERROR(status);
   }
@@ -528,7 +565,8 @@ absl::Status SparseTable::Clear() {
     absl::MutexLock lock(&shard->mu);
     shard->index.Clear();
     shard->blocks.clear();
-    shard->meta.clear();
+    shard->meta_blocks.clear();
+    shard->slots = 0;
     shard->free_slots.clear();
     shard->stats.cold_rows = 0;
   }

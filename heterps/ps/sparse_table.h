@@ -7,8 +7,9 @@
 // (Adam's step). Each row also records when it was last touched and how often.
 //
 // Memory: `lock_shards` shards, one mutex each, keys spread by a mixing hash. A shard keeps its
-// rows in an arena of fixed-size slots, [value | state] floats each, with a 24-byte record per
-// slot (key, last access, update and access counts) and an open-addressing index of 4-byte
+// rows in arena blocks of fixed-size slots, [value | state] floats each (blocks of 512 slots, then
+// each twice the last, up to 16384), with a 20-byte record per slot in blocks beside them (key,
+// last access, update and access counts) and an open-addressing index of 4-byte
 // entries (8 hash bits and a 24-bit slot number; so at most 2^24 - 1 resident rows per shard),
 // all on huge pages where the kernel allows it. A batch is served shard by shard, prefetching
 // ahead (docs/ps.md). When a shard's resident rows exceed its share of `memory_budget_bytes`, its
