@@ -38,6 +38,7 @@
 #include "heterps/data/reader.h"
 #include "heterps/data/synthetic.h"
 #include "heterps/worker/model.h"
+#include "heterps/worker/profile.h"
 #include "heterps/worker/trainer.h"
 
 namespace heterps::benchmarks {
@@ -106,31 +107,18 @@ int64_t ActivationFloats(const config::ModelSpec& spec) {
 // Median forward + backward seconds of each layer over 5 batches (after one to warm up).
 std::vector<std::pair<std::string, double>> LayerTimes(const config::ModelSpec& spec,
                                                        const std::string& data, int batch_size) {
-  ps::InProcessPsClient client(1);
-  Check(worker::CreateModelTables(spec, &client, worker::ModelOptions()), "tables");
-  auto model = Check(worker::Model::Create(spec, &client), "model");
   data::ReaderOptions read;
   read.files = {data};
   read.batch_size = batch_size;
-  auto reader = Check(data::CriteoReader::Open(read), "reader");
-  std::map<std::string, std::vector<double>> times;
-  std::vector<std::string> order;
-  data::Batch batch;
-  for (int i = 0; i < 6 && Check(reader->Next(&batch), "read"); ++i) {
-    auto layers = Check(model->ProfileStep(batch), "profile");
-    if (i == 0) continue;
-    for (const auto& [name, seconds] : layers) {
-      if (times[name].empty()) order.push_back(name);
-      times[name].push_back(seconds);
-    }
-  }
-  std::vector<std::pair<std::string, double>> medians;
-  for (const std::string& name : order) {
-    std::vector<double>& t = times[name];
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    medians.emplace_back(name, t[t.size() / 2]);
-  }
-  return medians;
+  std::shared_ptr<data::CriteoReader> reader = Check(data::CriteoReader::Open(read), "reader");
+  worker::ProfileOptions options;
+  options.warmup = 1;
+  options.repeats = 5;
+  const worker::HostProfile profile =
+      Check(worker::ProfileLayers(
+                spec, [reader](data::Batch* batch) { return reader->Next(batch); }, options),
+            "profile");
+  return profile.medians;
 }
 
 }  // namespace

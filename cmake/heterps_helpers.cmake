@@ -54,3 +54,27 @@ function(heterps_embed_files)
   add_library(${ARG_NAME} STATIC ${source})
   target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_BINARY_DIR})
 endfunction()
+
+# heterps_proto_library(NAME name PROTO file.proto [DEPS ...]): the messages and gRPC stubs of one
+# .proto, generated into the build tree at the source's path ("heterps/x/rpc/file.pb.h").
+function(heterps_proto_library)
+  cmake_parse_arguments(ARG "" "NAME;PROTO" "DEPS" ${ARGN})
+  get_filename_component(stem ${ARG_PROTO} NAME_WE)
+  file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  set(out ${PROJECT_BINARY_DIR}/${rel})
+  set(srcs ${out}/${stem}.pb.cc ${out}/${stem}.grpc.pb.cc)
+  add_custom_command(
+    OUTPUT ${srcs} ${out}/${stem}.pb.h ${out}/${stem}.grpc.pb.h
+    COMMAND protobuf::protoc
+      --proto_path=${PROJECT_SOURCE_DIR}
+      --cpp_out=${PROJECT_BINARY_DIR}
+      --grpc_out=${PROJECT_BINARY_DIR}
+      --plugin=protoc-gen-grpc=${HETERPS_GRPC_CPP_PLUGIN}
+      ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_PROTO}
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_PROTO}
+    COMMENT "protoc ${rel}/${ARG_PROTO}")
+  # Generated code is not ours to warn about.
+  set_source_files_properties(${srcs} PROPERTIES COMPILE_OPTIONS "-w")
+  heterps_cc_library(NAME ${ARG_NAME} SRCS ${srcs}
+    DEPS protobuf::libprotobuf gRPC::grpc++ ${ARG_DEPS})
+endfunction()

@@ -255,7 +255,10 @@ TEST_F(RuntimeTest, ACallWithoutTheTokenIsRefused) {
   }
   (*rank0)->Signal(SIGTERM);
   ASSERT_TRUE((*rank0)->Wait(absl::Seconds(10)).ok());
-  EXPECT_THAT(Slurp(dir + "/rank0.log"), HasSubstr("refused a call"));
+  const std::string log = Slurp(dir + "/rank0.log");
+  EXPECT_THAT(log, HasSubstr("refused Hello from"));
+  EXPECT_THAT(log, HasSubstr(": no token"));
+  EXPECT_THAT(log, HasSubstr(": wrong token"));
 }
 
 TEST_F(RuntimeTest, BadJobsAreOneClearErrorAndLeaveNothingRunning) {

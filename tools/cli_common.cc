@@ -12,8 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "embedded/heterps_examples.h"
-#include "grpc/support/log.h"
 #include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
 
 namespace heterps::tools {
 
@@ -29,9 +29,20 @@ absl::StatusOr<config::ModelSpec> LoadModelOrDefault(const std::string& path) {
                                 "<embedded>/dlrm-small.yaml");
 }
 
-absl::StatusOr<std::string> ModelTextOrDefault(const std::string& path) {
-  if (!path.empty()) return base::ReadTextFile(path);
-  return std::string(embedded::dlrm_small());
+absl::StatusOr<ModelTextAndSpec> LoadModelText(const std::string& path, int64_t batch_size) {
+  ModelTextAndSpec out;
+  std::string source = path;
+  if (!path.empty()) {
+    HETERPS_ASSIGN_OR_RETURN(out.text, base::ReadTextFile(path));
+  } else {
+    out.text = std::string(embedded::dlrm_small());
+    source = "<embedded>/dlrm-small.yaml";
+  }
+  if (batch_size > 0) {
+    HETERPS_ASSIGN_OR_RETURN(out.text, config::WithBatchSize(out.text, source, batch_size));
+  }
+  HETERPS_ASSIGN_OR_RETURN(out.spec, config::ParseModelSpec(out.text, source));
+  return out;
 }
 
 absl::StatusOr<config::ClusterSpec> LoadClusterOrLocal(const std::string& path) {
@@ -51,10 +62,6 @@ absl::StatusOr<std::string> ReadSecret(const std::string& path, absl::string_vie
     return absl::InvalidArgumentError(absl::StrCat(what, " file ", path, " is empty"));
   }
   return secret;
-}
-
-void QuietGrpcLogs() {
-  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
 }
 
 ProgressLine::ProgressLine(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}

@@ -1,6 +1,7 @@
 // What every heterps subcommand shares.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -17,8 +18,14 @@ int Fail(const absl::Status& status);
 
 // The model spec at `path`, or the embedded examples/models/dlrm-small.yaml when `path` is empty.
 absl::StatusOr<config::ModelSpec> LoadModelOrDefault(const std::string& path);
-// Its text (what the distributed runtime sends to every worker).
-absl::StatusOr<std::string> ModelTextOrDefault(const std::string& path);
+// The model spec's text (the embedded dlrm-small's when `path` is empty) with the batch size
+// `batch_size` in it when it is > 0 (config::WithBatchSize), and the spec it parses to: read
+// once, what the job description carries.
+struct ModelTextAndSpec {
+  std::string text;
+  config::ModelSpec spec;
+};
+absl::StatusOr<ModelTextAndSpec> LoadModelText(const std::string& path, int64_t batch_size);
 
 // The cluster spec at `path`, or the embedded examples/clusters/local.yaml when `path` is empty.
 absl::StatusOr<config::ClusterSpec> LoadClusterOrLocal(const std::string& path);
@@ -26,10 +33,6 @@ absl::StatusOr<config::ClusterSpec> LoadClusterOrLocal(const std::string& path);
 // A secret from a file: its text without surrounding whitespace, which must not be empty. The
 // error names `what` (the flag).
 absl::StatusOr<std::string> ReadSecret(const std::string& path, absl::string_view what);
-
-// gRPC's own log lines repeat, less clearly, what our errors say; GRPC_VERBOSITY brings them
-// back.
-void QuietGrpcLogs();
 
 // One line of progress on stderr, redrawn in place at most ten times a second, shown only when
 // stderr is a terminal (logs and pipes get nothing).

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "heterps/base/log.h"
 #include "heterps/launcher/rpc/node.h"
+#include "heterps/rpc/quiet_logs.h"
 #include "tools/cli_common.h"
 #include "tools/distributed_train.h"
 
@@ -49,7 +50,7 @@ CLI::App* AddNodeCommand(CLI::App& app, NodeFlags& flags) {
 }
 
 int RunNode(const NodeFlags& flags) {
-  QuietGrpcLogs();
+  rpc::QuietLogs();
   const int rank = flags.rank >= 0
                        ? flags.rank
                        : FromEnvironment({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});

@@ -5,8 +5,8 @@
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
 #include "heterps/cost/profile.h"
+#include "heterps/worker/profile.h"
 #include "tools/cli_common.h"
-#include "tools/host_profile.h"
 
 namespace heterps::tools {
 
@@ -28,8 +28,8 @@ int RunProfile(const ProfileFlags& flags) {
   if (!spec.ok()) return Fail(spec.status());
   const int batch_size = flags.batch > 0 ? flags.batch : static_cast<int>(spec->batch_size);
   ProgressLine progress(true);
-  absl::StatusOr<HostProfile> measured =
-      ProfileHost(*spec, batch_size, flags.type, flags.repeats, [&](int done, int total) {
+  absl::StatusOr<worker::HostProfile> measured =
+      worker::ProfileHost(*spec, batch_size, flags.type, flags.repeats, [&](int done, int total) {
         progress.Show(
             absl::StrFormat("profiling %s batch %d of %d", Bar(done, total), done + 1, total));
       });

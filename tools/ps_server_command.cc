@@ -7,11 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "grpc/support/log.h"
 #include "heterps/base/file.h"
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/ps/rpc/ps_server.h"
+#include "heterps/rpc/quiet_logs.h"
 #include "tools/cli_common.h"
 
 namespace heterps::tools {
@@ -59,7 +59,7 @@ CLI::App* AddPsServerCommand(CLI::App& app, PsServerFlags& flags) {
 }
 
 int RunPsServer(const PsServerFlags& flags) {
-  QuietGrpcLogs();
+  rpc::QuietLogs();
   absl::StatusOr<ps::rpc::PsServerOptions> options = OptionsFrom(flags);
   if (!options.ok()) return Fail(options.status());
   // Block the stop signals before gRPC starts its threads, so that only sigwait

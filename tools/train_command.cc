@@ -1,6 +1,7 @@
 #include "tools/train_command.h"
 
 #include <cstdio>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,12 +20,11 @@ int RunSingleProcess(const TrainFlags& flags) {
   absl::StatusOr<config::ModelSpec> spec = LoadModelOrDefault(flags.model_path);
   if (!spec.ok()) return Fail(spec.status());
   worker::TrainOptions options;
-  options.epochs = flags.epochs;
+  options.epochs = flags.job.epochs;
   options.batch_size = flags.batch;
   options.threads = flags.threads;
-  options.eval_fraction = flags.eval_fraction;
-  options.bad_lines =
-      flags.skip_bad_lines ? data::BadLinePolicy::kSkip : data::BadLinePolicy::kStop;
+  options.eval_fraction = flags.job.eval_fraction;
+  options.bad_lines = flags.job.bad_lines;
   absl::StatusOr<worker::ModelOptions> model =
       ModelOptionsFrom(flags, flags.batch > 0 ? flags.batch : spec->batch_size);
   if (!model.ok()) return Fail(model.status());
@@ -39,7 +39,7 @@ int RunSingleProcess(const TrainFlags& flags) {
     const double eta = rate > 0 ? (p.total_samples - p.samples) / rate : 0;
     progress.Show(
         absl::StrFormat("epoch %d/%d %s %s/%s samples, %s samples/s, loss %.4f, ETA %.0fs", p.epoch,
-                        flags.epochs, Bar(p.samples, p.total_samples), WithCommas(p.samples),
+                        flags.job.epochs, Bar(p.samples, p.total_samples), WithCommas(p.samples),
                         WithCommas(p.total_samples), WithCommas(rate), p.loss, eta));
   };
   absl::StatusOr<worker::TrainResult> result = worker::Train(*spec, options);
@@ -53,9 +53,9 @@ int RunSingleProcess(const TrainFlags& flags) {
       "  eval AUC        %.4f%s\n"
       "  samples/s       %s (%d thread%s)\n"
       "  peak memory     %.0f MB\n",
-      spec->name, WithCommas(result->train_samples), flags.epochs, flags.epochs == 1 ? "" : "s",
-      WithCommas(result->eval_samples), WithCommas(result->dense_parameters), result->train_loss,
-      result->eval_loss, result->eval_auc,
+      spec->name, WithCommas(result->train_samples), flags.job.epochs,
+      flags.job.epochs == 1 ? "" : "s", WithCommas(result->eval_samples),
+      WithCommas(result->dense_parameters), result->train_loss, result->eval_loss, result->eval_auc,
       file->teacher_auc >= 0 ? absl::StrFormat("   (the teacher's: %.4f)", file->teacher_auc) : "",
       WithCommas(result->samples_per_second), flags.threads, flags.threads == 1 ? "" : "s",
       result->peak_rss_bytes / 1e6);
@@ -68,7 +68,7 @@ int RunSingleProcess(const TrainFlags& flags) {
     nlohmann::ordered_json metrics = {
         {"model", spec->name},
         {"data", file->path},
-        {"epochs", flags.epochs},
+        {"epochs", flags.job.epochs},
         {"train_samples", result->train_samples},
         {"eval_samples", result->eval_samples},
         {"train_logloss", result->train_loss},
@@ -99,7 +99,7 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--data", flags.data, "Criteo TSV file, or 'synthetic' (default)");
   cmd->add_option("--rows", flags.rows, "Rows of synthetic data (default 200000)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--epochs", flags.epochs, "Passes over the training data (default 1)")
+  cmd->add_option("--epochs", flags.job.epochs, "Passes over the training data (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--batch", flags.batch, "Samples per step (default: the spec's batch_size)")
       ->check(CLI::NonNegativeNumber);
@@ -110,27 +110,29 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--dense-optimizer", flags.dense_optimizer, "Dense optimizer (default adam)");
   cmd->add_option("--dense-lr", flags.dense_lr, "Dense learning rate (default 0.001)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", flags.seed, "Seed of the parameters and the synthetic data");
-  cmd->add_option("--eval-fraction", flags.eval_fraction,
+  cmd->add_option("--seed", flags.job.tables.seed, "Seed of the parameters and the synthetic data");
+  cmd->add_option("--eval-fraction", flags.job.eval_fraction,
                   "Share of the lines held out for evaluation (default 0.1)")
       ->check(CLI::Range(0.0, 0.5));
-  cmd->add_flag("--skip-bad-lines", flags.skip_bad_lines,
-                "Skip malformed lines (counted) instead of stopping at the first");
+  cmd->add_flag_callback(
+      "--skip-bad-lines", [&flags] { flags.job.bad_lines = data::BadLinePolicy::kSkip; },
+      "Skip malformed lines (counted) instead of stopping at the first");
   cmd->add_option("--metrics-out", flags.metrics_out, "Write the metrics here as JSON");
-  cmd->add_option("--mode", flags.mode,
+  cmd->add_option("--mode", flags.job.mode,
                   "sync: every step's updates applied before the next (default); async: "
                   "parameter-server style")
-      ->check(CLI::IsMember({"sync", "async"}));
-  cmd->add_option("--micro-batch", flags.micro_batch,
+      ->transform(CLI::CheckedTransformer(std::map<std::string, worker::Consistency>{
+          {"sync", worker::Consistency::kSync}, {"async", worker::Consistency::kAsync}}));
+  cmd->add_option("--micro-batch", flags.job.micro_batch,
                   "Samples per micro-batch (default: a quarter of a stage-0 replica's share)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--ps-shards", flags.ps_shards,
+  cmd->add_option("--ps-shards", flags.job.ps_shards,
                   "Parameter-server processes (default: sized from the plan)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--checkpoint-every", flags.checkpoint_every,
+  cmd->add_option("--checkpoint-every", flags.job.checkpoint_every,
                   "Steps between checkpoints; 0: none (default 100)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-restarts", flags.max_restarts,
+  cmd->add_option("--max-restarts", flags.job.max_restarts,
                   "Restarts from the last checkpoint after a failure (default 3)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--job-dir", flags.job_dir,
@@ -159,9 +161,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
           ->check(CLI::PositiveNumber);
   threads->needs(single);
   // What only a distributed job uses is an error with --single-process, not silently ignored.
-  for (const char* name : {"--cluster", "--plan", "--mode", "--micro-batch", "--ps-shards",
-                           "--checkpoint-every", "--max-restarts", "--job-dir", "--throughput",
-                           "--scheduler", "--profile"}) {
+  for (const char* name :
+       {"--cluster", "--plan", "--mode", "--micro-batch", "--ps-shards", "--checkpoint-every",
+        "--max-restarts", "--job-dir", "--throughput", "--scheduler", "--profile"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "heterps/worker/job.h"
 
 namespace heterps::tools {
 
@@ -32,25 +33,20 @@ struct TrainFlags {
   std::string plan_path;
   std::string data = "synthetic";
   int64_t rows = 200000;
-  int epochs = 1;
-  int batch = 0;
+  int batch = 0;  // 0: the spec's
   std::string optimizer = "adagrad";
   double lr = 0;  // 0: 0.05 x batch / 256 (the mean loss's gradients shrink with the batch)
   std::string dense_optimizer = "adam";
   double dense_lr = 0.001;
-  uint64_t seed = 1;
-  double eval_fraction = 0.1;
-  bool skip_bad_lines = false;
   std::string metrics_out;
+  // The job's settings, bound straight from the flags (--mode, --micro-batch, --ps-shards,
+  // --epochs, --eval-fraction, --skip-bad-lines, --seed, --checkpoint-every, --max-restarts); the
+  // tables' optimizers are filled from the flags above (ModelOptionsFrom).
+  worker::JobSettings job;
   // In this process.
   bool single_process = false;
   int threads = 1;
   // Distributed.
-  std::string mode = "sync";
-  int64_t micro_batch = 0;
-  int ps_shards = 0;
-  int64_t checkpoint_every = 100;
-  int max_restarts = 3;
   std::string job_dir;
   double throughput = 0;
   std::string scheduler = "rl";

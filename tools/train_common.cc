@@ -19,8 +19,8 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags) {
     file.path = flags.data;
   } else {
     file.path = (std::filesystem::temp_directory_path() /
-                 absl::StrCat("heterps-synthetic-", data::kSyntheticVersion, "-seed", flags.seed,
-                              "-rows", flags.rows, ".tsv"))
+                 absl::StrCat("heterps-synthetic-", data::kSyntheticVersion, "-seed",
+                              flags.job.tables.seed, "-rows", flags.rows, ".tsv"))
                     .string();
   }
   if (auto sidecar = base::ReadTextFile(file.path + ".teacher.json"); sidecar.ok()) {
@@ -33,7 +33,7 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags) {
   if (flags.data != "synthetic") return file;
   data::SyntheticOptions options;
   options.rows = flags.rows;
-  options.seed = flags.seed;
+  options.seed = flags.job.tables.seed;
   ProgressLine progress(true);
   options.progress = [&](int64_t rows) {
     progress.Show(
@@ -62,13 +62,13 @@ absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& name, double l
 
 absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags, int64_t batch) {
   worker::ModelOptions options;
-  options.seed = flags.seed;
+  options.seed = flags.job.tables.seed;
+  options.sparse_memory_budget_bytes = flags.job.tables.sparse_memory_budget_bytes;
   // Adagrad's first steps move a row by about lr times its gradient over sqrt(initial
   // accumulator), and a mean loss's gradients are 1 / batch per sample: scaling the rate with the
   // batch keeps what one sample moves a row by the same at every batch size.
   const double lr = flags.lr > 0 ? flags.lr : 0.05 * static_cast<double>(batch) / 256.0;
-  HETERPS_ASSIGN_OR_RETURN(options.sparse_optimizer,
-                           Optimizer(flags.optimizer, lr, "--optimizer"));
+  HETERPS_ASSIGN_OR_RETURN(options.sparse_optimizer, Optimizer(flags.optimizer, lr, "--optimizer"));
   HETERPS_ASSIGN_OR_RETURN(options.dense_optimizer,
                            Optimizer(flags.dense_optimizer, flags.dense_lr, "--dense-optimizer"));
   return options;

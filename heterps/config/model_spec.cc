@@ -1,10 +1,11 @@
-#include "absl/strings/string_view.h"
 #include "heterps/config/model_spec.h"
 
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/config/internal/yaml_reader.h"
@@ -70,9 +71,8 @@ class ModelParser {
     HETERPS_ASSIGN_OR_RETURN(layer.name, reader.String("name"));
     if (layer.name.empty()) return reader.Error("name", "must not be empty");
     HETERPS_ASSIGN_OR_RETURN(
-        std::string kind,
-        reader.Choice("kind", {"input", "embedding", "mlp", "fc", "interaction", "logloss",
-                               "custom"}));
+        std::string kind, reader.Choice("kind", {"input", "embedding", "mlp", "fc", "interaction",
+                                                 "logloss", "custom"}));
     if (kind != "input" && model.layers.empty()) {
       return reader.Error("kind", "the first layer must be the input layer");
     }
@@ -152,8 +152,8 @@ class ModelParser {
       shape_.dense_width += shape_.vector_floats;
     } else {
       layer.op = InteractionOp::kDot;
-      if (shape_.vector_dim < 0 || (shape_.dense_width != 0 &&
-                                    shape_.dense_width != shape_.vector_dim)) {
+      if (shape_.vector_dim < 0 ||
+          (shape_.dense_width != 0 && shape_.dense_width != shape_.vector_dim)) {
         return reader.Error(
             "op", absl::StrCat("dot needs the dense vector and every embedding vector to have "
                                "one width; the dense vector has ",
@@ -248,7 +248,8 @@ class ModelParser {
   // The dense input width a layer declares must match what flows into it.
   absl::Status CheckWidth(const MapReader& reader, absl::string_view key, int64_t width) {
     if (width == shape_.dense_width) return absl::OkStatus();
-    return reader.Error(key, absl::StrCat(width, " does not match the previous layer's output "
+    return reader.Error(key, absl::StrCat(width,
+                                          " does not match the previous layer's output "
                                           "width ",
                                           shape_.dense_width));
   }
@@ -283,21 +284,30 @@ class ModelParser {
 
 absl::string_view LayerKindName(LayerKind kind) {
   switch (kind) {
-    case LayerKind::kInput: return "input";
-    case LayerKind::kEmbedding: return "embedding";
-    case LayerKind::kFc: return "fc";
-    case LayerKind::kInteraction: return "interaction";
-    case LayerKind::kLogloss: return "logloss";
-    case LayerKind::kCustom: return "custom";
+    case LayerKind::kInput:
+      return "input";
+    case LayerKind::kEmbedding:
+      return "embedding";
+    case LayerKind::kFc:
+      return "fc";
+    case LayerKind::kInteraction:
+      return "interaction";
+    case LayerKind::kLogloss:
+      return "logloss";
+    case LayerKind::kCustom:
+      return "custom";
   }
   return "?";
 }
 
 absl::string_view ActivationName(Activation activation) {
   switch (activation) {
-    case Activation::kNone: return "none";
-    case Activation::kRelu: return "relu";
-    case Activation::kSigmoid: return "sigmoid";
+    case Activation::kNone:
+      return "none";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kSigmoid:
+      return "sigmoid";
   }
   return "?";
 }
@@ -316,6 +326,35 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view yaml_text, absl::stri
 absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path) {
   HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
   return ParseModelSpec(text, path);
+}
+
+absl::StatusOr<std::string> WithBatchSize(absl::string_view yaml_text, absl::string_view source,
+                                          int64_t batch_size) {
+  if (batch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size ", batch_size, " must be >= 1"));
+  }
+  HETERPS_RETURN_IF_ERROR(ParseModelSpec(yaml_text, source).status());
+  HETERPS_ASSIGN_OR_RETURN(YAML::Node root, internal::ParseYaml(yaml_text, source));
+  const YAML::Node value = root["batch_size"];
+  const YAML::Mark mark = value.Mark();
+  if (mark.pos < 0 || static_cast<size_t>(mark.pos) >= yaml_text.size()) {
+    return absl::InternalError(absl::StrCat(source, ": batch_size: cannot locate its value"));
+  }
+  // The value's token: a quoted scalar to its closing quote, a plain one to the first blank, the
+  // start of a comment or the end of the line.
+  const size_t begin = static_cast<size_t>(mark.pos);
+  size_t end = begin;
+  const char quote = yaml_text[begin];
+  if (quote == '"' || quote == '\'') {
+    end = yaml_text.find(quote, begin + 1);
+    end = end == absl::string_view::npos ? yaml_text.size() : end + 1;
+  } else {
+    while (end < yaml_text.size() && !absl::ascii_isspace(yaml_text[end]) &&
+           yaml_text[end] != '#') {
+      ++end;
+    }
+  }
+  return absl::StrCat(yaml_text.substr(0, begin), batch_size, yaml_text.substr(end));
 }
 
 }  // namespace heterps::config

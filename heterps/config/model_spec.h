@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace heterps::config {
 
@@ -72,7 +72,7 @@ struct LayerSpec {
 
 struct ModelSpec {
   std::string name;
-  std::string source;  // file the spec came from, for messages
+  std::string source;      // file the spec came from, for messages
   int64_t batch_size = 0;  // samples per mini-batch
   std::vector<LayerSpec> layers;
 
@@ -87,5 +87,11 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view yaml_text, absl::stri
 
 // Reads and parses a file; NotFound if it cannot be read.
 absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path);
+
+// The spec's text with its top-level `batch_size` set to `batch_size` (> 0), every other byte
+// and every line where it was, so that errors found in the result name the lines of the original
+// file. The text must parse (ParseModelSpec's errors otherwise).
+absl::StatusOr<std::string> WithBatchSize(absl::string_view yaml_text, absl::string_view source,
+                                          int64_t batch_size);
 
 }  // namespace heterps::config

@@ -1,6 +1,7 @@
 #include "heterps/data/auc.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -36,6 +37,26 @@ absl::StatusOr<double> ExactAuc(absl::Span<const float> scores, absl::Span<const
     return absl::InvalidArgumentError("AUC: needs both positive and negative labels");
   }
   return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives);
+}
+
+absl::StatusOr<Evaluation> Evaluate(absl::Span<const float> probabilities,
+                                    absl::Span<const float> labels) {
+  if (probabilities.size() != labels.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "evaluation: ", probabilities.size(), " probabilities for ", labels.size(), " labels"));
+  }
+  Evaluation out;
+  out.samples = static_cast<int64_t>(probabilities.size());
+  if (out.samples == 0) return out;
+  double loss = 0;
+  for (size_t i = 0; i < probabilities.size(); ++i) {
+    const double q = std::clamp<double>(probabilities[i], 1e-7, 1 - 1e-7);
+    loss -= labels[i] > 0.5f ? std::log(q) : std::log(1 - q);
+  }
+  out.logloss = loss / static_cast<double>(out.samples);
+  absl::StatusOr<double> auc = ExactAuc(probabilities, labels);
+  out.auc = auc.ok() ? *auc : 0.5;
+  return out;
 }
 
 }  // namespace heterps::data

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "heterps/ps/sparse_table.h"
+#include "heterps/base/mix_key.h"
 
 namespace heterps::data {
 namespace {
@@ -21,7 +21,7 @@ std::string Quoted(absl::string_view text) {
 }  // namespace
 
 uint64_t SlotKey(int slot, uint64_t value) {
-  return ps::MixKey(value ^ ps::MixKey(static_cast<uint64_t>(slot) + 1));
+  return base::MixKey(value ^ base::MixKey(static_cast<uint64_t>(slot) + 1));
 }
 
 float DenseTransform(int64_t x) { return x <= 0 ? 0.0f : static_cast<float>(std::log1p(x)); }

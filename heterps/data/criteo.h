@@ -8,7 +8,7 @@
 // What a model sees (docs/data.md):
 // - dense feature j: log(1 + max(I_j, 0)), and 0 when I_j is empty;
 // - categorical slot s (0-based) with value v: the key SlotKey(s, v), where an empty field is the
-//   value kMissing. SlotKey(s, v) = MixKey(v ^ MixKey(s + 1)) with ps::MixKey (SplitMix64's
+//   value kMissing. SlotKey(s, v) = MixKey(v ^ MixKey(s + 1)) with base::MixKey (SplitMix64's
 //   finalizer): stable across runs and hosts, and different in different slots for equal values.
 //
 // Thread safety: pure functions.

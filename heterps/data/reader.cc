@@ -1,6 +1,7 @@
 #include "heterps/data/reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -141,6 +142,10 @@ absl::StatusOr<bool> CriteoReader::Next(Batch* batch) {
 ReaderStats CriteoReader::stats() const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->stats;
+}
+
+int64_t EvalEvery(double eval_fraction) {
+  return eval_fraction > 0 ? std::max<int64_t>(2, std::llround(1 / eval_fraction)) : 0;
 }
 
 absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files) {

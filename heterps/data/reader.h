@@ -56,6 +56,10 @@ struct ReaderStats {
   std::vector<std::string> first_bad;  // the first 10 of them, as "<file>:<line>: ..."
 };
 
+// Every how many lines one is held out for a share `eval_fraction` in [0, 0.5]: round(1 / F), at
+// least 2; 0 (none held out) when the share is 0.
+int64_t EvalEvery(double eval_fraction);
+
 // Lines in the files (a fast pass that parses nothing), for progress, ETA and step counts.
 // NotFound naming the first file that cannot be opened.
 absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files);

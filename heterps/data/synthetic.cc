@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
+#include "heterps/base/mix_key.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/data/auc.h"
 #include "heterps/data/criteo.h"
-#include "heterps/ps/sparse_table.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::data {
@@ -27,7 +27,7 @@ constexpr int kFactors = 4;
 
 // A uniform number in [0, 1) and a standard normal one, from a hash of the arguments.
 double Unit(uint64_t a, uint64_t b, uint64_t c) {
-  return static_cast<double>(ps::MixKey(a ^ ps::MixKey(b ^ ps::MixKey(c))) >> 11) * 0x1.0p-53;
+  return static_cast<double>(base::MixKey(a ^ base::MixKey(b ^ base::MixKey(c))) >> 11) * 0x1.0p-53;
 }
 double Normal(uint64_t a, uint64_t b, uint64_t c) {
   const double u = std::max(Unit(a, b, c), 1e-300), v = Unit(a, b, c + 0x5bd1e995u);
@@ -102,8 +102,8 @@ absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
       if (uniform(rng) >= 0.05) {
         k = 1 + (std::lower_bound(cdf.begin(), cdf.end(), uniform(rng)) - cdf.begin());
         k = std::min(k, options.vocab);
-        const uint32_t value =
-            static_cast<uint32_t>(ps::MixKey(options.seed ^ ps::MixKey((uint64_t(s) << 40) | k)));
+        const uint32_t value = static_cast<uint32_t>(
+            base::MixKey(options.seed ^ base::MixKey((uint64_t(s) << 40) | k)));
         fields[1 + kDenseFeatures + s] = absl::StrFormat("%08x", value);
       }
       logit += teacher.First(s, k);

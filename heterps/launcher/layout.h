@@ -13,9 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "heterps/config/cluster_spec.h"
-#include "heterps/config/model_spec.h"
-#include "heterps/sched/run_plan.h"
+#include "heterps/worker/job.h"
 
 namespace heterps::launcher {
 
@@ -38,14 +36,7 @@ struct JobLayout {
   std::string Name(int rank) const;
 };
 
-JobLayout MakeLayout(const sched::RunPlan& plan, int ps_shards);
-
-// Parameter-server shards for a plan, when the user does not say: enough for the embedding
-// tables with their optimizer state to take at most half of one unit's memory per shard, and
-// for the lookups the plan's throughput needs (every row pulled and pushed once per sample) to
-// take at most half of one unit's random-row rate per shard; the units are those of the type
-// that runs the embedding layers. At least 1.
-int SizeParameterServers(const config::ModelSpec& model, const config::ClusterSpec& cluster,
-                         const sched::RunPlan& plan);
+// The ranks of `job`: its parameter-server shards and every stage's replicas.
+JobLayout MakeLayout(const worker::JobSpec& job);
 
 }  // namespace heterps::launcher

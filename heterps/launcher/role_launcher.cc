@@ -2,11 +2,9 @@
 
 #include <signal.h>
 
-#include <filesystem>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "heterps/base/file.h"
+#include "heterps/base/env.h"
 #include "heterps/base/status_macros.h"
 
 namespace heterps::launcher {
@@ -14,10 +12,7 @@ namespace heterps::launcher {
 absl::Status LocalLauncher::Start(const std::string& coordinator, int world, int64_t generation) {
   StopAll(absl::Seconds(2));
   const std::string logs = options_.job_dir + "/logs";
-  std::error_code error;
-  std::filesystem::create_directories(logs, error);
-  if (error)
-    return absl::UnavailableError(absl::StrCat(logs, ": cannot create: ", error.message()));
+  HETERPS_RETURN_IF_ERROR(options_.env->CreateDirs(logs));
   for (int rank = 1; rank < world; ++rank) {
     std::vector<std::string> argv = {options_.binary, "node",
                                      "--coordinator", coordinator,
@@ -39,7 +34,7 @@ absl::Status LocalLauncher::Start(const std::string& coordinator, int world, int
     absl::StrAppend(&pids, i == 0 ? "" : ", ", "\"", i + 1, "\": ", children_[i]->pid());
   }
   absl::StrAppend(&pids, "}}\n");
-  return base::WriteFileAtomically(options_.job_dir + "/processes.json", pids);
+  return base::WriteFileAtomically(options_.env, options_.job_dir + "/processes.json", pids);
 }
 
 std::optional<std::string> LocalLauncher::Dead() {

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "heterps/base/env.h"
 #include "heterps/base/subprocess.h"
 
 namespace heterps::launcher {
@@ -34,10 +35,11 @@ class RoleLauncher {
 };
 
 struct LocalLauncherOptions {
-  std::string binary;              // the heterps executable
-  std::string token_file;          // the job's token, passed to every process
-  std::string job_dir;             // logs go to <job_dir>/logs/rank-<r>.log
-  std::string host = "127.0.0.1";  // the address the roles serve on
+  std::string binary;                   // the heterps executable
+  std::string token_file;               // the job's token, passed to every process
+  std::string job_dir;                  // logs go to <job_dir>/logs/rank-<r>.log
+  std::string host = "127.0.0.1";       // the address the roles serve on
+  base::Env* env = base::DefaultEnv();  // logs/ and processes.json go through it
 };
 
 class LocalLauncher : public RoleLauncher {

@@ -6,21 +6,19 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "heterps/base/file.h"
+#include "heterps/base/env.h"
 #include "heterps/base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::ps {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 constexpr char kFormat[] = "heterps-checkpoint-v1";
@@ -32,47 +30,43 @@ void Fnv(uint64_t& h, const char* data, size_t size) {
   }
 }
 
-// Writes a file, keeping its size and checksum; every failure names the file and the reason.
+// Writes a file through the Env, keeping its size and checksum; every failure names the file and
+// the reason. Appends are buffered: a checkpoint is written in large pieces.
 class Writer {
  public:
-  static absl::StatusOr<Writer> Open(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr) return Error(path, "cannot create");
-    return Writer(path, f);
-  }
-  Writer(Writer&& o) noexcept : path_(o.path_), f_(o.f_), bytes_(o.bytes_), hash_(o.hash_) {
-    o.f_ = nullptr;
-  }
-  ~Writer() {
-    if (f_ != nullptr) std::fclose(f_);
+  static absl::StatusOr<Writer> Open(base::Env* env, const std::string& path) {
+    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<base::WritableFile> file, env->NewWritableFile(path));
+    return Writer(std::move(file));
   }
   template <typename T>
   absl::Status Put(const T* data, size_t count) {
     const char* bytes = reinterpret_cast<const char*>(data);
     const size_t size = sizeof(T) * count;
-    if (std::fwrite(bytes, 1, size, f_) != size) return Error(path_, "write failed");
     Fnv(hash_, bytes, size);
     bytes_ += size;
+    buffer_.append(bytes, size);
+    if (buffer_.size() >= kBufferBytes) return Drain();
     return absl::OkStatus();
   }
-  // Flushes to the disk and closes.
+  // Writes what is buffered, syncs to the disk and closes.
   absl::Status Close() {
-    bool ok = std::fflush(f_) == 0 && fsync(fileno(f_)) == 0;
-    ok = std::fclose(f_) == 0 && ok;
-    f_ = nullptr;
-    return ok ? absl::OkStatus() : Error(path_, "flush failed");
+    HETERPS_RETURN_IF_ERROR(Drain());
+    HETERPS_RETURN_IF_ERROR(file_->Sync());
+    return file_->Close();
   }
   uint64_t bytes() const { return bytes_; }
   uint64_t hash() const { return hash_; }
 
-  static absl::Status Error(const std::string& path, absl::string_view what) {
-    return absl::UnavailableError(absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
-  }
-
  private:
-  Writer(std::string path, std::FILE* f) : path_(std::move(path)), f_(f) {}
-  std::string path_;
-  std::FILE* f_;
+  static constexpr size_t kBufferBytes = 1 << 20;
+  explicit Writer(std::unique_ptr<base::WritableFile> file) : file_(std::move(file)) {}
+  absl::Status Drain() {
+    absl::Status status = file_->Append(buffer_);
+    buffer_.clear();
+    return status;
+  }
+  std::unique_ptr<base::WritableFile> file_;
+  std::string buffer_;
   uint64_t bytes_ = 0;
   uint64_t hash_ = 1469598103934665603ull;
 };
@@ -81,60 +75,70 @@ class Writer {
 // DataLoss naming the file.
 class Reader {
  public:
-  static absl::StatusOr<Reader> Open(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-      return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-    }
-    return Reader(path, f);
-  }
-  Reader(Reader&& o) noexcept : path_(std::move(o.path_)), f_(o.f_), pos_(o.pos_) {
-    o.f_ = nullptr;
-  }
-  ~Reader() {
-    if (f_ != nullptr) std::fclose(f_);
+  static absl::StatusOr<Reader> Open(base::Env* env, const std::string& path) {
+    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<base::SequentialFile> file,
+                             env->NewSequentialFile(path));
+    return Reader(path, std::move(file));
   }
   template <typename T>
   absl::Status Get(T* out, size_t count) {
-    const size_t size = sizeof(T) * count;
-    if (std::fread(out, 1, size, f_) != size) {
-      return absl::DataLossError(absl::StrCat(path_, ": truncated at byte ", pos_));
+    char* bytes = reinterpret_cast<char*>(out);
+    size_t size = sizeof(T) * count;
+    while (size > 0) {
+      HETERPS_RETURN_IF_ERROR(Fill());
+      if (begin_ == end_) {
+        return absl::DataLossError(absl::StrCat(path_, ": truncated at byte ", pos_));
+      }
+      const size_t n = std::min(size, end_ - begin_);
+      std::memcpy(bytes, buffer_.data() + begin_, n);
+      begin_ += n;
+      bytes += n;
+      size -= n;
+      pos_ += n;
     }
-    pos_ += size;
     return absl::OkStatus();
   }
-  bool done() {
-    const int c = std::fgetc(f_);
-    if (c == EOF) return true;
-    std::ungetc(c, f_);
-    return false;
+  absl::StatusOr<bool> done() {
+    HETERPS_RETURN_IF_ERROR(Fill());
+    return begin_ == end_;
   }
-  // Reads the rest of the file in chunks, for its size and checksum.
+  // Reads the rest of the file, for its size and checksum.
   absl::Status Digest(uint64_t* bytes, uint64_t* hash) {
-    std::vector<char> buffer(1 << 20);
     *bytes = 0;
     *hash = 1469598103934665603ull;
-    size_t n;
-    while ((n = std::fread(buffer.data(), 1, buffer.size(), f_)) > 0) {
-      Fnv(*hash, buffer.data(), n);
-      *bytes += n;
+    for (;;) {
+      HETERPS_RETURN_IF_ERROR(Fill());
+      if (begin_ == end_) return absl::OkStatus();
+      Fnv(*hash, buffer_.data() + begin_, end_ - begin_);
+      *bytes += end_ - begin_;
+      pos_ += end_ - begin_;
+      begin_ = end_;
     }
-    if (std::ferror(f_)) {
-      return absl::DataLossError(absl::StrCat(path_, ": read failed: ", std::strerror(errno)));
-    }
-    return absl::OkStatus();
   }
 
  private:
-  Reader(std::string path, std::FILE* f) : path_(std::move(path)), f_(f) {}
+  Reader(std::string path, std::unique_ptr<base::SequentialFile> file)
+      : path_(std::move(path)), file_(std::move(file)), buffer_(1 << 20) {}
+  // Refills the buffer once it is used up; at the end of the file it stays empty.
+  absl::Status Fill() {
+    if (begin_ < end_) return absl::OkStatus();
+    absl::StatusOr<size_t> n = file_->Read(buffer_.size(), buffer_.data());
+    if (!n.ok()) return absl::DataLossError(n.status().message());
+    begin_ = 0;
+    end_ = *n;
+    return absl::OkStatus();
+  }
   std::string path_;
-  std::FILE* f_;
+  std::unique_ptr<base::SequentialFile> file_;
+  std::vector<char> buffer_;
+  size_t begin_ = 0, end_ = 0;
   uint64_t pos_ = 0;
 };
 
-absl::StatusOr<json> WriteSparse(const std::string& dir, int id, SparseTable& table) {
+absl::StatusOr<json> WriteSparse(base::Env* env, const std::string& dir, int id,
+                                 SparseTable& table) {
   const std::string name = absl::StrCat("sparse-", id, ".bin");
-  HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(dir + "/" + name));
+  HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(env, dir + "/" + name));
   const int32_t dim = table.dim();
   const int32_t state = StateFloats(table.options().optimizer.kind) * dim;
   HETERPS_RETURN_IF_ERROR(w.Put(&dim, 1));
@@ -155,9 +159,9 @@ absl::StatusOr<json> WriteSparse(const std::string& dir, int id, SparseTable& ta
               {"bytes", w.bytes()},    {"fnv64", absl::StrFormat("%016x", w.hash())}};
 }
 
-absl::StatusOr<json> WriteDense(const std::string& dir, int id, DenseTable& table) {
+absl::StatusOr<json> WriteDense(base::Env* env, const std::string& dir, int id, DenseTable& table) {
   const std::string name = absl::StrCat("dense-", id, ".bin");
-  HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(dir + "/" + name));
+  HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(env, dir + "/" + name));
   json sizes = json::array();
   for (int b = 0; b < table.num_blocks(); ++b) {
     HETERPS_ASSIGN_OR_RETURN(DenseTable::BlockData data, table.Read(b));
@@ -172,65 +176,64 @@ absl::StatusOr<json> WriteDense(const std::string& dir, int id, DenseTable& tabl
               {"bytes", w.bytes()}, {"fnv64", absl::StrFormat("%016x", w.hash())}};
 }
 
-absl::Status Fs(const std::string& what, const std::error_code& ec) {
-  return ec ? absl::UnavailableError(absl::StrCat(what, ": ", ec.message())) : absl::OkStatus();
-}
-
 }  // namespace
 
-absl::Status SaveCheckpoint(const std::string& root, int64_t step, const CheckpointTables& tables) {
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(root, ": cannot create"), ec));
+absl::Status SaveCheckpoint(base::Env* env, const std::string& root, int64_t step,
+                            const CheckpointTables& tables) {
+  HETERPS_RETURN_IF_ERROR(env->CreateDirs(root));
   const std::string name = absl::StrCat("ckpt-", step);
   const std::string tmp = absl::StrCat(root, "/.", name, ".tmp-", getpid());
-  fs::remove_all(tmp, ec);
-  fs::create_directory(tmp, ec);
-  HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(tmp, ": cannot create"), ec));
+  HETERPS_RETURN_IF_ERROR(env->RemoveAll(tmp));
+  HETERPS_RETURN_IF_ERROR(env->CreateDirs(tmp));
   auto write_all = [&]() -> absl::Status {
     json files = json::array();
     for (const auto& [id, table] : tables.sparse) {
-      HETERPS_ASSIGN_OR_RETURN(json entry, WriteSparse(tmp, id, *table));
+      HETERPS_ASSIGN_OR_RETURN(json entry, WriteSparse(env, tmp, id, *table));
       files.push_back(entry);
     }
     for (const auto& [id, table] : tables.dense) {
-      HETERPS_ASSIGN_OR_RETURN(json entry, WriteDense(tmp, id, *table));
+      HETERPS_ASSIGN_OR_RETURN(json entry, WriteDense(env, tmp, id, *table));
       files.push_back(entry);
     }
     json manifest = {{"format", kFormat}, {"step", step}, {"files", files}};
-    HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(tmp + "/MANIFEST"));
+    HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(env, tmp + "/MANIFEST"));
     const std::string text = manifest.dump(2) + "\n";
     HETERPS_RETURN_IF_ERROR(w.Put(text.data(), text.size()));
-    return w.Close();
+    HETERPS_RETURN_IF_ERROR(w.Close());
+    return env->SyncDir(tmp);
   };
   if (absl::Status s = write_all(); !s.ok()) {
-    fs::remove_all(tmp, ec);
+    env->RemoveAll(tmp).IgnoreError();
     return s;
   }
   // Into place: an older checkpoint of the same step is replaced, any other one is untouched.
   const std::string final_dir = root + "/" + name;
-  fs::remove_all(final_dir, ec);
-  fs::rename(tmp, final_dir, ec);
-  HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(final_dir, ": cannot rename into place"), ec));
-  return base::WriteFileAtomically(root + "/LATEST", name + "\n");
+  absl::Status placed = env->RemoveAll(final_dir);
+  if (placed.ok()) placed = env->RenameFile(tmp, final_dir);
+  if (placed.ok()) placed = env->SyncDir(root);
+  if (!placed.ok()) {
+    env->RemoveAll(tmp).IgnoreError();
+    return placed;
+  }
+  return base::WriteFileAtomically(env, root + "/LATEST", name + "\n");
 }
 
-absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
+absl::StatusOr<int64_t> LoadLatestCheckpoint(base::Env* env, const std::string& root,
                                              const CheckpointTables& tables) {
-  auto latest = base::ReadTextFile(root + "/LATEST");
+  auto latest = base::ReadFile(env, root + "/LATEST", 4096);
   if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no LATEST)"));
   std::string name = *latest;
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  return LoadCheckpointDir(root + "/" + name, tables);
+  return LoadCheckpointDir(env, root + "/" + name, tables);
 }
 
-absl::StatusOr<int64_t> LoadCheckpoint(const std::string& root, int64_t step,
+absl::StatusOr<int64_t> LoadCheckpoint(base::Env* env, const std::string& root, int64_t step,
                                        const CheckpointTables& tables) {
   const std::string dir = absl::StrCat(root, "/ckpt-", step);
-  if (!fs::exists(dir + "/MANIFEST")) {
+  if (!env->FileExists(dir + "/MANIFEST")) {
     return absl::NotFoundError(absl::StrCat(dir, ": no checkpoint of step ", step));
   }
-  return LoadCheckpointDir(dir, tables);
+  return LoadCheckpointDir(env, dir, tables);
 }
 
 absl::StatusOr<uint64_t> DigestTables(const CheckpointTables& tables) {
@@ -262,27 +265,26 @@ absl::StatusOr<uint64_t> DigestTables(const CheckpointTables& tables) {
   return digest;
 }
 
-absl::Status PruneCheckpoints(const std::string& root, int keep) {
+absl::Status PruneCheckpoints(base::Env* env, const std::string& root, int keep) {
+  HETERPS_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(root));
   std::vector<int64_t> steps;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const std::string name = entry.path().filename().string();
+  for (const std::string& name : names) {
     int64_t step = 0;
     if (absl::StartsWith(name, "ckpt-") && absl::SimpleAtoi(name.substr(5), &step)) {
       steps.push_back(step);
     }
   }
-  HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(root, ": cannot list"), ec));
   std::sort(steps.rbegin(), steps.rend());
   for (size_t i = std::max(keep, 0); i < steps.size(); ++i) {
-    fs::remove_all(absl::StrCat(root, "/ckpt-", steps[i]), ec);
-    HETERPS_RETURN_IF_ERROR(Fs(absl::StrCat(root, "/ckpt-", steps[i], ": cannot remove"), ec));
+    HETERPS_RETURN_IF_ERROR(env->RemoveAll(absl::StrCat(root, "/ckpt-", steps[i])));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> LoadCheckpointDir(const std::string& dir, const CheckpointTables& tables) {
-  HETERPS_ASSIGN_OR_RETURN(std::string manifest_text, base::ReadTextFile(dir + "/MANIFEST"));
+absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir,
+                                          const CheckpointTables& tables) {
+  HETERPS_ASSIGN_OR_RETURN(std::string manifest_text,
+                           base::ReadFile(env, dir + "/MANIFEST", 64 << 20));
   json manifest = json::parse(manifest_text, nullptr, false);
   auto corrupt = [&](absl::string_view why) {
     return absl::DataLossError(absl::StrCat(dir, "/MANIFEST: ", why));
@@ -299,7 +301,7 @@ absl::StatusOr<int64_t> LoadCheckpointDir(const std::string& dir, const Checkpoi
     const std::string path = dir + "/" + f.value("file", "");
     uint64_t size = 0, hash = 0;
     {
-      HETERPS_ASSIGN_OR_RETURN(Reader reader, Reader::Open(path));
+      HETERPS_ASSIGN_OR_RETURN(Reader reader, Reader::Open(env, path));
       HETERPS_RETURN_IF_ERROR(reader.Digest(&size, &hash));
     }
     if (size != f.value("bytes", uint64_t{0})) {
@@ -342,7 +344,7 @@ absl::StatusOr<int64_t> LoadCheckpointDir(const std::string& dir, const Checkpoi
   // Pass 2: load.
   size_t i = 0;
   for (const json& f : manifest["files"]) {
-    HETERPS_ASSIGN_OR_RETURN(Reader r, Reader::Open(paths[i++]));
+    HETERPS_ASSIGN_OR_RETURN(Reader r, Reader::Open(env, paths[i++]));
     const int id = f["table"];
     if (f["kind"] == "sparse") {
       SparseTable& table = *tables.sparse.at(id);
@@ -353,7 +355,9 @@ absl::StatusOr<int64_t> LoadCheckpointDir(const std::string& dir, const Checkpoi
       RowData row;
       row.value.resize(dim);
       row.state.resize(state);
-      while (!r.done()) {
+      for (;;) {
+        HETERPS_ASSIGN_OR_RETURN(const bool done, r.done());
+        if (done) break;
         uint64_t key = 0;
         HETERPS_RETURN_IF_ERROR(r.Get(&key, 1));
         HETERPS_RETURN_IF_ERROR(r.Get(&row.steps, 1));

@@ -13,7 +13,8 @@
 // error and nothing is half-loaded.
 //
 // The tables must not change while a checkpoint is saved or loaded (the coordinator pauses
-// training at a mini-batch boundary).
+// training at a mini-batch boundary). Every file operation goes through `env` (base/env.h), so
+// that tests fail any of them on purpose.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "heterps/base/env.h"
 #include "heterps/ps/dense_table.h"
 #include "heterps/ps/sparse_table.h"
 
@@ -33,18 +35,20 @@ struct CheckpointTables {
 };
 
 // Writes <root>/ckpt-<step> and points <root>/LATEST at it. Creates <root> if needed.
-absl::Status SaveCheckpoint(const std::string& root, int64_t step, const CheckpointTables& tables);
+absl::Status SaveCheckpoint(base::Env* env, const std::string& root, int64_t step,
+                            const CheckpointTables& tables);
 
 // Loads the checkpoint LATEST names into `tables` (which must be the same tables: ids, kinds,
 // shapes; sparse tables are emptied first) and returns its step. NotFound if there is none.
-absl::StatusOr<int64_t> LoadLatestCheckpoint(const std::string& root,
+absl::StatusOr<int64_t> LoadLatestCheckpoint(base::Env* env, const std::string& root,
                                              const CheckpointTables& tables);
 // The same for <root>/ckpt-<step>: a job whose shards checkpoint one by one restores the last
 // step every shard completed. NotFound if there is none.
-absl::StatusOr<int64_t> LoadCheckpoint(const std::string& root, int64_t step,
+absl::StatusOr<int64_t> LoadCheckpoint(base::Env* env, const std::string& root, int64_t step,
                                        const CheckpointTables& tables);
 // The same for a checkpoint directory.
-absl::StatusOr<int64_t> LoadCheckpointDir(const std::string& dir, const CheckpointTables& tables);
+absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir,
+                                          const CheckpointTables& tables);
 
 // A digest of every parameter the tables hold: each sparse row's key, value, optimizer state and
 // update count, each dense block's values, state and update count. It does not depend on the
@@ -54,6 +58,6 @@ absl::StatusOr<int64_t> LoadCheckpointDir(const std::string& dir, const Checkpoi
 absl::StatusOr<uint64_t> DigestTables(const CheckpointTables& tables);
 
 // Removes all but the `keep` checkpoints of the highest steps under `root`.
-absl::Status PruneCheckpoints(const std::string& root, int keep);
+absl::Status PruneCheckpoints(base::Env* env, const std::string& root, int keep);
 
 }  // namespace heterps::ps

@@ -1,8 +1,5 @@
 #include "heterps/ps/checkpoint.h"
 
-#include <signal.h>
-#include <sys/resource.h>
-
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,12 +7,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "heterps/base/testing/fault_env.h"
 #include "heterps/ps/rocksdb_store.h"
 
 namespace heterps::ps {
 namespace {
 
+using base::testing::FaultEnv;
 using ::testing::HasSubstr;
+
+base::Env* const env = base::DefaultEnv();
 
 struct Tables {
   std::unique_ptr<SparseTable> sparse;
@@ -78,9 +79,9 @@ TEST_F(CheckpointTest, RoundTripIncludingSsdRows) {
   Train(a);
   ASSERT_GT(a.sparse->Stats().cold_rows, 50);  // the SSD tier holds part of the table
   const std::string root = Dir("root");
-  ASSERT_TRUE(SaveCheckpoint(root, 5, a.view()).ok());
+  ASSERT_TRUE(SaveCheckpoint(env, root, 5, a.view()).ok());
   Tables b = Make(Dir("cold_b"));
-  auto step = LoadLatestCheckpoint(root, b.view());
+  auto step = LoadLatestCheckpoint(env, root, b.view());
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 5);
   EXPECT_EQ(Rows(*a.sparse), Rows(*b.sparse));
@@ -92,21 +93,21 @@ TEST_F(CheckpointTest, RoundTripIncludingSsdRows) {
   }
   // A later checkpoint becomes LATEST; the earlier one stays on disk.
   Train(a);
-  ASSERT_TRUE(SaveCheckpoint(root, 9, a.view()).ok());
-  EXPECT_EQ(*LoadLatestCheckpoint(root, b.view()), 9);
+  ASSERT_TRUE(SaveCheckpoint(env, root, 9, a.view()).ok());
+  EXPECT_EQ(*LoadLatestCheckpoint(env, root, b.view()), 9);
   EXPECT_TRUE(std::filesystem::exists(root + "/ckpt-5/MANIFEST"));
   // A named step loads that step (a job restores the last one all its shards completed).
   Tables c = Make(Dir("cold_c"));
-  ASSERT_EQ(*LoadCheckpoint(root, 5, c.view()), 5);
+  ASSERT_EQ(*LoadCheckpoint(env, root, 5, c.view()), 5);
   EXPECT_NE(Rows(*c.sparse), Rows(*a.sparse));
-  EXPECT_EQ(LoadCheckpoint(root, 7, c.view()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadCheckpoint(env, root, 7, c.view()).status().code(), absl::StatusCode::kNotFound);
   // Pruning keeps the newest.
   Train(a);
-  ASSERT_TRUE(SaveCheckpoint(root, 12, a.view()).ok());
-  ASSERT_TRUE(PruneCheckpoints(root, 2).ok());
+  ASSERT_TRUE(SaveCheckpoint(env, root, 12, a.view()).ok());
+  ASSERT_TRUE(PruneCheckpoints(env, root, 2).ok());
   EXPECT_FALSE(std::filesystem::exists(root + "/ckpt-5"));
   EXPECT_TRUE(std::filesystem::exists(root + "/ckpt-9/MANIFEST"));
-  EXPECT_EQ(*LoadLatestCheckpoint(root, c.view()), 12);
+  EXPECT_EQ(*LoadLatestCheckpoint(env, root, c.view()), 12);
   EXPECT_EQ(Rows(*c.sparse), Rows(*a.sparse));
 }
 
@@ -114,7 +115,7 @@ TEST_F(CheckpointTest, CorruptOrTruncatedFilesAreRefusedBeforeAnythingLoads) {
   Tables a = Make(Dir("cold_c"));
   Train(a);
   const std::string root = Dir("root_c");
-  ASSERT_TRUE(SaveCheckpoint(root, 3, a.view()).ok());
+  ASSERT_TRUE(SaveCheckpoint(env, root, 3, a.view()).ok());
   const std::string file = root + "/ckpt-3/sparse-0.bin";
   std::string bytes;
   {
@@ -129,12 +130,12 @@ TEST_F(CheckpointTest, CorruptOrTruncatedFilesAreRefusedBeforeAnythingLoads) {
   std::string flipped = bytes;
   flipped[bytes.size() / 2] ^= 0x01;
   std::ofstream(file, std::ios::binary) << flipped;
-  auto corrupt = LoadLatestCheckpoint(root, b.view());
+  auto corrupt = LoadLatestCheckpoint(env, root, b.view());
   EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(corrupt.status().message()), HasSubstr("checksum mismatch"));
 
   std::ofstream(file, std::ios::binary) << bytes.substr(0, bytes.size() - 7);
-  auto truncated = LoadLatestCheckpoint(root, b.view());
+  auto truncated = LoadLatestCheckpoint(env, root, b.view());
   EXPECT_EQ(truncated.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(truncated.status().message()), HasSubstr("truncated"));
 
@@ -147,13 +148,13 @@ TEST_F(CheckpointTest, CorruptOrTruncatedFilesAreRefusedBeforeAnythingLoads) {
 TEST_F(CheckpointTest, MismatchedTablesAndMissingCheckpoints) {
   Tables a = Make(Dir("cold_e"));
   const std::string root = Dir("root_e");
-  EXPECT_EQ(LoadLatestCheckpoint(root, a.view()).status().code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(SaveCheckpoint(root, 1, a.view()).ok());
+  EXPECT_EQ(LoadLatestCheckpoint(env, root, a.view()).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(SaveCheckpoint(env, root, 1, a.view()).ok());
   SparseTableOptions other;
   other.dim = 8;
   auto wide = *SparseTable::Create(other, nullptr);
   CheckpointTables mismatch{{{0, wide.get()}}, {{1, a.dense.get()}}};
-  auto s = LoadLatestCheckpoint(root, mismatch);
+  auto s = LoadLatestCheckpoint(env, root, mismatch);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("sparse table 0 of dim 4"));
 }
@@ -161,44 +162,62 @@ TEST_F(CheckpointTest, MismatchedTablesAndMissingCheckpoints) {
 TEST_F(CheckpointTest, UnwritableRootIsAClearErrorAndLatestStays) {
   Tables a = Make(Dir("cold_f"));
   const std::string root = Dir("root_f");
-  ASSERT_TRUE(SaveCheckpoint(root, 1, a.view()).ok());
+  ASSERT_TRUE(SaveCheckpoint(env, root, 1, a.view()).ok());
   // A root that is a regular file cannot hold checkpoints.
   const std::string blocked = root + "/LATEST/nested";
-  absl::Status s = SaveCheckpoint(blocked, 2, a.view());
+  absl::Status s = SaveCheckpoint(env, blocked, 2, a.view());
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr(blocked));
-  EXPECT_EQ(*LoadLatestCheckpoint(root, a.view()), 1);
+  EXPECT_EQ(*LoadLatestCheckpoint(env, root, a.view()), 1);
 }
 
-TEST_F(CheckpointTest, AWriteThatFailsMidwayLeavesThePreviousCheckpoint) {
-  Tables a = Make(Dir("cold_g"));
-  Train(a);
+// Every operation a checkpoint makes on the disk, failed in turn by a full disk (a torn write),
+// an I/O error and a crash: the save fails or lands whole, and the newest checkpoint that
+// LATEST names loads whole.
+TEST_F(CheckpointTest, EveryFaultOfASaveLeavesALoadableCheckpoint) {
+  Tables once = Make(Dir("cold_g1"));
+  Train(once);
+  const auto first = Rows(*once.sparse);
+  Tables twice = Make(Dir("cold_g2"));
+  Train(twice);
+  Train(twice);
+  const auto second = Rows(*twice.sparse);
   const std::string root = Dir("root_g");
-  ASSERT_TRUE(SaveCheckpoint(root, 1, a.view()).ok());
-  const auto saved = Rows(*a.sparse);
-  Train(a);
-  // Files may not grow past 4 KiB: the sparse table's file (about 20 KiB) fails part-way, the
-  // way a full disk fails a write (with EFBIG here rather than ENOSPC).
-  rlimit old;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
-  rlimit small = old;
-  small.rlim_cur = 4096;
-  sighandler_t previous = signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-  absl::Status s = SaveCheckpoint(root, 2, a.view());
-  setrlimit(RLIMIT_FSIZE, &old);
-  signal(SIGXFSZ, previous);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(std::string(s.message()), HasSubstr("sparse-0.bin"));
-  // No partial directory is left, LATEST still names step 1, and step 1 loads whole.
-  for (const auto& entry : std::filesystem::directory_iterator(root)) {
-    EXPECT_THAT(entry.path().filename().string(), ::testing::AnyOf("ckpt-1", "LATEST"));
+  FaultEnv faults(env);
+  ASSERT_TRUE(SaveCheckpoint(&faults, root, 2, twice.view()).ok());
+  const int64_t operations = faults.operations();
+  ASSERT_GE(operations, 12);
+  for (FaultEnv::Fault fault :
+       {FaultEnv::Fault::kDiskFull, FaultEnv::Fault::kIoError, FaultEnv::Fault::kCrash}) {
+    for (int64_t n = 0; n < operations; ++n) {
+      ASSERT_TRUE(env->RemoveAll(root).ok());
+      ASSERT_TRUE(SaveCheckpoint(env, root, 1, once.view()).ok());
+      faults.Reset();
+      faults.FailOperation(n, fault);
+      const absl::Status saved = SaveCheckpoint(&faults, root, 2, twice.view());
+      ASSERT_TRUE(faults.fired()) << n;
+      Tables loaded = Make(Dir("cold_g3"));
+      auto step = LoadLatestCheckpoint(env, root, loaded.view());
+      ASSERT_TRUE(step.ok()) << "fault " << static_cast<int>(fault) << " at operation " << n << ": "
+                             << step.status();
+      if (*step == 2) {
+        EXPECT_EQ(Rows(*loaded.sparse), second) << n;
+      } else {
+        ASSERT_EQ(*step, 1) << n;
+        EXPECT_EQ(Rows(*loaded.sparse), first) << n;
+        EXPECT_FALSE(saved.ok()) << n;
+        EXPECT_THAT(std::string(saved.message()), HasSubstr(root)) << n;
+      }
+      // A failure cleans up after itself (a crash cannot: the next save replaces what it left).
+      if (!saved.ok() && fault != FaultEnv::Fault::kCrash) {
+        const std::vector<std::string> names =
+            env->ListDir(root).value_or(std::vector<std::string>());
+        for (const std::string& name : names) {
+          EXPECT_THAT(name, ::testing::AnyOf("ckpt-1", "ckpt-2", "LATEST")) << n;
+        }
+      }
+    }
   }
-  Tables b = Make(Dir("cold_g2"));
-  auto step = LoadLatestCheckpoint(root, b.view());
-  ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_EQ(*step, 1);
-  EXPECT_EQ(Rows(*b.sparse), saved);
 }
 
 }  // namespace

@@ -95,13 +95,6 @@ absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, in
       absl::StrCat(op, ": ", floats, " floats for ", keys, " keys of dim ", dim));
 }
 
-uint64_t MixKey(uint64_t key) {
-  key += 0x9e3779b97f4a7c15ull;
-  key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
-  key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
-  return key ^ (key >> 31);
-}
-
 // A shard's index from keys to slots: open addressing with linear probing over 4-byte entries,
 // each the top 8 bits of the key's hash (MixKey) over a 24-bit slot number. A key's home is its
 // hash modulo the power-of-two capacity; a lookup compares the key (in the slot's Meta) only where

@@ -35,6 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "heterps/base/mix_key.h"
 #include "heterps/ps/cold_store.h"
 #include "heterps/ps/optimizer.h"
 
@@ -135,8 +136,7 @@ class SparseTable {
 // "push") names the call in the message.
 absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, int dim);
 
-// The mixing hash used to spread keys over lock shards and, in the client, over
-// servers (docs/ps.md): SplitMix64's finalizer.
-uint64_t MixKey(uint64_t key);
+// The mixing hash that spreads keys over lock shards and, in the client, over servers.
+using base::MixKey;
 
 }  // namespace heterps::ps

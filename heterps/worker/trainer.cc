@@ -32,8 +32,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   }
   const int batch_size =
       options.batch_size > 0 ? options.batch_size : static_cast<int>(spec.batch_size);
-  const int64_t eval_every =
-      options.eval_fraction > 0 ? std::max<int64_t>(2, std::llround(1 / options.eval_fraction)) : 0;
+  const int64_t eval_every = data::EvalEvery(options.eval_fraction);
   HETERPS_ASSIGN_OR_RETURN(int64_t lines, data::CountLines(options.files));
   const int64_t train_lines = eval_every > 0 ? lines - lines / eval_every : lines;
 
@@ -111,24 +110,17 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     HETERPS_ASSIGN_OR_RETURN(auto reader, data::CriteoReader::Open(read));
     std::vector<float> scores, labels, p;
     data::Batch batch;
-    double loss = 0;
     for (;;) {
       HETERPS_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
       if (!more) break;
       HETERPS_RETURN_IF_ERROR(models[0]->Predict(batch, &p));
-      for (int r = 0; r < batch.size; ++r) {
-        const double q = std::clamp<double>(p[r], 1e-7, 1 - 1e-7);
-        loss -= batch.labels[r] > 0.5f ? std::log(q) : std::log(1 - q);
-      }
       scores.insert(scores.end(), p.begin(), p.end());
       labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
     }
-    result.eval_samples = static_cast<int64_t>(scores.size());
-    if (result.eval_samples > 0) {
-      result.eval_loss = loss / result.eval_samples;
-      absl::StatusOr<double> auc = data::ExactAuc(scores, labels);
-      result.eval_auc = auc.ok() ? *auc : 0.5;
-    }
+    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, data::Evaluate(scores, labels));
+    result.eval_samples = eval.samples;
+    result.eval_loss = eval.logloss;
+    result.eval_auc = eval.auc;
   }
   result.peak_rss_bytes = PeakRss();
   const int64_t dense_state = 1 + ps::StateFloats(options.model.dense_optimizer.kind);

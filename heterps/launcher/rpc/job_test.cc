@@ -30,17 +30,20 @@ TEST(JobTest, TwoStagesOnThreadsReproduceTheSingleProcessRun) {
   auto expected = worker::Train(*spec, single);
   ASSERT_TRUE(expected.ok()) << expected.status();
 
-  JobOptions options;
-  options.spec = *spec;
-  options.model_yaml = *base::ReadTextFile("examples/models/dlrm-small.yaml");
-  options.model_yaml.replace(options.model_yaml.find("batch_size: 2048"), 16, "batch_size: 512");
+  // Two stages: input and the embeddings on 2 replicas, the dense layers on 1; 2 shards.
+  sched::RunPlan plan;
   const int emb = spec->FindLayer("emb"), last = static_cast<int>(spec->layers.size()) - 1;
-  options.plan.stages = {{0, emb, "cpu-a", "cpu", 2}, {emb + 1, last, "cpu-b", "cpu", 1}};
-  options.plan.batch_size = 512;
-  options.ps_shards = 2;
-  options.files = {data};
-  options.micro_batch = 64;
-  options.checkpoint_every = 3;
+  plan.stages = {{0, emb, "cpu-a", "cpu", 2}, {emb + 1, last, "cpu-b", "cpu", 1}};
+  worker::JobSettings settings;
+  settings.ps_shards = 2;
+  settings.micro_batch = 64;
+  settings.checkpoint_every = 3;
+  auto text = base::ReadTextFile("examples/models/dlrm-small.yaml");
+  ASSERT_TRUE(text.ok());
+  auto job = worker::MakeJob({*text, "examples/models/dlrm-small.yaml", 512}, plan,
+                             config::ClusterSpec(), {data}, settings);
+  ASSERT_TRUE(job.ok()) << job.status();
+  RunOptions options;
   options.job_dir = ::testing::TempDir() + "/job_test_dir";
   std::filesystem::remove_all(options.job_dir);
   options.token = "job-test-token";
@@ -59,7 +62,7 @@ TEST(JobTest, TwoStagesOnThreadsReproduceTheSingleProcessRun) {
       });
     }
   };
-  auto result = RunJob(options);
+  auto result = RunJob(*job, options);
   for (std::thread& t : nodes) t.join();
   ASSERT_TRUE(result.ok()) << result.status();
   for (int rank = 1; rank < world; ++rank) EXPECT_TRUE(ended[rank].ok()) << ended[rank];

@@ -5,38 +5,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/grpcpp.h"
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
-#include "heterps/base/token.h"
-#include "heterps/config/model_spec.h"
+#include "heterps/launcher/rpc/coordinator.grpc.pb.h"
 #include "heterps/ps/rpc/grpc_ps_client.h"
 #include "heterps/ps/rpc/ps_server.h"
-#include "heterps/worker/rpc/runtime.grpc.pb.h"
+#include "heterps/rpc/rpc.h"
+#include "heterps/worker/job.h"
 #include "heterps/worker/rpc/stage_worker.h"
 
 namespace heterps::launcher::rpc {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
-  if (status.ok()) return absl::OkStatus();
-  const auto code = static_cast<absl::StatusCode>(status.error_code());
-  return absl::Status(
-      code, absl::StrCat(what, ": ", absl::StatusCodeToString(code), ": ", status.error_message()));
-}
+using heterps::rpc::FromGrpc;
 
 class Node {
  public:
   explicit Node(const NodeOptions& o) : o_(o) {
-    stub_ = runtime::Coordinator::NewStub(
-        grpc::CreateChannel(o.coordinator, grpc::InsecureChannelCredentials()));
+    stub_ = wire::Coordinator::NewStub(heterps::rpc::NewChannel(o.coordinator));
   }
 
   absl::Status Run(const std::atomic<bool>* stop) {
     HETERPS_RETURN_IF_ERROR(Hello());
     HETERPS_ASSIGN_OR_RETURN(const std::string address, StartRole());
     HETERPS_RETURN_IF_ERROR(Register(address));
-    if (role_.kind() == runtime::Role::WORKER) HETERPS_RETURN_IF_ERROR(ConfigureWorker());
+    if (role_.kind() == wire::Role::WORKER) HETERPS_RETURN_IF_ERROR(ConfigureWorker());
     absl::Status status = Serve(stop);
     Shutdown();
     return status;
@@ -44,18 +37,17 @@ class Node {
 
  private:
   void Prepare(grpc::ClientContext& ctx, absl::Duration timeout) {
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    if (!o_.token.empty()) ctx.AddMetadata(base::kTokenHeader, o_.token);
+    heterps::rpc::PrepareCall(ctx, o_.token, timeout);
   }
 
   absl::Status Hello() {
     grpc::ClientContext ctx;
     Prepare(ctx, o_.connect_timeout);
     ctx.set_wait_for_ready(true);
-    runtime::HelloRequest request;
+    wire::HelloRequest request;
     request.set_rank(o_.rank);
     request.set_world(o_.world);
-    runtime::HelloReply reply;
+    wire::HelloReply reply;
     const grpc::Status status = stub_->Hello(&ctx, request, &reply);
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       return absl::UnavailableError(absl::StrCat("cannot reach the coordinator at ", o_.coordinator,
@@ -68,14 +60,14 @@ class Node {
     }
     role_ = reply.role();
     generation_ = reply.generation();
-    base::SetLogRole(role_.kind() == runtime::Role::PS
+    base::SetLogRole(role_.kind() == wire::Role::PS
                          ? absl::StrCat("ps shard ", role_.shard())
                          : absl::StrCat("stage ", role_.stage(), " replica ", role_.replica()));
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::string> StartRole() {
-    if (role_.kind() == runtime::Role::PS) {
+    if (role_.kind() == wire::Role::PS) {
       ps::rpc::PsServerOptions options;
       options.shard = role_.shard();
       options.num_shards = role_.shards();
@@ -95,36 +87,30 @@ class Node {
   absl::Status Register(const std::string& address) {
     grpc::ClientContext ctx;
     Prepare(ctx, absl::Minutes(10));
-    runtime::RegisterRequest request;
+    wire::RegisterRequest request;
     request.set_rank(o_.rank);
     request.set_generation(generation_);
     request.set_address(address);
-    return FromGrpc(stub_->Register(&ctx, request, &layout_),
+    return FromGrpc(stub_->Register(&ctx, request, &reply_),
                     absl::StrCat("coordinator ", o_.coordinator, ": Register"));
   }
 
   absl::Status ConfigureWorker() {
-    const runtime::TrainingConfig& t = layout_.training();
-    HETERPS_ASSIGN_OR_RETURN(config::ModelSpec spec,
-                             config::ParseModelSpec(t.model_yaml(), t.model_source()));
+    HETERPS_ASSIGN_OR_RETURN(job_, worker::ParseJob(reply_.job(), "the coordinator's job"));
     ps::rpc::GrpcPsClientOptions ps;
-    ps.servers.assign(layout_.ps().begin(), layout_.ps().end());
+    ps.servers.assign(reply_.ps().begin(), reply_.ps().end());
     ps.token = o_.token;
     HETERPS_ASSIGN_OR_RETURN(ps_client_, ps::rpc::GrpcPsClient::Connect(ps));
-    worker::rpc::StageWorkerConfig config;
-    config.spec = std::move(spec);
-    config.stage = role_.stage();
-    config.replica = role_.replica();
-    for (const runtime::StageLayout& s : layout_.stages()) {
-      config.stages.push_back({s.first(), s.last(), {s.replicas().begin(), s.replicas().end()}});
+    const int stage = role_.stage();
+    if (stage < 0 || stage >= reply_.stages_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("stage ", stage, " is not in the layout"));
     }
-    config.micro_batch = t.micro_batch();
-    config.sync = t.sync();
-    config.data.files.assign(t.files().begin(), t.files().end());
-    config.data.eval_every = t.eval_every();
-    config.data.bad_lines =
-        t.skip_bad_lines() ? data::BadLinePolicy::kSkip : data::BadLinePolicy::kStop;
-    return worker_->Configure(config, ps_client_.get());
+    std::vector<std::string> next;
+    if (stage + 1 < reply_.stages_size()) {
+      const wire::StageAddresses& s = reply_.stages(stage + 1);
+      next.assign(s.replicas().begin(), s.replicas().end());
+    }
+    return worker_->Configure(job_, stage, role_.replica(), std::move(next), ps_client_.get());
   }
 
   // Until the coordinator says stop, is gone for orphan_timeout, or `stop` turns true.
@@ -133,10 +119,10 @@ class Node {
     while (stop == nullptr || !stop->load()) {
       grpc::ClientContext ctx;
       Prepare(ctx, absl::Seconds(2));
-      runtime::HeartbeatRequest request;
+      wire::HeartbeatRequest request;
       request.set_rank(o_.rank);
       request.set_generation(generation_);
-      runtime::HeartbeatReply reply;
+      wire::HeartbeatReply reply;
       const grpc::Status status = stub_->Heartbeat(&ctx, request, &reply);
       if (status.ok()) {
         if (reply.stop()) return absl::OkStatus();
@@ -157,10 +143,11 @@ class Node {
   }
 
   const NodeOptions& o_;
-  std::unique_ptr<runtime::Coordinator::Stub> stub_;
-  runtime::Role role_;
+  std::unique_ptr<wire::Coordinator::Stub> stub_;
+  wire::Role role_;
   int64_t generation_ = 0;
-  runtime::RegisterReply layout_;
+  wire::RegisterReply reply_;
+  worker::JobSpec job_;
   std::unique_ptr<ps::rpc::PsServer> ps_server_;
   std::unique_ptr<ps::rpc::GrpcPsClient> ps_client_;
   std::unique_ptr<worker::rpc::StageWorker> worker_;

@@ -16,14 +16,14 @@
 #include "heterps/base/thread_pool.h"
 #include "heterps/ps/rpc/internal/convert.h"
 #include "heterps/ps/rpc/ps.grpc.pb.h"
+#include "heterps/rpc/rpc.h"
 
 namespace heterps::ps::rpc {
 namespace {
 
 using internal::ToBytes;
 
-constexpr int kMessageSlackBytes = 4096;     // room for a message's other fields
-constexpr int kMaxReceiveBytes = 256 << 20;  // what the client accepts from a server
+constexpr int kMessageSlackBytes = 4096;  // room for a message's other fields
 
 // The RPCs of one ticket: done when none is pending; `finish` runs in Wait
 // after success.
@@ -85,8 +85,7 @@ struct GrpcPsClient::Impl {
   int num_servers() const { return static_cast<int>(stubs.size()); }
 
   void Prepare(grpc::ClientContext& context, absl::Duration timeout) const {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    if (!options.token.empty()) context.AddMetadata(internal::kTokenHeader, options.token);
+    heterps::rpc::PrepareCall(context, options.token, timeout);
   }
 
   std::string Where(int shard) const {
@@ -209,21 +208,11 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
   while (impl->client_id == 0) {
     impl->client_id = (static_cast<uint64_t>(random()) << 32) ^ random();
   }
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!options.tls_ca_pem.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = options.tls_ca_pem;
-    credentials = grpc::SslCredentials(ssl);
-  }
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
-  args.SetMaxSendMessageSize(std::max(options.max_message_bytes, kMaxReceiveBytes));
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  heterps::rpc::ChannelOptions channel;
+  channel.tls_ca_pem = options.tls_ca_pem;
+  channel.max_send_bytes = options.max_message_bytes;
   for (const std::string& server : options.servers) {
-    impl->stubs.push_back(
-        ParameterServer::NewStub(grpc::CreateCustomChannel(server, credentials, args)));
+    impl->stubs.push_back(ParameterServer::NewStub(heterps::rpc::NewChannel(server, channel)));
   }
   impl->pool = std::make_unique<base::ThreadPool>(
       options.threads > 0 ? options.threads : std::max(4, 2 * impl->num_servers()));

@@ -8,6 +8,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "heterps/base/file.h"
+#include "heterps/base/token.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rpc/grpc_ps_client.h"
 #include "heterps/ps/rpc/internal/convert.h"
@@ -238,7 +239,7 @@ TEST(GrpcPsTest, ARetriedPushIsAppliedOnce) {
   request.mutable_id()->set_sequence(1);
   for (int attempt = 0; attempt < 2; ++attempt) {
     grpc::ClientContext context;
-    context.AddMetadata(internal::kTokenHeader, kToken);
+    context.AddMetadata(base::kTokenHeader, kToken);
     PushReply reply;
     ASSERT_TRUE(stub->PushSparse(&context, request, &reply).ok());
   }

@@ -17,21 +17,20 @@
 #include "grpcpp/grpcpp.h"
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
-#include "heterps/base/token.h"
 #include "heterps/ps/checkpoint.h"
 #include "heterps/ps/pending.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rocksdb_store.h"
 #include "heterps/ps/rpc/internal/convert.h"
 #include "heterps/ps/rpc/ps.grpc.pb.h"
+#include "heterps/rpc/rpc.h"
 
 namespace heterps::ps::rpc {
 namespace {
 
+using heterps::rpc::ToGrpc;
 using internal::CountOf;
 using internal::FromBytes;
-using internal::FromGrpc;
-using internal::ToGrpc;
 
 constexpr int kPushesRemembered = 4096;
 constexpr size_t kDenseChunkFloats = 256 * 1024;  // 1 MiB per streamed message
@@ -97,15 +96,11 @@ bool SameConfig(const google::protobuf::Message& a, const google::protobuf::Mess
 
 }  // namespace
 
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
-}
-
 class PsServer::Service final : public ParameterServer::Service {
  public:
-  explicit Service(const PsServerOptions& options) : options_(options) {}
+  explicit Service(const PsServerOptions& options) : options_(options), auth_(options.token) {}
 
-  PsServerCounters counters() const { return {calls_.load(), refused_.load(), duplicates_.load()}; }
+  PsServerCounters counters() const { return {calls_.load(), auth_.refused(), duplicates_.load()}; }
 
   grpc::Status Info(grpc::ServerContext* ctx, const InfoRequest*, InfoReply* reply) override {
     return Serve(ctx, "Info", [&]() -> absl::Status {
@@ -211,9 +206,10 @@ class PsServer::Service final : public ParameterServer::Service {
                               SaveCheckpointReply* reply) override {
     return Serve(ctx, "SaveCheckpoint", [&]() -> absl::Status {
       absl::MutexLock snapshot(&snapshot_mu_);
-      HETERPS_RETURN_IF_ERROR(ps::SaveCheckpoint(CheckpointRoot(), request->step(), Tables()));
+      HETERPS_RETURN_IF_ERROR(
+          ps::SaveCheckpoint(options_.env, CheckpointRoot(), request->step(), Tables()));
       // The one before stays: a job restores the last step that every shard completed.
-      HETERPS_RETURN_IF_ERROR(PruneCheckpoints(CheckpointRoot(), 2));
+      HETERPS_RETURN_IF_ERROR(PruneCheckpoints(options_.env, CheckpointRoot(), 2));
       reply->set_path(absl::StrCat(CheckpointRoot(), "/ckpt-", request->step()));
       return absl::OkStatus();
     });
@@ -223,10 +219,11 @@ class PsServer::Service final : public ParameterServer::Service {
                               LoadCheckpointReply* reply) override {
     return Serve(ctx, "LoadCheckpoint", [&]() -> absl::Status {
       absl::MutexLock snapshot(&snapshot_mu_);
-      HETERPS_ASSIGN_OR_RETURN(int64_t step,
-                               request->has_step()
-                                   ? ps::LoadCheckpoint(CheckpointRoot(), request->step(), Tables())
-                                   : LoadLatestCheckpoint(CheckpointRoot(), Tables()));
+      HETERPS_ASSIGN_OR_RETURN(
+          int64_t step,
+          request->has_step()
+              ? ps::LoadCheckpoint(options_.env, CheckpointRoot(), request->step(), Tables())
+              : LoadLatestCheckpoint(options_.env, CheckpointRoot(), Tables()));
       reply->set_step(step);
       return absl::OkStatus();
     });
@@ -271,19 +268,7 @@ class PsServer::Service final : public ParameterServer::Service {
   template <typename Body>
   grpc::Status Serve(grpc::ServerContext* ctx, absl::string_view method, Body body) {
     ++calls_;
-    if (!options_.token.empty()) {
-      auto entries = ctx->client_metadata().equal_range(internal::kTokenHeader);
-      const bool given = entries.first != entries.second;
-      if (!given || !base::TokensEqual(absl::string_view(entries.first->second.data(),
-                                                         entries.first->second.size()),
-                                       options_.token)) {
-        ++refused_;
-        base::LogLine(absl::StrCat("refused ", method, " from ", ctx->peer(), ": ",
-                                   given ? "wrong token" : "no token"));
-        return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                            given ? "wrong token" : "no token (x-heterps-token) in the call");
-      }
-    }
+    if (grpc::Status denied = auth_.Check(ctx, method); !denied.ok()) return denied;
     absl::Status status = body();
     // UNAVAILABLE on the wire means "try again" to clients; a server's own
     // storage failing is not that.
@@ -398,13 +383,14 @@ class PsServer::Service final : public ParameterServer::Service {
   std::map<int, DenseEntry> dense_ ABSL_GUARDED_BY(tables_mu_);
   PushLog pushes_;
   PendingUpdates pending_;
-  std::atomic<int64_t> calls_{0}, refused_{0}, duplicates_{0};
+  std::atomic<int64_t> calls_{0}, duplicates_{0};
+  heterps::rpc::TokenCheck auth_;
 };
 
 struct PsServer::Impl {
   std::unique_ptr<Service> service;
   std::unique_ptr<grpc::Server> server;
-  std::string host;
+  std::string address;
   int port = 0;
   absl::Mutex mu;
   bool stopped ABSL_GUARDED_BY(mu) = false;
@@ -420,54 +406,35 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
         "shard ", options.shard, " of ", options.num_shards, ": need 0 <= shard < shards"));
   }
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is required");
-  if (options.port < 0 || options.port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("port ", options.port, " is out of range"));
-  }
-  if (options.token.empty() && !IsLoopbackHost(options.host)) {
+  if (options.token.empty() && !heterps::rpc::IsLoopbackHost(options.host)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "refusing to serve on ", options.host, " without a token: give one, or bind to 127.0.0.1"));
   }
-  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
-    return absl::InvalidArgumentError("TLS needs both a certificate and a key");
-  }
-  std::error_code error;
-  std::filesystem::create_directories(options.data_dir + "/tables", error);
-  if (error) {
+  if (options.env == nullptr) return absl::InvalidArgumentError("env is required");
+  if (absl::Status made = options.env->CreateDirs(options.data_dir + "/tables"); !made.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("cannot create data directory ", options.data_dir, ": ", error.message()));
+        absl::StrCat("cannot create data directory ", options.data_dir, ": ", made.message()));
   }
 
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<Service>(options);
-  impl->host = options.host;
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (!options.tls_cert_pem.empty()) {
-    grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
-    credentials = grpc::SslServerCredentials(ssl);
-  }
-  const std::string host = absl::StrContains(options.host, ':') && options.host[0] != '['
-                               ? absl::StrCat("[", options.host, "]")
-                               : options.host;
-  const std::string address = absl::StrCat(host, ":", options.port);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, credentials, &impl->port);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(impl->service.get());
-  impl->server = builder.BuildAndStart();
-  if (impl->server == nullptr || impl->port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", address, " (address in use, or not this host's)"));
-  }
-  impl->host = host;
+  heterps::rpc::Endpoint endpoint;
+  endpoint.host = options.host;
+  endpoint.port = options.port;
+  endpoint.tls_cert_pem = options.tls_cert_pem;
+  endpoint.tls_key_pem = options.tls_key_pem;
+  endpoint.max_message_bytes = options.max_message_bytes;
+  HETERPS_ASSIGN_OR_RETURN(heterps::rpc::Server server,
+                           heterps::rpc::StartServer(endpoint, {impl->service.get()}));
+  impl->server = std::move(server.server);
+  impl->port = server.port;
+  impl->address = server.address;
   return std::unique_ptr<PsServer>(new PsServer(std::move(impl)));
 }
 
 int PsServer::port() const { return impl_->port; }
 
-std::string PsServer::address() const { return absl::StrCat(impl_->host, ":", impl_->port); }
+std::string PsServer::address() const { return impl_->address; }
 
 PsServerCounters PsServer::counters() const { return impl_->service->counters(); }
 

@@ -3,12 +3,13 @@
 // on host:port (docs/ps.md).
 //
 //   PsServerOptions options;
-//   options.shard = 0; options.num_shards = 2; options.data_dir =
-//   "/var/lib/heterps/ps0"; options.token = "...";                          //
-//   the job's shared secret HETERPS_ASSIGN_OR_RETURN(auto server,
-//   PsServer::Start(options));
-//   ... server->port() ...                          // the bound port
-//   (options.port may be 0) server->Shutdown(absl::Seconds(5));
+//   options.shard = 0;
+//   options.num_shards = 2;
+//   options.data_dir = "/var/lib/heterps/ps0";
+//   options.token = token;                              // the job's shared secret
+//   HETERPS_ASSIGN_OR_RETURN(auto server, PsServer::Start(options));
+//   ... server->port() ...                              // the bound port (options.port may be 0)
+//   server->Shutdown(absl::Seconds(5));
 //
 // On disk: <data_dir>/tables/sparse-<id>/ holds a sparse table's cold rows
 // (RocksDB) when the table has a memory budget; <data_dir>/checkpoints/ holds
@@ -33,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "heterps/base/env.h"
 
 namespace heterps::ps::rpc {
 
@@ -45,7 +47,8 @@ struct PsServerOptions {
   std::string token;         // empty: no token (loopback hosts only)
   std::string tls_cert_pem;  // PEM text of the certificate chain; with tls_key_pem, TLS
   std::string tls_key_pem;
-  int max_message_bytes = 64 << 20;  // the largest message received
+  int max_message_bytes = 64 << 20;     // the largest message received
+  base::Env* env = base::DefaultEnv();  // checkpoints go through it
 };
 
 // Counters for a server's own operation (tables have theirs; see Stats in
@@ -78,8 +81,5 @@ class PsServer {
   explicit PsServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// True for "127.0.0.1", "localhost", "::1" and the rest of 127.0.0.0/8.
-bool IsLoopbackHost(const std::string& host);
 
 }  // namespace heterps::ps::rpc

@@ -28,14 +28,13 @@ absl::Status Copy(const std::string& bytes, size_t n, const char* what, std::vec
 
 }  // namespace
 
-void ToTensor(const Matrix<float>& m, runtime::Tensor* out) {
+void ToTensor(const Matrix<float>& m, wire::Tensor* out) {
   out->set_rows(m.rows());
   out->set_cols(m.cols());
   out->set_data(Bytes(m.data(), static_cast<size_t>(m.size())));
 }
 
-absl::Status FromTensor(const runtime::Tensor& t, int64_t rows, const char* what,
-                        Matrix<float>* out) {
+absl::Status FromTensor(const wire::Tensor& t, int64_t rows, const char* what, Matrix<float>* out) {
   const size_t floats = static_cast<size_t>(t.rows() * t.cols());
   if (t.rows() != rows || t.cols() < 0 || t.data().size() != floats * sizeof(float)) {
     return absl::InvalidArgumentError(absl::StrCat("micro-batch ", what, ": ", t.rows(), " x ",
@@ -47,7 +46,12 @@ absl::Status FromTensor(const runtime::Tensor& t, int64_t rows, const char* what
   return absl::OkStatus();
 }
 
-void EncodeActivations(const Activations& a, runtime::Forward* out) {
+void EncodeForward(const ForwardHeader& header, const Activations& a, wire::Forward* out) {
+  out->set_step(header.step);
+  out->set_id(header.id);
+  out->set_order(header.order);
+  out->set_train(header.train);
+  out->set_scale(header.scale);
   out->set_size(a.size);
   out->set_labels(Bytes(a.labels.data(), a.labels.size()));
   out->set_keys(Bytes(a.keys.data(), a.keys.size()));
@@ -55,7 +59,9 @@ void EncodeActivations(const Activations& a, runtime::Forward* out) {
   ToTensor(a.vectors, out->mutable_vectors());
 }
 
-absl::Status DecodeActivations(const runtime::Forward& in, Activations* out) {
+absl::Status DecodeForward(const wire::Forward& in, ForwardHeader* header, Activations* out) {
+  *header = {in.step(), in.id(), in.order(), in.train(), in.scale()};
+  if (in.size() < 0) return absl::InvalidArgumentError("micro-batch of a negative size");
   out->size = in.size();
   const size_t n = static_cast<size_t>(in.size());
   HETERPS_RETURN_IF_ERROR(Copy(in.labels(), in.labels().empty() ? 0 : n, "labels", &out->labels));
@@ -65,14 +71,37 @@ absl::Status DecodeActivations(const runtime::Forward& in, Activations* out) {
   return FromTensor(in.vectors(), in.size(), "embedding vectors", &out->vectors);
 }
 
-void EncodeGrads(const ActivationGrads& g, runtime::Backward* out) {
-  ToTensor(g.dense, out->mutable_dense());
-  ToTensor(g.vectors, out->mutable_vectors());
+void EncodeAnswer(const AnswerView& answer, wire::Backward* out) {
+  out->set_id(answer.id);
+  if (!answer.error.empty()) {
+    out->set_error(answer.error);
+    return;
+  }
+  out->set_loss_sum(answer.loss_sum);
+  if (answer.grads != nullptr) {
+    ToTensor(answer.grads->dense, out->mutable_dense());
+    ToTensor(answer.grads->vectors, out->mutable_vectors());
+  }
+  if (!answer.probabilities.empty()) {
+    out->set_probabilities(Bytes(answer.probabilities.data(), answer.probabilities.size()));
+  }
 }
 
-absl::Status DecodeGrads(const runtime::Backward& in, int64_t rows, ActivationGrads* out) {
-  HETERPS_RETURN_IF_ERROR(FromTensor(in.dense(), rows, "dense gradients", &out->dense));
-  return FromTensor(in.vectors(), rows, "vector gradients", &out->vectors);
+absl::Status DecodeAnswer(const wire::Backward& in, Answer* out) {
+  out->id = in.id();
+  out->loss_sum = in.loss_sum();
+  out->error = in.error();
+  if (!out->error.empty()) return absl::OkStatus();
+  const size_t floats = in.probabilities().size() / sizeof(float);
+  HETERPS_RETURN_IF_ERROR(Copy(in.probabilities(), floats, "probabilities", &out->probabilities));
+  if (!in.has_dense()) return absl::OkStatus();
+  const int64_t rows = in.dense().rows();
+  HETERPS_RETURN_IF_ERROR(FromTensor(in.dense(), rows, "dense gradients", &out->grads.dense));
+  if (in.vectors().cols() == 0 && in.vectors().rows() == 0) {
+    out->grads.vectors.resize(rows, 0);
+    return absl::OkStatus();
+  }
+  return FromTensor(in.vectors(), rows, "vector gradients", &out->grads.vectors);
 }
 
 }  // namespace heterps::worker::rpc

@@ -99,14 +99,4 @@ template absl::Status FromBytes<uint64_t>(absl::string_view, absl::Span<uint64_t
                                           absl::string_view);
 template absl::Status FromBytes<float>(absl::string_view, absl::Span<float>, absl::string_view);
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
-
 }  // namespace heterps::ps::rpc::internal

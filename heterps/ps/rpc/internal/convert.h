@@ -9,16 +9,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "grpcpp/support/status.h"
-#include "heterps/base/token.h"
 #include "heterps/ps/dense_table.h"
 #include "heterps/ps/rpc/ps.pb.h"
 #include "heterps/ps/sparse_table.h"
 
 namespace heterps::ps::rpc::internal {
-
-// The metadata entry that carries the job's token.
-inline constexpr const char* kTokenHeader = base::kTokenHeader;
 
 SparseTableConfig ToProto(const SparseTableOptions& options);
 DenseTableConfig ToProto(const DenseTableOptions& options);
@@ -40,8 +35,5 @@ absl::Status FromBytes(absl::string_view bytes, absl::Span<T> out, absl::string_
 // whole number.
 template <typename T>
 absl::StatusOr<size_t> CountOf(absl::string_view bytes, absl::string_view what);
-
-grpc::Status ToGrpc(const absl::Status& status);
-absl::Status FromGrpc(const grpc::Status& status);
 
 }  // namespace heterps::ps::rpc::internal

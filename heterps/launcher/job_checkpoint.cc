@@ -1,0 +1,49 @@
+#include "heterps/launcher/job_checkpoint.h"
+
+#include "absl/strings/str_cat.h"
+#include "heterps/base/json.h"
+#include "heterps/base/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace heterps::launcher {
+namespace {
+
+constexpr char kFile[] = "/checkpoint.json";
+constexpr char kFormat[] = "heterps-job-checkpoint-v1";
+
+}  // namespace
+
+absl::Status WriteJobCheckpoint(base::Env* env, const std::string& job_dir,
+                                const JobCheckpoint& checkpoint) {
+  const nlohmann::ordered_json root = {
+      {"format", kFormat}, {"step", checkpoint.step}, {"losses", checkpoint.losses}};
+  return base::WriteFileAtomically(env, job_dir + kFile, root.dump(1) + "\n");
+}
+
+absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
+                                                               const std::string& job_dir) {
+  const std::string path = job_dir + kFile;
+  if (!env->FileExists(path)) return std::nullopt;
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, path, 256 << 20));
+  HETERPS_ASSIGN_OR_RETURN(base::JsonObject root, base::JsonObject::Parse(text, path));
+  HETERPS_ASSIGN_OR_RETURN(std::string format, root.String("format"));
+  if (format != kFormat) {
+    return root.Error("format", absl::StrCat("'", format, "', expected '", kFormat, "'"));
+  }
+  JobCheckpoint c;
+  HETERPS_ASSIGN_OR_RETURN(c.step, root.Int("step", 0));
+  HETERPS_ASSIGN_OR_RETURN(c.losses, root.Doubles("losses"));
+  if (static_cast<int64_t>(c.losses.size()) < c.step) {
+    return root.Error("losses", absl::StrCat(c.losses.size(), " losses for ", c.step, " steps"));
+  }
+  c.losses.resize(c.step);
+  return c;
+}
+
+absl::Status RemoveJobCheckpoint(base::Env* env, const std::string& job_dir) {
+  const std::string path = job_dir + kFile;
+  if (!env->FileExists(path)) return absl::OkStatus();
+  return env->RemoveFile(path);
+}
+
+}  // namespace heterps::launcher

@@ -1,0 +1,34 @@
+// <job_dir>/checkpoint.json: the job's own record of its last checkpoint, written after every
+// parameter-server shard has saved that step (docs/runtime.md, "Failures"): the step the shards'
+// checkpoints hold and the losses up to it, so that a restart resumes there.
+//
+// Thread safety: functions of their arguments.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterps/base/env.h"
+
+namespace heterps::launcher {
+
+struct JobCheckpoint {
+  int64_t step = 0;
+  std::vector<double> losses;  // every step's mean loss before `step`
+};
+
+// Written atomically: a reader finds the previous record or this one, whole.
+absl::Status WriteJobCheckpoint(base::Env* env, const std::string& job_dir,
+                                const JobCheckpoint& checkpoint);
+// nullopt when there is no record. A record that exists but cannot be read (garbage, a wrong
+// type, a negative step, fewer losses than steps) is an error naming the file and the field,
+// never a silent fresh start.
+absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
+                                                               const std::string& job_dir);
+// Removes the record (a completed job leaves nothing to resume). OK when there is none.
+absl::Status RemoveJobCheckpoint(base::Env* env, const std::string& job_dir);
+
+}  // namespace heterps::launcher

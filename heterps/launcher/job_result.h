@@ -1,0 +1,51 @@
+// What a distributed job reports while it runs (JobProgress) and when it ends (JobResult): the
+// coordinator fills them, the command line prints them (docs/runtime.md).
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace heterps::launcher {
+
+struct JobProgress {
+  int64_t step = 0, total_steps = 0;  // steps done, and in all
+  int64_t samples = 0;                // trained, this attempt included
+  double seconds = 0;                 // since the job started
+  double loss = 0;                    // moving average of the steps' losses
+  int restarts = 0;
+  std::string event;  // "restarting from step 40: rank 3 ...", or empty
+};
+
+// What each stage did, against the plan's prediction.
+struct StageReport {
+  std::string name, type, device;
+  int64_t units = 0;
+  double predicted_seconds = 0;  // the plan's seconds per batch for the stage
+  double measured_seconds = 0;   // per step: the busiest replica's busy time / steps
+  double ps_seconds = 0;         // of which waiting for the parameter servers
+  double send_seconds = 0;       // per step: its time writing to other stages
+  double idle_fraction = 0;      // of the busiest replica's time, waiting for work
+};
+
+struct JobResult {
+  int64_t steps = 0, train_samples = 0;  // of the whole job (a resumed one included)
+  std::vector<double> losses;            // every step's mean loss, in order
+  double train_loss = 0;                 // mean over the last pass's steps
+  int64_t eval_samples = 0;
+  double eval_loss = 0, eval_auc = 0;
+  int64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines), every pass counted
+  std::string first_bad_line;     // the first of them
+  double seconds = 0;             // the last attempt's training, not evaluation
+  double samples_per_second = 0;  // the samples of that attempt's steps / seconds
+  double step_seconds = 0;        // seconds per step of that attempt, barriers included
+  int restarts = 0;
+  std::vector<std::string> failures;  // what each restart recovered from
+  uint64_t parameter_digest = 0;      // ps::DigestTables over every shard at the end
+  int ps_shards = 0;
+  std::vector<StageReport> stages;
+};
+
+}  // namespace heterps::launcher

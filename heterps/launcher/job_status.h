@@ -1,0 +1,64 @@
+// <job_dir>/status.json: what a running (or ended) job shows of itself, rewritten by the
+// coordinator every second and read by `heterps status` (docs/runtime.md, "The job directory").
+// One struct, one writer and one reader, so that the two sides cannot disagree on a key.
+//
+//   JobStatus status;
+//   status.state = "running"; status.step = 40; ...
+//   HETERPS_RETURN_IF_ERROR(WriteJobStatus(env, job_dir, status));
+//   HETERPS_ASSIGN_OR_RETURN(JobStatus read, ReadJobStatus(env, job_dir));
+//
+// Thread safety: plain values and functions of their arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterps/base/env.h"
+
+namespace heterps::launcher {
+
+struct ReplicaStatus {
+  int stage = 0, replica = 0;
+  int64_t micro_batches = 0;
+  double busy_seconds = 0, idle_seconds = 0, send_seconds = 0, ps_seconds = 0;
+  int64_t bytes_sent = 0;
+  int queue_depth = 0, in_flight = 0;
+};
+
+struct TableStatus {
+  int table = 0;
+  int64_t memory_rows = 0, memory_bytes = 0, cold_rows = 0;
+  int64_t hits = 0, misses = 0, spills = 0;
+};
+
+struct ShardStatus {
+  int shard = 0;
+  int64_t calls = 0;
+  std::vector<TableStatus> tables;
+};
+
+struct JobStatus {
+  std::string state;  // "running", "done", "failed"
+  int64_t pid = 0;    // the coordinator's
+  int64_t generation = 0;
+  int restarts = 0;
+  int64_t step = 0, total_steps = 0, samples = 0;
+  double samples_per_second = 0, predicted_samples_per_second = 0;
+  double loss = 0;
+  std::vector<ReplicaStatus> replicas;
+  std::vector<ShardStatus> parameter_servers;
+  std::string updated;  // when it was written (UTC)
+};
+
+std::string JobStatusToJson(const JobStatus& status);
+// InvalidArgument naming `source` and the field for what is not a job status.
+absl::StatusOr<JobStatus> ParseJobStatus(absl::string_view text, absl::string_view source);
+
+// <job_dir>/status.json, written atomically.
+absl::Status WriteJobStatus(base::Env* env, const std::string& job_dir, const JobStatus& status);
+// NotFound when the job has written none.
+absl::StatusOr<JobStatus> ReadJobStatus(base::Env* env, const std::string& job_dir);
+
+}  // namespace heterps::launcher

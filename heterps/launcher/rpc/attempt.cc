@@ -1,0 +1,464 @@
+#include "heterps/launcher/rpc/attempt.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <optional>
+#include <thread>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "heterps/base/log.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/data/auc.h"
+#include "heterps/launcher/job_checkpoint.h"
+#include "heterps/launcher/job_status.h"
+#include "heterps/ps/rpc/grpc_ps_client.h"
+#include "heterps/rpc/rpc.h"
+#include "heterps/worker/rpc/worker.grpc.pb.h"
+
+namespace heterps::launcher::rpc {
+namespace {
+
+namespace wire = heterps::worker::wire;
+
+// Runs f(0) .. f(n-1) on threads of their own; the first error.
+absl::Status ParallelFor(int n, const std::function<absl::Status(int)>& f) {
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) threads.emplace_back([&, i] { results[i] = f(i); });
+  for (std::thread& t : threads) t.join();
+  absl::Status status;
+  for (const absl::Status& r : results) status.Update(r);
+  return status;
+}
+
+// The stage replicas' stubs, and calls to them that carry the token and a deadline and whose
+// errors name the replica.
+class Workers {
+ public:
+  Workers(const std::vector<std::vector<std::string>>& addresses, std::string token,
+          absl::Duration timeout)
+      : token_(std::move(token)), timeout_(timeout) {
+    for (size_t s = 0; s < addresses.size(); ++s) {
+      for (size_t r = 0; r < addresses[s].size(); ++r) {
+        replicas_.push_back({static_cast<int>(s), static_cast<int>(r), addresses[s][r],
+                             wire::Worker::NewStub(heterps::rpc::NewChannel(addresses[s][r]))});
+      }
+    }
+  }
+
+  struct Replica {
+    int stage, replica;
+    std::string address;
+    std::unique_ptr<wire::Worker::Stub> stub;
+  };
+  std::vector<Replica>& all() { return replicas_; }
+  std::vector<Replica*> stage(int s) {
+    std::vector<Replica*> out;
+    for (Replica& r : replicas_) {
+      if (r.stage == s) out.push_back(&r);
+    }
+    return out;
+  }
+
+  template <typename F>
+  absl::Status Call(Replica& r, absl::string_view what, F call, absl::Duration timeout = {}) {
+    grpc::ClientContext ctx;
+    heterps::rpc::PrepareCall(ctx, token_, timeout == absl::Duration() ? timeout_ : timeout);
+    return heterps::rpc::FromGrpc(
+        call(ctx, *r.stub),
+        absl::StrCat("stage ", r.stage, " replica ", r.replica, " (", r.address, "): ", what));
+  }
+
+ private:
+  std::string token_;
+  absl::Duration timeout_;
+  std::vector<Replica> replicas_;
+};
+
+// The share of mini-batch lines [lo, hi) of stage-0 replica r of k: its position in its own
+// lines of the pass, and how many.
+std::pair<int64_t, int64_t> Share(int64_t lo, int64_t hi, int r, int k) {
+  auto before = [&](int64_t n) { return n > r ? (n - r + k - 1) / k : 0; };
+  return {before(lo), before(hi) - before(lo)};
+}
+
+}  // namespace
+
+class Attempt::Impl {
+ public:
+  Impl(const worker::JobSpec& job, const RunOptions& o, const JobLayout& layout,
+       CoordinatorService& service, JobResult& result, int64_t generation, absl::Time job_start)
+      : job_(job),
+        o_(o),
+        layout_(layout),
+        service_(service),
+        result_(result),
+        generation_(generation),
+        job_start_(job_start) {}
+
+  absl::Status Run(const std::string& coordinator, int64_t train_lines) {
+    if (o_.launcher != nullptr) {
+      HETERPS_RETURN_IF_ERROR(o_.launcher->Start(coordinator, layout_.world(), generation_));
+    }
+    HETERPS_RETURN_IF_ERROR(AwaitRegistration());
+    HETERPS_RETURN_IF_ERROR(Connect());
+    HETERPS_RETURN_IF_ERROR(worker::CreateModelTables(job_.model, ps_.get(), job_.settings.tables));
+    int64_t done = 0;
+    result_.losses.clear();
+    HETERPS_ASSIGN_OR_RETURN(std::optional<JobCheckpoint> c, ReadJobCheckpoint(o_.env, o_.job_dir));
+    if (c && c->step > 0) {
+      HETERPS_ASSIGN_OR_RETURN(int64_t step, ps_->LoadCheckpoint(c->step));
+      done = step;
+      result_.losses = c->losses;
+      result_.losses.resize(done, 0.0);
+      const std::string event = absl::StrCat("resumed from the checkpoint of step ", done);
+      if (o_.progress) {
+        o_.progress({done, 0, 0, 0, 0, result_.restarts, event});
+      } else {
+        base::LogLine(event);
+      }
+    }
+    HETERPS_RETURN_IF_ERROR(Train(done, train_lines));
+    HETERPS_RETURN_IF_ERROR(Evaluate());
+    HETERPS_ASSIGN_OR_RETURN(result_.parameter_digest, ps_->Digest());
+    Report();
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status CheckAlive() {
+    if (o_.launcher == nullptr) return absl::OkStatus();
+    if (std::optional<std::string> dead = o_.launcher->Dead()) {
+      return absl::UnavailableError(*dead);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AwaitRegistration() {
+    const absl::Time deadline = absl::Now() + o_.register_timeout;
+    for (;;) {
+      const std::vector<int> missing = service_.Missing();
+      if (missing.empty()) return absl::OkStatus();
+      HETERPS_RETURN_IF_ERROR(CheckAlive());
+      if (absl::Now() > deadline) {
+        std::vector<std::string> names;
+        for (int r : missing) names.push_back(absl::StrCat(r, " (", layout_.Name(r), ")"));
+        return absl::DeadlineExceededError(absl::StrCat("ranks ", absl::StrJoin(names, ", "),
+                                                        " did not register within ",
+                                                        absl::FormatDuration(o_.register_timeout)));
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  absl::Status Connect() {
+    const std::vector<std::string> addresses = service_.Addresses();
+    ps::rpc::GrpcPsClientOptions options;
+    for (int s = 0; s < layout_.ps_shards; ++s) options.servers.push_back(addresses[1 + s]);
+    options.token = o_.token;
+    HETERPS_ASSIGN_OR_RETURN(ps_, ps::rpc::GrpcPsClient::Connect(options));
+    std::vector<std::vector<std::string>> replicas(layout_.replicas.size());
+    for (size_t s = 0; s < replicas.size(); ++s) {
+      for (int r = 0; r < layout_.replicas[s]; ++r) {
+        replicas[s].push_back(addresses[layout_.WorkerRank(static_cast<int>(s), r)]);
+      }
+    }
+    workers_ = std::make_unique<Workers>(replicas, o_.token, o_.step_timeout);
+    return absl::OkStatus();
+  }
+
+  absl::Status Train(int64_t done, int64_t train_lines) {
+    const int64_t batch = job_.batch_size();
+    per_pass_ = (train_lines + batch - 1) / batch;
+    train_lines_ = train_lines;
+    const int64_t total = per_pass_ * job_.settings.epochs;
+    const absl::Time start = absl::Now();
+    stats_start_ = CollectStats();
+    total_steps_ = total;
+    train_start_ = start;
+    // Rounds end at checkpoints: the only points where asynchronous replicas meet.
+    const int64_t every =
+        job_.settings.checkpoint_every > 0 ? job_.settings.checkpoint_every : total;
+    const bool sync = job_.settings.mode == worker::Consistency::kSync;
+    for (int64_t from = done; from < total;) {
+      const int64_t to = std::min(total, (from / every + 1) * every);
+      HETERPS_RETURN_IF_ERROR(sync ? SyncSteps(from, to) : AsyncSteps(from, to));
+      if (to < total && to % every == 0) HETERPS_RETURN_IF_ERROR(Checkpoint(to));
+      from = to;
+    }
+    result_.steps = total;
+    result_.train_samples = train_lines * job_.settings.epochs;
+    result_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    result_.samples_per_second = result_.seconds > 0 ? samples_ / result_.seconds : 0;
+    result_.step_seconds = total > done ? result_.seconds / (total - done) : 0;
+    const int64_t last_pass = std::max<int64_t>(0, total - per_pass_);
+    double sum = 0;
+    for (int64_t s = last_pass; s < total; ++s) sum += result_.losses[s];
+    result_.train_loss = total > last_pass ? sum / (total - last_pass) : 0;
+    steps_trained_ = total - done;
+    absl::MutexLock lock(&skipped_mu_);
+    result_.skipped_lines = 0;
+    for (const auto& [where, n] : skipped_) result_.skipped_lines += n;
+    result_.first_bad_line = first_bad_;
+    return absl::OkStatus();
+  }
+
+  // Stage-0 replica r's part of step `step`: (loss sum, samples). Thread-safe.
+  absl::StatusOr<std::pair<double, int64_t>> RunStep(int r, int64_t step) {
+    const int k = layout_.replicas[0];
+    const int64_t batch = job_.batch_size();
+    const int64_t j = step % per_pass_;
+    const int64_t lo = j * batch, hi = std::min(lo + batch, train_lines_);
+    const auto [offset, count] = Share(lo, hi, r, k);
+    wire::StepRequest request;
+    request.set_step(step);
+    request.set_epoch(step / per_pass_);
+    request.set_offset(offset);
+    request.set_count(count);
+    request.set_scale(1.0f / static_cast<float>(hi - lo));
+    wire::StepReply reply;
+    HETERPS_RETURN_IF_ERROR(workers_->Call(
+        *workers_->stage(0)[r], absl::StrCat("RunStep ", step),
+        [&](grpc::ClientContext& ctx, auto& stub) { return stub.RunStep(&ctx, request, &reply); }));
+    if (reply.skipped_lines() > 0) {
+      absl::MutexLock lock(&skipped_mu_);
+      int64_t& seen = skipped_[{r, step / per_pass_}];
+      seen = std::max(seen, reply.skipped_lines());
+      if (first_bad_.empty()) first_bad_ = reply.first_bad_line();
+    }
+    return std::make_pair(reply.loss_sum(), reply.samples());
+  }
+
+  // Synchronous: each step run by every stage-0 replica, flushed by every replica of the later
+  // stages (stage 0 flushes at the end of its step), committed.
+  absl::Status SyncSteps(int64_t from, int64_t to) {
+    const int k = layout_.replicas[0];
+    std::vector<Workers::Replica*> later;
+    for (Workers::Replica& r : workers_->all()) {
+      if (r.stage > 0) later.push_back(&r);
+    }
+    for (int64_t step = from; step < to; ++step) {
+      HETERPS_RETURN_IF_ERROR(CheckAlive());
+      std::vector<std::pair<double, int64_t>> parts(k);
+      HETERPS_RETURN_IF_ERROR(ParallelFor(k, [&](int r) -> absl::Status {
+        HETERPS_ASSIGN_OR_RETURN(parts[r], RunStep(r, step));
+        return absl::OkStatus();
+      }));
+      HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(later.size()), [&](int i) {
+        wire::FlushRequest request;
+        request.set_step(step);
+        wire::FlushReply reply;
+        return workers_->Call(*later[i], absl::StrCat("Flush ", step),
+                              [&](grpc::ClientContext& ctx, auto& stub) {
+                                return stub.Flush(&ctx, request, &reply);
+                              });
+      }));
+      HETERPS_RETURN_IF_ERROR(ps_->Commit());
+      double loss = 0;
+      int64_t samples = 0;
+      for (const auto& [l, n] : parts) {
+        loss += l;
+        samples += n;
+      }
+      StepDone(step, samples > 0 ? loss / samples : 0, samples);
+    }
+    return absl::OkStatus();
+  }
+
+  // Asynchronous: every stage-0 replica runs the steps on its own, its gradients applied as they
+  // come; a step's loss is recorded when all replicas have run it.
+  absl::Status AsyncSteps(int64_t from, int64_t to) {
+    const int k = layout_.replicas[0];
+    absl::Mutex mu;
+    std::map<int64_t, std::tuple<double, int64_t, int>> parts;  // step -> (loss, samples, replicas)
+    std::atomic<bool> failed{false};
+    absl::Status status = ParallelFor(k, [&](int r) -> absl::Status {
+      for (int64_t step = from; step < to && !failed; ++step) {
+        absl::StatusOr<std::pair<double, int64_t>> part = RunStep(r, step);
+        if (!part.ok()) {
+          failed = true;
+          return part.status();
+        }
+        absl::MutexLock lock(&mu);
+        auto& [loss, samples, seen] = parts[step];
+        loss += part->first;
+        samples += part->second;
+        ++seen;
+      }
+      return absl::OkStatus();
+    });
+    HETERPS_RETURN_IF_ERROR(status);
+    HETERPS_RETURN_IF_ERROR(CheckAlive());
+    for (const auto& [step, part] : parts) {
+      const auto& [loss, samples, seen] = part;
+      StepDone(step, samples > 0 ? loss / samples : 0, samples);
+    }
+    return absl::OkStatus();
+  }
+
+  void StepDone(int64_t step, double loss, int64_t samples) {
+    result_.losses.resize(step + 1, 0.0);
+    result_.losses[step] = loss;
+    samples_ += samples;
+    average_ = step == 0 || average_ == 0 ? loss : 0.98 * average_ + 0.02 * loss;
+    if (o_.progress) {
+      o_.progress({step + 1, total_steps_, samples_,
+                   absl::ToDoubleSeconds(absl::Now() - job_start_), average_, result_.restarts,
+                   ""});
+    }
+    if (absl::Now() - last_status_ > absl::Seconds(1)) {
+      WriteStatus("running", step + 1, total_steps_, samples_, absl::Now() - train_start_, loss);
+      last_status_ = absl::Now();
+    }
+  }
+
+  absl::Status Checkpoint(int64_t step) {
+    HETERPS_RETURN_IF_ERROR(ps_->SaveCheckpoint(step));
+    return WriteJobCheckpoint(o_.env, o_.job_dir, {step, result_.losses});
+  }
+
+  absl::Status Evaluate() {
+    if (job_.eval_every() <= 0) return absl::OkStatus();
+    std::vector<Workers::Replica*> first = workers_->stage(0);
+    std::vector<wire::EvalReply> replies(first.size());
+    HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(first.size()), [&](int r) {
+      wire::EvalRequest request;
+      request.set_step(result_.steps);
+      return workers_->Call(
+          *first[r], "Evaluate",
+          [&](grpc::ClientContext& ctx, auto& stub) {
+            return stub.Evaluate(&ctx, request, &replies[r]);
+          },
+          o_.eval_timeout);
+    }));
+    std::vector<float> scores, labels;
+    for (const wire::EvalReply& reply : replies) {
+      const float* p = reinterpret_cast<const float*>(reply.probabilities().data());
+      const float* y = reinterpret_cast<const float*>(reply.labels().data());
+      const size_t n = reply.probabilities().size() / sizeof(float);
+      if (reply.labels().size() != n * sizeof(float)) {
+        return absl::InternalError("evaluation: probabilities and labels differ in number");
+      }
+      scores.insert(scores.end(), p, p + n);
+      labels.insert(labels.end(), y, y + n);
+    }
+    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, data::Evaluate(scores, labels));
+    result_.eval_samples = eval.samples;
+    result_.eval_loss = eval.logloss;
+    result_.eval_auc = eval.auc;
+    return absl::OkStatus();
+  }
+
+  std::vector<wire::WorkerStats> CollectStats() {
+    std::vector<Workers::Replica>& all = workers_->all();
+    std::vector<wire::WorkerStats> stats(all.size());
+    ParallelFor(static_cast<int>(all.size()), [&](int i) {
+      return workers_->Call(
+          all[i], "Stats",
+          [&](grpc::ClientContext& ctx, auto& stub) {
+            return stub.Stats(&ctx, wire::WorkerStatsRequest(), &stats[i]);
+          },
+          absl::Seconds(2));
+    }).IgnoreError();
+    return stats;
+  }
+
+  void WriteStatus(const std::string& state, int64_t step, int64_t total, int64_t samples,
+                   absl::Duration elapsed, double loss) {
+    JobStatus status;
+    for (const wire::WorkerStats& s : CollectStats()) {
+      status.replicas.push_back({s.stage(), s.replica(), s.micro_batches(), s.busy_seconds(),
+                                 s.idle_seconds(), s.send_seconds(), s.ps_seconds(), s.bytes_sent(),
+                                 s.queue_depth(), s.in_flight()});
+    }
+    if (absl::StatusOr<std::vector<ps::rpc::ShardStats>> ps = ps_->Stats(); ps.ok()) {
+      for (const ps::rpc::ShardStats& shard : *ps) {
+        ShardStatus out{shard.shard, shard.calls, {}};
+        for (const auto& [id, t] : shard.sparse) {
+          out.tables.push_back(
+              {id, t.memory_rows, t.memory_bytes, t.cold_rows, t.hits, t.misses, t.spills});
+        }
+        status.parameter_servers.push_back(std::move(out));
+      }
+    }
+    const double seconds = absl::ToDoubleSeconds(elapsed);
+    status.state = state;
+    status.pid = getpid();
+    status.generation = generation_;
+    status.restarts = result_.restarts;
+    status.step = step;
+    status.total_steps = total;
+    status.samples = samples;
+    status.samples_per_second = seconds > 0 ? samples / seconds : 0.0;
+    status.predicted_samples_per_second = job_.plan.throughput;
+    status.loss = loss;
+    status.updated = absl::FormatTime(o_.env->Now());
+    WriteJobStatus(o_.env, o_.job_dir, status).IgnoreError();
+  }
+
+  void Report() {
+    const std::vector<wire::WorkerStats> end = CollectStats();
+    result_.stages.clear();
+    for (int s = 0; s < job_.stages(); ++s) {
+      const sched::RunStage& stage = job_.plan.stages[s];
+      StageReport report{job_.plan.StageName(job_.model, s), stage.type, stage.device, stage.units,
+                         stage.seconds_per_batch};
+      for (size_t i = 0; i < end.size() && i < stats_start_.size(); ++i) {
+        if (end[i].stage() != s) continue;
+        const double busy = end[i].busy_seconds() - stats_start_[i].busy_seconds();
+        const double idle = end[i].idle_seconds() - stats_start_[i].idle_seconds();
+        const double send = end[i].send_seconds() - stats_start_[i].send_seconds();
+        const double ps = end[i].ps_seconds() - stats_start_[i].ps_seconds();
+        const double steps = static_cast<double>(std::max<int64_t>(steps_trained_, 1));
+        if (busy / steps >= report.measured_seconds) {
+          report.measured_seconds = busy / steps;
+          report.ps_seconds = ps / steps;
+          report.send_seconds = send / steps;
+          report.idle_fraction = busy + idle > 0 ? idle / (busy + idle) : 0;
+        }
+      }
+      result_.stages.push_back(report);
+    }
+    WriteStatus("done", result_.steps, result_.steps, result_.train_samples,
+                absl::Seconds(result_.seconds), result_.train_loss);
+  }
+
+  const worker::JobSpec& job_;
+  const RunOptions& o_;
+  const JobLayout& layout_;
+  CoordinatorService& service_;
+  JobResult& result_;
+  const int64_t generation_;
+  const absl::Time job_start_;
+  std::unique_ptr<ps::rpc::GrpcPsClient> ps_;
+  std::unique_ptr<Workers> workers_;
+  std::vector<wire::WorkerStats> stats_start_;
+  int64_t steps_trained_ = 0;
+  int64_t per_pass_ = 1, train_lines_ = 0, total_steps_ = 0, samples_ = 0;
+  double average_ = 0;
+  absl::Time train_start_, last_status_ = absl::InfinitePast();
+  absl::Mutex skipped_mu_;
+  std::map<std::pair<int, int64_t>, int64_t> skipped_
+      ABSL_GUARDED_BY(skipped_mu_);  // (replica, pass)
+  std::string first_bad_ ABSL_GUARDED_BY(skipped_mu_);
+};
+
+Attempt::Attempt(const worker::JobSpec& job, const RunOptions& options, const JobLayout& layout,
+                 CoordinatorService& service, JobResult& result, int64_t generation,
+                 absl::Time job_start)
+    : impl_(std::make_unique<Impl>(job, options, layout, service, result, generation, job_start)) {}
+
+Attempt::~Attempt() = default;
+
+absl::Status Attempt::Run(const std::string& coordinator, int64_t train_lines) {
+  return impl_->Run(coordinator, train_lines);
+}
+
+}  // namespace heterps::launcher::rpc

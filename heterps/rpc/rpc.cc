@@ -1,0 +1,111 @@
+#include "heterps/rpc/rpc.h"
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpc/support/log.h"
+#include "heterps/base/log.h"
+#include "heterps/base/token.h"
+#include "heterps/rpc/quiet_logs.h"
+
+namespace heterps::rpc {
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
+  if (status.ok()) return absl::OkStatus();
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  return absl::Status(
+      code, absl::StrCat(what, ": ", absl::StatusCodeToString(code), ": ", status.error_message()));
+}
+
+grpc::Status TokenCheck::Check(grpc::ServerContext* ctx, absl::string_view method) {
+  if (token_.empty()) return grpc::Status::OK;
+  auto entries = ctx->client_metadata().equal_range(base::kTokenHeader);
+  const bool given = entries.first != entries.second;
+  if (given &&
+      base::TokensEqual(
+          absl::string_view(entries.first->second.data(), entries.first->second.size()), token_)) {
+    return grpc::Status::OK;
+  }
+  ++refused_;
+  base::LogLine(absl::StrCat("refused ", method, " from ", ctx->peer(), ": ",
+                             given ? "wrong token" : "no token"));
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      given ? "wrong token" : "no token (x-heterps-token) in the call");
+}
+
+void PrepareCall(grpc::ClientContext& ctx, const std::string& token, absl::Duration timeout) {
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!token.empty()) ctx.AddMetadata(base::kTokenHeader, token);
+}
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
+                                          const ChannelOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_ca_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(std::max(options.max_send_bytes, kMaxMessageBytes));
+  const int backoff_ms = static_cast<int>(absl::ToInt64Milliseconds(options.max_reconnect_backoff));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, backoff_ms));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, backoff_ms));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, backoff_ms);
+  return grpc::CreateCustomChannel(address, credentials, args);
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
+}
+
+std::string JoinHostPort(absl::string_view host, int port) {
+  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<Server> StartServer(const Endpoint& endpoint,
+                                   const std::vector<grpc::Service*>& services) {
+  if (endpoint.port < 0 || endpoint.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", endpoint.port, " is out of range"));
+  }
+  if (endpoint.tls_cert_pem.empty() != endpoint.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError("TLS needs both a certificate and a key");
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!endpoint.tls_cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({endpoint.tls_key_pem, endpoint.tls_cert_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  Server out;
+  const std::string address = JoinHostPort(endpoint.host, endpoint.port);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, credentials, &out.port);
+  builder.SetMaxReceiveMessageSize(endpoint.max_message_bytes);
+  builder.SetMaxSendMessageSize(endpoint.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  out.server = builder.BuildAndStart();
+  if (out.server == nullptr || out.port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address, " (address in use, or not this host's)"));
+  }
+  out.address = JoinHostPort(endpoint.host, out.port);
+  return out;
+}
+
+void QuietLogs() {
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
+}
+
+}  // namespace heterps::rpc

@@ -1,0 +1,97 @@
+// What every gRPC service and client of heterps shares (the parameter server, the stage
+// workers, the coordinator): status conversion, the job's token on every call, channel and server
+// settings. The one home of this glue; the services hold only their own logic.
+//
+//   // Server side.
+//   rpc::TokenCheck auth(options.token);
+//   grpc::Status Push(grpc::ServerContext* ctx, ...) override {
+//     if (grpc::Status denied = auth.Check(ctx, "Push"); !denied.ok()) return denied;
+//     return rpc::ToGrpc(DoPush(...));
+//   }
+//   HETERPS_ASSIGN_OR_RETURN(auto server, rpc::StartServer(endpoint, {&service}));
+//
+//   // Client side.
+//   auto stub = Service::NewStub(rpc::NewChannel(address, channel_options));
+//   grpc::ClientContext ctx;
+//   rpc::PrepareCall(ctx, token, absl::Seconds(5));
+//   HETERPS_RETURN_IF_ERROR(rpc::FromGrpc(stub->Call(&ctx, request, &reply), "ps shard 1: Pull"));
+//
+// Thread safety: TokenCheck may be used from every handler thread at once; the functions are
+// thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+
+namespace heterps::rpc {
+
+// The largest message any heterps service sends or accepts (batches are chunked below it).
+inline constexpr int kMaxMessageBytes = 256 << 20;
+
+grpc::Status ToGrpc(const absl::Status& status);
+// The status with the same code, its message prefixed by `what` and the code's name
+// ("ps shard 1 (127.0.0.1:7001): Pull: UNAVAILABLE: Connection refused").
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
+
+// The server side of the job's shared secret (base/token.h): refuses, logs and counts calls
+// without it, or with a wrong one (compared in constant time). An empty token accepts every call.
+class TokenCheck {
+ public:
+  explicit TokenCheck(std::string token) : token_(std::move(token)) {}
+  // OK, or UNAUTHENTICATED naming what was missing; `method` names the call in the log line.
+  grpc::Status Check(grpc::ServerContext* ctx, absl::string_view method);
+  int64_t refused() const { return refused_.load(); }
+
+ private:
+  const std::string token_;
+  std::atomic<int64_t> refused_{0};
+};
+
+// The client side: a deadline `timeout` from now and the token (when not empty).
+void PrepareCall(grpc::ClientContext& ctx, const std::string& token, absl::Duration timeout);
+
+struct ChannelOptions {
+  std::string tls_ca_pem;  // PEM roots to verify the server with; empty: no TLS
+  int max_send_bytes = kMaxMessageBytes;
+  // Reconnect quickly: the peers of a job are on a local network, and a restarted process comes
+  // back on a new port within seconds.
+  absl::Duration max_reconnect_backoff = absl::Seconds(1);
+};
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
+                                          const ChannelOptions& options = ChannelOptions());
+
+struct Endpoint {
+  std::string host = "127.0.0.1";         // loopback unless told otherwise
+  int port = 0;                           // 0: a free port
+  std::string tls_cert_pem, tls_key_pem;  // both or neither
+  int max_message_bytes = kMaxMessageBytes;
+};
+
+struct Server {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::string address;  // host:port, IPv6 hosts in brackets
+};
+
+// Builds and starts a server for `services` (which must outlive it). Unavailable naming the
+// address when it cannot listen (in use, or not this host's); InvalidArgument for half a TLS
+// pair or a port out of range.
+absl::StatusOr<Server> StartServer(const Endpoint& endpoint,
+                                   const std::vector<grpc::Service*>& services);
+
+// Whether `host` is this host's loopback ("127.x.y.z", "::1", "localhost").
+bool IsLoopbackHost(absl::string_view host);
+
+// "host:port", with an IPv6 host in brackets.
+std::string JoinHostPort(absl::string_view host, int port);
+
+}  // namespace heterps::rpc

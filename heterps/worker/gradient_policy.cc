@@ -1,0 +1,90 @@
+#include "heterps/worker/gradient_policy.h"
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "heterps/base/log.h"
+
+namespace heterps::worker {
+namespace {
+
+class SyncPolicy : public GradientPolicy {
+ public:
+  explicit SyncPolicy(const Stage& stage) : stage_(stage) {}
+
+  bool PullBefore(int64_t step, int64_t pulled_step, int) const override {
+    return step != pulled_step;
+  }
+
+  ParameterGrads* GradsFor(int64_t step, int64_t order) override {
+    auto [it, fresh] = finished_.try_emplace({step, order});
+    if (fresh) {
+      if (!pool_.empty()) {
+        it->second = std::move(pool_.back());
+        pool_.pop_back();
+      } else {
+        it->second = stage_.NewGrads();
+      }
+    }
+    it->second.Clear();
+    return &it->second;
+  }
+
+  absl::Status AfterBackward(Stage&, ParameterGrads*) override { return absl::OkStatus(); }
+
+  // Sums the step's micro-batches in order (the map's order), so that the sum does not depend on
+  // when each finished.
+  absl::Status EndStep(Stage& stage, int64_t step, int part) override {
+    if (total_.dense.empty() && total_.sparse.empty()) total_ = stage.NewGrads();
+    total_.Clear();
+    for (auto it = finished_.begin(); it != finished_.end();) {
+      if (it->first.first == step) {
+        total_.Add(it->second);
+      } else {
+        // Synchronous steps never overlap; leftovers are of a step a failure cut short.
+        base::LogLine(absl::StrCat("dropped the gradients of micro-batch ", it->first.second,
+                                   " of step ", it->first.first, " at the end of step ", step));
+      }
+      pool_.push_back(std::move(it->second));
+      it = finished_.erase(it);
+    }
+    return stage.Accumulate(total_, part);
+  }
+
+ private:
+  const Stage& stage_;
+  std::map<std::pair<int64_t, int64_t>, ParameterGrads> finished_;  // (step, order)
+  std::vector<ParameterGrads> pool_;
+  ParameterGrads total_;
+};
+
+class AsyncPolicy : public GradientPolicy {
+ public:
+  explicit AsyncPolicy(const Stage& stage) : scratch_(stage.NewGrads()) {}
+
+  bool PullBefore(int64_t step, int64_t pulled_step, int in_flight) const override {
+    return step != pulled_step && in_flight == 0;
+  }
+  ParameterGrads* GradsFor(int64_t, int64_t) override {
+    scratch_.Clear();
+    return &scratch_;
+  }
+  absl::Status AfterBackward(Stage& stage, ParameterGrads* grads) override {
+    return stage.Push(*grads);
+  }
+  absl::Status EndStep(Stage&, int64_t, int) override { return absl::OkStatus(); }
+
+ private:
+  ParameterGrads scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientPolicy> MakeGradientPolicy(Consistency mode, const Stage& stage) {
+  if (mode == Consistency::kSync) return std::make_unique<SyncPolicy>(stage);
+  return std::make_unique<AsyncPolicy>(stage);
+}
+
+}  // namespace heterps::worker

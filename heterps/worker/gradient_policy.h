@@ -1,0 +1,46 @@
+// The consistency mode of a job as the object a replica asks at every decision about parameters
+// and gradients (docs/runtime.md, "Consistency modes"):
+//
+//                         sync                                   async
+//   pull dense params     once per step (the last step is        when a new step begins and no
+//                         committed before the next starts)      micro-batch is in flight
+//   a micro-batch's grads kept apart, by (step, order)           pushed as soon as its backward
+//                                                                 is done
+//   end of a step         summed in micro-batch order, sent as   nothing
+//                         this replica's part (Accumulate); the
+//                         coordinator commits
+//
+// So a synchronous step is applied once, whichever replica ran what and when, and bit for bit the
+// same as the single-process run's.
+//
+// Thread safety: one thread at a time (a replica's compute thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "heterps/worker/job.h"
+#include "heterps/worker/stage.h"
+
+namespace heterps::worker {
+
+class GradientPolicy {
+ public:
+  virtual ~GradientPolicy() = default;
+
+  // Whether to pull the dense parameters before a micro-batch of step `step` runs, the last pull
+  // having been for `pulled_step`, with `in_flight` micro-batches between forward and backward.
+  virtual bool PullBefore(int64_t step, int64_t pulled_step, int in_flight) const = 0;
+  // Where the gradients of micro-batch `order` of step `step` go (cleared).
+  virtual ParameterGrads* GradsFor(int64_t step, int64_t order) = 0;
+  // After that micro-batch's backward.
+  virtual absl::Status AfterBackward(Stage& stage, ParameterGrads* grads) = 0;
+  // At the end of step `step` here: what the replica owes the parameter servers, as part `part`.
+  virtual absl::Status EndStep(Stage& stage, int64_t step, int part) = 0;
+};
+
+// The policy of `mode` for a replica of `stage` (which must outlive it).
+std::unique_ptr<GradientPolicy> MakeGradientPolicy(Consistency mode, const Stage& stage);
+
+}  // namespace heterps::worker

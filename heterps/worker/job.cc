@@ -1,0 +1,283 @@
+#include "heterps/worker/job.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "heterps/base/json.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/cost/ps_sizing.h"
+#include "nlohmann/json.hpp"
+
+namespace heterps::worker {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr char kFormat[] = "heterps-job-v1";
+
+absl::Status Bad(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("job: ", what));
+}
+
+// The plan must cover the model's layers once, in order, in stages of whole replicas.
+absl::Status CheckPlan(const sched::RunPlan& plan, const config::ModelSpec& model) {
+  if (plan.stages.empty()) return Bad("the plan has no stages");
+  int next = 0;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const sched::RunStage& stage = plan.stages[s];
+    if (stage.first != next || stage.last < stage.first ||
+        stage.last >= static_cast<int>(model.layers.size())) {
+      return Bad(absl::StrCat("stage ", s, " covers layers ", stage.first, "..", stage.last,
+                              " where the model (", model.source, ") goes on at layer ", next,
+                              " of 0..", model.layers.size() - 1));
+    }
+    if (stage.units < 1) return Bad(absl::StrCat("stage ", s, " has ", stage.units, " units"));
+    next = stage.last + 1;
+  }
+  if (next != static_cast<int>(model.layers.size())) {
+    return Bad(absl::StrCat("the plan ends at layer ", next - 1, "; the model (", model.source,
+                            ") has ", model.layers.size()));
+  }
+  if (plan.batch_size != 0 && plan.batch_size != model.batch_size) {
+    return Bad(absl::StrCat("the plan is for batches of ", plan.batch_size, ", the model's are ",
+                            model.batch_size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSettings(const JobSettings& s) {
+  if (s.micro_batch < 0) return Bad(absl::StrCat("micro-batch ", s.micro_batch, " < 0"));
+  if (s.ps_shards < 0 || s.ps_shards > 1024) {
+    return Bad(absl::StrCat("parameter servers ", s.ps_shards, " outside 0..1024"));
+  }
+  if (s.epochs < 1) return Bad(absl::StrCat("epochs ", s.epochs, " < 1"));
+  if (!(s.eval_fraction >= 0 && s.eval_fraction <= 0.5)) {
+    return Bad(absl::StrCat("eval fraction ", s.eval_fraction, " outside [0, 0.5]"));
+  }
+  if (s.checkpoint_every < 0) return Bad("checkpoint interval < 0");
+  if (s.max_restarts < 0) return Bad("max restarts < 0");
+  return absl::OkStatus();
+}
+
+json OptimizerToJson(const ps::OptimizerOptions& o) {
+  return {{"kind", std::string(ps::OptimizerName(o.kind))},
+          {"learning_rate", o.learning_rate},
+          {"initial_accumulator", o.initial_accumulator},
+          {"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"epsilon", o.epsilon}};
+}
+
+absl::StatusOr<ps::OptimizerOptions> OptimizerFromJson(const base::JsonObject& o) {
+  ps::OptimizerOptions out;
+  HETERPS_ASSIGN_OR_RETURN(std::string kind, o.String("kind"));
+  absl::StatusOr<ps::OptimizerKind> parsed = ps::ParseOptimizerKind(kind);
+  if (!parsed.ok()) return o.Error("kind", parsed.status().message());
+  out.kind = *parsed;
+  HETERPS_ASSIGN_OR_RETURN(double lr, o.Double("learning_rate"));
+  HETERPS_ASSIGN_OR_RETURN(double acc, o.Double("initial_accumulator"));
+  HETERPS_ASSIGN_OR_RETURN(double b1, o.Double("beta1"));
+  HETERPS_ASSIGN_OR_RETURN(double b2, o.Double("beta2"));
+  HETERPS_ASSIGN_OR_RETURN(double eps, o.Double("epsilon"));
+  out.learning_rate = static_cast<float>(lr);
+  out.initial_accumulator = static_cast<float>(acc);
+  out.beta1 = static_cast<float>(b1);
+  out.beta2 = static_cast<float>(b2);
+  out.epsilon = static_cast<float>(eps);
+  return out;
+}
+
+json StageToJson(const sched::RunStage& s) {
+  return {{"first", s.first},
+          {"last", s.last},
+          {"type", s.type},
+          {"device", s.device},
+          {"units", s.units},
+          {"seconds_per_batch", s.seconds_per_batch},
+          {"compute_seconds", s.compute_seconds},
+          {"comm_seconds", s.comm_seconds}};
+}
+
+absl::StatusOr<sched::RunStage> StageFromJson(const base::JsonObject& o) {
+  sched::RunStage s;
+  HETERPS_ASSIGN_OR_RETURN(int64_t first, o.Int("first", 0, INT32_MAX));
+  HETERPS_ASSIGN_OR_RETURN(int64_t last, o.Int("last", 0, INT32_MAX));
+  s.first = static_cast<int>(first);
+  s.last = static_cast<int>(last);
+  HETERPS_ASSIGN_OR_RETURN(s.type, o.String("type"));
+  HETERPS_ASSIGN_OR_RETURN(s.device, o.String("device"));
+  HETERPS_ASSIGN_OR_RETURN(s.units, o.Int("units", 1, 1 << 20));
+  HETERPS_ASSIGN_OR_RETURN(s.seconds_per_batch, o.Double("seconds_per_batch"));
+  HETERPS_ASSIGN_OR_RETURN(s.compute_seconds, o.Double("compute_seconds"));
+  HETERPS_ASSIGN_OR_RETURN(s.comm_seconds, o.Double("comm_seconds"));
+  return s;
+}
+
+absl::StatusOr<sched::RunPlan> PlanFromJson(const base::JsonObject& o) {
+  sched::RunPlan plan;
+  HETERPS_ASSIGN_OR_RETURN(plan.model, o.String("model"));
+  HETERPS_ASSIGN_OR_RETURN(plan.cluster, o.String("cluster"));
+  HETERPS_ASSIGN_OR_RETURN(plan.scheduler, o.String("scheduler"));
+  HETERPS_ASSIGN_OR_RETURN(plan.batch_size, o.Int("batch_size", 0));
+  HETERPS_ASSIGN_OR_RETURN(plan.throughput, o.Double("throughput"));
+  HETERPS_ASSIGN_OR_RETURN(plan.throughput_limit, o.Double("throughput_limit"));
+  HETERPS_ASSIGN_OR_RETURN(plan.cost_per_hour_usd, o.Double("cost_per_hour_usd"));
+  HETERPS_ASSIGN_OR_RETURN(plan.cost_usd, o.Double("cost_usd"));
+  HETERPS_ASSIGN_OR_RETURN(plan.feasible, o.Bool("feasible"));
+  HETERPS_ASSIGN_OR_RETURN(std::vector<base::JsonObject> stages, o.Objects("stages"));
+  for (const base::JsonObject& stage : stages) {
+    HETERPS_ASSIGN_OR_RETURN(sched::RunStage s, StageFromJson(stage));
+    plan.stages.push_back(std::move(s));
+  }
+  return plan;
+}
+
+}  // namespace
+
+absl::string_view ConsistencyName(Consistency mode) {
+  return mode == Consistency::kSync ? "sync" : "async";
+}
+
+absl::StatusOr<Consistency> ParseConsistency(absl::string_view name) {
+  if (name == "sync") return Consistency::kSync;
+  if (name == "async") return Consistency::kAsync;
+  return absl::InvalidArgumentError(
+      absl::StrCat("consistency mode '", name, "': expected sync or async"));
+}
+
+data::ReaderOptions JobSpec::Reader(int replica, data::ReaderOptions::Part part) const {
+  data::ReaderOptions read;
+  read.files = files;
+  read.rank = replica;
+  read.world = replicas(0);
+  read.batch_size = static_cast<int>(settings.micro_batch);
+  read.bad_lines = settings.bad_lines;
+  read.eval_every = eval_every();
+  read.part = part;
+  return read;
+}
+
+absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& plan,
+                                const config::ClusterSpec& cluster, std::vector<std::string> files,
+                                const JobSettings& settings) {
+  HETERPS_RETURN_IF_ERROR(CheckSettings(settings));
+  if (files.empty()) return Bad("no data files");
+  JobSpec job;
+  job.model_source = model.source;
+  job.model_yaml = model.yaml;
+  if (model.batch_size > 0) {
+    HETERPS_ASSIGN_OR_RETURN(job.model_yaml,
+                             config::WithBatchSize(model.yaml, model.source, model.batch_size));
+  }
+  HETERPS_ASSIGN_OR_RETURN(job.model, config::ParseModelSpec(job.model_yaml, job.model_source));
+  job.plan = plan;
+  job.plan.batch_size = job.model.batch_size;
+  HETERPS_RETURN_IF_ERROR(CheckPlan(plan, job.model));
+  job.files = std::move(files);
+  job.settings = settings;
+  JobSettings& s = job.settings;
+  if (s.micro_batch == 0) {
+    const int64_t share = (job.model.batch_size + job.replicas(0) - 1) / job.replicas(0);
+    const int64_t parts = job.stages() == 1 ? 1 : 2 * job.stages();
+    s.micro_batch = std::max<int64_t>(1, (share + parts - 1) / parts);
+  }
+  if (s.ps_shards == 0) {
+    // The type that runs the first embedding layer holds the tables' traffic.
+    const config::ResourceType* type = nullptr;
+    for (size_t l = 0; l < job.model.layers.size() && type == nullptr; ++l) {
+      if (job.model.layers[l].kind != config::LayerKind::kEmbedding) continue;
+      for (const sched::RunStage& stage : plan.stages) {
+        const int t = cluster.FindType(stage.type);
+        if (static_cast<int>(l) >= stage.first && static_cast<int>(l) <= stage.last && t >= 0) {
+          type = &cluster.types[t];
+        }
+      }
+    }
+    s.ps_shards = cost::SizeParameterServers(
+        job.model, type, {ps::StateFloats(s.tables.sparse_optimizer.kind), plan.throughput});
+  }
+  return job;
+}
+
+std::string JobToJson(const JobSpec& job) {
+  const JobSettings& s = job.settings;
+  json stages = json::array();
+  for (const sched::RunStage& stage : job.plan.stages) stages.push_back(StageToJson(stage));
+  const sched::RunPlan& p = job.plan;
+  json root = {{"format", kFormat},
+               {"model_source", job.model_source},
+               {"model_yaml", job.model_yaml},
+               {"plan",
+                {{"model", p.model},
+                 {"cluster", p.cluster},
+                 {"scheduler", p.scheduler},
+                 {"batch_size", p.batch_size},
+                 {"throughput", p.throughput},
+                 {"throughput_limit", p.throughput_limit},
+                 {"cost_per_hour_usd", p.cost_per_hour_usd},
+                 {"cost_usd", p.cost_usd},
+                 {"feasible", p.feasible},
+                 {"stages", stages}}},
+               {"files", job.files},
+               {"settings",
+                {{"mode", std::string(ConsistencyName(s.mode))},
+                 {"micro_batch", s.micro_batch},
+                 {"ps_shards", s.ps_shards},
+                 {"epochs", s.epochs},
+                 {"eval_fraction", s.eval_fraction},
+                 {"skip_bad_lines", s.bad_lines == data::BadLinePolicy::kSkip},
+                 {"sparse_optimizer", OptimizerToJson(s.tables.sparse_optimizer)},
+                 {"dense_optimizer", OptimizerToJson(s.tables.dense_optimizer)},
+                 {"seed", s.tables.seed},
+                 {"sparse_memory_budget_bytes", s.tables.sparse_memory_budget_bytes},
+                 {"checkpoint_every", s.checkpoint_every},
+                 {"max_restarts", s.max_restarts}}}};
+  return root.dump(1) + "\n";
+}
+
+absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view source) {
+  HETERPS_ASSIGN_OR_RETURN(base::JsonObject root, base::JsonObject::Parse(json_text, source));
+  HETERPS_ASSIGN_OR_RETURN(std::string format, root.String("format"));
+  if (format != kFormat) {
+    return root.Error("format", absl::StrCat("'", format, "', expected '", kFormat, "'"));
+  }
+  JobSpec job;
+  HETERPS_ASSIGN_OR_RETURN(job.model_source, root.String("model_source"));
+  HETERPS_ASSIGN_OR_RETURN(job.model_yaml, root.String("model_yaml"));
+  HETERPS_ASSIGN_OR_RETURN(job.model, config::ParseModelSpec(job.model_yaml, job.model_source));
+  HETERPS_ASSIGN_OR_RETURN(base::JsonObject plan, root.Object("plan"));
+  HETERPS_ASSIGN_OR_RETURN(job.plan, PlanFromJson(plan));
+  HETERPS_ASSIGN_OR_RETURN(job.files, root.Strings("files"));
+  HETERPS_ASSIGN_OR_RETURN(base::JsonObject s, root.Object("settings"));
+  JobSettings& out = job.settings;
+  HETERPS_ASSIGN_OR_RETURN(std::string mode, s.String("mode"));
+  absl::StatusOr<Consistency> consistency = ParseConsistency(mode);
+  if (!consistency.ok()) return s.Error("mode", consistency.status().message());
+  out.mode = *consistency;
+  HETERPS_ASSIGN_OR_RETURN(out.micro_batch, s.Int("micro_batch", 1));
+  HETERPS_ASSIGN_OR_RETURN(int64_t shards, s.Int("ps_shards", 1, 1024));
+  out.ps_shards = static_cast<int>(shards);
+  HETERPS_ASSIGN_OR_RETURN(int64_t epochs, s.Int("epochs", 1, INT32_MAX));
+  out.epochs = static_cast<int>(epochs);
+  HETERPS_ASSIGN_OR_RETURN(out.eval_fraction, s.Double("eval_fraction"));
+  HETERPS_ASSIGN_OR_RETURN(bool skip, s.Bool("skip_bad_lines"));
+  out.bad_lines = skip ? data::BadLinePolicy::kSkip : data::BadLinePolicy::kStop;
+  HETERPS_ASSIGN_OR_RETURN(base::JsonObject sparse, s.Object("sparse_optimizer"));
+  HETERPS_ASSIGN_OR_RETURN(out.tables.sparse_optimizer, OptimizerFromJson(sparse));
+  HETERPS_ASSIGN_OR_RETURN(base::JsonObject dense, s.Object("dense_optimizer"));
+  HETERPS_ASSIGN_OR_RETURN(out.tables.dense_optimizer, OptimizerFromJson(dense));
+  HETERPS_ASSIGN_OR_RETURN(out.tables.seed, s.Uint("seed"));
+  HETERPS_ASSIGN_OR_RETURN(out.tables.sparse_memory_budget_bytes,
+                           s.Int("sparse_memory_budget_bytes", 0));
+  HETERPS_ASSIGN_OR_RETURN(out.checkpoint_every, s.Int("checkpoint_every", 0));
+  HETERPS_ASSIGN_OR_RETURN(int64_t restarts, s.Int("max_restarts", 0, 1000));
+  out.max_restarts = static_cast<int>(restarts);
+  HETERPS_RETURN_IF_ERROR(CheckSettings(out));
+  if (job.files.empty()) return root.Error("files", "no data files");
+  absl::Status plan_ok = CheckPlan(job.plan, job.model);
+  if (!plan_ok.ok()) return root.Error("plan", plan_ok.message());
+  return job;
+}
+
+}  // namespace heterps::worker

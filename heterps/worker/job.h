@@ -1,0 +1,95 @@
+// The job description: what a distributed training job is, built once from the plan and the
+// user's settings (MakeJob), written to <job_dir>/job.json and sent whole to every process of
+// the job, which reads it and nothing else (docs/runtime.md).
+//
+//   JobSettings settings;                 // flags bind straight into these fields
+//   settings.mode = Consistency::kAsync;
+//   HETERPS_ASSIGN_OR_RETURN(JobSpec job, MakeJob({model_text, "dlrm.yaml", 512}, plan, cluster,
+//                                                 {"train.tsv"}, settings));
+//   const std::string wire = JobToJson(job);           // what the coordinator sends
+//   HETERPS_ASSIGN_OR_RETURN(JobSpec same, ParseJob(wire, "job.json"));
+//
+// A stage is described once, by the plan's sched::RunStage: its layers first..last, its type,
+// the local device that runs it and its replicas (units). Every setting is resolved when the job
+// is made (the micro-batch size, the parameter-server shards), so that no role derives one twice.
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "heterps/config/cluster_spec.h"
+#include "heterps/config/model_spec.h"
+#include "heterps/data/reader.h"
+#include "heterps/sched/run_plan.h"
+#include "heterps/worker/stage.h"
+
+namespace heterps::worker {
+
+// How the replicas' gradients meet the parameters (worker/gradient_policy.h).
+enum class Consistency {
+  kSync,   // every mini-batch's updates applied, once, before the next mini-batch starts
+  kAsync,  // every micro-batch's gradients pushed as they come (parameter-server style)
+};
+absl::string_view ConsistencyName(Consistency mode);
+// "sync" or "async"; InvalidArgument naming them otherwise.
+absl::StatusOr<Consistency> ParseConsistency(absl::string_view name);
+
+// What the user decides about a job, before and apart from the plan.
+struct JobSettings {
+  Consistency mode = Consistency::kSync;
+  // Samples per micro-batch; 0: one micro-batch per stage-0 replica and step when the plan has
+  // one stage, else two per stage (enough for every stage of the pipeline to have work).
+  int64_t micro_batch = 0;
+  int ps_shards = 0;           // parameter-server processes; 0: cost::SizeParameterServers
+  int epochs = 1;              // passes over the training lines
+  double eval_fraction = 0.1;  // share of the lines held out (data::EvalEvery); 0: none
+  data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
+  ModelOptions tables;             // optimizers, seed, the tables' memory budget
+  int64_t checkpoint_every = 100;  // steps between checkpoints; 0: none
+  int max_restarts = 3;            // restarts from the last checkpoint after a failure
+};
+
+struct JobSpec {
+  std::string model_yaml;    // the model spec's text, with the job's batch size in it
+  std::string model_source;  // where it came from, for messages
+  config::ModelSpec model;   // model_yaml parsed (not part of the wire form: every role parses)
+  sched::RunPlan plan;       // the stages: layers, type, device, replicas; the predictions
+  std::vector<std::string> files;  // the training data
+  JobSettings settings;            // resolved: micro_batch >= 1, ps_shards >= 1
+
+  int64_t batch_size() const { return model.batch_size; }
+  int stages() const { return static_cast<int>(plan.stages.size()); }
+  int replicas(int stage) const { return static_cast<int>(plan.stages[stage].units); }
+  // Line n of the data is held out when n % eval_every == eval_every - 1; 0: no held-out lines.
+  int64_t eval_every() const { return data::EvalEvery(settings.eval_fraction); }
+  // How stage-0 replica `replica` reads `part` of the data, `batch` samples at a time.
+  data::ReaderOptions Reader(int replica, data::ReaderOptions::Part part) const;
+};
+
+// The model spec's text and where it came from; `batch_size` > 0 replaces the spec's.
+struct ModelText {
+  std::string yaml;
+  std::string source;
+  int64_t batch_size = 0;
+};
+
+// Builds the job: parses the model (with the batch size applied to its text), checks the plan
+// against it (every layer once, in order, in stages of consecutive layers; its batch size) and
+// the settings (ranges), and resolves the defaults. `cluster` sizes the parameter servers when
+// settings.ps_shards is 0. InvalidArgument naming the file and the field, or the setting.
+absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& plan,
+                                const config::ClusterSpec& cluster, std::vector<std::string> files,
+                                const JobSettings& settings);
+
+// The wire form (JSON, docs/runtime.md), and back. ParseJob checks every field (a wrong type, a
+// missing field, a value out of range: InvalidArgument naming `source` and the field) and parses
+// the model again.
+std::string JobToJson(const JobSpec& job);
+absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view source);
+
+}  // namespace heterps::worker

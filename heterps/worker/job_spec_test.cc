@@ -1,0 +1,112 @@
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/base/file.h"
+#include "heterps/worker/job.h"
+
+namespace heterps::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Fixture {
+  std::string text;
+  config::ModelSpec spec;
+  sched::RunPlan plan;
+};
+
+Fixture DlrmTwoStages() {
+  Fixture f;
+  f.text = *base::ReadTextFile("examples/models/dlrm-small.yaml");
+  f.spec = *config::ParseModelSpec(f.text, "dlrm-small.yaml");
+  const int emb = f.spec.FindLayer("emb"), last = static_cast<int>(f.spec.layers.size()) - 1;
+  f.plan.model = "dlrm-small";
+  f.plan.scheduler = "manual";
+  f.plan.throughput = 1234.5;
+  f.plan.stages = {{0, emb, "cpu-a", "cpu", 2, 0.01, 0.008, 0.002},
+                   {emb + 1, last, "gpu-b", "cuda:0", 1, 0.02, 0.015, 0.005}};
+  return f;
+}
+
+TEST(JobSpecTest, MadeOnceAndShippedWhole) {
+  const Fixture f = DlrmTwoStages();
+  JobSettings settings;
+  settings.mode = Consistency::kAsync;
+  settings.epochs = 2;
+  settings.eval_fraction = 0.2;
+  settings.bad_lines = data::BadLinePolicy::kSkip;
+  settings.tables.sparse_optimizer = {ps::OptimizerKind::kAdam, 0.3f};
+  settings.tables.seed = 99;
+  settings.checkpoint_every = 7;
+  auto job = MakeJob({f.text, "dlrm-small.yaml", 512}, f.plan, config::ClusterSpec(),
+                     {"a.tsv", "b.tsv"}, settings);
+  ASSERT_TRUE(job.ok()) << job.status();
+  // The batch size is in the text every role parses, on the line it was on.
+  EXPECT_EQ(job->model.batch_size, 512);
+  EXPECT_EQ(job->plan.batch_size, 512);
+  EXPECT_THAT(job->model_yaml, HasSubstr("batch_size: 512"));
+  EXPECT_EQ(std::count(job->model_yaml.begin(), job->model_yaml.end(), '\n'),
+            std::count(f.text.begin(), f.text.end(), '\n'));
+  // Resolved: two micro-batches per stage of a replica's share of 256; shards sized (no cluster
+  // type here: one).
+  EXPECT_EQ(job->settings.micro_batch, 64);
+  EXPECT_EQ(job->settings.ps_shards, 1);
+  EXPECT_EQ(job->eval_every(), 5);
+
+  auto back = ParseJob(JobToJson(*job), "job.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(JobToJson(*back), JobToJson(*job));
+  EXPECT_EQ(back->model.batch_size, 512);
+  ASSERT_EQ(back->plan.stages.size(), 2u);
+  EXPECT_EQ(back->plan.stages[1].device, "cuda:0");
+  EXPECT_EQ(back->plan.stages[0].units, 2);
+  EXPECT_EQ(back->settings.mode, Consistency::kAsync);
+  EXPECT_EQ(back->settings.bad_lines, data::BadLinePolicy::kSkip);
+  EXPECT_EQ(back->settings.tables.sparse_optimizer.kind, ps::OptimizerKind::kAdam);
+  EXPECT_EQ(back->settings.tables.sparse_optimizer.learning_rate, 0.3f);
+  EXPECT_EQ(back->settings.tables.seed, 99u);
+  EXPECT_THAT(back->files, ::testing::ElementsAre("a.tsv", "b.tsv"));
+  const data::ReaderOptions read = back->Reader(1, data::ReaderOptions::Part::kEval);
+  EXPECT_EQ(read.rank, 1);
+  EXPECT_EQ(read.world, 2);
+  EXPECT_EQ(read.batch_size, 64);
+  EXPECT_EQ(read.eval_every, 5);
+}
+
+TEST(JobSpecTest, PlansThatDoNotFitTheModelAreRefused) {
+  Fixture f = DlrmTwoStages();
+  f.plan.stages[1].first += 1;  // a layer left out
+  auto job = MakeJob({f.text, "dlrm-small.yaml", 0}, f.plan, config::ClusterSpec(), {"a.tsv"},
+                     JobSettings());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status().message(), HasSubstr("stage 1"));
+  f = DlrmTwoStages();
+  f.plan.stages[0].units = 0;
+  EXPECT_THAT(MakeJob({f.text, "m.yaml", 0}, f.plan, config::ClusterSpec(), {"a.tsv"}, {})
+                  .status()
+                  .message(),
+              HasSubstr("0 units"));
+  f = DlrmTwoStages();
+  JobSettings bad;
+  bad.eval_fraction = 0.9;
+  EXPECT_THAT(MakeJob({f.text, "m.yaml", 0}, f.plan, config::ClusterSpec(), {"a.tsv"}, bad)
+                  .status()
+                  .message(),
+              HasSubstr("eval fraction"));
+}
+
+TEST(JobSpecTest, ABadWireFormNamesTheField) {
+  const Fixture f = DlrmTwoStages();
+  auto job = MakeJob({f.text, "m.yaml", 0}, f.plan, config::ClusterSpec(), {"a.tsv"}, {});
+  ASSERT_TRUE(job.ok());
+  std::string json = JobToJson(*job);
+  const size_t at = json.find("\"micro_batch\": ");
+  ASSERT_NE(at, std::string::npos);
+  json.replace(at, std::string("\"micro_batch\": ").size(), "\"micro_batch\": \"ten\", \"x\": ");
+  auto parsed = ParseJob(json, "job.json");
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("job.json: settings.micro_batch"));
+  EXPECT_THAT(ParseJob("{}", "j.json").status().message(), HasSubstr("j.json: format"));
+}
+
+}  // namespace
+}  // namespace heterps::worker

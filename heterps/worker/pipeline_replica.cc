@@ -1,0 +1,529 @@
+#include "heterps/worker/pipeline_replica.h"
+
+#include <atomic>
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/worker/gradient_policy.h"
+#include "heterps/worker/shard_reader.h"
+
+namespace heterps::worker {
+namespace {
+
+// Evaluation reads this many micro-batches at a time.
+constexpr int kEvalChunk = 16;
+
+// A RunStep or Evaluate waiting for its micro-batches.
+struct Waiter {
+  absl::Mutex mu;
+  int64_t pending ABSL_GUARDED_BY(mu) = 0;
+  double loss_sum ABSL_GUARDED_BY(mu) = 0;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  std::vector<float> probabilities ABSL_GUARDED_BY(mu), labels ABSL_GUARDED_BY(mu);
+
+  void Done(const absl::Status& s, double loss) {
+    absl::MutexLock lock(&mu);
+    status.Update(s);
+    loss_sum += loss;
+    --pending;
+  }
+  // Until every micro-batch is done, `stop` turns true, or the caller gives up.
+  absl::Status Wait(const std::atomic<bool>& stop, const PipelineReplica::Cancelled& cancelled) {
+    absl::MutexLock lock(&mu);
+    while (pending > 0 && !stop.load() && !(cancelled && cancelled())) {
+      mu.AwaitWithTimeout(
+          absl::Condition(
+              +[](Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu) { return w->pending <= 0; },
+              this),
+          absl::Milliseconds(100));
+    }
+    if (pending > 0) return absl::CancelledError("the replica is stopping, or the caller left");
+    return status;
+  }
+};
+
+// A task's outcome, shared by the compute thread that runs it and the caller that waits for it:
+// the caller may give up and return first.
+struct Outcome {
+  absl::Notification done;
+  absl::Status status;
+};
+
+}  // namespace
+
+class PipelineReplica::Impl {
+ public:
+  Impl(const JobSpec& job, int stage, int replica, ps::PsClient* client, Downstream* downstream)
+      : job_(job),
+        stage_index_(stage),
+        replica_(replica),
+        name_(absl::StrCat("stage ", stage, " replica ", replica)),
+        client_(client),
+        downstream_(downstream) {}
+
+  absl::Status Init() {
+    const sched::RunStage& mine = job_.plan.stages[stage_index_];
+    HETERPS_ASSIGN_OR_RETURN(stage_, Stage::Create(job_.model, mine.first, mine.last, client_));
+    const bool last = stage_index_ + 1 == job_.stages();
+    if (stage_->has_loss() != last) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stage ", stage_index_, " (layers ", mine.first, "..", mine.last, ") ",
+          last ? "is the last but has no loss layer" : "has the loss layer but is not the last"));
+    }
+    if (!last &&
+        (downstream_ == nullptr || downstream_->replicas() != job_.replicas(stage_index_ + 1))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": the next stage's replicas are not all known"));
+    }
+    policy_ = MakeGradientPolicy(job_.settings.mode, *stage_);
+    if (stage_index_ == 0) {
+      train_reader_ =
+          std::make_unique<ShardReader>(job_.Reader(replica_, data::ReaderOptions::Part::kTrain));
+    }
+    compute_ = std::thread([this] { Loop(); });
+    return absl::OkStatus();
+  }
+
+  const std::string& name() const { return name_; }
+
+  void Stop() {
+    if (stopping_.exchange(true)) return;
+    {
+      absl::MutexLock lock(&mu_);  // wakes the compute thread
+    }
+    if (compute_.joinable()) compute_.join();
+  }
+
+  // ---- Calls ----
+
+  absl::StatusOr<StepOutcome> RunStep(const StepRequest& request, const Cancelled& cancelled) {
+    if (stage_index_ != 0) return absl::FailedPreconditionError("RunStep goes to stage 0");
+    absl::MutexLock serial(&step_mu_);
+    auto batch = std::make_shared<data::Batch>();
+    HETERPS_ASSIGN_OR_RETURN(const int64_t n, train_reader_->Take(request.epoch, request.offset,
+                                                                  request.count, batch.get()));
+    auto waiter = std::make_shared<Waiter>();
+    const int64_t parts = Parts(n);
+    {
+      absl::MutexLock lock(&waiter->mu);
+      waiter->pending = parts;
+    }
+    for (int64_t m = 0; m < parts; ++m) {
+      const auto [begin, size] = Part(n, m);
+      ForwardHeader header{request.step, 0, Order(m), true, request.scale};
+      Enqueue(false, [this, batch, begin = begin, size = size, waiter, header] {
+        LocalForward(*batch, begin, size, waiter, header);
+      });
+    }
+    HETERPS_RETURN_IF_ERROR(waiter->Wait(stopping_, cancelled));
+    // Stage 0's part of the step is complete here: end it now rather than wait for a Flush (the
+    // later stages are flushed by the coordinator).
+    HETERPS_RETURN_IF_ERROR(EndStep(request.step, cancelled));
+    StepOutcome out;
+    {
+      absl::MutexLock lock(&waiter->mu);
+      out.loss_sum = waiter->loss_sum;
+    }
+    out.samples = n;
+    out.skipped_lines = train_reader_->skipped();
+    out.first_bad_line = train_reader_->first_bad();
+    return out;
+  }
+
+  absl::StatusOr<EvalOutcome> Evaluate(int64_t step, const Cancelled& cancelled) {
+    if (stage_index_ != 0) return absl::FailedPreconditionError("Evaluate goes to stage 0");
+    absl::MutexLock serial(&step_mu_);
+    ShardReader reader(job_.Reader(replica_, data::ReaderOptions::Part::kEval));
+    auto waiter = std::make_shared<Waiter>();
+    const int64_t mb = job_.settings.micro_batch;
+    int64_t offset = 0, sequence = 0;
+    for (;;) {
+      auto batch = std::make_shared<data::Batch>();
+      HETERPS_ASSIGN_OR_RETURN(const int64_t n,
+                               reader.Take(0, offset, mb * kEvalChunk, batch.get()));
+      if (n == 0) break;
+      offset += n;
+      const int64_t parts = Parts(n);
+      {
+        absl::MutexLock lock(&waiter->mu);
+        waiter->pending = parts;
+      }
+      for (int64_t m = 0; m < parts; ++m) {
+        const auto [begin, size] = Part(n, m);
+        ForwardHeader header{step, 0, Order(sequence++), false, 0};
+        Enqueue(false, [this, batch, begin = begin, size = size, waiter, header] {
+          LocalForward(*batch, begin, size, waiter, header);
+        });
+      }
+      HETERPS_RETURN_IF_ERROR(waiter->Wait(stopping_, cancelled));
+    }
+    EvalOutcome out;
+    absl::MutexLock lock(&waiter->mu);
+    out.probabilities = std::move(waiter->probabilities);
+    out.labels = std::move(waiter->labels);
+    out.skipped_lines = reader.skipped();
+    return out;
+  }
+
+  // Runs the policy's EndStep on the compute thread and waits for it.
+  absl::Status EndStep(int64_t step, const Cancelled& cancelled) {
+    auto outcome = std::make_shared<Outcome>();
+    Enqueue(true, [this, step, outcome] {
+      outcome->status = policy_->EndStep(*stage_, step, replica_);
+      outcome->done.Notify();
+    });
+    while (!outcome->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      if (stopping_ || (cancelled && cancelled())) {
+        return absl::CancelledError("the replica is stopping, or the caller left");
+      }
+    }
+    return outcome->status;
+  }
+
+  void Receive(const ForwardHeader& header, std::unique_ptr<Activations> activations,
+               std::shared_ptr<Upstream> from) {
+    auto in = std::make_shared<std::unique_ptr<Activations>>(std::move(activations));
+    Enqueue(false, [this, header, in, from = std::move(from)] {
+      RemoteForward(header, std::move(*in), from);
+    });
+  }
+
+  void OnAnswer(int target, std::shared_ptr<Answer> answer) {
+    Enqueue(true, [this, target, answer = std::move(answer)] { Backward(target, *answer); });
+  }
+
+  void OnDownstreamLost(int target, absl::Status why) {
+    Enqueue(true, [this, target, why = std::move(why)] {
+      std::vector<int64_t> lost;
+      for (const auto& [tag, r] : records_) {
+        if (r.downstream == target) lost.push_back(tag);
+      }
+      for (int64_t tag : lost) Fail(tag, why);
+    });
+  }
+
+  ReplicaStats stats() {
+    ReplicaStats s;
+    s.micro_batches = micro_batches_.load();
+    s.ps_seconds = ps_seconds_.load();
+    s.in_flight = in_flight_.load();
+    absl::MutexLock lock(&mu_);
+    s.busy_seconds = busy_seconds_;
+    s.idle_seconds = idle_seconds_;
+    s.send_seconds = send_seconds_;
+    s.queue_depth = static_cast<int>(urgent_.size() + normal_.size());
+    return s;
+  }
+
+ private:
+  // A micro-batch between its forward and its backward here.
+  struct Record {
+    int ctx = -1;
+    ForwardHeader header;
+    int downstream = -1;  // where it went
+    // Kept until backward, at a fixed address: the stage's layers point into it.
+    std::unique_ptr<Activations> in;
+    std::shared_ptr<Upstream> up;  // answer upstream with up_id, or
+    int64_t up_id = 0;
+    std::shared_ptr<Waiter> waiter;  // tell the local RunStep or Evaluate
+  };
+
+  // Micro-batches of a share of n samples, and where micro-batch m lies in it.
+  int64_t Parts(int64_t n) const {
+    const int64_t mb = job_.settings.micro_batch;
+    return (n + mb - 1) / mb;
+  }
+  std::pair<int64_t, int64_t> Part(int64_t n, int64_t m) const {
+    const int64_t mb = job_.settings.micro_batch;
+    const int64_t begin = m * mb;
+    return {begin, std::min(mb, n - begin)};
+  }
+  // The place of this replica's m-th micro-batch among every stage-0 replica's.
+  int64_t Order(int64_t m) const { return m * job_.replicas(0) + replica_; }
+
+  // ---- The compute thread ----
+
+  void Enqueue(bool urgent, std::function<void()> task) {
+    absl::MutexLock lock(&mu_);
+    (urgent ? urgent_ : normal_).push_back(std::move(task));
+  }
+
+  void Loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        absl::MutexLock lock(&mu_);
+        const absl::Time waiting = absl::Now();
+        mu_.Await(absl::Condition(
+            +[](Impl* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+              return w->stopping_.load() || !w->urgent_.empty() || !w->normal_.empty();
+            },
+            this));
+        idle_seconds_ += absl::ToDoubleSeconds(absl::Now() - waiting);
+        if (stopping_) return;
+        std::deque<std::function<void()>>& queue = urgent_.empty() ? normal_ : urgent_;
+        task = std::move(queue.front());
+        queue.pop_front();
+      }
+      const absl::Time start = absl::Now();
+      task();
+      ps_seconds_ = stage_->ps_seconds();
+      absl::MutexLock lock(&mu_);
+      busy_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+    }
+  }
+
+  // Activations whose buffers are reused from micro-batch to micro-batch.
+  std::unique_ptr<Activations> NewActivations() {
+    if (spare_.empty()) return std::make_unique<Activations>();
+    std::unique_ptr<Activations> a = std::move(spare_.back());
+    spare_.pop_back();
+    return a;
+  }
+  void Recycle(Record& r) {
+    if (r.in != nullptr) spare_.push_back(std::move(r.in));
+  }
+
+  int AcquireContext() {
+    if (!free_contexts_.empty()) {
+      const int ctx = free_contexts_.back();
+      free_contexts_.pop_back();
+      return ctx;
+    }
+    return next_context_++;
+  }
+  void ReleaseContext(Record& r) {
+    if (r.ctx >= 0) free_contexts_.push_back(r.ctx);
+    r.ctx = -1;
+  }
+
+  absl::Status MaybePull(int64_t step) {
+    if (!policy_->PullBefore(step, pulled_step_, in_flight_)) return absl::OkStatus();
+    HETERPS_RETURN_IF_ERROR(stage_->PullParameters());
+    pulled_step_ = step;
+    return absl::OkStatus();
+  }
+
+  // Samples [begin, begin + size) of this replica's batch, into the pipeline.
+  void LocalForward(const data::Batch& batch, int64_t begin, int64_t size,
+                    const std::shared_ptr<Waiter>& waiter, const ForwardHeader& header) {
+    Record r;
+    r.waiter = waiter;
+    r.header = header;
+    r.in = NewActivations();
+    InputActivations(batch, begin, size, r.in.get());
+    RunForward(std::move(r));
+  }
+
+  void RemoteForward(const ForwardHeader& header, std::unique_ptr<Activations> in,
+                     const std::shared_ptr<Upstream>& up) {
+    Record r;
+    r.up = up;
+    r.up_id = header.id;
+    r.header = header;
+    r.in = std::move(in);
+    RunForward(std::move(r));
+  }
+
+  void RunForward(Record r) {
+    ++micro_batches_;
+    absl::Status pulled = MaybePull(r.header.step);
+    if (!pulled.ok()) return Finish(r, pulled, 0, nullptr);
+    r.ctx = AcquireContext();
+    ActivationGrads* d_in = stage_index_ == 0 ? nullptr : &d_in_;
+    if (stage_->has_loss()) {
+      if (!r.header.train) {
+        const absl::Status status = stage_->Predict(r.ctx, *r.in, &out_);
+        return FinishEval(r, status, out_.dense.data(), out_.size);
+      }
+      ParameterGrads* grads = policy_->GradsFor(r.header.step, r.header.order);
+      absl::StatusOr<double> loss =
+          stage_->ForwardBackward(r.ctx, *r.in, r.header.scale, d_in, grads);
+      absl::Status status = loss.status();
+      if (status.ok()) status = policy_->AfterBackward(*stage_, grads);
+      return Finish(r, status, loss.ok() ? *loss : 0, d_in);
+    }
+    const absl::Status ran = r.header.train ? stage_->Forward(r.ctx, *r.in, &out_)
+                                            : stage_->Predict(r.ctx, *r.in, &out_);
+    if (!ran.ok()) return Finish(r, ran, 0, nullptr);
+    if (!r.header.train) ReleaseContext(r);  // evaluation keeps nothing for a backward
+    ForwardHeader header = r.header;
+    header.id = next_tag_++;
+    r.downstream = static_cast<int>(r.header.order % downstream_->replicas());
+    const int target = r.downstream;
+    records_.emplace(header.id, std::move(r));
+    ++in_flight_;
+    const absl::Time start = absl::Now();
+    const absl::Status sent = downstream_->Send(target, header, out_);
+    AddSendTime(start);
+    if (!sent.ok()) Fail(header.id, sent);
+  }
+
+  void Backward(int target, const Answer& answer) {
+    auto it = records_.find(answer.id);
+    if (it == records_.end() || it->second.downstream != target) return;  // failed already
+    Record r = std::move(it->second);
+    records_.erase(it);
+    --in_flight_;
+    if (!answer.error.empty()) {
+      return Finish(r, absl::UnavailableError(answer.error), 0, nullptr);
+    }
+    if (!r.header.train) {
+      return FinishEval(r, absl::OkStatus(), answer.probabilities.data(),
+                        static_cast<int64_t>(answer.probabilities.size()));
+    }
+    ActivationGrads* d_in = stage_index_ == 0 ? nullptr : &d_in_;
+    ParameterGrads* grads = policy_->GradsFor(r.header.step, r.header.order);
+    absl::Status status = stage_->Backward(r.ctx, answer.grads, d_in, grads);
+    if (status.ok()) status = policy_->AfterBackward(*stage_, grads);
+    Finish(r, status, answer.loss_sum, d_in);
+  }
+
+  // Fails the record sent as `tag`, if it is still waiting.
+  void Fail(int64_t tag, const absl::Status& status) {
+    auto it = records_.find(tag);
+    if (it == records_.end()) return;
+    Record r = std::move(it->second);
+    records_.erase(it);
+    --in_flight_;
+    Finish(r, status, 0, nullptr);
+  }
+
+  // Answers a training micro-batch: to the local waiter, or upstream.
+  void Finish(Record& r, const absl::Status& status, double loss, const ActivationGrads* d_in) {
+    ReleaseContext(r);
+    Recycle(r);
+    if (r.waiter != nullptr) return r.waiter->Done(status, loss);
+    AnswerView answer;
+    answer.id = r.up_id;
+    if (!status.ok()) {
+      answer.error = absl::StrCat(name_, ": ", status.ToString());
+    } else {
+      answer.loss_sum = loss;
+      answer.grads = d_in;
+    }
+    SendUp(r, answer);
+  }
+
+  void FinishEval(Record& r, const absl::Status& status, const float* probabilities, int64_t n) {
+    ReleaseContext(r);
+    if (status.ok() && n != r.in->size) {
+      return FinishEval(r, absl::InternalError("evaluation: probabilities for the wrong samples"),
+                        nullptr, 0);
+    }
+    if (r.waiter != nullptr) {
+      {
+        absl::MutexLock lock(&r.waiter->mu);
+        if (status.ok()) {
+          r.waiter->probabilities.insert(r.waiter->probabilities.end(), probabilities,
+                                         probabilities + n);
+          r.waiter->labels.insert(r.waiter->labels.end(), r.in->labels.begin(), r.in->labels.end());
+        }
+      }
+      Recycle(r);
+      return r.waiter->Done(status, 0);
+    }
+    Recycle(r);
+    AnswerView answer;
+    answer.id = r.up_id;
+    if (status.ok()) {
+      answer.probabilities = absl::MakeConstSpan(probabilities, static_cast<size_t>(n));
+    } else {
+      answer.error = absl::StrCat(name_, ": ", status.ToString());
+    }
+    SendUp(r, answer);
+  }
+
+  void SendUp(const Record& r, const AnswerView& answer) {
+    const absl::Time start = absl::Now();
+    r.up->Send(answer);  // a sender that has gone waits for nothing
+    AddSendTime(start);
+  }
+
+  void AddSendTime(absl::Time start) {
+    absl::MutexLock lock(&mu_);
+    send_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  }
+
+  const JobSpec& job_;
+  const int stage_index_, replica_;
+  const std::string name_;
+  ps::PsClient* const client_;
+  Downstream* const downstream_;
+  std::unique_ptr<Stage> stage_;
+  std::unique_ptr<GradientPolicy> policy_;
+  std::unique_ptr<ShardReader> train_reader_;  // stage 0, used under step_mu_
+  absl::Mutex step_mu_;                        // one RunStep or Evaluate at a time
+  std::atomic<bool> stopping_{false};
+
+  // The compute thread's queues and counters.
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> urgent_ ABSL_GUARDED_BY(mu_), normal_ ABSL_GUARDED_BY(mu_);
+  double busy_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double idle_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> micro_batches_{0};
+  std::atomic<double> ps_seconds_{0};
+  std::atomic<int> in_flight_{0};  // written by the compute thread only
+  std::thread compute_;
+
+  // Only the compute thread touches these.
+  absl::flat_hash_map<int64_t, Record> records_;  // by tag: sent on, waiting for the answer
+  int64_t next_tag_ = 1;
+  int64_t pulled_step_ = -1;
+  std::vector<int> free_contexts_;
+  int next_context_ = 0;
+  std::vector<std::unique_ptr<Activations>> spare_;
+  Activations out_;
+  ActivationGrads d_in_;
+};
+
+PipelineReplica::PipelineReplica(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PipelineReplica::~PipelineReplica() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<PipelineReplica>> PipelineReplica::Create(const JobSpec& job,
+                                                                         int stage, int replica,
+                                                                         ps::PsClient* client,
+                                                                         Downstream* downstream) {
+  if (stage < 0 || stage >= job.stages() || replica < 0 || replica >= job.replicas(stage)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica ", replica, " of stage ", stage, " is not in the job's plan"));
+  }
+  auto impl = std::make_unique<Impl>(job, stage, replica, client, downstream);
+  HETERPS_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<PipelineReplica>(new PipelineReplica(std::move(impl)));
+}
+
+absl::StatusOr<StepOutcome> PipelineReplica::RunStep(const StepRequest& request,
+                                                     const Cancelled& cancelled) {
+  return impl_->RunStep(request, cancelled);
+}
+absl::StatusOr<EvalOutcome> PipelineReplica::Evaluate(int64_t step, const Cancelled& cancelled) {
+  return impl_->Evaluate(step, cancelled);
+}
+absl::Status PipelineReplica::Flush(int64_t step, const Cancelled& cancelled) {
+  return impl_->EndStep(step, cancelled);
+}
+void PipelineReplica::Receive(const ForwardHeader& header, std::unique_ptr<Activations> activations,
+                              std::shared_ptr<Upstream> from) {
+  impl_->Receive(header, std::move(activations), std::move(from));
+}
+void PipelineReplica::OnAnswer(int target, std::shared_ptr<Answer> answer) {
+  impl_->OnAnswer(target, std::move(answer));
+}
+void PipelineReplica::OnDownstreamLost(int target, absl::Status why) {
+  impl_->OnDownstreamLost(target, std::move(why));
+}
+ReplicaStats PipelineReplica::stats() const { return impl_->stats(); }
+const std::string& PipelineReplica::name() const { return impl_->name(); }
+void PipelineReplica::Stop() { impl_->Stop(); }
+
+}  // namespace heterps::worker

@@ -1,0 +1,156 @@
+// One replica of one stage of a pipelined job: the engine, apart from any transport
+// (docs/runtime.md, "Pipeline"). worker/rpc/stage_worker.h serves it over gRPC; tests wire
+// replicas together in one process.
+//
+//   auto replica = PipelineReplica::Create(job, /*stage=*/0, /*replica=*/1, client, &next);
+//   HETERPS_ASSIGN_OR_RETURN(StepOutcome out, (*replica)->RunStep({step, epoch, offset, n, s}));
+//
+// A replica computes on one thread (one unit of its type): a queue of tasks, gradients and
+// answers before new forward passes, so that micro-batches in flight finish and free their
+// memory first. Stage 0 reads its share of every mini-batch (RunStep), cuts it into
+// micro-batches and sends each forward; a later stage receives micro-batches from the replicas of
+// the stage before it (Receive), runs them and passes them on to replica `order mod replicas` of
+// the next stage (Downstream), or, at the last stage, runs the loss and answers with the
+// gradients (Upstream). The answers come back the same way (OnAnswer), and each stage runs its
+// backward on the way. What happens to the gradients is the job's consistency mode
+// (gradient_policy.h).
+//
+// Thread safety: every method may be called from any thread; Receive, OnAnswer and
+// OnDownstreamLost only queue work.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "heterps/ps/ps_client.h"
+#include "heterps/worker/job.h"
+#include "heterps/worker/stage.h"
+
+namespace heterps::worker {
+
+// What travels with a micro-batch's activations.
+struct ForwardHeader {
+  int64_t step = 0;
+  int64_t id = 0;     // the sender's number for it; the answer carries it back
+  int64_t order = 0;  // its place in its step, every replica counted: it picks the next stage's
+                      // replica and the order in which gradients are summed
+  bool train = true;  // false: evaluation, forward only
+  float scale = 0;    // training: 1 / the mini-batch's samples (the loss's gradient)
+};
+
+// The answer to a micro-batch, as it arrives from the next stage.
+struct Answer {
+  int64_t id = 0;
+  double loss_sum = 0;               // training: the micro-batch's summed loss
+  ActivationGrads grads;             // training: gradients of what was sent
+  std::vector<float> probabilities;  // evaluation: one per sample
+  std::string error;                 // set when a later stage failed the micro-batch
+};
+
+// The answer to a micro-batch, as this replica sends it upstream (views into its buffers, valid
+// during the call).
+struct AnswerView {
+  int64_t id = 0;
+  double loss_sum = 0;
+  const ActivationGrads* grads = nullptr;
+  absl::Span<const float> probabilities;
+  std::string error;
+};
+
+// The replica of the previous stage that sent a micro-batch.
+class Upstream {
+ public:
+  virtual ~Upstream() = default;
+  // Sends the answer; false when the sender has gone (nobody waits for it any more).
+  virtual bool Send(const AnswerView& answer) = 0;
+};
+
+// The replicas of the next stage.
+class Downstream {
+ public:
+  virtual ~Downstream() = default;
+  virtual int replicas() const = 0;
+  // Sends a micro-batch to replica `target`; its answer comes back through OnAnswer(target, ...).
+  // Unavailable naming the peer when it cannot be reached.
+  virtual absl::Status Send(int target, const ForwardHeader& header,
+                            const Activations& activations) = 0;
+};
+
+// Stage 0: replica's share of a mini-batch.
+struct StepRequest {
+  int64_t step = 0;
+  int64_t epoch = 0;   // the pass over the data
+  int64_t offset = 0;  // where in this replica's lines of the pass the share starts
+  int64_t count = 0;   // samples of the share
+  float scale = 0;     // 1 / the mini-batch's samples, all replicas together
+};
+struct StepOutcome {
+  double loss_sum = 0;  // over the share's samples
+  int64_t samples = 0;
+  int64_t skipped_lines = 0;   // bad lines this replica skipped in this pass so far
+  std::string first_bad_line;  // the pass's first of them
+};
+struct EvalOutcome {
+  std::vector<float> probabilities, labels;  // per held-out sample of this replica
+  int64_t skipped_lines = 0;
+};
+
+struct ReplicaStats {
+  int64_t micro_batches = 0;  // forward passes run (training and evaluation)
+  double busy_seconds = 0;    // computing (forward, backward, parameter pulls and pushes)
+  double idle_seconds = 0;    // waiting for work
+  double send_seconds = 0;    // handing activations and answers to the transport
+  double ps_seconds = 0;      // of busy_seconds: waiting for the parameter servers
+  int queue_depth = 0;        // tasks waiting now
+  int in_flight = 0;          // micro-batches between their forward and backward now
+};
+
+class PipelineReplica {
+ public:
+  // Replica `replica` of stage `stage` of `job` (which, with `client` and `downstream`, must
+  // outlive it). `downstream` is null for the last stage. InvalidArgument when the stage or the
+  // replica is not the job's, or the stage cannot be built (an untrainable layer, a device this
+  // build cannot run).
+  static absl::StatusOr<std::unique_ptr<PipelineReplica>> Create(const JobSpec& job, int stage,
+                                                                 int replica, ps::PsClient* client,
+                                                                 Downstream* downstream);
+  ~PipelineReplica();  // Stop()
+
+  // A caller's way to give up waiting: true when it has gone (a cancelled call).
+  using Cancelled = std::function<bool()>;
+
+  // Stage 0: runs this replica's share of a mini-batch through the pipeline and returns when every
+  // micro-batch has come back; then ends the step here (the policy's EndStep).
+  absl::StatusOr<StepOutcome> RunStep(const StepRequest& request, const Cancelled& cancelled);
+  // Stage 0: the click probabilities of this replica's held-out lines, after `step` steps.
+  absl::StatusOr<EvalOutcome> Evaluate(int64_t step, const Cancelled& cancelled);
+  // The later stages: ends step `step` here (synchronous training: sends this replica's part).
+  absl::Status Flush(int64_t step, const Cancelled& cancelled);
+
+  // From the transport: a micro-batch from the previous stage, to answer through `from`.
+  void Receive(const ForwardHeader& header, std::unique_ptr<Activations> activations,
+               std::shared_ptr<Upstream> from);
+  // From the transport: the answer of next-stage replica `target` to a micro-batch.
+  void OnAnswer(int target, std::shared_ptr<Answer> answer);
+  // From the transport: next-stage replica `target` has gone; what it held fails with `why`.
+  void OnDownstreamLost(int target, absl::Status why);
+
+  ReplicaStats stats() const;
+  // "stage 1 replica 0", for messages.
+  const std::string& name() const;
+  // Stops the compute thread; waiting calls return Cancelled. Micro-batches in flight are dropped.
+  void Stop();
+
+ private:
+  class Impl;
+  explicit PipelineReplica(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace heterps::worker

@@ -1,0 +1,223 @@
+// The pipeline engine without a network: replicas of a two-stage job wired together in this
+// process by a transport that copies what it carries (as a wire would), driven step by step the
+// way the coordinator drives them. The single-process trainer is the oracle.
+#include "heterps/worker/pipeline_replica.h"
+
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/base/file.h"
+#include "heterps/data/auc.h"
+#include "heterps/data/synthetic.h"
+#include "heterps/worker/trainer.h"
+
+namespace heterps::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Answers go back to the sender by a direct call, copied.
+class LocalUpstream : public Upstream {
+ public:
+  LocalUpstream(PipelineReplica* sender, int target) : sender_(sender), target_(target) {}
+  bool Send(const AnswerView& view) override {
+    auto answer = std::make_shared<Answer>();
+    answer->id = view.id;
+    answer->loss_sum = view.loss_sum;
+    if (view.grads != nullptr) answer->grads = *view.grads;
+    answer->probabilities.assign(view.probabilities.begin(), view.probabilities.end());
+    answer->error = view.error;
+    sender_->OnAnswer(target_, std::move(answer));
+    return true;
+  }
+
+ private:
+  PipelineReplica* sender_;
+  int target_;
+};
+
+// Micro-batches go to the next stage's replicas by a direct call, copied.
+class LocalDownstream : public Downstream {
+ public:
+  int replicas() const override { return static_cast<int>(next.size()); }
+  absl::Status Send(int target, const ForwardHeader& header,
+                    const Activations& activations) override {
+    if (broken) return absl::UnavailableError("stage 1 replica 0 (local): the stream broke");
+    next[target]->Receive(header, std::make_unique<Activations>(activations),
+                          std::make_shared<LocalUpstream>(self, target));
+    return absl::OkStatus();
+  }
+  std::vector<PipelineReplica*> next;
+  PipelineReplica* self = nullptr;
+  bool broken = false;
+};
+
+// The share of mini-batch lines [lo, hi) of stage-0 replica r of k: (offset, count).
+std::pair<int64_t, int64_t> Share(int64_t lo, int64_t hi, int r, int k) {
+  auto before = [&](int64_t n) { return n > r ? (n - r + k - 1) / k : 0; };
+  return {before(lo), before(hi) - before(lo)};
+}
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = ::testing::TempDir() + "/pipeline_test.tsv";
+    data::SyntheticOptions synthetic;
+    synthetic.rows = 2000;
+    synthetic.seed = 3;
+    ASSERT_TRUE(data::WriteSynthetic(synthetic, data_).ok());
+  }
+
+  // dlrm-small at batch 256 cut after the embeddings: stage 0 on 2 replicas, stage 1 on 1.
+  static JobSpec TwoStages(Consistency mode, double eval_fraction) {
+    auto text = base::ReadTextFile("examples/models/dlrm-small.yaml");
+    EXPECT_TRUE(text.ok());
+    auto spec = config::ParseModelSpec(*text, "dlrm-small.yaml");
+    EXPECT_TRUE(spec.ok());
+    const int emb = spec->FindLayer("emb"), last = static_cast<int>(spec->layers.size()) - 1;
+    sched::RunPlan plan;
+    plan.stages = {{0, emb, "a", "cpu", 2}, {emb + 1, last, "b", "cpu", 1}};
+    JobSettings settings;
+    settings.mode = mode;
+    settings.micro_batch = 32;
+    settings.ps_shards = 2;
+    settings.eval_fraction = eval_fraction;
+    auto job =
+        MakeJob({*text, "dlrm-small.yaml", 256}, plan, config::ClusterSpec(), {data_}, settings);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return *job;
+  }
+
+  // The job's replicas on `client`, wired together.
+  void Wire(const JobSpec& job, ps::PsClient* client) {
+    for (int r = 0; r < 2; ++r) downstream_[r] = std::make_unique<LocalDownstream>();
+    auto last = PipelineReplica::Create(job, 1, 0, client, nullptr);
+    ASSERT_TRUE(last.ok()) << last.status();
+    last_ = *std::move(last);
+    for (int r = 0; r < 2; ++r) {
+      downstream_[r]->next = {last_.get()};
+      auto first = PipelineReplica::Create(job, 0, r, client, downstream_[r].get());
+      ASSERT_TRUE(first.ok()) << first.status();
+      first_[r] = *std::move(first);
+      downstream_[r]->self = first_[r].get();
+    }
+  }
+
+  // One synchronous step over lines [lo, hi): both stage-0 replicas, the flush, the commit. The
+  // step's mean loss.
+  absl::StatusOr<double> SyncStep(ps::PsClient& client, int64_t step, int64_t lo, int64_t hi) {
+    absl::StatusOr<StepOutcome> out[2];
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        const auto [offset, count] = Share(lo, hi, r, 2);
+        out[r] = first_[r]->RunStep({step, 0, offset, count, 1.0f / (hi - lo)}, nullptr);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) {
+      if (!out[r].ok()) return out[r].status();
+    }
+    if (absl::Status flushed = last_->Flush(step, nullptr); !flushed.ok()) return flushed;
+    if (absl::Status committed = client.Commit(); !committed.ok()) return committed;
+    return (out[0]->loss_sum + out[1]->loss_sum) / (out[0]->samples + out[1]->samples);
+  }
+
+  static std::string data_;
+  std::unique_ptr<LocalDownstream> downstream_[2];
+  std::unique_ptr<PipelineReplica> first_[2], last_;
+};
+
+std::string PipelineTest::data_;
+
+TEST_F(PipelineTest, SyncStepsEqualTheSingleProcessRun) {
+  const JobSpec job = TwoStages(Consistency::kSync, 0.1);
+  ps::InProcessPsClient client(2);
+  ASSERT_TRUE(CreateModelTables(job.model, &client, job.settings.tables).ok());
+  Wire(job, &client);
+  ASSERT_FALSE(HasFatalFailure());
+
+  TrainOptions single;
+  single.files = {data_};
+  single.eval_fraction = 0.1;
+  auto expected = Train(job.model, single);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  const int64_t train_lines = expected->train_samples;
+  ASSERT_EQ(expected->steps, (train_lines + 255) / 256);
+  for (int64_t step = 0; step < expected->steps; ++step) {
+    const int64_t lo = step * 256, hi = std::min(lo + 256, train_lines);
+    auto loss = SyncStep(client, step, lo, hi);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    EXPECT_NEAR(*loss, expected->losses[step], 1e-5 * expected->losses[step]) << "step " << step;
+  }
+  // Evaluation through the pipeline: each replica's held-out lines.
+  std::vector<float> scores, labels;
+  for (int r = 0; r < 2; ++r) {
+    auto eval = first_[r]->Evaluate(expected->steps, nullptr);
+    ASSERT_TRUE(eval.ok()) << eval.status();
+    scores.insert(scores.end(), eval->probabilities.begin(), eval->probabilities.end());
+    labels.insert(labels.end(), eval->labels.begin(), eval->labels.end());
+  }
+  auto eval = data::Evaluate(scores, labels);
+  ASSERT_TRUE(eval.ok());
+  EXPECT_EQ(eval->samples, expected->eval_samples);
+  EXPECT_NEAR(eval->auc, expected->eval_auc, 1e-4);
+  const ReplicaStats stats = last_->stats();
+  EXPECT_GT(stats.micro_batches, 0);
+  EXPECT_GT(stats.busy_seconds, 0);
+  EXPECT_EQ(stats.in_flight, 0);
+}
+
+TEST_F(PipelineTest, AsyncStepsTrain) {
+  const JobSpec job = TwoStages(Consistency::kAsync, 0);
+  ps::InProcessPsClient client(2);
+  ASSERT_TRUE(CreateModelTables(job.model, &client, job.settings.tables).ok());
+  Wire(job, &client);
+  ASSERT_FALSE(HasFatalFailure());
+  double first = 0, last = 0;
+  for (int64_t step = 0; step < 7; ++step) {
+    const int64_t lo = step * 256, hi = lo + 256;
+    double loss = 0;
+    for (int r = 0; r < 2; ++r) {
+      const auto [offset, count] = Share(lo, hi, r, 2);
+      auto out = first_[r]->RunStep({step, 0, offset, count, 1.0f / 256}, nullptr);
+      ASSERT_TRUE(out.ok()) << out.status();
+      loss += out->loss_sum / 256;
+    }
+    // Asynchronous: applied as they came; nothing waits for a commit.
+    ASSERT_TRUE(last_->Flush(step, nullptr).ok());
+    (step == 0 ? first : last) = loss;
+  }
+  EXPECT_LT(last, first);
+}
+
+TEST_F(PipelineTest, ALostPeerFailsTheStepWithItsName) {
+  const JobSpec job = TwoStages(Consistency::kSync, 0);
+  ps::InProcessPsClient client(2);
+  ASSERT_TRUE(CreateModelTables(job.model, &client, job.settings.tables).ok());
+  Wire(job, &client);
+  ASSERT_FALSE(HasFatalFailure());
+  downstream_[0]->broken = true;
+  auto out = first_[0]->RunStep({0, 0, 0, 128, 1.0f / 256}, nullptr);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(out.status().message(), HasSubstr("stage 1 replica 0"));
+  // The other replica is unaffected.
+  auto fine = first_[1]->RunStep({0, 0, 0, 128, 1.0f / 256}, nullptr);
+  EXPECT_TRUE(fine.ok()) << fine.status();
+}
+
+TEST_F(PipelineTest, ReplicasOutsideThePlanAreRefused) {
+  const JobSpec job = TwoStages(Consistency::kSync, 0);
+  ps::InProcessPsClient client(1);
+  EXPECT_EQ(PipelineReplica::Create(job, 1, 1, &client, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PipelineReplica::Create(job, 2, 0, &client, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Stage 0 needs the next stage's replicas.
+  EXPECT_EQ(PipelineReplica::Create(job, 0, 0, &client, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace heterps::worker

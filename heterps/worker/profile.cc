@@ -1,0 +1,85 @@
+#include "heterps/worker/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+
+#include "heterps/base/host.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/worker/model.h"
+
+namespace heterps::worker {
+
+BatchSource RandomBatches(int size, uint64_t seed) {
+  auto rng = std::make_shared<std::mt19937_64>(seed);
+  return [size, rng](data::Batch* batch) -> absl::StatusOr<bool> {
+    std::uniform_real_distribution<double> unit(0, 1);
+    *batch = data::Batch();
+    for (int r = 0; r < size; ++r) {
+      data::Example e;
+      e.label = unit(*rng) < 0.25 ? 1.0f : 0.0f;
+      for (float& x : e.dense) {
+        x = data::DenseTransform(static_cast<int64_t>(std::pow(1e4, unit(*rng))));
+      }
+      for (int s = 0; s < data::kSparseSlots; ++s) {
+        e.keys[s] = data::SlotKey(s, static_cast<uint64_t>(std::pow(1e6, unit(*rng))));
+      }
+      batch->Add(e);
+    }
+    return true;
+  };
+}
+
+absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const BatchSource& next,
+                                          const ProfileOptions& options) {
+  ps::InProcessPsClient client(1);
+  HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, ModelOptions()));
+  HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client));
+  std::map<std::string, std::vector<double>> times;
+  std::vector<std::string> order;
+  const int total = options.warmup + options.repeats;
+  int64_t batch_size = 0;
+  data::Batch batch;
+  for (int i = 0; i < total; ++i) {
+    if (options.progress) options.progress(i, total);
+    HETERPS_ASSIGN_OR_RETURN(const bool more, next(&batch));
+    if (!more) break;
+    if (batch_size == 0) batch_size = batch.size;
+    HETERPS_ASSIGN_OR_RETURN(auto layers, model->ProfileStep(batch));
+    if (i < options.warmup) continue;
+    for (const auto& [name, seconds] : layers) {
+      if (times[name].empty()) order.push_back(name);
+      times[name].push_back(seconds);
+    }
+  }
+  if (order.empty()) {
+    return absl::FailedPreconditionError("profile: the data ended before a batch was timed");
+  }
+  HostProfile out;
+  out.profile.model = spec.name;
+  out.profile.batch_size = batch_size;
+  out.profile.host = base::HostDescription();
+  for (const std::string& name : order) {
+    std::vector<double>& t = times[name];
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    const double median = t[t.size() / 2];
+    out.medians.emplace_back(name, median);
+    out.total_seconds += median;
+    if (median > 0) out.profile.entries.push_back({name, options.type, median});
+  }
+  return out;
+}
+
+absl::StatusOr<HostProfile> ProfileHost(const config::ModelSpec& spec, int batch,
+                                        const std::string& type, int repeats,
+                                        const std::function<void(int, int)>& progress) {
+  ProfileOptions options;
+  options.repeats = repeats;
+  options.type = type;
+  options.progress = progress;
+  return ProfileLayers(spec, RandomBatches(batch, 1), options);
+}
+
+}  // namespace heterps::worker

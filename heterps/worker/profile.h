@@ -1,0 +1,56 @@
+// Measuring a model's layers on this host: what `heterps profile` writes, what `heterps train`
+// plans with (docs/cost_model.md, "Profiles") and what train_bench reports.
+//
+//   HETERPS_ASSIGN_OR_RETURN(HostProfile p, ProfileHost(spec, 2048, "cpu-local", 5, nullptr));
+//   for (const auto& [layer, seconds] : p.medians) ...
+//
+// Thread safety: functions of their arguments; a BatchSource is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterps/config/model_spec.h"
+#include "heterps/cost/profile.h"
+#include "heterps/data/criteo.h"
+
+namespace heterps::worker {
+
+struct HostProfile {
+  cost::Profile profile;                                // entries for the measured type
+  std::vector<std::pair<std::string, double>> medians;  // seconds per batch, in layer order
+  double total_seconds = 0;                             // their sum: one unit's step
+};
+
+// Fills `batch` with the next batch; false when there is none.
+using BatchSource = std::function<absl::StatusOr<bool>(data::Batch* batch)>;
+
+// Random Criteo-shaped batches of `size` samples, for ever: ids log-uniform over 1..1e6 per slot
+// (a heavy head, like real data), integer features log-uniform over 0..1e4.
+BatchSource RandomBatches(int size, uint64_t seed);
+
+struct ProfileOptions {
+  int warmup = 2;    // batches run first, untimed (first touches of rows and pages)
+  int repeats = 5;   // batches timed; the median counts
+  std::string type;  // the resource type the profile entries are for
+  // Called before each batch with (done, total).
+  std::function<void(int, int)> progress;
+};
+
+// Builds the model against in-process tables and trains it on the source's batches; per layer,
+// the median forward + backward seconds of one batch (Model::ProfileStep), as profile entries
+// for options.type (the batch size is the first batch's). FailedPrecondition when the source ends
+// before a batch is timed.
+absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const BatchSource& next,
+                                          const ProfileOptions& options);
+
+// ProfileLayers on RandomBatches(batch, 1).
+absl::StatusOr<HostProfile> ProfileHost(const config::ModelSpec& spec, int batch,
+                                        const std::string& type, int repeats,
+                                        const std::function<void(int, int)>& progress);
+
+}  // namespace heterps::worker

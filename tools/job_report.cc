@@ -1,0 +1,180 @@
+#include "tools/job_report.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "heterps/base/file.h"
+#include "heterps/base/host.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/cost/calibration.h"
+#include "heterps/cost/cost_model.h"
+#include "nlohmann/json.hpp"
+#include "tools/table.h"
+
+namespace heterps::tools {
+namespace {
+
+// The busiest stage's measured seconds per step.
+double Busiest(const launcher::JobResult& r) {
+  double busiest = 0;
+  for (const launcher::StageReport& s : r.stages) busiest = std::max(busiest, s.measured_seconds);
+  return busiest;
+}
+
+}  // namespace
+
+std::string RenderPlan(const worker::JobSpec& job, const config::ClusterSpec& cluster) {
+  const sched::RunPlan& plan = job.plan;
+  std::string out = absl::StrFormat(
+      "plan for %s on %s (scheduler %s, %s samples/s needed):\n\n", job.model.name, cluster.name,
+      plan.scheduler.empty() ? "?" : plan.scheduler, WithCommas(plan.throughput_limit));
+  Table table({"stage", "layers", "type", "device", "units", "time/batch", "samples/s", "$/hour"},
+              {true, false, false, false, true, true, true, true});
+  for (int s = 0; s < job.stages(); ++s) {
+    const sched::RunStage& st = plan.stages[s];
+    const int t = cluster.FindType(st.type);
+    const double price = t >= 0 ? cluster.types[t].price_per_hour : 0;
+    table.AddRow(
+        {std::to_string(s), plan.StageName(job.model, s), st.type,
+         st.device.empty() ? "-" : st.device, std::to_string(st.units),
+         st.seconds_per_batch > 0 ? HumanSeconds(st.seconds_per_batch) : "-",
+         st.seconds_per_batch > 0 ? WithCommas(job.batch_size() / st.seconds_per_batch) : "-",
+         absl::StrFormat("%.2f", st.units * price)});
+  }
+  out += table.Render();
+  if (plan.throughput > 0) {
+    absl::StrAppendFormat(&out, "\npipeline %s samples/s predicted, $%.2f/hour\n",
+                          WithCommas(plan.throughput), plan.cost_per_hour_usd);
+  }
+  return out;
+}
+
+std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, const DataFile& data,
+                    const std::string& job_dir) {
+  const sched::RunPlan& plan = job.plan;
+  const int epochs = job.settings.epochs;
+  std::string out = absl::StrFormat(
+      "%s: %s training samples (%d epoch%s, %d steps, %s), %s held out; %d stage%s, %d "
+      "parameter server%s\n"
+      "  train logloss   %.4f\n"
+      "  eval logloss    %.4f\n"
+      "  eval AUC        %.4f%s\n",
+      job.model.name, WithCommas(r.train_samples), epochs, epochs == 1 ? "" : "s", r.steps,
+      worker::ConsistencyName(job.settings.mode), WithCommas(r.eval_samples), job.stages(),
+      job.stages() == 1 ? "" : "s", r.ps_shards, r.ps_shards == 1 ? "" : "s", r.train_loss,
+      r.eval_loss, r.eval_auc,
+      data.teacher_auc >= 0 ? absl::StrFormat("   (the teacher's: %.4f)", data.teacher_auc) : "");
+  absl::StrAppendFormat(&out, "  samples/s       %s measured", WithCommas(r.samples_per_second));
+  if (plan.throughput > 0) {
+    absl::StrAppendFormat(&out, ", %s predicted by the plan (%.2fx)", WithCommas(plan.throughput),
+                          r.samples_per_second / plan.throughput);
+  }
+  absl::StrAppendFormat(&out, "\n  restarts        %d\n", r.restarts);
+  if (r.skipped_lines > 0) {
+    absl::StrAppend(&out, "  skipped lines   ", r.skipped_lines, " (first: ", r.first_bad_line,
+                    ")\n");
+  }
+  for (const std::string& failure : r.failures) absl::StrAppend(&out, "    after: ", failure, "\n");
+  if (plan.cost_per_hour_usd > 0) {
+    absl::StrAppendFormat(&out, "  plan cost       $%.2f/hour; $%.4f for this run's %s\n",
+                          plan.cost_per_hour_usd, plan.cost_per_hour_usd * r.seconds / 3600,
+                          HumanSeconds(r.seconds));
+  }
+  Table table({"stage", "layers", "type", "device", "units", "predicted/batch", "measured/batch",
+               "error", "ps wait", "send", "idle"},
+              {true, false, false, false, true, true, true, true, true, true, true});
+  for (size_t s = 0; s < r.stages.size(); ++s) {
+    const launcher::StageReport& st = r.stages[s];
+    const bool both = st.predicted_seconds > 0 && st.measured_seconds > 0;
+    table.AddRow(
+        {std::to_string(s), st.name, st.type, st.device.empty() ? "-" : st.device,
+         std::to_string(st.units),
+         st.predicted_seconds > 0 ? HumanSeconds(st.predicted_seconds) : "-",
+         HumanSeconds(st.measured_seconds),
+         both ? absl::StrFormat("%+.0f%%", 100 * (st.measured_seconds / st.predicted_seconds - 1))
+              : "-",
+         HumanSeconds(st.ps_seconds), HumanSeconds(st.send_seconds),
+         absl::StrFormat("%.0f%%", 100 * st.idle_fraction)});
+  }
+  absl::StrAppend(&out, "\n", table.Render(),
+                  absl::StrFormat("\nper step %s measured", HumanSeconds(r.step_seconds)));
+  if (plan.throughput > 0) {
+    const double predicted = job.batch_size() / plan.throughput;
+    absl::StrAppendFormat(&out, " against %s predicted (%+.0f%%)", HumanSeconds(predicted),
+                          100 * (r.step_seconds / predicted - 1));
+  }
+  absl::StrAppendFormat(&out,
+                        "; %s of it outside the busiest stage (waiting for the others, "
+                        "flushes, the commit)\njob directory: %s (logs, status.json, "
+                        "checkpoints)\n",
+                        HumanSeconds(std::max(0.0, r.step_seconds - Busiest(r))), job_dir);
+  return out;
+}
+
+absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
+                          const launcher::JobResult& r, const DataFile& data) {
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (const launcher::StageReport& s : r.stages) {
+    stages.push_back({{"layers", s.name},
+                      {"type", s.type},
+                      {"device", s.device},
+                      {"units", s.units},
+                      {"predicted_seconds_per_batch", s.predicted_seconds},
+                      {"measured_seconds_per_batch", s.measured_seconds},
+                      {"ps_seconds_per_batch", s.ps_seconds},
+                      {"send_seconds_per_batch", s.send_seconds},
+                      {"idle_fraction", s.idle_fraction}});
+  }
+  nlohmann::ordered_json metrics = {
+      {"model", job.model.name},
+      {"data", data.path},
+      {"mode", std::string(worker::ConsistencyName(job.settings.mode))},
+      {"epochs", job.settings.epochs},
+      {"steps", r.steps},
+      {"train_samples", r.train_samples},
+      {"eval_samples", r.eval_samples},
+      {"train_logloss", r.train_loss},
+      {"eval_logloss", r.eval_loss},
+      {"eval_auc", r.eval_auc},
+      {"teacher_auc", data.teacher_auc >= 0 ? nlohmann::ordered_json(data.teacher_auc)
+                                            : nlohmann::ordered_json(nullptr)},
+      {"samples_per_second", r.samples_per_second},
+      {"predicted_samples_per_second", job.plan.throughput},
+      {"seconds", r.seconds},
+      {"step_seconds", r.step_seconds},
+      {"restarts", r.restarts},
+      {"skipped_lines", r.skipped_lines},
+      {"failures", r.failures},
+      {"parameter_digest", absl::StrFormat("%016x", r.parameter_digest)},
+      {"ps_shards", r.ps_shards},
+      {"stages", stages},
+      {"losses", r.losses}};
+  return base::WriteFileAtomically(
+      path, metrics.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+}
+
+absl::StatusOr<std::string> WriteCalibratedProfile(const worker::JobSpec& job,
+                                                   const config::ClusterSpec& cluster,
+                                                   const std::optional<cost::Profile>& profile,
+                                                   const launcher::JobResult& r,
+                                                   const std::string& job_dir) {
+  HETERPS_ASSIGN_OR_RETURN(
+      cost::CostModel model,
+      cost::CostModel::Create(job.model, cluster, {std::max(job.plan.throughput_limit, 1.0), 1e9},
+                              profile ? &*profile : nullptr));
+  const double overhead = std::max(0.0, r.step_seconds - Busiest(r));
+  std::vector<cost::MeasuredStage> measured;
+  for (size_t s = 0; s < job.plan.stages.size() && s < r.stages.size(); ++s) {
+    const sched::RunStage& st = job.plan.stages[s];
+    measured.push_back({st.first, st.last, cluster.FindType(st.type), st.units,
+                        r.stages[s].measured_seconds + overhead});
+  }
+  const cost::Profile calibrated = cost::Calibrate(model, measured, base::HostDescription());
+  const std::string path = job_dir + "/calibrated_profile.json";
+  HETERPS_RETURN_IF_ERROR(base::WriteFileAtomically(path, cost::ProfileToJson(calibrated)));
+  return path;
+}
+
+}  // namespace heterps::tools
