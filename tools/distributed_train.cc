@@ -13,6 +13,7 @@
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/token.h"
+#include "heterps/dense/default_backends.h"
 #include "heterps/launcher/layout.h"
 #include "heterps/launcher/role_launcher.h"
 #include "heterps/launcher/rpc/coordinator.h"
@@ -56,19 +57,25 @@ absl::StatusOr<std::string> JobToken(const std::string& job_dir, const LaunchSet
   return token;
 }
 
-// Says so where a stage runs on this host's CPU although its plan meant another device.
-void NoteDevices(const worker::JobSpec& job) {
-  for (int s = 0; s < job.stages(); ++s) {
-    const sched::RunStage& st = job.plan.stages[s];
+// A stage planned on a device this host or build cannot run goes to this host's CPU, and the
+// user is told.
+void PlaceStages(sched::RunPlan& plan, const config::ModelSpec& spec) {
+  const dense::BackendRegistry backends = dense::DefaultBackends();
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    sched::RunStage& st = plan.stages[s];
     if (st.device == "cpu") continue;
-    std::fprintf(stderr,
-                 "heterps: note: stage %d (%s) is planned on %s, %s; its replicas run on this "
-                 "host's CPU\n",
-                 s, job.plan.StageName(job.model, s).c_str(), st.type.c_str(),
-                 st.device.empty() ? "a type this host does not have (no local_device)"
-                                   : absl::StrCat("which this host maps to ", st.device,
-                                                  ", a device this build has no backend for")
-                                         .c_str());
+    const absl::Status usable =
+        st.device.empty() ? absl::NotFoundError("") : backends.Create(st.device, {}).status();
+    if (usable.ok()) continue;
+    std::fprintf(
+        stderr,
+        "heterps: note: stage %zu (%s) is planned on %s, %s; its replicas run on this "
+        "host's CPU\n",
+        s, plan.StageName(spec, static_cast<int>(s)).c_str(), st.type.c_str(),
+        st.device.empty()
+            ? "a type this host does not have (no local_device)"
+            : absl::StrCat("which this host maps to ", st.device, ": ", usable.message()).c_str());
+    st.device = "cpu";
   }
 }
 
@@ -124,11 +131,11 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
                  planned->why_not.c_str());
     return kNoPlan;
   }
+  PlaceStages(planned->plan, model->spec);
   absl::StatusOr<worker::JobSpec> job = JobFrom(flags, *model, *cluster, planned->plan, *data);
   if (!job.ok()) return Fail(job.status());
   std::printf("%s\n", RenderPlan(*job, *cluster).c_str());
   std::fflush(stdout);
-  if (launch.local) NoteDevices(*job);
   if (!launch.local && launch.world > 0) {
     const launcher::JobLayout layout = launcher::MakeLayout(*job);
     if (layout.world() != launch.world) {

@@ -9,6 +9,7 @@
 #include "heterps/data/auc.h"
 #include "heterps/data/reader.h"
 #include "heterps/data/synthetic.h"
+#include "heterps/ps/forwarding_client.h"
 
 namespace heterps::worker {
 namespace {
@@ -106,6 +107,45 @@ TEST(ModelTest, DlrmSmallLearnsTheTeacherAndRepeatsItself) {
   // The same seed and data give the same losses.
   const TrainingRun again = Train(*spec, train, eval, 2);
   EXPECT_EQ(again.losses, run.losses);
+}
+
+// A client in front of the parameter servers sees every embedding lookup and update of a step,
+// and changes nothing by being there: the seam a cache (the GPU tier) wraps.
+class CountingClient : public ps::ForwardingPsClient {
+ public:
+  using ForwardingPsClient::ForwardingPsClient;
+  ps::Ticket PullSparse(int table, absl::Span<const uint64_t> keys,
+                        absl::Span<float> values) override {
+    pulled += static_cast<int64_t>(keys.size());
+    return ForwardingPsClient::PullSparse(table, keys, values);
+  }
+  ps::Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
+                        absl::Span<const float> grads) override {
+    pushed += static_cast<int64_t>(keys.size());
+    return ForwardingPsClient::PushSparse(table, keys, grads);
+  }
+  int64_t pulled = 0, pushed = 0;
+};
+
+TEST(ModelTest, AWrappingClientSeesEveryEmbeddingCall) {
+  auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
+  ASSERT_TRUE(spec.ok());
+  const Split split = MakeData(1000, 0);
+  const auto train = ReadAll(split.train, 256);
+  ps::InProcessPsClient plain(2), behind(2);
+  CountingClient counting(&behind);
+  ASSERT_TRUE(CreateModelTables(*spec, &plain, ModelOptions()).ok());
+  ASSERT_TRUE(CreateModelTables(*spec, &counting, ModelOptions()).ok());
+  auto a = Model::Create(*spec, &plain);
+  auto b = Model::Create(*spec, &counting);
+  ASSERT_TRUE(a.ok() && b.ok());
+  int64_t lookups = 0;
+  for (const data::Batch& batch : train) {
+    EXPECT_EQ(*(*a)->TrainStep(batch), *(*b)->TrainStep(batch));
+    lookups += static_cast<int64_t>(batch.size) * data::kSparseSlots;
+  }
+  EXPECT_EQ(counting.pulled, lookups);
+  EXPECT_EQ(counting.pushed, lookups);
 }
 
 TEST(ModelTest, UntrainableSpecsAreClearErrors) {

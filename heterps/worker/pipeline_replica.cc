@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/dense/default_backends.h"
 #include "heterps/worker/gradient_policy.h"
 #include "heterps/worker/shard_reader.h"
 
@@ -70,7 +71,11 @@ class PipelineReplica::Impl {
 
   absl::Status Init() {
     const sched::RunStage& mine = job_.plan.stages[stage_index_];
-    HETERPS_ASSIGN_OR_RETURN(stage_, Stage::Create(job_.model, mine.first, mine.last, client_));
+    HETERPS_ASSIGN_OR_RETURN(
+        backend_, dense::DefaultBackends().Create(mine.device.empty() ? "cpu" : mine.device,
+                                                  dense::BackendOptions()));
+    HETERPS_ASSIGN_OR_RETURN(
+        stage_, Stage::Create(job_.model, mine.first, mine.last, client_, backend_.get()));
     const bool last = stage_index_ + 1 == job_.stages();
     if (stage_->has_loss() != last) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -457,6 +462,7 @@ class PipelineReplica::Impl {
   const std::string name_;
   ps::PsClient* const client_;
   Downstream* const downstream_;
+  std::unique_ptr<dense::DenseBackend> backend_;  // the stage's device
   std::unique_ptr<Stage> stage_;
   std::unique_ptr<GradientPolicy> policy_;
   std::unique_ptr<ShardReader> train_reader_;  // stage 0, used under step_mu_

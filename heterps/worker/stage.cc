@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/dense/cpu/cpu_backend.h"
 
 namespace heterps::worker {
 namespace {
@@ -110,186 +111,165 @@ void ParameterGrads::Add(const ParameterGrads& other) {
   }
 }
 
-// One layer of the stage, as built from its spec.
-struct Layer {
-  LayerKind kind;
+// A run of the stage's layers: the input (nothing to do), one embedding layer (rows pulled
+// from the parameter servers, on this host) or a segment of consecutive dense layers (on the
+// stage's backend).
+struct Part {
+  enum class Kind { kInput, kEmbedding, kDense } kind = Kind::kInput;
+  int first = 0, last = 0;  // spec layers
+  // kEmbedding
   std::string name;
-  int64_t slots = 0, dim = 0;  // embedding
-  int table = 0;               // embedding: its sparse table
-  int block = 0;               // fc: its dense block
-  int local = 0;               // embedding, fc: its index among the stage's layers of its kind
-  const LayerSpec* spec = nullptr;
+  int64_t slots = 0, dim = 0;
+  int table = 0;  // its sparse table
+  int local = 0;  // its index among the stage's embedding layers
+  // kDense
+  std::unique_ptr<dense::DenseSegment> segment;
+  std::vector<int> blocks;  // the stage-local fc indices of its fc layers, in order
 };
 
-// The state of one micro-batch in flight, and the buffers it reuses: per layer of the stage.
+// One micro-batch in flight, on this host: per part, what it produced and the gradients it
+// passed back. The segments keep their own state per context.
 struct Context {
-  std::vector<std::unique_ptr<dense::FcLayer<float>>> fc;
-  std::vector<std::unique_ptr<dense::InteractionLayer<float>>> interaction;
-  std::vector<Matrix<float>> dense_out, vectors_out;  // what each layer produced
-  std::vector<Matrix<float>> d_dense, d_vectors;      // gradients of each layer's inputs
-  Matrix<float> rows, d_logits, d_top, empty;
-  std::vector<std::vector<uint64_t>> keys;   // per embedding layer: the keys it looked up
+  std::vector<Matrix<float>> vectors_out;   // embedding parts: the vectors with their rows
+  std::vector<std::vector<uint64_t>> keys;  // per embedding layer: the keys it looked up
+  Matrix<float> rows, empty;
   const Matrix<float>* out_dense = nullptr;  // what left the stage
   const Matrix<float>* out_vectors = nullptr;
+  Matrix<float> d_top;  // a copy of the gradient given to Backward (the segments consume it)
   int64_t size = 0;
 };
 
 struct Stage::Impl {
   ps::PsClient* client = nullptr;
+  std::unique_ptr<dense::DenseBackend> own_backend;  // when none was given: this host's CPU
+  dense::DenseBackend* backend = nullptr;
   int first = 0, last = 0;
   bool loss = false, passes_keys = false, passes_labels = false;
-  std::vector<Layer> layers;
+  std::vector<Part> parts;
   std::vector<int> blocks;  // dense blocks of the stage's fc layers, in order
   std::vector<AlignedFloats> params;
-  std::vector<int64_t> dims;  // of the stage's embedding tables
-  std::vector<int> tables;
+  std::vector<int> tables;  // of the stage's embedding layers
   std::vector<std::unique_ptr<Context>> contexts;
+  std::vector<std::string> layer_names;  // the stage's layers but the input, in order
   bool timing = false;
-  std::vector<double> seconds;  // per layer
-  double ps_seconds = 0;        // waiting for the parameter servers
+  std::vector<double> embedding_seconds;  // per embedding layer
+  double ps_seconds = 0;                  // waiting for the parameter servers
 
   Context& ContextOf(int ctx) {
     if (static_cast<size_t>(ctx) >= contexts.size()) contexts.resize(ctx + 1);
     std::unique_ptr<Context>& c = contexts[ctx];
     if (c == nullptr) {
       c = std::make_unique<Context>();
-      const size_t n = layers.size();
-      c->fc.resize(n);
-      c->interaction.resize(n);
-      c->dense_out.resize(n);
-      c->vectors_out.resize(n);
-      c->d_dense.resize(n);
-      c->d_vectors.resize(n);
+      c->vectors_out.resize(parts.size());
       c->keys.resize(tables.size());
-      for (size_t i = 0; i < n; ++i) {
-        const LayerSpec& s = *layers[i].spec;
-        if (s.kind == LayerKind::kFc) {
-          c->fc[i] = std::make_unique<dense::FcLayer<float>>(s.in, s.out, s.activation);
-        } else if (s.kind == LayerKind::kInteraction) {
-          c->interaction[i] = std::make_unique<dense::InteractionLayer<float>>(
-              s.op, s.dense_width_in, s.vectors_in, s.vector_dim_in);
-        }
-      }
     }
     return *c;
   }
 
-  void Time(size_t layer, absl::Time start) {
-    if (timing) seconds[layer] += absl::ToDoubleSeconds(absl::Now() - start);
-  }
-
-  // Runs the layers (not the loss) on `in`; leaves the result in c.out_dense and c.out_vectors.
-  absl::Status Run(Context& c, const Activations& in) {
+  // Runs the parts on `in`; leaves the result in c.out_dense and c.out_vectors.
+  absl::Status Run(int ctx, Context& c, const Activations& in, bool train) {
     const int64_t n = in.size;
     c.size = n;
     c.empty.resize(n, 0);
     const Matrix<float>* dense = &in.dense;
     const Matrix<float>* vectors = in.vectors.cols() > 0 ? &in.vectors : &c.empty;
-    for (size_t i = 0; i < layers.size(); ++i) {
-      const Layer& layer = layers[i];
-      const absl::Time start = timing ? absl::Now() : absl::InfinitePast();
-      switch (layer.kind) {
-        case LayerKind::kEmbedding: {
-          // The rows join the vectors already carried (copied only when there are some).
-          Matrix<float>& joined = c.vectors_out[i];
-          if (vectors->cols() == 0) {
-            HETERPS_RETURN_IF_ERROR(Lookup(c, in, layer, &joined));
-          } else {
-            HETERPS_RETURN_IF_ERROR(Lookup(c, in, layer, &c.rows));
-            joined.resize(n, vectors->cols() + c.rows.cols());
-            joined << *vectors, c.rows;
-          }
-          vectors = &joined;
-          break;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      Part& part = parts[p];
+      if (part.kind == Part::Kind::kEmbedding) {
+        const absl::Time start = timing ? absl::Now() : absl::InfinitePast();
+        // The rows join the vectors already carried (copied only when there are some).
+        Matrix<float>& joined = c.vectors_out[p];
+        if (vectors->cols() == 0) {
+          HETERPS_RETURN_IF_ERROR(Lookup(c, in, part, &joined));
+        } else {
+          HETERPS_RETURN_IF_ERROR(Lookup(c, in, part, &c.rows));
+          joined.resize(n, vectors->cols() + c.rows.cols());
+          joined << *vectors, c.rows;
         }
-        case LayerKind::kFc:
-          c.fc[i]->Forward(params[layer.local].data(), *dense, &c.dense_out[i]);
-          dense = &c.dense_out[i];
-          break;
-        case LayerKind::kInteraction:
-          c.interaction[i]->Forward(*dense, *vectors, &c.dense_out[i]);
-          dense = &c.dense_out[i];
-          vectors = &c.empty;
-          break;
-        default:
-          break;
+        vectors = &joined;
+        if (timing) embedding_seconds[part.local] += absl::ToDoubleSeconds(absl::Now() - start);
+      } else if (part.kind == Part::Kind::kDense) {
+        const bool consumes = part.segment->consumes_vectors();
+        HETERPS_ASSIGN_OR_RETURN(
+            dense, part.segment->Forward(ctx, *dense, consumes ? *vectors : c.empty, train));
+        if (consumes) vectors = &c.empty;
       }
-      Time(i, start);
     }
     c.out_dense = dense;
     c.out_vectors = vectors;
     return absl::OkStatus();
   }
 
-  // Pulls the rows of embedding `layer` for the micro-batch into `rows` (n x slots dim).
-  absl::Status Lookup(Context& c, const Activations& in, const Layer& layer, Matrix<float>* rows) {
+  // Pulls the rows of embedding `part` for the micro-batch into `rows` (n x slots dim).
+  absl::Status Lookup(Context& c, const Activations& in, const Part& part, Matrix<float>* rows) {
     if (static_cast<int64_t>(in.keys.size()) != in.size * data::kSparseSlots) {
-      return absl::InvalidArgumentError(absl::StrCat("layer ", layer.name, ": ", in.keys.size(),
+      return absl::InvalidArgumentError(absl::StrCat("layer ", part.name, ": ", in.keys.size(),
                                                      " keys for ", in.size, " samples"));
     }
-    std::vector<uint64_t>& keys = c.keys[layer.local];
-    keys.resize(in.size * layer.slots);
+    std::vector<uint64_t>& keys = c.keys[part.local];
+    keys.resize(in.size * part.slots);
     for (int64_t r = 0; r < in.size; ++r) {
-      std::copy_n(in.keys.begin() + r * data::kSparseSlots, layer.slots,
-                  keys.begin() + r * layer.slots);
+      std::copy_n(in.keys.begin() + r * data::kSparseSlots, part.slots,
+                  keys.begin() + r * part.slots);
     }
-    rows->resize(in.size, layer.slots * layer.dim);
+    rows->resize(in.size, part.slots * part.dim);
     const absl::Time start = absl::Now();
     absl::Status pulled = client->Wait(client->PullSparse(
-        layer.table, keys, absl::MakeSpan(rows->data(), static_cast<size_t>(rows->size()))));
+        part.table, keys, absl::MakeSpan(rows->data(), static_cast<size_t>(rows->size()))));
     ps_seconds += absl::ToDoubleSeconds(absl::Now() - start);
     return pulled;
   }
 
-  // Backward through the layers from the gradients of what left the stage; d_out_dense is
-  // consumed (fc layers overwrite the gradient they are given).
-  void Back(Context& c, Matrix<float>* d_out_dense, const Matrix<float>& d_out_vectors,
-            ActivationGrads* d_in, ParameterGrads* grads) {
+  // Backward through the parts from the gradients of what left the stage (d_out_dense may be
+  // consumed; null for the stage with the loss, whose last segment starts from its loss).
+  absl::Status Back(int ctx, Context& c, Matrix<float>* d_out_dense,
+                    const Matrix<float>& d_out_vectors, ActivationGrads* d_in,
+                    ParameterGrads* grads) {
     Matrix<float>* d_dense = d_out_dense;
     const Matrix<float>* d_vectors = &d_out_vectors;
-    int64_t vector_cols = d_vectors->cols();  // leading columns still owed to earlier layers
-    for (size_t i = layers.size(); i-- > 0;) {
-      const Layer& layer = layers[i];
-      const absl::Time start = timing ? absl::Now() : absl::InfinitePast();
-      // Whether the gradient of this layer's input goes anywhere: to an earlier layer of the
-      // stage that is not the raw input, or out of the stage.
-      const bool wanted = i > 0 ? layers[i - 1].kind != LayerKind::kInput : d_in != nullptr;
-      switch (layer.kind) {
-        case LayerKind::kFc:
-          c.fc[i]->Backward(params[layer.local].data(), d_dense, wanted ? &c.d_dense[i] : nullptr,
-                            grads->dense[layer.local].data());
-          d_dense = &c.d_dense[i];
-          break;
-        case LayerKind::kInteraction:
-          c.interaction[i]->Backward(*d_dense, &c.d_dense[i], &c.d_vectors[i]);
-          d_dense = &c.d_dense[i];
-          d_vectors = &c.d_vectors[i];
+    const Matrix<float>* d_dense_in = nullptr;  // the gradient of the last segment's input
+    int64_t vector_cols = d_vectors->cols();    // leading columns still owed to earlier parts
+    std::vector<float*> blocks;
+    for (size_t p = parts.size(); p-- > 0;) {
+      Part& part = parts[p];
+      if (part.kind == Part::Kind::kDense) {
+        // The gradient of the segment's dense input goes to an earlier segment, or out.
+        bool wanted = d_in != nullptr;
+        for (size_t q = 0; q < p; ++q) wanted |= parts[q].kind == Part::Kind::kDense;
+        blocks.clear();
+        for (int b : part.blocks) blocks.push_back(grads->dense[b].data());
+        Matrix<float>* d = d_dense_in == nullptr ? d_dense : &c.d_top;
+        if (d_dense_in != nullptr) c.d_top = *d_dense_in;  // the segments consume what they get
+        HETERPS_ASSIGN_OR_RETURN(dense::DenseSegment::InputGrads g,
+                                 part.segment->Backward(ctx, d, wanted, absl::MakeSpan(blocks)));
+        d_dense_in = g.dense;
+        if (part.segment->consumes_vectors()) {
+          d_vectors = g.vectors;
           vector_cols = d_vectors->cols();
-          break;
-        case LayerKind::kEmbedding: {
-          // This layer's vectors are the last slots * dim of the columns still owed.
-          const int64_t width = layer.slots * layer.dim;
-          vector_cols -= width;
-          ParameterGrads::Rows& rows = grads->sparse[layer.local];
-          const std::vector<uint64_t>& keys = c.keys[layer.local];
-          rows.keys.insert(rows.keys.end(), keys.begin(), keys.end());
-          const size_t at = rows.grads.size();
-          rows.grads.resize(at + c.size * width);
-          for (int64_t r = 0; r < c.size; ++r) {
-            std::copy_n(d_vectors->row(r).data() + vector_cols, width,
-                        rows.grads.data() + at + r * width);
-          }
-          break;
         }
-        default:
-          break;
+      } else if (part.kind == Part::Kind::kEmbedding) {
+        // This layer's vectors are the last slots * dim of the columns still owed.
+        const absl::Time start = timing ? absl::Now() : absl::InfinitePast();
+        const int64_t width = part.slots * part.dim;
+        vector_cols -= width;
+        ParameterGrads::Rows& rows = grads->sparse[part.local];
+        const std::vector<uint64_t>& keys = c.keys[part.local];
+        rows.keys.insert(rows.keys.end(), keys.begin(), keys.end());
+        const size_t at = rows.grads.size();
+        rows.grads.resize(at + c.size * width);
+        for (int64_t r = 0; r < c.size; ++r) {
+          std::copy_n(d_vectors->row(r).data() + vector_cols, width,
+                      rows.grads.data() + at + r * width);
+        }
+        if (timing) embedding_seconds[part.local] += absl::ToDoubleSeconds(absl::Now() - start);
       }
-      Time(i, start);
     }
     if (d_in != nullptr) {
-      d_in->dense = *d_dense;
+      // A stage without a dense layer passes the gradient it was given straight back.
+      d_in->dense = d_dense_in != nullptr ? *d_dense_in : *d_out_dense;
       d_in->vectors = d_vectors->leftCols(vector_cols);
     }
+    return absl::OkStatus();
   }
 };
 
@@ -297,7 +277,8 @@ Stage::Stage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Stage::~Stage() = default;
 
 absl::StatusOr<std::unique_ptr<Stage>> Stage::Create(const config::ModelSpec& spec, int first,
-                                                     int last, ps::PsClient* client) {
+                                                     int last, ps::PsClient* client,
+                                                     dense::DenseBackend* backend) {
   const int n = static_cast<int>(spec.layers.size());
   if (first < 0 || first > last || last >= n) {
     return absl::InvalidArgumentError(absl::StrCat(spec.source, ": stage of layers ", first, "..",
@@ -307,6 +288,11 @@ absl::StatusOr<std::unique_ptr<Stage>> Stage::Create(const config::ModelSpec& sp
   impl->client = client;
   impl->first = first;
   impl->last = last;
+  if (backend == nullptr) {
+    impl->own_backend = dense::NewCpuBackend();
+    backend = impl->own_backend.get();
+  }
+  impl->backend = backend;
   int embeddings = 0, fcs = 0;
   for (int i = 0; i < n; ++i) {
     const LayerSpec& s = spec.layers[i];
@@ -315,29 +301,45 @@ absl::StatusOr<std::unique_ptr<Stage>> Stage::Create(const config::ModelSpec& sp
     if (i > last && s.kind == LayerKind::kEmbedding) impl->passes_keys = true;
     if (i > last && s.kind == LayerKind::kLogloss) impl->passes_labels = true;
     if (mine) {
-      Layer layer{s.kind, s.name};
-      layer.spec = &spec.layers[i];
-      if (s.kind == LayerKind::kEmbedding) {
-        layer.slots = s.slots;
-        layer.dim = s.dim;
-        layer.table = embeddings;
-        layer.local = static_cast<int>(impl->tables.size());
-        impl->tables.push_back(embeddings);
-        impl->dims.push_back(s.dim);
-      } else if (s.kind == LayerKind::kFc) {
-        layer.block = fcs;
-        layer.local = static_cast<int>(impl->blocks.size());
-        impl->blocks.push_back(fcs);
-        impl->params.emplace_back(s.out * s.in + s.out);
-      } else if (s.kind == LayerKind::kLogloss) {
-        impl->loss = true;
+      if (s.kind != LayerKind::kInput) impl->layer_names.push_back(s.name);
+      if (s.kind == LayerKind::kLogloss) impl->loss = true;
+      std::vector<Part>& parts = impl->parts;
+      if (dense::IsDenseLayer(s.kind)) {
+        // Consecutive dense layers make one segment.
+        if (parts.empty() || parts.back().kind != Part::Kind::kDense) {
+          parts.emplace_back();
+          parts.back().kind = Part::Kind::kDense;
+          parts.back().first = i;
+        }
+        parts.back().last = i;
+        if (s.kind == LayerKind::kFc) {
+          parts.back().blocks.push_back(static_cast<int>(impl->blocks.size()));
+          impl->blocks.push_back(fcs);
+          impl->params.emplace_back(s.out * s.in + s.out);
+        }
+      } else {
+        Part part;
+        part.first = part.last = i;
+        part.name = s.name;
+        if (s.kind == LayerKind::kEmbedding) {
+          part.kind = Part::Kind::kEmbedding;
+          part.slots = s.slots;
+          part.dim = s.dim;
+          part.table = embeddings;
+          part.local = static_cast<int>(impl->tables.size());
+          impl->tables.push_back(embeddings);
+        }
+        parts.push_back(std::move(part));
       }
-      impl->layers.push_back(layer);
     }
     if (s.kind == LayerKind::kEmbedding) ++embeddings;
     if (s.kind == LayerKind::kFc) ++fcs;
   }
-  impl->seconds.assign(impl->layers.size(), 0.0);
+  for (Part& part : impl->parts) {
+    if (part.kind != Part::Kind::kDense) continue;
+    HETERPS_ASSIGN_OR_RETURN(part.segment, backend->NewSegment(spec, part.first, part.last));
+  }
+  impl->embedding_seconds.assign(impl->tables.size(), 0.0);
   return std::unique_ptr<Stage>(new Stage(std::move(impl)));
 }
 
@@ -359,14 +361,22 @@ absl::Status Stage::PullParameters() {
     tickets.push_back(
         impl_->client->PullDense(kDenseTable, impl_->blocks[b], absl::MakeSpan(impl_->params[b])));
   }
-  return WaitAll(impl_->client, tickets, &impl_->ps_seconds);
+  HETERPS_RETURN_IF_ERROR(WaitAll(impl_->client, tickets, &impl_->ps_seconds));
+  std::vector<const float*> blocks;
+  for (Part& part : impl_->parts) {
+    if (part.kind != Part::Kind::kDense) continue;
+    blocks.clear();
+    for (int b : part.blocks) blocks.push_back(impl_->params[b].data());
+    HETERPS_RETURN_IF_ERROR(part.segment->SetParameters(blocks));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Stage::Forward(int ctx, const Activations& in, Activations* out) {
   if (impl_->loss)
     return absl::FailedPreconditionError("the stage with the loss runs ForwardBackward");
   Context& c = impl_->ContextOf(ctx);
-  HETERPS_RETURN_IF_ERROR(impl_->Run(c, in));
+  HETERPS_RETURN_IF_ERROR(impl_->Run(ctx, c, in, /*train=*/true));
   out->size = in.size;
   out->dense = *c.out_dense;
   out->vectors = *c.out_vectors;
@@ -391,11 +401,10 @@ absl::StatusOr<double> Stage::ForwardBackward(int ctx, const Activations& in, fl
         absl::StrCat("loss: ", in.labels.size(), " labels for ", in.size, " samples"));
   }
   Context& c = impl_->ContextOf(ctx);
-  HETERPS_RETURN_IF_ERROR(impl_->Run(c, in));
-  const absl::Time start = absl::Now();
-  const double loss = dense::LoglossSum(*c.out_dense, in.labels.data(), scale, &c.d_logits);
-  impl_->Time(impl_->layers.size() - 1, start);
-  impl_->Back(c, &c.d_logits, c.empty, d_in, grads);
+  HETERPS_RETURN_IF_ERROR(impl_->Run(ctx, c, in, /*train=*/true));
+  HETERPS_ASSIGN_OR_RETURN(const double loss,
+                           impl_->parts.back().segment->Loss(ctx, in.labels.data(), scale));
+  HETERPS_RETURN_IF_ERROR(impl_->Back(ctx, c, nullptr, c.empty, d_in, grads));
   return loss;
 }
 
@@ -406,22 +415,22 @@ absl::Status Stage::Backward(int ctx, const ActivationGrads& d_out, ActivationGr
         absl::StrCat("backward of context ", ctx, " before its forward"));
   }
   Context& c = *impl_->contexts[ctx];
-  if (d_out.dense.rows() != c.size || d_out.dense.cols() != c.out_dense->cols() ||
-      d_out.vectors.cols() != c.out_vectors->cols()) {
+  if (c.out_dense == nullptr || d_out.dense.rows() != c.size ||
+      d_out.dense.cols() != c.out_dense->cols() || d_out.vectors.cols() != c.out_vectors->cols() ||
+      (d_out.vectors.cols() > 0 && d_out.vectors.rows() != c.size)) {
     return absl::InvalidArgumentError(
         absl::StrCat("backward: gradients of ", d_out.dense.rows(), " x (", d_out.dense.cols(),
                      " + ", d_out.vectors.cols(), ") for activations of ", c.size, " x (",
                      c.out_dense->cols(), " + ", c.out_vectors->cols(), ")"));
   }
   const Matrix<float>& d_vectors = d_out.vectors.cols() > 0 ? d_out.vectors : c.empty;
-  c.d_top = d_out.dense;  // Back consumes it
-  impl_->Back(c, &c.d_top, d_vectors, d_in, grads);
-  return absl::OkStatus();
+  c.d_top = d_out.dense;  // the segments consume it
+  return impl_->Back(ctx, c, &c.d_top, d_vectors, d_in, grads);
 }
 
 absl::Status Stage::Predict(int ctx, const Activations& in, Activations* out) {
   Context& c = impl_->ContextOf(ctx);
-  HETERPS_RETURN_IF_ERROR(impl_->Run(c, in));
+  HETERPS_RETURN_IF_ERROR(impl_->Run(ctx, c, in, /*train=*/false));
   out->size = in.size;
   if (impl_->loss) {
     out->dense = (1.0f / (1.0f + (-c.out_dense->array()).exp())).matrix();
@@ -476,14 +485,23 @@ double Stage::ps_seconds() const { return impl_->ps_seconds; }
 
 void Stage::set_timing(bool on) {
   impl_->timing = on;
-  if (on) impl_->seconds.assign(impl_->layers.size(), 0.0);
+  if (on) impl_->embedding_seconds.assign(impl_->tables.size(), 0.0);
+  for (Part& part : impl_->parts) {
+    if (part.kind == Part::Kind::kDense) part.segment->set_timing(on);
+  }
 }
 
 std::vector<std::pair<std::string, double>> Stage::layer_seconds() const {
   std::vector<std::pair<std::string, double>> out;
-  for (size_t i = 0; i < impl_->layers.size(); ++i) {
-    if (impl_->layers[i].kind == LayerKind::kInput) continue;
-    out.emplace_back(impl_->layers[i].name, impl_->seconds[i]);
+  for (const Part& part : impl_->parts) {
+    if (part.kind == Part::Kind::kEmbedding) {
+      out.emplace_back(part.name, impl_->embedding_seconds[part.local]);
+    } else if (part.kind == Part::Kind::kDense) {
+      const std::vector<double> seconds = part.segment->layer_seconds();
+      for (int i = part.first; i <= part.last; ++i) {
+        out.emplace_back(impl_->layer_names[out.size()], seconds[i - part.first]);
+      }
+    }
   }
   return out;
 }

@@ -19,6 +19,11 @@
 // first few). The activations handed to Forward must stay alive and unchanged until that
 // context's Backward.
 //
+// Devices: the embedding layers run on this host (their rows come from the PsClient); the dense
+// layers run on a dense::DenseBackend (dense/backend.h), in segments of consecutive dense layers,
+// on the device the stage is planned on (this host's CPU unless told otherwise). The activations
+// between stages are host memory either way.
+//
 // Parameters: embedding layer e (counting embedding layers of the whole spec from 0) is sparse
 // table e, looking up slots 0 .. slots-1 of the input's keys; fc layer f (counting fc layers of the
 // whole spec) is block f of dense table kDenseTable, [W (out x in) | b (out)]. Forward passes use
@@ -39,7 +44,7 @@
 #include "absl/status/statusor.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/data/criteo.h"
-#include "heterps/dense/layers.h"
+#include "heterps/dense/backend.h"
 #include "heterps/ps/ps_client.h"
 
 namespace heterps::worker {
@@ -101,11 +106,13 @@ struct ParameterGrads {
 
 class Stage {
  public:
-  // The stage of spec layers first..last (0 <= first <= last < layers). `spec` must outlive the
-  // stage. The model's tables must exist (CreateModelTables, by this or another process).
-  // InvalidArgument for a bad range or an untrainable layer (naming the spec's file and line).
+  // The stage of spec layers first..last (0 <= first <= last < layers), its dense layers on
+  // `backend` (null: this host's CPU). `spec`, `client` and `backend` must outlive the stage. The
+  // model's tables must exist (CreateModelTables, by this or another process). InvalidArgument
+  // for a bad range or an untrainable layer (naming the spec's file and line).
   static absl::StatusOr<std::unique_ptr<Stage>> Create(const config::ModelSpec& spec, int first,
-                                                       int last, ps::PsClient* client);
+                                                       int last, ps::PsClient* client,
+                                                       dense::DenseBackend* backend = nullptr);
   ~Stage();
 
   int first() const;

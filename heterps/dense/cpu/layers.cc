@@ -1,4 +1,4 @@
-#include "heterps/dense/layers.h"
+#include "heterps/dense/cpu/layers.h"
 
 #include <cmath>
 

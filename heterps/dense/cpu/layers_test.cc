@@ -1,5 +1,5 @@
 // Every layer's gradients against central finite differences, in double precision.
-#include "heterps/dense/layers.h"
+#include "heterps/dense/cpu/layers.h"
 
 #include <functional>
 #include <random>

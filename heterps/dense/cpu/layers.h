@@ -1,6 +1,7 @@
-// The dense layers of a model, forward and backward on a mini-batch at once (Eigen matrix
-// products, no per-sample loops in the products), templated on the scalar so that training runs in
-// float and the gradient tests in double.
+// The dense layers of a model on this host's cores, forward and backward on a mini-batch at once
+// (Eigen matrix products, no per-sample loops in the products), templated on the scalar so that
+// training runs in float and the gradient tests in double. The CPU backend (cpu_backend.h) runs
+// segments of them, and they are the reference every other backend is checked against.
 //
 // A batch is a row-major matrix, one sample per row. Parameters are not owned by the layers: they
 // arrive as one contiguous block per layer (the layout each layer documents), as the parameter
@@ -24,11 +25,9 @@
 
 #include "Eigen/Core"
 #include "heterps/config/model_spec.h"
+#include "heterps/dense/matrix.h"
 
 namespace heterps::dense {
-
-template <typename T>
-using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // y = act(x W^T + b). Parameters: W (out x in, row-major), then b (out).
 template <typename T>

@@ -1,0 +1,19 @@
+#include "heterps/dense/default_backends.h"
+
+#include "heterps/dense/cpu/cpu_backend.h"
+
+namespace heterps::dense {
+
+BackendRegistry DefaultBackends() {
+  BackendRegistry registry;
+  registry.Register(
+      "cpu", [](int index, const BackendOptions&) -> absl::StatusOr<std::unique_ptr<DenseBackend>> {
+        if (index != 0) {
+          return absl::InvalidArgumentError("device cpu: this host's cores are cpu (or cpu:0)");
+        }
+        return NewCpuBackend();
+      });
+  return registry;
+}
+
+}  // namespace heterps::dense

@@ -1,0 +1,64 @@
+// A PsClient that hands every call to another: the base of clients that wrap one (the GPU
+// embedding tier in front of the parameter servers, docs/gpu.md; counting or fault-injecting
+// clients in tests), which override only what they change. The stages reach embeddings and dense
+// parameters through the PsClient interface alone, so a wrapper sees all their traffic.
+//
+//   class CountingClient : public ForwardingPsClient {
+//    public:
+//     using ForwardingPsClient::ForwardingPsClient;
+//     Ticket PullSparse(int t, absl::Span<const uint64_t> k, absl::Span<float> v) override {
+//       pulled_ += k.size();
+//       return ForwardingPsClient::PullSparse(t, k, v);
+//     }
+//   };
+//
+// Thread safety: as the wrapped client.
+#pragma once
+
+#include "heterps/ps/ps_client.h"
+
+namespace heterps::ps {
+
+class ForwardingPsClient : public PsClient {
+ public:
+  // `target` must outlive this client.
+  explicit ForwardingPsClient(PsClient* target) : target_(target) {}
+
+  int num_servers() const override { return target_->num_servers(); }
+  absl::Status CreateSparseTable(int table, const SparseTableOptions& options) override {
+    return target_->CreateSparseTable(table, options);
+  }
+  absl::Status CreateDenseTable(int table, const DenseTableOptions& options) override {
+    return target_->CreateDenseTable(table, options);
+  }
+  Ticket PullSparse(int table, absl::Span<const uint64_t> keys, absl::Span<float> values) override {
+    return target_->PullSparse(table, keys, values);
+  }
+  Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads) override {
+    return target_->PushSparse(table, keys, grads);
+  }
+  Ticket PullDense(int table, int block, absl::Span<float> values) override {
+    return target_->PullDense(table, block, values);
+  }
+  Ticket PushDense(int table, int block, absl::Span<const float> grads) override {
+    return target_->PushDense(table, block, grads);
+  }
+  Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
+                          int part) override {
+    return target_->AccumulateSparse(table, keys, grads, part);
+  }
+  Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) override {
+    return target_->AccumulateDense(table, block, grads, part);
+  }
+  absl::Status Commit() override { return target_->Commit(); }
+  absl::Status Wait(Ticket ticket) override { return target_->Wait(ticket); }
+
+ protected:
+  PsClient* target() const { return target_; }
+
+ private:
+  PsClient* const target_;
+};
+
+}  // namespace heterps::ps
