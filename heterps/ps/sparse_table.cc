@@ -1,3 +1,7 @@
+// One class, SparseTable, whose parts share private state and invariants: the open-addressing
+// index, the slot arenas and records, the SSD tier's spills and fetches, and the batched,
+// prefetched pull and push paths over them. Kept in one file (over 500 lines) so that the
+// invariants are read in one place.
 #include "heterps/ps/sparse_table.h"
 
 #include <algorithm>

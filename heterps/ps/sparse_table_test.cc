@@ -1,5 +1,6 @@
 #include "heterps/ps/sparse_table.h"
 
+#include <cmath>
 #include <random>
 #include <unordered_map>
 
@@ -10,7 +11,44 @@
 namespace heterps::ps {
 namespace {
 
-// The reference: every row in a std::unordered_map, the same optimizer applied in the same order.
+// The optimizers written out again, in double precision, from their formulas (optimizer.h), as
+// an oracle independent of ApplyUpdate: sgd w -= lr g; adagrad a += g^2, w -= lr g / (sqrt(a) +
+// eps); adam with bias-corrected moments.
+struct DoubleRow {
+  std::vector<double> value, state;
+  int64_t steps = 0;
+};
+
+void DoubleUpdate(const OptimizerOptions& o, DoubleRow& row, const float* grad) {
+  const size_t dim = row.value.size();
+  ++row.steps;
+  for (size_t i = 0; i < dim; ++i) {
+    const double g = grad[i];
+    switch (o.kind) {
+      case OptimizerKind::kSgd:
+        row.value[i] -= o.learning_rate * g;
+        break;
+      case OptimizerKind::kAdagrad:
+        row.state[i] += g * g;
+        row.value[i] -= o.learning_rate * g / (std::sqrt(row.state[i]) + o.epsilon);
+        break;
+      case OptimizerKind::kAdam: {
+        double& m = row.state[i];
+        double& v = row.state[dim + i];
+        m = o.beta1 * m + (1 - o.beta1) * g;
+        v = o.beta2 * v + (1 - o.beta2) * g * g;
+        const double m_hat = m / (1 - std::pow(double{o.beta1}, row.steps));
+        const double v_hat = v / (1 - std::pow(double{o.beta2}, row.steps));
+        row.value[i] -= o.learning_rate * m_hat / (std::sqrt(v_hat) + o.epsilon);
+        break;
+      }
+    }
+  }
+}
+
+// The reference: every row in a std::unordered_map, the same optimizer applied in the same order
+// (bit for bit what the table must hold, whichever tier holds it), and the same rows updated in
+// double precision by DoubleUpdate (what the optimizer must compute).
 class ReferenceTable {
  public:
   explicit ReferenceTable(const SparseTable& real) : real_(real) {}
@@ -27,16 +65,24 @@ class ReferenceTable {
   void Push(uint64_t key, const float* grad) {
     Row(key);
     RowData& row = rows_[key];
+    auto [it, fresh] = doubles_.try_emplace(key);
+    if (fresh) {
+      it->second.value.assign(row.value.begin(), row.value.end());
+      it->second.state.assign(row.state.begin(), row.state.end());
+    }
     ++row.steps;
     ApplyUpdate(real_.options().optimizer, row.value.data(), row.state.data(), grad, real_.dim(),
                 row.steps);
+    DoubleUpdate(real_.options().optimizer, it->second, grad);
   }
   size_t size() const { return rows_.size(); }
   const std::unordered_map<uint64_t, RowData>& rows() const { return rows_; }
+  const std::unordered_map<uint64_t, DoubleRow>& doubles() const { return doubles_; }
 
  private:
   const SparseTable& real_;
   std::unordered_map<uint64_t, RowData> rows_;
+  std::unordered_map<uint64_t, DoubleRow> doubles_;  // rows pushed at least once
 };
 
 enum class Tier { kMemoryOnly, kFakeCold, kRocksDb };
@@ -103,6 +149,19 @@ TEST_P(SparseTableModelTest, MatchesTheReferenceUnderRandomPullsAndPushes) {
     EXPECT_EQ(row.value, it->second.value);
     EXPECT_EQ(row.state, it->second.state);
     EXPECT_EQ(row.steps, it->second.steps);
+    // The optimizer's arithmetic, against its formulas in double precision.
+    auto d = reference.doubles().find(key);
+    if (d != reference.doubles().end()) {
+      EXPECT_EQ(row.steps, d->second.steps);
+      for (size_t i = 0; i < row.value.size(); ++i) {
+        EXPECT_NEAR(row.value[i], d->second.value[i], 1e-4 * (1 + std::abs(d->second.value[i])))
+            << key << "[" << i << "]";
+      }
+      for (size_t i = 0; i < row.state.size(); ++i) {
+        EXPECT_NEAR(row.state[i], d->second.state[i], 1e-4 * (1 + std::abs(d->second.state[i])))
+            << key << " state[" << i << "]";
+      }
+    }
     return absl::OkStatus();
   }).ok());
   EXPECT_EQ(visited, reference.size());  // nothing lost, nothing duplicated
@@ -167,6 +226,37 @@ TEST(OptimizerTest, OneStepByHand) {
   ApplyUpdate(o, &w, mv, &g, 1, 1);
   EXPECT_NEAR(w, 0.9, 1e-6);
   EXPECT_FALSE(ParseOptimizerKind("rmsprop").ok());
+}
+
+// Closed forms over many steps of a constant gradient g: Adagrad's accumulator grows by g^2 a
+// step, so w_n = w_0 - lr g sum_{k=1..n} 1 / (sqrt(a_0 + k g^2) + eps); Adam's bias-corrected
+// moments are exactly g and g^2, so every step moves w by lr g / (|g| + eps).
+TEST(OptimizerTest, ConstantGradientClosedForms) {
+  constexpr int kSteps = 50;
+  for (const float g : {0.5f, -2.0f, 1e-3f}) {
+    SCOPED_TRACE(g);
+    OptimizerOptions o;
+    o.learning_rate = 0.01f;
+    o.kind = OptimizerKind::kAdagrad;
+    float w = 1, a = o.initial_accumulator;
+    double expected = 1;
+    for (int k = 1; k <= kSteps; ++k) {
+      ApplyUpdate(o, &w, &a, &g, 1, k);
+      expected -= o.learning_rate * g /
+                  (std::sqrt(double{o.initial_accumulator} + k * double{g} * g) + o.epsilon);
+    }
+    EXPECT_NEAR(a, o.initial_accumulator + kSteps * g * g, 1e-4 * (1 + kSteps * g * g));
+    EXPECT_NEAR(w, expected, 1e-5);
+    o.kind = OptimizerKind::kAdam;
+    float mv[2] = {0, 0};
+    w = 1;
+    for (int k = 1; k <= kSteps; ++k) ApplyUpdate(o, &w, mv, &g, 1, k);
+    EXPECT_NEAR(w, 1 - kSteps * o.learning_rate * g / (std::abs(g) + o.epsilon), 1e-4);
+    o.kind = OptimizerKind::kSgd;
+    w = 1;
+    for (int k = 1; k <= kSteps; ++k) ApplyUpdate(o, &w, nullptr, &g, 1, k);
+    EXPECT_NEAR(w, 1 - kSteps * o.learning_rate * g, 1e-5);
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 // prices p_t + lambda_t and only the units each type has left, minus lambda_t times those units.
 // Every plan found is provisioned exactly by cost::Provision, so costs match brute force.
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <queue>
 
@@ -465,6 +466,11 @@ class ExactScheduler : public Scheduler {
     Plan plan = ExactSearch(model, options).Run();
     plan.scheduler = std::string(name());
     plan.search_seconds = clock.Elapsed();
+    // The last report is the search's result.
+    if (options.progress) {
+      options.progress(plan.plans_evaluated,
+                       plan.feasible ? plan.cost_usd : std::numeric_limits<double>::infinity());
+    }
     return plan;
   }
 };

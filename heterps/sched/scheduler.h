@@ -5,7 +5,9 @@
 // Example:
 //   SchedulerRegistry registry = DefaultSchedulers();  // default_schedulers.h
 //   HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create("exact"));
-//   Plan plan = scheduler->Schedule(cost_model, SchedulerOptions{.seed = 7});
+//   SchedulerOptions options;
+//   options.seed = 7;
+//   HETERPS_ASSIGN_OR_RETURN(Plan plan, scheduler->Schedule(cost_model, options));
 #pragma once
 
 #include <cstdint>

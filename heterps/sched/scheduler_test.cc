@@ -127,9 +127,11 @@ TEST(ExactSchedulerTest, HonoursTheTimeLimit) {
   SchedulerOptions options;
   options.time_limit_seconds = 0.05;
   Plan plan = Schedule("exact", model, options);
-  // Either it certified within the limit, or it stopped near it and says so.
+  // Either it certified within the limit, or it stopped near it and says so: within the limit
+  // and the time one bound or one provisioning takes past it (well under 0.1 s here), with room
+  // for a loaded machine.
   if (!plan.certified_optimal) {
-    EXPECT_LT(plan.search_seconds, 2.0);
+    EXPECT_LT(plan.search_seconds, 0.05 + 0.25);
   }
   ExpectValid(model, plan);
 }
@@ -138,15 +140,21 @@ TEST(ExactSchedulerTest, ReportsProgress) {
   std::mt19937_64 rng(12);
   auto instance = MakeRandomInstance(rng, {12, 8, 16});
   int64_t calls = 0, last = 0;
+  double last_cost = 0;
   SchedulerOptions options;
-  options.progress = [&](int64_t evaluated, double) {
+  options.progress = [&](int64_t evaluated, double best) {
     EXPECT_GE(evaluated, last);
     last = evaluated;
+    last_cost = best;
     ++calls;
   };
   Plan plan = Schedule("exact", CostModelOf(instance), options);
   EXPECT_GT(plan.plans_evaluated, 0);
-  EXPECT_GE(calls, 0);
+  // Reported at least once, and last with the result.
+  EXPECT_GE(calls, 1);
+  EXPECT_EQ(last, plan.plans_evaluated);
+  ASSERT_TRUE(plan.feasible);
+  EXPECT_EQ(last_cost, plan.cost_usd);
 }
 
 }  // namespace

@@ -1,3 +1,6 @@
+// One class, the replica's engine: the compute thread, its queues and the micro-batches in flight
+// share state that only the compute thread touches. Kept in one file (over 500 lines) so that
+// what runs on which thread is read in one place.
 #include "heterps/worker/pipeline_replica.h"
 
 #include <atomic>

@@ -1,3 +1,5 @@
+// A stage and the model-wide pieces it builds on (the tables, the input activations, the
+// parameter gradients): over 500 lines, one contract (stage.h).
 #include "heterps/worker/stage.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// One class, GrpcPsClient: its calls share the tickets, the chunking of batches by server and
+// message size, the retries and the push ids. Kept in one file (over 500 lines) so that the
+// retry and chunking rules are read in one place.
 #include "heterps/ps/rpc/grpc_ps_client.h"
 
 #include <algorithm>

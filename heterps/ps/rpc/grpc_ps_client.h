@@ -2,9 +2,9 @@
 // (ps_client.h), served by PsServer processes over gRPC.
 //
 //   GrpcPsClientOptions options;
-//   options.servers = {"127.0.0.1:7000", "127.0.0.1:7001"};   // shard i at
-//   servers[i] options.token = token; HETERPS_ASSIGN_OR_RETURN(auto client,
-//   GrpcPsClient::Connect(options));
+//   options.servers = {"127.0.0.1:7000", "127.0.0.1:7001"};   // shard i at servers[i]
+//   options.token = token;
+//   HETERPS_ASSIGN_OR_RETURN(auto client, GrpcPsClient::Connect(options));
 //   HETERPS_RETURN_IF_ERROR(client->CreateSparseTable(0, sparse_options));
 //   Ticket t = client->PullSparse(0, keys, values);
 //   HETERPS_RETURN_IF_ERROR(client->Wait(t));
