@@ -72,7 +72,8 @@ def main():
     with open(two_stage_plan, "w") as f:
         json.dump(plan, f)
 
-    common = ["train", "--data", data, "--checkpoint-every", "0"]
+    common = ["train", "--data", data]
+    distributed = common + ["--checkpoint-every", "0"]
     runs = []
 
     def record(name, metrics, mode, reference=None):
@@ -84,15 +85,15 @@ def main():
     single2 = run(common + ["--single-process", "--threads", "2"])
     record("single process, 2 threads", single2, "async")
     job = os.path.join(work, "default")
-    default = run(common, job)
+    default = run(distributed, job)
     record("distributed, planned on this host", default, "sync", single)
-    calibrated = run(common + ["--profile", os.path.join(job, "calibrated_profile.json")],
+    calibrated = run(distributed + ["--profile", os.path.join(job, "calibrated_profile.json")],
                      os.path.join(work, "calibrated"))
     record("distributed, planned with the calibration", calibrated, "sync", single)
-    pipeline = run(common + ["--cluster", "tests/specs/runtime/local-two.yaml", "--plan",
+    pipeline = run(distributed + ["--cluster", "tests/specs/runtime/local-two.yaml", "--plan",
                              two_stage_plan, "--ps-shards", "2"], os.path.join(work, "pipeline"))
     record("two-stage pipeline, 2 + 1 replicas, 2 shards", pipeline, "sync", single)
-    asynchronous = run(common + ["--mode", "async"], os.path.join(work, "async"))
+    asynchronous = run(distributed + ["--mode", "async"], os.path.join(work, "async"))
     record("distributed, planned on this host, async", asynchronous, "async", single2)
 
     lines = ["```", "python3 benchmarks/runtime_bench.py --rows %d" % flags.rows, "```", "",
