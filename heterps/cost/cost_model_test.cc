@@ -1,4 +1,5 @@
 #include "heterps/cost/cost_model.h"
+#include "heterps/cost/ps_sizing.h"
 
 #include "gtest/gtest.h"
 #include "heterps/cost/calibration.h"
@@ -184,6 +185,41 @@ TEST(CostModelTest, ProfileJsonRoundTrip) {
   EXPECT_EQ(bad.status().message(),
             "p.json: entries[0].seconds_per_batch: must be a positive number");
   EXPECT_FALSE(ParseProfile("{not json", "p.json").ok());
+}
+
+}  // namespace
+}  // namespace heterps::cost
+
+namespace heterps::cost {
+namespace {
+
+// Shards for the tables' memory: the optimizer's state is counted as the optimizer keeps it.
+TEST(PsSizingTest, CountsTheOptimizersState) {
+  auto model = config::LoadModelSpec("examples/models/dlrm-large.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  double rows = 0, floats = 0;
+  for (const config::LayerSpec& layer : model->layers) {
+    if (layer.kind != config::LayerKind::kEmbedding) continue;
+    rows += static_cast<double>(layer.rows) * layer.slots;
+    floats += static_cast<double>(layer.rows) * layer.slots * layer.dim;
+  }
+  ASSERT_GT(rows, 0);
+  config::ResourceType type;
+  // A unit that holds exactly the SGD tables (key and value) in half its memory.
+  type.memory = 2 * (8 * rows + 4 * floats);
+  EXPECT_EQ(SizeParameterServers(*model, &type, {0, 0}), 1);  // sgd
+  EXPECT_EQ(SizeParameterServers(*model, &type, {1, 0}), 2);  // adagrad: one state float
+  EXPECT_EQ(SizeParameterServers(*model, &type, {2, 0}), 3);  // adam: two
+  // Lookups: every row pulled and pushed once per sample, half the unit's row rate per shard.
+  config::ResourceType fast = type;
+  fast.memory = 1e15;
+  double per_sample = 0;
+  for (const config::LayerSpec& layer : model->layers) {
+    if (layer.kind == config::LayerKind::kEmbedding) per_sample += layer.slots * layer.ids_per_slot;
+  }
+  fast.lookup_rate = 2 * per_sample * 1000 / 0.5 / 4;  // four shards' worth at 1000 samples/s
+  EXPECT_EQ(SizeParameterServers(*model, &fast, {1, 1000}), 4);
+  EXPECT_EQ(SizeParameterServers(*model, nullptr, {1, 1000}), 1);
 }
 
 }  // namespace
