@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds with warnings as errors, runs every test,
-# then builds once more with AddressSanitizer and UndefinedBehaviorSanitizer and runs the unit tests.
+# The whole test suite: installs what is missing, builds with warnings as errors (the CUDA sources
+# too, where the CUDA toolkit is found), runs every test (those that need a GPU report themselves
+# skipped where there is none), then builds the libraries and their unit tests once more with
+# AddressSanitizer and UndefinedBehaviorSanitizer (host code: the host twin of the GPU code) and
+# runs them, but for the long computations that the first run covers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh build -DHETERPS_WERROR=ON
 (cd build && ctest --output-on-failure -j "$(nproc)")
 scripts/build.sh build-asan -DHETERPS_WERROR=ON -DHETERPS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DHETERPS_BUILD_BENCHMARKS=OFF
+  -DHETERPS_BUILD_BENCHMARKS=OFF -DHETERPS_BUILD_TOOLS=OFF -DHETERPS_CUDA=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --output-on-failure -j "$(nproc)" -L unit)
+  ctest --output-on-failure -j "$(nproc)" -L unit -LE heavy)

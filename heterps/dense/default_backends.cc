@@ -1,6 +1,8 @@
 #include "heterps/dense/default_backends.h"
 
+#include "absl/strings/str_cat.h"
 #include "heterps/dense/cpu/cpu_backend.h"
+#include "heterps/dense/cuda/device_backend.h"
 
 namespace heterps::dense {
 

@@ -1,5 +1,6 @@
-// Every dense backend this build has, by device kind: "cpu" always; the GPU backends where they
-// are built (docs/gpu.md).
+// Every dense backend, by device kind: "cpu" (this host's cores), "twin" (the host twin of a GPU)
+// and "cuda" (a GPU; Unavailable in a build without CUDA or on a host without the GPU).
+// docs/gpu.md.
 //
 //   HETERPS_ASSIGN_OR_RETURN(auto backend, DefaultBackends().Create(stage.device, options));
 #pragma once

@@ -52,6 +52,16 @@ class ForwardingPsClient : public PsClient {
     return target_->AccumulateDense(table, block, grads, part);
   }
   absl::Status Commit() override { return target_->Commit(); }
+  Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override {
+    return target_->ExportRows(table, keys, out);
+  }
+  Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override {
+    return target_->ImportRows(table, keys, rows);
+  }
+  absl::Status Prefetch(int table, absl::Span<const uint64_t> keys) override {
+    return target_->Prefetch(table, keys);
+  }
+  absl::Status Flush() override { return target_->Flush(); }
   absl::Status Wait(Ticket ticket) override { return target_->Wait(ticket); }
 
  protected:

@@ -175,6 +175,68 @@ Ticket InProcessPsClient::PushDense(int table, int block, absl::Span<const float
                            : t->Push(block, grads));
 }
 
+namespace {
+
+// The rows of `batch` at positions `at` (of `floats_per_row` floats each) appended to `out`.
+void Take(const RowBatch& batch, const std::vector<size_t>& at, int dim, int state, RowBatch* out) {
+  for (size_t i : at) {
+    out->values.insert(out->values.end(), batch.values.begin() + i * dim,
+                       batch.values.begin() + (i + 1) * dim);
+    out->state.insert(out->state.end(), batch.state.begin() + i * state,
+                      batch.state.begin() + (i + 1) * state);
+    out->steps.push_back(batch.steps[i]);
+  }
+}
+
+}  // namespace
+
+Ticket InProcessPsClient::ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) {
+  auto run = [&]() -> absl::Status {
+    HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
+    const int dim = shards[0]->dim();
+    const int state = StateFloats(shards[0]->options().optimizer.kind) * dim;
+    KeyPlan plan = PlanKeys(keys, num_servers_);
+    std::vector<RowBatch> parts(num_servers_);
+    for (int s = 0; s < num_servers_; ++s) {
+      HETERPS_RETURN_IF_ERROR(shards[s]->Export(plan.keys[s], &parts[s]));
+    }
+    *out = RowBatch();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto [s, j] = plan.where[i];
+      Take(parts[s], {static_cast<size_t>(j)}, dim, state, out);
+    }
+    return absl::OkStatus();
+  };
+  return Done(run());
+}
+
+Ticket InProcessPsClient::ImportRows(int table, absl::Span<const uint64_t> keys,
+                                     const RowBatch& rows) {
+  auto run = [&]() -> absl::Status {
+    HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
+    const int dim = shards[0]->dim();
+    const int state = StateFloats(shards[0]->options().optimizer.kind) * dim;
+    if (rows.steps.size() != keys.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("import: ", rows.steps.size(), " rows for ", keys.size(), " keys"));
+    }
+    std::vector<std::vector<uint64_t>> server_keys(num_servers_);
+    std::vector<std::vector<size_t>> at(num_servers_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const int s = ServerOf(keys[i], num_servers_);
+      server_keys[s].push_back(keys[i]);
+      at[s].push_back(i);
+    }
+    for (int s = 0; s < num_servers_; ++s) {
+      RowBatch part;
+      Take(rows, at[s], dim, state, &part);
+      HETERPS_RETURN_IF_ERROR(shards[s]->Import(server_keys[s], part));
+    }
+    return absl::OkStatus();
+  };
+  return Done(run());
+}
+
 absl::Status InProcessPsClient::Wait(Ticket ticket) {
   absl::MutexLock lock(&mu_);
   auto it = done_.find(ticket);

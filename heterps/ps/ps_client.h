@@ -64,6 +64,20 @@ class PsClient {
   virtual Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) = 0;
   // Applies every server's pending gradients; returns when all are applied.
   virtual absl::Status Commit() = 0;
+  // Whole rows (value, optimizer state, update count) of distinct `keys` of sparse table `table`,
+  // for a client that applies the optimizer itself (the GPU embedding tier): created as a pull
+  // creates them. `out` must stay valid until Wait.
+  virtual Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) = 0;
+  // Replaces the rows of distinct `keys` with `rows` (shaped as ExportRows').
+  virtual Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) = 0;
+  // A hint: the keys of `table` the coming pulls and pushes will touch (a tier loads them ahead).
+  // The default ignores it.
+  virtual absl::Status Prefetch(int table, absl::Span<const uint64_t> keys) {
+    return absl::OkStatus();
+  }
+  // Makes every update this client holds back visible to the servers (a tier writes its dirty
+  // rows back). The default has nothing held back.
+  virtual absl::Status Flush() { return absl::OkStatus(); }
   // The outcome of the call that returned `ticket`; NotFound for an unknown or spent ticket.
   virtual absl::Status Wait(Ticket ticket) = 0;
 };
@@ -109,6 +123,8 @@ class InProcessPsClient : public PsClient {
                           int part) override;
   Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) override;
   absl::Status Commit() override;
+  Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override;
+  Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override;
   absl::Status Wait(Ticket ticket) override;
 
   // Every table of server `server`, for checkpoints.

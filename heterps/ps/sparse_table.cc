@@ -493,6 +493,47 @@ absl::StatusOr<std::optional<RowData>> SparseTable::Lookup(uint64_t key) {
   return std::optional<RowData>(std::move(row));
 }
 
+absl::Status SparseTable::Export(absl::Span<const uint64_t> keys, RowBatch* out) {
+  const int dim = options_.dim, state = StateFloats(options_.optimizer.kind) * dim;
+  // A pull creates the missing rows; then each row is read whole.
+  std::vector<float> values(keys.size() * dim);
+  HETERPS_RETURN_IF_ERROR(Pull(keys, absl::MakeSpan(values)));
+  out->values.resize(keys.size() * dim);
+  out->state.resize(keys.size() * state);
+  out->steps.resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    HETERPS_ASSIGN_OR_RETURN(std::optional<RowData> row, Lookup(keys[i]));
+    if (!row.has_value()) {
+      return absl::InternalError(absl::StrCat("export: key ", keys[i], " vanished"));
+    }
+    std::copy(row->value.begin(), row->value.end(), out->values.begin() + i * dim);
+    std::copy(row->state.begin(), row->state.end(), out->state.begin() + i * state);
+    out->steps[i] = row->steps;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::Import(absl::Span<const uint64_t> keys, const RowBatch& rows) {
+  const int dim = options_.dim, state = StateFloats(options_.optimizer.kind) * dim;
+  if (rows.values.size() != keys.size() * dim || rows.state.size() != keys.size() * state ||
+      rows.steps.size() != keys.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("import: ", rows.values.size(), " values, ", rows.state.size(),
+                     " state floats and ", rows.steps.size(), " counts for ", keys.size(),
+                     " rows of dim ", dim, " and ", state, " state floats"));
+  }
+  RowData row;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    HETERPS_ASSIGN_OR_RETURN(std::optional<RowData> old, Lookup(keys[i]));
+    row.value.assign(rows.values.begin() + i * dim, rows.values.begin() + (i + 1) * dim);
+    row.state.assign(rows.state.begin() + i * state, rows.state.begin() + (i + 1) * state);
+    row.steps = rows.steps[i];
+    row.accesses = old.has_value() ? old->accesses : 0;
+    HETERPS_RETURN_IF_ERROR(Insert(keys[i], row));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
   const int dim = options_.dim, stride = this->stride();
   if (row.value.size() != static_cast<size_t>(dim) ||

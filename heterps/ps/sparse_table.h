@@ -58,6 +58,14 @@ struct RowData {
   int64_t accesses = 0;      // pulls and pushes that touched the row
 };
 
+// Whole rows of several keys, as a client that applies the optimizer itself moves them (the GPU
+// embedding tier): row i's value at values[i * dim], its state at state[i * StateFloats * dim].
+struct RowBatch {
+  std::vector<float> values;
+  std::vector<float> state;
+  std::vector<int64_t> steps;  // updates applied
+};
+
 struct SparseTableStats {
   int64_t memory_rows = 0;
   int64_t memory_bytes = 0;  // bytes of resident row slots (value, state, statistics)
@@ -89,6 +97,11 @@ class SparseTable {
   // The row of `key` in either tier, or nullopt if it does not exist. Creates
   // nothing and does not count as an access.
   absl::StatusOr<std::optional<RowData>> Lookup(uint64_t key);
+  // The whole rows of `keys` (created as a pull creates them when missing; every key counts as an
+  // access), in the order of `keys`.
+  absl::Status Export(absl::Span<const uint64_t> keys, RowBatch* out);
+  // Replaces the rows of `keys` with `rows` (shaped as Export's); their access counts stay.
+  absl::Status Import(absl::Span<const uint64_t> keys, const RowBatch& rows);
   // Removes every row from both tiers (cumulative counters stay).
   absl::Status Clear();
   // Writes a row (replacing any), e.g. when a checkpoint is loaded.

@@ -44,6 +44,7 @@ struct Call {
   // Buffers the RPCs read from or write to, alive until Wait.
   KeyPlan plan;
   std::vector<std::vector<float>> rows;
+  std::vector<RowBatch> batches;  // ExportRows and ImportRows: per server
 
   // Runs the next queued task, if any; false when none was left.
   bool RunOne() {
@@ -318,6 +319,128 @@ Ticket GrpcPsClient::PullSparse(int table, absl::Span<const uint64_t> keys,
                   values.begin() + static_cast<ptrdiff_t>(i) * dim);
     }
   };
+  return c->Launch(call, std::move(tasks));
+}
+
+namespace {
+
+// Keys per ExportRows or ImportRows RPC: rows of up to 2,048 floats with Adam's state stay under
+// 64 MB.
+constexpr size_t kRowChunk = 2048;
+
+// Appends rows [from, from + n) of `part` (whose rows are `dim` and `state` floats) to `out`.
+void AppendRows(const RowBatch& part, size_t from, size_t n, size_t dim, size_t state,
+                RowBatch* out) {
+  out->values.insert(out->values.end(), part.values.begin() + from * dim,
+                     part.values.begin() + (from + n) * dim);
+  out->state.insert(out->state.end(), part.state.begin() + from * state,
+                    part.state.begin() + (from + n) * state);
+  out->steps.insert(out->steps.end(), part.steps.begin() + from, part.steps.begin() + from + n);
+}
+
+}  // namespace
+
+Ticket GrpcPsClient::ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) {
+  auto call = std::make_shared<Call>();
+  const int n = num_servers();
+  call->plan = PlanKeys(keys, n);
+  // Chunk c of server s answers into batches[chunk index]; assembled in key order in finish.
+  std::vector<std::pair<int, size_t>> chunks;  // (server, first key)
+  for (int s = 0; s < n; ++s) {
+    for (size_t at = 0; at < call->plan.keys[s].size(); at += kRowChunk) chunks.push_back({s, at});
+  }
+  call->batches.resize(chunks.size());
+  std::vector<Task> tasks;
+  Impl* c = impl_.get();
+  Call* raw = call.get();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const auto [s, at] = chunks[i];
+    tasks.push_back([c, raw, s = s, at = at, i, table]() -> absl::Status {
+      const std::vector<uint64_t>& shard_keys = raw->plan.keys[s];
+      const size_t count = std::min(kRowChunk, shard_keys.size() - at);
+      PullSparseRequest request;
+      request.set_table(table);
+      *request.mutable_keys() =
+          ToBytes<uint64_t>(absl::MakeConstSpan(shard_keys.data() + at, count));
+      RowsReply reply;
+      const std::string what = absl::StrCat("ExportRows table ", table);
+      HETERPS_RETURN_IF_ERROR(c->Rpc(s, what, [&](grpc::ClientContext& ctx) {
+        return c->stubs[s]->ExportRows(&ctx, request, &reply);
+      }));
+      RowBatch& batch = raw->batches[i];
+      if (reply.values().size() % (count * sizeof(float)) != 0 ||
+          reply.state().size() % (count * sizeof(float)) != 0 ||
+          reply.steps().size() != count * sizeof(int64_t)) {
+        return absl::InternalError(absl::StrCat(c->Where(s), ": ", what, ": a malformed answer"));
+      }
+      batch.values.resize(reply.values().size() / sizeof(float));
+      batch.state.resize(reply.state().size() / sizeof(float));
+      batch.steps.resize(count);
+      std::memcpy(batch.values.data(), reply.values().data(), reply.values().size());
+      std::memcpy(batch.state.data(), reply.state().data(), reply.state().size());
+      std::memcpy(batch.steps.data(), reply.steps().data(), reply.steps().size());
+      return absl::OkStatus();
+    });
+  }
+  call->finish = [raw, out, chunks, n] {
+    // Each server's rows in its key order, then every key's row in the caller's order.
+    std::vector<RowBatch> per_server(n);
+    size_t dim = 0, state = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const RowBatch& b = raw->batches[i];
+      dim = b.values.size() / b.steps.size();
+      state = b.state.size() / b.steps.size();
+      AppendRows(b, 0, b.steps.size(), dim, state, &per_server[chunks[i].first]);
+    }
+    *out = RowBatch();
+    for (const auto& [s, j] : raw->plan.where) AppendRows(per_server[s], j, 1, dim, state, out);
+  };
+  return c->Launch(call, std::move(tasks));
+}
+
+Ticket GrpcPsClient::ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) {
+  auto call = std::make_shared<Call>();
+  Impl* c = impl_.get();
+  if (keys.empty()) return c->Launch(call, {});
+  if (rows.steps.size() != keys.size() || rows.values.size() % keys.size() != 0 ||
+      rows.state.size() % keys.size() != 0) {
+    return c->Launch(
+        call, {},
+        absl::InvalidArgumentError(absl::StrCat("import: rows do not fit ", keys.size(), " keys")));
+  }
+  const size_t dim = rows.values.size() / keys.size(), state = rows.state.size() / keys.size();
+  const int n = num_servers();
+  // The rows, regrouped by server.
+  call->plan = PlanKeys(keys, n);
+  call->batches.resize(n);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    AppendRows(rows, i, 1, dim, state, &call->batches[call->plan.where[i].first]);
+  }
+  std::vector<Task> tasks;
+  Call* raw = call.get();
+  for (int s = 0; s < n; ++s) {
+    for (size_t at = 0; at < raw->plan.keys[s].size(); at += kRowChunk) {
+      tasks.push_back([c, raw, s, at, dim, state, table]() -> absl::Status {
+        const std::vector<uint64_t>& shard_keys = raw->plan.keys[s];
+        const RowBatch& batch = raw->batches[s];
+        const size_t count = std::min(kRowChunk, shard_keys.size() - at);
+        ImportRowsRequest request;
+        request.set_table(table);
+        *request.mutable_keys() =
+            ToBytes<uint64_t>(absl::MakeConstSpan(shard_keys.data() + at, count));
+        *request.mutable_values() =
+            ToBytes<float>(absl::MakeConstSpan(batch.values.data() + at * dim, count * dim));
+        *request.mutable_state() =
+            ToBytes<float>(absl::MakeConstSpan(batch.state.data() + at * state, count * state));
+        *request.mutable_steps() =
+            ToBytes<int64_t>(absl::MakeConstSpan(batch.steps.data() + at, count));
+        PushReply reply;
+        return c->Rpc(s, absl::StrCat("ImportRows table ", table), [&](grpc::ClientContext& ctx) {
+          return c->stubs[s]->ImportRows(&ctx, request, &reply);
+        });
+      });
+    }
+  }
   return c->Launch(call, std::move(tasks));
 }
 

@@ -80,6 +80,8 @@ class GrpcPsClient : public PsClient {
                           int part) override;
   Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) override;
   absl::Status Commit() override;
+  Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override;
+  Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override;
   absl::Status Wait(Ticket ticket) override;
 
   // Every shard writes a checkpoint of `step` under its data directory

@@ -128,6 +128,43 @@ class PsServer::Service final : public ParameterServer::Service {
     });
   }
 
+  grpc::Status ExportRows(grpc::ServerContext* ctx, const PullSparseRequest* request,
+                          RowsReply* reply) override {
+    return Serve(ctx, "ExportRows", [&]() -> absl::Status {
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
+      HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys, Keys(request->keys()));
+      RowBatch rows;
+      HETERPS_RETURN_IF_ERROR(table->Export(keys, &rows));
+      reply->set_values(internal::ToBytes<float>(rows.values));
+      reply->set_state(internal::ToBytes<float>(rows.state));
+      reply->set_steps(internal::ToBytes<int64_t>(rows.steps));
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status ImportRows(grpc::ServerContext* ctx, const ImportRowsRequest* request,
+                          PushReply*) override {
+    return Serve(ctx, "ImportRows", [&]() -> absl::Status {
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
+      HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys, Keys(request->keys()));
+      const int dim = table->dim();
+      const int state = StateFloats(table->options().optimizer.kind) * dim;
+      RowBatch rows;
+      rows.values.resize(keys.size() * dim);
+      rows.state.resize(keys.size() * state);
+      rows.steps.resize(keys.size());
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<float>(request->values(), absl::MakeSpan(rows.values), "import values"));
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<float>(request->state(), absl::MakeSpan(rows.state), "import state"));
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<int64_t>(request->steps(), absl::MakeSpan(rows.steps), "import counts"));
+      return table->Import(keys, rows);
+    });
+  }
+
   grpc::Status PushSparse(grpc::ServerContext* ctx, const PushSparseRequest* request,
                           PushReply*) override {
     return Serve(ctx, "PushSparse", [&]() -> absl::Status {

@@ -1,0 +1,11 @@
+// The device segment built for CUDA GPUs: nvcc, Thrust's CUDA backend, cuBLASLt.
+#include "heterps/dense/cuda/device_segment.inl"
+
+namespace heterps::dense::cuda {
+
+absl::StatusOr<std::unique_ptr<DenseBackend>> NewCudaBackend(std::unique_ptr<gpu::Device> device,
+                                                             std::unique_ptr<gpu::Blas> blas) {
+  return NewBackend(std::move(device), std::move(blas));
+}
+
+}  // namespace heterps::dense::cuda

@@ -1,0 +1,11 @@
+// The CUDA dense backend of a build without the CUDA toolkit.
+#include "heterps/dense/cuda/device_backend.h"
+
+namespace heterps::dense::cuda {
+
+absl::StatusOr<std::unique_ptr<DenseBackend>> NewCudaBackend(std::unique_ptr<gpu::Device>,
+                                                             std::unique_ptr<gpu::Blas>) {
+  return absl::UnavailableError("this build has no CUDA");
+}
+
+}  // namespace heterps::dense::cuda

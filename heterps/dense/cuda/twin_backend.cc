@@ -1,0 +1,2 @@
+// The device segment built for the host twin: g++, Thrust's OpenMP backend.
+#include "heterps/dense/cuda/device_segment.inl"

@@ -1,0 +1,99 @@
+#include "heterps/ps/gpu/gpu_tier.h"
+
+#include "absl/strings/str_cat.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/ps/gpu/tier_engine.h"
+
+namespace heterps::ps {
+
+int64_t TierRowBytes(const SparseTableOptions& options) {
+  // Key, value and state floats, update count, the window of its last use, a dirty flag.
+  return 8 + 4 * options.dim * (1 + StateFloats(options.optimizer.kind)) + 8 + 8 + 4;
+}
+
+absl::StatusOr<std::unique_ptr<GpuTier>> GpuTier::Create(PsClient* target, gpu::Device* device,
+                                                         const GpuTierOptions& options) {
+  if (options.memory_budget_bytes <= 0) {
+    return absl::InvalidArgumentError("GPU tier: a memory budget is required");
+  }
+  std::unique_ptr<TierEngine> engine;
+  if (device->info().emulated) {
+    engine = twin::NewTierEngine(device);
+  } else {
+    HETERPS_ASSIGN_OR_RETURN(engine, cuda::NewCudaTierEngine(device));
+  }
+  return std::unique_ptr<GpuTier>(new GpuTier(target, device, options, std::move(engine)));
+}
+
+GpuTier::GpuTier(PsClient* target, gpu::Device* device, const GpuTierOptions& options,
+                 std::unique_ptr<TierEngine> engine)
+    : ForwardingPsClient(target), device_(device), options_(options), engine_(std::move(engine)) {}
+
+GpuTier::~GpuTier() = default;
+
+absl::Status GpuTier::AddTable(int table, const SparseTableOptions& options) {
+  // The budget is shared equally; a table added later gets what is left of its share.
+  ++tables_;
+  const int64_t capacity = options_.memory_budget_bytes / tables_ / TierRowBytes(options);
+  if (capacity < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU tier: ", options_.memory_budget_bytes,
+                                                   " bytes hold no row of table ", table));
+  }
+  return engine_->AddTable(table, options, capacity);
+}
+
+Ticket GpuTier::Done(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  const Ticket ticket = next_--;
+  done_.emplace(ticket, std::move(status));
+  return ticket;
+}
+
+Ticket GpuTier::PullSparse(int table, absl::Span<const uint64_t> keys, absl::Span<float> values) {
+  if (!engine_->Has(table)) return ForwardingPsClient::PullSparse(table, keys, values);
+  return Done(engine_->Pull(table, keys, values, target()));
+}
+
+Ticket GpuTier::PushSparse(int table, absl::Span<const uint64_t> keys,
+                           absl::Span<const float> grads) {
+  if (!engine_->Has(table)) return ForwardingPsClient::PushSparse(table, keys, grads);
+  return Done(engine_->Push(table, keys, grads, false, 0, target()));
+}
+
+Ticket GpuTier::AccumulateSparse(int table, absl::Span<const uint64_t> keys,
+                                 absl::Span<const float> grads, int part) {
+  if (!engine_->Has(table)) {
+    return ForwardingPsClient::AccumulateSparse(table, keys, grads, part);
+  }
+  return Done(engine_->Push(table, keys, grads, true, part, target()));
+}
+
+absl::Status GpuTier::Prefetch(int table, absl::Span<const uint64_t> keys) {
+  if (!engine_->Has(table)) return ForwardingPsClient::Prefetch(table, keys);
+  return engine_->Prefetch(table, keys, target());
+}
+
+absl::Status GpuTier::Flush() {
+  HETERPS_RETURN_IF_ERROR(engine_->Flush(target()));
+  return ForwardingPsClient::Flush();
+}
+
+absl::Status GpuTier::Wait(Ticket ticket) {
+  if (ticket >= 0) return ForwardingPsClient::Wait(ticket);
+  absl::MutexLock lock(&mu_);
+  auto it = done_.find(ticket);
+  if (it == done_.end()) return absl::NotFoundError(absl::StrCat("no pending ticket ", ticket));
+  absl::Status status = std::move(it->second);
+  done_.erase(it);
+  return status;
+}
+
+GpuTierStats GpuTier::stats() const {
+  GpuTierStats s = engine_->stats();
+  const gpu::DeviceCounters c = device_->counters();
+  s.host_to_device_bytes = c.host_to_device_bytes;
+  s.device_to_host_bytes = c.device_to_host_bytes;
+  return s;
+}
+
+}  // namespace heterps::ps

@@ -1,0 +1,99 @@
+// The GPU tier of the embedding tables: hot rows in a GPU's memory, in front of the parameter
+// servers (host memory, then SSD), with the optimizer applied on the device (docs/gpu.md, "Hot
+// embeddings in GPU memory"). It wraps the PsClient of a stage replica:
+//
+//   HETERPS_ASSIGN_OR_RETURN(auto tier, GpuTier::Create(&grpc_client, device, {budget}));
+//   HETERPS_RETURN_IF_ERROR(tier->AddTable(0, table_options));   // as the servers created it
+//   ... the stage pulls and pushes through *tier ...
+//
+// The window. Before a step the replica names the keys the step will touch (Prefetch): the tier
+// sorts and de-duplicates them on the device, finds which are resident (lower_bound on the sorted
+// resident keys), loads the missing rows, hottest first, from the servers (whole rows: value,
+// optimizer state, update count; PsClient::ExportRows), and makes room by evicting the rows least
+// recently used, writing back those that changed. Rows stay resident across windows while they
+// are used.
+//
+// Ownership. A resident row is the tier's: pulls of it are served from the device, its gradients
+// merged per key on the device and applied there by the table's optimizer, exactly as the
+// servers would apply them (one update per key, the duplicates summed in position order). Keys
+// that are not resident pass through to the servers. Flush writes every changed row back
+// (PsClient::ImportRows); the replica flushes at every synchronous commit and before every
+// checkpoint, so that what the servers hold, checkpoint and digest is what they would hold
+// without the tier (bit for bit: the same sums in the same order, the same optimizer
+// arithmetic). A tier must be the only writer of its rows: one replica of the stage that holds
+// the embedding layers, whose accumulated part of a step is the step's only one for those rows,
+// so that the tier applies it at once rather than at the commit it does not see.
+//
+// Thread safety: one thread at a time (a replica's compute thread).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "heterps/gpu/device.h"
+#include "heterps/ps/forwarding_client.h"
+
+namespace heterps::ps {
+
+struct GpuTierOptions {
+  // Device memory for resident rows (keys, values, optimizer state, bookkeeping), bytes, shared
+  // equally by the tables. Required (> 0).
+  int64_t memory_budget_bytes = 0;
+};
+
+struct GpuTierStats {
+  int64_t hits = 0, misses = 0;  // keys pulled: served from the device, or passed through
+  int64_t loaded_rows = 0;       // rows brought to the device from the servers
+  int64_t written_back_rows = 0;
+  int64_t evicted_rows = 0;
+  int64_t resident_rows = 0;
+  int64_t host_to_device_bytes = 0, device_to_host_bytes = 0;  // over PCIe
+};
+
+// The per-target engine (tier_engine.inl, built for the host twin and for CUDA).
+class TierEngine;
+
+class GpuTier : public ForwardingPsClient {
+ public:
+  // `target` and `device` must outlive the tier. InvalidArgument without a budget; Unavailable
+  // for a device this build cannot run.
+  static absl::StatusOr<std::unique_ptr<GpuTier>> Create(PsClient* target, gpu::Device* device,
+                                                         const GpuTierOptions& options);
+  ~GpuTier() override;
+
+  // Sparse table `table`, created on the servers with `options` (its dim and optimizer), gets
+  // rows on the device. Call before the first pull; tables not added pass through.
+  absl::Status AddTable(int table, const SparseTableOptions& options);
+
+  Ticket PullSparse(int table, absl::Span<const uint64_t> keys, absl::Span<float> values) override;
+  Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads) override;
+  Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
+                          int part) override;
+  absl::Status Prefetch(int table, absl::Span<const uint64_t> keys) override;
+  absl::Status Flush() override;
+  absl::Status Wait(Ticket ticket) override;
+
+  GpuTierStats stats() const;
+  const gpu::Device& device() const { return *device_; }
+
+ private:
+  GpuTier(PsClient* target, gpu::Device* device, const GpuTierOptions& options,
+          std::unique_ptr<TierEngine> engine);
+  // A ticket for a call the tier completed itself (negative: apart from the target's).
+  Ticket Done(absl::Status status);
+
+  gpu::Device* const device_;
+  const GpuTierOptions options_;
+  std::unique_ptr<TierEngine> engine_;
+  int tables_ = 0;
+  absl::Mutex mu_;
+  std::map<Ticket, absl::Status> done_ ABSL_GUARDED_BY(mu_);
+  Ticket next_ ABSL_GUARDED_BY(mu_) = -1;
+};
+
+}  // namespace heterps::ps

@@ -1,0 +1,144 @@
+// The GPU tier on the host twin, in lock-step with the parameter server alone: every optimizer,
+// windows smaller than the working set, budgets of a few rows, pushes and accumulated parts. The
+// oracle is the same tables without the tier.
+#include "heterps/ps/gpu/gpu_tier.h"
+
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/ps/checkpoint.h"
+#include "heterps/ps/gpu/tier_engine.h"
+
+namespace heterps::ps {
+namespace {
+
+constexpr int kDim = 8;
+
+SparseTableOptions Options(OptimizerKind kind) {
+  SparseTableOptions o;
+  o.dim = kDim;
+  o.optimizer.kind = kind;
+  o.optimizer.learning_rate = 0.05f;
+  o.seed = 11;
+  o.lock_shards = 2;
+  return o;
+}
+
+// Every row of table 0 on every server.
+std::map<uint64_t, RowData> Rows(InProcessPsClient& client) {
+  std::map<uint64_t, RowData> rows;
+  for (int s = 0; s < client.num_servers(); ++s) {
+    EXPECT_TRUE(client.sparse(0, s)
+                    ->ForEachRow([&](uint64_t key, const RowData& row) {
+                      rows[key] = row;
+                      return absl::OkStatus();
+                    })
+                    .ok());
+  }
+  return rows;
+}
+
+uint64_t Digest(InProcessPsClient& client) {
+  uint64_t digest = 0;
+  for (int s = 0; s < client.num_servers(); ++s) digest += *DigestTables(client.Tables(s));
+  return digest;
+}
+
+struct Case {
+  OptimizerKind kind;
+  int64_t budget_rows;  // rows the tier may hold
+  bool accumulate;      // gradients as accumulated parts, committed per step
+};
+
+class GpuTierTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
+  const Case c = GetParam();
+  auto device = gpu::OpenDevice("twin:0", {});
+  ASSERT_TRUE(device.ok());
+  InProcessPsClient reference(2), behind(2);
+  ASSERT_TRUE(reference.CreateSparseTable(0, Options(c.kind)).ok());
+  ASSERT_TRUE(behind.CreateSparseTable(0, Options(c.kind)).ok());
+  auto tier =
+      GpuTier::Create(&behind, device->get(), {c.budget_rows * TierRowBytes(Options(c.kind))});
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  ASSERT_TRUE((*tier)->AddTable(0, Options(c.kind)).ok());
+
+  std::mt19937_64 rng(5);
+  std::discrete_distribution<int> zipf = [] {
+    std::vector<double> w(300);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 1.0 / (1 + i);
+    return std::discrete_distribution<int>(w.begin(), w.end());
+  }();
+  std::normal_distribution<float> normal;
+  for (int step = 0; step < 60; ++step) {
+    std::vector<uint64_t> keys(1 + rng() % 48);
+    for (uint64_t& k : keys) k = 7919ull * zipf(rng) + 3;  // duplicates on purpose
+    // The window: all of the step's keys, a part of them, or none.
+    const size_t named = step % 3 == 0 ? keys.size() : step % 3 == 1 ? keys.size() / 2 : 0;
+    ASSERT_TRUE((*tier)->Prefetch(0, absl::MakeConstSpan(keys.data(), named)).ok());
+    std::vector<float> want(keys.size() * kDim), got(keys.size() * kDim);
+    ASSERT_TRUE(reference.Wait(reference.PullSparse(0, keys, absl::MakeSpan(want))).ok());
+    ASSERT_TRUE((*tier)->Wait((*tier)->PullSparse(0, keys, absl::MakeSpan(got))).ok());
+    ASSERT_EQ(got, want) << "step " << step;
+    std::vector<float> grads(keys.size() * kDim);
+    for (float& g : grads) g = normal(rng);
+    if (c.accumulate) {
+      // The step's part (the tier's replica is the only contributor of its rows), then the
+      // commit: the tier has applied its rows' share at once, the servers the rest now.
+      ASSERT_TRUE(reference.Wait(reference.AccumulateSparse(0, keys, grads, 3)).ok());
+      ASSERT_TRUE((*tier)->Wait((*tier)->AccumulateSparse(0, keys, grads, 3)).ok());
+      ASSERT_TRUE(reference.Commit().ok());
+      ASSERT_TRUE((*tier)->Commit().ok());
+    } else {
+      ASSERT_TRUE(reference.Wait(reference.PushSparse(0, keys, grads)).ok());
+      ASSERT_TRUE((*tier)->Wait((*tier)->PushSparse(0, keys, grads)).ok());
+    }
+    if (step % 10 == 9) {
+      // Written back, the servers hold what they would hold alone: bit for bit.
+      ASSERT_TRUE((*tier)->Flush().ok());
+      const auto a = Rows(reference), b = Rows(behind);
+      ASSERT_EQ(a.size(), b.size()) << "step " << step;
+      for (const auto& [key, row] : a) {
+        const RowData& other = b.at(key);
+        ASSERT_EQ(other.value, row.value) << key;
+        ASSERT_EQ(other.state, row.state) << key;
+        ASSERT_EQ(other.steps, row.steps) << key;
+      }
+      EXPECT_EQ(Digest(behind), Digest(reference));
+    }
+  }
+  const GpuTierStats stats = (*tier)->stats();
+  EXPECT_GT(stats.hits, 0);
+  EXPECT_GT(stats.loaded_rows, 0);
+  EXPECT_GT(stats.written_back_rows, 0);
+  EXPECT_LE(stats.resident_rows, c.budget_rows);
+  EXPECT_GT(stats.host_to_device_bytes, 0);
+  if (c.budget_rows < 100) {
+    EXPECT_GT(stats.evicted_rows, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOptimizerAndBudget, GpuTierTest,
+                         ::testing::Values(Case{OptimizerKind::kSgd, 1000, false},
+                                           Case{OptimizerKind::kAdagrad, 1000, false},
+                                           Case{OptimizerKind::kAdam, 1000, false},
+                                           Case{OptimizerKind::kAdagrad, 20, false},
+                                           Case{OptimizerKind::kAdam, 3, false},
+                                           Case{OptimizerKind::kAdagrad, 20, true},
+                                           Case{OptimizerKind::kAdam, 40, true}));
+
+TEST(GpuTierOptionsTest, Refusals) {
+  auto device = gpu::OpenDevice("twin:0", {});
+  InProcessPsClient behind(1);
+  EXPECT_EQ(GpuTier::Create(&behind, device->get(), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto tier = GpuTier::Create(&behind, device->get(), {10});
+  ASSERT_TRUE(tier.ok());
+  EXPECT_THAT((*tier)->AddTable(0, Options(OptimizerKind::kSgd)).message(),
+              ::testing::HasSubstr("hold no row"));
+}
+
+}  // namespace
+}  // namespace heterps::ps

@@ -1,0 +1,44 @@
+// The GPU tier's engine, per target (tier_engine.inl built for the host twin and for CUDA). Not
+// part of the public API: gpu_tier.h is.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "heterps/gpu/device.h"
+#include "heterps/ps/gpu/gpu_tier.h"
+#include "heterps/ps/ps_client.h"
+
+namespace heterps::ps {
+
+class TierEngine {
+ public:
+  virtual ~TierEngine() = default;
+  // Room for `capacity` rows of `table` on the device.
+  virtual absl::Status AddTable(int table, const SparseTableOptions& options, int64_t capacity) = 0;
+  virtual bool Has(int table) const = 0;
+  virtual absl::Status Prefetch(int table, absl::Span<const uint64_t> keys, PsClient* target) = 0;
+  virtual absl::Status Pull(int table, absl::Span<const uint64_t> keys, absl::Span<float> values,
+                            PsClient* target) = 0;
+  // accumulate: the pass-through keys go to the servers as part `part`.
+  virtual absl::Status Push(int table, absl::Span<const uint64_t> keys,
+                            absl::Span<const float> grads, bool accumulate, int part,
+                            PsClient* target) = 0;
+  virtual absl::Status Flush(PsClient* target) = 0;
+  virtual GpuTierStats stats() const = 0;
+};
+
+// Bytes a resident row of `options`' table takes on the device.
+int64_t TierRowBytes(const SparseTableOptions& options);
+
+namespace twin {
+std::unique_ptr<TierEngine> NewTierEngine(gpu::Device* device);
+}  // namespace twin
+namespace cuda {
+// Unavailable in a build without CUDA.
+absl::StatusOr<std::unique_ptr<TierEngine>> NewCudaTierEngine(gpu::Device* device);
+}  // namespace cuda
+
+}  // namespace heterps::ps
