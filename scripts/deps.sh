@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev    # plan and profile JSON
   libcli11-dev          # command line
   libeigen3-dev         # dense math
+  libthrust-dev libcub-dev   # the host twin of the GPU code, where no CUDA toolkit brings its own
   librocksdb-dev        # the parameter server's SSD tier
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # RPC between processes
   libgtest-dev libgmock-dev   # tests

@@ -21,6 +21,7 @@
 #include "heterps/base/file.h"
 #include "heterps/base/subprocess.h"
 #include "nlohmann/json.hpp"
+#include "tests/job_runner.h"
 
 namespace heterps {
 namespace {
@@ -28,56 +29,16 @@ namespace {
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
-const std::string kBinary = std::string(HETERPS_BINARY_DIR) + "/tools/heterps";
 const std::string kCluster = "tests/specs/runtime/local-two.yaml";
 const std::string kPlan = "tests/specs/runtime/two-stages.json";
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string Dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/runtime_test_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-// Runs heterps with `args`, waiting at most `limit`; its stdout and stderr.
-Outcome Heterps(const std::vector<std::string>& args, const std::string& dir,
-                absl::Duration limit = absl::Seconds(120)) {
-  std::vector<std::string> argv = {"/bin/sh", "-c",
-                                   absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "),
-                                                " >", dir, "/out 2>", dir, "/err")};
-  auto child = base::Subprocess::Start(argv);
-  EXPECT_TRUE(child.ok()) << child.status();
-  Outcome r;
-  auto code = (*child)->Wait(limit);
-  EXPECT_TRUE(code.ok()) << "heterps " << absl::StrJoin(args, " ") << " still running after "
-                         << limit;
-  r.exit_code = code.ok() ? *code : -1;
-  r.out = Slurp(dir + "/out");
-  r.err = Slurp(dir + "/err");
-  return r;
-}
-
-// Every process the job's launcher started has ended.
-void ExpectNoneLeft(const std::string& job_dir) {
-  const json processes = json::parse(Slurp(job_dir + "/processes.json"), nullptr, false);
-  ASSERT_FALSE(processes.is_discarded()) << job_dir << "/processes.json";
-  for (const auto& [rank, pid] : processes["ranks"].items()) {
-    EXPECT_NE(kill(pid.get<int>(), 0), 0) << "rank " << rank << " (pid " << pid << ") outlived "
-                                          << "its job";
-  }
-}
+using testing::Dir;
+using testing::ExpectNoneLeft;
+using testing::Heterps;
+using testing::kBinary;
+using testing::Metrics;
+using testing::Outcome;
+using testing::Slurp;
 
 class RuntimeTest : public ::testing::Test {
  protected:
@@ -99,41 +60,12 @@ class RuntimeTest : public ::testing::Test {
     return args;
   }
 
-  static json Metrics(const std::string& job_dir) {
-    return json::parse(Slurp(job_dir + "/metrics.json"), nullptr, false);
-  }
-
-  // Starts the job in the background, waits until it has checkpointed step `steps` (a multiple
-  // of 20, well before its last step), kills rank `rank` with SIGKILL and waits for the job to
-  // end. Its metrics.
+  // Kills rank `rank` of the two-stage job once it has checkpointed step `steps` (a multiple of
+  // 20, well before its last step); the job's metrics.
   static json KillMidRun(const std::string& name, int rank, int steps) {
     const std::string dir = Dir(name);
-    const std::vector<std::string> args =
-        TwoStages(dir, {"--checkpoint-every", "20", "--micro-batch", "64"});
-    auto job =
-        base::Subprocess::Start({"/bin/sh", "-c",
-                                 absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "), " >",
-                                              dir, "/out 2>", dir, "/err")});
-    EXPECT_TRUE(job.ok()) << job.status();
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    int killed = -1;
-    while (absl::Now() < deadline && (*job)->Running()) {
-      const json checkpoint = json::parse(Slurp(dir + "/checkpoint.json"), nullptr, false);
-      const json processes = json::parse(Slurp(dir + "/processes.json"), nullptr, false);
-      if (!checkpoint.is_discarded() && checkpoint.value("step", 0) >= steps &&
-          !processes.is_discarded()) {
-        killed = processes["ranks"][std::to_string(rank)].get<int>();
-        kill(killed, SIGKILL);
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    EXPECT_GT(killed, 0) << "the job ended before step " << steps << ": " << Slurp(dir + "/err");
-    auto code = (*job)->Wait(absl::Seconds(120));
-    EXPECT_TRUE(code.ok());
-    EXPECT_EQ(*code, 0) << Slurp(dir + "/err");
-    ExpectNoneLeft(dir);
-    return Metrics(dir);
+    return testing::KillMidRun(TwoStages(dir, {"--checkpoint-every", "20", "--micro-batch", "64"}),
+                               dir, rank, steps);
   }
 
   static std::string data_;

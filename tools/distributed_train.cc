@@ -21,6 +21,7 @@
 #include "heterps/sched/run_plan.h"
 #include "tools/cli_common.h"
 #include "tools/job_report.h"
+#include "tools/local_gpus.h"
 #include "tools/plan_here.h"
 #include "tools/table.h"
 #include "tools/train_common.h"
@@ -97,6 +98,19 @@ absl::StatusOr<worker::JobSpec> JobFrom(const TrainFlags& flags, const ModelText
                                         const sched::RunPlan& plan, const DataFile& data) {
   worker::JobSettings settings = flags.job;
   HETERPS_ASSIGN_OR_RETURN(settings.tables, ModelOptionsFrom(flags, model.spec.batch_size));
+  if (flags.gpu_cache_gib > 0) {
+    std::vector<std::string> devices;
+    for (const sched::RunStage& stage : plan.stages) devices.push_back(stage.device);
+    settings.gpu_tier_device = !flags.gpu_cache_device.empty()
+                                   ? flags.gpu_cache_device
+                                   : DefaultTierDevice(cluster, devices);
+    if (settings.gpu_tier_device.empty()) {
+      return absl::InvalidArgumentError(
+          "--gpu-cache-gib: this host has no GPU for the tier (--gpu-cache-device names one; "
+          "--gpu-emulate N adds emulated ones)");
+    }
+    settings.gpu_tier_bytes = static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30));
+  }
   return worker::MakeJob({model.text, model.spec.source, model.spec.batch_size}, plan, cluster,
                          {data.path}, settings);
 }
@@ -122,6 +136,11 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   if (!model.ok()) return Fail(model.status());
   absl::StatusOr<config::ClusterSpec> cluster = LoadClusterOrLocal(flags.cluster_path);
   if (!cluster.ok()) return Fail(cluster.status());
+  if (flags.cluster_path.empty() || flags.gpu_emulate > 0) {
+    for (const std::string& line : AddLocalGpus(&*cluster, flags.gpu_emulate)) {
+      std::printf("device %s\n", line.c_str());
+    }
+  }
   absl::StatusOr<DataFile> data = PrepareData(flags);
   if (!data.ok()) return Fail(data.status());
   absl::StatusOr<Planned> planned = ChoosePlan(flags, model->spec, *cluster);

@@ -77,14 +77,23 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
                     ")\n");
   }
   for (const std::string& failure : r.failures) absl::StrAppend(&out, "    after: ", failure, "\n");
+  if (!r.stages.empty() && r.stages[0].tier_hit_rate >= 0) {
+    const launcher::StageReport& s0 = r.stages[0];
+    absl::StrAppendFormat(&out,
+                          "  GPU tier        %s, %.0f MB: %.1f%% of the keys served from it; per "
+                          "step %s rows loaded, %s written back\n",
+                          job.settings.gpu_tier_device, job.settings.gpu_tier_bytes / 1e6,
+                          100 * s0.tier_hit_rate, WithCommas(s0.tier_loaded_rows),
+                          WithCommas(s0.tier_written_back_rows));
+  }
   if (plan.cost_per_hour_usd > 0) {
     absl::StrAppendFormat(&out, "  plan cost       $%.2f/hour; $%.4f for this run's %s\n",
                           plan.cost_per_hour_usd, plan.cost_per_hour_usd * r.seconds / 3600,
                           HumanSeconds(r.seconds));
   }
   Table table({"stage", "layers", "type", "device", "units", "predicted/batch", "measured/batch",
-               "error", "ps wait", "send", "idle"},
-              {true, false, false, false, true, true, true, true, true, true, true});
+               "error", "ps wait", "send", "pcie/step", "idle"},
+              {true, false, false, false, true, true, true, true, true, true, true, true});
   for (size_t s = 0; s < r.stages.size(); ++s) {
     const launcher::StageReport& st = r.stages[s];
     const bool both = st.predicted_seconds > 0 && st.measured_seconds > 0;
@@ -96,6 +105,7 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
          both ? absl::StrFormat("%+.0f%%", 100 * (st.measured_seconds / st.predicted_seconds - 1))
               : "-",
          HumanSeconds(st.ps_seconds), HumanSeconds(st.send_seconds),
+         st.pcie_bytes > 0 ? absl::StrFormat("%.1f MB", st.pcie_bytes / 1e6) : "-",
          absl::StrFormat("%.0f%%", 100 * st.idle_fraction)});
   }
   absl::StrAppend(&out, "\n", table.Render(),
@@ -125,7 +135,13 @@ absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
                       {"measured_seconds_per_batch", s.measured_seconds},
                       {"ps_seconds_per_batch", s.ps_seconds},
                       {"send_seconds_per_batch", s.send_seconds},
-                      {"idle_fraction", s.idle_fraction}});
+                      {"idle_fraction", s.idle_fraction},
+                      {"pcie_bytes_per_batch", s.pcie_bytes}});
+    if (s.tier_hit_rate >= 0) {
+      stages.back()["gpu_tier"] = {{"hit_rate", s.tier_hit_rate},
+                                   {"loaded_rows_per_batch", s.tier_loaded_rows},
+                                   {"written_back_rows_per_batch", s.tier_written_back_rows}};
+    }
   }
   nlohmann::ordered_json metrics = {
       {"model", job.model.name},

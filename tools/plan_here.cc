@@ -15,29 +15,47 @@ namespace heterps::tools {
 
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
                                  const config::ClusterSpec& cluster, int64_t samples) {
-  std::string type;
+  // Every type this host has a device of is measured on it; the CPU's time sets the default limit.
+  std::vector<const config::ResourceType*> local;
+  const config::ResourceType* cpu = nullptr;
   for (const config::ResourceType& t : cluster.types) {
-    if (!t.local_device.empty()) type = t.name;
+    if (t.local_device.empty()) continue;
+    local.push_back(&t);
+    if (t.local_device == "cpu") cpu = &t;
   }
-  if (type.empty()) {
+  if (local.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(cluster.source,
                      ": no type has a local_device, so none can be profiled on this host; "
                      "give --plan, or a cluster with this host's type"));
   }
+  if (cpu == nullptr) cpu = local.front();
   worker::HostProfile measured;
   if (!flags.profile_path.empty()) {
     HETERPS_ASSIGN_OR_RETURN(measured.profile, cost::LoadProfile(flags.profile_path));
     for (const cost::ProfileEntry& e : measured.profile.entries) {
-      if (e.type == type) measured.total_seconds += e.seconds_per_batch;
+      if (e.type == cpu->name) measured.total_seconds += e.seconds_per_batch;
     }
   } else {
     ProgressLine progress(true);
-    HETERPS_ASSIGN_OR_RETURN(
-        measured, worker::ProfileHost(
-                      spec, static_cast<int>(spec.batch_size), type, 5, [&](int done, int total) {
-                        progress.Show(absl::StrFormat("profiling this host %s", Bar(done, total)));
-                      }));
+    for (const config::ResourceType* t : local) {
+      HETERPS_ASSIGN_OR_RETURN(
+          worker::HostProfile one,
+          worker::ProfileHost(
+              spec, static_cast<int>(spec.batch_size), t->name, 5,
+              [&](int done, int total) {
+                progress.Show(absl::StrFormat("profiling this host's %s %s", t->local_device,
+                                              Bar(done, total)));
+              },
+              t->local_device));
+      if (t == cpu) measured.total_seconds = one.total_seconds;
+      if (measured.profile.entries.empty()) {
+        measured.profile = one.profile;
+      } else {
+        measured.profile.entries.insert(measured.profile.entries.end(), one.profile.entries.begin(),
+                                        one.profile.entries.end());
+      }
+    }
   }
   const double one_unit = spec.batch_size / std::max(measured.total_seconds, 1e-9);
   std::vector<double> limits = {flags.throughput};

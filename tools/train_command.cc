@@ -142,6 +142,16 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "Samples/s the plan must reach (default: from this host's profile)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--scheduler", flags.scheduler, "Scheduler that plans the job (default rl)");
+  cmd->add_option("--gpu-emulate", flags.gpu_emulate,
+                  "For testing: N emulated GPUs (the host twin, running GPU code on this host's "
+                  "cores) in the local catalog")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--gpu-cache-gib", flags.gpu_cache_gib,
+                  "GPU memory for hot embedding rows in front of the parameter servers, GiB (0: "
+                  "no GPU tier; it needs stage 0 on one replica)")
+      ->check(CLI::Range(0.0, 1024.0));
+  cmd->add_option("--gpu-cache-device", flags.gpu_cache_device,
+                  "The GPU of the tier (default: the plan's first GPU, else this host's)");
   cmd->add_option("--profile", flags.profile_path,
                   "Plan with this profile (heterps profile, or a run's calibrated_profile.json) "
                   "instead of profiling this host");

@@ -51,6 +51,10 @@ struct TrainFlags {
   double throughput = 0;
   std::string scheduler = "rl";
   std::string profile_path;  // plan with these measurements instead of profiling this host
+  // GPUs: emulated ones (the host twin, for testing), and the GPU tier of the embeddings.
+  int gpu_emulate = 0;
+  double gpu_cache_gib = 0;
+  std::string gpu_cache_device;
 };
 
 // Adds the options shared by `train` and `node` (rank 0 coordinates the job).

@@ -1,10 +1,9 @@
-#include "absl/strings/string_view.h"
 #include "heterps/config/cluster_spec.h"
 
-
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
@@ -17,11 +16,11 @@ using internal::MapReader;
 using internal::NumberRule;
 using internal::Positive;
 
-// "cpu" or "cuda:N".
+// "cpu", "cuda:N" or "twin:N" (the host twin of a GPU, for tests).
 bool IsDeviceName(absl::string_view name) {
   if (name == "cpu") return true;
-  if (!absl::ConsumePrefix(&name, "cuda:") || name.empty()) return false;
-  return name.find_first_not_of("0123456789") == absl::string_view::npos;
+  if (!absl::ConsumePrefix(&name, "cuda:") && !absl::ConsumePrefix(&name, "twin:")) return false;
+  return !name.empty() && name.find_first_not_of("0123456789") == absl::string_view::npos;
 }
 
 absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view source,
@@ -48,13 +47,14 @@ absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view
                            reader.Number("dp_loss", NumberRule{false, 0.0, 0, false, 1.0}));
   HETERPS_ASSIGN_OR_RETURN(type.local_device, reader.String("local_device", ""));
   if (!type.local_device.empty() && !IsDeviceName(type.local_device)) {
-    return reader.Error("local_device", absl::StrCat("must be 'cpu' or 'cuda:N', got '",
+    return reader.Error("local_device", absl::StrCat("must be 'cpu', 'cuda:N' or 'twin:N', got '",
                                                      type.local_device, "'"));
   }
-  const bool cuda = absl::StartsWith(type.local_device, "cuda:");
+  const bool cuda =
+      absl::StartsWith(type.local_device, "cuda:") || absl::StartsWith(type.local_device, "twin:");
   if (!type.local_device.empty() && cuda != (type.kind == DeviceKind::kGpu)) {
-    return reader.Error("local_device", absl::StrCat("'", type.local_device,
-                                                     "' is not a device of kind ", kind));
+    return reader.Error("local_device",
+                        absl::StrCat("'", type.local_device, "' is not a device of kind ", kind));
   }
   HETERPS_RETURN_IF_ERROR(reader.Finish());
   type.flops = tflops * 1e12;
@@ -99,9 +99,9 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
     HETERPS_ASSIGN_OR_RETURN(ResourceType type, ParseType(types[i], source, path));
     auto [it, inserted] = lines.emplace(type.name, type.line);
     if (!inserted) {
-      return internal::SpecError(source, type.line, path + ".name",
-                                 absl::StrCat("duplicate type name '", type.name,
-                                              "' (first at line ", it->second, ")"));
+      return internal::SpecError(
+          source, type.line, path + ".name",
+          absl::StrCat("duplicate type name '", type.name, "' (first at line ", it->second, ")"));
     }
     cluster.types.push_back(std::move(type));
   }

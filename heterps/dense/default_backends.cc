@@ -15,6 +15,11 @@ BackendRegistry DefaultBackends() {
         }
         return NewCpuBackend();
       });
+  for (const char* kind : {"twin", "cuda"}) {
+    registry.Register(kind, [kind](int index, const BackendOptions& options) {
+      return NewGpuBackend(absl::StrCat(kind, ":", index), options);
+    });
+  }
   return registry;
 }
 

@@ -28,6 +28,11 @@ struct StageReport {
   double ps_seconds = 0;         // of which waiting for the parameter servers
   double send_seconds = 0;       // per step: its time writing to other stages
   double idle_fraction = 0;      // of the busiest replica's time, waiting for work
+  double pcie_bytes = 0;         // per step: the stage's device and GPU tier, both ways
+  // The GPU tier (stage 0): the share of the keys pulled that the device served, and the rows
+  // it loaded and wrote back per step. -1: no tier.
+  double tier_hit_rate = -1;
+  double tier_loaded_rows = 0, tier_written_back_rows = 0;
 };
 
 struct JobResult {

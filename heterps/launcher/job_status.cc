@@ -28,6 +28,9 @@ absl::StatusOr<ReplicaStatus> ReplicaFrom(const base::JsonObject& o) {
   HETERPS_ASSIGN_OR_RETURN(int64_t in_flight, o.Int("in_flight", 0, INT32_MAX));
   r.queue_depth = static_cast<int>(queue);
   r.in_flight = static_cast<int>(in_flight);
+  HETERPS_ASSIGN_OR_RETURN(r.pcie_bytes, o.IntOr("pcie_bytes", 0));
+  HETERPS_ASSIGN_OR_RETURN(r.tier_hits, o.IntOr("tier_hits", 0));
+  HETERPS_ASSIGN_OR_RETURN(r.tier_misses, o.IntOr("tier_misses", 0));
   return r;
 }
 
@@ -58,7 +61,10 @@ std::string JobStatusToJson(const JobStatus& s) {
                         {"ps_seconds", r.ps_seconds},
                         {"bytes_sent", r.bytes_sent},
                         {"queue_depth", r.queue_depth},
-                        {"in_flight", r.in_flight}});
+                        {"in_flight", r.in_flight},
+                        {"pcie_bytes", r.pcie_bytes},
+                        {"tier_hits", r.tier_hits},
+                        {"tier_misses", r.tier_misses}});
   }
   json shards = json::array();
   for (const ShardStatus& shard : s.parameter_servers) {

@@ -25,6 +25,8 @@ struct ReplicaStatus {
   double busy_seconds = 0, idle_seconds = 0, send_seconds = 0, ps_seconds = 0;
   int64_t bytes_sent = 0;
   int queue_depth = 0, in_flight = 0;
+  int64_t pcie_bytes = 0;                  // the stage's device and GPU tier, both ways
+  int64_t tier_hits = 0, tier_misses = 0;  // the GPU tier's keys: on the device, passed through
 };
 
 struct TableStatus {

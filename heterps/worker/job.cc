@@ -57,6 +57,29 @@ absl::Status CheckSettings(const JobSettings& s) {
   }
   if (s.checkpoint_every < 0) return Bad("checkpoint interval < 0");
   if (s.max_restarts < 0) return Bad("max restarts < 0");
+  if (!s.gpu_tier_device.empty() && s.gpu_tier_bytes <= 0) {
+    return Bad(absl::StrCat("the GPU tier on ", s.gpu_tier_device, " has no memory budget"));
+  }
+  return absl::OkStatus();
+}
+
+// The GPU tier owns the rows it holds: one writer, the one replica of the stage with the tables.
+absl::Status CheckTier(const JobSpec& job) {
+  if (job.settings.gpu_tier_device.empty()) return absl::OkStatus();
+  bool embeddings = false;
+  const sched::RunStage& first = job.plan.stages[0];
+  for (int l = first.first; l <= first.last; ++l) {
+    embeddings |= job.model.layers[l].kind == config::LayerKind::kEmbedding;
+  }
+  if (!embeddings) {
+    return Bad("the GPU tier holds stage 0's embedding tables, and stage 0 has none");
+  }
+  if (first.units != 1) {
+    return Bad(
+        absl::StrCat("the GPU tier needs stage 0 on one replica (it owns the rows it "
+                     "holds); the plan gives it ",
+                     first.units));
+  }
   return absl::OkStatus();
 }
 
@@ -176,6 +199,7 @@ absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& pl
   HETERPS_RETURN_IF_ERROR(CheckPlan(plan, job.model));
   job.files = std::move(files);
   job.settings = settings;
+  HETERPS_RETURN_IF_ERROR(CheckTier(job));
   JobSettings& s = job.settings;
   if (s.micro_batch == 0) {
     const int64_t share = (job.model.batch_size + job.replicas(0) - 1) / job.replicas(0);
@@ -232,7 +256,9 @@ std::string JobToJson(const JobSpec& job) {
                  {"seed", s.tables.seed},
                  {"sparse_memory_budget_bytes", s.tables.sparse_memory_budget_bytes},
                  {"checkpoint_every", s.checkpoint_every},
-                 {"max_restarts", s.max_restarts}}}};
+                 {"max_restarts", s.max_restarts},
+                 {"gpu_tier_device", s.gpu_tier_device},
+                 {"gpu_tier_bytes", s.gpu_tier_bytes}}}};
   return root.dump(1) + "\n";
 }
 
@@ -273,10 +299,13 @@ absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view 
   HETERPS_ASSIGN_OR_RETURN(out.checkpoint_every, s.Int("checkpoint_every", 0));
   HETERPS_ASSIGN_OR_RETURN(int64_t restarts, s.Int("max_restarts", 0, 1000));
   out.max_restarts = static_cast<int>(restarts);
+  HETERPS_ASSIGN_OR_RETURN(out.gpu_tier_device, s.String("gpu_tier_device"));
+  HETERPS_ASSIGN_OR_RETURN(out.gpu_tier_bytes, s.Int("gpu_tier_bytes", 0));
   HETERPS_RETURN_IF_ERROR(CheckSettings(out));
   if (job.files.empty()) return root.Error("files", "no data files");
   absl::Status plan_ok = CheckPlan(job.plan, job.model);
   if (!plan_ok.ok()) return root.Error("plan", plan_ok.message());
+  HETERPS_RETURN_IF_ERROR(CheckTier(job));
   return job;
 }
 

@@ -52,6 +52,10 @@ struct JobSettings {
   ModelOptions tables;             // optimizers, seed, the tables' memory budget
   int64_t checkpoint_every = 100;  // steps between checkpoints; 0: none
   int max_restarts = 3;            // restarts from the last checkpoint after a failure
+  // The GPU tier of stage 0's embedding tables (ps/gpu/gpu_tier.h): the device that holds the hot
+  // rows ("cuda:0", "twin:0"; empty: none) and its budget, bytes. Needs one replica of stage 0.
+  std::string gpu_tier_device;
+  int64_t gpu_tier_bytes = 0;
 };
 
 struct JobSpec {

@@ -7,9 +7,11 @@ namespace heterps::worker {
 Model::Model(std::unique_ptr<Stage> stage) : stage_(std::move(stage)), grads_(stage_->NewGrads()) {}
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const config::ModelSpec& spec,
-                                                     ps::PsClient* client) {
+                                                     ps::PsClient* client,
+                                                     dense::DenseBackend* backend) {
   HETERPS_ASSIGN_OR_RETURN(
-      auto stage, Stage::Create(spec, 0, static_cast<int>(spec.layers.size()) - 1, client));
+      auto stage,
+      Stage::Create(spec, 0, static_cast<int>(spec.layers.size()) - 1, client, backend));
   if (!stage->has_loss()) {
     return absl::InvalidArgumentError(absl::StrCat(spec.source, ": the model has no loss layer"));
   }

@@ -28,10 +28,12 @@ namespace heterps::worker {
 
 class Model {
  public:
-  // The model's tables must exist on `client` (CreateModelTables), which must outlive the model.
-  // InvalidArgument naming the spec's file and line for what cannot be trained.
+  // The model's tables must exist on `client` (CreateModelTables), which must outlive the model,
+  // as must `backend`, where its dense layers run (null: this host's CPU). InvalidArgument naming
+  // the spec's file and line for what cannot be trained.
   static absl::StatusOr<std::unique_ptr<Model>> Create(const config::ModelSpec& spec,
-                                                       ps::PsClient* client);
+                                                       ps::PsClient* client,
+                                                       dense::DenseBackend* backend = nullptr);
 
   // One training step; returns the batch's mean logloss before the update.
   absl::StatusOr<double> TrainStep(const data::Batch& batch);

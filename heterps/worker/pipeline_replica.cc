@@ -9,12 +9,15 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/dense/default_backends.h"
+#include "heterps/gpu/device.h"
+#include "heterps/ps/gpu/gpu_tier.h"
 #include "heterps/worker/gradient_policy.h"
 #include "heterps/worker/shard_reader.h"
 
@@ -74,9 +77,10 @@ class PipelineReplica::Impl {
 
   absl::Status Init() {
     const sched::RunStage& mine = job_.plan.stages[stage_index_];
-    HETERPS_ASSIGN_OR_RETURN(
-        backend_, dense::DefaultBackends().Create(mine.device.empty() ? "cpu" : mine.device,
-                                                  dense::BackendOptions()));
+    HETERPS_ASSIGN_OR_RETURN(backend_,
+                             dense::DefaultBackends().Create(ReplicaDevice(mine.device, replica_),
+                                                             dense::BackendOptions()));
+    HETERPS_RETURN_IF_ERROR(MakeTier());
     HETERPS_ASSIGN_OR_RETURN(
         stage_, Stage::Create(job_.model, mine.first, mine.last, client_, backend_.get()));
     const bool last = stage_index_ + 1 == job_.stages();
@@ -117,6 +121,7 @@ class PipelineReplica::Impl {
     auto batch = std::make_shared<data::Batch>();
     HETERPS_ASSIGN_OR_RETURN(const int64_t n, train_reader_->Take(request.epoch, request.offset,
                                                                   request.count, batch.get()));
+    HETERPS_RETURN_IF_ERROR(Prefetch(batch, n, cancelled));
     auto waiter = std::make_shared<Waiter>();
     const int64_t parts = Parts(n);
     {
@@ -133,7 +138,8 @@ class PipelineReplica::Impl {
     HETERPS_RETURN_IF_ERROR(waiter->Wait(stopping_, cancelled));
     // Stage 0's part of the step is complete here: end it now rather than wait for a Flush (the
     // later stages are flushed by the coordinator).
-    HETERPS_RETURN_IF_ERROR(EndStep(request.step, cancelled));
+    HETERPS_RETURN_IF_ERROR(EndStep(
+        request.step, request.write_back || job_.settings.mode == Consistency::kSync, cancelled));
     StepOutcome out;
     {
       absl::MutexLock lock(&waiter->mu);
@@ -180,11 +186,32 @@ class PipelineReplica::Impl {
     return out;
   }
 
-  // Runs the policy's EndStep on the compute thread and waits for it.
-  absl::Status EndStep(int64_t step, const Cancelled& cancelled) {
+  // Runs the policy's EndStep on the compute thread and waits for it; with `write_back`, then
+  // the tier's write-back.
+  absl::Status EndStep(int64_t step, bool write_back, const Cancelled& cancelled) {
+    return OnComputeThread(true, cancelled, [this, step, write_back] {
+      absl::Status status = policy_->EndStep(*stage_, step, replica_);
+      if (status.ok() && write_back && tier_ != nullptr) status = tier_->Flush();
+      return status;
+    });
+  }
+
+  // Names a step's keys to the tier, on the compute thread before the step's micro-batches.
+  absl::Status Prefetch(const std::shared_ptr<data::Batch>& batch, int64_t n,
+                        const Cancelled& cancelled) {
+    if (tier_ == nullptr || n == 0) return absl::OkStatus();
+    return OnComputeThread(false, cancelled, [this, batch, n] {
+      InputActivations(*batch, 0, n, &prefetch_);
+      return stage_->Prefetch(prefetch_);
+    });
+  }
+
+  // Runs `task` on the compute thread (first in line when `urgent`) and waits for its status.
+  absl::Status OnComputeThread(bool urgent, const Cancelled& cancelled,
+                               std::function<absl::Status()> task) {
     auto outcome = std::make_shared<Outcome>();
-    Enqueue(true, [this, step, outcome] {
-      outcome->status = policy_->EndStep(*stage_, step, replica_);
+    Enqueue(urgent, [outcome, task = std::move(task)] {
+      outcome->status = task();
       outcome->done.Notify();
     });
     while (!outcome->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
@@ -227,6 +254,11 @@ class PipelineReplica::Impl {
     s.idle_seconds = idle_seconds_;
     s.send_seconds = send_seconds_;
     s.queue_depth = static_cast<int>(urgent_.size() + normal_.size());
+    s.pcie_bytes = pcie_bytes_.load();
+    s.tier_hits = tier_hits_.load();
+    s.tier_misses = tier_misses_.load();
+    s.tier_loaded_rows = tier_loaded_.load();
+    s.tier_written_back_rows = tier_written_.load();
     return s;
   }
 
@@ -242,6 +274,57 @@ class PipelineReplica::Impl {
     int64_t up_id = 0;
     std::shared_ptr<Waiter> waiter;  // tell the local RunStep or Evaluate
   };
+
+  // Replica r of a stage on "kind:i" runs on "kind:(i + r)"; "cpu" is every replica's.
+  static std::string ReplicaDevice(const std::string& device, int replica) {
+    if (device.empty() || device == "cpu") return "cpu";
+    const size_t colon = device.find(':');
+    int index = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(device.substr(colon + 1), &index)) {
+      return device;  // the registry says what is wrong with it
+    }
+    return absl::StrCat(device.substr(0, colon), ":", index + replica);
+  }
+
+  // Stage 0's GPU tier, in front of the client, when the job has one.
+  absl::Status MakeTier() {
+    const std::string& device = job_.settings.gpu_tier_device;
+    if (stage_index_ != 0 || device.empty()) return absl::OkStatus();
+    HETERPS_ASSIGN_OR_RETURN(tier_device_, gpu::OpenDevice(device, {}));
+    HETERPS_ASSIGN_OR_RETURN(
+        tier_, ps::GpuTier::Create(client_, tier_device_.get(), {job_.settings.gpu_tier_bytes}));
+    int table = 0;
+    const sched::RunStage& mine = job_.plan.stages[0];
+    for (int l = 0; l < static_cast<int>(job_.model.layers.size()); ++l) {
+      const config::LayerSpec& layer = job_.model.layers[l];
+      if (layer.kind != config::LayerKind::kEmbedding) continue;
+      if (l >= mine.first && l <= mine.last) {
+        HETERPS_RETURN_IF_ERROR(
+            tier_->AddTable(table, EmbeddingTableOptions(layer, table, job_.settings.tables)));
+      }
+      ++table;
+    }
+    client_ = tier_.get();
+    return absl::OkStatus();
+  }
+
+  // The devices' counters, for stats (on the compute thread, after a task).
+  void CountDevices() {
+    int64_t pcie = 0;
+    if (backend_ != nullptr) {
+      const dense::DeviceStats d = backend_->stats();
+      pcie += d.host_to_device_bytes + d.device_to_host_bytes;
+    }
+    if (tier_ != nullptr) {
+      const ps::GpuTierStats t = tier_->stats();
+      pcie += t.host_to_device_bytes + t.device_to_host_bytes;
+      tier_hits_ = t.hits;
+      tier_misses_ = t.misses;
+      tier_loaded_ = t.loaded_rows;
+      tier_written_ = t.written_back_rows;
+    }
+    pcie_bytes_ = pcie;
+  }
 
   // Micro-batches of a share of n samples, and where micro-batch m lies in it.
   int64_t Parts(int64_t n) const {
@@ -283,6 +366,7 @@ class PipelineReplica::Impl {
       const absl::Time start = absl::Now();
       task();
       ps_seconds_ = stage_->ps_seconds();
+      CountDevices();
       absl::MutexLock lock(&mu_);
       busy_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
     }
@@ -463,9 +547,11 @@ class PipelineReplica::Impl {
   const JobSpec& job_;
   const int stage_index_, replica_;
   const std::string name_;
-  ps::PsClient* const client_;
+  ps::PsClient* client_;  // the parameter servers, or the tier in front of them
   Downstream* const downstream_;
   std::unique_ptr<dense::DenseBackend> backend_;  // the stage's device
+  std::unique_ptr<gpu::Device> tier_device_;
+  std::unique_ptr<ps::GpuTier> tier_;
   std::unique_ptr<Stage> stage_;
   std::unique_ptr<GradientPolicy> policy_;
   std::unique_ptr<ShardReader> train_reader_;  // stage 0, used under step_mu_
@@ -481,6 +567,8 @@ class PipelineReplica::Impl {
   std::atomic<int64_t> micro_batches_{0};
   std::atomic<double> ps_seconds_{0};
   std::atomic<int> in_flight_{0};  // written by the compute thread only
+  std::atomic<int64_t> pcie_bytes_{0}, tier_hits_{0}, tier_misses_{0}, tier_loaded_{0},
+      tier_written_{0};
   std::thread compute_;
 
   // Only the compute thread touches these.
@@ -490,7 +578,7 @@ class PipelineReplica::Impl {
   std::vector<int> free_contexts_;
   int next_context_ = 0;
   std::vector<std::unique_ptr<Activations>> spare_;
-  Activations out_;
+  Activations out_, prefetch_;
   ActivationGrads d_in_;
 };
 
@@ -519,7 +607,7 @@ absl::StatusOr<EvalOutcome> PipelineReplica::Evaluate(int64_t step, const Cancel
   return impl_->Evaluate(step, cancelled);
 }
 absl::Status PipelineReplica::Flush(int64_t step, const Cancelled& cancelled) {
-  return impl_->EndStep(step, cancelled);
+  return impl_->EndStep(step, false, cancelled);
 }
 void PipelineReplica::Receive(const ForwardHeader& header, std::unique_ptr<Activations> activations,
                               std::shared_ptr<Upstream> from) {

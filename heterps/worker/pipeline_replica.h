@@ -15,6 +15,12 @@
 // backward on the way. What happens to the gradients is the job's consistency mode
 // (gradient_policy.h).
 //
+// Devices: the stage's dense layers run on the device the plan gives it (dense/backend.h); replica
+// r of a stage on device "kind:i" uses "kind:(i + r)" (a GPU per replica). With a GPU tier in the
+// job's settings, stage 0's replica puts it in front of the parameter servers (ps/gpu/gpu_tier.h),
+// names every step's keys to it before the step runs, and has it write back at the end of every
+// synchronous step and where the coordinator asks.
+//
 // Thread safety: every method may be called from any thread; Receive, OnAnswer and
 // OnDownstreamLost only queue work.
 #pragma once
@@ -89,6 +95,9 @@ struct StepRequest {
   int64_t offset = 0;  // where in this replica's lines of the pass the share starts
   int64_t count = 0;   // samples of the share
   float scale = 0;     // 1 / the mini-batch's samples, all replicas together
+  // Write what a GPU tier holds back to the parameter servers at the end of the step (the
+  // coordinator asks before checkpoints and at the end; synchronous steps always write back).
+  bool write_back = false;
 };
 struct StepOutcome {
   double loss_sum = 0;  // over the share's samples
@@ -109,6 +118,10 @@ struct ReplicaStats {
   double ps_seconds = 0;      // of busy_seconds: waiting for the parameter servers
   int queue_depth = 0;        // tasks waiting now
   int in_flight = 0;          // micro-batches between their forward and backward now
+  // The stage's device and its GPU tier, if any: bytes over PCIe (both ways), the tier's keys
+  // served from the device and passed through, rows it loaded and wrote back.
+  int64_t pcie_bytes = 0;
+  int64_t tier_hits = 0, tier_misses = 0, tier_loaded_rows = 0, tier_written_back_rows = 0;
 };
 
 class PipelineReplica {

@@ -8,6 +8,7 @@
 
 #include "heterps/base/host.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/dense/default_backends.h"
 #include "heterps/worker/model.h"
 
 namespace heterps::worker {
@@ -36,7 +37,9 @@ absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const B
                                           const ProfileOptions& options) {
   ps::InProcessPsClient client(1);
   HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, ModelOptions()));
-  HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client));
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<dense::DenseBackend> backend,
+                           dense::DefaultBackends().Create(options.device, {}));
+  HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client, backend.get()));
   std::map<std::string, std::vector<double>> times;
   std::vector<std::string> order;
   const int total = options.warmup + options.repeats;
@@ -74,8 +77,10 @@ absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const B
 
 absl::StatusOr<HostProfile> ProfileHost(const config::ModelSpec& spec, int batch,
                                         const std::string& type, int repeats,
-                                        const std::function<void(int, int)>& progress) {
+                                        const std::function<void(int, int)>& progress,
+                                        const std::string& device) {
   ProfileOptions options;
+  options.device = device;
   options.repeats = repeats;
   options.type = type;
   options.progress = progress;

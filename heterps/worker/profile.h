@@ -34,9 +34,10 @@ using BatchSource = std::function<absl::StatusOr<bool>(data::Batch* batch)>;
 BatchSource RandomBatches(int size, uint64_t seed);
 
 struct ProfileOptions {
-  int warmup = 2;    // batches run first, untimed (first touches of rows and pages)
-  int repeats = 5;   // batches timed; the median counts
-  std::string type;  // the resource type the profile entries are for
+  int warmup = 2;              // batches run first, untimed (first touches of rows and pages)
+  int repeats = 5;             // batches timed; the median counts
+  std::string type;            // the resource type the profile entries are for
+  std::string device = "cpu";  // where the dense layers run ("cpu", "twin:0", "cuda:0")
   // Called before each batch with (done, total).
   std::function<void(int, int)> progress;
 };
@@ -51,6 +52,7 @@ absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const B
 // ProfileLayers on RandomBatches(batch, 1).
 absl::StatusOr<HostProfile> ProfileHost(const config::ModelSpec& spec, int batch,
                                         const std::string& type, int repeats,
-                                        const std::function<void(int, int)>& progress);
+                                        const std::function<void(int, int)>& progress,
+                                        const std::string& device = "cpu");
 
 }  // namespace heterps::worker

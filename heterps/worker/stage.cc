@@ -56,6 +56,17 @@ absl::Status WaitAll(ps::PsClient* client, const std::vector<ps::Ticket>& ticket
 
 }  // namespace
 
+ps::SparseTableOptions EmbeddingTableOptions(const config::LayerSpec& layer, int table,
+                                             const ModelOptions& options) {
+  ps::SparseTableOptions sparse;
+  sparse.dim = static_cast<int>(layer.dim);
+  sparse.optimizer = options.sparse_optimizer;
+  sparse.seed = options.seed + 1000 + table;
+  sparse.init_range = static_cast<float>(std::sqrt(1.0 / std::max<int64_t>(layer.rows, 1)));
+  sparse.memory_budget_bytes = options.sparse_memory_budget_bytes;
+  return sparse;
+}
+
 absl::Status CreateModelTables(const config::ModelSpec& spec, ps::PsClient* client,
                                const ModelOptions& options) {
   ps::DenseTableOptions dense;
@@ -65,13 +76,9 @@ absl::Status CreateModelTables(const config::ModelSpec& spec, ps::PsClient* clie
   for (const LayerSpec& layer : spec.layers) {
     HETERPS_RETURN_IF_ERROR(CheckTrainable(spec, layer));
     if (layer.kind == LayerKind::kEmbedding) {
-      ps::SparseTableOptions sparse;
-      sparse.dim = static_cast<int>(layer.dim);
-      sparse.optimizer = options.sparse_optimizer;
-      sparse.seed = options.seed + 1000 + embeddings;
-      sparse.init_range = static_cast<float>(std::sqrt(1.0 / std::max<int64_t>(layer.rows, 1)));
-      sparse.memory_budget_bytes = options.sparse_memory_budget_bytes;
-      HETERPS_RETURN_IF_ERROR(client->CreateSparseTable(embeddings++, sparse));
+      HETERPS_RETURN_IF_ERROR(
+          client->CreateSparseTable(embeddings, EmbeddingTableOptions(layer, embeddings, options)));
+      ++embeddings;
     } else if (layer.kind == LayerKind::kFc) {
       dense.block_sizes.push_back(layer.out * layer.in + layer.out);
       dense.init_ranges.push_back(
@@ -370,6 +377,24 @@ absl::Status Stage::PullParameters() {
     blocks.clear();
     for (int b : part.blocks) blocks.push_back(impl_->params[b].data());
     HETERPS_RETURN_IF_ERROR(part.segment->SetParameters(blocks));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Stage::Prefetch(const Activations& in) {
+  if (static_cast<int64_t>(in.keys.size()) != in.size * data::kSparseSlots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch: ", in.keys.size(), " keys for ", in.size, " samples"));
+  }
+  std::vector<uint64_t> keys;
+  for (const Part& part : impl_->parts) {
+    if (part.kind != Part::Kind::kEmbedding) continue;
+    keys.resize(in.size * part.slots);
+    for (int64_t r = 0; r < in.size; ++r) {
+      std::copy_n(in.keys.begin() + r * data::kSparseSlots, part.slots,
+                  keys.begin() + r * part.slots);
+    }
+    HETERPS_RETURN_IF_ERROR(impl_->client->Prefetch(part.table, keys));
   }
   return absl::OkStatus();
 }

@@ -72,6 +72,11 @@ inline constexpr int kDenseTable = 1 << 20;
 absl::Status CreateModelTables(const config::ModelSpec& spec, ps::PsClient* client,
                                const ModelOptions& options);
 
+// The options the model's sparse table of embedding layer `layer` (of `spec`) is created with: its
+// dim, the optimizer, the seed of table `table`, the initial range and the memory budget.
+ps::SparseTableOptions EmbeddingTableOptions(const config::LayerSpec& layer, int table,
+                                             const ModelOptions& options);
+
 // What crosses a stage boundary: the activations of a micro-batch of `size` samples.
 struct Activations {
   int64_t size = 0;
@@ -126,6 +131,9 @@ class Stage {
 
   // Pulls this stage's dense parameters; the forward passes that follow use them.
   absl::Status PullParameters();
+  // Names the keys the coming micro-batches (`in`, a whole share of a step) will look up, per
+  // embedding table, to the client (PsClient::Prefetch: a tier loads them ahead).
+  absl::Status Prefetch(const Activations& in);
 
   // Runs micro-batch `in` through the stage in context `ctx` (>= 0) and writes what leaves it.
   // Not for the stage with the loss. Errors: the client's (a server down).

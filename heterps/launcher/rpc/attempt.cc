@@ -211,7 +211,7 @@ class Attempt::Impl {
   }
 
   // Stage-0 replica r's part of step `step`: (loss sum, samples). Thread-safe.
-  absl::StatusOr<std::pair<double, int64_t>> RunStep(int r, int64_t step) {
+  absl::StatusOr<std::pair<double, int64_t>> RunStep(int r, int64_t step, bool write_back) {
     const int k = layout_.replicas[0];
     const int64_t batch = job_.batch_size();
     const int64_t j = step % per_pass_;
@@ -223,6 +223,7 @@ class Attempt::Impl {
     request.set_offset(offset);
     request.set_count(count);
     request.set_scale(1.0f / static_cast<float>(hi - lo));
+    request.set_write_back(write_back);
     wire::StepReply reply;
     HETERPS_RETURN_IF_ERROR(workers_->Call(
         *workers_->stage(0)[r], absl::StrCat("RunStep ", step),
@@ -248,7 +249,7 @@ class Attempt::Impl {
       HETERPS_RETURN_IF_ERROR(CheckAlive());
       std::vector<std::pair<double, int64_t>> parts(k);
       HETERPS_RETURN_IF_ERROR(ParallelFor(k, [&](int r) -> absl::Status {
-        HETERPS_ASSIGN_OR_RETURN(parts[r], RunStep(r, step));
+        HETERPS_ASSIGN_OR_RETURN(parts[r], RunStep(r, step, true));
         return absl::OkStatus();
       }));
       HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(later.size()), [&](int i) {
@@ -281,7 +282,8 @@ class Attempt::Impl {
     std::atomic<bool> failed{false};
     absl::Status status = ParallelFor(k, [&](int r) -> absl::Status {
       for (int64_t step = from; step < to && !failed; ++step) {
-        absl::StatusOr<std::pair<double, int64_t>> part = RunStep(r, step);
+        // The round's last step: what a tier holds goes back before the checkpoint (or the end).
+        absl::StatusOr<std::pair<double, int64_t>> part = RunStep(r, step, step + 1 == to);
         if (!part.ok()) {
           failed = true;
           return part.status();
@@ -422,6 +424,17 @@ class Attempt::Impl {
           report.ps_seconds = ps / steps;
           report.send_seconds = send / steps;
           report.idle_fraction = busy + idle > 0 ? idle / (busy + idle) : 0;
+          report.pcie_bytes = (end[i].pcie_bytes() - stats_start_[i].pcie_bytes()) / steps;
+          const double hits = end[i].tier_hits() - stats_start_[i].tier_hits();
+          const double misses = end[i].tier_misses() - stats_start_[i].tier_misses();
+          if (!job_.settings.gpu_tier_device.empty() && s == 0 && hits + misses > 0) {
+            report.tier_hit_rate = hits / (hits + misses);
+            report.tier_loaded_rows =
+                (end[i].tier_loaded_rows() - stats_start_[i].tier_loaded_rows()) / steps;
+            report.tier_written_back_rows =
+                (end[i].tier_written_back_rows() - stats_start_[i].tier_written_back_rows()) /
+                steps;
+          }
         }
       }
       result_.stages.push_back(report);

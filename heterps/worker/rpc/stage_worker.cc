@@ -275,6 +275,11 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_bytes_sent(bytes_sent_.load());
       reply->set_queue_depth(s.queue_depth);
       reply->set_in_flight(s.in_flight);
+      reply->set_pcie_bytes(s.pcie_bytes);
+      reply->set_tier_hits(s.tier_hits);
+      reply->set_tier_misses(s.tier_misses);
+      reply->set_tier_loaded_rows(s.tier_loaded_rows);
+      reply->set_tier_written_back_rows(s.tier_written_back_rows);
       return absl::OkStatus();
     });
   }

@@ -1,0 +1,128 @@
+// The mixed plan on the host twin of a GPU, as a user runs it: stage 0 (the input and the
+// embeddings) on the CPU, stage 1 (the dense layers) on an emulated GPU, hot embedding rows in
+// the emulated GPU's memory in front of the parameter servers; real processes, real gRPC. The
+// single-process CPU run and the same job without the GPU tier are the oracles.
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/job_runner.h"
+
+namespace heterps {
+namespace {
+
+using testing::Dir;
+using ::testing::HasSubstr;
+using testing::Heterps;
+using testing::Metrics;
+using testing::Outcome;
+using json = nlohmann::json;
+
+class GpuHostTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = ::testing::TempDir() + "/gpu_host_test_data.tsv";
+    const Outcome r = Heterps({"gen-data", "--rows", "16000", "--seed", "5", "--out", data_},
+                              ::testing::TempDir());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  // The mixed plan with 2 parameter-server shards; the GPU tier (64 KiB: a few hundred of the
+  // rows, so that rows come and go) unless `tier` is false.
+  static std::vector<std::string> Mixed(const std::string& dir, bool tier,
+                                        std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"train",
+                                     "--data",
+                                     data_,
+                                     "--batch",
+                                     "256",
+                                     "--cluster",
+                                     "tests/specs/runtime/local-mixed.yaml",
+                                     "--plan",
+                                     "tests/specs/runtime/mixed.json",
+                                     "--ps-shards",
+                                     "2",
+                                     "--job-dir",
+                                     dir,
+                                     "--metrics-out",
+                                     dir + "/metrics.json"};
+    if (tier) {
+      args.insert(args.end(), {"--gpu-cache-gib", "0.00006", "--gpu-cache-device", "twin:1"});
+    }
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+
+  static std::string data_;
+};
+
+std::string GpuHostTest::data_;
+
+TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
+  const std::string single = Dir("gpu_single");
+  Outcome r = Heterps({"train", "--single-process", "--data", data_, "--batch", "256",
+                       "--metrics-out", single + "/metrics.json"},
+                      single);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string mixed = Dir("gpu_mixed");
+  r = Heterps(Mixed(mixed, true), mixed);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("twin:0"));
+  EXPECT_THAT(r.out, HasSubstr("GPU tier        twin:1"));
+  const json a = Metrics(single), b = Metrics(mixed);
+  const std::vector<double> one = a["losses"], many = b["losses"];
+  ASSERT_EQ(one.size(), many.size());
+  ASSERT_GT(one.size(), 40u);
+  for (size_t i = 0; i < one.size(); ++i) {
+    ASSERT_LT(std::abs(many[i] - one[i]), 1e-4 * std::abs(one[i])) << "step " << i;
+  }
+  EXPECT_NEAR(b["eval_auc"].get<double>(), a["eval_auc"].get<double>(), 1e-4);
+  // Stage 1 ran on the emulated GPU, its activations and parameters over its "PCIe"; stage 0's
+  // tier served keys from the device.
+  ASSERT_EQ(b["stages"].size(), 2u);
+  EXPECT_EQ(b["stages"][1]["device"], "twin:0");
+  EXPECT_GT(b["stages"][1]["pcie_bytes_per_batch"].get<double>(), 0);
+  const json tier = b["stages"][0]["gpu_tier"];
+  ASSERT_FALSE(tier.is_null()) << b.dump(1);
+  EXPECT_GT(tier["hit_rate"].get<double>(), 0.3);
+  EXPECT_GT(tier["written_back_rows_per_batch"].get<double>(), 0);
+  testing::ExpectNoneLeft(mixed);
+
+  // Without the tier: the same parameters at the end, bit for bit (the tier applies the
+  // optimizer as the servers do and writes back at every commit).
+  const std::string plain = Dir("gpu_plain");
+  r = Heterps(Mixed(plain, false), plain);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Metrics(plain)["parameter_digest"], b["parameter_digest"]);
+  EXPECT_EQ(Metrics(plain)["losses"], b["losses"]);
+}
+
+TEST_F(GpuHostTest, AKilledGpuStageChangesNothingInTheEnd) {
+  const std::string whole = Dir("gpu_whole");
+  const Outcome r =
+      Heterps(Mixed(whole, true, {"--checkpoint-every", "15", "--micro-batch", "64"}), whole);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json reference = Metrics(whole);
+  // Ranks: 0 the coordinator, 1-2 the shards, 3 stage 0 (with the tier), 4 stage 1 (the GPU).
+  for (const auto& [name, rank] : {std::pair{"gpu_kill_dense", 4}, std::pair{"gpu_kill_tier", 3}}) {
+    SCOPED_TRACE(name);
+    const std::string dir = Dir(name);
+    const json m = testing::KillMidRun(
+        Mixed(dir, true, {"--checkpoint-every", "15", "--micro-batch", "64"}), dir, rank, 15);
+    EXPECT_EQ(m["restarts"], 1);
+    EXPECT_EQ(m["parameter_digest"], reference["parameter_digest"]);
+    EXPECT_EQ(m["losses"], reference["losses"]);
+  }
+}
+
+TEST_F(GpuHostTest, TheTierNeedsOneReplicaOfStageZero) {
+  const std::string dir = Dir("gpu_refused");
+  const Outcome r = Heterps(
+      {"train", "--data", data_, "--batch", "256", "--cluster",
+       "tests/specs/runtime/local-two.yaml", "--plan", "tests/specs/runtime/two-stages.json",
+       "--gpu-emulate", "1", "--gpu-cache-gib", "0.001", "--job-dir", dir},
+      dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("the GPU tier needs stage 0 on one replica"));
+}
+
+}  // namespace
+}  // namespace heterps

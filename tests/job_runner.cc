@@ -1,0 +1,91 @@
+#include "tests/job_runner.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "heterps/base/subprocess.h"
+
+namespace heterps::testing {
+
+using json = nlohmann::json;
+
+const std::string kBinary = std::string(HETERPS_BINARY_DIR) + "/tools/heterps";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/heterps_test_" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+Outcome Heterps(const std::vector<std::string>& args, const std::string& dir,
+                absl::Duration limit) {
+  std::vector<std::string> argv = {"/bin/sh", "-c",
+                                   absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "),
+                                                " >", dir, "/out 2>", dir, "/err")};
+  auto child = base::Subprocess::Start(argv);
+  EXPECT_TRUE(child.ok()) << child.status();
+  Outcome r;
+  auto code = (*child)->Wait(limit);
+  EXPECT_TRUE(code.ok()) << "heterps " << absl::StrJoin(args, " ") << " still running after "
+                         << limit;
+  r.exit_code = code.ok() ? *code : -1;
+  r.out = Slurp(dir + "/out");
+  r.err = Slurp(dir + "/err");
+  return r;
+}
+
+json Metrics(const std::string& job_dir) {
+  return json::parse(Slurp(job_dir + "/metrics.json"), nullptr, false);
+}
+
+void ExpectNoneLeft(const std::string& job_dir) {
+  const json processes = json::parse(Slurp(job_dir + "/processes.json"), nullptr, false);
+  ASSERT_FALSE(processes.is_discarded()) << job_dir << "/processes.json";
+  for (const auto& [rank, pid] : processes["ranks"].items()) {
+    EXPECT_NE(kill(pid.get<int>(), 0), 0) << "rank " << rank << " (pid " << pid << ") outlived "
+                                          << "its job";
+  }
+}
+
+json KillMidRun(const std::vector<std::string>& args, const std::string& dir, int rank, int steps) {
+  auto job = base::Subprocess::Start({"/bin/sh", "-c",
+                                      absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "),
+                                                   " >", dir, "/out 2>", dir, "/err")});
+  EXPECT_TRUE(job.ok()) << job.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  int killed = -1;
+  while (absl::Now() < deadline && (*job)->Running()) {
+    const json checkpoint = json::parse(Slurp(dir + "/checkpoint.json"), nullptr, false);
+    const json processes = json::parse(Slurp(dir + "/processes.json"), nullptr, false);
+    if (!checkpoint.is_discarded() && checkpoint.value("step", 0) >= steps &&
+        !processes.is_discarded()) {
+      killed = processes["ranks"][std::to_string(rank)].get<int>();
+      kill(killed, SIGKILL);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_GT(killed, 0) << "the job ended before step " << steps << ": " << Slurp(dir + "/err");
+  auto code = (*job)->Wait(absl::Seconds(120));
+  EXPECT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0) << Slurp(dir + "/err");
+  ExpectNoneLeft(dir);
+  return Metrics(dir);
+}
+
+}  // namespace heterps::testing

@@ -1,0 +1,39 @@
+// Running the heterps binary from integration tests: a command and its outputs, a job killed in
+// the middle, the job directory's files (tests only).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace heterps::testing {
+
+extern const std::string kBinary;  // build/tools/heterps
+
+std::string Slurp(const std::string& path);
+// A fresh directory under the test's temporary directory.
+std::string Dir(const std::string& name);
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out, err;
+};
+// Runs heterps with `args` (stdout and stderr into `dir`), waiting at most `limit`.
+Outcome Heterps(const std::vector<std::string>& args, const std::string& dir,
+                absl::Duration limit = absl::Seconds(120));
+
+// <job_dir>/metrics.json, parsed (discarded when missing).
+nlohmann::json Metrics(const std::string& job_dir);
+
+// Every process the job's launcher started has ended.
+void ExpectNoneLeft(const std::string& job_dir);
+
+// Runs `args` (a train command whose --job-dir is `dir`) in the background, waits until the job
+// has checkpointed step `steps`, kills rank `rank` with SIGKILL, waits for the job to end (it
+// must end well) and returns its metrics.
+nlohmann::json KillMidRun(const std::vector<std::string>& args, const std::string& dir, int rank,
+                          int steps);
+
+}  // namespace heterps::testing

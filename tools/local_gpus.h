@@ -1,0 +1,25 @@
+// The GPUs of this host in the local catalog `heterps train` and `heterps profile` plan with: one
+// type per GPU model found (units: how many), and with --gpu-emulate N, N units of the host twin
+// of a GPU ("twin:0" ..), a device for tests that runs GPU code on this host's cores (docs/gpu.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "heterps/config/cluster_spec.h"
+
+namespace heterps::tools {
+
+// Adds the types to `cluster` (which must hold this host's CPU type, local_device "cpu"): for a
+// GPU model, its FP32 rate, memory and bandwidth from the device and the cited on-demand price of
+// the nearest cloud instance (per GPU); for the twin, the CPU type's figures and price (it is the
+// CPU). Returns a line per device added, for the user.
+std::vector<std::string> AddLocalGpus(config::ClusterSpec* cluster, int emulate);
+
+// The device a GPU tier goes on when the user names none: the first GPU device of the plan's
+// stages, else the first GPU of the catalog; empty when there is none.
+std::string DefaultTierDevice(const config::ClusterSpec& cluster,
+                              const std::vector<std::string>& stage_devices);
+
+}  // namespace heterps::tools
