@@ -202,7 +202,7 @@ std::vector<BadSpec> BadClusters() {
       {"dp_loss of 1", Edit(g, "    units: 4\n", "    units: 4\n    dp_loss: 1\n"), "c.yaml:12: types[0].dp_loss: must be < 1, got 1"},
       {"fractional units", Edit(g, "units: 4", "units: 2.5"), "c.yaml:11: types[0].units: must be a whole number, got '2.5'"},
       {"bad device", Edit(g, "    units: 4\n", "    units: 4\n    local_device: gpu0\n"),
-       "c.yaml:12: types[0].local_device: must be 'cpu' or 'cuda:N', got 'gpu0'"},
+       "c.yaml:12: types[0].local_device: must be 'cpu', 'cuda:N' or 'twin:N', got 'gpu0'"},
       {"device of the wrong kind", Edit(g, "    units: 4\n", "    units: 4\n    local_device: cuda:0\n"),
        "c.yaml:12: types[0].local_device: 'cuda:0' is not a device of kind cpu"},
       {"no types", "name: c\ntypes: []\n", "c.yaml:2: types: must be a non-empty list of resource types"},
