@@ -17,6 +17,7 @@ PACKAGES=(
   openssl               # tests: a self-signed certificate for the TLS test
   libbenchmark-dev      # micro-benchmarks
   openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)
+  patchelf              # scripts/bundle.sh: a relocatable bundle for GPU hosts
 )
 
 missing=()

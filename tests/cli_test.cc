@@ -194,7 +194,8 @@ TEST(CliTest, EverySchedulerRunsOnTheExamples) {
     for (const auto& stage : plan["stages"]) n += stage["layers"].size();
     return n;
   };
-  for (const char* scheduler : {"greedy", "manual", "homogeneous", "rl", "genetic", "bo", "random"}) {
+  for (const char* scheduler :
+       {"greedy", "manual", "homogeneous", "rl", "genetic", "bo", "random"}) {
     SCOPED_TRACE(scheduler);
     Result r = RunCli(std::string("plan --json --max-plans 200 --scheduler ") + scheduler + args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -206,8 +207,9 @@ TEST(CliTest, EverySchedulerRunsOnTheExamples) {
     EXPECT_EQ(layers_of(plan), layers_of(optimum));
   }
   // The hand-made plan cannot reach 500,000 samples/s: exit 1 and the reason.
-  Result manual = RunCli("plan --scheduler manual --model examples/models/wide-deep.yaml "
-                         "--throughput 500000");
+  Result manual = RunCli(
+      "plan --scheduler manual --model examples/models/wide-deep.yaml "
+      "--throughput 500000");
   EXPECT_EQ(manual.exit_code, 1);
   EXPECT_THAT(manual.err, HasSubstr("no feasible plan"));
 }
@@ -305,10 +307,20 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
 
 TEST(CliTest, ProfileWritesWhatThePlannerReads) {
   const std::string profile = TempPath("profile.json");
-  Result r = RunCli("profile --repeats 2 --out " + profile);
+  // This host's CPU and, for testing, the host twin of a GPU: every layer measured on both.
+  Result r = RunCli("profile --repeats 2 --gpu-emulate 1 --out " + profile);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("host-cpu (cpu)"));
+  EXPECT_THAT(r.out, HasSubstr("gpu-twin (twin:0)"));
+  auto both = nlohmann::json::parse(Slurp(profile));
+  int twin = 0;
+  for (const auto& e : both["entries"]) twin += e["type"] == "gpu-twin";
+  EXPECT_GE(twin, 7);
+  // This host's CPU alone, for the local catalog.
+  r = RunCli("profile --repeats 2 --out " + profile);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("top.0"));
-  EXPECT_THAT(r.out, HasSubstr("wrote " + profile + " (resource type host-cpu)"));
+  EXPECT_THAT(r.out, HasSubstr("wrote " + profile));
   auto p = nlohmann::json::parse(Slurp(profile));
   EXPECT_EQ(p["model"], "dlrm-small");
   EXPECT_EQ(p["batch_size"], 2048);

@@ -1,12 +1,15 @@
 #include "tools/profile_command.h"
 
 #include <cstdio>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
 #include "heterps/cost/profile.h"
 #include "heterps/worker/profile.h"
 #include "tools/cli_common.h"
+#include "tools/local_gpus.h"
+#include "tools/table.h"
 
 namespace heterps::tools {
 
@@ -20,6 +23,9 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags) {
   cmd->add_option("--repeats", flags.repeats, "Timed batches; the median is kept (default 5)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--out", flags.out, "The profile JSON to write")->required();
+  cmd->add_option("--gpu-emulate", flags.gpu_emulate,
+                  "For testing: also measure the host twin of a GPU (type gpu-twin)")
+      ->check(CLI::Range(0, 64));
   return cmd;
 }
 
@@ -27,27 +33,61 @@ int RunProfile(const ProfileFlags& flags) {
   absl::StatusOr<config::ModelSpec> spec = LoadModelOrDefault(flags.model_path);
   if (!spec.ok()) return Fail(spec.status());
   const int batch_size = flags.batch > 0 ? flags.batch : static_cast<int>(spec->batch_size);
-  ProgressLine progress(true);
-  absl::StatusOr<worker::HostProfile> measured =
-      worker::ProfileHost(*spec, batch_size, flags.type, flags.repeats, [&](int done, int total) {
-        progress.Show(
-            absl::StrFormat("profiling %s batch %d of %d", Bar(done, total), done + 1, total));
-      });
-  progress.Clear();
-  if (!measured.ok()) return Fail(measured.status());
-  absl::Status written =
-      base::WriteFileAtomically(flags.out, cost::ProfileToJson(measured->profile));
-  if (!written.ok()) return Fail(written);
-  std::printf("%s, batch %d, on %s: median of %d batches\n\n", spec->name.c_str(), batch_size,
-              measured->profile.host.c_str(), flags.repeats);
-  std::printf("%-16s %12s %7s\n", "layer", "ms/batch", "share");
-  const double total = measured->total_seconds;
-  for (const auto& [name, seconds] : measured->medians) {
-    std::printf("%-16s %12.3f %6.1f%%\n", name.c_str(), 1e3 * seconds,
-                total > 0 ? 100 * seconds / total : 0.0);
+  // This host's CPU as `--type`, and its GPUs (and emulated ones) as the local catalog names them.
+  config::ClusterSpec local;
+  config::ResourceType cpu;
+  cpu.name = flags.type;
+  cpu.local_device = "cpu";
+  local.types.push_back(cpu);
+  for (const std::string& line : AddLocalGpus(&local, flags.gpu_emulate)) {
+    std::printf("device %s\n", line.c_str());
   }
-  std::printf("%-16s %12.3f %6.1f%%\n\nwrote %s (resource type %s)%s\n", "total", 1e3 * total,
-              100.0, flags.out.c_str(), flags.type.c_str(),
+  cost::Profile profile;
+  std::vector<worker::HostProfile> measured;
+  ProgressLine progress(true);
+  for (const config::ResourceType& t : local.types) {
+    absl::StatusOr<worker::HostProfile> one = worker::ProfileHost(
+        *spec, batch_size, t.name, flags.repeats,
+        [&](int done, int total) {
+          progress.Show(absl::StrFormat("profiling %s %s batch %d of %d", t.local_device,
+                                        Bar(done, total), done + 1, total));
+        },
+        t.local_device);
+    if (!one.ok()) {
+      progress.Clear();
+      return Fail(one.status());
+    }
+    if (profile.entries.empty())
+      profile = one->profile;
+    else
+      profile.entries.insert(profile.entries.end(), one->profile.entries.begin(),
+                             one->profile.entries.end());
+    measured.push_back(*std::move(one));
+  }
+  progress.Clear();
+  absl::Status written = base::WriteFileAtomically(flags.out, cost::ProfileToJson(profile));
+  if (!written.ok()) return Fail(written);
+  std::printf("%s, batch %d, on %s: median of %d batches, ms per batch\n\n", spec->name.c_str(),
+              batch_size, profile.host.c_str(), flags.repeats);
+  std::vector<std::string> header = {"layer"};
+  for (const config::ResourceType& t : local.types) {
+    header.push_back(absl::StrCat(t.name, " (", t.local_device, ")"));
+  }
+  Table table(header, std::vector<bool>(header.size(), true));
+  for (size_t l = 0; l < measured[0].medians.size(); ++l) {
+    std::vector<std::string> row = {measured[0].medians[l].first};
+    for (const worker::HostProfile& m : measured) {
+      row.push_back(l < m.medians.size() ? absl::StrFormat("%.3f", 1e3 * m.medians[l].second)
+                                         : "-");
+    }
+    table.AddRow(row);
+  }
+  std::vector<std::string> total = {"total"};
+  for (const worker::HostProfile& m : measured) {
+    total.push_back(absl::StrFormat("%.3f", 1e3 * m.total_seconds));
+  }
+  table.AddRow(total);
+  std::printf("%s\nwrote %s%s\n", table.Render().c_str(), flags.out.c_str(),
               batch_size == spec->batch_size ? ""
                                              : "; the planner reads only profiles taken at the "
                                                "spec's batch size");

@@ -23,6 +23,7 @@ struct ProfileFlags {
   std::string type = "host-cpu";
   int repeats = 5;
   std::string out;
+  int gpu_emulate = 0;  // for testing: also the host twin of a GPU (type gpu-twin)
 };
 
 CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags);

@@ -7,4 +7,9 @@ absl::StatusOr<std::unique_ptr<TierEngine>> NewCudaTierEngine(gpu::Device* devic
   return std::unique_ptr<TierEngine>(std::make_unique<Engine>(device));
 }
 
+absl::StatusOr<double> RawGather(gpu::Device* device, int64_t rows, int64_t dim, int64_t n,
+                                 int repeats) {
+  return RawGatherImpl(device, rows, dim, n, repeats);
+}
+
 }  // namespace heterps::ps::cuda

@@ -88,6 +88,12 @@ absl::Status GpuTier::Wait(Ticket ticket) {
   return status;
 }
 
+absl::StatusOr<double> RawGatherRowsPerSecond(gpu::Device* device, int64_t rows, int64_t dim,
+                                              int64_t n, int repeats) {
+  if (device->info().emulated) return twin::RawGather(device, rows, dim, n, repeats);
+  return cuda::RawGather(device, rows, dim, n, repeats);
+}
+
 GpuTierStats GpuTier::stats() const {
   GpuTierStats s = engine_->stats();
   const gpu::DeviceCounters c = device_->counters();

@@ -33,12 +33,21 @@ class TierEngine {
 // Bytes a resident row of `options`' table takes on the device.
 int64_t TierRowBytes(const SparseTableOptions& options);
 
+// The baseline a tier's lookups are measured against (gpu_bench): `n` random rows of `dim` floats
+// gathered out of a `rows`-row table in the device's memory, `repeats` times; rows per second.
+absl::StatusOr<double> RawGatherRowsPerSecond(gpu::Device* device, int64_t rows, int64_t dim,
+                                              int64_t n, int repeats);
+
 namespace twin {
 std::unique_ptr<TierEngine> NewTierEngine(gpu::Device* device);
+absl::StatusOr<double> RawGather(gpu::Device* device, int64_t rows, int64_t dim, int64_t n,
+                                 int repeats);
 }  // namespace twin
 namespace cuda {
 // Unavailable in a build without CUDA.
 absl::StatusOr<std::unique_ptr<TierEngine>> NewCudaTierEngine(gpu::Device* device);
+absl::StatusOr<double> RawGather(gpu::Device* device, int64_t rows, int64_t dim, int64_t n,
+                                 int repeats);
 }  // namespace cuda
 
 }  // namespace heterps::ps

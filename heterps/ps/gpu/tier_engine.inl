@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/gpu/target.h"
 #include "heterps/ps/gpu/tier_engine.h"
@@ -507,6 +508,33 @@ class Engine : public TierEngine {
   DeviceArray<int64_t> counts_, lower_, positions_, order_, starts_, spare_ints_;
   DeviceArray<float> grads_in_, rows_, spare_floats_;
 };
+
+// The raw gather: a row index per output row, as random as a tier's lookups, nothing else.
+absl::StatusOr<double> RawGatherImpl(gpu::Device* device, int64_t rows, int64_t dim, int64_t n,
+                                     int repeats) {
+  HETERPS_ASSIGN_OR_RETURN(auto table, DeviceArray<float>::Make(device, rows * dim));
+  HETERPS_ASSIGN_OR_RETURN(auto out, DeviceArray<float>::Make(device, n * dim));
+  HETERPS_ASSIGN_OR_RETURN(auto index, DeviceArray<int64_t>::Make(device, n));
+  std::vector<int64_t> host(n);
+  uint64_t state = 12345;
+  for (int64_t& i : host) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    i = static_cast<int64_t>((state >> 17) % static_cast<uint64_t>(rows));
+  }
+  HETERPS_RETURN_IF_ERROR(device->Fill(table.data(), 1, rows * dim * sizeof(float)));
+  HETERPS_RETURN_IF_ERROR(device->CopyToDevice(index.data(), host.data(), n * sizeof(int64_t)));
+  auto policy = gpu::HETERPS_GPU_TARGET::Policy(device->stream());
+  auto run = [&] {
+    thrust::for_each_n(policy, thrust::counting_iterator<int64_t>(0), n * dim,
+                       GatherRows{index.data(), table.data(), out.data(), dim});
+  };
+  run();  // warm-up
+  HETERPS_RETURN_IF_ERROR(device->Synchronize());
+  const absl::Time start = absl::Now();
+  for (int r = 0; r < repeats; ++r) run();
+  HETERPS_RETURN_IF_ERROR(device->Synchronize());
+  return static_cast<double>(n) * repeats / absl::ToDoubleSeconds(absl::Now() - start);
+}
 
 }  // namespace
 }  // namespace heterps::ps::HETERPS_GPU_TARGET

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Everything only a GPU can show about heterps, in one run of under 8 minutes, from a bundle
+# (scripts/bundle.sh) on a GPU host, or from a build tree; --host-twin runs the same experiment at
+# small sizes on the host twin of a GPU (CI does). docs/gpu.md; docs/benchmarks.md, "GPU".
+#
+#   scripts/gpu-bench.sh [--host-twin] [--build DIR] [--out DIR]
+#
+# 1. The GPU tests (and compute-sanitizer's memcheck on them, where it is installed).
+# 2. gpu_bench: the fc layers' share of the device's FP32 GEMM rate, the GPU tier's hit rate
+#    against its budget (Zipf and uniform keys) and its lookups against a raw gather.
+# 3. Training jobs of dlrm-small and ctr-dnn, and of dlrm-small with a GPU tier far smaller than
+#    its tables: all on the CPU, all on the GPU (with the tier), and as the planner mixes them:
+#    samples/s, eval AUC, $ per epoch at the catalog's prices, predicted against measured.
+# Writes <out>/results.json and <out>/results.md, and prints the table.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+twin=0
+build=""
+out="gpu-bench-out"
+while (($#)); do
+  case "$1" in
+    --host-twin) twin=1 ;;
+    --build) build="$2"; shift ;;
+    --out) out="$2"; shift ;;
+    *) echo "gpu-bench: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+cd "$root"
+mkdir -p "$out/jobs"
+out="$(cd "$out" && pwd)"
+if [[ -n "$build" ]]; then
+  bin=(); for b in tools/heterps benchmarks/gpu_bench heterps/dense/cuda/dense_cuda_test \
+                   heterps/dense/cuda/dense_gpu_test heterps/ps/gpu/gpu_tier_test \
+                   heterps/gpu/gpu_device_test; do bin+=("$build/$b"); done
+  heterps="$build/tools/heterps"; gpu_bench="$build/benchmarks/gpu_bench"
+elif [[ -x "$root/bin/heterps" ]]; then
+  bin=("$root"/bin/*); heterps="$root/bin/heterps"; gpu_bench="$root/bin/gpu_bench"
+else
+  echo "gpu-bench: give --build DIR, or run from a bundle (scripts/bundle.sh)" >&2; exit 2
+fi
+# The host's CUDA libraries (cuBLASLt, the runtime), wherever its toolkit or PyTorch keeps them.
+for d in /usr/local/cuda/lib64 $(python3 -c 'import glob,site;print(" ".join(glob.glob(site.getsitepackages()[0]+"/nvidia/*/lib")))' 2>/dev/null || true); do
+  [[ -d "$d" ]] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
+
+if ((twin)); then
+  device=twin:0; rows=20000; batch=512; micro=(--batch 512 --rows 100000 --seconds 0.3)
+  cache_gib=0.002; small_cache_gib=0.0002
+else
+  device=cuda:0; rows=500000; batch=0; micro=(--batch 8192 --rows 10000000 --seconds 2)
+  cache_gib=4; small_cache_gib=0.01
+fi
+echo "gpu-bench: $device, $(date -u +%FT%TZ)" >&2
+
+# 1. The GPU tests.
+tests_json="["
+for t in "${bin[@]}"; do
+  name="$(basename "$t")"
+  case "$name" in *_test) ;; *) continue ;; esac
+  if "$t" >"$out/$name.log" 2>&1; then
+    grep -q '\[  SKIPPED \]' "$out/$name.log" && result=skipped || result=passed
+  else
+    result=failed
+  fi
+  sanitizer=""
+  if ((!twin)) && command -v compute-sanitizer >/dev/null && [[ "$name" == dense_cuda_test ]]; then
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$out/$name.memcheck.log" 2>&1 \
+      && sanitizer=clean || sanitizer=errors
+  fi
+  tests_json+="{\"test\": \"$name\", \"result\": \"$result\", \"memcheck\": \"$sanitizer\"},"
+  echo "gpu-bench: $name $result ${sanitizer:+(memcheck $sanitizer)}" >&2
+done
+tests_json="${tests_json%,}]"
+
+# 2. The micro-benchmarks.
+"$gpu_bench" --device "$device" "${micro[@]}" --out "$out/micro.json" >"$out/micro.md"
+
+# 3. The jobs: three catalogs (the CPU, the GPU, both) and three models.
+python3 - "$out" "$device" <<'PY'
+import re, sys
+out, device = sys.argv[1], sys.argv[2]
+cpu = open("examples/clusters/local.yaml").read()
+cpu_type = cpu[cpu.index("  - name: host-cpu"):]
+if device.startswith("twin"):
+    gpu_type = cpu_type.replace("host-cpu", "gpu").replace("kind: cpu", "kind: gpu") \
+                       .replace("local_device: cpu", "local_device: " + device) \
+                       .replace("units: 2", "units: 1")
+else:
+    # H100 SXM: dense FP32 67 TFLOP/s, HBM3 3.35 TB/s, AWS p5.48xlarge $98.32/h for 8 GPUs.
+    gpu_type = ("  - name: gpu\n    kind: gpu\n    tflops: 67\n    mem_gbs: 3350\n"
+                "    lookup_mrows: 5000\n    memory_gib: 78\n    network_gbps: 400\n"
+                "    overhead_us: 5\n    latency_us: 10\n    price_per_hour: 12.29\n"
+                "    units: 1\n    dp_loss: 0.05\n    local_device: " + device + "\n")
+head = "name: %s\ntypes:\n"
+open(out + "/cpu.yaml", "w").write(head % "bench-cpu" + cpu_type)
+open(out + "/gpu.yaml", "w").write(head % "bench-gpu" + gpu_type)
+open(out + "/both.yaml", "w").write(head % "bench-both" + cpu_type + gpu_type)
+PY
+run_job() {  # name model catalog [extra flags...]
+  local name="$1" model="$2" catalog="$3"; shift 3
+  local dir="$out/jobs/$name"
+  local flags=(train --model "examples/models/$model.yaml" --cluster "$out/$catalog.yaml"
+               --rows "$rows" --job-dir "$dir" --metrics-out "$dir/metrics.json"
+               --checkpoint-every 0 "$@")
+  ((batch > 0)) && flags+=(--batch "$batch")
+  mkdir -p "$dir"
+  if "$heterps" "${flags[@]}" >"$dir/out" 2>"$dir/err"; then
+    echo "gpu-bench: job $name done" >&2
+  else
+    echo "gpu-bench: job $name failed: $(tail -1 "$dir/err")" >&2
+  fi
+}
+for model in dlrm-small ctr-dnn; do
+  run_job "$model-cpu" "$model" cpu
+  run_job "$model-gpu" "$model" gpu --gpu-cache-gib "$cache_gib"
+  run_job "$model-mixed" "$model" both
+done
+run_job "dlrm-small-bigtables-gpu" dlrm-small gpu --gpu-cache-gib "$small_cache_gib"
+
+# Results.
+python3 - "$out" "$device" "$tests_json" <<'PY'
+import json, os, sys
+out, device, tests = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+micro = json.load(open(out + "/micro.json"))
+jobs = []
+for name in sorted(os.listdir(out + "/jobs")):
+    path = "%s/jobs/%s/metrics.json" % (out, name)
+    if not os.path.exists(path):
+        jobs.append({"job": name, "failed": open("%s/jobs/%s/err" % (out, name)).read()[-300:]})
+        continue
+    m = json.load(open(path))
+    epoch_hours = m["train_samples"] / max(m["samples_per_second"], 1e-9) / 3600
+    tier = [s.get("gpu_tier") for s in m["stages"] if s.get("gpu_tier")]
+    jobs.append({"job": name, "samples_per_second": m["samples_per_second"],
+                 "predicted_samples_per_second": m["predicted_samples_per_second"],
+                 "measured_over_predicted": m["samples_per_second"] / m["predicted_samples_per_second"]
+                 if m["predicted_samples_per_second"] else None,
+                 "eval_auc": m["eval_auc"], "usd_per_epoch": m["plan_cost_per_hour_usd"] * epoch_hours,
+                 "plan": [(s["layers"], s["device"], s["units"]) for s in m["stages"]],
+                 "tier_hit_rate": tier[0]["hit_rate"] if tier else None})
+results = {"device": device, "micro": micro, "tests": tests, "jobs": jobs}
+json.dump(results, open(out + "/results.json", "w"), indent=1)
+lines = ["On %s (%s)%s:" % (micro["device"], micro["model"],
+         ", the host twin: figures of the host's cores, not of a GPU" if micro["emulated"] else ""),
+         "", "| test | result |", "|---|---|"]
+lines += ["| %s | %s%s |" % (t["test"], t["result"], ", memcheck " + t["memcheck"] if t["memcheck"] else "")
+          for t in tests]
+lines += ["", open(out + "/micro.md").read().strip(), "",
+          "| job | plan (layers: device x units) | samples/s | measured/predicted | eval AUC | $/epoch | tier hit rate |",
+          "|---|---|---:|---:|---:|---:|---:|"]
+for j in jobs:
+    if "failed" in j:
+        lines.append("| %s | failed: %s |  |  |  |  |  |" % (j["job"], j["failed"].strip().splitlines()[-1]))
+        continue
+    plan = "; ".join("%s: %s x %d" % p for p in j["plan"])
+    lines.append("| %s | %s | %.0f | %s | %.4f | %.3g | %s |" % (
+        j["job"], plan, j["samples_per_second"],
+        "%.2f" % j["measured_over_predicted"] if j["measured_over_predicted"] else "-",
+        j["eval_auc"], j["usd_per_epoch"],
+        "%.2f" % j["tier_hit_rate"] if j["tier_hit_rate"] is not None else "-"))
+open(out + "/results.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
