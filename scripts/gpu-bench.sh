@@ -97,11 +97,13 @@ open(out + "/cpu.yaml", "w").write(head % "bench-cpu" + cpu_type)
 open(out + "/gpu.yaml", "w").write(head % "bench-gpu" + gpu_type)
 open(out + "/both.yaml", "w").write(head % "bench-both" + cpu_type + gpu_type)
 PY
+data="$out/data.tsv"
+"$heterps" gen-data --rows "$rows" --seed 1 --out "$data" >/dev/null
 run_job() {  # name model catalog [extra flags...]
   local name="$1" model="$2" catalog="$3"; shift 3
   local dir="$out/jobs/$name"
   local flags=(train --model "examples/models/$model.yaml" --cluster "$out/$catalog.yaml"
-               --rows "$rows" --job-dir "$dir" --metrics-out "$dir/metrics.json"
+               --data "$data" --job-dir "$dir" --metrics-out "$dir/metrics.json"
                --checkpoint-every 0 "$@")
   ((batch > 0)) && flags+=(--batch "$batch")
   mkdir -p "$dir"
@@ -117,6 +119,11 @@ for model in dlrm-small ctr-dnn; do
   run_job "$model-mixed" "$model" both
 done
 run_job "dlrm-small-bigtables-gpu" dlrm-small gpu --gpu-cache-gib "$small_cache_gib"
+# A plain PyTorch DLRM on the same GPU and data, where PyTorch sees the GPU.
+if ((!twin)) && python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  python3 "$root/benchmarks/torch_dlrm.py" --data "$data" --out "$out/torch.json" >/dev/null \
+    || echo "gpu-bench: the PyTorch DLRM failed" >&2
+fi
 
 # Results.
 python3 - "$out" "$device" "$tests_json" <<'PY'
@@ -139,7 +146,8 @@ for name in sorted(os.listdir(out + "/jobs")):
                  "eval_auc": m["eval_auc"], "usd_per_epoch": m["plan_cost_per_hour_usd"] * epoch_hours,
                  "plan": [(s["layers"], s["device"], s["units"]) for s in m["stages"]],
                  "tier_hit_rate": tier[0]["hit_rate"] if tier else None})
-results = {"device": device, "micro": micro, "tests": tests, "jobs": jobs}
+torch = json.load(open(out + "/torch.json")) if os.path.exists(out + "/torch.json") else None
+results = {"device": device, "micro": micro, "tests": tests, "jobs": jobs, "pytorch_dlrm": torch}
 json.dump(results, open(out + "/results.json", "w"), indent=1)
 lines = ["On %s (%s)%s:" % (micro["device"], micro["model"],
          ", the host twin: figures of the host's cores, not of a GPU" if micro["emulated"] else ""),
@@ -159,6 +167,9 @@ for j in jobs:
         "%.2f" % j["measured_over_predicted"] if j["measured_over_predicted"] else "-",
         j["eval_auc"], j["usd_per_epoch"],
         "%.2f" % j["tier_hit_rate"] if j["tier_hit_rate"] is not None else "-"))
+if torch:
+    lines.append("| plain PyTorch DLRM (%s) | dlrm-small on %s | %.0f | - | %.4f | - | - |" % (
+        torch["framework"], torch["device"], torch["samples_per_second"], torch["eval_auc"]))
 open(out + "/results.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

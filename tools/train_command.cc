@@ -150,6 +150,9 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "GPU memory for hot embedding rows in front of the parameter servers, GiB (0: "
                   "no GPU tier; it needs stage 0 on one replica)")
       ->check(CLI::Range(0.0, 1024.0));
+  cmd->add_flag("--gpu-tf32", flags.job.gpu_tf32,
+                "GPU stages' matrix products in TensorFloat-32: faster, less precise (off by "
+                "default; the eval AUC says what it costs)");
   cmd->add_option("--gpu-cache-device", flags.gpu_cache_device,
                   "The GPU of the tier (default: the plan's first GPU, else this host's)");
   cmd->add_option("--profile", flags.profile_path,
@@ -173,7 +176,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
   // What only a distributed job uses is an error with --single-process, not silently ignored.
   for (const char* name :
        {"--cluster", "--plan", "--mode", "--micro-batch", "--ps-shards", "--checkpoint-every",
-        "--max-restarts", "--job-dir", "--throughput", "--scheduler", "--profile"}) {
+        "--max-restarts", "--job-dir", "--throughput", "--scheduler", "--profile", "--gpu-emulate",
+        "--gpu-cache-gib", "--gpu-cache-device", "--gpu-tf32"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;

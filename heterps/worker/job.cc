@@ -258,7 +258,8 @@ std::string JobToJson(const JobSpec& job) {
                  {"checkpoint_every", s.checkpoint_every},
                  {"max_restarts", s.max_restarts},
                  {"gpu_tier_device", s.gpu_tier_device},
-                 {"gpu_tier_bytes", s.gpu_tier_bytes}}}};
+                 {"gpu_tier_bytes", s.gpu_tier_bytes},
+                 {"gpu_tf32", s.gpu_tf32}}}};
   return root.dump(1) + "\n";
 }
 
@@ -301,6 +302,7 @@ absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view 
   out.max_restarts = static_cast<int>(restarts);
   HETERPS_ASSIGN_OR_RETURN(out.gpu_tier_device, s.String("gpu_tier_device"));
   HETERPS_ASSIGN_OR_RETURN(out.gpu_tier_bytes, s.Int("gpu_tier_bytes", 0));
+  HETERPS_ASSIGN_OR_RETURN(out.gpu_tf32, s.Bool("gpu_tf32"));
   HETERPS_RETURN_IF_ERROR(CheckSettings(out));
   if (job.files.empty()) return root.Error("files", "no data files");
   absl::Status plan_ok = CheckPlan(job.plan, job.model);

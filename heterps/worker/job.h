@@ -56,6 +56,9 @@ struct JobSettings {
   // rows ("cuda:0", "twin:0"; empty: none) and its budget, bytes. Needs one replica of stage 0.
   std::string gpu_tier_device;
   int64_t gpu_tier_bytes = 0;
+  // GPU stages' GEMMs in TensorFloat-32: faster, less precise; off unless asked for (the host
+  // twin computes in FP32 whatever this says).
+  bool gpu_tf32 = false;
 };
 
 struct JobSpec {

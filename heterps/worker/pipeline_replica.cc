@@ -79,7 +79,7 @@ class PipelineReplica::Impl {
     const sched::RunStage& mine = job_.plan.stages[stage_index_];
     HETERPS_ASSIGN_OR_RETURN(backend_,
                              dense::DefaultBackends().Create(ReplicaDevice(mine.device, replica_),
-                                                             dense::BackendOptions()));
+                                                             {0, job_.settings.gpu_tf32}));
     HETERPS_RETURN_IF_ERROR(MakeTier());
     HETERPS_ASSIGN_OR_RETURN(
         stage_, Stage::Create(job_.model, mine.first, mine.last, client_, backend_.get()));
