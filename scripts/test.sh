@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh build -DHETERPS_WERROR=ON
 (cd build && ctest --output-on-failure -j "$(nproc)")
+# -O1 with line tables: a third of -O2 -g's compile time, and the sanitizers' reports keep their
+# file:line.
 scripts/build.sh build-asan -DHETERPS_WERROR=ON -DHETERPS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DHETERPS_BUILD_BENCHMARKS=OFF -DHETERPS_BUILD_TOOLS=OFF -DHETERPS_CUDA=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --output-on-failure -j "$(nproc)" -L unit -LE heavy)

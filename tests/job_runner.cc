@@ -1,6 +1,9 @@
 #include "tests/job_runner.h"
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -60,6 +63,49 @@ void ExpectNoneLeft(const std::string& job_dir) {
     EXPECT_NE(kill(pid.get<int>(), 0), 0) << "rank " << rank << " (pid " << pid << ") outlived "
                                           << "its job";
   }
+}
+
+Background::Background(const std::vector<std::string>& args, const std::string& dir) : dir_(dir) {
+  auto child =
+      base::Subprocess::Start({"/bin/sh", "-c",
+                               absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "), " >",
+                                            dir, "/out 2>", dir, "/err")});
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (child.ok()) child_ = std::move(*child);
+}
+
+bool Background::WaitFor(const std::function<bool()>& done, absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (absl::Now() < deadline && child_ != nullptr && child_->Running()) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return done();
+}
+
+int Background::Wait(absl::Duration limit) {
+  if (child_ == nullptr) return -1;
+  auto code = child_->Wait(limit);
+  return code.ok() ? *code : -1;
+}
+
+std::string Background::err() const { return Slurp(dir_ + "/err"); }
+
+int FreePort() {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t size = sizeof(address);
+  getsockname(s, reinterpret_cast<sockaddr*>(&address), &size);
+  close(s);
+  return ntohs(address.sin_port);
+}
+
+int CheckpointStep(const std::string& job_dir) {
+  const json checkpoint = json::parse(Slurp(job_dir + "/checkpoint.json"), nullptr, false);
+  return checkpoint.is_discarded() ? -1 : checkpoint.value("step", -1);
 }
 
 json KillMidRun(const std::vector<std::string>& args, const std::string& dir, int rank, int steps) {

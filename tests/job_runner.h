@@ -2,10 +2,13 @@
 // the middle, the job directory's files (tests only).
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "heterps/base/subprocess.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::testing {
@@ -29,6 +32,27 @@ nlohmann::json Metrics(const std::string& job_dir);
 
 // Every process the job's launcher started has ended.
 void ExpectNoneLeft(const std::string& job_dir);
+
+// A heterps command running in the background, its stdout and stderr in <dir>/out and <dir>/err.
+class Background {
+ public:
+  Background(const std::vector<std::string>& args, const std::string& dir);
+  // Polls `done` every 20 ms until it holds (true) or `limit` passes or the command ends (false).
+  bool WaitFor(const std::function<bool()>& done, absl::Duration limit = absl::Seconds(60));
+  // Its exit code (-1 if it is still running after `limit`).
+  int Wait(absl::Duration limit = absl::Seconds(180));
+  std::string err() const;
+
+ private:
+  std::string dir_;
+  std::unique_ptr<base::Subprocess> child_;
+};
+
+// A free port on loopback (closed again: the caller binds it).
+int FreePort();
+
+// The step of <job_dir>/checkpoint.json (-1 when there is none).
+int CheckpointStep(const std::string& job_dir);
 
 // Runs `args` (a train command whose --job-dir is `dir`) in the background, waits until the job
 // has checkpointed step `steps`, kills rank `rank` with SIGKILL, waits for the job to end (it

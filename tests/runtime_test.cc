@@ -121,18 +121,7 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   }
 }
 
-// A free port on loopback (closed again: the caller binds it).
-int FreePort() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t size = sizeof(address);
-  getsockname(s, reinterpret_cast<sockaddr*>(&address), &size);
-  close(s);
-  return ntohs(address.sin_port);
-}
+using testing::FreePort;
 
 TEST_F(RuntimeTest, MpirunStartsTheJobOnLocalhost) {
   const std::string dir = Dir("mpirun");

@@ -14,7 +14,9 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/base/token.h"
 #include "heterps/dense/default_backends.h"
+#include "heterps/launcher/cluster_state.h"
 #include "heterps/launcher/layout.h"
+#include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
 #include "heterps/launcher/rpc/coordinator.h"
 #include "heterps/rpc/quiet_logs.h"
@@ -82,9 +84,10 @@ void PlaceStages(sched::RunPlan& plan, const config::ModelSpec& spec) {
 
 // The plan: the one given (checked against the model and the cluster), or one made here.
 absl::StatusOr<Planned> ChoosePlan(const TrainFlags& flags, const config::ModelSpec& spec,
-                                   const config::ClusterSpec& cluster) {
+                                   const config::ClusterSpec& cluster,
+                                   const std::string& policy_out) {
   if (flags.plan_path.empty()) {
-    return PlanHere(flags, spec, cluster, flags.rows * flags.job.epochs);
+    return PlanHere(flags, spec, cluster, flags.rows * flags.job.epochs, policy_out);
   }
   HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(flags.plan_path));
   Planned out;
@@ -128,6 +131,51 @@ void ShowProgress(ProgressLine& progress, const launcher::JobProgress& p) {
                                 p.restarts > 0 ? absl::StrCat(", ", p.restarts, " restarts") : ""));
 }
 
+// The job's re-planner (launcher/replanner.h): the catalog, profile and scheduler the job was
+// planned with, the files that change them, and the user's settings for every new plan. Its
+// decisions go to stderr and to <job_dir>/replan.log.
+std::unique_ptr<launcher::Replanner> NewReplanner(
+    const TrainFlags& flags, const ModelTextAndSpec& model, const config::ClusterSpec& cluster,
+    const Planned& planned, const DataFile& data, const worker::JobSpec& job,
+    const std::string& job_dir, const std::string& policy, ProgressLine& progress) {
+  launcher::ElasticOptions o;
+  o.model = job.model;
+  o.cluster = cluster;
+  o.cluster_watch = flags.cluster_watch;
+  o.cluster_state = flags.cluster_state;
+  o.control = launcher::JobControlPath(job_dir);
+  o.load_cluster = [&flags](const std::string& path) -> absl::StatusOr<config::ClusterSpec> {
+    HETERPS_ASSIGN_OR_RETURN(config::ClusterSpec spec, config::LoadClusterSpec(path));
+    if (flags.gpu_emulate > 0) AddLocalGpus(&spec, flags.gpu_emulate);
+    return spec;
+  };
+  o.profile = planned.profile;
+  o.scheduler = flags.scheduler;
+  o.seed = flags.job.tables.seed;
+  o.policy = policy;
+  o.throughput_limit = job.plan.throughput_limit > 0 ? job.plan.throughput_limit : flags.throughput;
+  o.threshold = flags.replan_threshold;
+  o.max_losses = std::max(1, flags.job.max_restarts);
+  o.make_job = [&flags, &model, cluster, &data](const sched::RunPlan& plan,
+                                                int ps_shards) -> absl::StatusOr<worker::JobSpec> {
+    sched::RunPlan placed = plan;
+    PlaceStages(placed, model.spec);
+    TrainFlags with = flags;
+    if (ps_shards > 0) with.job.ps_shards = ps_shards;
+    return JobFrom(with, model, cluster, placed, data);
+  };
+  const std::string log_path = job_dir + "/replan.log";
+  o.log = [&progress, log_path](const std::string& line) {
+    progress.Clear();
+    std::fprintf(stderr, "heterps: %s\n", line.c_str());
+    if (std::FILE* f = std::fopen(log_path.c_str(), "a")) {
+      std::fprintf(f, "%s %s\n", absl::FormatTime(absl::Now()).c_str(), line.c_str());
+      std::fclose(f);
+    }
+  };
+  return launcher::NewElasticReplanner(std::move(o));
+}
+
 }  // namespace
 
 int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
@@ -141,9 +189,22 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
       std::printf("device %s\n", line.c_str());
     }
   }
+  if (!flags.cluster_state.empty() && base::DefaultEnv()->FileExists(flags.cluster_state)) {
+    // The catalog of now: what the state file says when the job starts is what it plans with.
+    absl::StatusOr<std::string> text = base::ReadFile(base::DefaultEnv(), flags.cluster_state);
+    if (!text.ok()) return Fail(text.status());
+    absl::StatusOr<launcher::ClusterState> state =
+        launcher::ParseClusterState(*text, flags.cluster_state, *cluster);
+    if (!state.ok()) return Fail(state.status());
+    *cluster = launcher::ApplyClusterState(*std::move(cluster), *state);
+  }
   absl::StatusOr<DataFile> data = PrepareData(flags);
   if (!data.ok()) return Fail(data.status());
-  absl::StatusOr<Planned> planned = ChoosePlan(flags, model->spec, *cluster);
+  absl::StatusOr<std::string> job_dir = PrepareJobDir(flags);
+  if (!job_dir.ok()) return Fail(job_dir.status());
+  // A learned scheduler's policy stays with the job: its re-plans start from it.
+  const std::string policy = flags.scheduler == "rl" ? *job_dir + "/policy.bin" : "";
+  absl::StatusOr<Planned> planned = ChoosePlan(flags, model->spec, *cluster, policy);
   if (!planned.ok()) return Fail(planned.status());
   if (!planned->plan.feasible && flags.plan_path.empty()) {
     std::fprintf(stderr, "heterps: no feasible plan on %s: %s\n", cluster->name.c_str(),
@@ -165,8 +226,6 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
     }
   }
 
-  absl::StatusOr<std::string> job_dir = PrepareJobDir(flags);
-  if (!job_dir.ok()) return Fail(job_dir.status());
   std::string token_file;
   absl::StatusOr<std::string> token = JobToken(*job_dir, launch, &token_file);
   if (!token.ok()) return Fail(token.status());
@@ -180,6 +239,9 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   if (launch.local) options.launcher = &local;
   ProgressLine progress(true);
   options.progress = [&](const launcher::JobProgress& p) { ShowProgress(progress, p); };
+  const std::unique_ptr<launcher::Replanner> replanner =
+      NewReplanner(flags, *model, *cluster, *planned, *data, *job, *job_dir, policy, progress);
+  options.replanner = replanner.get();
   absl::StatusOr<launcher::JobResult> result = launcher::rpc::RunJob(*job, options);
   progress.Clear();
   if (!result.ok()) {
@@ -187,9 +249,9 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
         absl::Status(result.status().code(),
                      absl::StrCat(result.status().message(), " (job directory ", *job_dir, ")")));
   }
-  std::printf("%s", Summary(*job, *result, *data, *job_dir).c_str());
+  std::printf("%s", Summary(result->job, *result, *data, *job_dir).c_str());
   absl::StatusOr<std::string> calibrated =
-      WriteCalibratedProfile(*job, *cluster, planned->profile, *result, *job_dir);
+      WriteCalibratedProfile(result->job, *cluster, planned->profile, *result, *job_dir);
   if (calibrated.ok()) {
     std::printf("calibrated profile: %s (plan with it: --profile %s)\n", calibrated->c_str(),
                 calibrated->c_str());
@@ -198,7 +260,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
                  std::string(calibrated.status().message()).c_str());
   }
   if (!flags.metrics_out.empty()) {
-    absl::Status written = WriteMetrics(flags.metrics_out, *job, *result, *data);
+    absl::Status written = WriteMetrics(flags.metrics_out, result->job, *result, *data);
     if (!written.ok()) return Fail(written);
   }
   return 0;

@@ -3,6 +3,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/synchronization/mutex.h"
+#include "tools/ctl_command.h"
 #include "tools/gen_data_command.h"
 #include "tools/node_command.h"
 #include "tools/plan_command.h"
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
   CLI::App* node = heterps::tools::AddNodeCommand(app, node_flags);
   heterps::tools::StatusFlags status_flags;
   CLI::App* status = heterps::tools::AddStatusCommand(app, status_flags);
+  heterps::tools::CtlFlags ctl_flags;
+  CLI::App* ctl = heterps::tools::AddCtlCommand(app, ctl_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -48,5 +51,6 @@ int main(int argc, char** argv) {
   if (ps_server->parsed()) return heterps::tools::RunPsServer(ps_server_flags);
   if (node->parsed()) return heterps::tools::RunNode(node_flags);
   if (status->parsed()) return heterps::tools::RunStatus(status_flags);
+  if (ctl->parsed()) return heterps::tools::RunCtl(ctl_flags);
   return 2;
 }

@@ -10,6 +10,7 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/calibration.h"
 #include "heterps/cost/cost_model.h"
+#include "heterps/launcher/replanner.h"
 #include "nlohmann/json.hpp"
 #include "tools/table.h"
 
@@ -21,6 +22,30 @@ double Busiest(const launcher::JobResult& r) {
   double busiest = 0;
   for (const launcher::StageReport& s : r.stages) busiest = std::max(busiest, s.measured_seconds);
   return busiest;
+}
+
+// The plans the job ran on, one row each, and what they cost against the first plan alone.
+std::string Segments(const launcher::JobResult& r) {
+  Table table(
+      {"#", "from step", "plan", "why", "steps", "samples/s", "time", "switch", "$/hour", "cost"},
+      {true, true, false, false, true, true, true, true, true, true});
+  for (size_t i = 0; i < r.segments.size(); ++i) {
+    const launcher::JobSegment& s = r.segments[i];
+    table.AddRow({std::to_string(i), std::to_string(s.first_step), s.plan, s.reason,
+                  std::to_string(s.steps), WithCommas(s.samples_per_second),
+                  HumanSeconds(s.seconds), i == 0 ? "-" : HumanSeconds(s.switch_seconds),
+                  absl::StrFormat("%.2f", s.cost_per_hour_usd), launcher::FormatUsd(s.cost_usd)});
+  }
+  std::string out = absl::StrCat("  cost            ", launcher::FormatUsd(r.cost_usd), " over ",
+                                 r.segments.size(), " plans, of which ",
+                                 launcher::FormatUsd(r.switch_cost_usd), " for the switches; ");
+  if (r.first_plan_cost_usd >= 0) {
+    absl::StrAppend(&out, "the first plan alone: ", launcher::FormatUsd(r.first_plan_cost_usd),
+                    "\n");
+  } else {
+    absl::StrAppend(&out, "the first plan alone could not have finished (its units went)\n");
+  }
+  return absl::StrCat(out, "\n", table.Render(), "\n");
 }
 
 }  // namespace
@@ -86,11 +111,12 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
                           100 * s0.tier_hit_rate, WithCommas(s0.tier_loaded_rows),
                           WithCommas(s0.tier_written_back_rows));
   }
-  if (plan.cost_per_hour_usd > 0) {
+  if (r.segments.size() <= 1 && plan.cost_per_hour_usd > 0) {
     absl::StrAppendFormat(&out, "  plan cost       $%.2f/hour; $%.4f for this run's %s\n",
                           plan.cost_per_hour_usd, plan.cost_per_hour_usd * r.seconds / 3600,
                           HumanSeconds(r.seconds));
   }
+  if (r.segments.size() > 1) absl::StrAppend(&out, Segments(r));
   Table table({"stage", "layers", "type", "device", "units", "predicted/batch", "measured/batch",
                "error", "ps wait", "send", "pcie/step", "idle"},
               {true, false, false, false, true, true, true, true, true, true, true, true});
@@ -143,6 +169,21 @@ absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
                                    {"written_back_rows_per_batch", s.tier_written_back_rows}};
     }
   }
+  nlohmann::ordered_json segments = nlohmann::ordered_json::array();
+  for (const launcher::JobSegment& s : r.segments) {
+    segments.push_back({{"plan", s.plan},
+                        {"reason", s.reason},
+                        {"first_step", s.first_step},
+                        {"steps", s.steps},
+                        {"samples", s.samples},
+                        {"seconds", s.seconds},
+                        {"switch_seconds", s.switch_seconds},
+                        {"predicted_samples_per_second", s.predicted_samples_per_second},
+                        {"samples_per_second", s.samples_per_second},
+                        {"cost_per_hour_usd", s.cost_per_hour_usd},
+                        {"cost_usd", s.cost_usd},
+                        {"switch_cost_usd", s.switch_cost_usd}});
+  }
   nlohmann::ordered_json metrics = {
       {"model", job.model.name},
       {"data", data.path},
@@ -168,6 +209,12 @@ absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
       {"parameter_digest", absl::StrFormat("%016x", r.parameter_digest)},
       {"ps_shards", r.ps_shards},
       {"stages", stages},
+      {"segments", segments},
+      {"cost_usd", r.cost_usd},
+      {"switch_cost_usd", r.switch_cost_usd},
+      {"first_plan_cost_usd", r.first_plan_cost_usd >= 0
+                                  ? nlohmann::ordered_json(r.first_plan_cost_usd)
+                                  : nlohmann::ordered_json(nullptr)},
       {"losses", r.losses}};
   return base::WriteFileAtomically(
       path, metrics.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");

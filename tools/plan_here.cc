@@ -14,7 +14,8 @@
 namespace heterps::tools {
 
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
-                                 const config::ClusterSpec& cluster, int64_t samples) {
+                                 const config::ClusterSpec& cluster, int64_t samples,
+                                 const std::string& policy_out) {
   // Every type this host has a device of is measured on it; the CPU's time sets the default limit.
   std::vector<const config::ResourceType*> local;
   const config::ResourceType* cpu = nullptr;
@@ -72,6 +73,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
     sched::SchedulerOptions options;
     options.seed = flags.job.tables.seed;
     options.time_limit_seconds = 10;
+    options.policy_out = policy_out;
     HETERPS_ASSIGN_OR_RETURN(sched::Plan plan, scheduler->Schedule(model, options));
     out.plan = sched::FromPlan(model, plan);
     if (plan.feasible) return out;

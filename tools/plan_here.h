@@ -22,8 +22,10 @@ struct Planned {
   std::optional<cost::Profile> profile;  // what the plan was made with
 };
 
-// InvalidArgument naming the cluster when no type has a local device to profile.
+// InvalidArgument naming the cluster when no type has a local device to profile. `policy_out`:
+// where a learned scheduler saves its policy (empty: nowhere), for the job's re-plans.
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
-                                 const config::ClusterSpec& cluster, int64_t samples);
+                                 const config::ClusterSpec& cluster, int64_t samples,
+                                 const std::string& policy_out = "");
 
 }  // namespace heterps::tools

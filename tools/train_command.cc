@@ -155,6 +155,15 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                 "default; the eval AUC says what it costs)");
   cmd->add_option("--gpu-cache-device", flags.gpu_cache_device,
                   "The GPU of the tier (default: the plan's first GPU, else this host's)");
+  cmd->add_option("--cluster-watch", flags.cluster_watch,
+                  "Re-plan when this cluster spec changes (units, prices, types); it replaces "
+                  "--cluster from then on");
+  cmd->add_option("--cluster-state", flags.cluster_state,
+                  "Re-plan when this file of units and prices per type changes (docs/elastic.md)");
+  cmd->add_option("--replan-threshold", flags.replan_threshold,
+                  "Switch plans only when the new one saves more than this share of the "
+                  "remaining cost, net of the switch's own cost (default 0.05)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--profile", flags.profile_path,
                   "Plan with this profile (heterps profile, or a run's calibrated_profile.json) "
                   "instead of profiling this host");
@@ -177,7 +186,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
   for (const char* name :
        {"--cluster", "--plan", "--mode", "--micro-batch", "--ps-shards", "--checkpoint-every",
         "--max-restarts", "--job-dir", "--throughput", "--scheduler", "--profile", "--gpu-emulate",
-        "--gpu-cache-gib", "--gpu-cache-device", "--gpu-tf32"}) {
+        "--gpu-cache-gib", "--gpu-cache-device", "--gpu-tf32", "--cluster-watch", "--cluster-state",
+        "--replan-threshold"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;

@@ -8,6 +8,7 @@
 //                 [--throughput SAMPLES_PER_S] [--scheduler NAME] [--profile P.json]
 //                 [--optimizer NAME] [--lr X] [--dense-optimizer NAME] [--dense-lr X]
 //                 [--seed S] [--eval-fraction F] [--skip-bad-lines] [--metrics-out F.json]
+//                 [--cluster-watch C.yaml] [--cluster-state S.json] [--replan-threshold F]
 //   heterps train --single-process [--threads T] ...
 //
 // With no --model, the embedded dlrm-small; with no --cluster, the embedded local catalog (this
@@ -55,6 +56,11 @@ struct TrainFlags {
   int gpu_emulate = 0;
   double gpu_cache_gib = 0;
   std::string gpu_cache_device;
+  // Elastic (docs/elastic.md): the files that change the plan while the job runs, and how much
+  // a switch must save.
+  std::string cluster_watch;
+  std::string cluster_state;
+  double replan_threshold = 0.05;
 };
 
 // Adds the options shared by `train` and `node` (rank 0 coordinates the job).

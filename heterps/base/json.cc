@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "heterps/base/status_macros.h"
 
 namespace heterps::base {
@@ -40,6 +41,19 @@ std::string JsonObject::PathOf(absl::string_view key) const {
 
 absl::Status JsonObject::Error(absl::string_view key, absl::string_view problem) const {
   return absl::InvalidArgumentError(absl::StrCat(*source_, ": ", PathOf(key), ": ", problem));
+}
+
+absl::Status JsonObject::OnlyKeys(std::initializer_list<absl::string_view> known) const {
+  for (auto it = node_->begin(); it != node_->end(); ++it) {
+    bool found = false;
+    for (absl::string_view k : known) found = found || k == it.key();
+    if (!found) {
+      return Error(
+          it.key(),
+          absl::StrCat("unknown field (expected one of: ", absl::StrJoin(known, ", "), ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool JsonObject::Has(absl::string_view key) const {

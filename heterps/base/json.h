@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <string>
@@ -50,6 +51,8 @@ class JsonObject {
   absl::StatusOr<std::string> StringOr(absl::string_view key, std::string otherwise) const;
   absl::StatusOr<bool> BoolOr(absl::string_view key, bool otherwise) const;
 
+  // An error naming the first field of this object that `known` does not list.
+  absl::Status OnlyKeys(std::initializer_list<absl::string_view> known) const;
   // An error about `key` of this object (or about the object itself when `key` is empty).
   absl::Status Error(absl::string_view key, absl::string_view problem) const;
   const std::string& source() const { return *source_; }

@@ -45,6 +45,16 @@ TEST(JsonTest, EveryMistakeNamesTheFileAndTheField) {
   EXPECT_THAT(root->IntOr("step", 0).status().message(), HasSubstr("step"));
 }
 
+TEST(JsonTest, UnknownFieldsAreNamed) {
+  auto root = JsonObject::Parse(R"({"units": 2, "pirce": 1.5})", "s.json");
+  ASSERT_TRUE(root.ok());
+  EXPECT_TRUE(root->OnlyKeys({"units", "pirce"}).ok());
+  const absl::Status status = root->OnlyKeys({"units", "price"});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("s.json: pirce: unknown field (expected one of: units, "
+                                          "price)"));
+}
+
 TEST(JsonTest, DocumentsThatAreNotObjects) {
   EXPECT_THAT(JsonObject::Parse("garbage", "g.json").status().message(),
               HasSubstr("g.json: not JSON"));

@@ -15,8 +15,10 @@ constexpr char kFormat[] = "heterps-job-checkpoint-v1";
 
 absl::Status WriteJobCheckpoint(base::Env* env, const std::string& job_dir,
                                 const JobCheckpoint& checkpoint) {
-  const nlohmann::ordered_json root = {
-      {"format", kFormat}, {"step", checkpoint.step}, {"losses", checkpoint.losses}};
+  const nlohmann::ordered_json root = {{"format", kFormat},
+                                       {"step", checkpoint.step},
+                                       {"ps_shards", checkpoint.ps_shards},
+                                       {"losses", checkpoint.losses}};
   return base::WriteFileAtomically(env, job_dir + kFile, root.dump(1) + "\n");
 }
 
@@ -33,6 +35,10 @@ absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
   JobCheckpoint c;
   HETERPS_ASSIGN_OR_RETURN(c.step, root.Int("step", 0));
   HETERPS_ASSIGN_OR_RETURN(c.losses, root.Doubles("losses"));
+  HETERPS_ASSIGN_OR_RETURN(c.ps_shards, root.IntOr("ps_shards", 0));
+  if (c.ps_shards < 0 || c.ps_shards > 1024) {
+    return root.Error("ps_shards", absl::StrCat(c.ps_shards, " is out of range [0, 1024]"));
+  }
   if (static_cast<int64_t>(c.losses.size()) < c.step) {
     return root.Error("losses", absl::StrCat(c.losses.size(), " losses for ", c.step, " steps"));
   }

@@ -18,6 +18,9 @@ namespace heterps::launcher {
 struct JobCheckpoint {
   int64_t step = 0;
   std::vector<double> losses;  // every step's mean loss before `step`
+  // The parameter-server shards that wrote it (<job_dir>/ps-<i>); a job laid out on another
+  // number loads it re-sharded by key. 0: a record without the field, written by the job's own.
+  int ps_shards = 0;
 };
 
 // Written atomically: a reader finds the previous record or this one, whole.

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "heterps/worker/job.h"
+
 namespace heterps::launcher {
 
 struct JobProgress {
@@ -35,6 +37,22 @@ struct StageReport {
   double tier_loaded_rows = 0, tier_written_back_rows = 0;
 };
 
+// A stretch of the job on one plan (docs/elastic.md): the first plan's from the start, then one
+// per switch.
+struct JobSegment {
+  std::string plan;                // launcher/replanner.h, DescribePlan
+  std::string reason;              // "start", or what made the job switch
+  int64_t first_step = 0;          // the step it began at
+  int64_t steps = 0, samples = 0;  // trained on it (steps trained again after a restart count)
+  double seconds = 0;              // from its start (the job's, or the switch's trigger) to its end
+  double switch_seconds = 0;       // from the trigger to its first step trained (start-up included)
+  double predicted_samples_per_second = 0;
+  double samples_per_second = 0;  // measured, from its first step trained to its end
+  double cost_per_hour_usd = 0;   // at the prices when it began
+  double cost_usd = 0;            // its seconds at the prices in force
+  double switch_cost_usd = 0;     // of which its switch (the seconds before its first step)
+};
+
 struct JobResult {
   int64_t steps = 0, train_samples = 0;  // of the whole job (a resumed one included)
   std::vector<double> losses;            // every step's mean loss, in order
@@ -50,7 +68,15 @@ struct JobResult {
   std::vector<std::string> failures;  // what each restart recovered from
   uint64_t parameter_digest = 0;      // ps::DigestTables over every shard at the end
   int ps_shards = 0;
-  std::vector<StageReport> stages;
+  std::vector<StageReport> stages;  // of the last segment
+  std::vector<JobSegment> segments;
+  worker::JobSpec job;         // the job as it ended: the last segment's plan and settings
+  double cost_usd = 0;         // every segment's
+  double switch_cost_usd = 0;  // every switch's (the first segment's start-up not counted)
+  // What the job would have cost on its first plan alone: its start-up, then every sample at the
+  // first segment's measured rate and the prices in force. Negative: the first plan could not
+  // have finished (its units were taken away).
+  double first_plan_cost_usd = 0;
 };
 
 }  // namespace heterps::launcher

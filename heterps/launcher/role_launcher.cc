@@ -37,7 +37,7 @@ absl::Status LocalLauncher::Start(const std::string& coordinator, int world, int
   return base::WriteFileAtomically(options_.env, options_.job_dir + "/processes.json", pids);
 }
 
-std::optional<std::string> LocalLauncher::Dead() {
+std::optional<RoleLauncher::DeadRole> LocalLauncher::Dead() {
   for (size_t i = 0; i < children_.size(); ++i) {
     base::Subprocess& child = *children_[i];
     if (child.Running()) continue;
@@ -48,8 +48,8 @@ std::optional<std::string> LocalLauncher::Dead() {
       how = *code > 128 ? absl::StrCat("was killed by signal ", *code - 128)
                         : absl::StrCat("exited with code ", *code);
     }
-    return absl::StrCat("rank ", rank, " (pid ", child.pid(), ") ", how,
-                        " (log: ", options_.job_dir, "/logs/rank-", rank, ".log)");
+    return DeadRole{rank, absl::StrCat("rank ", rank, " (pid ", child.pid(), ") ", how,
+                                       " (log: ", options_.job_dir, "/logs/rank-", rank, ".log)")};
   }
   return std::nullopt;
 }

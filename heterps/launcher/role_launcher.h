@@ -27,9 +27,13 @@ class RoleLauncher {
   // Starts ranks 1 .. world-1 of attempt `generation`, to find the coordinator at `coordinator`
   // (host:port).
   virtual absl::Status Start(const std::string& coordinator, int world, int64_t generation) = 0;
-  // A rank that has ended since Start, described ("rank 3 (pid 1234) was killed by signal 9"),
-  // or nullopt while all run.
-  virtual std::optional<std::string> Dead() = 0;
+  // A rank that has ended since Start, and how ("rank 3 (pid 1234) was killed by signal 9"), or
+  // nullopt while all run.
+  struct DeadRole {
+    int rank = 0;
+    std::string what;
+  };
+  virtual std::optional<DeadRole> Dead() = 0;
   // Ends every process: SIGTERM, then SIGKILL to those still running after `grace`.
   virtual void StopAll(absl::Duration grace) = 0;
 };
@@ -48,7 +52,7 @@ class LocalLauncher : public RoleLauncher {
   ~LocalLauncher() override { StopAll(absl::Seconds(2)); }
 
   absl::Status Start(const std::string& coordinator, int world, int64_t generation) override;
-  std::optional<std::string> Dead() override;
+  std::optional<DeadRole> Dead() override;
   void StopAll(absl::Duration grace) override;
 
   // The pid of rank `rank`'s process, or -1 (for tests that kill one).

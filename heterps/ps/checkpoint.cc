@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -14,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "heterps/base/env.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/ps/ps_client.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::ps {
@@ -281,23 +284,37 @@ absl::Status PruneCheckpoints(base::Env* env, const std::string& root, int keep)
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir,
-                                          const CheckpointTables& tables) {
-  HETERPS_ASSIGN_OR_RETURN(std::string manifest_text,
-                           base::ReadFile(env, dir + "/MANIFEST", 64 << 20));
-  json manifest = json::parse(manifest_text, nullptr, false);
-  auto corrupt = [&](absl::string_view why) {
-    return absl::DataLossError(absl::StrCat(dir, "/MANIFEST: ", why));
-  };
+namespace {
+
+// A checkpoint directory whose MANIFEST and files have been verified.
+struct VerifiedDir {
+  std::string dir;
+  json manifest;
+  std::vector<std::string> paths;  // per MANIFEST entry
+  std::vector<bool> load;          // per entry: a table this load fills
+};
+
+// Pass 1 over one source: every file whole and intact (streamed, never held whole), every sparse
+// table as the manifest describes it, every dense table that `tables` holds likewise. A dense
+// table `tables` does not hold is an error unless `foreign_dense` (re-sharding: it is another
+// new shard's). Counts what it found of `tables`.
+absl::StatusOr<VerifiedDir> Verify(base::Env* env, const std::string& dir,
+                                   const CheckpointTables& tables, bool foreign_dense,
+                                   std::map<int, int>* sparse_seen,
+                                   std::map<int, int>* dense_seen) {
+  VerifiedDir v;
+  v.dir = dir;
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, dir + "/MANIFEST", 64 << 20));
+  v.manifest = json::parse(text, nullptr, false);
+  const json& manifest = v.manifest;
   if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != kFormat ||
       !manifest.contains("files") || !manifest["files"].is_array()) {
-    return corrupt("not a heterps checkpoint manifest");
+    return absl::DataLossError(absl::StrCat(dir, "/MANIFEST: not a heterps checkpoint manifest"));
   }
-  // Pass 1: every file whole and intact, every table as the manifest describes it. Files are
-  // streamed, never held whole.
-  std::vector<std::string> paths;
-  size_t sparse_seen = 0, dense_seen = 0;
   for (const json& f : manifest["files"]) {
+    if (!f.is_object()) {
+      return absl::DataLossError(absl::StrCat(dir, "/MANIFEST: an entry is not an object"));
+    }
     const std::string path = dir + "/" + f.value("file", "");
     uint64_t size = 0, hash = 0;
     {
@@ -312,6 +329,7 @@ absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir
       return absl::DataLossError(absl::StrCat(path, ": checksum mismatch: the file is corrupt"));
     }
     const int id = f.value("table", -1);
+    bool load = true;
     if (f.value("kind", "") == "sparse") {
       auto it = tables.sparse.find(id);
       if (it == tables.sparse.end() || it->second->dim() != f.value("dim", -1) ||
@@ -321,34 +339,44 @@ absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir
             path, ": sparse table ", id, " of dim ", f.value("dim", -1), " and ",
             f.value("state_floats", -1), " optimizer floats per row has no match here"));
       }
-      ++sparse_seen;
+      ++(*sparse_seen)[id];
     } else {
       auto it = tables.dense.find(id);
-      std::vector<int64_t> sizes = f.value("block_sizes", std::vector<int64_t>());
-      bool match =
-          it != tables.dense.end() && static_cast<int>(sizes.size()) == it->second->num_blocks();
-      for (size_t b = 0; match && b < sizes.size(); ++b) {
-        match = sizes[b] == it->second->block_size(static_cast<int>(b));
-      }
-      if (!match) {
+      load = it != tables.dense.end();
+      if (!load && !foreign_dense) {
         return absl::FailedPreconditionError(
             absl::StrCat(path, ": dense table ", id, " has no match here"));
       }
-      ++dense_seen;
+      if (load) {
+        std::vector<int64_t> sizes = f.value("block_sizes", std::vector<int64_t>());
+        bool match = static_cast<int>(sizes.size()) == it->second->num_blocks();
+        for (size_t b = 0; match && b < sizes.size(); ++b) {
+          match = sizes[b] == it->second->block_size(static_cast<int>(b));
+        }
+        if (!match) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(path, ": dense table ", id, " has no match here"));
+        }
+        ++(*dense_seen)[id];
+      }
     }
-    paths.push_back(path);
+    v.paths.push_back(path);
+    v.load.push_back(load);
   }
-  if (sparse_seen != tables.sparse.size() || dense_seen != tables.dense.size()) {
-    return corrupt("it does not cover every table given");
-  }
-  // Pass 2: load.
+  return v;
+}
+
+// Pass 2 over one source: the sparse rows `keep` accepts, the dense tables verified for loading.
+absl::Status LoadVerified(base::Env* env, const VerifiedDir& v, const CheckpointTables& tables,
+                          const std::function<bool(uint64_t)>& keep) {
   size_t i = 0;
-  for (const json& f : manifest["files"]) {
-    HETERPS_ASSIGN_OR_RETURN(Reader r, Reader::Open(env, paths[i++]));
+  for (const json& f : v.manifest["files"]) {
+    const size_t at = i++;
+    if (!v.load[at]) continue;
+    HETERPS_ASSIGN_OR_RETURN(Reader r, Reader::Open(env, v.paths[at]));
     const int id = f["table"];
     if (f["kind"] == "sparse") {
       SparseTable& table = *tables.sparse.at(id);
-      HETERPS_RETURN_IF_ERROR(table.Clear());
       int32_t dim = 0, state = 0;
       HETERPS_RETURN_IF_ERROR(r.Get(&dim, 1));
       HETERPS_RETURN_IF_ERROR(r.Get(&state, 1));
@@ -364,7 +392,7 @@ absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir
         HETERPS_RETURN_IF_ERROR(r.Get(&row.accesses, 1));
         HETERPS_RETURN_IF_ERROR(r.Get(row.value.data(), row.value.size()));
         HETERPS_RETURN_IF_ERROR(r.Get(row.state.data(), row.state.size()));
-        HETERPS_RETURN_IF_ERROR(table.Insert(key, row));
+        if (keep == nullptr || keep(key)) HETERPS_RETURN_IF_ERROR(table.Insert(key, row));
       }
     } else {
       DenseTable& table = *tables.dense.at(id);
@@ -377,7 +405,74 @@ absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir
       }
     }
   }
-  return manifest.value("step", int64_t{0});
+  return absl::OkStatus();
+}
+
+// Verifies every source, then loads them: every sparse table from every source (its rows that
+// `keep` accepts), every dense table of `tables` from the one source that has it. Nothing changes
+// before every source is verified.
+absl::StatusOr<int64_t> LoadSources(base::Env* env, const std::vector<std::string>& dirs,
+                                    const CheckpointTables& tables,
+                                    const std::function<bool(uint64_t)>& keep) {
+  const bool resharding = keep != nullptr;
+  std::map<int, int> sparse_seen, dense_seen;
+  std::vector<VerifiedDir> verified;
+  for (const std::string& dir : dirs) {
+    HETERPS_ASSIGN_OR_RETURN(VerifiedDir v,
+                             Verify(env, dir, tables, resharding, &sparse_seen, &dense_seen));
+    if (!verified.empty() &&
+        v.manifest.value("step", int64_t{-1}) != verified[0].manifest.value("step", int64_t{-1})) {
+      return absl::DataLossError(absl::StrCat(
+          dir, "/MANIFEST: step ", v.manifest.value("step", int64_t{-1}), ", ", verified[0].dir,
+          " has step ", verified[0].manifest.value("step", int64_t{-1})));
+    }
+    verified.push_back(std::move(v));
+  }
+  const std::string where = dirs.size() == 1 ? dirs[0] + "/MANIFEST" : dirs[0] + " and the others";
+  for (const auto& [id, table] : tables.sparse) {
+    if (sparse_seen[id] != static_cast<int>(dirs.size())) {
+      return absl::DataLossError(
+          absl::StrCat(where, ": sparse table ", id, " is not in every source"));
+    }
+  }
+  for (const auto& [id, table] : tables.dense) {
+    if (dense_seen[id] != 1) {
+      return absl::DataLossError(absl::StrCat(where, ": dense table ", id, " is in ",
+                                              dense_seen[id], " sources, not one"));
+    }
+  }
+  for (const auto& [id, table] : tables.sparse) HETERPS_RETURN_IF_ERROR(table->Clear());
+  for (const VerifiedDir& v : verified) HETERPS_RETURN_IF_ERROR(LoadVerified(env, v, tables, keep));
+  return verified.empty() ? int64_t{0} : verified[0].manifest.value("step", int64_t{0});
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir,
+                                          const CheckpointTables& tables) {
+  return LoadSources(env, {dir}, tables, nullptr);
+}
+
+absl::StatusOr<int64_t> LoadCheckpointResharded(base::Env* env,
+                                                const std::vector<std::string>& roots, int64_t step,
+                                                int shard, int num_shards,
+                                                const CheckpointTables& tables) {
+  if (roots.empty() || num_shards < 1 || shard < 0 || shard >= num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("re-sharding to shard ", shard, " of ",
+                                                   num_shards, " from ", roots.size(),
+                                                   " checkpoints"));
+  }
+  std::vector<std::string> dirs;
+  for (const std::string& root : roots) {
+    const std::string dir = absl::StrCat(root, "/ckpt-", step);
+    if (!env->FileExists(dir + "/MANIFEST")) {
+      return absl::NotFoundError(absl::StrCat(dir, ": no checkpoint of step ", step));
+    }
+    dirs.push_back(dir);
+  }
+  return LoadSources(env, dirs, tables, [shard, num_shards](uint64_t key) {
+    return ServerOf(key, num_shards) == shard;
+  });
 }
 
 }  // namespace heterps::ps

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,6 +50,16 @@ absl::StatusOr<int64_t> LoadCheckpoint(base::Env* env, const std::string& root, 
 // The same for a checkpoint directory.
 absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir,
                                           const CheckpointTables& tables);
+
+// Step `step` of a job whose tables were on roots.size() shards (the checkpoint root of each,
+// shard 0 first), loaded into the tables of shard `shard` of `num_shards` of a job laid out
+// anew: the sparse rows whose key belongs to this shard (MixKey(key) % num_shards, as the clients
+// place keys), and each dense table of `tables` from the old shard that held it. Every source is
+// verified whole before anything loads. A checkpoint re-sharded N -> M -> N holds what it held.
+absl::StatusOr<int64_t> LoadCheckpointResharded(base::Env* env,
+                                                const std::vector<std::string>& roots, int64_t step,
+                                                int shard, int num_shards,
+                                                const CheckpointTables& tables);
 
 // A digest of every parameter the tables hold: each sparse row's key, value, optimizer state and
 // update count, each dense block's values, state and update count. It does not depend on the

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/base/testing/fault_env.h"
+#include "heterps/ps/ps_client.h"
 #include "heterps/ps/rocksdb_store.h"
 
 namespace heterps::ps {
@@ -217,6 +218,125 @@ TEST_F(CheckpointTest, EveryFaultOfASaveLeavesALoadableCheckpoint) {
         }
       }
     }
+  }
+}
+
+// A job's tables on `n` shards: sparse table 0 on every shard (keys by ServerOf), dense tables
+// 1 and 2 on shard id % n, as the clients place them.
+struct Sharded {
+  std::vector<std::unique_ptr<SparseTable>> sparse;
+  std::vector<std::unique_ptr<DenseTable>> dense;  // by id - 1
+  int n = 0;
+
+  CheckpointTables view(int shard) {
+    CheckpointTables t;
+    t.sparse[0] = sparse[shard].get();
+    for (int id = 1; id <= 2; ++id) {
+      if (id % n == shard) t.dense[id] = dense[id - 1].get();
+    }
+    return t;
+  }
+  uint64_t Digest() {
+    uint64_t sum = 0;
+    for (int s = 0; s < n; ++s) sum += *DigestTables(view(s));
+    return sum;
+  }
+};
+
+// `ssd`: a memory budget small enough that most rows are on the RocksDB tier.
+Sharded MakeSharded(int n, const std::string& cold_root, bool ssd) {
+  Sharded out;
+  out.n = n;
+  std::filesystem::create_directories(cold_root);
+  for (int s = 0; s < n; ++s) {
+    SparseTableOptions o;
+    o.dim = 4;
+    o.optimizer.kind = OptimizerKind::kAdagrad;
+    o.lock_shards = 2;
+    std::unique_ptr<ColdStore> cold;
+    if (ssd) {
+      o.memory_budget_bytes = 1500;
+      auto opened = RocksDbColdStore::Open(cold_root + "/shard-" + std::to_string(s));
+      EXPECT_TRUE(opened.ok()) << opened.status();
+      cold = std::move(*opened);
+    }
+    out.sparse.push_back(std::move(*SparseTable::Create(o, std::move(cold))));
+  }
+  for (int id = 1; id <= 2; ++id) {
+    DenseTableOptions d;
+    d.block_sizes = {5, static_cast<int64_t>(id)};
+    out.dense.push_back(std::move(*DenseTable::Create(d)));
+  }
+  return out;
+}
+
+TEST_F(CheckpointTest, ReshardingKeepsEveryParameter) {
+  for (bool ssd : {false, true}) {
+    SCOPED_TRACE(ssd ? "with the SSD tier" : "in memory");
+    const std::string base = Dir(ssd ? "reshard_ssd" : "reshard_mem");
+    Sharded two = MakeSharded(2, base + "/cold2", ssd);
+    std::mt19937_64 rng(3);
+    std::normal_distribution<float> normal;
+    for (int step = 0; step < 40; ++step) {
+      std::vector<uint64_t> keys(25);
+      for (auto& k : keys) k = rng() % 400;
+      const KeyPlan plan = PlanKeys(keys, 2);
+      for (int s = 0; s < 2; ++s) {
+        std::vector<float> g(plan.keys[s].size() * 4);
+        for (float& x : g) x = normal(rng);
+        ASSERT_TRUE(two.sparse[s]->Push(plan.keys[s], g).ok());
+      }
+      for (int id = 1; id <= 2; ++id) {
+        std::vector<float> g(5);
+        for (float& x : g) x = normal(rng);
+        ASSERT_TRUE(two.dense[id - 1]->Push(0, g).ok());
+      }
+    }
+    if (ssd) {
+      ASSERT_GT(two.sparse[0]->Stats().cold_rows, 20);
+    }
+    const uint64_t digest = two.Digest();
+    std::vector<std::string> roots2 = {base + "/ps2-0", base + "/ps2-1"};
+    for (int s = 0; s < 2; ++s) ASSERT_TRUE(SaveCheckpoint(env, roots2[s], 40, two.view(s)).ok());
+
+    // 2 -> 3: every new shard takes its keys from both old ones.
+    Sharded three = MakeSharded(3, base + "/cold3", ssd);
+    std::vector<std::string> roots3;
+    size_t rows = 0;
+    for (int s = 0; s < 3; ++s) {
+      auto step = LoadCheckpointResharded(env, roots2, 40, s, 3, three.view(s));
+      ASSERT_TRUE(step.ok()) << step.status();
+      EXPECT_EQ(*step, 40);
+      for (const auto& [key, row] : Rows(*three.sparse[s])) {
+        EXPECT_EQ(ServerOf(key, 3), s) << key;
+        ++rows;
+      }
+      roots3.push_back(base + "/ps3-" + std::to_string(s));
+      ASSERT_TRUE(SaveCheckpoint(env, roots3.back(), 40, three.view(s)).ok());
+    }
+    EXPECT_EQ(rows, Rows(*two.sparse[0]).size() + Rows(*two.sparse[1]).size());
+    EXPECT_EQ(three.Digest(), digest);
+
+    // 3 -> 2: each shard holds exactly what it held.
+    Sharded back = MakeSharded(2, base + "/cold_back", ssd);
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_TRUE(LoadCheckpointResharded(env, roots3, 40, s, 2, back.view(s)).ok());
+      EXPECT_EQ(Rows(*back.sparse[s]), Rows(*two.sparse[s]));
+    }
+    EXPECT_EQ(back.Digest(), digest);
+
+    // A source of another step, or a missing one, is refused before anything loads.
+    Sharded other = MakeSharded(2, base + "/cold_other", ssd);
+    ASSERT_TRUE(SaveCheckpoint(env, roots3[1], 41, three.view(1)).ok());
+    std::filesystem::rename(roots3[1] + "/ckpt-40", roots3[1] + "/moved");
+    auto missing = LoadCheckpointResharded(env, roots3, 40, 0, 2, other.view(0));
+    EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(std::string(missing.status().message()), HasSubstr("no checkpoint of step 40"));
+    std::filesystem::rename(roots3[1] + "/ckpt-41", roots3[1] + "/ckpt-40");
+    auto mixed = LoadCheckpointResharded(env, roots3, 40, 0, 2, other.view(0));
+    EXPECT_EQ(mixed.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("step 41"));
+    EXPECT_TRUE(Rows(*other.sparse[0]).empty());
   }
 }
 

@@ -94,12 +94,14 @@ std::pair<int64_t, int64_t> Share(int64_t lo, int64_t hi, int r, int k) {
 class Attempt::Impl {
  public:
   Impl(const worker::JobSpec& job, const RunOptions& o, const JobLayout& layout,
-       CoordinatorService& service, JobResult& result, int64_t generation, absl::Time job_start)
+       CoordinatorService& service, JobResult& result, SegmentLedger& ledger, int64_t generation,
+       absl::Time job_start)
       : job_(job),
         o_(o),
         layout_(layout),
         service_(service),
         result_(result),
+        ledger_(ledger),
         generation_(generation),
         job_start_(job_start) {}
 
@@ -114,7 +116,9 @@ class Attempt::Impl {
     result_.losses.clear();
     HETERPS_ASSIGN_OR_RETURN(std::optional<JobCheckpoint> c, ReadJobCheckpoint(o_.env, o_.job_dir));
     if (c && c->step > 0) {
-      HETERPS_ASSIGN_OR_RETURN(int64_t step, ps_->LoadCheckpoint(c->step));
+      // Written by another layout (a switch): every shard takes its keys from every old one.
+      const int from_shards = c->ps_shards != layout_.ps_shards ? c->ps_shards : 0;
+      HETERPS_ASSIGN_OR_RETURN(int64_t step, ps_->LoadCheckpoint(c->step, from_shards));
       done = step;
       result_.losses = c->losses;
       result_.losses.resize(done, 0.0);
@@ -126,6 +130,7 @@ class Attempt::Impl {
       }
     }
     HETERPS_RETURN_IF_ERROR(Train(done, train_lines));
+    if (switch_) return absl::OkStatus();
     HETERPS_RETURN_IF_ERROR(Evaluate());
     HETERPS_ASSIGN_OR_RETURN(result_.parameter_digest, ps_->Digest());
     Report();
@@ -135,8 +140,8 @@ class Attempt::Impl {
  private:
   absl::Status CheckAlive() {
     if (o_.launcher == nullptr) return absl::OkStatus();
-    if (std::optional<std::string> dead = o_.launcher->Dead()) {
-      return absl::UnavailableError(*dead);
+    if (std::optional<RoleLauncher::DeadRole> dead = o_.launcher->Dead()) {
+      return absl::UnavailableError(dead->what);
     }
     return absl::OkStatus();
   }
@@ -190,8 +195,13 @@ class Attempt::Impl {
     for (int64_t from = done; from < total;) {
       const int64_t to = std::min(total, (from / every + 1) * every);
       HETERPS_RETURN_IF_ERROR(sync ? SyncSteps(from, to) : AsyncSteps(from, to));
-      if (to < total && to % every == 0) HETERPS_RETURN_IF_ERROR(Checkpoint(to));
-      from = to;
+      // Synchronous rounds may end early, where a switch was decided.
+      const int64_t end = switch_ ? switch_step_ : to;
+      if (end < total && (end % every == 0 || switch_)) HETERPS_RETURN_IF_ERROR(Checkpoint(end));
+      // Asynchronous replicas meet only at the rounds' ends: the re-planner is asked there.
+      if (!switch_ && !sync) CheckPlan(end);
+      if (switch_) return absl::OkStatus();
+      from = end;
     }
     result_.steps = total;
     result_.train_samples = train_lines * job_.settings.epochs;
@@ -269,8 +279,37 @@ class Attempt::Impl {
         samples += n;
       }
       StepDone(step, samples > 0 ? loss / samples : 0, samples);
+      if (CheckPlan(step + 1)) return absl::OkStatus();
     }
     return absl::OkStatus();
+  }
+
+  // Between steps: whether the re-planner wants another plan from `step` on (then switch_ holds
+  // it). Never at the job's end.
+  bool CheckPlan(int64_t step) {
+    if (o_.replanner == nullptr || step >= total_steps_) return false;
+    JobPosition position;
+    position.step = step;
+    position.total_steps = total_steps_;
+    position.samples_left =
+        std::max<int64_t>(0, train_lines_ * job_.settings.epochs - step * job_.batch_size());
+    position.samples_per_second = ledger_.samples_per_second();
+    position.switch_seconds = ledger_.switch_seconds();
+    std::optional<PlanSwitch> next = o_.replanner->Check(position);
+    if (!next) return false;
+    if (o_.launcher == nullptr && MakeLayout(next->job).world() != layout_.world()) {
+      // Nobody can start or end processes: the new plan must fit the ones there are.
+      base::LogLine(absl::StrCat("re-plan: ", DescribePlan(next->job), " needs ",
+                                 MakeLayout(next->job).world(),
+                                 " processes; the external launcher started ", layout_.world(),
+                                 ": the job keeps its plan (", next->reason, ")"));
+      return false;
+    }
+    switch_trigger_ = absl::Now();
+    ledger_.Trigger(switch_trigger_);
+    switch_ = std::move(next);
+    switch_step_ = step;
+    return true;
   }
 
   // Asynchronous: every stage-0 replica runs the steps on its own, its gradients applied as they
@@ -306,6 +345,7 @@ class Attempt::Impl {
   }
 
   void StepDone(int64_t step, double loss, int64_t samples) {
+    ledger_.Step(samples, absl::Now());
     result_.losses.resize(step + 1, 0.0);
     result_.losses[step] = loss;
     samples_ += samples;
@@ -322,10 +362,24 @@ class Attempt::Impl {
   }
 
   absl::Status Checkpoint(int64_t step) {
+    const absl::Time start = absl::Now();
     HETERPS_RETURN_IF_ERROR(ps_->SaveCheckpoint(step));
-    return WriteJobCheckpoint(o_.env, o_.job_dir, {step, result_.losses});
+    std::vector<double> losses(
+        result_.losses.begin(),
+        result_.losses.begin() +
+            std::min<int64_t>(step, static_cast<int64_t>(result_.losses.size())));
+    HETERPS_RETURN_IF_ERROR(
+        WriteJobCheckpoint(o_.env, o_.job_dir, {step, std::move(losses), layout_.ps_shards}));
+    ledger_.Checkpointed(absl::ToDoubleSeconds(absl::Now() - start));
+    return absl::OkStatus();
   }
 
+ public:
+  const std::optional<PlanSwitch>& switch_to() const { return switch_; }
+  int64_t switch_step() const { return switch_step_; }
+  absl::Time switch_trigger() const { return switch_trigger_; }
+
+ private:
   absl::Status Evaluate() {
     if (job_.eval_every() <= 0) return absl::OkStatus();
     std::vector<Workers::Replica*> first = workers_->stage(0);
@@ -448,6 +502,7 @@ class Attempt::Impl {
   const JobLayout& layout_;
   CoordinatorService& service_;
   JobResult& result_;
+  SegmentLedger& ledger_;
   const int64_t generation_;
   const absl::Time job_start_;
   std::unique_ptr<ps::rpc::GrpcPsClient> ps_;
@@ -461,17 +516,25 @@ class Attempt::Impl {
   std::map<std::pair<int, int64_t>, int64_t> skipped_
       ABSL_GUARDED_BY(skipped_mu_);  // (replica, pass)
   std::string first_bad_ ABSL_GUARDED_BY(skipped_mu_);
+  std::optional<PlanSwitch> switch_;
+  int64_t switch_step_ = 0;
+  absl::Time switch_trigger_;
 };
 
 Attempt::Attempt(const worker::JobSpec& job, const RunOptions& options, const JobLayout& layout,
-                 CoordinatorService& service, JobResult& result, int64_t generation,
-                 absl::Time job_start)
-    : impl_(std::make_unique<Impl>(job, options, layout, service, result, generation, job_start)) {}
+                 CoordinatorService& service, JobResult& result, SegmentLedger& ledger,
+                 int64_t generation, absl::Time job_start)
+    : impl_(std::make_unique<Impl>(job, options, layout, service, result, ledger, generation,
+                                   job_start)) {}
 
 Attempt::~Attempt() = default;
 
 absl::Status Attempt::Run(const std::string& coordinator, int64_t train_lines) {
   return impl_->Run(coordinator, train_lines);
 }
+
+const std::optional<PlanSwitch>& Attempt::switch_to() const { return impl_->switch_to(); }
+int64_t Attempt::switch_step() const { return impl_->switch_step(); }
+absl::Time Attempt::switch_trigger() const { return impl_->switch_trigger(); }
 
 }  // namespace heterps::launcher::rpc

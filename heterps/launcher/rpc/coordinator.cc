@@ -1,5 +1,6 @@
 #include "heterps/launcher/rpc/coordinator.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "heterps/launcher/layout.h"
 #include "heterps/launcher/rpc/attempt.h"
 #include "heterps/launcher/rpc/coordinator_service.h"
+#include "heterps/launcher/segment_ledger.h"
 #include "heterps/rpc/rpc.h"
 
 namespace heterps::launcher::rpc {
@@ -43,18 +45,35 @@ absl::Status CheckOptions(const worker::JobSpec& job, const RunOptions& o) {
   return absl::OkStatus();
 }
 
+// The type a rank ran on: its stage's (a parameter server: stage 0's, whose hosts hold them).
+std::string TypeOf(const worker::JobSpec& job, const JobLayout& layout, int rank) {
+  if (rank < 1 || rank >= layout.world()) return "";
+  const RoleSlot& slot = layout.ranks[rank];
+  const int stage = slot.kind == RoleSlot::Kind::kWorker ? slot.stage : 0;
+  return job.plan.stages[stage].type;
+}
+
+void Tell(const RunOptions& o, const JobProgress& p) {
+  if (o.progress) {
+    o.progress(p);
+  } else {
+    base::LogLine(p.event);
+  }
+}
+
 }  // namespace
 
-absl::StatusOr<JobResult> RunJob(const worker::JobSpec& job, const RunOptions& o) {
-  HETERPS_RETURN_IF_ERROR(CheckOptions(job, o));
+absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOptions& o) {
+  HETERPS_RETURN_IF_ERROR(CheckOptions(first_job, o));
   HETERPS_RETURN_IF_ERROR(o.env->CreateDirs(o.job_dir));
-  const JobLayout layout = MakeLayout(job);
+  worker::JobSpec job = first_job;
+  JobLayout layout = MakeLayout(job);
   HETERPS_ASSIGN_OR_RETURN(const int64_t lines, data::CountLines(job.files));
   const int64_t eval_every = job.eval_every();
   const int64_t train_lines = eval_every > 0 ? lines - lines / eval_every : lines;
   if (train_lines < 1) return absl::InvalidArgumentError("job: the data has no training lines");
   // The description every role reads, kept beside the job's other files.
-  const std::string job_json = worker::JobToJson(job);
+  std::string job_json = worker::JobToJson(job);
   HETERPS_RETURN_IF_ERROR(base::WriteFileAtomically(o.env, o.job_dir + "/job.json", job_json));
 
   // Ready before the first call can arrive: an external launcher's processes may already wait.
@@ -72,29 +91,80 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& job, const RunOptions& o
   JobResult result;
   result.ps_shards = layout.ps_shards;
   const absl::Time start = absl::Now();
-  absl::Status status;
-  for (int64_t generation = 1;; ++generation) {
-    if (generation > 1) service.Reset(generation);
-    Attempt attempt(job, o, layout, service, result, generation, start);
-    status = attempt.Run(server->address, train_lines);
-    if (status.ok()) break;
-    service.Stop();
-    if (o.launcher == nullptr || result.restarts >= job.settings.max_restarts ||
-        !Recoverable(status)) {
-      break;
-    }
-    o.launcher->StopAll(absl::ZeroDuration());
-    ++result.restarts;
-    result.failures.push_back(std::string(status.message()));
+  SegmentLedger ledger(o.replanner);
+  if (o.replanner != nullptr) o.replanner->Running(job);
+  {
     absl::StatusOr<std::optional<JobCheckpoint>> c = ReadJobCheckpoint(o.env, o.job_dir);
-    const int64_t step = c.ok() && c->has_value() ? (*c)->step : 0;
-    const std::string event = absl::StrCat("restarting from step ", step, ": ", status.message());
-    if (o.progress) {
-      o.progress(
-          {step, 0, 0, absl::ToDoubleSeconds(absl::Now() - start), 0, result.restarts, event});
-    } else {
-      base::LogLine(event);
+    ledger.Begin(job, "start", c.ok() && c->has_value() ? (*c)->step : 0, start, start);
+  }
+  absl::Status status;
+  int restarts = 0;  // of the current plan
+  for (int64_t generation = 1;; ++generation) {
+    Attempt attempt(job, o, layout, service, result, ledger, generation, start);
+    status = attempt.Run(server->address, train_lines);
+    std::optional<PlanSwitch> next = status.ok() ? attempt.switch_to() : std::nullopt;
+    int64_t step = status.ok() ? attempt.switch_step() : 0;
+    absl::Time trigger = attempt.switch_trigger();
+    if (status.ok() && !next) break;
+    if (!status.ok()) {
+      std::optional<RoleLauncher::DeadRole> dead;
+      if (o.launcher != nullptr) dead = o.launcher->Dead();
+      service.Stop();
+      if (o.launcher == nullptr || !Recoverable(status)) break;
+      o.launcher->StopAll(absl::ZeroDuration());
+      absl::StatusOr<std::optional<JobCheckpoint>> c = ReadJobCheckpoint(o.env, o.job_dir);
+      step = c.ok() && c->has_value() ? (*c)->step : 0;
+      // The re-planner hears of the loss, and may prefer another plan to a restart.
+      if (o.replanner != nullptr) {
+        if (dead) o.replanner->RoleLost(TypeOf(job, layout, dead->rank));
+        JobPosition position;
+        position.step = step;
+        position.samples_left =
+            std::max<int64_t>(0, train_lines * job.settings.epochs - step * job.batch_size());
+        position.samples_per_second = ledger.samples_per_second();
+        position.switch_seconds = ledger.switch_seconds();
+        trigger = absl::Now();
+        ledger.Trigger(trigger);
+        next = o.replanner->Check(position);
+      }
+      if (!next && restarts >= job.settings.max_restarts) break;
+      ++restarts;
+      ++result.restarts;
+      result.failures.push_back(std::string(status.message()));
+      if (!next) {
+        Tell(o, {step, 0, 0, absl::ToDoubleSeconds(absl::Now() - start), 0, result.restarts,
+                 absl::StrCat("restarting from step ", step, ": ", status.message())});
+        service.Reset(generation + 1);
+        continue;
+      }
     }
+    // A switch: the processes of this plan end, the new plan's start from the checkpoint of
+    // `step`. An external launcher's processes stay and take the new roles (the attempt asked
+    // for no plan that needs another number of them).
+    const JobLayout next_layout = MakeLayout(next->job);
+    if (o.launcher != nullptr) {
+      service.Stop();
+      o.launcher->StopAll(absl::Seconds(2));
+    }
+    Tell(o, {step, 0, 0, absl::ToDoubleSeconds(absl::Now() - start), 0, result.restarts,
+             absl::StrCat(
+                 "switching at step ", step, " to ", DescribePlan(next->job), " (", next->reason,
+                 next->required
+                     ? ")"
+                     : absl::StrCat("; ", FormatUsd(next->new_usd), " instead of ",
+                                    FormatUsd(next->keep_usd), " for the samples left, the switch ",
+                                    FormatUsd(next->switch_usd), ")"))});
+    job = next->job;
+    layout = next_layout;
+    job_json = worker::JobToJson(job);
+    HETERPS_RETURN_IF_ERROR(base::WriteFileAtomically(o.env, o.job_dir + "/job.json", job_json));
+    service.Relayout(generation + 1, job_json, layout, o.launcher == nullptr);
+    o.replanner->Running(job);
+    ledger.End(absl::Now());
+    ledger.Begin(job, next->reason, step, trigger, absl::Now());
+    result.ps_shards = layout.ps_shards;
+    restarts = 0;
+    status = absl::OkStatus();
   }
   service.Stop();
   service.AwaitStopHeard(absl::Seconds(5));
@@ -105,6 +175,9 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& job, const RunOptions& o
   if (o.launcher != nullptr) o.launcher->StopAll(absl::Seconds(5));
   server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   HETERPS_RETURN_IF_ERROR(status);
+  ledger.End(absl::Now());
+  ledger.Fill(&result);
+  result.job = job;
   return result;
 }
 

@@ -23,6 +23,14 @@
 // stage-0 replicas run their steps without waiting for each other, their gradients applied as
 // they come, and meet only at checkpoints.
 //
+// Switches. With a re-planner, the coordinator asks it between steps (asynchronous: at the
+// rounds' ends) whether another plan should take over; if so, it checkpoints that step, stops
+// every process, starts the new layout, loads the checkpoint (re-sharded by key when the number
+// of parameter servers changed) and goes on from that step. A role that dies is reported to the
+// re-planner (as its stage's type; a parameter server as stage 0's), which may then give up a
+// unit of that type and switch instead of restarting the same plan. The JobResult's segments
+// account for every plan the job ran on (launcher/segment_ledger.h).
+//
 // Failures. Every `checkpoint_every` steps, at a step boundary, the parameter servers write their
 // tables (both tiers, optimizer state) and then <job_dir>/checkpoint.json names the step, written
 // atomically; the data position is the step's. When a process dies (the launcher sees it), or a
@@ -45,6 +53,7 @@
 #include "absl/time/time.h"
 #include "heterps/base/env.h"
 #include "heterps/launcher/job_result.h"
+#include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
 #include "heterps/worker/job.h"
 
@@ -65,6 +74,10 @@ struct RunOptions {
   std::function<void(const JobProgress&)> progress;
   // Called once the coordinator listens, with its host:port.
   std::function<void(const std::string&)> on_listening;
+  // Elastic jobs (launcher/replanner.h): asked between steps whether to switch plans; null: the
+  // plan is fixed. Under an external launcher, a switch keeps the processes it was given (the
+  // same number, new roles) and a plan that needs another number is refused, with a log line.
+  Replanner* replanner = nullptr;
 };
 
 // Runs the job to its end. Errors: bad options, a missing data file (NotFound naming it), a port

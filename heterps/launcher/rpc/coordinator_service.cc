@@ -23,6 +23,17 @@ void CoordinatorService::Reset(int64_t generation) {
   stopping_ = false;
 }
 
+void CoordinatorService::Relayout(int64_t generation, std::string job_json, JobLayout layout,
+                                  bool rejoin) {
+  {
+    absl::MutexLock lock(&mu_);
+    job_json_ = std::move(job_json);
+    layout_ = std::move(layout);
+    rejoin_ = rejoin;
+  }
+  Reset(generation);
+}
+
 void CoordinatorService::Stop() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
@@ -123,6 +134,8 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   if (grpc::Status denied = auth_.Check(ctx, "Heartbeat"); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
   reply->set_stop(stopping_ || request->generation() != generation_);
+  // A process of an attempt before a switch, under an external launcher: it is wanted again.
+  reply->set_rejoin(rejoin_ && !stopping_ && request->generation() != generation_);
   if (reply->stop() && request->generation() == generation_ && request->rank() > 0 &&
       request->rank() < static_cast<int>(told_.size())) {
     told_[request->rank()] = true;

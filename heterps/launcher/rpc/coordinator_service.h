@@ -26,6 +26,10 @@ class CoordinatorService final : public wire::Coordinator::Service {
 
   // A new attempt: forget the registrations, tell the old processes to stop.
   void Reset(int64_t generation);
+  // A new attempt on another plan (a switch): as Reset, with the new job and layout. `rejoin`:
+  // the old processes are told to ask again for a role (an external launcher's processes, which
+  // nobody restarts) instead of ending.
+  void Relayout(int64_t generation, std::string job_json, JobLayout layout, bool rejoin);
   // The job (or this attempt) is over: every heartbeat answers "stop".
   void Stop();
   // Waits up to `timeout` for every registered process to have heard that the job is over, so
@@ -45,9 +49,11 @@ class CoordinatorService final : public wire::Coordinator::Service {
 
  private:
   heterps::rpc::TokenCheck auth_;
-  const std::string job_dir_, job_json_;
-  const JobLayout layout_;
+  const std::string job_dir_;
   absl::Mutex mu_;
+  std::string job_json_ ABSL_GUARDED_BY(mu_);
+  JobLayout layout_ ABSL_GUARDED_BY(mu_);
+  bool rejoin_ ABSL_GUARDED_BY(mu_) = false;
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);  // by rank
   std::vector<bool> told_ ABSL_GUARDED_BY(mu_);              // by rank: heard "stop"

@@ -25,14 +25,24 @@ class Node {
     stub_ = wire::Coordinator::NewStub(heterps::rpc::NewChannel(o.coordinator));
   }
 
+  // One role after another: a switch under an external launcher gives the same process a new
+  // role (HeartbeatReply.rejoin).
   absl::Status Run(const std::atomic<bool>* stop) {
+    for (;;) {
+      rejoin_ = false;
+      absl::Status status = RunRole(stop);
+      Shutdown();
+      if (!status.ok() || !rejoin_) return status;
+      base::LogLine("the job goes on in another layout: asking for a new role");
+    }
+  }
+
+  absl::Status RunRole(const std::atomic<bool>* stop) {
     HETERPS_RETURN_IF_ERROR(Hello());
     HETERPS_ASSIGN_OR_RETURN(const std::string address, StartRole());
     HETERPS_RETURN_IF_ERROR(Register(address));
     if (role_.kind() == wire::Role::WORKER) HETERPS_RETURN_IF_ERROR(ConfigureWorker());
-    absl::Status status = Serve(stop);
-    Shutdown();
-    return status;
+    return Serve(stop);
   }
 
  private:
@@ -55,7 +65,8 @@ class Node {
                                                  absl::FormatDuration(o_.connect_timeout)));
     }
     HETERPS_RETURN_IF_ERROR(FromGrpc(status, absl::StrCat("coordinator ", o_.coordinator)));
-    if (o_.generation >= 0 && reply.generation() != o_.generation) {
+    if ((o_.generation >= 0 && reply.generation() != o_.generation) ||
+        reply.generation() < generation_) {
       return absl::FailedPreconditionError("this process belongs to an attempt that is over");
     }
     role_ = reply.role();
@@ -125,7 +136,10 @@ class Node {
       wire::HeartbeatReply reply;
       const grpc::Status status = stub_->Heartbeat(&ctx, request, &reply);
       if (status.ok()) {
-        if (reply.stop()) return absl::OkStatus();
+        if (reply.stop()) {
+          rejoin_ = reply.rejoin();
+          return absl::OkStatus();
+        }
         last_answer = absl::Now();
       } else if (absl::Now() - last_answer > o_.orphan_timeout) {
         return absl::UnavailableError(
@@ -140,12 +154,16 @@ class Node {
   void Shutdown() {
     if (worker_ != nullptr) worker_->Shutdown();
     if (ps_server_ != nullptr) ps_server_->Shutdown(absl::Seconds(2));
+    worker_.reset();
+    ps_client_.reset();
+    ps_server_.reset();
   }
 
   const NodeOptions& o_;
   std::unique_ptr<wire::Coordinator::Stub> stub_;
   wire::Role role_;
   int64_t generation_ = 0;
+  bool rejoin_ = false;
   wire::RegisterReply reply_;
   worker::JobSpec job_;
   std::unique_ptr<ps::rpc::PsServer> ps_server_;

@@ -609,11 +609,12 @@ absl::Status GrpcPsClient::SaveCheckpoint(int64_t step) {
   return code == absl::StatusCode::kOk ? absl::OkStatus() : absl::Status(code, errors);
 }
 
-absl::StatusOr<int64_t> GrpcPsClient::LoadCheckpoint(std::optional<int64_t> step) {
+absl::StatusOr<int64_t> GrpcPsClient::LoadCheckpoint(std::optional<int64_t> step, int from_shards) {
   Impl* c = impl_.get();
   std::vector<int64_t> steps(num_servers(), -1);
   LoadCheckpointRequest request;
   if (step.has_value()) request.set_step(*step);
+  request.set_from_shards(from_shards);
   HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [&](int s) {
     LoadCheckpointReply reply;
     absl::Status status = c->Rpc(s, "LoadCheckpoint", [&](grpc::ClientContext& ctx) {

@@ -90,7 +90,8 @@ class GrpcPsClient : public PsClient {
   absl::Status SaveCheckpoint(int64_t step);
   // Every shard loads its checkpoint of `step` (absent: its latest); returns the step, which all
   // shards must agree on.
-  absl::StatusOr<int64_t> LoadCheckpoint(std::optional<int64_t> step = std::nullopt);
+  absl::StatusOr<int64_t> LoadCheckpoint(std::optional<int64_t> step = std::nullopt,
+                                         int from_shards = 0);
   absl::StatusOr<std::vector<ShardStats>> Stats();
   // The digest of every parameter on every shard (checkpoint.h, DigestTables): the shards' sum.
   absl::StatusOr<uint64_t> Digest();

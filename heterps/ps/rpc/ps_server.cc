@@ -256,6 +256,23 @@ class PsServer::Service final : public ParameterServer::Service {
                               LoadCheckpointReply* reply) override {
     return Serve(ctx, "LoadCheckpoint", [&]() -> absl::Status {
       absl::MutexLock snapshot(&snapshot_mu_);
+      if (request->from_shards() > 0 && request->from_shards() != options_.num_shards) {
+        if (!request->has_step()) {
+          return absl::InvalidArgumentError("re-sharding a checkpoint needs its step");
+        }
+        // The other shards' data directories are this one's siblings, ps-<i>.
+        const std::string parent =
+            std::filesystem::path(options_.data_dir).lexically_normal().parent_path().string();
+        std::vector<std::string> roots;
+        for (int i = 0; i < request->from_shards(); ++i) {
+          roots.push_back(absl::StrCat(parent, "/ps-", i, "/checkpoints"));
+        }
+        HETERPS_ASSIGN_OR_RETURN(
+            int64_t step, LoadCheckpointResharded(options_.env, roots, request->step(),
+                                                  options_.shard, options_.num_shards, Tables()));
+        reply->set_step(step);
+        return absl::OkStatus();
+      }
       HETERPS_ASSIGN_OR_RETURN(
           int64_t step,
           request->has_step()

@@ -1,0 +1,341 @@
+// The parts of elastic jobs below the coordinator: the cluster state and control files, the
+// re-planner's decisions (against the decision rule computed by hand) and the segment ledger's
+// accounts (against sums done by hand). The runtime's switches with real processes are in
+// tests/elastic_test.cc.
+#include <filesystem>
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/base/env.h"
+#include "heterps/base/file.h"
+#include "heterps/launcher/cluster_state.h"
+#include "heterps/launcher/replanner.h"
+#include "heterps/launcher/segment_ledger.h"
+
+namespace heterps::launcher {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+base::Env* const env = base::DefaultEnv();
+
+std::string Dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/elastic_unit_" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void Write(const std::string& path, const std::string& text) {
+  ASSERT_TRUE(base::WriteFileAtomically(env, path, text).ok());
+}
+
+// cpu-a and cpu-spot: the same figures, $0.10 an hour, one unit each.
+config::ClusterSpec Spot() {
+  auto cluster = config::LoadClusterSpec("tests/specs/runtime/local-spot.yaml");
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  return *cluster;
+}
+
+TEST(ClusterStateTest, ReadsUnitsAndPricesAndNamesEveryMistake) {
+  const config::ClusterSpec cluster = Spot();
+  auto state = ParseClusterState(
+      R"({"types": [{"name": "cpu-spot", "units": 0}, {"name": "cpu-a", "price_per_hour": 0.5}]})",
+      "s.json", cluster);
+  ASSERT_TRUE(state.ok()) << state.status();
+  const config::ClusterSpec now = ApplyClusterState(cluster, *state);
+  EXPECT_EQ(now.types[now.FindType("cpu-spot")].units, 0);
+  EXPECT_EQ(now.types[now.FindType("cpu-spot")].price_per_hour, 0.10);
+  EXPECT_EQ(now.types[now.FindType("cpu-a")].units, 1);
+  EXPECT_EQ(now.types[now.FindType("cpu-a")].price_per_hour, 0.5);
+
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"types\": [", "s.json: not JSON"},
+           {R"({"types": [{"name": "cpu-a", "units": -1}]})", "s.json: types[0].units: -1 is out"},
+           {R"({"types": [{"name": "cpu-a", "units": 1.5}]})",
+            "types[0].units: expected an integer"},
+           {R"({"types": [{"name": "gpu", "units": 1}]})", "'gpu' is not a type of local-spot"},
+           {R"({"types": [{"name": "cpu-a", "units": 1}, {"name": "cpu-a", "units": 2}]})",
+            "types[1].name: 'cpu-a' is named twice"},
+           {R"({"types": [{"name": "cpu-a", "price_per_hour": -3}]})", "is not a price"},
+           {R"({"types": [{"name": "cpu-a", "unit": 3}]})", "types[0].unit: unknown field"},
+           {R"({"types": [{"name": "cpu-a"}]})", "names neither units nor price_per_hour"},
+           {R"({"typs": []})", "typs: unknown field"}}) {
+    SCOPED_TRACE(text);
+    auto bad = ParseClusterState(text, "s.json", cluster);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(bad.status().message(), HasSubstr(message));
+  }
+}
+
+TEST(JobControlTest, WhatCtlWritesTheJobReads) {
+  const std::string dir = Dir("control");
+  JobControl c;
+  ASSERT_TRUE(
+      absl::ParseTime(absl::RFC3339_full, "2026-11-24T06:00:00Z", &c.deadline.emplace(), nullptr));
+  ASSERT_TRUE(WriteJobControl(env, dir, c).ok());
+  auto read = ParseJobControl(*base::ReadFile(env, JobControlPath(dir)), "control.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->deadline, c.deadline);
+  EXPECT_EQ(read->throughput, 0);
+
+  JobControl p;
+  p.plan_json = R"({"format": "heterps-plan-v1", "stages": []})";
+  p.plan_source = "b.json";
+  p.ps_shards = 3;
+  ASSERT_TRUE(WriteJobControl(env, dir, p).ok());
+  read = ParseJobControl(*base::ReadFile(env, JobControlPath(dir)), "control.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_THAT(read->plan_json, HasSubstr("heterps-plan-v1"));
+  EXPECT_EQ(read->plan_source, "b.json");
+  EXPECT_EQ(read->ps_shards, 3);
+
+  for (
+      const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+          {R"({"format": "heterps-control-v1", "throughput": 5, "deadline": "2026-11-24T06:00:00Z"})",
+           "not both"},
+          {R"({"format": "heterps-control-v1", "deadline": "tomorrow"})", "not an RFC 3339 time"},
+          {R"({"format": "heterps-control-v1", "throughput": -5})", "throughput"},
+          {R"({"format": "heterps-control-v1", "ps_shards": 99})", "ps_shards: 99"},
+          {R"({"format": "other"})", "format"}}) {
+    SCOPED_TRACE(text);
+    auto bad = ParseJobControl(text, "control.json");
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(bad.status().message(), HasSubstr(message));
+  }
+}
+
+// A re-planner of dlrm-small on Spot(), the job running the whole model on one `type` unit, and
+// what it logged.
+struct Fixture {
+  std::string dir;
+  config::ClusterSpec cluster = Spot();
+  std::string model_text;
+  worker::JobSpec job;
+  std::vector<std::string> logged;
+  std::unique_ptr<Replanner> replanner;
+
+  explicit Fixture(const std::string& name, const std::string& type = "cpu-a", int max_losses = 3) {
+    dir = Dir(name);
+    model_text = *base::ReadTextFile("examples/models/dlrm-small.yaml");
+    job = *MakeJobOn(Whole(type));
+    ElasticOptions o;
+    o.model = job.model;
+    o.cluster = cluster;
+    o.cluster_state = dir + "/state.json";
+    o.control = JobControlPath(dir);
+    o.scheduler = "exact";
+    o.throughput_limit = 100;
+    o.max_losses = max_losses;
+    o.poll = absl::ZeroDuration();
+    o.make_job = [this](const sched::RunPlan& plan, int ps_shards) {
+      return MakeJobOn(plan, ps_shards > 0 ? ps_shards : 1);
+    };
+    o.log = [this](const std::string& line) { logged.push_back(line); };
+    options = o;
+  }
+
+  void Start() {
+    replanner = NewElasticReplanner(options);
+    replanner->Running(job);
+  }
+
+  sched::RunPlan Whole(const std::string& type) {
+    sched::RunPlan plan;
+    plan.model = "dlrm-small";
+    plan.batch_size = 256;
+    auto spec = config::ParseModelSpec(model_text, "dlrm-small.yaml");
+    plan.stages = {{0, static_cast<int>(spec->layers.size()) - 1, type, "cpu", 1}};
+    return plan;
+  }
+
+  absl::StatusOr<worker::JobSpec> MakeJobOn(const sched::RunPlan& plan, int ps_shards = 1) {
+    worker::JobSettings settings;
+    settings.ps_shards = ps_shards;
+    return worker::MakeJob({model_text, "examples/models/dlrm-small.yaml", 256}, plan, cluster,
+                           {"train.tsv"}, settings);
+  }
+
+  std::string Log() const { return absl::StrJoin(logged, "\n"); }
+
+  ElasticOptions options;
+};
+
+JobPosition At(int64_t samples_left, double switch_seconds = 5) {
+  JobPosition p;
+  p.step = 10;
+  p.total_steps = 1000;
+  p.samples_left = samples_left;
+  p.switch_seconds = switch_seconds;
+  return p;
+}
+
+TEST(ReplannerTest, APriceDropSwitchesWhenItSavesMoreThanTheSwitchCosts) {
+  Fixture f("price");
+  Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": 0}]})");
+  f.Start();
+  EXPECT_FALSE(f.replanner->Check(At(10'000'000)).has_value());  // nothing changed
+  EXPECT_THAT(f.logged, IsEmpty());
+  EXPECT_NEAR(f.replanner->CostPerHour(), 0.10, 1e-12);
+
+  // Half a percent cheaper: under the 5% threshold.
+  Write(f.dir + "/state.json",
+        R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.0995}]})");
+  EXPECT_FALSE(f.replanner->Check(At(10'000'000)).has_value());
+  EXPECT_THAT(f.Log(), HasSubstr("cpu-spot: 0 -> 1 units"));
+  EXPECT_THAT(f.Log(), HasSubstr("would cost"));
+  EXPECT_THAT(f.Log(), HasSubstr("keeping the current plan"));
+
+  // A tenth of the price, for ten million samples: a switch, priced as the rule says.
+  Write(f.dir + "/state.json",
+        R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.01}]})");
+  const std::optional<PlanSwitch> next = f.replanner->Check(At(10'000'000, 5));
+  ASSERT_TRUE(next.has_value()) << f.Log();
+  EXPECT_FALSE(next->required);
+  EXPECT_THAT(next->reason, HasSubstr("cpu-spot: $0.0995 -> $0.01 per hour"));
+  ASSERT_EQ(next->job.stages(), 1);
+  EXPECT_EQ(next->job.plan.stages[0].type, "cpu-spot");
+  // The same figures on both types: the same rate, a tenth of the price.
+  EXPECT_NEAR(next->new_usd / next->keep_usd, 0.1, 1e-3);
+  EXPECT_NEAR(next->switch_usd, 5 * 0.10 / 3600, 1e-12);
+  EXPECT_GT(next->keep_usd - next->new_usd - next->switch_usd, 0.05 * next->keep_usd);
+}
+
+TEST(ReplannerTest, ASwitchThatCostsMoreThanItSavesIsNotMade) {
+  Fixture f("price_short");
+  Write(f.dir + "/state.json",
+        R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.0995}]})");
+  f.Start();
+  Write(f.dir + "/state.json",
+        R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.01}]})");
+  // A thousand samples left, and a switch of a minute.
+  EXPECT_FALSE(f.replanner->Check(At(1000, 60)).has_value());
+  EXPECT_THAT(f.Log(), HasSubstr("to switch, against"));
+}
+
+TEST(ReplannerTest, APreemptedOrDyingTypeIsPlannedAround) {
+  Fixture f("preempt");
+  f.Start();
+  Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-a", "units": 0}]})");
+  std::optional<PlanSwitch> next = f.replanner->Check(At(1'000'000));
+  ASSERT_TRUE(next.has_value()) << f.Log();
+  EXPECT_TRUE(next->required);
+  EXPECT_THAT(next->reason, HasSubstr("cpu-a: 1 -> 0 units"));
+  EXPECT_EQ(next->job.plan.stages[0].type, "cpu-spot");
+  EXPECT_FALSE(f.replanner->FirstPlanCostPerHour().has_value());  // the first plan cannot run
+
+  // Roles that keep dying on a type: after max_losses deaths, one of its units is given up.
+  Fixture g("deaths", "cpu-a", 2);
+  g.Start();
+  g.replanner->RoleLost("cpu-a");
+  EXPECT_FALSE(g.replanner->Check(At(1'000'000)).has_value());
+  g.replanner->RoleLost("cpu-a");
+  next = g.replanner->Check(At(1'000'000));
+  ASSERT_TRUE(next.has_value()) << g.Log();
+  EXPECT_TRUE(next->required);
+  EXPECT_THAT(next->reason, HasSubstr("cpu-a: one unit given up after 2 deaths"));
+  EXPECT_EQ(next->job.plan.stages[0].type, "cpu-spot");
+}
+
+TEST(ReplannerTest, ControlAsksForAPlanAndBadUpdatesAreRefused) {
+  Fixture f("control");
+  f.Start();
+  Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": -1}]})");
+  EXPECT_FALSE(f.replanner->Check(At(1'000'000)).has_value());
+  EXPECT_THAT(f.Log(), HasSubstr("refused: " + f.dir + "/state.json: types[0].units: -1"));
+  EXPECT_NEAR(f.replanner->CostPerHour(), 0.10, 1e-12);  // the catalog it had
+
+  Write(JobControlPath(f.dir), "{\"format\": \"heterps-control-v1\", \"throughput\": \"fast\"}");
+  EXPECT_FALSE(f.replanner->Check(At(1'000'000)).has_value());
+  EXPECT_THAT(f.Log(), HasSubstr("control.json: throughput: expected a number"));
+
+  JobControl control;
+  control.plan_json = R"({"format": "heterps-plan-v1", "model": "dlrm-small",
+      "cluster": "local-spot", "batch_size": 256, "stages": [{"index": 0, "type": "cpu-spot",
+      "units": 1, "layers": ["input", "emb", "bottom.0", "bottom.1", "interact", "top.0",
+      "top.1", "top.2", "loss"]}]})";
+  control.plan_source = "spot.json";
+  control.ps_shards = 2;
+  ASSERT_TRUE(WriteJobControl(env, f.dir, control).ok());
+  std::optional<PlanSwitch> next = f.replanner->Check(At(1'000'000));
+  ASSERT_TRUE(next.has_value()) << f.Log();
+  EXPECT_THAT(next->reason, HasSubstr("plan requested: spot.json"));
+  EXPECT_EQ(next->job.plan.stages[0].type, "cpu-spot");
+  EXPECT_EQ(next->job.settings.ps_shards, 2);
+  EXPECT_GT(next->job.plan.throughput, 0);  // predicted, the file having none
+}
+
+// A re-planner whose prices the test sets.
+class Prices final : public Replanner {
+ public:
+  void Running(const worker::JobSpec&) override {}
+  std::optional<PlanSwitch> Check(const JobPosition&) override { return std::nullopt; }
+  void RoleLost(const std::string&) override {}
+  double CostPerHour() const override { return now; }
+  std::optional<double> FirstPlanCostPerHour() const override { return first; }
+  double now = 0;
+  std::optional<double> first;
+};
+
+TEST(SegmentLedgerTest, CostsIntegrateThePricesOfEveryStretch) {
+  Fixture f("ledger");
+  Prices prices;
+  SegmentLedger ledger(&prices);
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  auto at = [&](double s) { return t0 + absl::Seconds(s); };
+  prices.now = 3.6;  // $0.001 a second
+  prices.first = 3.6;
+  ledger.Begin(f.job, "start", 0, t0, t0);
+  ledger.Step(100, at(10));  // the start-up: 10 s
+  ledger.Step(100, at(20));
+  prices.now = 7.2;
+  prices.first = 7.2;
+  ledger.Step(100, at(30));
+  ledger.Checkpointed(0.5);
+  EXPECT_NEAR(ledger.samples_per_second(), 200.0 / 20, 1e-9);
+  EXPECT_NEAR(ledger.switch_seconds(), 10 + 2 * 0.5, 1e-9);
+  ledger.Trigger(at(31));
+  ledger.End(at(35));
+  prices.now = 1.8;
+  ledger.Begin(f.job, "cheaper", 3, at(31), at(35));
+  ledger.Step(100, at(45));
+  ledger.Step(100, at(55));
+  ledger.End(at(60));
+  JobResult r;
+  ledger.Fill(&r);
+  ASSERT_EQ(r.segments.size(), 2u);
+  // 10 s and 10 s at $0.001 a second, then 10 s at $0.002 (the rate read at each step), 1 s to
+  // the trigger and 4 s to the end.
+  EXPECT_NEAR(r.segments[0].cost_usd, 0.01 + 0.01 + 0.02 + 0.002 + 0.008, 1e-12);
+  EXPECT_NEAR(r.segments[0].switch_cost_usd, 0.01, 1e-12);  // its start-up
+  EXPECT_NEAR(r.segments[0].seconds, 35, 1e-9);
+  EXPECT_EQ(r.segments[0].steps, 3);
+  // 25 s at $0.0005; the switch: the first segment after the trigger, and this one before its
+  // first step.
+  EXPECT_NEAR(r.segments[1].cost_usd, 0.0125, 1e-12);
+  EXPECT_NEAR(r.segments[1].switch_cost_usd, 0.008 + 0.005, 1e-12);
+  EXPECT_NEAR(r.segments[1].switch_seconds, 14, 1e-9);
+  EXPECT_EQ(r.segments[1].first_step, 3);
+  EXPECT_EQ(r.segments[1].reason, "cheaper");
+  EXPECT_NEAR(r.cost_usd, 0.05 + 0.0125, 1e-12);
+  EXPECT_NEAR(r.switch_cost_usd, 0.013, 1e-12);
+  // The first plan alone: its start-up, then every sample at its 10 samples/s and the first
+  // plan's price of the moment: (2 x 100 x 3.6 + 3 x 100 x 7.2) / 10 / 3600.
+  EXPECT_NEAR(r.first_plan_cost_usd, 0.01 + (720.0 + 2160.0) / 10 / 3600, 1e-12);
+
+  // A first plan that lost its units could not have finished.
+  Prices gone;
+  SegmentLedger lost(&gone);
+  lost.Begin(f.job, "start", 0, t0, t0);
+  lost.Step(100, at(1));
+  lost.End(at(2));
+  JobResult r2;
+  lost.Fill(&r2);
+  EXPECT_LT(r2.first_plan_cost_usd, 0);
+}
+
+}  // namespace
+}  // namespace heterps::launcher
