@@ -17,6 +17,10 @@ CLI::App* AddGenDataCommand(CLI::App& app, GenDataFlags& flags) {
   cmd->add_option("--seed", flags.seed, "Seed of the teacher and the draws (default 1)");
   cmd->add_option("--vocab", flags.vocab, "Ids per categorical slot (default 100000)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--zipf", flags.zipf,
+                  "Exponent of the ids' Zipf law: higher, fewer hot ids; lower, more distinct "
+                  "ids and bigger tables (default 1.05)")
+      ->check(CLI::Range(0.01, 10.0));
   return cmd;
 }
 
@@ -25,6 +29,7 @@ int RunGenData(const GenDataFlags& flags) {
   options.rows = flags.rows;
   options.seed = flags.seed;
   options.vocab = flags.vocab;
+  options.zipf = flags.zipf;
   ProgressLine progress(true);
   options.progress = [&](int64_t rows) {
     progress.Show(

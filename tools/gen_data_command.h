@@ -1,7 +1,7 @@
 // `heterps gen-data`: synthetic Criteo-format data from a planted teacher
 // (heterps/data/synthetic.h).
 //
-//   heterps gen-data --rows 1000000 --out train.tsv [--seed S] [--vocab V]
+//   heterps gen-data --rows 1000000 --out train.tsv [--seed S] [--vocab V] [--zipf A]
 //
 // Writes FILE and FILE.teacher.json, shows a progress bar on a terminal, and prints one line:
 // the rows, the positive rate and the teacher's AUC. Exit codes: 0 written, 2 bad flags or a
@@ -20,6 +20,7 @@ struct GenDataFlags {
   std::string out;
   uint64_t seed = 1;
   int64_t vocab = 100000;
+  double zipf = 1.05;
 };
 
 CLI::App* AddGenDataCommand(CLI::App& app, GenDataFlags& flags);

@@ -46,6 +46,9 @@ struct JobSegment {
   int64_t steps = 0, samples = 0;  // trained on it (steps trained again after a restart count)
   double seconds = 0;              // from its start (the job's, or the switch's trigger) to its end
   double switch_seconds = 0;       // from the trigger to its first step trained (start-up included)
+  // Of which: the checkpoint written for the switch, and the checkpoint read back (the last
+  // load of the segment: a restart loads again).
+  double checkpoint_seconds = 0, load_seconds = 0;
   double predicted_samples_per_second = 0;
   double samples_per_second = 0;  // measured, from its first step trained to its end
   double cost_per_hour_usd = 0;   // at the prices when it began

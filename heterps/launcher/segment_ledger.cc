@@ -25,6 +25,8 @@ void SegmentLedger::Begin(const worker::JobSpec& job, const std::string& reason,
   s.predicted_samples_per_second = job.plan.throughput;
   s.cost_per_hour_usd = rate();
   s.switch_cost_usd = switch_tail_usd_;
+  s.checkpoint_seconds = switch_checkpoint_seconds_;
+  switch_checkpoint_seconds_ = 0;
   segments_.push_back(std::move(s));
   open_ = true;
   start_ = mark_ = now;
@@ -33,6 +35,15 @@ void SegmentLedger::Begin(const worker::JobSpec& job, const std::string& reason,
   samples_after_first_ = 0;
   usd_at_trigger_ = -1;
   switch_tail_usd_ = 0;
+}
+
+void SegmentLedger::Checkpointed(double seconds) {
+  checkpoint_seconds_ = seconds;
+  if (usd_at_trigger_ >= 0) switch_checkpoint_seconds_ = seconds;  // the switch's own
+}
+
+void SegmentLedger::Loaded(double seconds) {
+  if (open_) segments_.back().load_seconds = seconds;
 }
 
 void SegmentLedger::Trigger(absl::Time now) {

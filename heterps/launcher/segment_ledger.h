@@ -35,8 +35,10 @@ class SegmentLedger {
   void Trigger(absl::Time now);
   // A step of `samples` samples ended at `now`.
   void Step(int64_t samples, absl::Time now);
-  // A checkpoint took `seconds` (written; a switch reads as much back).
-  void Checkpointed(double seconds) { checkpoint_seconds_ = seconds; }
+  // A checkpoint took `seconds` to write (a switch reads as much back).
+  void Checkpointed(double seconds);
+  // The running segment's processes loaded a checkpoint in `seconds`.
+  void Loaded(double seconds);
   // The current segment ends at `now`.
   void End(absl::Time now);
 
@@ -60,8 +62,9 @@ class SegmentLedger {
   bool open_ = false;
   absl::Time start_, trigger_, mark_, first_step_at_, last_step_at_;
   bool stepped_ = false;
-  double usd_at_trigger_ = -1;  // the running segment's cost when a switch was decided
-  double switch_tail_usd_ = 0;  // the last segment's cost after its trigger
+  double usd_at_trigger_ = -1;            // the running segment's cost when a switch was decided
+  double switch_tail_usd_ = 0;            // the last segment's cost after its trigger
+  double switch_checkpoint_seconds_ = 0;  // the checkpoint written after the trigger
   int64_t samples_after_first_ = 0;
   double startup_seconds_ = 0, checkpoint_seconds_ = 0;
   // The first plan alone: sum over steps of samples x its USD per hour then; false once it could

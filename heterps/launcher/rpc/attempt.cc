@@ -118,7 +118,9 @@ class Attempt::Impl {
     if (c && c->step > 0) {
       // Written by another layout (a switch): every shard takes its keys from every old one.
       const int from_shards = c->ps_shards != layout_.ps_shards ? c->ps_shards : 0;
+      const absl::Time load_start = absl::Now();
       HETERPS_ASSIGN_OR_RETURN(int64_t step, ps_->LoadCheckpoint(c->step, from_shards));
+      ledger_.Loaded(absl::ToDoubleSeconds(absl::Now() - load_start));
       done = step;
       result_.losses = c->losses;
       result_.losses.resize(done, 0.0);
