@@ -12,6 +12,7 @@ PACKAGES=(
   libeigen3-dev         # dense math
   libthrust-dev libcub-dev   # the host twin of the GPU code, where no CUDA toolkit brings its own
   librocksdb-dev        # the parameter server's SSD tier
+  libxxhash-dev         # checkpoint checksums (XXH3)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # RPC between processes
   libgtest-dev libgmock-dev   # tests
   openssl               # tests: a self-signed certificate for the TLS test

@@ -119,6 +119,13 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
     EXPECT_EQ(m["losses"], reference["losses"]);
     EXPECT_EQ(m["eval_auc"], reference["eval_auc"]);
   }
+  // The same job again in the directory of the finished one: a new job, with its own checkpoints
+  // (the old job's of higher steps neither prune nor replace them), survives a kill the same way.
+  const json again = testing::KillMidRun(
+      TwoStages(whole, {"--checkpoint-every", "20", "--micro-batch", "64"}), whole, 2, 20);
+  EXPECT_EQ(again["restarts"], 1);
+  EXPECT_EQ(again["parameter_digest"], reference["parameter_digest"]);
+  EXPECT_EQ(again["losses"], reference["losses"]);
 }
 
 using testing::FreePort;
@@ -197,6 +204,24 @@ TEST_F(RuntimeTest, BadJobsAreOneClearErrorAndLeaveNothingRunning) {
               dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("missing.tsv"));
+  // A record of the last checkpoint that cannot be read: an error naming it, not a fresh start.
+  for (const std::string record :
+       {"garbage", "", R"({"format": "heterps-job-checkpoint-v1", "step": "ten", "losses": []})",
+        R"({"format": "heterps-job-checkpoint-v1", "step": -3, "losses": []})"}) {
+    ASSERT_TRUE(base::WriteFileAtomically(dir + "/checkpoint.json", record).ok());
+    r = Heterps({"train", "--data", data_, "--batch", "256", "--cluster", kCluster, "--plan", kPlan,
+                 "--job-dir", dir},
+                dir);
+    EXPECT_EQ(r.exit_code, 2) << record;
+    EXPECT_THAT(r.err, HasSubstr(dir + "/checkpoint.json")) << record;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // --fresh: a new job beside the unfinished one.
+  r = Heterps({"train", "--data", data_, "--batch", "256", "--cluster", kCluster, "--plan", kPlan,
+               "--job-dir", dir, "--fresh", "--epochs", "1"},
+              dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::remove(dir + "/checkpoint.json");
   // The coordinator's port in use.
   const int s = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};

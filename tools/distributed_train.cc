@@ -232,6 +232,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
 
   launcher::rpc::RunOptions options;
   options.job_dir = *job_dir;
+  options.fresh = flags.fresh;
   options.host = launch.host;
   options.port = launch.port;
   options.token = *token;

@@ -24,6 +24,7 @@ absl::StatusOr<ps::rpc::PsServerOptions> OptionsFrom(const PsServerFlags& flags)
   options.shard = flags.shard;
   options.num_shards = flags.num_shards;
   options.data_dir = flags.data_dir;
+  options.job_id = flags.job_id;
   if (!flags.token_file.empty()) {
     HETERPS_ASSIGN_OR_RETURN(options.token, ReadSecret(flags.token_file, "--token-file"));
   }
@@ -50,6 +51,9 @@ CLI::App* AddPsServerCommand(CLI::App& app, PsServerFlags& flags) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--data-dir", flags.data_dir, "Directory for the SSD tier and checkpoints")
       ->required();
+  cmd->add_option("--job-id", flags.job_id,
+                  "The job's id: checkpoints go to <data-dir>/checkpoints/<id>/ and name it "
+                  "(default: none, <data-dir>/checkpoints/)");
   cmd->add_option("--token-file", flags.token_file,
                   "File holding the job's shared secret; calls without it are refused");
   cmd->add_option("--tls-cert", flags.tls_cert, "PEM certificate chain: serve TLS only");

@@ -21,6 +21,7 @@ struct PsServerFlags {
   int shard = 0;
   int num_shards = 1;
   std::string data_dir;
+  std::string job_id;
   std::string token_file;
   std::string tls_cert;
   std::string tls_key;

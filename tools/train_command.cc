@@ -164,6 +164,9 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "Switch plans only when the new one saves more than this share of the "
                   "remaining cost, net of the switch's own cost (default 0.05)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--fresh", flags.fresh,
+                "Start a new job even where --job-dir holds an unfinished one (which is resumed "
+                "otherwise); the old job's checkpoints stay, under its id");
   cmd->add_option("--profile", flags.profile_path,
                   "Plan with this profile (heterps profile, or a run's calibrated_profile.json) "
                   "instead of profiling this host");
@@ -187,7 +190,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
        {"--cluster", "--plan", "--mode", "--micro-batch", "--ps-shards", "--checkpoint-every",
         "--max-restarts", "--job-dir", "--throughput", "--scheduler", "--profile", "--gpu-emulate",
         "--gpu-cache-gib", "--gpu-cache-device", "--gpu-tf32", "--cluster-watch", "--cluster-state",
-        "--replan-threshold"}) {
+        "--replan-threshold", "--fresh"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;

@@ -52,6 +52,7 @@ struct TrainFlags {
   double throughput = 0;
   std::string scheduler = "rl";
   std::string profile_path;  // plan with these measurements instead of profiling this host
+  bool fresh = false;        // a new job even where the job directory holds an unfinished one
   // GPUs: emulated ones (the host twin, for testing), and the GPU tier of the embeddings.
   int gpu_emulate = 0;
   double gpu_cache_gib = 0;

@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/base/token.h"
+#include "heterps/ps/checkpoint.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::launcher {
@@ -13,11 +15,17 @@ constexpr char kFormat[] = "heterps-job-checkpoint-v1";
 
 }  // namespace
 
+absl::StatusOr<std::string> NewJobId() {
+  HETERPS_ASSIGN_OR_RETURN(std::string token, base::NewToken());
+  return token.substr(0, 16);
+}
+
 absl::Status WriteJobCheckpoint(base::Env* env, const std::string& job_dir,
                                 const JobCheckpoint& checkpoint) {
   const nlohmann::ordered_json root = {{"format", kFormat},
                                        {"step", checkpoint.step},
                                        {"ps_shards", checkpoint.ps_shards},
+                                       {"job_id", checkpoint.job_id},
                                        {"losses", checkpoint.losses}};
   return base::WriteFileAtomically(env, job_dir + kFile, root.dump(1) + "\n");
 }
@@ -38,6 +46,11 @@ absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
   HETERPS_ASSIGN_OR_RETURN(c.ps_shards, root.IntOr("ps_shards", 0));
   if (c.ps_shards < 0 || c.ps_shards > 1024) {
     return root.Error("ps_shards", absl::StrCat(c.ps_shards, " is out of range [0, 1024]"));
+  }
+  HETERPS_ASSIGN_OR_RETURN(c.job_id, root.StringOr("job_id", ""));
+  if (!c.job_id.empty()) {
+    if (absl::Status s = ps::CheckJobId(c.job_id); !s.ok())
+      return root.Error("job_id", s.message());
   }
   if (static_cast<int64_t>(c.losses.size()) < c.step) {
     return root.Error("losses", absl::StrCat(c.losses.size(), " losses for ", c.step, " steps"));

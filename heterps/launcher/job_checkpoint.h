@@ -21,7 +21,13 @@ struct JobCheckpoint {
   // The parameter-server shards that wrote it (<job_dir>/ps-<i>); a job laid out on another
   // number loads it re-sharded by key. 0: a record without the field, written by the job's own.
   int ps_shards = 0;
+  // The job's id, which names its checkpoints (ps/checkpoint.h). Empty in a record written before
+  // jobs had ids.
+  std::string job_id;
 };
+
+// A new job's id: 16 random hex digits. Unavailable if the system has no random generator.
+absl::StatusOr<std::string> NewJobId();
 
 // Written atomically: a reader finds the previous record or this one, whole.
 absl::Status WriteJobCheckpoint(base::Env* env, const std::string& job_dir,

@@ -10,27 +10,74 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "heterps/base/env.h"
+#include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/ps/ps_client.h"
 #include "nlohmann/json.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace heterps::ps {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr char kFormat[] = "heterps-checkpoint-v1";
+constexpr char kFormat[] = "heterps-checkpoint-v2";
+// The previous format: FNV-1a checksums, no identity. Still read.
+constexpr char kFormatV1[] = "heterps-checkpoint-v1";
 
 void Fnv(uint64_t& h, const char* data, size_t size) {
   for (size_t i = 0; i < size; ++i) {
     h ^= static_cast<unsigned char>(data[i]);
     h *= 1099511628211ull;
   }
+}
+
+// A file's checksum as a MANIFEST names it: XXH3-64 ("xxh3_64", format v2) or FNV-1a 64
+// ("fnv64", format v1), fed in pieces of any size.
+class Checksum {
+ public:
+  explicit Checksum(bool fnv = false) : fnv_(fnv), state_(XXH3_createState()) {
+    XXH3_64bits_reset(state_);
+  }
+  ~Checksum() { XXH3_freeState(state_); }
+  Checksum(Checksum&& other) noexcept
+      : fnv_(other.fnv_), fnv_hash_(other.fnv_hash_), state_(other.state_) {
+    other.state_ = nullptr;
+  }
+  Checksum(const Checksum&) = delete;
+  Checksum& operator=(const Checksum&) = delete;
+  Checksum& operator=(Checksum&&) = delete;
+
+  void Update(const char* data, size_t size) {
+    if (fnv_) {
+      Fnv(fnv_hash_, data, size);
+    } else {
+      XXH3_64bits_update(state_, data, size);
+    }
+  }
+  std::string Hex() const {
+    return absl::StrFormat("%016x", fnv_ ? fnv_hash_ : XXH3_64bits_digest(state_));
+  }
+
+ private:
+  bool fnv_;
+  uint64_t fnv_hash_ = 1469598103934665603ull;
+  XXH3_state_t* state_;
+};
+
+// A name LATEST or a MANIFEST may hold: a plain name inside its directory.
+bool PlainName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
 }
 
 // Writes a file through the Env, keeping its size and checksum; every failure names the file and
@@ -45,7 +92,6 @@ class Writer {
   absl::Status Put(const T* data, size_t count) {
     const char* bytes = reinterpret_cast<const char*>(data);
     const size_t size = sizeof(T) * count;
-    Fnv(hash_, bytes, size);
     bytes_ += size;
     buffer_.append(bytes, size);
     if (buffer_.size() >= kBufferBytes) return Drain();
@@ -58,12 +104,14 @@ class Writer {
     return file_->Close();
   }
   uint64_t bytes() const { return bytes_; }
-  uint64_t hash() const { return hash_; }
+  // The checksum of everything put; valid after Close.
+  std::string checksum() const { return checksum_.Hex(); }
 
  private:
   static constexpr size_t kBufferBytes = 1 << 20;
   explicit Writer(std::unique_ptr<base::WritableFile> file) : file_(std::move(file)) {}
   absl::Status Drain() {
+    checksum_.Update(buffer_.data(), buffer_.size());
     absl::Status status = file_->Append(buffer_);
     buffer_.clear();
     return status;
@@ -71,7 +119,7 @@ class Writer {
   std::unique_ptr<base::WritableFile> file_;
   std::string buffer_;
   uint64_t bytes_ = 0;
-  uint64_t hash_ = 1469598103934665603ull;
+  Checksum checksum_;
 };
 
 // Reads what a Writer wrote, streaming (a checkpoint may be larger than memory); a short read is
@@ -101,18 +149,31 @@ class Reader {
     }
     return absl::OkStatus();
   }
+  // Passes over `size` bytes.
+  absl::Status Skip(size_t size) {
+    while (size > 0) {
+      HETERPS_RETURN_IF_ERROR(Fill());
+      if (begin_ == end_) {
+        return absl::DataLossError(absl::StrCat(path_, ": truncated at byte ", pos_));
+      }
+      const size_t n = std::min(size, end_ - begin_);
+      begin_ += n;
+      size -= n;
+      pos_ += n;
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<bool> done() {
     HETERPS_RETURN_IF_ERROR(Fill());
     return begin_ == end_;
   }
   // Reads the rest of the file, for its size and checksum.
-  absl::Status Digest(uint64_t* bytes, uint64_t* hash) {
+  absl::Status Digest(uint64_t* bytes, Checksum* checksum) {
     *bytes = 0;
-    *hash = 1469598103934665603ull;
     for (;;) {
       HETERPS_RETURN_IF_ERROR(Fill());
       if (begin_ == end_) return absl::OkStatus();
-      Fnv(*hash, buffer_.data() + begin_, end_ - begin_);
+      checksum->Update(buffer_.data() + begin_, end_ - begin_);
       *bytes += end_ - begin_;
       pos_ += end_ - begin_;
       begin_ = end_;
@@ -156,10 +217,9 @@ absl::StatusOr<json> WriteSparse(base::Env* env, const std::string& dir, int id,
     return w.Put(row.state.data(), row.state.size());
   }));
   HETERPS_RETURN_IF_ERROR(w.Close());
-  return json{{"file", name},          {"table", id},
-              {"kind", "sparse"},      {"dim", dim},
-              {"state_floats", state}, {"rows", rows},
-              {"bytes", w.bytes()},    {"fnv64", absl::StrFormat("%016x", w.hash())}};
+  return json{
+      {"file", name},          {"table", id},  {"kind", "sparse"},   {"dim", dim},
+      {"state_floats", state}, {"rows", rows}, {"bytes", w.bytes()}, {"xxh3_64", w.checksum()}};
 }
 
 absl::StatusOr<json> WriteDense(base::Env* env, const std::string& dir, int id, DenseTable& table) {
@@ -174,15 +234,27 @@ absl::StatusOr<json> WriteDense(base::Env* env, const std::string& dir, int id, 
     HETERPS_RETURN_IF_ERROR(w.Put(data.state.data(), data.state.size()));
   }
   HETERPS_RETURN_IF_ERROR(w.Close());
-  return json{{"file", name},       {"table", id},
-              {"kind", "dense"},    {"block_sizes", sizes},
-              {"bytes", w.bytes()}, {"fnv64", absl::StrFormat("%016x", w.hash())}};
+  return json{{"file", name},         {"table", id},        {"kind", "dense"},
+              {"block_sizes", sizes}, {"bytes", w.bytes()}, {"xxh3_64", w.checksum()}};
 }
 
 }  // namespace
 
+absl::Status CheckJobId(const std::string& job) {
+  bool ok = !job.empty() && job.size() <= 64;
+  for (char c : job) ok = ok && (absl::ascii_isalnum(c) || c == '_' || c == '-');
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("job id \"", absl::CHexEscape(job.substr(0, 80)),
+                                                 "\": 1 to 64 letters, digits, '_' or '-'"));
+}
+
 absl::Status SaveCheckpoint(base::Env* env, const std::string& root, int64_t step,
-                            const CheckpointTables& tables) {
+                            const CheckpointTables& tables, const CheckpointId& id) {
+  if (!id.job.empty()) HETERPS_RETURN_IF_ERROR(CheckJobId(id.job));
+  if (step < 0 || id.num_shards < 1 || id.shard < 0 || id.shard >= id.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint of step ", step, " of shard ", id.shard, " of ", id.num_shards));
+  }
   HETERPS_RETURN_IF_ERROR(env->CreateDirs(root));
   const std::string name = absl::StrCat("ckpt-", step);
   const std::string tmp = absl::StrCat(root, "/.", name, ".tmp-", getpid());
@@ -198,7 +270,8 @@ absl::Status SaveCheckpoint(base::Env* env, const std::string& root, int64_t ste
       HETERPS_ASSIGN_OR_RETURN(json entry, WriteDense(env, tmp, id, *table));
       files.push_back(entry);
     }
-    json manifest = {{"format", kFormat}, {"step", step}, {"files", files}};
+    json manifest = {{"format", kFormat},           {"job", id.job}, {"shard", id.shard},
+                     {"num_shards", id.num_shards}, {"step", step},  {"files", files}};
     HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(env, tmp + "/MANIFEST"));
     const std::string text = manifest.dump(2) + "\n";
     HETERPS_RETURN_IF_ERROR(w.Put(text.data(), text.size()));
@@ -221,22 +294,36 @@ absl::Status SaveCheckpoint(base::Env* env, const std::string& root, int64_t ste
   return base::WriteFileAtomically(env, root + "/LATEST", name + "\n");
 }
 
+namespace {
+absl::StatusOr<int64_t> LoadSources(base::Env* env, const std::vector<std::string>& dirs,
+                                    int64_t step, const CheckpointId& id, bool resharding,
+                                    const CheckpointTables& tables);
+}  // namespace
+
 absl::StatusOr<int64_t> LoadLatestCheckpoint(base::Env* env, const std::string& root,
-                                             const CheckpointTables& tables) {
+                                             const CheckpointTables& tables,
+                                             const CheckpointId& id) {
   auto latest = base::ReadFile(env, root + "/LATEST", 4096);
   if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no LATEST)"));
   std::string name = *latest;
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  return LoadCheckpointDir(env, root + "/" + name, tables);
+  int64_t step = -1;
+  if (!PlainName(name) || !absl::StartsWith(name, "ckpt-") ||
+      !absl::SimpleAtoi(name.substr(5), &step) || step < 0 || name != absl::StrCat("ckpt-", step)) {
+    return absl::DataLossError(
+        absl::StrCat(root, "/LATEST: \"", absl::CHexEscape(name.substr(0, 100)),
+                     "\" is not the name of a checkpoint in this directory (ckpt-<step>)"));
+  }
+  return LoadCheckpoint(env, root, step, tables, id);
 }
 
 absl::StatusOr<int64_t> LoadCheckpoint(base::Env* env, const std::string& root, int64_t step,
-                                       const CheckpointTables& tables) {
+                                       const CheckpointTables& tables, const CheckpointId& id) {
   const std::string dir = absl::StrCat(root, "/ckpt-", step);
   if (!env->FileExists(dir + "/MANIFEST")) {
     return absl::NotFoundError(absl::StrCat(dir, ": no checkpoint of step ", step));
   }
-  return LoadCheckpointDir(env, dir, tables);
+  return LoadSources(env, {dir}, step, id, /*resharding=*/false, tables);
 }
 
 absl::StatusOr<uint64_t> DigestTables(const CheckpointTables& tables) {
@@ -286,81 +373,156 @@ absl::Status PruneCheckpoints(base::Env* env, const std::string& root, int keep)
 
 namespace {
 
+// One file of a MANIFEST.
+struct ManifestFile {
+  std::string file;  // a plain name in the checkpoint's directory
+  int table = -1;
+  bool sparse = false;
+  int64_t dim = 0, state_floats = 0;  // sparse
+  std::vector<int64_t> block_sizes;   // dense
+  uint64_t bytes = 0;
+  std::string checksum;  // hex, of the kind the format names
+};
+
+struct Manifest {
+  bool v1 = false;  // FNV-1a checksums, no identity
+  CheckpointId id;
+  int64_t step = -1;
+  std::vector<ManifestFile> files;
+};
+
+absl::StatusOr<Manifest> ReadManifest(base::Env* env, const std::string& dir) {
+  const std::string path = dir + "/MANIFEST";
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, path, 64 << 20));
+  auto fail = [&](const absl::Status& s) {
+    return absl::DataLossError(absl::StrCat("not a heterps checkpoint manifest: ", s.message()));
+  };
+  absl::StatusOr<base::JsonObject> root = base::JsonObject::Parse(text, path);
+  if (!root.ok()) return fail(root.status());
+  Manifest m;
+  absl::StatusOr<std::string> format = root->String("format");
+  if (!format.ok()) return fail(format.status());
+  if (*format != kFormat && *format != kFormatV1) {
+    return absl::DataLossError(absl::StrCat(path, ": format \"", *format, "\", this version reads ",
+                                            kFormat, " and ", kFormatV1));
+  }
+  m.v1 = *format == kFormatV1;
+  auto read = [&]() -> absl::Status {
+    HETERPS_ASSIGN_OR_RETURN(m.step, root->Int("step", 0));
+    if (!m.v1) {
+      HETERPS_ASSIGN_OR_RETURN(m.id.job, root->String("job"));
+      HETERPS_ASSIGN_OR_RETURN(const int64_t shards, root->Int("num_shards", 1, 1 << 20));
+      HETERPS_ASSIGN_OR_RETURN(const int64_t shard, root->Int("shard", 0, shards - 1));
+      m.id.shard = static_cast<int>(shard);
+      m.id.num_shards = static_cast<int>(shards);
+    }
+    HETERPS_ASSIGN_OR_RETURN(std::vector<base::JsonObject> files, root->Objects("files"));
+    for (const base::JsonObject& f : files) {
+      ManifestFile e;
+      HETERPS_ASSIGN_OR_RETURN(e.file, f.String("file"));
+      if (!PlainName(e.file)) return f.Error("file", "not a plain file name");
+      HETERPS_ASSIGN_OR_RETURN(const int64_t table, f.Int("table", 0, 1 << 30));
+      e.table = static_cast<int>(table);
+      HETERPS_ASSIGN_OR_RETURN(const std::string kind, f.String("kind"));
+      if (kind != "sparse" && kind != "dense") return f.Error("kind", "neither sparse nor dense");
+      e.sparse = kind == "sparse";
+      if (e.sparse) {
+        HETERPS_ASSIGN_OR_RETURN(e.dim, f.Int("dim", 1, 1 << 20));
+        HETERPS_ASSIGN_OR_RETURN(e.state_floats, f.Int("state_floats", 0, 1 << 24));
+      } else {
+        HETERPS_ASSIGN_OR_RETURN(e.block_sizes, f.Ints("block_sizes"));
+      }
+      HETERPS_ASSIGN_OR_RETURN(e.bytes, f.Uint("bytes"));
+      HETERPS_ASSIGN_OR_RETURN(e.checksum, f.String(m.v1 ? "fnv64" : "xxh3_64"));
+      m.files.push_back(std::move(e));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = read(); !s.ok()) return fail(s);
+  return m;
+}
+
+std::string Describe(const CheckpointId& id) {
+  return absl::StrCat(id.job.empty() ? "no job id" : absl::StrCat("job ", id.job), ", shard ",
+                      id.shard, " of ", id.num_shards);
+}
+
 // A checkpoint directory whose MANIFEST and files have been verified.
 struct VerifiedDir {
   std::string dir;
-  json manifest;
-  std::vector<std::string> paths;  // per MANIFEST entry
-  std::vector<bool> load;          // per entry: a table this load fills
+  Manifest manifest;
+  std::vector<bool> load;  // per file: a table this load fills
 };
 
-// Pass 1 over one source: every file whole and intact (streamed, never held whole), every sparse
-// table as the manifest describes it, every dense table that `tables` holds likewise. A dense
-// table `tables` does not hold is an error unless `foreign_dense` (re-sharding: it is another
-// new shard's). Counts what it found of `tables`.
-absl::StatusOr<VerifiedDir> Verify(base::Env* env, const std::string& dir,
-                                   const CheckpointTables& tables, bool foreign_dense,
-                                   std::map<int, int>* sparse_seen,
+// Pass 1 over one source: the checkpoint is `id`'s of `step`, every file whole and intact
+// (streamed, never held whole), every sparse table as the manifest describes it, every dense table
+// that `tables` holds likewise. A dense table `tables` does not hold is an error unless
+// `foreign_dense` (re-sharding: it is another new shard's). Counts what it found of `tables`.
+absl::StatusOr<VerifiedDir> Verify(base::Env* env, const std::string& dir, int64_t step,
+                                   const CheckpointId& id, const CheckpointTables& tables,
+                                   bool foreign_dense, std::map<int, int>* sparse_seen,
                                    std::map<int, int>* dense_seen) {
   VerifiedDir v;
   v.dir = dir;
-  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, dir + "/MANIFEST", 64 << 20));
-  v.manifest = json::parse(text, nullptr, false);
-  const json& manifest = v.manifest;
-  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != kFormat ||
-      !manifest.contains("files") || !manifest["files"].is_array()) {
-    return absl::DataLossError(absl::StrCat(dir, "/MANIFEST: not a heterps checkpoint manifest"));
+  HETERPS_ASSIGN_OR_RETURN(v.manifest, ReadManifest(env, dir));
+  const Manifest& m = v.manifest;
+  if (m.step != step) {
+    return absl::DataLossError(absl::StrCat(dir, "/MANIFEST: step ", m.step, ", but this is ",
+                                            "the checkpoint of step ", step));
   }
-  for (const json& f : manifest["files"]) {
-    if (!f.is_object()) {
-      return absl::DataLossError(absl::StrCat(dir, "/MANIFEST: an entry is not an object"));
-    }
-    const std::string path = dir + "/" + f.value("file", "");
-    uint64_t size = 0, hash = 0;
+  if (m.v1 && (!id.job.empty() || id.num_shards != 1)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, ": a ", kFormatV1, " checkpoint names no job or shard; ", Describe(id),
+                     " needs a checkpoint that does"));
+  }
+  if (!m.v1 && (m.id.job != id.job || m.id.shard != id.shard || m.id.num_shards != id.num_shards)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, ": the checkpoint of ", Describe(m.id), ", not of ", Describe(id)));
+  }
+  for (const ManifestFile& f : m.files) {
+    const std::string path = dir + "/" + f.file;
+    uint64_t size = 0;
+    Checksum checksum(m.v1);
     {
       HETERPS_ASSIGN_OR_RETURN(Reader reader, Reader::Open(env, path));
-      HETERPS_RETURN_IF_ERROR(reader.Digest(&size, &hash));
+      HETERPS_RETURN_IF_ERROR(reader.Digest(&size, &checksum));
     }
-    if (size != f.value("bytes", uint64_t{0})) {
-      return absl::DataLossError(absl::StrCat(path, ": ", size, " bytes, the manifest says ",
-                                              f.value("bytes", uint64_t{0}), " (truncated?)"));
+    if (size != f.bytes) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": ", size, " bytes, the manifest says ", f.bytes, " (truncated?)"));
     }
-    if (absl::StrFormat("%016x", hash) != f.value("fnv64", "")) {
+    if (checksum.Hex() != f.checksum) {
       return absl::DataLossError(absl::StrCat(path, ": checksum mismatch: the file is corrupt"));
     }
-    const int id = f.value("table", -1);
     bool load = true;
-    if (f.value("kind", "") == "sparse") {
-      auto it = tables.sparse.find(id);
-      if (it == tables.sparse.end() || it->second->dim() != f.value("dim", -1) ||
-          StateFloats(it->second->options().optimizer.kind) * it->second->dim() !=
-              f.value("state_floats", -1)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            path, ": sparse table ", id, " of dim ", f.value("dim", -1), " and ",
-            f.value("state_floats", -1), " optimizer floats per row has no match here"));
+    if (f.sparse) {
+      auto it = tables.sparse.find(f.table);
+      if (it == tables.sparse.end() || it->second->dim() != f.dim ||
+          StateFloats(it->second->options().optimizer.kind) * it->second->dim() != f.state_floats) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path, ": sparse table ", f.table, " of dim ", f.dim, " and ",
+                         f.state_floats, " optimizer floats per row has no match here"));
       }
-      ++(*sparse_seen)[id];
+      ++(*sparse_seen)[f.table];
     } else {
-      auto it = tables.dense.find(id);
+      auto it = tables.dense.find(f.table);
       load = it != tables.dense.end();
       if (!load && !foreign_dense) {
         return absl::FailedPreconditionError(
-            absl::StrCat(path, ": dense table ", id, " has no match here"));
+            absl::StrCat(path, ": dense table ", f.table, " has no match here"));
       }
       if (load) {
-        std::vector<int64_t> sizes = f.value("block_sizes", std::vector<int64_t>());
-        bool match = static_cast<int>(sizes.size()) == it->second->num_blocks();
-        for (size_t b = 0; match && b < sizes.size(); ++b) {
-          match = sizes[b] == it->second->block_size(static_cast<int>(b));
+        bool match = static_cast<int>(f.block_sizes.size()) == it->second->num_blocks();
+        for (size_t b = 0; match && b < f.block_sizes.size(); ++b) {
+          match = f.block_sizes[b] == it->second->block_size(static_cast<int>(b));
         }
         if (!match) {
           return absl::FailedPreconditionError(
-              absl::StrCat(path, ": dense table ", id, " has no match here"));
+              absl::StrCat(path, ": dense table ", f.table, " has no match here"));
         }
-        ++(*dense_seen)[id];
+        ++(*dense_seen)[f.table];
       }
     }
-    v.paths.push_back(path);
     v.load.push_back(load);
   }
   return v;
@@ -369,17 +531,21 @@ absl::StatusOr<VerifiedDir> Verify(base::Env* env, const std::string& dir,
 // Pass 2 over one source: the sparse rows `keep` accepts, the dense tables verified for loading.
 absl::Status LoadVerified(base::Env* env, const VerifiedDir& v, const CheckpointTables& tables,
                           const std::function<bool(uint64_t)>& keep) {
-  size_t i = 0;
-  for (const json& f : v.manifest["files"]) {
-    const size_t at = i++;
-    if (!v.load[at]) continue;
-    HETERPS_ASSIGN_OR_RETURN(Reader r, Reader::Open(env, v.paths[at]));
-    const int id = f["table"];
-    if (f["kind"] == "sparse") {
-      SparseTable& table = *tables.sparse.at(id);
+  for (size_t i = 0; i < v.manifest.files.size(); ++i) {
+    if (!v.load[i]) continue;
+    const ManifestFile& f = v.manifest.files[i];
+    HETERPS_ASSIGN_OR_RETURN(Reader r, Reader::Open(env, v.dir + "/" + f.file));
+    if (f.sparse) {
+      SparseTable& table = *tables.sparse.at(f.table);
       int32_t dim = 0, state = 0;
       HETERPS_RETURN_IF_ERROR(r.Get(&dim, 1));
       HETERPS_RETURN_IF_ERROR(r.Get(&state, 1));
+      if (dim != f.dim || state != f.state_floats) {
+        return absl::DataLossError(absl::StrCat(v.dir, "/", f.file, ": rows of ", dim, " + ", state,
+                                                " floats, the manifest says ", f.dim, " + ",
+                                                f.state_floats));
+      }
+      const size_t row_bytes = 3 * sizeof(int64_t) + (dim + state) * sizeof(float);
       RowData row;
       row.value.resize(dim);
       row.state.resize(state);
@@ -388,14 +554,18 @@ absl::Status LoadVerified(base::Env* env, const VerifiedDir& v, const Checkpoint
         if (done) break;
         uint64_t key = 0;
         HETERPS_RETURN_IF_ERROR(r.Get(&key, 1));
+        if (keep != nullptr && !keep(key)) {
+          HETERPS_RETURN_IF_ERROR(r.Skip(row_bytes - sizeof(key)));
+          continue;
+        }
         HETERPS_RETURN_IF_ERROR(r.Get(&row.steps, 1));
         HETERPS_RETURN_IF_ERROR(r.Get(&row.accesses, 1));
         HETERPS_RETURN_IF_ERROR(r.Get(row.value.data(), row.value.size()));
         HETERPS_RETURN_IF_ERROR(r.Get(row.state.data(), row.state.size()));
-        if (keep == nullptr || keep(key)) HETERPS_RETURN_IF_ERROR(table.Insert(key, row));
+        HETERPS_RETURN_IF_ERROR(table.Insert(key, row));
       }
     } else {
-      DenseTable& table = *tables.dense.at(id);
+      DenseTable& table = *tables.dense.at(f.table);
       for (int b = 0; b < table.num_blocks(); ++b) {
         HETERPS_ASSIGN_OR_RETURN(DenseTable::BlockData data, table.Read(b));
         HETERPS_RETURN_IF_ERROR(r.Get(&data.steps, 1));
@@ -408,58 +578,58 @@ absl::Status LoadVerified(base::Env* env, const VerifiedDir& v, const Checkpoint
   return absl::OkStatus();
 }
 
-// Verifies every source, then loads them: every sparse table from every source (its rows that
-// `keep` accepts), every dense table of `tables` from the one source that has it. Nothing changes
-// before every source is verified.
+// Verifies every source (dirs[i] is shard i of dirs.size() of id.job when re-sharding, `id`
+// itself otherwise), then loads them: every sparse table from every source (when re-sharding, its
+// rows of shard id.shard of id.num_shards), every dense table of `tables` from the one source that
+// has it. Nothing changes before every source is verified.
 absl::StatusOr<int64_t> LoadSources(base::Env* env, const std::vector<std::string>& dirs,
-                                    const CheckpointTables& tables,
-                                    const std::function<bool(uint64_t)>& keep) {
-  const bool resharding = keep != nullptr;
+                                    int64_t step, const CheckpointId& id, bool resharding,
+                                    const CheckpointTables& tables) {
   std::map<int, int> sparse_seen, dense_seen;
   std::vector<VerifiedDir> verified;
-  for (const std::string& dir : dirs) {
-    HETERPS_ASSIGN_OR_RETURN(VerifiedDir v,
-                             Verify(env, dir, tables, resharding, &sparse_seen, &dense_seen));
-    if (!verified.empty() &&
-        v.manifest.value("step", int64_t{-1}) != verified[0].manifest.value("step", int64_t{-1})) {
-      return absl::DataLossError(absl::StrCat(
-          dir, "/MANIFEST: step ", v.manifest.value("step", int64_t{-1}), ", ", verified[0].dir,
-          " has step ", verified[0].manifest.value("step", int64_t{-1})));
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    CheckpointId source = id;
+    if (resharding) {
+      source.shard = static_cast<int>(i);
+      source.num_shards = static_cast<int>(dirs.size());
     }
+    HETERPS_ASSIGN_OR_RETURN(VerifiedDir v, Verify(env, dirs[i], step, source, tables, resharding,
+                                                   &sparse_seen, &dense_seen));
     verified.push_back(std::move(v));
   }
   const std::string where = dirs.size() == 1 ? dirs[0] + "/MANIFEST" : dirs[0] + " and the others";
-  for (const auto& [id, table] : tables.sparse) {
-    if (sparse_seen[id] != static_cast<int>(dirs.size())) {
+  for (const auto& [table_id, table] : tables.sparse) {
+    if (sparse_seen[table_id] != static_cast<int>(dirs.size())) {
       return absl::DataLossError(
-          absl::StrCat(where, ": sparse table ", id, " is not in every source"));
+          absl::StrCat(where, ": sparse table ", table_id, " is not in every source, once"));
     }
   }
-  for (const auto& [id, table] : tables.dense) {
-    if (dense_seen[id] != 1) {
-      return absl::DataLossError(absl::StrCat(where, ": dense table ", id, " is in ",
-                                              dense_seen[id], " sources, not one"));
+  for (const auto& [table_id, table] : tables.dense) {
+    if (dense_seen[table_id] != 1) {
+      return absl::DataLossError(absl::StrCat(where, ": dense table ", table_id, " is in ",
+                                              dense_seen[table_id], " sources, not one"));
     }
   }
-  for (const auto& [id, table] : tables.sparse) HETERPS_RETURN_IF_ERROR(table->Clear());
+  std::function<bool(uint64_t)> keep;
+  if (resharding) {
+    keep = [shard = id.shard, shards = id.num_shards](uint64_t key) {
+      return ServerOf(key, shards) == shard;
+    };
+  }
+  for (const auto& [table_id, table] : tables.sparse) HETERPS_RETURN_IF_ERROR(table->Clear());
   for (const VerifiedDir& v : verified) HETERPS_RETURN_IF_ERROR(LoadVerified(env, v, tables, keep));
-  return verified.empty() ? int64_t{0} : verified[0].manifest.value("step", int64_t{0});
+  return step;
 }
 
 }  // namespace
 
-absl::StatusOr<int64_t> LoadCheckpointDir(base::Env* env, const std::string& dir,
-                                          const CheckpointTables& tables) {
-  return LoadSources(env, {dir}, tables, nullptr);
-}
-
 absl::StatusOr<int64_t> LoadCheckpointResharded(base::Env* env,
                                                 const std::vector<std::string>& roots, int64_t step,
-                                                int shard, int num_shards,
+                                                const CheckpointId& id,
                                                 const CheckpointTables& tables) {
-  if (roots.empty() || num_shards < 1 || shard < 0 || shard >= num_shards) {
-    return absl::InvalidArgumentError(absl::StrCat("re-sharding to shard ", shard, " of ",
-                                                   num_shards, " from ", roots.size(),
+  if (roots.empty() || id.num_shards < 1 || id.shard < 0 || id.shard >= id.num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("re-sharding to shard ", id.shard, " of ",
+                                                   id.num_shards, " from ", roots.size(),
                                                    " checkpoints"));
   }
   std::vector<std::string> dirs;
@@ -470,9 +640,7 @@ absl::StatusOr<int64_t> LoadCheckpointResharded(base::Env* env,
     }
     dirs.push_back(dir);
   }
-  return LoadSources(env, dirs, tables, [shard, num_shards](uint64_t key) {
-    return ServerOf(key, num_shards) == shard;
-  });
+  return LoadSources(env, dirs, step, id, /*resharding=*/true, tables);
 }
 
 }  // namespace heterps::ps

@@ -1,7 +1,9 @@
 #include "heterps/ps/checkpoint.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -10,6 +12,7 @@
 #include "heterps/base/testing/fault_env.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rocksdb_store.h"
+#include "nlohmann/json.hpp"
 
 namespace heterps::ps {
 namespace {
@@ -297,14 +300,16 @@ TEST_F(CheckpointTest, ReshardingKeepsEveryParameter) {
     }
     const uint64_t digest = two.Digest();
     std::vector<std::string> roots2 = {base + "/ps2-0", base + "/ps2-1"};
-    for (int s = 0; s < 2; ++s) ASSERT_TRUE(SaveCheckpoint(env, roots2[s], 40, two.view(s)).ok());
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_TRUE(SaveCheckpoint(env, roots2[s], 40, two.view(s), {"j1", s, 2}).ok());
+    }
 
     // 2 -> 3: every new shard takes its keys from both old ones.
     Sharded three = MakeSharded(3, base + "/cold3", ssd);
     std::vector<std::string> roots3;
     size_t rows = 0;
     for (int s = 0; s < 3; ++s) {
-      auto step = LoadCheckpointResharded(env, roots2, 40, s, 3, three.view(s));
+      auto step = LoadCheckpointResharded(env, roots2, 40, {"j1", s, 3}, three.view(s));
       ASSERT_TRUE(step.ok()) << step.status();
       EXPECT_EQ(*step, 40);
       for (const auto& [key, row] : Rows(*three.sparse[s])) {
@@ -312,7 +317,7 @@ TEST_F(CheckpointTest, ReshardingKeepsEveryParameter) {
         ++rows;
       }
       roots3.push_back(base + "/ps3-" + std::to_string(s));
-      ASSERT_TRUE(SaveCheckpoint(env, roots3.back(), 40, three.view(s)).ok());
+      ASSERT_TRUE(SaveCheckpoint(env, roots3.back(), 40, three.view(s), {"j1", s, 3}).ok());
     }
     EXPECT_EQ(rows, Rows(*two.sparse[0]).size() + Rows(*two.sparse[1]).size());
     EXPECT_EQ(three.Digest(), digest);
@@ -320,24 +325,150 @@ TEST_F(CheckpointTest, ReshardingKeepsEveryParameter) {
     // 3 -> 2: each shard holds exactly what it held.
     Sharded back = MakeSharded(2, base + "/cold_back", ssd);
     for (int s = 0; s < 2; ++s) {
-      ASSERT_TRUE(LoadCheckpointResharded(env, roots3, 40, s, 2, back.view(s)).ok());
+      ASSERT_TRUE(LoadCheckpointResharded(env, roots3, 40, {"j1", s, 2}, back.view(s)).ok());
       EXPECT_EQ(Rows(*back.sparse[s]), Rows(*two.sparse[s]));
     }
     EXPECT_EQ(back.Digest(), digest);
 
     // A source of another step, or a missing one, is refused before anything loads.
     Sharded other = MakeSharded(2, base + "/cold_other", ssd);
-    ASSERT_TRUE(SaveCheckpoint(env, roots3[1], 41, three.view(1)).ok());
+    ASSERT_TRUE(SaveCheckpoint(env, roots3[1], 41, three.view(1), {"j1", 1, 3}).ok());
     std::filesystem::rename(roots3[1] + "/ckpt-40", roots3[1] + "/moved");
-    auto missing = LoadCheckpointResharded(env, roots3, 40, 0, 2, other.view(0));
+    auto missing = LoadCheckpointResharded(env, roots3, 40, {"j1", 0, 2}, other.view(0));
     EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
     EXPECT_THAT(std::string(missing.status().message()), HasSubstr("no checkpoint of step 40"));
     std::filesystem::rename(roots3[1] + "/ckpt-41", roots3[1] + "/ckpt-40");
-    auto mixed = LoadCheckpointResharded(env, roots3, 40, 0, 2, other.view(0));
+    auto mixed = LoadCheckpointResharded(env, roots3, 40, {"j1", 0, 2}, other.view(0));
     EXPECT_EQ(mixed.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("step 41"));
     EXPECT_TRUE(Rows(*other.sparse[0]).empty());
   }
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteAll(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+// Rewrites the MANIFEST of `dir` through `edit`.
+void EditManifest(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json m = nlohmann::json::parse(ReadAll(dir + "/MANIFEST"));
+  edit(m);
+  WriteAll(dir + "/MANIFEST", m.dump(2));
+}
+
+TEST_F(CheckpointTest, ACheckpointIsLoadedOnlyAsWhatItIs) {
+  Tables a = Make(Dir("cold_id"));
+  Train(a);
+  const std::string base = Dir("identity");
+  const std::string r2 = base + "/ps-2", r3 = base + "/ps-3";
+  ASSERT_TRUE(SaveCheckpoint(env, r2, 15, a.view(), {"jobA", 2, 4}).ok());
+  ASSERT_TRUE(SaveCheckpoint(env, r3, 15, a.view(), {"jobA", 3, 4}).ok());
+  Tables b = Make(Dir("cold_id_b"));
+  ASSERT_TRUE(LoadCheckpoint(env, r2, 15, b.view(), {"jobA", 2, 4}).ok());
+  EXPECT_EQ(Rows(*b.sparse), Rows(*a.sparse));
+
+  // Swapped shards, another job's, another shard count, no job at all: refused.
+  std::filesystem::rename(r2 + "/ckpt-15", base + "/swap");
+  std::filesystem::rename(r3 + "/ckpt-15", r2 + "/ckpt-15");
+  auto swapped = LoadCheckpoint(env, r2, 15, b.view(), {"jobA", 2, 4});
+  EXPECT_EQ(swapped.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(swapped.status().message()),
+              HasSubstr("the checkpoint of job jobA, shard 3 of 4, not of job jobA, shard 2 of 4"));
+  std::filesystem::rename(r2 + "/ckpt-15", r3 + "/ckpt-15");
+  std::filesystem::rename(base + "/swap", r2 + "/ckpt-15");
+  for (const CheckpointId& wrong :
+       {CheckpointId{"jobB", 2, 4}, CheckpointId{"jobA", 2, 5}, CheckpointId{}}) {
+    auto s = LoadCheckpoint(env, r2, 15, b.view(), wrong);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << wrong.job;
+  }
+  EXPECT_TRUE(LoadCheckpoint(env, r2, 15, b.view(), {"jobA", 2, 4}).ok());
+
+  // A MANIFEST whose step is not its directory's: an error, not step 15's parameters as step 3.
+  EditManifest(r2 + "/ckpt-15", [](nlohmann::json& m) { m["step"] = 3; });
+  auto relabelled = LoadCheckpoint(env, r2, 15, b.view(), {"jobA", 2, 4});
+  EXPECT_EQ(relabelled.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(relabelled.status().message()),
+              HasSubstr("step 3, but this is the checkpoint of step 15"));
+
+  // Wrong types and names outside the directory: one clear error each, nothing followed.
+  std::filesystem::create_directories(base + "/evil");
+  WriteAll(base + "/x.bin", ReadAll(r2 + "/ckpt-15/sparse-0.bin"));
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> edits = {
+      {[](nlohmann::json& m) { m["step"] = "ten"; }, "step"},
+      {[](nlohmann::json& m) { m["files"][0]["file"] = "../../x.bin"; }, "not a plain file name"},
+      {[](nlohmann::json& m) { m["files"][0]["file"] = "/etc/passwd"; }, "not a plain file name"},
+      {[](nlohmann::json& m) { m["files"][0]["bytes"] = -1; }, "bytes"},
+      {[](nlohmann::json& m) { m["shard"] = 9; }, "shard"},
+      {[](nlohmann::json& m) { m["files"] = 7; }, "files"},
+      {[](nlohmann::json& m) { m["format"] = nullptr; }, "format"},
+  };
+  const std::string good = ReadAll(r3 + "/ckpt-15/MANIFEST");
+  for (const auto& [edit, field] : edits) {
+    EditManifest(r3 + "/ckpt-15", edit);
+    auto s = LoadCheckpoint(env, r3, 15, b.view(), {"jobA", 3, 4});
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << field;
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr(field));
+    WriteAll(r3 + "/ckpt-15/MANIFEST", good);
+  }
+  WriteAll(r3 + "/ckpt-15/MANIFEST", "{\"format\": [");
+  EXPECT_EQ(LoadCheckpoint(env, r3, 15, b.view(), {"jobA", 3, 4}).status().code(),
+            absl::StatusCode::kDataLoss);
+  WriteAll(r3 + "/ckpt-15/MANIFEST", good);
+
+  // LATEST names a checkpoint in its own directory, nothing else.
+  std::filesystem::copy(r3 + "/ckpt-15", base + "/evil/ckpt-15");
+  for (const std::string latest :
+       {"../evil/ckpt-15\n", "ckpt-15/../../evil/ckpt-15", "ckpt-x", "", "ckpt--15", "ckpt-015"}) {
+    WriteAll(r3 + "/LATEST", latest);
+    auto s = LoadLatestCheckpoint(env, r3, b.view(), {"jobA", 3, 4});
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << latest;
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr("LATEST")) << latest;
+  }
+  WriteAll(r3 + "/LATEST", "ckpt-15\n");
+  EXPECT_TRUE(LoadLatestCheckpoint(env, r3, b.view(), {"jobA", 3, 4}).ok());
+}
+
+uint64_t Fnv1a(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+TEST_F(CheckpointTest, ThePreviousFormatStillLoads) {
+  Tables a = Make(Dir("cold_v1"));
+  Train(a);
+  const std::string root = Dir("v1");
+  ASSERT_TRUE(SaveCheckpoint(env, root, 4, a.view()).ok());
+  // What the previous version wrote: FNV-1a checksums, no identity.
+  EditManifest(root + "/ckpt-4", [&](nlohmann::json& m) {
+    m["format"] = "heterps-checkpoint-v1";
+    m.erase("job");
+    m.erase("shard");
+    m.erase("num_shards");
+    for (nlohmann::json& f : m["files"]) {
+      f.erase("xxh3_64");
+      char hex[17];
+      std::snprintf(hex, sizeof(hex), "%016llx",
+                    static_cast<unsigned long long>(
+                        Fnv1a(ReadAll(root + "/ckpt-4/" + f["file"].get<std::string>()))));
+      f["fnv64"] = hex;
+    }
+  });
+  Tables b = Make(Dir("cold_v1_b"));
+  auto step = LoadLatestCheckpoint(env, root, b.view());
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(Rows(*b.sparse), Rows(*a.sparse));
+  // It names no job: a job's load refuses it.
+  EXPECT_EQ(LoadLatestCheckpoint(env, root, b.view(), {"jobA", 0, 1}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

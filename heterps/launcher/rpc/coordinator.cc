@@ -76,8 +76,19 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   std::string job_json = worker::JobToJson(job);
   HETERPS_RETURN_IF_ERROR(base::WriteFileAtomically(o.env, o.job_dir + "/job.json", job_json));
 
+  // The job's id: an unfinished job's, resumed, or a new one.
+  if (o.fresh) HETERPS_RETURN_IF_ERROR(RemoveJobCheckpoint(o.env, o.job_dir));
+  HETERPS_ASSIGN_OR_RETURN(std::optional<JobCheckpoint> record,
+                           ReadJobCheckpoint(o.env, o.job_dir));
+  std::string job_id;
+  if (record) {
+    job_id = record->job_id;
+  } else {
+    HETERPS_ASSIGN_OR_RETURN(job_id, NewJobId());
+  }
+
   // Ready before the first call can arrive: an external launcher's processes may already wait.
-  CoordinatorService service(o.token, o.job_dir, job_json, layout);
+  CoordinatorService service(o.token, job_id, o.job_dir, job_json, layout);
   heterps::rpc::Endpoint endpoint;
   endpoint.host = o.host;
   endpoint.port = o.port;
@@ -93,10 +104,7 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   const absl::Time start = absl::Now();
   SegmentLedger ledger(o.replanner);
   if (o.replanner != nullptr) o.replanner->Running(job);
-  {
-    absl::StatusOr<std::optional<JobCheckpoint>> c = ReadJobCheckpoint(o.env, o.job_dir);
-    ledger.Begin(job, "start", c.ok() && c->has_value() ? (*c)->step : 0, start, start);
-  }
+  ledger.Begin(job, "start", record ? record->step : 0, start, start);
   absl::Status status;
   int restarts = 0;  // of the current plan
   for (int64_t generation = 1;; ++generation) {
@@ -113,7 +121,11 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
       if (o.launcher == nullptr || !Recoverable(status)) break;
       o.launcher->StopAll(absl::ZeroDuration());
       absl::StatusOr<std::optional<JobCheckpoint>> c = ReadJobCheckpoint(o.env, o.job_dir);
-      step = c.ok() && c->has_value() ? (*c)->step : 0;
+      if (!c.ok()) {
+        status = c.status();
+        break;
+      }
+      step = c->has_value() ? (*c)->step : 0;
       // The re-planner hears of the loss, and may prefer another plan to a restart.
       if (o.replanner != nullptr) {
         if (dead) o.replanner->RoleLost(TypeOf(job, layout, dead->rank));

@@ -38,7 +38,11 @@
 // and goes on from its step: updates before it are kept, the data after it is read again. At
 // most `max_restarts` times; without a launcher (an external one started the processes), a
 // failure ends the job with the error, and a new job with the same job directory resumes from
-// the checkpoint. A job that completes removes checkpoint.json: the next one starts afresh.
+// the checkpoint (unless `fresh`). A job that completes removes checkpoint.json: the next one
+// starts afresh. Every job has an id (kept in checkpoint.json), and its parameter servers keep
+// their checkpoints under ps-<i>/checkpoints/<id>/, named with the id, the shard and the number
+// of shards: a new job in an old directory neither prunes nor loads the old job's checkpoints.
+// A checkpoint.json that exists but cannot be read is an error naming it, never a fresh start.
 //
 // While it runs, <job_dir>/status.json (rewritten every second) shows the step, the throughput,
 // every replica's busy, idle and send time and queues, and the parameter servers' tier counters.
@@ -78,6 +82,9 @@ struct RunOptions {
   // plan is fixed. Under an external launcher, a switch keeps the processes it was given (the
   // same number, new roles) and a plan that needs another number is refused, with a log line.
   Replanner* replanner = nullptr;
+  // Start a new job even where <job_dir>/checkpoint.json records an unfinished one (its
+  // checkpoints stay where they are, under their job's id).
+  bool fresh = false;
 };
 
 // Runs the job to its end. Errors: bad options, a missing data file (NotFound naming it), a port

@@ -6,9 +6,10 @@ namespace heterps::launcher::rpc {
 
 using heterps::rpc::ToGrpc;
 
-CoordinatorService::CoordinatorService(std::string token, std::string job_dir, std::string job_json,
-                                       JobLayout layout)
+CoordinatorService::CoordinatorService(std::string token, std::string job_id, std::string job_dir,
+                                       std::string job_json, JobLayout layout)
     : auth_(std::move(token)),
+      job_id_(std::move(job_id)),
       job_dir_(std::move(job_dir)),
       job_json_(std::move(job_json)),
       layout_(std::move(layout)) {
@@ -82,6 +83,7 @@ grpc::Status CoordinatorService::Hello(grpc::ServerContext* ctx, const wire::Hel
     role->set_shard(slot.shard);
     role->set_shards(layout_.ps_shards);
     role->set_data_dir(absl::StrCat(job_dir_, "/ps-", slot.shard));
+    role->set_job_id(job_id_);
   } else {
     role->set_kind(wire::Role::WORKER);
     role->set_stage(slot.stage);

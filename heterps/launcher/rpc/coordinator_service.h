@@ -20,9 +20,12 @@ namespace heterps::launcher::rpc {
 
 class CoordinatorService final : public wire::Coordinator::Service {
  public:
-  // `job_json`: the job description (worker::JobToJson). Ready for attempt 1.
-  CoordinatorService(std::string token, std::string job_dir, std::string job_json,
-                     JobLayout layout);
+  // `job_json`: the job description (worker::JobToJson); `job_id` names the job's checkpoints.
+  // Ready for attempt 1.
+  CoordinatorService(std::string token, std::string job_id, std::string job_dir,
+                     std::string job_json, JobLayout layout);
+
+  const std::string& job_id() const { return job_id_; }
 
   // A new attempt: forget the registrations, tell the old processes to stop.
   void Reset(int64_t generation);
@@ -49,6 +52,7 @@ class CoordinatorService final : public wire::Coordinator::Service {
 
  private:
   heterps::rpc::TokenCheck auth_;
+  const std::string job_id_;
   const std::string job_dir_;
   absl::Mutex mu_;
   std::string job_json_ ABSL_GUARDED_BY(mu_);

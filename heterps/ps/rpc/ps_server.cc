@@ -244,7 +244,7 @@ class PsServer::Service final : public ParameterServer::Service {
     return Serve(ctx, "SaveCheckpoint", [&]() -> absl::Status {
       absl::MutexLock snapshot(&snapshot_mu_);
       HETERPS_RETURN_IF_ERROR(
-          ps::SaveCheckpoint(options_.env, CheckpointRoot(), request->step(), Tables()));
+          ps::SaveCheckpoint(options_.env, CheckpointRoot(), request->step(), Tables(), Id()));
       // The one before stays: a job restores the last step that every shard completed.
       HETERPS_RETURN_IF_ERROR(PruneCheckpoints(options_.env, CheckpointRoot(), 2));
       reply->set_path(absl::StrCat(CheckpointRoot(), "/ckpt-", request->step()));
@@ -265,19 +265,19 @@ class PsServer::Service final : public ParameterServer::Service {
             std::filesystem::path(options_.data_dir).lexically_normal().parent_path().string();
         std::vector<std::string> roots;
         for (int i = 0; i < request->from_shards(); ++i) {
-          roots.push_back(absl::StrCat(parent, "/ps-", i, "/checkpoints"));
+          roots.push_back(CheckpointRootOf(absl::StrCat(parent, "/ps-", i)));
         }
         HETERPS_ASSIGN_OR_RETURN(
-            int64_t step, LoadCheckpointResharded(options_.env, roots, request->step(),
-                                                  options_.shard, options_.num_shards, Tables()));
+            int64_t step,
+            LoadCheckpointResharded(options_.env, roots, request->step(), Id(), Tables()));
         reply->set_step(step);
         return absl::OkStatus();
       }
       HETERPS_ASSIGN_OR_RETURN(
           int64_t step,
           request->has_step()
-              ? ps::LoadCheckpoint(options_.env, CheckpointRoot(), request->step(), Tables())
-              : LoadLatestCheckpoint(options_.env, CheckpointRoot(), Tables()));
+              ? ps::LoadCheckpoint(options_.env, CheckpointRoot(), request->step(), Tables(), Id())
+              : LoadLatestCheckpoint(options_.env, CheckpointRoot(), Tables(), Id()));
       reply->set_step(step);
       return absl::OkStatus();
     });
@@ -409,7 +409,13 @@ class PsServer::Service final : public ParameterServer::Service {
     return absl::OkStatus();
   }
 
-  std::string CheckpointRoot() const { return options_.data_dir + "/checkpoints"; }
+  // Each job's checkpoints apart: a job never prunes or loads another's.
+  std::string CheckpointRoot() const { return CheckpointRootOf(options_.data_dir); }
+  std::string CheckpointRootOf(const std::string& data_dir) const {
+    return options_.job_id.empty() ? data_dir + "/checkpoints"
+                                   : absl::StrCat(data_dir, "/checkpoints/", options_.job_id);
+  }
+  CheckpointId Id() const { return {options_.job_id, options_.shard, options_.num_shards}; }
 
   CheckpointTables Tables() {
     absl::MutexLock lock(&tables_mu_);
@@ -460,6 +466,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
         "shard ", options.shard, " of ", options.num_shards, ": need 0 <= shard < shards"));
   }
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is required");
+  if (!options.job_id.empty()) HETERPS_RETURN_IF_ERROR(CheckJobId(options.job_id));
   if (options.token.empty() && !heterps::rpc::IsLoopbackHost(options.host)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "refusing to serve on ", options.host, " without a token: give one, or bind to 127.0.0.1"));

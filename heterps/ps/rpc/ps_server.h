@@ -41,6 +41,7 @@ namespace heterps::ps::rpc {
 struct PsServerOptions {
   int shard = 0;
   int num_shards = 1;
+  std::string job_id;    // written into and checked in every checkpoint (checkpoint.h)
   std::string data_dir;  // required; created if missing
   std::string host = "127.0.0.1";
   int port = 0;              // 0: a free port, chosen by the system
