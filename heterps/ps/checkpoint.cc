@@ -1,3 +1,5 @@
+// The checkpoint format in one file (over 500 lines): what is written and what a load checks are
+// read side by side, so that no field is written without being verified.
 #include "heterps/ps/checkpoint.h"
 
 #include <unistd.h>
@@ -85,7 +87,8 @@ bool PlainName(const std::string& name) {
 class Writer {
  public:
   static absl::StatusOr<Writer> Open(base::Env* env, const std::string& path) {
-    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<base::WritableFile> file, env->NewWritableFile(path));
+    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<base::WritableFile> file,
+                             env->NewLargeWritableFile(path));
     return Writer(std::move(file));
   }
   template <typename T>

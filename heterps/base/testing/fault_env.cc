@@ -116,6 +116,13 @@ absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const st
   return std::make_unique<FaultWritableFile>(this, path, std::move(file));
 }
 
+absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewLargeWritableFile(
+    const std::string& path) {
+  HETERPS_RETURN_IF_ERROR(Check(path, "cannot create", nullptr));
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target_->NewLargeWritableFile(path));
+  return std::make_unique<FaultWritableFile>(this, path, std::move(file));
+}
+
 absl::StatusOr<std::unique_ptr<SequentialFile>> FaultEnv::NewSequentialFile(
     const std::string& path) {
   return target_->NewSequentialFile(path);

@@ -47,6 +47,8 @@ class FaultEnv : public Env {
   bool fired() const;
 
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewLargeWritableFile(
+      const std::string& path) override;
   absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
       const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;

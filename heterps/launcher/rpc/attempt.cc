@@ -1,3 +1,6 @@
+// One class, Attempt: the steps, rounds, checkpoints, evaluation and the plan checks between
+// steps share the attempt's clients and counters. Kept in one file (over 500 lines) so that the
+// order of what happens at a step boundary is read in one place.
 #include "heterps/launcher/rpc/attempt.h"
 
 #include <unistd.h>

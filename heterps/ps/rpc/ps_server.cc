@@ -1,3 +1,6 @@
+// One gRPC service class: every handler shares the tables, the snapshot lock that checkpoints
+// take and the push de-duplication. Kept in one file (over 500 lines) so that the locking rules
+// are read in one place.
 #include "heterps/ps/rpc/ps_server.h"
 
 #include <algorithm>
