@@ -216,6 +216,36 @@ TEST(ReplannerTest, ASwitchThatCostsMoreThanItSavesIsNotMade) {
   EXPECT_THAT(f.Log(), HasSubstr("to switch, against"));
 }
 
+// A plan that has just started, with no steps measured yet, is priced at its prediction corrected
+// by the last plan's measured/predicted ratio, not at its raw prediction.
+TEST(ReplannerTest, ANewPlanIsPricedWithTheLastCalibration) {
+  const std::string spot =
+      R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.0995}]})";
+  const std::string cheap =
+      R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.01}]})";
+  Fixture raw("calibration_raw");
+  Write(raw.dir + "/state.json", spot);
+  raw.Start();
+  Write(raw.dir + "/state.json", cheap);
+  const std::optional<PlanSwitch> uncalibrated = raw.replanner->Check(At(10'000'000));
+  ASSERT_TRUE(uncalibrated.has_value()) << raw.Log();
+  // keep = samples / predicted rate x $0.10 per hour.
+  const double predicted = 10'000'000 * 0.10 / 3600 / uncalibrated->keep_usd;
+
+  Fixture f("calibration");
+  Write(f.dir + "/state.json", spot);
+  f.Start();
+  JobPosition measured = At(10'000'000);
+  measured.samples_per_second = predicted / 4;  // the plan runs at a quarter of its prediction
+  EXPECT_FALSE(f.replanner->Check(measured).has_value());
+  f.replanner->Running(f.job);  // a new plan: nothing measured yet
+  Write(f.dir + "/state.json", cheap);
+  const std::optional<PlanSwitch> next = f.replanner->Check(At(10'000'000));
+  ASSERT_TRUE(next.has_value()) << f.Log();
+  EXPECT_NEAR(next->keep_usd / uncalibrated->keep_usd, 4, 1e-6);
+  EXPECT_NEAR(next->new_usd / uncalibrated->new_usd, 4, 1e-6);
+}
+
 TEST(ReplannerTest, APreemptedOrDyingTypeIsPlannedAround) {
   Fixture f("preempt");
   f.Start();

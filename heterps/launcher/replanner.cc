@@ -105,6 +105,12 @@ class ElasticReplanner final : public Replanner {
   }
 
   std::optional<PlanSwitch> Check(const JobPosition& position) override {
+    // The running plan's measured/predicted ratio; before a new plan's first steps are measured,
+    // the last plan's stands.
+    if (current_ && current_->plan.throughput > 0 && position.samples_per_second > 0) {
+      calibration_ =
+          std::clamp(position.samples_per_second / current_->plan.throughput, 0.05, 20.0);
+    }
     const absl::Time now = absl::Now();
     if (reasons_.empty() && now - last_poll_ < o_.poll) return std::nullopt;
     last_poll_ = now;
@@ -235,8 +241,8 @@ class ElasticReplanner final : public Replanner {
     if (!deadline_) {
       if (limit_ > 0) return limit_;
       // No limit was ever given: the speed the job has.
-      return std::max(1.0,
-                      p.samples_per_second > 0 ? p.samples_per_second : current_->plan.throughput);
+      return std::max(1.0, p.samples_per_second > 0 ? p.samples_per_second
+                                                    : current_->plan.throughput * calibration_);
     }
     const double left = absl::ToDoubleSeconds(*deadline_ - absl::Now()) - p.switch_seconds;
     if (left <= 0) {
@@ -319,10 +325,9 @@ class ElasticReplanner final : public Replanner {
     const double new_per_hour =
         PlanCostPerHour(out.job.plan, catalog).value_or(plan.cost_per_hour_usd);
     const double predicted = current_->plan.throughput;
-    const double measured = p.samples_per_second > 0 ? p.samples_per_second : predicted;
-    // The new plan's prediction, corrected as the running plan's was.
-    const double calibration =
-        predicted > 0 && measured > 0 ? std::clamp(measured / predicted, 0.05, 20.0) : 1.0;
+    const double calibration = calibration_;  // see Check
+    const double measured =
+        p.samples_per_second > 0 ? p.samples_per_second : predicted * calibration;
     const double new_rate =
         out.job.plan.throughput > 0 ? out.job.plan.throughput * calibration : measured;
     const double left = static_cast<double>(p.samples_left);
@@ -350,6 +355,9 @@ class ElasticReplanner final : public Replanner {
   JobControl control_;
   bool plan_requested_ = false;
   double limit_ = 0;
+  // The last measured/predicted throughput of a running plan: it corrects the predictions of a
+  // plan that has not been measured yet (one that just started) as it corrected the one before.
+  double calibration_ = 1.0;
   std::optional<absl::Time> deadline_;
   std::map<std::string, int> deaths_, given_up_;
   std::vector<std::string> reasons_;
