@@ -91,6 +91,10 @@ int Background::Wait(absl::Duration limit) {
 
 std::string Background::err() const { return Slurp(dir_ + "/err"); }
 
+void Background::Signal(int signal) {
+  if (child_ != nullptr) child_->Signal(signal);
+}
+
 int FreePort() {
   const int s = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};

@@ -42,6 +42,7 @@ class Background {
   // Its exit code (-1 if it is still running after `limit`).
   int Wait(absl::Duration limit = absl::Seconds(180));
   std::string err() const;
+  void Signal(int signal);
 
  private:
   std::string dir_;

@@ -126,6 +126,29 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   EXPECT_EQ(again["restarts"], 1);
   EXPECT_EQ(again["parameter_digest"], reference["parameter_digest"]);
   EXPECT_EQ(again["losses"], reference["losses"]);
+
+  // SIGTERM to `heterps train`: the job stops at the next step with a checkpoint, says how to
+  // resume, leaves no process behind and `heterps status` says "stopped"; the same command then
+  // finishes it with the uninterrupted run's result.
+  const std::string stopped = Dir("sigterm");
+  const std::vector<std::string> args =
+      TwoStages(stopped, {"--checkpoint-every", "1000", "--micro-batch", "64"});
+  testing::Background job(args, stopped);
+  ASSERT_TRUE(job.WaitFor([&] {
+    const json s = json::parse(Slurp(stopped + "/status.json"), nullptr, false);
+    return s.is_object() && s.value("step", 0) >= 25;
+  }));
+  job.Signal(SIGTERM);
+  EXPECT_EQ(job.Wait(), 128 + SIGTERM) << job.err();
+  EXPECT_THAT(job.err(), HasSubstr("run the same command again"));
+  ExpectNoneLeft(stopped);
+  EXPECT_GT(testing::CheckpointStep(stopped), 25);
+  const Outcome status = Heterps({"status", stopped}, stopped);
+  EXPECT_THAT(status.out, HasSubstr("stopped: step"));
+  const Outcome resumed = Heterps(args, stopped);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_THAT(resumed.out + resumed.err, HasSubstr("resumed from the checkpoint of step"));
+  EXPECT_EQ(Metrics(stopped)["parameter_digest"], reference["parameter_digest"]);
 }
 
 using testing::FreePort;

@@ -17,8 +17,22 @@
 
 namespace heterps::tools {
 
+std::string EscapeForTerminal(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", u);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 int Fail(const absl::Status& status) {
-  std::cerr << "heterps: error: " << status.message() << "\n";
+  std::cerr << "heterps: error: " << EscapeForTerminal(status.message()) << "\n";
   return 2;
 }
 

@@ -15,6 +15,9 @@ namespace heterps::tools {
 // Prints "heterps: error: <message>" (one line, to stderr) and returns 2, the
 // exit code of bad input and failed set-up.
 int Fail(const absl::Status& status);
+// `text` safe to print on a terminal: control characters (escape sequences, NUL, newlines) and
+// DEL as \xNN, so that nothing read from a file can drive the terminal or split a line.
+std::string EscapeForTerminal(absl::string_view text);
 
 // The model spec at `path`, or the embedded examples/models/dlrm-small.yaml when `path` is empty.
 absl::StatusOr<config::ModelSpec> LoadModelOrDefault(const std::string& path);

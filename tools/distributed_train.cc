@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -15,6 +16,7 @@
 #include "heterps/base/token.h"
 #include "heterps/dense/default_backends.h"
 #include "heterps/launcher/cluster_state.h"
+#include "heterps/launcher/job_status.h"
 #include "heterps/launcher/layout.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
@@ -25,6 +27,7 @@
 #include "tools/job_report.h"
 #include "tools/local_gpus.h"
 #include "tools/plan_here.h"
+#include "tools/stop_signals.h"
 #include "tools/table.h"
 #include "tools/train_common.h"
 
@@ -240,11 +243,24 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   if (launch.local) options.launcher = &local;
   ProgressLine progress(true);
   options.progress = [&](const launcher::JobProgress& p) { ShowProgress(progress, p); };
+  // The first SIGTERM or SIGINT stops the job at the next step with a checkpoint; a second one
+  // ends it at once (the roles with it), saying so in status.json.
+  StopSignals signals([&](int signal) {
+    launcher::MarkJobEnded(base::DefaultEnv(), *job_dir, "stopped",
+                           absl::StrCat("ended at once by a second ", strsignal(signal)))
+        .IgnoreError();
+  });
+  options.stop = signals.flag();
   const std::unique_ptr<launcher::Replanner> replanner =
       NewReplanner(flags, *model, *cluster, *planned, *data, *job, *job_dir, policy, progress);
   options.replanner = replanner.get();
   absl::StatusOr<launcher::JobResult> result = launcher::rpc::RunJob(*job, options);
   progress.Clear();
+  if (!result.ok() && signals.received() != 0 && absl::IsCancelled(result.status())) {
+    std::fprintf(stderr, "heterps: %s (job directory %s)\n",
+                 std::string(result.status().message()).c_str(), job_dir->c_str());
+    return 128 + signals.received();
+  }
   if (!result.ok()) {
     return Fail(
         absl::Status(result.status().code(),

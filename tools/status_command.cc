@@ -1,9 +1,14 @@
 #include "tools/status_command.h"
 
+#include <signal.h>
+
+#include <cerrno>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "heterps/base/env.h"
 #include "heterps/launcher/job_status.h"
 #include "tools/cli_common.h"
@@ -30,7 +35,26 @@ int RunStatus(const StatusFlags& flags) {
     }
     return Fail(read.status());
   }
-  const launcher::JobStatus& s = *read;
+  launcher::JobStatus s = *std::move(read);
+  // A "running" job whose coordinator is gone, or that has not written for a while, says so.
+  std::string note;
+  if (s.state == "running") {
+    if (s.pid > 0 && ::kill(static_cast<pid_t>(s.pid), 0) != 0 && errno == ESRCH) {
+      s.state = "gone";
+      note = absl::StrCat("the coordinator (pid ", s.pid,
+                          ") has ended without a word: run the same command again to resume from "
+                          "the last checkpoint");
+    } else if (absl::Time updated;
+               absl::ParseTime(absl::RFC3339_full, s.updated, &updated, nullptr)) {
+      const absl::Duration age = absl::Now() - updated;
+      if (age > absl::Seconds(30)) {
+        note =
+            absl::StrCat("no update for ", absl::FormatDuration(absl::Trunc(age, absl::Seconds(1))),
+                         ": a step may hang (the job gives up on it after its step timeout)");
+      }
+    }
+  }
+  if (!s.error.empty()) note = s.error;
   std::printf("%s: step %lld of %lld %s, %s samples, %s samples/s", s.state.c_str(),
               static_cast<long long>(s.step), static_cast<long long>(s.total_steps),
               Bar(s.step, std::max<int64_t>(s.total_steps, 1)).c_str(),
@@ -38,7 +62,9 @@ int RunStatus(const StatusFlags& flags) {
   if (s.predicted_samples_per_second > 0) {
     std::printf(" (plan: %s)", WithCommas(s.predicted_samples_per_second).c_str());
   }
-  std::printf(", loss %.4f, %d restarts; updated %s\n\n", s.loss, s.restarts, s.updated.c_str());
+  std::printf(", loss %.4f, %d restarts; updated %s\n", s.loss, s.restarts, s.updated.c_str());
+  if (!note.empty()) std::printf("%s\n", EscapeForTerminal(note).c_str());
+  std::printf("\n");
   Table replicas({"stage", "replica", "micro-batches", "busy", "idle", "send", "ps wait", "sent",
                   "queue", "in flight"},
                  {true, true, true, true, true, true, true, true, true, true});

@@ -20,6 +20,11 @@ absl::StatusOr<std::string> NewJobId() {
   return token.substr(0, 16);
 }
 
+absl::Status JobFileError(const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::FailedPreconditionError(status.message());
+}
+
 absl::Status WriteJobCheckpoint(base::Env* env, const std::string& job_dir,
                                 const JobCheckpoint& checkpoint) {
   const nlohmann::ordered_json root = {{"format", kFormat},

@@ -37,6 +37,11 @@ absl::Status WriteJobCheckpoint(base::Env* env, const std::string& job_dir,
 // never a silent fresh start.
 absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
                                                                const std::string& job_dir);
+// A failure to write one of the coordinator's own files in the job directory (checkpoint.json,
+// processes.json): restarting the job's processes cannot cure it, so it is never retried. OK stays
+// OK; any error becomes FailedPrecondition with the same message.
+absl::Status JobFileError(const absl::Status& status);
+
 // Removes the record (a completed job leaves nothing to resume). OK when there is none.
 absl::Status RemoveJobCheckpoint(base::Env* env, const std::string& job_dir);
 

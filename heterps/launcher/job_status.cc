@@ -1,6 +1,7 @@
 #include "heterps/launcher/job_status.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -81,6 +82,7 @@ std::string JobStatusToJson(const JobStatus& s) {
     shards.push_back({{"shard", shard.shard}, {"calls", shard.calls}, {"tables", tables}});
   }
   json root = {{"state", s.state},
+               {"error", s.error},
                {"pid", s.pid},
                {"generation", s.generation},
                {"restarts", s.restarts},
@@ -100,6 +102,7 @@ absl::StatusOr<JobStatus> ParseJobStatus(absl::string_view text, absl::string_vi
   HETERPS_ASSIGN_OR_RETURN(base::JsonObject root, base::JsonObject::Parse(text, source));
   JobStatus s;
   HETERPS_ASSIGN_OR_RETURN(s.state, root.String("state"));
+  HETERPS_ASSIGN_OR_RETURN(s.error, root.StringOr("error", ""));
   HETERPS_ASSIGN_OR_RETURN(s.pid, root.Int("pid", 0));
   HETERPS_ASSIGN_OR_RETURN(s.generation, root.Int("generation", 0));
   HETERPS_ASSIGN_OR_RETURN(int64_t restarts, root.Int("restarts", 0, INT32_MAX));
@@ -131,6 +134,16 @@ absl::StatusOr<JobStatus> ParseJobStatus(absl::string_view text, absl::string_vi
   }
   HETERPS_ASSIGN_OR_RETURN(s.updated, root.String("updated"));
   return s;
+}
+
+absl::Status MarkJobEnded(base::Env* env, const std::string& job_dir, const std::string& state,
+                          const std::string& error) {
+  absl::StatusOr<JobStatus> status = ReadJobStatus(env, job_dir);
+  JobStatus s = status.ok() ? *std::move(status) : JobStatus{};
+  s.state = state;
+  s.error = error;
+  s.updated = absl::FormatTime(env->Now());
+  return WriteJobStatus(env, job_dir, s);
 }
 
 absl::Status WriteJobStatus(base::Env* env, const std::string& job_dir, const JobStatus& status) {

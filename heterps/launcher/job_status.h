@@ -42,7 +42,8 @@ struct ShardStatus {
 };
 
 struct JobStatus {
-  std::string state;  // "running", "done", "failed"
+  std::string state;  // "running", "done", "failed", "stopped" (by a signal, resumable)
+  std::string error;  // failed or stopped: why
   int64_t pid = 0;    // the coordinator's
   int64_t generation = 0;
   int restarts = 0;
@@ -55,6 +56,10 @@ struct JobStatus {
 };
 
 std::string JobStatusToJson(const JobStatus& status);
+// Marks the job's status.json (written by the last attempt, or none) as ended in `state` with
+// `error`, so that `heterps status` does not say "running" for a job that is over.
+absl::Status MarkJobEnded(base::Env* env, const std::string& job_dir, const std::string& state,
+                          const std::string& error);
 // InvalidArgument naming `source` and the field for what is not a job status.
 absl::StatusOr<JobStatus> ParseJobStatus(absl::string_view text, absl::string_view source);
 

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "heterps/base/env.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/launcher/job_checkpoint.h"
 
 namespace heterps::launcher {
 
@@ -34,7 +35,8 @@ absl::Status LocalLauncher::Start(const std::string& coordinator, int world, int
     absl::StrAppend(&pids, i == 0 ? "" : ", ", "\"", i + 1, "\": ", children_[i]->pid());
   }
   absl::StrAppend(&pids, "}}\n");
-  return base::WriteFileAtomically(options_.env, options_.job_dir + "/processes.json", pids);
+  return JobFileError(
+      base::WriteFileAtomically(options_.env, options_.job_dir + "/processes.json", pids));
 }
 
 std::optional<RoleLauncher::DeadRole> LocalLauncher::Dead() {

@@ -261,7 +261,13 @@ absl::Status SaveCheckpoint(base::Env* env, const std::string& root, int64_t ste
   HETERPS_RETURN_IF_ERROR(env->CreateDirs(root));
   const std::string name = absl::StrCat("ckpt-", step);
   const std::string tmp = absl::StrCat(root, "/.", name, ".tmp-", getpid());
-  HETERPS_RETURN_IF_ERROR(env->RemoveAll(tmp));
+  // What a save killed part-way left behind (one process saves into a root at a time).
+  HETERPS_ASSIGN_OR_RETURN(const std::vector<std::string> names, env->ListDir(root));
+  for (const std::string& entry : names) {
+    if (absl::StartsWith(entry, ".ckpt-") && absl::StrContains(entry, ".tmp-")) {
+      HETERPS_RETURN_IF_ERROR(env->RemoveAll(root + "/" + entry));
+    }
+  }
   HETERPS_RETURN_IF_ERROR(env->CreateDirs(tmp));
   auto write_all = [&]() -> absl::Status {
     json files = json::array();

@@ -50,7 +50,8 @@ struct CheckpointId {
 // OK when `job` can name a job's checkpoints: 1 to 64 of [A-Za-z0-9_-].
 absl::Status CheckJobId(const std::string& job);
 
-// Writes <root>/ckpt-<step> and points <root>/LATEST at it. Creates <root> if needed.
+// Writes <root>/ckpt-<step> and points <root>/LATEST at it. Creates <root> if needed, and removes
+// the temporary directories of saves that were killed part-way (one process saves into a root).
 absl::Status SaveCheckpoint(base::Env* env, const std::string& root, int64_t step,
                             const CheckpointTables& tables, const CheckpointId& id = {});
 

@@ -361,6 +361,19 @@ void EditManifest(const std::string& dir, const std::function<void(nlohmann::jso
   WriteAll(dir + "/MANIFEST", m.dump(2));
 }
 
+TEST_F(CheckpointTest, ASaveKilledPartWayLeavesNothingBehindTheNextSave) {
+  Tables a = Make(Dir("cold_tmp"));
+  const std::string root = Dir("tmp_left");
+  std::filesystem::create_directories(root + "/.ckpt-50.tmp-12345");
+  std::ofstream(root + "/.ckpt-50.tmp-12345/sparse-0.bin") << "half";
+  ASSERT_TRUE(SaveCheckpoint(env, root, 60, a.view()).ok());
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    names.push_back(e.path().filename().string());
+  }
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("ckpt-60", "LATEST"));
+}
+
 TEST_F(CheckpointTest, ACheckpointIsLoadedOnlyAsWhatItIs) {
   Tables a = Make(Dir("cold_id"));
   Train(a);

@@ -135,7 +135,7 @@ class Attempt::Impl {
       }
     }
     HETERPS_RETURN_IF_ERROR(Train(done, train_lines));
-    if (switch_) return absl::OkStatus();
+    if (switch_ || stopped_) return absl::OkStatus();
     HETERPS_RETURN_IF_ERROR(Evaluate());
     HETERPS_ASSIGN_OR_RETURN(result_.parameter_digest, ps_->Digest());
     Report();
@@ -157,6 +157,10 @@ class Attempt::Impl {
       const std::vector<int> missing = service_.Missing();
       if (missing.empty()) return absl::OkStatus();
       HETERPS_RETURN_IF_ERROR(CheckAlive());
+      if (o_.stop != nullptr && o_.stop->load()) {
+        return absl::CancelledError(absl::StrCat("stopped on request while ", missing.size(),
+                                                 " processes had not registered"));
+      }
       if (absl::Now() > deadline) {
         std::vector<std::string> names;
         for (int r : missing) names.push_back(absl::StrCat(r, " (", layout_.Name(r), ")"));
@@ -200,12 +204,16 @@ class Attempt::Impl {
     for (int64_t from = done; from < total;) {
       const int64_t to = std::min(total, (from / every + 1) * every);
       HETERPS_RETURN_IF_ERROR(sync ? SyncSteps(from, to) : AsyncSteps(from, to));
-      // Synchronous rounds may end early, where a switch was decided.
-      const int64_t end = switch_ ? switch_step_ : to;
-      if (end < total && (end % every == 0 || switch_)) HETERPS_RETURN_IF_ERROR(Checkpoint(end));
+      // Synchronous rounds may end early, where a switch or a stop was decided.
+      const int64_t end = switch_ ? switch_step_ : stopped_ ? stop_step_ : to;
+      // Asynchronous replicas meet only at the rounds' ends: a stop is heard there.
+      if (!sync && !switch_) Stop(end);
+      if (end < total && (end % every == 0 || switch_ || stopped_)) {
+        HETERPS_RETURN_IF_ERROR(Checkpoint(end));
+      }
       // Asynchronous replicas meet only at the rounds' ends: the re-planner is asked there.
-      if (!switch_ && !sync) CheckPlan(end);
-      if (switch_) return absl::OkStatus();
+      if (!switch_ && !stopped_ && !sync) CheckPlan(end);
+      if (switch_ || stopped_) return absl::OkStatus();
       from = end;
     }
     result_.steps = total;
@@ -284,9 +292,24 @@ class Attempt::Impl {
         samples += n;
       }
       StepDone(step, samples > 0 ? loss / samples : 0, samples);
-      if (CheckPlan(step + 1)) return absl::OkStatus();
+      if (Stop(step + 1) || CheckPlan(step + 1)) return absl::OkStatus();
     }
     return absl::OkStatus();
+  }
+
+  // Between steps: whether a stop was asked for (RunOptions::stop); the job then ends at `step`.
+  // Never at the job's end.
+  bool Stop(int64_t step) {
+    if (o_.stop == nullptr || !o_.stop->load() || step >= total_steps_ || stopped_) return stopped_;
+    stopped_ = true;
+    stop_step_ = step;
+    const std::string event = absl::StrCat("stopping at step ", step, ": writing its checkpoint");
+    if (o_.progress) {
+      o_.progress({step, 0, 0, 0, 0, result_.restarts, event});
+    } else {
+      base::LogLine(event);
+    }
+    return true;
   }
 
   // Between steps: whether the re-planner wants another plan from `step` on (then switch_ holds
@@ -373,8 +396,8 @@ class Attempt::Impl {
         result_.losses.begin(),
         result_.losses.begin() +
             std::min<int64_t>(step, static_cast<int64_t>(result_.losses.size())));
-    HETERPS_RETURN_IF_ERROR(WriteJobCheckpoint(
-        o_.env, o_.job_dir, {step, std::move(losses), layout_.ps_shards, service_.job_id()}));
+    HETERPS_RETURN_IF_ERROR(JobFileError(WriteJobCheckpoint(
+        o_.env, o_.job_dir, {step, std::move(losses), layout_.ps_shards, service_.job_id()})));
     ledger_.Checkpointed(absl::ToDoubleSeconds(absl::Now() - start));
     return absl::OkStatus();
   }
@@ -382,6 +405,9 @@ class Attempt::Impl {
  public:
   const std::optional<PlanSwitch>& switch_to() const { return switch_; }
   int64_t switch_step() const { return switch_step_; }
+  // Whether the attempt ended on a stop request, and at which step (checkpointed).
+  bool stopped() const { return stopped_; }
+  int64_t stop_step() const { return stop_step_; }
   absl::Time switch_trigger() const { return switch_trigger_; }
 
  private:
@@ -523,6 +549,8 @@ class Attempt::Impl {
   std::string first_bad_ ABSL_GUARDED_BY(skipped_mu_);
   std::optional<PlanSwitch> switch_;
   int64_t switch_step_ = 0;
+  bool stopped_ = false;
+  int64_t stop_step_ = 0;
   absl::Time switch_trigger_;
 };
 
@@ -541,5 +569,7 @@ absl::Status Attempt::Run(const std::string& coordinator, int64_t train_lines) {
 const std::optional<PlanSwitch>& Attempt::switch_to() const { return impl_->switch_to(); }
 int64_t Attempt::switch_step() const { return impl_->switch_step(); }
 absl::Time Attempt::switch_trigger() const { return impl_->switch_trigger(); }
+bool Attempt::stopped() const { return impl_->stopped(); }
+int64_t Attempt::stop_step() const { return impl_->stop_step(); }
 
 }  // namespace heterps::launcher::rpc

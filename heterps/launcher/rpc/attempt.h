@@ -40,6 +40,10 @@ class Attempt {
   const std::optional<PlanSwitch>& switch_to() const;
   int64_t switch_step() const;
   absl::Time switch_trigger() const;
+  // After an OK Run: whether it ended early on a stop request (RunOptions::stop), at which step
+  // (checkpointed).
+  bool stopped() const;
+  int64_t stop_step() const;
 
  private:
   class Impl;

@@ -8,6 +8,7 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/data/reader.h"
 #include "heterps/launcher/job_checkpoint.h"
+#include "heterps/launcher/job_status.h"
 #include "heterps/launcher/layout.h"
 #include "heterps/launcher/rpc/attempt.h"
 #include "heterps/launcher/rpc/coordinator_service.h"
@@ -110,6 +111,14 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   for (int64_t generation = 1;; ++generation) {
     Attempt attempt(job, o, layout, service, result, ledger, generation, start);
     status = attempt.Run(server->address, train_lines);
+    if (status.ok() && attempt.stopped()) {
+      status = absl::CancelledError(
+          absl::StrCat("stopped at step ", attempt.stop_step(),
+                       " on request; its checkpoint is written: run "
+                       "the same command again (same --job-dir) to resume from step ",
+                       attempt.stop_step()));
+      break;
+    }
     std::optional<PlanSwitch> next = status.ok() ? attempt.switch_to() : std::nullopt;
     int64_t step = status.ok() ? attempt.switch_step() : 0;
     absl::Time trigger = attempt.switch_trigger();
@@ -119,6 +128,7 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
       if (o.launcher != nullptr) dead = o.launcher->Dead();
       service.Stop();
       if (o.launcher == nullptr || !Recoverable(status)) break;
+      if (o.stop != nullptr && o.stop->load()) break;  // asked to stop: no restart
       o.launcher->StopAll(absl::ZeroDuration());
       absl::StatusOr<std::optional<JobCheckpoint>> c = ReadJobCheckpoint(o.env, o.job_dir);
       if (!c.ok()) {
@@ -139,7 +149,12 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
         ledger.Trigger(trigger);
         next = o.replanner->Check(position);
       }
-      if (!next && restarts >= job.settings.max_restarts) break;
+      if (!next && restarts >= job.settings.max_restarts) {
+        status = absl::Status(status.code(), absl::StrCat(status.message(), " (after ", restarts,
+                                                          " restarts: --max-restarts ",
+                                                          job.settings.max_restarts, " reached)"));
+        break;
+      }
       ++restarts;
       ++result.restarts;
       result.failures.push_back(std::string(status.message()));
@@ -186,7 +201,13 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   }
   if (o.launcher != nullptr) o.launcher->StopAll(absl::Seconds(5));
   server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-  HETERPS_RETURN_IF_ERROR(status);
+  if (!status.ok()) {
+    // `heterps status` says the job is over, and why.
+    const bool stopped = o.stop != nullptr && o.stop->load() && absl::IsCancelled(status);
+    MarkJobEnded(o.env, o.job_dir, stopped ? "stopped" : "failed", std::string(status.message()))
+        .IgnoreError();
+    return status;
+  }
   ledger.End(absl::Now());
   ledger.Fill(&result);
   result.job = job;

@@ -50,6 +50,7 @@
 // Thread safety: RunJob may be called from one thread at a time per job directory.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 
@@ -85,6 +86,10 @@ struct RunOptions {
   // Start a new job even where <job_dir>/checkpoint.json records an unfinished one (its
   // checkpoints stay where they are, under their job's id).
   bool fresh = false;
+  // Set (by a signal handler: it is only read) to stop the job cleanly: at the next step boundary
+  // (asynchronous: the round's end) the job checkpoints that step, stops every process, marks
+  // status.json "stopped" and returns Cancelled saying how to resume. Null: never.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Runs the job to its end. Errors: bad options, a missing data file (NotFound naming it), a port

@@ -248,6 +248,62 @@ TEST(GrpcPsTest, ARetriedPushIsAppliedOnce) {
   EXPECT_EQ(servers[0]->counters().duplicate_pushes, 1);
 }
 
+// A client cannot make a server allocate or hold what it will refuse.
+TEST(GrpcPsTest, ServersRefuseWhatTheyWouldNotHoldBeforeHoldingIt) {
+  auto servers = StartServers(1, "limits");
+  auto stub = ParameterServer::NewStub(
+      grpc::CreateChannel(servers[0]->address(), grpc::InsecureChannelCredentials()));
+  auto create = [&](const CreateTableRequest& request) {
+    grpc::ClientContext context;
+    context.AddMetadata(base::kTokenHeader, kToken);
+    CreateTableReply reply;
+    return stub->CreateTable(&context, request, &reply);
+  };
+  CreateTableRequest wide;
+  wide.set_table(0);
+  wide.mutable_sparse()->set_dim(1 << 28);
+  grpc::Status s = create(wide);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("dim 268435456 is over the limit of 4096"));
+  CreateTableRequest shards;
+  shards.set_table(0);
+  shards.mutable_sparse()->set_dim(8);
+  shards.mutable_sparse()->set_lock_shards(100000000);
+  EXPECT_THAT(create(shards).error_message(), HasSubstr("lock_shards 100000000 is over the limit"));
+  CreateTableRequest huge;
+  huge.set_table(0);
+  huge.mutable_dense()->add_block_sizes(int64_t{1} << 40);
+  s = create(huge);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("is over the limit of 1073741824"));
+
+  auto push = [&](int table, int chunks) {
+    grpc::ClientContext context;
+    context.AddMetadata(base::kTokenHeader, kToken);
+    PushReply reply;
+    auto writer = stub->PushDense(&context, &reply);
+    PushDenseChunk chunk;
+    chunk.set_table(table);
+    chunk.set_block(0);
+    chunk.set_grads(std::string(4 << 20, '\0'));
+    for (int i = 0; i < chunks && writer->Write(chunk); ++i) {
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  // A table that does not exist: refused at the first chunk.
+  s = push(7, 100);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("no dense table 7"));
+  // More gradient bytes than the block has floats: refused once it is more.
+  auto client = GrpcPsClient::Connect(ClientOptions(servers));
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateDenseTable(0, Dense()).ok());
+  s = push(0, 100);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("more than 12 bytes of gradients"));
+}
+
 TEST(GrpcPsTest, CheckpointsRoundTripThroughTheService) {
   auto servers = StartServers(2, "ckpt");
   auto client = GrpcPsClient::Connect(ClientOptions(servers));

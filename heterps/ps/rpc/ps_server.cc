@@ -215,12 +215,20 @@ class PsServer::Service final : public ParameterServer::Service {
     return Serve(ctx, "PushDense", [&]() -> absl::Status {
       PushDenseChunk first;
       if (!reader->Read(&first)) return absl::InvalidArgumentError("push dense: no chunks");
-      std::string grads_bytes = first.grads();
-      PushDenseChunk chunk;
-      while (reader->Read(&chunk)) grads_bytes += chunk.grads();
-      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      // The table and block are checked before the rest of the stream is read, and the stream
+      // may hold no more than the block: a client cannot make the server hold what it will refuse.
       HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(first.table()));
       HETERPS_RETURN_IF_ERROR(CheckBlock(*table, first.table(), first.block()));
+      const size_t limit = table->block_size(first.block()) * sizeof(float);
+      std::string grads_bytes = first.grads();
+      PushDenseChunk chunk;
+      while (grads_bytes.size() <= limit && reader->Read(&chunk)) grads_bytes += chunk.grads();
+      if (grads_bytes.size() > limit) {
+        return absl::InvalidArgumentError(absl::StrCat("push dense table ", first.table(),
+                                                       " block ", first.block(), ": more than ",
+                                                       limit, " bytes of gradients"));
+      }
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
       std::vector<float> grads(table->block_size(first.block()));
       HETERPS_RETURN_IF_ERROR(FromBytes<float>(
           grads_bytes, absl::MakeSpan(grads),
@@ -335,9 +343,34 @@ class PsServer::Service final : public ParameterServer::Service {
     return ToGrpc(status);
   }
 
+  // What one table may ask of a server, checked before anything is allocated.
+  static absl::Status CheckLimits(const CreateTableRequest& request) {
+    auto over = [&](absl::string_view what, int64_t value, int64_t limit) {
+      return absl::InvalidArgumentError(absl::StrCat("table ", request.table(), ": ", what, " ",
+                                                     value, " is over the limit of ", limit));
+    };
+    if (request.has_sparse()) {
+      const auto& s = request.sparse();
+      if (s.dim() > kMaxDim) return over("dim", s.dim(), kMaxDim);
+      if (s.lock_shards() > kMaxLockShards) {
+        return over("lock_shards", s.lock_shards(), kMaxLockShards);
+      }
+    }
+    if (request.has_dense()) {
+      int64_t floats = 0;
+      for (int64_t size : request.dense().block_sizes()) {
+        if (size < 0 || size > kMaxDenseFloats) return over("a block of", size, kMaxDenseFloats);
+        floats += size;
+        if (floats > kMaxDenseFloats) return over("floats in all blocks:", floats, kMaxDenseFloats);
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Create(const CreateTableRequest& request) {
     const int id = request.table();
     if (id < 0) return absl::InvalidArgumentError(absl::StrCat("table id ", id, " < 0"));
+    HETERPS_RETURN_IF_ERROR(CheckLimits(request));
     absl::MutexLock snapshot(&snapshot_mu_);
     absl::MutexLock lock(&tables_mu_);
     if (request.has_sparse()) {
@@ -345,6 +378,10 @@ class PsServer::Service final : public ParameterServer::Service {
         if (SameConfig(it->second.config, request.sparse())) return absl::OkStatus();
         return absl::AlreadyExistsError(
             absl::StrCat("sparse table ", id, " exists with another configuration"));
+      }
+      if (sparse_.size() + dense_.size() >= kMaxTables) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("table ", id, ": this server holds ", kMaxTables, " tables, the limit"));
       }
       HETERPS_ASSIGN_OR_RETURN(SparseTableOptions options, internal::FromProto(request.sparse()));
       std::unique_ptr<ColdStore> cold;
@@ -366,6 +403,10 @@ class PsServer::Service final : public ParameterServer::Service {
         if (SameConfig(it->second.config, request.dense())) return absl::OkStatus();
         return absl::AlreadyExistsError(
             absl::StrCat("dense table ", id, " exists with another configuration"));
+      }
+      if (sparse_.size() + dense_.size() >= kMaxTables) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("table ", id, ": this server holds ", kMaxTables, " tables, the limit"));
       }
       HETERPS_ASSIGN_OR_RETURN(DenseTableOptions options, internal::FromProto(request.dense()));
       HETERPS_ASSIGN_OR_RETURN(auto table, DenseTable::Create(options));

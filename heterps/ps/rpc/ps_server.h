@@ -38,6 +38,13 @@
 
 namespace heterps::ps::rpc {
 
+// What a server accepts, checked before it allocates: a table's dim and lock shards, a dense
+// table's floats (each block and all of them), the tables per server.
+inline constexpr int kMaxDim = 4096;
+inline constexpr int kMaxLockShards = 4096;
+inline constexpr int64_t kMaxDenseFloats = int64_t{1} << 30;  // 4 GiB of values
+inline constexpr size_t kMaxTables = 1024;
+
 struct PsServerOptions {
   int shard = 0;
   int num_shards = 1;
