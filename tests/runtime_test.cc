@@ -145,6 +145,14 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   EXPECT_GT(testing::CheckpointStep(stopped), 25);
   const Outcome status = Heterps({"status", stopped}, stopped);
   EXPECT_THAT(status.out, HasSubstr("stopped: step"));
+  // Resuming it as another job (another seed, another number of passes) says what differs.
+  std::vector<std::string> other = args;
+  other.insert(other.end(), {"--seed", "99", "--epochs", "2"});
+  const Outcome refused = Heterps(other, stopped);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("the unfinished job in this directory differs: epochs 2 (the "
+                                     "checkpoint's: 1); seed 99"));
+  EXPECT_THAT(refused.err, HasSubstr("--fresh"));
   const Outcome resumed = Heterps(args, stopped);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_THAT(resumed.out + resumed.err, HasSubstr("resumed from the checkpoint of step"));

@@ -31,6 +31,7 @@ absl::Status WriteJobCheckpoint(base::Env* env, const std::string& job_dir,
                                        {"step", checkpoint.step},
                                        {"ps_shards", checkpoint.ps_shards},
                                        {"job_id", checkpoint.job_id},
+                                       {"identity", checkpoint.identity},
                                        {"losses", checkpoint.losses}};
   return base::WriteFileAtomically(env, job_dir + kFile, root.dump(1) + "\n");
 }
@@ -53,6 +54,9 @@ absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
     return root.Error("ps_shards", absl::StrCat(c.ps_shards, " is out of range [0, 1024]"));
   }
   HETERPS_ASSIGN_OR_RETURN(c.job_id, root.StringOr("job_id", ""));
+  if (root.Has("identity")) {
+    HETERPS_ASSIGN_OR_RETURN(c.identity, root.Strings("identity"));
+  }
   if (!c.job_id.empty()) {
     if (absl::Status s = ps::CheckJobId(c.job_id); !s.ok())
       return root.Error("job_id", s.message());

@@ -24,6 +24,9 @@ struct JobCheckpoint {
   // The job's id, which names its checkpoints (ps/checkpoint.h). Empty in a record written before
   // jobs had ids.
   std::string job_id;
+  // The job's identity (worker::JobIdentity): a resume must match it. Empty in a record written
+  // before records had it.
+  std::vector<std::string> identity;
 };
 
 // A new job's id: 16 random hex digits. Unavailable if the system has no random generator.

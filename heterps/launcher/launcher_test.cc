@@ -55,12 +55,14 @@ TEST(JobCheckpointTest, ARecordThatCannotBeReadIsAnErrorNotAFreshStart) {
   auto none = ReadJobCheckpoint(env, dir);
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
-  ASSERT_TRUE(WriteJobCheckpoint(env, dir, {3, {0.7, 0.6, 0.5}, 2, "a1b2"}).ok());
+  ASSERT_TRUE(
+      WriteJobCheckpoint(env, dir, {3, {0.7, 0.6, 0.5}, 2, "a1b2", {"seed=1", "epochs=2"}}).ok());
   auto read = ReadJobCheckpoint(env, dir);
   ASSERT_TRUE(read.ok() && read->has_value());
   EXPECT_EQ((*read)->step, 3);
   EXPECT_EQ((*read)->ps_shards, 2);
   EXPECT_EQ((*read)->job_id, "a1b2");
+  EXPECT_THAT((*read)->identity, ::testing::ElementsAre("seed=1", "epochs=2"));
   EXPECT_THAT((*read)->losses, ::testing::ElementsAre(0.7, 0.6, 0.5));
   for (const char* text :
        {"garbage", "", R"({"format": "heterps-job-checkpoint-v1", "step": "ten", "losses": []})",
@@ -83,19 +85,20 @@ TEST(JobCheckpointTest, ARecordThatCannotBeReadIsAnErrorNotAFreshStart) {
 TEST(JobCheckpointTest, AFailedWriteKeepsThePreviousRecord) {
   const std::string dir = Dir("checkpoint_fault");
   base::testing::FaultEnv env(base::DefaultEnv());
-  ASSERT_TRUE(WriteJobCheckpoint(&env, dir, {2, {0.7, 0.6}, 1, "j"}).ok());
+  ASSERT_TRUE(WriteJobCheckpoint(&env, dir, {2, {0.7, 0.6}, 1, "j", {}}).ok());
   const int64_t operations = env.operations();
   for (int64_t n = 0; n < operations; ++n) {
     env.Reset();
     env.FailOperation(n, base::testing::FaultEnv::Fault::kDiskFull);
-    const absl::Status written = WriteJobCheckpoint(&env, dir, {4, {0.7, 0.6, 0.5, 0.4}, 1, "j"});
+    const absl::Status written =
+        WriteJobCheckpoint(&env, dir, {4, {0.7, 0.6, 0.5, 0.4}, 1, "j", {}});
     auto read = ReadJobCheckpoint(base::DefaultEnv(), dir);
     ASSERT_TRUE(read.ok() && read->has_value()) << n << ": " << read.status();
     if ((*read)->step == 2) {
       EXPECT_FALSE(written.ok());
       EXPECT_THAT(written.message(), HasSubstr("No space left on device"));
     }
-    ASSERT_TRUE(WriteJobCheckpoint(base::DefaultEnv(), dir, {2, {0.7, 0.6}, 1, "j"}).ok());
+    ASSERT_TRUE(WriteJobCheckpoint(base::DefaultEnv(), dir, {2, {0.7, 0.6}, 1, "j", {}}).ok());
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/ps_sizing.h"
@@ -222,6 +223,25 @@ absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& pl
         job.model, type, {ps::StateFloats(s.tables.sparse_optimizer.kind), plan.throughput});
   }
   return job;
+}
+
+std::vector<std::string> JobIdentity(const JobSpec& job) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64: stable across builds
+  for (const char c : job.model_yaml) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  const JobSettings& s = job.settings;
+  return {absl::StrCat("model=", job.model.name, " (spec ", absl::Hex(hash, absl::kZeroPad16), ")"),
+          absl::StrCat("batch_size=", job.batch_size()),
+          absl::StrCat("data=", absl::StrJoin(job.files, ", ")),
+          absl::StrCat("epochs=", s.epochs),
+          absl::StrCat("eval_fraction=", s.eval_fraction),
+          absl::StrCat("skip_bad_lines=", s.bad_lines == data::BadLinePolicy::kSkip),
+          absl::StrCat("sparse_optimizer=", OptimizerToJson(s.tables.sparse_optimizer).dump()),
+          absl::StrCat("dense_optimizer=", OptimizerToJson(s.tables.dense_optimizer).dump()),
+          absl::StrCat("seed=", s.tables.seed),
+          absl::StrCat("mode=", ConsistencyName(s.mode))};
 }
 
 std::string JobToJson(const JobSpec& job) {

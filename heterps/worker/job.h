@@ -97,6 +97,12 @@ absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& pl
 // missing field, a value out of range: InvalidArgument naming `source` and the field) and parses
 // the model again.
 std::string JobToJson(const JobSpec& job);
+
+// What a job resumed from a checkpoint must share with the job that wrote it, as "name=value"
+// lines: the model (its spec text, by a hash), the batch size, the data files, the passes, the
+// held-out share, the bad-line policy, the optimizers, the seed and the consistency mode. The plan,
+// the shards and the checkpoint policy may differ (a resume lays the job out anew).
+std::vector<std::string> JobIdentity(const JobSpec& job);
 absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view source);
 
 }  // namespace heterps::worker

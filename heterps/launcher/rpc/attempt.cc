@@ -396,8 +396,10 @@ class Attempt::Impl {
         result_.losses.begin(),
         result_.losses.begin() +
             std::min<int64_t>(step, static_cast<int64_t>(result_.losses.size())));
-    HETERPS_RETURN_IF_ERROR(JobFileError(WriteJobCheckpoint(
-        o_.env, o_.job_dir, {step, std::move(losses), layout_.ps_shards, service_.job_id()})));
+    HETERPS_RETURN_IF_ERROR(
+        JobFileError(WriteJobCheckpoint(o_.env, o_.job_dir,
+                                        {step, std::move(losses), layout_.ps_shards,
+                                         service_.job_id(), worker::JobIdentity(job_)})));
     ledger_.Checkpointed(absl::ToDoubleSeconds(absl::Now() - start));
     return absl::OkStatus();
   }

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/data/reader.h"
@@ -83,6 +84,28 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
                            ReadJobCheckpoint(o.env, o.job_dir));
   std::string job_id;
   if (record) {
+    // A resume continues the same job: what it trains on and how must not have changed.
+    if (!record->identity.empty()) {
+      const std::vector<std::string> now = worker::JobIdentity(job);
+      std::vector<std::string> differs;
+      for (const std::string& was : record->identity) {
+        const std::string name = was.substr(0, was.find('='));
+        auto it = std::find_if(now.begin(), now.end(), [&](const std::string& line) {
+          return line.substr(0, line.find('=')) == name;
+        });
+        const std::string value = it == now.end() ? "" : it->substr(it->find('=') + 1);
+        if (it == now.end() || *it != was) {
+          differs.push_back(absl::StrCat(
+              name, " ", value, " (the checkpoint's: ", was.substr(was.find('=') + 1), ")"));
+        }
+      }
+      if (!differs.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            o.job_dir, "/checkpoint.json: the unfinished job in this directory differs: ",
+            absl::StrJoin(differs, "; "),
+            ". Run it as it was to resume it, or --fresh to start this job beside it"));
+      }
+    }
     job_id = record->job_id;
   } else {
     HETERPS_ASSIGN_OR_RETURN(job_id, NewJobId());
