@@ -92,6 +92,23 @@ TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
   }
   EXPECT_NEAR(b["eval_auc"].get<double>(), a["eval_auc"].get<double>(), 1e-4);
   ExpectNoneLeft(job);
+  // The same job with a memory budget far below its tables: most rows live on the shards' SSD
+  // tier, and the result is the same to the bit.
+  const std::string tiered = Dir("ssd_tier");
+  r = Heterps(TwoStages(tiered, {"--ps-memory-mib", "0.25"}), tiered);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json status = json::parse(Slurp(tiered + "/status.json"));
+  int64_t cold = 0, spills = 0;
+  for (const json& shard : status["parameter_servers"]) {
+    for (const json& t : shard["tables"]) {
+      cold += t["cold_rows"].get<int64_t>();
+      spills += t["spills"].get<int64_t>();
+    }
+  }
+  EXPECT_GT(cold, 10000);
+  EXPECT_GT(spills, 10000);
+  EXPECT_EQ(Metrics(tiered)["parameter_digest"], b["parameter_digest"]);
+  EXPECT_EQ(Metrics(tiered)["losses"], b["losses"]);
   // The coordinator's view, as `heterps status` shows it.
   r = Heterps({"status", job}, job);
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -164,6 +164,11 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "Switch plans only when the new one saves more than this share of the "
                   "remaining cost, net of the switch's own cost (default 0.05)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--ps-memory-mib", flags.ps_memory_mib,
+                  "Memory for each embedding table's rows on each parameter server, MiB: the rows "
+                  "beyond it go to the SSD tier (RocksDB under the job directory); 0: all in "
+                  "memory (default)")
+      ->check(CLI::Range(0.0, 1048576.0));
   cmd->add_flag("--fresh", flags.fresh,
                 "Start a new job even where --job-dir holds an unfinished one (which is resumed "
                 "otherwise); the old job's checkpoints stay, under its id");
@@ -186,11 +191,16 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
           ->check(CLI::PositiveNumber);
   threads->needs(single);
   // What only a distributed job uses is an error with --single-process, not silently ignored.
-  for (const char* name :
-       {"--cluster", "--plan", "--mode", "--micro-batch", "--ps-shards", "--checkpoint-every",
-        "--max-restarts", "--job-dir", "--throughput", "--scheduler", "--profile", "--gpu-emulate",
-        "--gpu-cache-gib", "--gpu-cache-device", "--gpu-tf32", "--cluster-watch", "--cluster-state",
-        "--replan-threshold", "--fresh"}) {
+  for (const char* name : {"--cluster",       "--plan",
+                           "--mode",          "--micro-batch",
+                           "--ps-shards",     "--checkpoint-every",
+                           "--max-restarts",  "--job-dir",
+                           "--throughput",    "--scheduler",
+                           "--profile",       "--gpu-emulate",
+                           "--gpu-cache-gib", "--gpu-cache-device",
+                           "--gpu-tf32",      "--cluster-watch",
+                           "--cluster-state", "--replan-threshold",
+                           "--fresh",         "--ps-memory-mib"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;

@@ -53,6 +53,7 @@ struct TrainFlags {
   std::string scheduler = "rl";
   std::string profile_path;  // plan with these measurements instead of profiling this host
   bool fresh = false;        // a new job even where the job directory holds an unfinished one
+  double ps_memory_mib = 0;  // per embedding table and shard; rows beyond it on the SSD tier
   // GPUs: emulated ones (the host twin, for testing), and the GPU tier of the embeddings.
   int gpu_emulate = 0;
   double gpu_cache_gib = 0;

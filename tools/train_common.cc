@@ -63,7 +63,9 @@ absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& name, double l
 absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags, int64_t batch) {
   worker::ModelOptions options;
   options.seed = flags.job.tables.seed;
-  options.sparse_memory_budget_bytes = flags.job.tables.sparse_memory_budget_bytes;
+  options.sparse_memory_budget_bytes = flags.ps_memory_mib > 0
+                                           ? static_cast<int64_t>(flags.ps_memory_mib * (1 << 20))
+                                           : flags.job.tables.sparse_memory_budget_bytes;
   // Adagrad's first steps move a row by about lr times its gradient over sqrt(initial
   // accumulator), and a mean loss's gradients are 1 / batch per sample: scaling the rate with the
   // batch keeps what one sample moves a row by the same at every batch size.
