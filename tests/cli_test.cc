@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -117,13 +119,44 @@ TEST(CliTest, BadInputsExitTwo) {
   EXPECT_EQ(no_limit.exit_code, 2);
   EXPECT_THAT(no_limit.err, HasSubstr("--throughput is required"));
 
-  Result zero = RunCli("plan --throughput 0");
-  EXPECT_EQ(zero.exit_code, 2);
-  EXPECT_THAT(zero.err, HasSubstr("throughput limit must be a positive number"));
-
-  Result negative = RunCli("plan --throughput -5");
-  EXPECT_EQ(negative.exit_code, 2);
-  EXPECT_THAT(negative.err, HasSubstr("throughput limit must be a positive number"));
+  // Numbers are checked for range, integrality and finiteness where they are read.
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"plan --throughput 0", "--throughput: must be > 0, got 0"},
+           {"plan --throughput -5", "--throughput: must be > 0, got -5"},
+           {"plan --throughput nan", "--throughput: not a finite number: nan"},
+           {"plan --time-limit -1", "--time-limit: must be > 0, got -1"},
+           {"plan --max-plans -5", "--max-plans: must be >= 0, got -5"},
+           {"train --lr inf", "--lr: not a finite number: inf"},
+           {"train --rows 1.5", "--rows"}}) {
+    const Result r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_THAT(r.err, HasSubstr(message)) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  {
+    std::ifstream in("tests/specs/runtime/two-stages.json");
+    std::string plan((std::istreambuf_iterator<char>(in)), {});
+    const size_t at = plan.find("\"units\": 2");
+    ASSERT_NE(at, std::string::npos);
+    plan.replace(at, 10, "\"units\": 1.5");
+    std::ofstream(TempPath("units.json")) << plan;
+    const Result r = RunCli(
+        "train --rows 1000 --batch 256 --cluster tests/specs/runtime/local-two.yaml --plan " +
+        TempPath("units.json"));
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_THAT(r.err, HasSubstr("units.json: stages[0].units: not an integer: 1.5"));
+  }
+  // An empty data file trains nothing: an error, in one process as in many.
+  std::ofstream(TempPath("empty.tsv")).flush();
+  const Result empty = RunCli("train --single-process --data " + TempPath("empty.tsv"));
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_THAT(empty.err, HasSubstr("empty.tsv: 0 lines, no training lines"));
+  // What comes from input reaches the terminal escaped: a file name holding an escape sequence.
+  const Result escaped =
+      RunCli("plan --throughput 10 --model '" + TempPath("\x1b[31mred.yaml") + "'");
+  EXPECT_EQ(escaped.exit_code, 2);
+  EXPECT_THAT(escaped.err, HasSubstr("\\x1b[31mred.yaml"));
+  EXPECT_EQ(escaped.err.find('\x1b'), std::string::npos);
 
   Result unwritable = RunCli("plan --out /no/such/dir/plan.json");
   EXPECT_EQ(unwritable.exit_code, 2);

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -16,6 +18,40 @@
 #include "heterps/base/status_macros.h"
 
 namespace heterps::tools {
+
+CLI::Validator Finite() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) {
+          return "not a finite number: " + text;
+        }
+        return "";
+      },
+      "FINITE");
+}
+
+namespace {
+
+CLI::Validator AtLeast(double least, bool strict, const char* name) {
+  return CLI::Validator(
+      [least, strict](std::string& text) -> std::string {
+        double value = 0;
+        if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) {
+          return "not a finite number: " + text;
+        }
+        if (strict ? value <= least : value < least) {
+          return absl::StrCat("must be ", strict ? "> " : ">= ", least, ", got ", text);
+        }
+        return "";
+      },
+      name);
+}
+
+}  // namespace
+
+CLI::Validator Positive() { return AtLeast(0, true, "POSITIVE"); }
+CLI::Validator NonNegative() { return AtLeast(0, false, "NON-NEGATIVE"); }
 
 std::string EscapeForTerminal(absl::string_view text) {
   std::string out;

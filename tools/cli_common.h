@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -15,6 +16,11 @@ namespace heterps::tools {
 // Prints "heterps: error: <message>" (one line, to stderr) and returns 2, the
 // exit code of bad input and failed set-up.
 int Fail(const absl::Status& status);
+// CLI11 checks: the value is a finite number; and > 0, >= 0 (CLI11's own range checks let NaN
+// through and print the largest double in their message).
+CLI::Validator Finite();
+CLI::Validator Positive();
+CLI::Validator NonNegative();
 // `text` safe to print on a terminal: control characters (escape sequences, NUL, newlines) and
 // DEL as \xNN, so that nothing read from a file can drive the terminal or split a line.
 std::string EscapeForTerminal(absl::string_view text);

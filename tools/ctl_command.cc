@@ -17,7 +17,7 @@ CLI::App* AddCtlCommand(CLI::App& app, CtlFlags& flags) {
       ->required();
   CLI::Option* throughput =
       cmd->add_option("--throughput", flags.throughput, "Samples/s the plan must reach from now on")
-          ->check(CLI::PositiveNumber);
+          ->check(Positive());
   CLI::Option* deadline = cmd->add_option(
       "--deadline", flags.deadline,
       "Finish by this time (RFC 3339, e.g. 2026-11-24T06:00:00Z) at the lowest cost");

@@ -11,12 +11,12 @@ namespace heterps::tools {
 CLI::App* AddGenDataCommand(CLI::App& app, GenDataFlags& flags) {
   CLI::App* cmd = app.add_subcommand(
       "gen-data", "Write synthetic Criteo-format data from a planted teacher model");
-  cmd->add_option("--rows", flags.rows, "Rows to write")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--rows", flags.rows, "Rows to write")->required()->check(Positive());
   cmd->add_option("--out", flags.out, "The TSV file (FILE.teacher.json is written beside it)")
       ->required();
   cmd->add_option("--seed", flags.seed, "Seed of the teacher and the draws (default 1)");
   cmd->add_option("--vocab", flags.vocab, "Ids per categorical slot (default 100000)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--zipf", flags.zipf,
                   "Exponent of the ids' Zipf law: higher, fewer hot ids; lower, more distinct "
                   "ids and bigger tables (default 1.05)")

@@ -44,7 +44,7 @@ CLI::App* AddNodeCommand(CLI::App& app, NodeFlags& flags) {
   cmd->add_option("--host", flags.host, "Address to serve on (default 127.0.0.1)");
   cmd->add_option("--connect-timeout", flags.connect_timeout,
                   "Seconds to wait for the coordinator (default 30)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   AddJobOptions(cmd, flags.job);
   return cmd;
 }

@@ -14,6 +14,7 @@
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/sched/default_schedulers.h"
+#include "tools/cli_common.h"
 #include "tools/table.h"
 
 namespace heterps::tools {
@@ -110,14 +111,18 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   cmd->add_option("--cluster", flags.cluster_path,
                   "cluster spec (YAML); default: embedded cloud catalog");
   cmd->add_option("--throughput", flags.throughput,
-                  "samples/s the plan must reach (default 1000000 with the embedded model)");
+                  "samples/s the plan must reach (default 1000000 with the embedded model)")
+      ->check(Positive());
   cmd->add_option("--samples", flags.samples,
                   "samples the job processes (default: one epoch of "
-                  "Criteo 1TB, 4373472329)");
+                  "Criteo 1TB, 4373472329)")
+      ->check(Positive());
   cmd->add_option("--scheduler", flags.scheduler, "scheduler name (default exact)");
   cmd->add_option("--seed", flags.seed, "random seed for randomized schedulers");
-  cmd->add_option("--time-limit", flags.time_limit, "search time limit, seconds (default 60)");
-  cmd->add_option("--max-plans", flags.max_plans, "budget of evaluated plans (0: default)");
+  cmd->add_option("--time-limit", flags.time_limit, "search time limit, seconds (default 60)")
+      ->check(Positive());
+  cmd->add_option("--max-plans", flags.max_plans, "budget of evaluated plans (0: default)")
+      ->check(NonNegative());
   cmd->add_option("--profile", flags.profile_path, "measured per-layer times (profile.json)");
   cmd->add_option("--policy-in", flags.policy_in,
                   "rl: start from this trained policy (same cluster types)");
@@ -128,7 +133,8 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
                 "the cost/throughput frontier: the cheapest plan at each of several limits up to "
                 "--throughput");
   cmd->add_option("--pareto-from", flags.pareto_from,
-                  "--pareto: the lowest limit, samples/s (default: --throughput / 100)");
+                  "--pareto: the lowest limit, samples/s (default: --throughput / 100)")
+      ->check(NonNegative());
   cmd->add_option("--pareto-points", flags.pareto_points, "--pareto: number of limits (default 10)")
       ->check(CLI::Range(2, 1000));
   cmd->add_option("--csv", flags.csv_path, "--pareto: also write the frontier as CSV here");

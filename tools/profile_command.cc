@@ -18,10 +18,10 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags) {
       "profile", "Measure each layer's time per batch on this host and write a planner profile");
   cmd->add_option("--model", flags.model_path, "Model spec (default: the embedded dlrm-small)");
   cmd->add_option("--batch", flags.batch, "Samples per batch (default: the spec's batch_size)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--type", flags.type, "Resource type the figures are for (default host-cpu)");
   cmd->add_option("--repeats", flags.repeats, "Timed batches; the median is kept (default 5)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--out", flags.out, "The profile JSON to write")->required();
   cmd->add_option("--gpu-emulate", flags.gpu_emulate,
                   "For testing: also measure the host twin of a GPU (type gpu-twin)")

@@ -46,9 +46,9 @@ CLI::App* AddPsServerCommand(CLI::App& app, PsServerFlags& flags) {
   cmd->add_option("--port", flags.port, "Port to bind; 0: any free port (default 0)")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--shard", flags.shard, "This server's shard index (default 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--num-shards", flags.num_shards, "Number of shards in the job (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--data-dir", flags.data_dir, "Directory for the SSD tier and checkpoints")
       ->required();
   cmd->add_option("--job-id", flags.job_id,

@@ -98,21 +98,24 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "Run this plan (from heterps plan) instead of planning");
   cmd->add_option("--data", flags.data, "Criteo TSV file, or 'synthetic' (default)");
   cmd->add_option("--rows", flags.rows, "Rows of synthetic data (default 200000)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--epochs", flags.job.epochs, "Passes over the training data (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--batch", flags.batch, "Samples per step (default: the spec's batch_size)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--optimizer", flags.optimizer, "Embedding optimizer: sgd, adagrad, adam");
   cmd->add_option("--lr", flags.lr,
                   "Embedding learning rate (default 0.05 x batch / 256: 0.4 at the batch of 2048)")
-      ->check(CLI::PositiveNumber);
+      ->check(Finite())
+      ->check(Positive());
   cmd->add_option("--dense-optimizer", flags.dense_optimizer, "Dense optimizer (default adam)");
   cmd->add_option("--dense-lr", flags.dense_lr, "Dense learning rate (default 0.001)")
-      ->check(CLI::PositiveNumber);
+      ->check(Finite())
+      ->check(Positive());
   cmd->add_option("--seed", flags.job.tables.seed, "Seed of the parameters and the synthetic data");
   cmd->add_option("--eval-fraction", flags.job.eval_fraction,
                   "Share of the lines held out for evaluation (default 0.1)")
+      ->check(Finite())
       ->check(CLI::Range(0.0, 0.5));
   cmd->add_flag_callback(
       "--skip-bad-lines", [&flags] { flags.job.bad_lines = data::BadLinePolicy::kSkip; },
@@ -125,22 +128,23 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
           {"sync", worker::Consistency::kSync}, {"async", worker::Consistency::kAsync}}));
   cmd->add_option("--micro-batch", flags.job.micro_batch,
                   "Samples per micro-batch (default: a quarter of a stage-0 replica's share)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--ps-shards", flags.job.ps_shards,
                   "Parameter-server processes (default: sized from the plan)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--checkpoint-every", flags.job.checkpoint_every,
                   "Steps between checkpoints; 0: none (default 100)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--max-restarts", flags.job.max_restarts,
                   "Restarts from the last checkpoint after a failure (default 3)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--job-dir", flags.job_dir,
                   "Logs, status, parameter-server data and checkpoints (default: a new "
                   "directory under the system's temporary directory)");
   cmd->add_option("--throughput", flags.throughput,
                   "Samples/s the plan must reach (default: from this host's profile)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(Finite())
+      ->check(NonNegative());
   cmd->add_option("--scheduler", flags.scheduler, "Scheduler that plans the job (default rl)");
   cmd->add_option("--gpu-emulate", flags.gpu_emulate,
                   "For testing: N emulated GPUs (the host twin, running GPU code on this host's "
@@ -149,6 +153,7 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--gpu-cache-gib", flags.gpu_cache_gib,
                   "GPU memory for hot embedding rows in front of the parameter servers, GiB (0: "
                   "no GPU tier; it needs stage 0 on one replica)")
+      ->check(Finite())
       ->check(CLI::Range(0.0, 1024.0));
   cmd->add_flag("--gpu-tf32", flags.job.gpu_tf32,
                 "GPU stages' matrix products in TensorFloat-32: faster, less precise (off by "
@@ -163,11 +168,13 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--replan-threshold", flags.replan_threshold,
                   "Switch plans only when the new one saves more than this share of the "
                   "remaining cost, net of the switch's own cost (default 0.05)")
+      ->check(Finite())
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--ps-memory-mib", flags.ps_memory_mib,
                   "Memory for each embedding table's rows on each parameter server, MiB: the rows "
                   "beyond it go to the SSD tier (RocksDB under the job directory); 0: all in "
                   "memory (default)")
+      ->check(Finite())
       ->check(CLI::Range(0.0, 1048576.0));
   cmd->add_flag("--fresh", flags.fresh,
                 "Start a new job even where --job-dir holds an unfinished one (which is resumed "
@@ -188,7 +195,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
       cmd->add_option("--threads", flags.threads,
                       "--single-process: training threads; more than 1 trains asynchronously "
                       "(default 1)")
-          ->check(CLI::PositiveNumber);
+          ->check(Positive());
   threads->needs(single);
   // What only a distributed job uses is an error with --single-process, not silently ignored.
   for (const char* name : {"--cluster",       "--plan",

@@ -1,6 +1,8 @@
 #include "heterps/sched/run_plan.h"
 
+#include <cmath>
 #include <map>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
@@ -19,8 +21,23 @@ absl::StatusOr<T> Field(const json& object, const std::string& path, const char*
   if (!object.is_object() || !object.contains(key)) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", where, ": missing"));
   }
+  const json& value = object.at(key);
+  if constexpr (std::is_integral_v<T>) {
+    // A number with a fraction ("units": 1.5) is not silently cut to an integer.
+    if (!value.is_number_integer() &&
+        !(value.is_number_float() && std::isfinite(value.get<double>()) &&
+          value.get<double>() == std::floor(value.get<double>()))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": ", where, ": not an integer: ", value.dump()));
+    }
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (value.is_number() && !std::isfinite(value.get<double>())) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": ", where, ": not finite"));
+    }
+  }
   try {
-    return object.at(key).get<T>();
+    return value.get<T>();
   } catch (const json::exception&) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": ", where, ": not a ", std::is_same_v<T, std::string> ? "string" : "number"));

@@ -35,6 +35,11 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   const int64_t eval_every = data::EvalEvery(options.eval_fraction);
   HETERPS_ASSIGN_OR_RETURN(int64_t lines, data::CountLines(options.files));
   const int64_t train_lines = eval_every > 0 ? lines - lines / eval_every : lines;
+  if (train_lines < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.files.empty() ? std::string("train") : options.files[0], ": ", lines,
+                     " lines, no training lines"));
+  }
 
   ps::InProcessPsClient client(1);
   HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, options.model));

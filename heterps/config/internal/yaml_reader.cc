@@ -1,14 +1,58 @@
-#include "absl/strings/string_view.h"
 #include "heterps/config/internal/yaml_reader.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 
 namespace heterps::config::internal {
 
+namespace {
+
+// The byte offset of the first byte that does not begin or continue a well-formed UTF-8 sequence
+// (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF), or text.size().
+size_t FirstInvalidUtf8(absl::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    int extra = 0;
+    unsigned min = 0;
+    unsigned code = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      extra = 1, min = 0x80, code = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      extra = 2, min = 0x800, code = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      extra = 3, min = 0x10000, code = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + extra >= text.size()) return i;  // cut short
+    for (int k = 1; k <= extra; ++k) {
+      const auto n = static_cast<unsigned char>(text[i + k]);
+      if ((n & 0xc0) != 0x80) return i;
+      code = (code << 6) | (n & 0x3f);
+    }
+    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return i;
+    i += extra + 1;
+  }
+  return i;
+}
+
+}  // namespace
+
 absl::StatusOr<YAML::Node> ParseYaml(absl::string_view text, absl::string_view source) {
+  // Names from a spec go into JSON and onto terminals: text that is not UTF-8 stops here.
+  if (const size_t bad = FirstInvalidUtf8(text); bad < text.size()) {
+    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
+    return SpecError(source, line, "",
+                     absl::StrCat("not UTF-8 text (byte ", bad + 1, " of the file)"));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -27,8 +71,8 @@ int LineOf(const YAML::Node& node) {
 
 absl::Status SpecError(absl::string_view source, int line, absl::string_view path,
                        absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(source, ":", line, ": ", path,
-                                                 path.empty() ? "" : ": ", problem));
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, ":", line, ": ", path, path.empty() ? "" : ": ", problem));
 }
 
 absl::StatusOr<MapReader> MapReader::Create(const YAML::Node& node, absl::string_view source,
@@ -85,8 +129,8 @@ absl::StatusOr<std::string> MapReader::Choice(absl::string_view key,
   for (const std::string& choice : choices) {
     if (value == choice) return value;
   }
-  return Error(key, absl::StrCat("unknown value '", value, "' (expected one of: ",
-                                 absl::StrJoin(choices, ", "), ")"));
+  return Error(key, absl::StrCat("unknown value '", value,
+                                 "' (expected one of: ", absl::StrJoin(choices, ", "), ")"));
 }
 
 absl::StatusOr<double> MapReader::Number(absl::string_view key, const NumberRule& rule) {
@@ -106,8 +150,8 @@ absl::StatusOr<double> MapReader::Number(absl::string_view key, const NumberRule
   if (!std::isfinite(value)) return Error(key, absl::StrCat("must be finite, got '", text, "'"));
   bool low = rule.min_exclusive ? !(value > rule.min) : value < rule.min;
   if (low) {
-    return Error(key, absl::StrCat("must be ", rule.min_exclusive ? "> " : ">= ", rule.min,
-                                   ", got ", text));
+    return Error(
+        key, absl::StrCat("must be ", rule.min_exclusive ? "> " : ">= ", rule.min, ", got ", text));
   }
   if (!(value < rule.max_exclusive)) {
     return Error(key, absl::StrCat("must be < ", rule.max_exclusive, ", got ", text));
@@ -135,8 +179,8 @@ absl::Status MapReader::Finish() const {
   for (const std::string& key : order_) {
     if (fields_.at(key).read) continue;
     std::vector<std::string> known(asked_.begin(), asked_.end());
-    return Error(key, absl::StrCat("unknown field (expected one of: ", absl::StrJoin(known, ", "),
-                                   ")"));
+    return Error(key,
+                 absl::StrCat("unknown field (expected one of: ", absl::StrJoin(known, ", "), ")"));
   }
   return absl::OkStatus();
 }
