@@ -132,6 +132,7 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
     SCOPED_TRACE(name);
     const json m = KillMidRun(name, rank, steps);
     EXPECT_EQ(m["restarts"], 1);
+    EXPECT_GT(m["wall_seconds"].get<double>(), m["seconds"].get<double>());
     EXPECT_EQ(m["parameter_digest"], reference["parameter_digest"]);
     EXPECT_EQ(m["losses"], reference["losses"]);
     EXPECT_EQ(m["eval_auc"], reference["eval_auc"]);

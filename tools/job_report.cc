@@ -112,9 +112,10 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
                           WithCommas(s0.tier_written_back_rows));
   }
   if (r.segments.size() <= 1 && plan.cost_per_hour_usd > 0) {
+    const double seconds = r.wall_seconds > 0 ? r.wall_seconds : r.seconds;
     absl::StrAppendFormat(&out, "  plan cost       $%.2f/hour; $%.4f for this run's %s\n",
-                          plan.cost_per_hour_usd, plan.cost_per_hour_usd * r.seconds / 3600,
-                          HumanSeconds(r.seconds));
+                          plan.cost_per_hour_usd, plan.cost_per_hour_usd * seconds / 3600,
+                          HumanSeconds(seconds));
   }
   if (r.segments.size() > 1) absl::StrAppend(&out, Segments(r));
   Table table({"stage", "layers", "type", "device", "units", "predicted/batch", "measured/batch",
@@ -204,6 +205,7 @@ absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
       {"plan_cost_per_hour_usd", job.plan.cost_per_hour_usd},
       {"scheduler", job.plan.scheduler},
       {"seconds", r.seconds},
+      {"wall_seconds", r.wall_seconds},
       {"step_seconds", r.step_seconds},
       {"restarts", r.restarts},
       {"skipped_lines", r.skipped_lines},

@@ -67,6 +67,8 @@ struct JobResult {
   double seconds = 0;             // the last attempt's training, not evaluation
   double samples_per_second = 0;  // the samples of that attempt's steps / seconds
   double step_seconds = 0;        // seconds per step of that attempt, barriers included
+  // The whole run, from RunJob's start to its end: every attempt, restart, switch and evaluation.
+  double wall_seconds = 0;
   int restarts = 0;
   std::vector<std::string> failures;  // what each restart recovered from
   uint64_t parameter_digest = 0;      // ps::DigestTables over every shard at the end

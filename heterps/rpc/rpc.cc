@@ -83,6 +83,16 @@ absl::StatusOr<Server> StartServer(const Endpoint& endpoint,
   }
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!endpoint.tls_cert_pem.empty()) {
+    // What gRPC would only report as a port it cannot open.
+    if (!absl::StrContains(endpoint.tls_cert_pem, "-----BEGIN CERTIFICATE-----")) {
+      return absl::InvalidArgumentError(
+          "the TLS certificate is not PEM (no -----BEGIN CERTIFICATE----- line)");
+    }
+    if (!absl::StrContains(endpoint.tls_key_pem, "-----BEGIN") ||
+        !absl::StrContains(endpoint.tls_key_pem, "PRIVATE KEY-----")) {
+      return absl::InvalidArgumentError(
+          "the TLS key is not a PEM private key (no -----BEGIN ... PRIVATE KEY----- line)");
+    }
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({endpoint.tls_key_pem, endpoint.tls_cert_pem});
     credentials = grpc::SslServerCredentials(ssl);
@@ -97,8 +107,11 @@ absl::StatusOr<Server> StartServer(const Endpoint& endpoint,
   for (grpc::Service* service : services) builder.RegisterService(service);
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", address, " (address in use, or not this host's)"));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address,
+        endpoint.tls_cert_pem.empty()
+            ? " (address in use, or not this host's)"
+            : " (address in use, not this host's, or the TLS certificate and key do not match)"));
   }
   out.address = JoinHostPort(endpoint.host, out.port);
   return out;

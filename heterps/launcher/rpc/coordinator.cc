@@ -233,6 +233,7 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   }
   ledger.End(absl::Now());
   ledger.Fill(&result);
+  result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.job = job;
   return result;
 }

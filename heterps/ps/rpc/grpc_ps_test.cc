@@ -372,6 +372,16 @@ TEST(GrpcPsTest, ServerOptionsAreChecked) {
   auto second = PsServer::Start(options);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(second.status().message(), HasSubstr(absl::StrCat(":", options.port)));
+  // A certificate or key that is not PEM is said to be so, not "address in use".
+  options.port = 0;
+  options.tls_cert_pem = "garbage";
+  options.tls_key_pem = "garbage";
+  auto garbage = PsServer::Start(options);
+  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(garbage.status().message(), HasSubstr("the TLS certificate is not PEM"));
+  options.tls_cert_pem = "-----BEGIN CERTIFICATE-----\nxx\n-----END CERTIFICATE-----\n";
+  EXPECT_THAT(PsServer::Start(options).status().message(),
+              HasSubstr("the TLS key is not a PEM private key"));
 }
 
 TEST(GrpcPsTest, TlsServersSpeakOnlyTls) {
