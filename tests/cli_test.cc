@@ -88,7 +88,7 @@ TEST(CliTest, InfeasibleLimitExitsOneWithTheReason) {
   Result r = RunCli("plan --throughput 1e12");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("heterps: no feasible plan (throughput constraint, "));
-  EXPECT_THAT(r.err, HasSubstr("over): even the fastest plan fails"));
+  EXPECT_THAT(r.err, HasSubstr("needs 1.28e+05x what is there): even the fastest plan fails"));
   EXPECT_THAT(r.err, HasSubstr("the limit is 1000000000000"));
 }
 
@@ -158,6 +158,14 @@ TEST(CliTest, BadInputsExitTwo) {
   EXPECT_THAT(escaped.err, HasSubstr("\\x1b[31mred.yaml"));
   EXPECT_EQ(escaped.err.find('\x1b'), std::string::npos);
 
+  // Options the scheduler would ignore are errors, not silently dropped.
+  Result ignored = RunCli("plan --scheduler exact --max-plans 10");
+  EXPECT_EQ(ignored.exit_code, 2);
+  EXPECT_THAT(ignored.err, HasSubstr("--max-plans: the exact scheduler has no budget of plans"));
+  ignored = RunCli("plan --scheduler exact --policy-in p.bin");
+  EXPECT_EQ(ignored.exit_code, 2);
+  EXPECT_THAT(ignored.err, HasSubstr("the exact scheduler has no policy"));
+
   Result unwritable = RunCli("plan --out /no/such/dir/plan.json");
   EXPECT_EQ(unwritable.exit_code, 2);
   EXPECT_THAT(unwritable.err, HasSubstr("/no/such/dir/plan.json: cannot write"));
@@ -213,6 +221,20 @@ TEST(CliTest, RlWritesAndReadsPolicies) {
   EXPECT_THAT(other.err, HasSubstr(policy + ": the policy has features"));
 }
 
+// On a catalog of more types than genetic's population, its first population holds the best
+// homogeneous plans, not the first types': it is never worse than the homogeneous baseline.
+TEST(CliTest, GeneticSeesEveryTypeOfALargeCatalog) {
+  const std::string args =
+      " --json --model examples/models/dlrm-large.yaml --cluster examples/clusters/fleet-64.yaml "
+      "--throughput 2000000";
+  Result homogeneous = RunCli("plan --scheduler homogeneous" + args);
+  ASSERT_EQ(homogeneous.exit_code, 0) << homogeneous.err;
+  Result genetic = RunCli("plan --scheduler genetic --max-plans 300" + args);
+  ASSERT_EQ(genetic.exit_code, 0) << genetic.err;
+  EXPECT_LE(nlohmann::json::parse(genetic.out)["cost_usd"].get<double>(),
+            nlohmann::json::parse(homogeneous.out)["cost_usd"].get<double>() * (1 + 1e-9));
+}
+
 // At a limit every scheduler can meet, each returns a feasible plan for every layer, no cheaper
 // than the certified optimum; where one cannot, it says why and exits 1.
 TEST(CliTest, EverySchedulerRunsOnTheExamples) {
@@ -230,7 +252,10 @@ TEST(CliTest, EverySchedulerRunsOnTheExamples) {
   for (const char* scheduler :
        {"greedy", "manual", "homogeneous", "rl", "genetic", "bo", "random"}) {
     SCOPED_TRACE(scheduler);
-    Result r = RunCli(std::string("plan --json --max-plans 200 --scheduler ") + scheduler + args);
+    const std::string name = scheduler;
+    const bool budgeted = name == "rl" || name == "genetic" || name == "bo" || name == "random";
+    Result r = RunCli(std::string("plan --json ") + (budgeted ? "--max-plans 200 " : "") +
+                      "--scheduler " + scheduler + args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto plan = nlohmann::json::parse(r.out);
     EXPECT_EQ(plan["scheduler"], scheduler);

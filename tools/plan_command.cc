@@ -118,7 +118,8 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
                   "Criteo 1TB, 4373472329)")
       ->check(Positive());
   cmd->add_option("--scheduler", flags.scheduler, "scheduler name (default exact)");
-  cmd->add_option("--seed", flags.seed, "random seed for randomized schedulers");
+  cmd->add_option("--seed", flags.seed, "random seed for randomized schedulers")
+      ->check(NonNegative());
   cmd->add_option("--time-limit", flags.time_limit, "search time limit, seconds (default 60)")
       ->check(Positive());
   cmd->add_option("--max-plans", flags.max_plans, "budget of evaluated plans (0: default)")
@@ -149,6 +150,18 @@ int RunPlan(const PlanFlags& flags) {
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   auto scheduler = registry.Create(flags.scheduler);
   if (!scheduler.ok()) return Fail(scheduler.status());
+  // Options a scheduler would silently ignore are errors.
+  if ((!flags.policy_in.empty() || !flags.policy_out.empty()) && flags.scheduler != "rl") {
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--policy-in and --policy-out are rl's; the ",
+                                                flags.scheduler, " scheduler has no policy")));
+  }
+  if (flags.max_plans > 0 && (flags.scheduler == "exact" || flags.scheduler == "greedy" ||
+                              flags.scheduler == "homogeneous" || flags.scheduler == "manual")) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--max-plans: the ", flags.scheduler,
+                     " scheduler has no budget of plans (--time-limit bounds exact)")));
+  }
   ProgressLine progress(!flags.json);
   sched::SchedulerOptions options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
     progress.Show(
@@ -164,10 +177,21 @@ int RunPlan(const PlanFlags& flags) {
     if (!written.ok()) return Fail(written);
   }
   std::cout << (flags.json ? json : RenderPlan(*model, *plan)) << std::flush;
+  if (!plan->feasible && plan->cut_short) {
+    std::cerr << absl::StrFormat(
+        "heterps: no feasible plan found before the time limit (%d plans evaluated in %.1f s); "
+        "the search was cut short, so one may exist: raise --time-limit\n",
+        plan->plans_evaluated, plan->search_seconds);
+    return 1;
+  }
   if (!plan->feasible) {
-    std::cerr << absl::StrFormat("heterps: no feasible plan (%s constraint, %.0f%% over): %s\n",
-                                 plan->why.constraint, 100 * plan->why.shortfall,
-                                 plan->why.message);
+    // A shortfall of 0.36% is not "0% over", nor one of 35,000x a 7-digit percentage.
+    const double s = plan->why.shortfall;
+    const std::string over = s < 0.001 ? std::string("less than 0.1% over")
+                             : s < 1   ? absl::StrFormat("%.1f%% over", 100 * s)
+                                       : absl::StrFormat("needs %.3gx what is there", 1 + s);
+    std::cerr << absl::StrFormat("heterps: no feasible plan (%s constraint, %s): %s\n",
+                                 plan->why.constraint, over, plan->why.message);
     return 1;
   }
   return 0;

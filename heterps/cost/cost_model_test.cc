@@ -1,9 +1,9 @@
 #include "heterps/cost/cost_model.h"
-#include "heterps/cost/ps_sizing.h"
 
 #include "gtest/gtest.h"
 #include "heterps/cost/calibration.h"
 #include "heterps/cost/provisioner.h"
+#include "heterps/cost/ps_sizing.h"
 
 namespace heterps::cost {
 namespace {
@@ -45,6 +45,27 @@ TEST(CostModelTest, LayerCharacteristics) {
   EXPECT_DOUBLE_EQ(cm.layer(1).mem_bytes, 132.32);
   EXPECT_DOUBLE_EQ(cm.layer(1).act_in_bytes, 32);
   EXPECT_DOUBLE_EQ(cm.layer(1).act_out_bytes, 16);
+}
+
+// A cut between the input and a multi-hot embedding ships every id of every slot, not one per
+// slot: 26 slots of 50 ids are 26 * 50 * 8 bytes per sample.
+TEST(CostModelTest, MultiHotIdsCrossACutBeforeTheirEmbedding) {
+  auto model = config::ParseModelSpec(R"(name: multi
+batch_size: 100
+layers:
+  - {name: input, kind: input, dense: 13, sparse: 26}
+  - {name: emb, kind: embedding, rows: 1000, dim: 16, ids_per_slot: 50, pooling: sum}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: top, kind: fc, in: 429, out: 1}
+  - {name: loss, kind: logloss}
+)",
+                                      "multi.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto cluster = config::ParseClusterSpec(kOneType, "one.yaml");
+  auto cm = CostModel::Create(*model, *cluster, {1e3, 1e6});
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  EXPECT_DOUBLE_EQ(cm->layer(0).act_out_bytes, 4 * 13 + 8 * 26 * 50);
+  EXPECT_DOUBLE_EQ(cm->layer(1).act_out_bytes, 4 * (13 + 26 * 16));
 }
 
 TEST(CostModelTest, GoldenStageTime) {

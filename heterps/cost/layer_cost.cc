@@ -5,9 +5,8 @@
 namespace heterps::cost {
 namespace {
 
-constexpr double kFloat = 4;   // bytes per float
-constexpr double kId = 8;      // bytes per sparse id (64-bit key)
-
+constexpr double kFloat = 4;  // bytes per float
+constexpr double kId = 8;     // bytes per sparse id (64-bit key)
 
 }  // namespace
 
@@ -21,14 +20,23 @@ std::vector<LayerCost> DeriveLayerCosts(const config::ModelSpec& model, double b
     LayerCost c;
     c.act_in_bytes = act_in;
     switch (layer.kind) {
-      case LayerKind::kInput:
-        pending_ids = static_cast<double>(layer.sparse_slots);
+      case LayerKind::kInput: {
+        // Every slot's ids: a multi-hot slot carries ids_per_slot of them until its embedding
+        // layer consumes it; a slot no embedding layer reads carries one.
+        double slots_read = 0, ids = 0;
+        for (const config::LayerSpec& e : model.layers) {
+          if (e.kind != LayerKind::kEmbedding) continue;
+          slots_read += static_cast<double>(e.slots);
+          ids += static_cast<double>(e.slots) * static_cast<double>(e.ids_per_slot);
+        }
+        pending_ids = ids + std::max(0.0, static_cast<double>(layer.sparse_slots) - slots_read);
         // Parsing a sample: read the raw fields, write the features; log(1 + x) per integer.
         c.fwd_flops = static_cast<double>(layer.dense_features);
         c.mem_bytes =
             2 * kFloat * static_cast<double>(layer.dense_features) + 2 * kId * pending_ids;
         c.ops = 1;
         break;
+      }
       case LayerKind::kEmbedding: {
         c.sparse = true;
         double slots = static_cast<double>(layer.slots), dim = static_cast<double>(layer.dim);
@@ -40,7 +48,7 @@ std::vector<LayerCost> DeriveLayerCosts(const config::ModelSpec& model, double b
         // write one gradient row per looked-up row.
         c.mem_bytes = 2 * (c.rows * c.row_bytes + slots * c.row_bytes);
         c.ops = 2 * slots;  // a gather and a scatter per table
-        pending_ids = std::max(0.0, pending_ids - slots);
+        pending_ids = std::max(0.0, pending_ids - c.rows);
         vector_floats += slots * dim;
         break;
       }
@@ -87,8 +95,8 @@ std::vector<LayerCost> DeriveLayerCosts(const config::ModelSpec& model, double b
     if (layer.kind == LayerKind::kCustom) {
       c.act_out_bytes = layer.activation_bytes;
     } else if (layer.kind != LayerKind::kLogloss) {
-      c.act_out_bytes = kFloat * (static_cast<double>(layer.dense_width_out) + vector_floats) +
-                        kId * pending_ids;
+      c.act_out_bytes =
+          kFloat * (static_cast<double>(layer.dense_width_out) + vector_floats) + kId * pending_ids;
     }
     act_in = c.act_out_bytes;
     costs.push_back(c);

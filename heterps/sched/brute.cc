@@ -1,8 +1,8 @@
 // Brute force: provisions every one of the T^L scheduling plans. The oracle for `exact`.
 #include <cmath>
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
 #include "heterps/sched/schedulers.h"
 
@@ -45,6 +45,7 @@ class BruteScheduler : public Scheduler {
     }
     best.scheduler = std::string(name());
     best.certified_optimal = complete && best.feasible;
+    best.cut_short = !complete;
     best.plans_evaluated = evaluated;
     best.search_seconds = deadline.Elapsed();
     return best;

@@ -13,8 +13,8 @@
 // prices p_t + lambda_t and only the units each type has left, minus lambda_t times those units.
 // Every plan found is provisioned exactly by cost::Provision, so costs match brute force.
 #include <algorithm>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <queue>
 
 #include "absl/strings/string_view.h"
@@ -64,7 +64,9 @@ class ExactSearch {
                  std::vector<int64_t>* usage);
   // Fits lambda_ by subgradient ascent on the Lagrangian dual at dfs_e_; returns the best bound.
   double FitMultipliers(double relaxed);
-  int64_t Units(int i, int j, int t) const { return dfs_k_[(i * num_layers_ + j) * num_types_ + t]; }
+  int64_t Units(int i, int j, int t) const {
+    return dfs_k_[(i * num_layers_ + j) * num_types_ + t];
+  }
   void Evaluate(double e);
   void Consider(const std::vector<int>& assignment);
   Plan Infeasible();
@@ -86,10 +88,10 @@ class ExactSearch {
   double dfs_e_ = 0, dfs_best_ = 0;
   std::vector<int> dfs_current_, dfs_found_;
   std::vector<int64_t> dfs_used_;
-  std::vector<int64_t> dfs_k_;  // [i][j][t]: k_min(i..j, t, dfs_e_), 0 if none
+  std::vector<int64_t> dfs_k_;              // [i][j][t]: k_min(i..j, t, dfs_e_), 0 if none
   std::vector<std::vector<double>> dfs_g_;  // per depth: [m][prev] as g_, units left respected
-  std::vector<double> lambda_;     // Lagrange multiplier per type (warm-started across E)
-  std::vector<double> dfs_price_;  // p_t + lambda_t
+  std::vector<double> lambda_;              // Lagrange multiplier per type (warm-started across E)
+  std::vector<double> dfs_price_;           // p_t + lambda_t
 
   Plan best_;
   bool have_best_ = false;
@@ -372,7 +374,7 @@ Plan ExactSearch::Run() {
   struct Range {
     double bound;  // no plan with a bottleneck in [cand[lo], cand[hi]] costs less
     size_t lo, hi;
-    double s_hi;   // S(cand[hi])
+    double s_hi;                                                      // S(cand[hi])
     bool operator<(const Range& o) const { return bound > o.bound; }  // min-heap
   };
   std::priority_queue<Range> open;
@@ -403,6 +405,7 @@ Plan ExactSearch::Run() {
   }
   Plan plan = best_.feasible ? best_ : Infeasible();
   plan.certified_optimal = plan.feasible && !timed_out_;
+  plan.cut_short = timed_out_;
   plan.plans_evaluated = evaluated_;
   return plan;
 }
@@ -460,8 +463,7 @@ Plan ExactSearch::Infeasible() {
 class ExactScheduler : public Scheduler {
  public:
   absl::string_view name() const override { return "exact"; }
-  absl::StatusOr<Plan> Schedule(const CostModel& model,
-                                const SchedulerOptions& options) override {
+  absl::StatusOr<Plan> Schedule(const CostModel& model, const SchedulerOptions& options) override {
     base::Deadline clock(0);
     Plan plan = ExactSearch(model, options).Run();
     plan.scheduler = std::string(name());

@@ -1,7 +1,8 @@
 // The genetic scheduler: a generational genetic algorithm over assignments (a type per layer).
 //
-// The population (32) starts with the homogeneous plans, type t on every layer it can hold, for as
-// many types as the population allows; random assignments fill the rest. Each generation keeps the
+// The population (32) starts with the best of the homogeneous plans (type t on every layer it can
+// hold), every type's tried, so that a catalog of more types than the population is seeded by its
+// best types rather than its first; random assignments fill the rest. Each generation keeps the
 // best 2 (elitism) and breeds the rest: two parents from tournaments of 3, a two-point crossover on
 // the layer sequence (it keeps runs of layers, the stages, together), and a mutation of each layer
 // with probability 1/L to another type that can hold it. A child that is a plan already seen is
@@ -33,7 +34,6 @@ namespace heterps::sched {
 namespace {
 
 using internal::SearchContext;
-
 
 constexpr int64_t kDefaultBudget = 2000;
 constexpr size_t kPopulation = 32;
@@ -67,11 +67,14 @@ class Evolution {
  private:
   // Fills the population; false if the budget ran out first.
   bool Initialise() {
-    const size_t homogeneous = std::min(static_cast<size_t>(num_types_), kPopulation);
-    for (size_t i = 0; i < kPopulation; ++i) {
-      std::vector<int> assignment = i < homogeneous ? context_.Homogeneous(static_cast<int>(i))
-                                                    : context_.RandomAssignment();
-      if (!Add(std::move(assignment), population_)) return false;
+    for (int t = 0; t < num_types_; ++t) {
+      if (!Add(context_.Homogeneous(t), population_)) return false;
+    }
+    std::stable_sort(population_.begin(), population_.end(),
+                     [](const Individual& a, const Individual& b) { return a.score < b.score; });
+    if (population_.size() > kPopulation) population_.resize(kPopulation);
+    while (population_.size() < kPopulation) {
+      if (!Add(context_.RandomAssignment(), population_)) return false;
     }
     return true;
   }

@@ -56,7 +56,8 @@ std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const PlanStage& st = plan.stages[s];
     json layers = json::array();
-    for (int l = st.spec.first; l <= st.spec.last; ++l) layers.push_back(model.model().layers[l].name);
+    for (int l = st.spec.first; l <= st.spec.last; ++l)
+      layers.push_back(model.model().layers[l].name);
     const auto& type = model.type(st.spec.type);
     json stage = {{"index", s},
                   {"layers", layers},
@@ -78,6 +79,7 @@ std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {
                {"scheduler", plan.scheduler},
                {"feasible", plan.feasible},
                {"certified_optimal", plan.certified_optimal},
+               {"cut_short", plan.cut_short},
                {"throughput", plan.throughput},
                {"cost_usd", plan.cost_usd},
                {"cost_per_hour_usd", plan.cost_per_hour_usd},

@@ -20,18 +20,21 @@ struct PlanStage {
 };
 
 struct Plan {
-  std::string scheduler;            // name of the scheduler that made it
-  std::vector<int> assignment;      // resource type per layer
-  std::vector<PlanStage> stages;    // maximal runs of layers on one type
+  std::string scheduler;          // name of the scheduler that made it
+  std::vector<int> assignment;    // resource type per layer
+  std::vector<PlanStage> stages;  // maximal runs of layers on one type
   bool feasible = false;
-  bool certified_optimal = false;   // proven optimal under the cost model
-  double throughput = 0;            // samples/s
-  double cost_usd = 0;              // whole job
+  bool certified_optimal = false;  // proven optimal under the cost model
+  // An exhaustive search (brute, exact) stopped by its time limit before it was done: an
+  // infeasible result then does not prove that no plan is feasible.
+  bool cut_short = false;
+  double throughput = 0;  // samples/s
+  double cost_usd = 0;    // whole job
   double cost_per_hour_usd = 0;
   double job_seconds = 0;
-  double search_seconds = 0;        // wall time the scheduler took
-  int64_t plans_evaluated = 0;      // scheduling plans provisioned (or bounded) by the search
-  cost::Infeasibility why;          // when !feasible
+  double search_seconds = 0;    // wall time the scheduler took
+  int64_t plans_evaluated = 0;  // scheduling plans provisioned (or bounded) by the search
+  cost::Infeasibility why;      // when !feasible
 };
 
 // Groups `assignment` (a type per layer) into stages and provisions them exactly.
