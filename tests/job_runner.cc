@@ -65,6 +65,23 @@ void ExpectNoneLeft(const std::string& job_dir) {
   }
 }
 
+void ExpectAllEndWithin(const std::string& job_dir, absl::Duration limit) {
+  const json processes = json::parse(Slurp(job_dir + "/processes.json"), nullptr, false);
+  ASSERT_FALSE(processes.is_discarded()) << job_dir << "/processes.json";
+  const absl::Time deadline = absl::Now() + limit;
+  for (const auto& [rank, pid] : processes["ranks"].items()) {
+    auto ended = [pid = pid.get<int>()] {
+      if (kill(pid, 0) != 0) return true;
+      const std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
+      const size_t paren = stat.rfind(')');
+      return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+    };
+    while (!ended() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+    EXPECT_TRUE(ended()) << "rank " << rank << " (pid " << pid << ") outlived its coordinator by "
+                         << absl::FormatDuration(limit);
+  }
+}
+
 Background::Background(const std::vector<std::string>& args, const std::string& dir) : dir_(dir) {
   auto child =
       base::Subprocess::Start({"/bin/sh", "-c",

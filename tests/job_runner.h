@@ -32,6 +32,8 @@ nlohmann::json Metrics(const std::string& job_dir);
 
 // Every process the job's launcher started has ended.
 void ExpectNoneLeft(const std::string& job_dir);
+// The same, allowing them `limit` to end (a zombie not yet reaped counts as ended).
+void ExpectAllEndWithin(const std::string& job_dir, absl::Duration limit);
 
 // A heterps command running in the background, its stdout and stderr in <dir>/out and <dir>/err.
 class Background {

@@ -175,6 +175,21 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_THAT(resumed.out + resumed.err, HasSubstr("resumed from the checkpoint of step"));
   EXPECT_EQ(Metrics(stopped)["parameter_digest"], reference["parameter_digest"]);
+
+  // kill -9 of `heterps train` itself: every role ends with it (the parent-death signal) within
+  // seconds, and the same command resumes to the uninterrupted run's result.
+  const std::string killed = Dir("kill_coordinator");
+  const std::vector<std::string> again_args =
+      TwoStages(killed, {"--checkpoint-every", "20", "--micro-batch", "64"});
+  testing::Background coordinator(again_args, killed);
+  ASSERT_TRUE(coordinator.WaitFor([&] { return testing::CheckpointStep(killed) >= 20; }));
+  coordinator.Signal(SIGKILL);
+  coordinator.Wait();
+  testing::ExpectAllEndWithin(killed, absl::Seconds(5));
+  const Outcome rerun = Heterps(again_args, killed);
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
+  EXPECT_EQ(Metrics(killed)["parameter_digest"], reference["parameter_digest"]);
+  EXPECT_EQ(Metrics(killed)["losses"], reference["losses"]);
 }
 
 using testing::FreePort;
