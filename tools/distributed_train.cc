@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "heterps/base/env.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
@@ -182,6 +183,23 @@ std::unique_ptr<launcher::Replanner> NewReplanner(
 }  // namespace
 
 int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
+  // The first SIGTERM or SIGINT stops the job at its next step with a checkpoint (before the job
+  // starts, it ends when the job would start); a second one ends the process at once (the roles
+  // with it), saying so in status.json. Blocked here, before any thread starts (profiling's and
+  // OpenMP's included), so that no thread takes them with their default action.
+  absl::Mutex stop_mu;
+  std::string stop_dir;  // the job directory, once known; guarded by stop_mu
+  StopSignals signals([&](int signal) {
+    std::string dir;
+    {
+      absl::MutexLock lock(&stop_mu);
+      dir = stop_dir;
+    }
+    if (dir.empty()) return;
+    launcher::MarkJobEnded(base::DefaultEnv(), dir, "stopped",
+                           absl::StrCat("ended at once by a second ", strsignal(signal)))
+        .IgnoreError();
+  });
   rpc::QuietLogs();
   absl::StatusOr<ModelTextAndSpec> model = LoadModelText(flags.model_path, flags.batch);
   if (!model.ok()) return Fail(model.status());
@@ -243,13 +261,10 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   if (launch.local) options.launcher = &local;
   ProgressLine progress(true);
   options.progress = [&](const launcher::JobProgress& p) { ShowProgress(progress, p); };
-  // The first SIGTERM or SIGINT stops the job at the next step with a checkpoint; a second one
-  // ends it at once (the roles with it), saying so in status.json.
-  StopSignals signals([&](int signal) {
-    launcher::MarkJobEnded(base::DefaultEnv(), *job_dir, "stopped",
-                           absl::StrCat("ended at once by a second ", strsignal(signal)))
-        .IgnoreError();
-  });
+  {
+    absl::MutexLock lock(&stop_mu);
+    stop_dir = *job_dir;
+  }
   options.stop = signals.flag();
   const std::unique_ptr<launcher::Replanner> replanner =
       NewReplanner(flags, *model, *cluster, *planned, *data, *job, *job_dir, policy, progress);
