@@ -37,25 +37,11 @@ import tempfile
 import threading
 import time
 
+from bench_markdown import replace_section, write_atomically
+
 HETERPS = os.path.join("build", "tools", "heterps")
-SPOT_CLUSTER = """# A day of spot prices (benchmarks/elastic_bench.py): one on-demand type and one spot type of
-# this host's CPU, the spot type's units and price replayed from a trace.
-name: spot-day
-types:
-  - name: on-demand
-    kind: cpu
-    tflops: 0.1
-    mem_gbs: 10
-    lookup_mrows: 20
-    memory_gib: 8
-    network_gbps: 40
-    overhead_us: 1
-    latency_us: 10
-    price_per_hour: 0.10
-    units: 2
-    dp_loss: 0.05
-    local_device: cpu
-  - name: spot
+# One type of this host's CPU, as the cluster spec writes it.
+HOST_TYPE = """  - name: %s
     kind: cpu
     tflops: 0.1
     mem_gbs: 10
@@ -69,6 +55,11 @@ types:
     dp_loss: 0.05
     local_device: cpu
 """
+SPOT_CLUSTER = """# A day of spot prices (benchmarks/elastic_bench.py): one on-demand type and one spot type of
+# this host's CPU, the spot type's units and price replayed from a trace.
+name: spot-day
+types:
+""" + HOST_TYPE % "on-demand" + HOST_TYPE % "spot"
 # (hour, spot units, spot price per hour): the spot market of a day.
 TRACE = [(0, 2, 0.035), (3, 2, 0.030), (6, 0, 0.030), (8, 2, 0.045), (11, 2, 0.070),
          (13, 2, 0.098), (15, 0, 0.098), (17, 2, 0.040), (20, 2, 0.032)]
@@ -80,12 +71,6 @@ def cpu():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return "unknown CPU"
-
-
-def write_atomically(path, text):
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
 
 
 def read_json(path):
@@ -361,15 +346,7 @@ def main():
     section = "\n".join(lines) + "\n"
     print(section)
     if flags.markdown:
-        with open(flags.markdown) as f:
-            text = f.read()
-        begin, end = "<!-- elastic-bench:begin -->", "<!-- elastic-bench:end -->"
-        if begin in text and end in text:
-            text = text[:text.index(begin) + len(begin)] + "\n" + section + text[text.index(end):]
-        else:
-            text = text.rstrip("\n") + "\n\n## Elastic jobs\n\n" + begin + "\n" + section + \
-                end + "\n"
-        write_atomically(flags.markdown, text)
+        replace_section(flags.markdown, "elastic-bench", section, heading="Elastic jobs")
 
 
 if __name__ == "__main__":

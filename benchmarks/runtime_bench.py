@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 
+from bench_markdown import replace_section
+
 HETERPS = os.path.join("build", "tools", "heterps")
 
 
@@ -131,17 +133,7 @@ def main():
     section = "\n".join(lines) + "\n"
     print(section)
     if flags.markdown:
-        with open(flags.markdown) as f:
-            text = f.read()
-        begin, end = "<!-- runtime-bench:begin -->", "<!-- runtime-bench:end -->"
-        if begin in text and end in text:
-            text = text[:text.index(begin) + len(begin)] + "\n" + section + text[text.index(end):]
-        else:
-            text = text.rstrip("\n") + "\n\n" + begin + "\n" + section + end + "\n"
-        tmp = flags.markdown + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, flags.markdown)
+        replace_section(flags.markdown, "runtime-bench", section)
 
 
 if __name__ == "__main__":

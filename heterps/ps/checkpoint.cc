@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "heterps/base/env.h"
+#include "heterps/base/fnv.h"
 #include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/ps/ps_client.h"
@@ -35,13 +36,6 @@ using json = nlohmann::ordered_json;
 constexpr char kFormat[] = "heterps-checkpoint-v2";
 // The previous format: FNV-1a checksums, no identity. Still read.
 constexpr char kFormatV1[] = "heterps-checkpoint-v1";
-
-void Fnv(uint64_t& h, const char* data, size_t size) {
-  for (size_t i = 0; i < size; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 1099511628211ull;
-  }
-}
 
 // A file's checksum as a MANIFEST names it: XXH3-64 ("xxh3_64", format v2) or FNV-1a 64
 // ("fnv64", format v1), fed in pieces of any size.
@@ -61,7 +55,7 @@ class Checksum {
 
   void Update(const char* data, size_t size) {
     if (fnv_) {
-      Fnv(fnv_hash_, data, size);
+      fnv_hash_ = base::Fnv1a64(data, size, fnv_hash_);
     } else {
       XXH3_64bits_update(state_, data, size);
     }
@@ -72,7 +66,7 @@ class Checksum {
 
  private:
   bool fnv_;
-  uint64_t fnv_hash_ = 1469598103934665603ull;
+  uint64_t fnv_hash_ = base::kFnv1a64Offset;
   XXH3_state_t* state_;
 };
 
@@ -341,13 +335,11 @@ absl::StatusOr<uint64_t> DigestTables(const CheckpointTables& tables) {
   // the order of the rows.
   auto row_hash = [](int table, uint64_t key, const std::vector<float>& value,
                      const std::vector<float>& state, int64_t steps) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    Fnv(h, reinterpret_cast<const char*>(&table), sizeof(table));
-    Fnv(h, reinterpret_cast<const char*>(&key), sizeof(key));
-    Fnv(h, reinterpret_cast<const char*>(value.data()), value.size() * sizeof(float));
-    Fnv(h, reinterpret_cast<const char*>(state.data()), state.size() * sizeof(float));
-    Fnv(h, reinterpret_cast<const char*>(&steps), sizeof(steps));
-    return h;
+    uint64_t h = base::Fnv1a64(&table, sizeof(table), 0xcbf29ce484222325ull);
+    h = base::Fnv1a64(&key, sizeof(key), h);
+    h = base::Fnv1a64(value.data(), value.size() * sizeof(float), h);
+    h = base::Fnv1a64(state.data(), state.size() * sizeof(float), h);
+    return base::Fnv1a64(&steps, sizeof(steps), h);
   };
   for (const auto& [id, table] : tables.sparse) {
     HETERPS_RETURN_IF_ERROR(table->ForEachRow([&](uint64_t key, const RowData& row) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "heterps/base/fnv.h"
 #include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/ps_sizing.h"
@@ -226,11 +227,7 @@ absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& pl
 }
 
 std::vector<std::string> JobIdentity(const JobSpec& job) {
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64: stable across builds
-  for (const char c : job.model_yaml) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ull;
-  }
+  const uint64_t hash = base::Fnv1a64(job.model_yaml.data(), job.model_yaml.size());
   const JobSettings& s = job.settings;
   return {absl::StrCat("model=", job.model.name, " (spec ", absl::Hex(hash, absl::kZeroPad16), ")"),
           absl::StrCat("batch_size=", job.batch_size()),

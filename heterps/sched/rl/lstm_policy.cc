@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
+#include "heterps/base/fnv.h"
 #include "heterps/base/status_macros.h"
 
 namespace heterps::sched::rl {
@@ -19,9 +20,7 @@ using Eigen::MatrixXd;
 using Map = Eigen::Map<MatrixXd>;
 using VecMap = Eigen::Map<Eigen::VectorXd>;
 
-MatrixXd Sigmoid(const MatrixXd& z) {
-  return (1.0 + (-z.array()).exp()).inverse().matrix();
-}
+MatrixXd Sigmoid(const MatrixXd& z) { return (1.0 + (-z.array()).exp()).inverse().matrix(); }
 
 // Softmax of each column over the allowed rows; the others get exactly 0.
 MatrixXd MaskedSoftmax(const MatrixXd& logits, const Eigen::VectorXd& allowed) {
@@ -41,14 +40,7 @@ MatrixXd MaskedSoftmax(const MatrixXd& logits, const Eigen::VectorXd& allowed) {
 }
 
 // FNV-1a over bytes: detects truncation and corruption of a policy file.
-uint64_t Checksum(const char* data, size_t size) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < size; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+uint64_t Checksum(const char* data, size_t size) { return base::Fnv1a64(data, size); }
 
 std::string ShapeText(const PolicyShape& s) {
   return absl::StrFormat("features %d types %d hidden %d", s.features, s.types, s.hidden);
@@ -182,8 +174,8 @@ Eigen::VectorXd LstmPolicy::Backward(const MatrixXd& features, const Tape& tape,
   return grad;
 }
 
-double SurrogateLoss(const Tape& tape, const std::vector<double>& advantages,
-                     double entropy_weight, std::vector<MatrixXd>* dlogits) {
+double SurrogateLoss(const Tape& tape, const std::vector<double>& advantages, double entropy_weight,
+                     std::vector<MatrixXd>* dlogits) {
   const int N = tape.batch;
   dlogits->clear();
   double loss = 0;
@@ -200,8 +192,8 @@ double SurrogateLoss(const Tape& tape, const std::vector<double>& advantages,
       // d(-log p_a)/dz = p - e_a;  d(-H)/dz_t = p_t (log p_t + H).
       for (Eigen::Index t = 0; t < p.rows(); ++t) {
         if (p(t, n) <= 0) continue;
-        d(t, n) = advantages[n] * p(t, n) +
-                  entropy_weight * p(t, n) * (std::log(p(t, n)) + entropy);
+        d(t, n) =
+            advantages[n] * p(t, n) + entropy_weight * p(t, n) * (std::log(p(t, n)) + entropy);
       }
       d(a, n) -= advantages[n];
     }
@@ -233,8 +225,7 @@ absl::Status LstmPolicy::Save(const std::string& path) const {
   return base::WriteFileAtomically(path, out);
 }
 
-absl::StatusOr<LstmPolicy> LstmPolicy::Load(const std::string& path,
-                                            const PolicyShape& expected) {
+absl::StatusOr<LstmPolicy> LstmPolicy::Load(const std::string& path, const PolicyShape& expected) {
   HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
@@ -259,8 +250,10 @@ absl::StatusOr<LstmPolicy> LstmPolicy::Load(const std::string& path,
   const size_t size = sizeof(double) * NumParams(shape);
   const size_t body = second + 1;
   if (text.size() != body + size + sizeof(uint64_t)) {
-    return bad(absl::StrCat("truncated or padded: ", text.size() - body, " bytes of parameters "
-                            "and checksum, expected ", size + sizeof(uint64_t)));
+    return bad(absl::StrCat("truncated or padded: ", text.size() - body,
+                            " bytes of parameters "
+                            "and checksum, expected ",
+                            size + sizeof(uint64_t)));
   }
   uint64_t sum;
   std::memcpy(&sum, text.data() + body + size, sizeof sum);
