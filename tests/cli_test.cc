@@ -351,15 +351,22 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   r = RunCli("train --threads 2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--threads requires --single-process"));
-  std::ofstream(data, std::ios::app) << "1\tnot a line\n";
+  // A bad line, then an empty one (skipped, and not counted as bad or as data).
+  std::ofstream(data, std::ios::app) << "1\tnot a line\n\r\n";
   for (const char* mode : {"--single-process ", ""}) {
     r = RunCli(std::string("train ") + mode + "--data " + data + " --batch 256");
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_THAT(r.err, HasSubstr(data + ":20001: line: has 2 fields, expected 40"));
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    r = RunCli(std::string("train ") + mode + "--data " + data + " --batch 256 --skip-bad-lines");
+    // Two epochs: the bad line (a training line) counts once, and is trained on in neither.
+    const std::string out = TempPath(std::string("skipped") + (*mode ? "-single" : "") + ".json");
+    r = RunCli(std::string("train ") + mode + "--data " + data +
+               " --batch 256 --epochs 2 --skip-bad-lines --metrics-out " + out);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr("skipped lines   1"));
+    const auto metrics = nlohmann::json::parse(Slurp(out));
+    EXPECT_EQ(metrics["skipped_lines"], 1) << mode;
+    EXPECT_EQ(metrics["train_samples"], 2 * 18000) << mode;
   }
 }
 

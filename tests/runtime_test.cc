@@ -119,6 +119,38 @@ TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
   EXPECT_THAT(r.err, HasSubstr("no status"));
 }
 
+// Multi-hot slots across processes: the input stage hands ragged keys (values and offsets) to the
+// stage with the embedding, and the sync run still follows the single process step by step.
+TEST_F(RuntimeTest, MultiHotSlotsCrossStagesAndSyncStillEqualsTheSingleProcess) {
+  const std::string model = "examples/models/movielens-genres.yaml";
+  const std::string data = ::testing::TempDir() + "/runtime_test_multi_hot.csv";
+  Outcome r =
+      Heterps({"gen-data", "--model", model, "--rows", "24000", "--seed", "4", "--out", data},
+              ::testing::TempDir());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string single = Dir("multi_hot_single");
+  r = Heterps({"train", "--single-process", "--model", model, "--data", data, "--batch", "256",
+               "--metrics-out", single + "/metrics.json"},
+              single);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string job = Dir("multi_hot_sync");
+  r = Heterps({"train", "--model", model, "--data", data, "--batch", "256", "--cluster", kCluster,
+               "--plan", "tests/specs/runtime/multi-hot-two-stages.json", "--ps-shards", "2",
+               "--job-dir", job, "--metrics-out", job + "/metrics.json"},
+              job);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 stages, 2 parameter servers"));
+  const json a = Metrics(single), b = Metrics(job);
+  const std::vector<double> one = a["losses"], many = b["losses"];
+  ASSERT_EQ(one.size(), many.size());
+  ASSERT_GT(one.size(), 50u);
+  for (size_t i = 0; i < one.size(); ++i) {
+    ASSERT_LT(std::abs(many[i] - one[i]), 1e-4 * std::abs(one[i])) << "step " << i;
+  }
+  EXPECT_NEAR(b["eval_auc"].get<double>(), a["eval_auc"].get<double>(), 1e-4);
+  ExpectNoneLeft(job);
+}
+
 TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   const std::string whole = Dir("uninterrupted");
   const Outcome r =

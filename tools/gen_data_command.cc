@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "heterps/config/model_spec.h"
 #include "heterps/data/synthetic.h"
 #include "tools/cli_common.h"
 
@@ -10,7 +11,9 @@ namespace heterps::tools {
 
 CLI::App* AddGenDataCommand(CLI::App& app, GenDataFlags& flags) {
   CLI::App* cmd = app.add_subcommand(
-      "gen-data", "Write synthetic Criteo-format data from a planted teacher model");
+      "gen-data",
+      "Write synthetic data (Criteo's layout, or a model spec's data section) from a planted "
+      "teacher model");
   cmd->add_option("--rows", flags.rows, "Rows to write")->required()->check(Positive());
   cmd->add_option("--out", flags.out, "The TSV file (FILE.teacher.json is written beside it)")
       ->required();
@@ -21,6 +24,11 @@ CLI::App* AddGenDataCommand(CLI::App& app, GenDataFlags& flags) {
                   "Exponent of the ids' Zipf law: higher, fewer hot ids; lower, more distinct "
                   "ids and bigger tables (default 1.05)")
       ->check(CLI::Range(0.01, 10.0));
+  cmd->add_option("--model", flags.model,
+                  "A model spec: write the layout of its data section (default: Criteo's)");
+  cmd->add_option("--ids-per-slot", flags.ids_per_slot,
+                  "Ids of a multi-hot field on average: 0 .. 2x, uniformly (default 3)")
+      ->check(CLI::Range(0.5, 4096.0));
   return cmd;
 }
 
@@ -30,6 +38,12 @@ int RunGenData(const GenDataFlags& flags) {
   options.seed = flags.seed;
   options.vocab = flags.vocab;
   options.zipf = flags.zipf;
+  options.ids_per_slot = flags.ids_per_slot;
+  if (!flags.model.empty()) {
+    absl::StatusOr<config::ModelSpec> spec = config::LoadModelSpec(flags.model);
+    if (!spec.ok()) return Fail(spec.status());
+    options.schema = spec->data;
+  }
   ProgressLine progress(true);
   options.progress = [&](int64_t rows) {
     progress.Show(

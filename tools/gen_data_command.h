@@ -21,6 +21,8 @@ struct GenDataFlags {
   uint64_t seed = 1;
   int64_t vocab = 100000;
   double zipf = 1.05;
+  std::string model;  // a model spec whose data section gives the layout; empty: Criteo's
+  double ids_per_slot = 3;
 };
 
 CLI::App* AddGenDataCommand(CLI::App& app, GenDataFlags& flags);

@@ -48,6 +48,11 @@ class ModelParser {
     if (model.name.empty()) return top.Error("name", "must not be empty");
     HETERPS_ASSIGN_OR_RETURN(model.batch_size, top.Integer("batch_size", Positive()));
     HETERPS_ASSIGN_OR_RETURN(YAML::Node layers, top.Node("layers"));
+    YAML::Node data;
+    const bool has_data = top.Has("data");
+    if (has_data) {
+      HETERPS_ASSIGN_OR_RETURN(data, top.Node("data"));
+    }
     HETERPS_RETURN_IF_ERROR(top.Finish());
     if (!layers.IsSequence() || layers.size() == 0) {
       return top.Error("layers", "must be a non-empty list of layers");
@@ -59,6 +64,10 @@ class ModelParser {
     if (last.kind != LayerKind::kLogloss) {
       return internal::SpecError(source_, last.line, "layers",
                                  "the last layer must be a logloss layer");
+    }
+    if (has_data) {
+      HETERPS_RETURN_IF_ERROR(ParseData(data, model));
+      model.data_declared = true;
     }
     return model;
   }
@@ -104,6 +113,133 @@ class ModelParser {
     }
     HETERPS_RETURN_IF_ERROR(reader.Finish());
     return Add(reader, "name", std::move(layer), model);
+  }
+
+  // The `data` section: the layout of the training data (docs/config.md).
+  absl::Status ParseData(const YAML::Node& node, ModelSpec& model) {
+    HETERPS_ASSIGN_OR_RETURN(MapReader reader, MapReader::Create(node, source_, "data"));
+    return ParseLayout(reader, source_, model);
+  }
+
+  absl::Status ParseLayout(MapReader& reader, const std::string& source, ModelSpec& model) {
+    data::Schema& schema = model.data;
+    schema = data::Schema();
+    schema.source = source;
+    HETERPS_ASSIGN_OR_RETURN(std::string delimiter, reader.String("delimiter", "\t"));
+    if (delimiter == "tab") delimiter = "\t";
+    if (delimiter.size() != 1 || delimiter == "\n" || delimiter == "\r") {
+      return reader.Error("delimiter", "must be one character (or \"tab\"), not a line end");
+    }
+    schema.delimiter = delimiter[0];
+    HETERPS_ASSIGN_OR_RETURN(std::string header,
+                             reader.Choice("header", {"true", "false"}, "false"));
+    schema.header = header == "true";
+    HETERPS_ASSIGN_OR_RETURN(YAML::Node columns, reader.Node("columns"));
+    HETERPS_RETURN_IF_ERROR(reader.Finish());
+    if (!columns.IsSequence() || columns.size() == 0) {
+      return reader.Error("columns", "must be a non-empty list of columns");
+    }
+    for (size_t i = 0; i < columns.size(); ++i) {
+      HETERPS_RETURN_IF_ERROR(ParseColumn(columns[i], source, i, schema));
+    }
+    if (absl::Status s = data::CheckSchema(schema); !s.ok()) return s;
+    return FitLayout(reader, model);
+  }
+
+  absl::Status ParseColumn(const YAML::Node& node, const std::string& source, size_t i,
+                           data::Schema& schema) {
+    HETERPS_ASSIGN_OR_RETURN(
+        MapReader reader, MapReader::Create(node, source, absl::StrCat("data.columns[", i, "]")));
+    data::Column column;
+    column.line = reader.line();
+    HETERPS_ASSIGN_OR_RETURN(std::string role, reader.Choice("role", {"label", "dense", "sparse",
+                                                                      "multi_hot", "ignore"}));
+    HETERPS_ASSIGN_OR_RETURN(column.name, reader.String("name", ""));
+    HETERPS_ASSIGN_OR_RETURN(int64_t count,
+                             reader.Integer("count", NumberRule{false, 1, 1, false, 100000}));
+    if (count > 1 && column.name.empty()) {
+      return reader.Error("count", "needs a name: the columns are called <name>1 .. <name>N");
+    }
+    if (count > 1 && role == "label") return reader.Error("count", "a single label column");
+    const bool dense = role == "dense", ids = role == "sparse" || role == "multi_hot";
+    auto only = [&](absl::string_view key, bool allowed, absl::string_view roles) -> absl::Status {
+      if (reader.Has(key) && !allowed) {
+        return reader.Error(key, absl::StrCat("only for ", roles, " columns"));
+      }
+      return absl::OkStatus();
+    };
+    HETERPS_RETURN_IF_ERROR(only("type", dense, "dense"));
+    HETERPS_RETURN_IF_ERROR(only("transform", dense, "dense"));
+    HETERPS_RETURN_IF_ERROR(only("ids", ids, "sparse and multi_hot"));
+    HETERPS_RETURN_IF_ERROR(only("separator", role == "multi_hot", "multi_hot"));
+    HETERPS_RETURN_IF_ERROR(only("max_ids", role == "multi_hot", "multi_hot"));
+    if (role == "label") column.role = data::ColumnRole::kLabel;
+    if (role == "ignore") column.role = data::ColumnRole::kIgnore;
+    if (dense) {
+      column.role = data::ColumnRole::kDense;
+      HETERPS_ASSIGN_OR_RETURN(std::string type,
+                               reader.Choice("type", {"float", "integer"}, "float"));
+      column.integer = type == "integer";
+      HETERPS_ASSIGN_OR_RETURN(std::string transform,
+                               reader.Choice("transform", {"none", "log1p"}, "none"));
+      column.transform = transform == "log1p" ? data::Transform::kLog1p : data::Transform::kNone;
+    }
+    if (ids) {
+      column.role = role == "sparse" ? data::ColumnRole::kSparse : data::ColumnRole::kMultiHot;
+      HETERPS_ASSIGN_OR_RETURN(std::string format,
+                               reader.Choice("ids", {"string", "hex", "decimal"}, "string"));
+      column.ids = format == "hex"       ? data::IdFormat::kHex
+                   : format == "decimal" ? data::IdFormat::kDecimal
+                                         : data::IdFormat::kString;
+    }
+    if (role == "multi_hot") {
+      HETERPS_ASSIGN_OR_RETURN(std::string separator, reader.String("separator", "|"));
+      if (separator.size() != 1) return reader.Error("separator", "must be one character");
+      column.separator = separator[0];
+      HETERPS_ASSIGN_OR_RETURN(int64_t max_ids,
+                               reader.Integer("max_ids", NumberRule{false, 256, 1, false, 65537}));
+      column.max_ids = static_cast<int>(max_ids);
+    }
+    HETERPS_RETURN_IF_ERROR(reader.Finish());
+    if (count == 1) {
+      schema.columns.push_back(std::move(column));
+      return absl::OkStatus();
+    }
+    for (int64_t k = 1; k <= count; ++k) {
+      data::Column c = column;
+      c.name = absl::StrCat(column.name, k);
+      schema.columns.push_back(std::move(c));
+    }
+    return absl::OkStatus();
+  }
+
+  // The layout against the input layer's counts and the embedding layers' kind of lookup.
+  absl::Status FitLayout(const MapReader& reader, const ModelSpec& model) {
+    const data::Schema& schema = model.data;
+    const LayerSpec& input = model.layers.front();
+    if (schema.dense_features() != input.dense_features || schema.slots() != input.sparse_slots) {
+      return reader.Error(
+          "columns", absl::StrCat(schema.dense_features(), " dense and ", schema.slots(),
+                                  " sparse/multi_hot columns, but the input layer (", source_, ":",
+                                  input.line, ") declares dense: ", input.dense_features,
+                                  " and sparse: ", input.sparse_slots));
+    }
+    for (int slot = 0; slot < schema.slots(); ++slot) {
+      if (!schema.multi_hot(slot)) continue;
+      for (const LayerSpec& layer : model.layers) {
+        if (layer.kind != LayerKind::kEmbedding || layer.slots <= slot || layer.ids_per_slot > 1) {
+          continue;
+        }
+        const data::Column& column = schema.slot_column(slot);
+        return internal::SpecError(
+            schema.source, column.line, absl::StrCat("data.columns (", column.name, ")"),
+            absl::StrCat("a multi_hot column (slot ", slot, "), but embedding layer ", layer.name,
+                         " (", source_, ":", layer.line,
+                         ") looks it up one-hot: set its ids_per_slot to the average ids per "
+                         "sample of its slots (> 1)"));
+      }
+    }
+    return absl::OkStatus();
   }
 
   absl::Status ParseInput(MapReader& reader, LayerSpec& layer) {

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "heterps/data/schema.h"
 
 namespace heterps::config {
 
@@ -75,6 +76,11 @@ struct ModelSpec {
   std::string source;      // file the spec came from, for messages
   int64_t batch_size = 0;  // samples per mini-batch
   std::vector<LayerSpec> layers;
+  // The layout of the training data: the spec's `data` section, or Criteo's when it has none
+  // (`data_declared` false). A declared layout fits the input layer (its dense and sparse counts)
+  // and the embedding layers (a multi-hot column is looked up by multi-hot layers only).
+  data::Schema data = data::CriteoSchema();
+  bool data_declared = false;
 
   // Index of the layer called `name`, or -1.
   int FindLayer(absl::string_view name) const;

@@ -132,7 +132,7 @@ std::vector<BadSpec> BadModels() {
       {"fraction batch", Edit(g, "batch_size: 64", "batch_size: 6.5"),
        "m.yaml:2: batch_size: must be a whole number, got '6.5'"},
       {"unknown top field", Edit(g, "name: m\n", "name: m\noptimizer: adam\n"),
-       "m.yaml:2: optimizer: unknown field (expected one of: batch_size, layers, name)"},
+       "m.yaml:2: optimizer: unknown field (expected one of: batch_size, data, layers, name)"},
       {"unknown kind", Edit(g, "kind: logloss", "kind: softmax"),
        "m.yaml:23: layers[5].kind: unknown value 'softmax' (expected one of: input, embedding, "
        "mlp, fc, interaction, logloss, custom)"},
@@ -198,6 +198,78 @@ TEST(ModelSpecTest, BadSpecsNameFileLineAndField) {
     ASSERT_FALSE(model.ok()) << bad.what;
     EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << bad.what;
     EXPECT_EQ(std::string(model.status().message()), bad.message) << bad.what;
+  }
+}
+
+// kGoodModel with a multi-hot embedding and a data section that fits it: a label, 4 dense columns
+// (f1..f4), one sparse and one multi-hot column.
+std::string WithData(const std::string& columns, const std::string& ids_per_slot = "2") {
+  return Edit(kGoodModel, "    dim: 4\n", "    dim: 4\n    ids_per_slot: " + ids_per_slot + "\n") +
+         "data:\n"
+         "  delimiter: \",\"\n"
+         "  columns:\n" +
+         columns;
+}
+constexpr char kFitting[] =
+    "    - {name: click, role: label}\n"
+    "    - {name: f, count: 4, role: dense, type: integer, transform: log1p}\n"
+    "    - {name: item, role: sparse, ids: decimal}\n"
+    "    - {name: tags, role: multi_hot, separator: ' ', max_ids: 8}\n";
+
+TEST(ModelSpecTest, ADataSectionDeclaresTheLayout) {
+  auto model = ParseModelSpec(WithData(kFitting), "m.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE(model->data_declared);
+  const data::Schema& s = model->data;
+  EXPECT_EQ(s.delimiter, ',');
+  EXPECT_FALSE(s.header);
+  ASSERT_EQ(s.columns.size(), 7u);
+  EXPECT_EQ(s.columns[4].name, "f4");
+  EXPECT_TRUE(s.columns[4].integer);
+  EXPECT_EQ(s.columns[4].transform, data::Transform::kLog1p);
+  EXPECT_EQ(s.columns[5].ids, data::IdFormat::kDecimal);
+  EXPECT_EQ(s.columns[6].separator, ' ');
+  EXPECT_EQ(s.columns[6].max_ids, 8);
+  EXPECT_EQ(s.columns[6].line, 31);
+  EXPECT_TRUE(s.multi_hot(1));
+  // No section: Criteo's layout.
+  auto plain = ParseModelSpec(kGoodModel, "m.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->data_declared);
+  EXPECT_EQ(plain->data.columns.size(), 40u);
+}
+
+TEST(ModelSpecTest, ALayoutThatDoesNotFitTheModelNamesColumnAndField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {WithData(Edit(kFitting, "count: 4", "count: 3")),
+       "m.yaml:27: data.columns: 3 dense and 2 sparse/multi_hot columns, but the input layer "
+       "(m.yaml:4) declares dense: 4 and sparse: 2"},
+      {WithData(kFitting, "1"),
+       "m.yaml:31: data.columns (tags): a multi_hot column (slot 1), but embedding layer emb "
+       "(m.yaml:8) looks it up one-hot: set its ids_per_slot to the average ids per sample of "
+       "its slots (> 1)"},
+      {WithData(Edit(kFitting, "role: sparse", "role: categorical")),
+       "m.yaml:30: data.columns[2].role: unknown value 'categorical' (expected one of: label, "
+       "dense, sparse, multi_hot, ignore)"},
+      {WithData(Edit(kFitting, "ids: decimal", "ids: decimal, transform: log1p")),
+       "m.yaml:30: data.columns[2].transform: only for dense columns"},
+      {WithData(Edit(kFitting, "separator: ' '", "separator: ','")),
+       "m.yaml:31: data.columns[6]: the multi-hot separator must differ from the delimiter"},
+      {WithData(Edit(kFitting, "{name: click, role: label}", "{name: click, role: ignore}")),
+       "m.yaml: data.columns[7]: no column is the label"},
+      {WithData(Edit(kFitting, "max_ids: 8", "max_ids: 0")),
+       "m.yaml:31: data.columns[3].max_ids: must be >= 1, got 0"},
+      {WithData(Edit(kFitting, "role: dense,", "role: dense, typo: 1,")),
+       "m.yaml:29: data.columns[1].typo: unknown field (expected one of: count, ids, max_ids, "
+       "name, "
+       "role, separator, transform, type)"},
+      {Edit(WithData(kFitting), "delimiter: \",\"", "delimiter: \";;\""),
+       "m.yaml:26: data.delimiter: must be one character (or \"tab\"), not a line end"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto model = ParseModelSpec(text, "m.yaml");
+    ASSERT_FALSE(model.ok()) << message;
+    EXPECT_EQ(std::string(model.status().message()), message);
   }
 }
 

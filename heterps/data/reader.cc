@@ -53,6 +53,7 @@ struct CriteoReader::Impl {
     int64_t mine = 0;    // lines of this part, for sharding
     std::string line;
     Example example;
+    absl::StatusOr<LineParser> parser = LineParser::Create(options.schema);
     for (const std::string& path : options.files) {
       std::ifstream in(path, std::ios::binary);
       if (!in) {
@@ -60,15 +61,31 @@ struct CriteoReader::Impl {
         return;
       }
       int64_t line_in_file = 0;
+      if (options.schema.header) {
+        ++line_in_file;
+        if (!std::getline(in, line)) continue;  // an empty file
+        parser = LineParser::Create(options.schema, line);
+      }
+      if (!parser.ok()) {
+        Finish(absl::InvalidArgumentError(
+            absl::StrCat(path, ":", line_in_file, ": ", parser.status().message())));
+        return;
+      }
       while (std::getline(in, line)) {
         ++line_in_file;
+        if (line.empty() || line == "\r") continue;
         const bool eval =
             options.eval_every > 0 && number % options.eval_every == options.eval_every - 1;
         ++number;
         if (eval != (options.part == ReaderOptions::Part::kEval)) continue;
         if (mine++ % options.world != options.rank) continue;
-        if (absl::Status s = ParseLine(line, &example); !s.ok()) {
+        if (absl::Status s = parser->Parse(line, &example); !s.ok()) {
           std::string message = absl::StrCat(path, ":", line_in_file, ": ", s.message());
+          if (line_in_file == 1 && parser->LooksLikeHeader(line)) {
+            absl::StrAppend(&message,
+                            " (the line looks like a header: declare `header: true` in the "
+                            "model spec's data section)");
+          }
           if (options.bad_lines == BadLinePolicy::kStop) {
             if (batch.size > 0 && !Deliver(batch)) return;
             Finish(absl::InvalidArgumentError(message));
@@ -148,15 +165,41 @@ int64_t EvalEvery(double eval_fraction) {
   return eval_fraction > 0 ? std::max<int64_t>(2, std::llround(1 / eval_fraction)) : 0;
 }
 
-absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files) {
+absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header) {
   int64_t lines = 0;
   std::vector<char> buffer(1 << 20);
   for (const std::string& path : files) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    int64_t in_file = 0;      // lines begun, empty or not
+    bool content = false;     // the current line has a byte other than "\r"
+    bool first_empty = true;  // the file's first line is empty (a header counts either way)
+    bool open = false;        // a line is begun and not ended
     while (in.read(buffer.data(), buffer.size()) || in.gcount() > 0) {
-      lines += std::count(buffer.data(), buffer.data() + in.gcount(), '\n');
+      const char* p = buffer.data();
+      const char* const end = p + in.gcount();
+      while (p < end) {
+        if (!open) {
+          open = true;
+          ++in_file;
+        }
+        const char* nl = static_cast<const char*>(std::memchr(p, '\n', end - p));
+        const char* stop = nl == nullptr ? end : nl;
+        // Any byte other than '\r' makes the line a data line.
+        for (const char* q = p; q < stop && !content; ++q) content = *q != '\r';
+        if (nl == nullptr) break;
+        if (in_file == 1) first_empty = !content;
+        lines += content;
+        content = false;
+        open = false;
+        p = nl + 1;
+      }
     }
+    if (open) {
+      if (in_file == 1) first_empty = !content;
+      lines += content;
+    }
+    if (header && in_file > 0 && !first_empty) --lines;
   }
   return lines;
 }

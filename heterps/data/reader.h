@@ -1,5 +1,5 @@
-// Streams Criteo TSV files (criteo.h) as batches, parsing on a thread of its own ahead of the
-// consumer.
+// Streams data files of a declared layout (schema.h; Criteo's by default) as batches, parsing on a
+// thread of its own ahead of the consumer.
 //
 //   ReaderOptions options;
 //   options.files = {"day_0.tsv"};
@@ -12,9 +12,11 @@
 //     ...
 //   }
 //
-// Sharding: lines are numbered from 0 across the files in order; rank r of w parses the lines
+// Sharding: data lines are numbered from 0 across the files in order; rank r of w parses the lines
 // whose number is r modulo w, so the ranks read disjoint parts that together cover everything,
 // and every batch but each rank's last is full. Files are read sequentially, never held whole.
+// Data lines are the lines but the empty ones (nothing, or a lone "\r") and, when the schema has a
+// header, each file's first line; a last line without a newline counts.
 //
 // Held-out data: with eval_every = k > 0, line n is an evaluation line when n % k == k - 1. The
 // kTrain part reads the others, the kEval part only those (both then sharded by rank, counting
@@ -22,7 +24,9 @@
 //
 // Bad lines: under kStop, Next returns InvalidArgument "<file>:<line>: <field>: <problem>" (the
 // line as numbered in its file, from 1) after the batches before it; under kSkip the line is
-// counted in stats() (with the first 10 messages) and reading goes on.
+// counted in stats() (with the first 10 messages) and reading goes on. When the schema declares no
+// header and a file's first line fails as one would (its label is not a number), the message says
+// so.
 //
 // Thread safety: Next and stats may be called from one thread at a time.
 #pragma once
@@ -33,7 +37,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "heterps/data/criteo.h"
+#include "heterps/data/schema.h"
 
 namespace heterps::data {
 
@@ -41,6 +45,7 @@ enum class BadLinePolicy { kStop, kSkip };
 
 struct ReaderOptions {
   std::vector<std::string> files;
+  Schema schema = CriteoSchema();
   int rank = 0;
   int world = 1;
   int batch_size = 2048;
@@ -60,9 +65,10 @@ struct ReaderStats {
 // least 2; 0 (none held out) when the share is 0.
 int64_t EvalEvery(double eval_fraction);
 
-// Lines in the files (a fast pass that parses nothing), for progress, ETA and step counts.
-// NotFound naming the first file that cannot be opened.
-absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files);
+// Data lines in the files (see Sharding; a fast pass that parses nothing), for progress, ETA and
+// step counts: with `header`, each file's first line is not one. NotFound naming the first file
+// that cannot be opened.
+absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header = false);
 
 class CriteoReader {
  public:

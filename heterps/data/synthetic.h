@@ -1,11 +1,20 @@
-// Synthetic Criteo-format data from a planted teacher, so that the best achievable AUC is known.
+// Synthetic data of any declared layout (Criteo's by default) from a planted teacher, so that the
+// best achievable AUC is known.
 //
-// Each row: 13 integer features I_j = floor(exp(N(mu_j, 1.2))) - 1 (3% empty) and 26 categorical
-// ids, slot s drawing rank k from a Zipf distribution (P(k) proportional to k^-zipf over
-// 1..vocab; 5% empty), written as 8 hex digits (a hash of seed, slot and rank). The teacher, whose
-// parameters are derived from the seed by hashing and never written: a factorization machine,
-//   logit = bias + sum_j w_j (log(1 + I_j) - mu_j) + sum_s a_(s,k_s)
-//           + sum_(s<t) <v_(s,k_s), v_(t,k_t)> / sqrt(26)        (v: 4 floats per id)
+// Each row: per dense column j, I_j = floor(exp(N(mu_j, 1.2))) - 1 (an integer column; a float
+// column writes exp(N(mu_j, 1.2)) - 1 with 4 decimals), 3% empty; per sparse column (slot s), rank
+// k from a Zipf distribution (P(k) proportional to k^-zipf over 1..vocab; 5% empty), written in
+// the column's id format (hex: 8 digits of a hash of seed, slot and rank; decimal: that hash;
+// string: "s<slot>-<hash in hex>"); per multi-hot column, n ids drawn so, n uniform over
+// 0 .. round(2 ids_per_slot) (at most max_ids), joined by the column's separator; ignored
+// columns get "r<row>". The teacher, whose parameters are derived from the seed by hashing and
+// never written: a factorization machine over the slots,
+//   logit = bias + sum_j w_j (log(1 + max(I_j, 0)) - mu_j) + sum_s a_s
+//           + sum_(s<t) <v_s, v_t> / sqrt(slots)        (v: 4 floats per id)
+// where a_s and v_s are rank k_s's parameters for a sparse slot and the mean of its ids'
+// parameters for a multi-hot one (0 when it holds none), the a_s scaled by sqrt(26 / slots) so
+// that few slots carry as much signal as Criteo's 26. With a header the first line holds the
+// columns' names.
 // The label is drawn from sigmoid(logit). The sidecar file <out>.teacher.json holds the rows, the
 // positive rate and the teacher's AUC on the data: the AUC of its own click probabilities against
 // the drawn labels, the best any model can expect.
@@ -18,6 +27,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "heterps/data/schema.h"
 
 namespace heterps::data {
 
@@ -30,6 +40,8 @@ struct SyntheticOptions {
   uint64_t seed = 1;
   int64_t vocab = 100000;  // ids per slot
   double zipf = 1.05;
+  Schema schema = CriteoSchema();  // the layout written
+  double ids_per_slot = 3;         // a multi-hot field's ids, on average
   // Called now and then with the rows written so far (for a progress bar); may be empty.
   std::function<void(int64_t)> progress;
 };

@@ -174,6 +174,7 @@ absl::StatusOr<Consistency> ParseConsistency(absl::string_view name) {
 data::ReaderOptions JobSpec::Reader(int replica, data::ReaderOptions::Part part) const {
   data::ReaderOptions read;
   read.files = files;
+  read.schema = model.data;
   read.rank = replica;
   read.world = replicas(0);
   read.batch_size = static_cast<int>(settings.micro_batch);

@@ -13,19 +13,35 @@
 
 namespace heterps::worker {
 
-BatchSource RandomBatches(int size, uint64_t seed) {
+BatchSource RandomBatches(const config::ModelSpec& spec, int size, uint64_t seed) {
   auto rng = std::make_shared<std::mt19937_64>(seed);
-  return [size, rng](data::Batch* batch) -> absl::StatusOr<bool> {
+  const int dense = spec.data.dense_features(), slots = spec.data.slots();
+  std::vector<int> ids(slots, 1);  // ids per slot, on average
+  for (int s = 0; s < slots; ++s) {
+    if (!spec.data.multi_hot(s)) continue;
+    for (const config::LayerSpec& layer : spec.layers) {
+      if (layer.kind != config::LayerKind::kEmbedding || layer.slots <= s) continue;
+      ids[s] = std::max(1, static_cast<int>(std::lround(layer.ids_per_slot)));
+      break;
+    }
+  }
+  return [size, rng, dense, slots, ids](data::Batch* batch) -> absl::StatusOr<bool> {
     std::uniform_real_distribution<double> unit(0, 1);
     *batch = data::Batch();
+    data::Example e;
     for (int r = 0; r < size; ++r) {
-      data::Example e;
       e.label = unit(*rng) < 0.25 ? 1.0f : 0.0f;
+      e.dense.resize(dense);
       for (float& x : e.dense) {
         x = data::DenseTransform(static_cast<int64_t>(std::pow(1e4, unit(*rng))));
       }
-      for (int s = 0; s < data::kSparseSlots; ++s) {
-        e.keys[s] = data::SlotKey(s, static_cast<uint64_t>(std::pow(1e6, unit(*rng))));
+      e.keys.clear();
+      e.counts.assign(slots, 1);
+      for (int s = 0; s < slots; ++s) {
+        if (ids[s] > 1) e.counts[s] = static_cast<int32_t>((*rng)() % (2 * ids[s]));
+        for (int k = 0; k < e.counts[s]; ++k) {
+          e.keys.push_back(data::SlotKey(s, static_cast<uint64_t>(std::pow(1e6, unit(*rng)))));
+        }
       }
       batch->Add(e);
     }
@@ -84,7 +100,7 @@ absl::StatusOr<HostProfile> ProfileHost(const config::ModelSpec& spec, int batch
   options.repeats = repeats;
   options.type = type;
   options.progress = progress;
-  return ProfileLayers(spec, RandomBatches(batch, 1), options);
+  return ProfileLayers(spec, RandomBatches(spec, batch, 1), options);
 }
 
 }  // namespace heterps::worker

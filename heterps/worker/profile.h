@@ -29,9 +29,11 @@ struct HostProfile {
 // Fills `batch` with the next batch; false when there is none.
 using BatchSource = std::function<absl::StatusOr<bool>(data::Batch* batch)>;
 
-// Random Criteo-shaped batches of `size` samples, for ever: ids log-uniform over 1..1e6 per slot
-// (a heavy head, like real data), integer features log-uniform over 0..1e4.
-BatchSource RandomBatches(int size, uint64_t seed);
+// Random batches of `size` samples shaped as `spec`'s data layout, for ever: ids log-uniform over
+// 1..1e6 per slot (a heavy head, like real data), dense features log1p of a log-uniform 0..1e4; a
+// multi-hot slot holds 0 .. 2k - 1 ids (uniform), k the ids_per_slot (rounded) of the first
+// embedding layer that looks it up.
+BatchSource RandomBatches(const config::ModelSpec& spec, int size, uint64_t seed);
 
 struct ProfileOptions {
   int warmup = 2;              // batches run first, untimed (first touches of rows and pages)

@@ -23,12 +23,7 @@ absl::StatusOr<bool> ShardReader::Next(data::Batch* out) {
       return false;
     }
   }
-  data::Example e;
-  e.label = buffer_.labels[at_];
-  std::copy_n(buffer_.dense.begin() + at_ * data::kDenseFeatures, data::kDenseFeatures,
-              e.dense.begin());
-  std::copy_n(buffer_.keys.begin() + at_ * data::kSparseSlots, data::kSparseSlots, e.keys.begin());
-  if (out != nullptr) out->Add(e);
+  if (out != nullptr) out->Append(buffer_, at_);
   ++at_;
   ++offset_;
   return true;

@@ -25,12 +25,15 @@ absl::Status Untrainable(const config::ModelSpec& spec, const LayerSpec& layer,
 absl::Status CheckTrainable(const config::ModelSpec& spec, const LayerSpec& layer) {
   switch (layer.kind) {
     case LayerKind::kInput:
-      if (layer.dense_features != data::kDenseFeatures ||
-          layer.sparse_slots != data::kSparseSlots) {
-        return Untrainable(spec, layer,
-                           absl::StrCat("training reads Criteo data (13 dense features, 26 "
-                                        "slots); this input has ",
-                                        layer.dense_features, " and ", layer.sparse_slots));
+      if (layer.dense_features != spec.data.dense_features() ||
+          layer.sparse_slots != spec.data.slots()) {
+        return Untrainable(
+            spec, layer,
+            absl::StrCat(
+                "the data has ", spec.data.dense_features(), " dense features and ",
+                spec.data.slots(), " slots",
+                spec.data_declared ? "" : " (Criteo's layout: the spec has no data section)",
+                "; this input has ", layer.dense_features, " and ", layer.sparse_slots));
       }
       return absl::OkStatus();
     case LayerKind::kLogloss:
@@ -43,6 +46,44 @@ absl::Status CheckTrainable(const config::ModelSpec& spec, const LayerSpec& laye
     default:
       return absl::OkStatus();
   }
+}
+
+// The keys of slots 0 .. slots-1 of every sample of `in` (whose samples hold `in_slots` slots), as
+// ragged as they come: `offsets` stays empty while every slot holds one key. InvalidArgument when
+// `in` is not shaped for `in_slots`.
+absl::Status GatherKeys(const Activations& in, int64_t in_slots, int64_t slots,
+                        absl::string_view what, std::vector<uint64_t>* keys,
+                        std::vector<int32_t>* offsets) {
+  const int64_t n = in.size;
+  if (in.offsets.empty()) {
+    if (static_cast<int64_t>(in.keys.size()) != n * in_slots) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", in.keys.size(), " keys for ", n,
+                                                     " samples of ", in_slots, " slots"));
+    }
+    offsets->clear();
+    keys->resize(n * slots);
+    for (int64_t r = 0; r < n; ++r) {
+      std::copy_n(in.keys.begin() + r * in_slots, slots, keys->begin() + r * slots);
+    }
+    return absl::OkStatus();
+  }
+  if (static_cast<int64_t>(in.offsets.size()) != n * in_slots + 1 || in.offsets.front() != 0 ||
+      static_cast<size_t>(in.offsets.back()) != in.keys.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", in.offsets.size(), " offsets for ",
+                                                   n, " samples of ", in_slots, " slots and ",
+                                                   in.keys.size(), " keys"));
+  }
+  keys->clear();
+  offsets->assign(1, 0);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t s = 0; s < slots; ++s) {
+      const int32_t begin = in.offsets[r * in_slots + s], end = in.offsets[r * in_slots + s + 1];
+      if (end < begin) return absl::InvalidArgumentError(absl::StrCat(what, ": offsets decrease"));
+      keys->insert(keys->end(), in.keys.begin() + begin, in.keys.begin() + end);
+      offsets->push_back(static_cast<int32_t>(keys->size()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Wait for every ticket; the first error, if any. Adds the seconds waited to `*waited`.
@@ -92,10 +133,20 @@ absl::Status CreateModelTables(const config::ModelSpec& spec, ps::PsClient* clie
 void InputActivations(const data::Batch& batch, int64_t begin, int64_t n, Activations* out) {
   out->size = n;
   out->labels.assign(batch.labels.begin() + begin, batch.labels.begin() + begin + n);
-  out->keys.assign(batch.keys.begin() + begin * data::kSparseSlots,
-                   batch.keys.begin() + (begin + n) * data::kSparseSlots);
-  out->dense = Eigen::Map<const Matrix<float>>(batch.dense.data() + begin * data::kDenseFeatures, n,
-                                               data::kDenseFeatures);
+  const int64_t slots = batch.slots;
+  if (batch.one_hot()) {
+    out->keys.assign(batch.keys.begin() + begin * slots, batch.keys.begin() + (begin + n) * slots);
+    out->offsets.clear();
+  } else {
+    const int32_t first = batch.offsets[begin * slots];
+    out->keys.assign(batch.keys.begin() + first,
+                     batch.keys.begin() + batch.offsets[(begin + n) * slots]);
+    out->offsets.resize(n * slots + 1);
+    for (int64_t i = 0; i <= n * slots; ++i)
+      out->offsets[i] = batch.offsets[begin * slots + i] - first;
+  }
+  out->dense = Eigen::Map<const Matrix<float>>(batch.dense.data() + begin * batch.dense_width, n,
+                                               batch.dense_width);
   out->vectors.resize(n, 0);
 }
 
@@ -129,8 +180,9 @@ struct Part {
   // kEmbedding
   std::string name;
   int64_t slots = 0, dim = 0;
-  int table = 0;  // its sparse table
-  int local = 0;  // its index among the stage's embedding layers
+  bool mean = false;  // pooling of a multi-hot slot: the mean (else the sum)
+  int table = 0;      // its sparse table
+  int local = 0;      // its index among the stage's embedding layers
   // kDense
   std::unique_ptr<dense::DenseSegment> segment;
   std::vector<int> blocks;  // the stage-local fc indices of its fc layers, in order
@@ -139,9 +191,11 @@ struct Part {
 // One micro-batch in flight, on this host: per part, what it produced and the gradients it
 // passed back. The segments keep their own state per context.
 struct Context {
-  std::vector<Matrix<float>> vectors_out;   // embedding parts: the vectors with their rows
-  std::vector<std::vector<uint64_t>> keys;  // per embedding layer: the keys it looked up
+  std::vector<Matrix<float>> vectors_out;     // embedding parts: the vectors with their rows
+  std::vector<std::vector<uint64_t>> keys;    // per embedding layer: the keys it looked up
+  std::vector<std::vector<int32_t>> offsets;  // and their slots' ranges (empty: one key each)
   Matrix<float> rows, empty;
+  Matrix<float> pulled;  // a multi-hot lookup's rows, one per key, before pooling
   const Matrix<float>* out_dense = nullptr;  // what left the stage
   const Matrix<float>* out_vectors = nullptr;
   Matrix<float> d_top;  // a copy of the gradient given to Backward (the segments consume it)
@@ -153,6 +207,7 @@ struct Stage::Impl {
   std::unique_ptr<dense::DenseBackend> own_backend;  // when none was given: this host's CPU
   dense::DenseBackend* backend = nullptr;
   int first = 0, last = 0;
+  int64_t input_slots = 0;  // slots per sample of the input's keys
   bool loss = false, passes_keys = false, passes_labels = false;
   std::vector<Part> parts;
   std::vector<int> blocks;  // dense blocks of the stage's fc layers, in order
@@ -171,6 +226,7 @@ struct Stage::Impl {
       c = std::make_unique<Context>();
       c->vectors_out.resize(parts.size());
       c->keys.resize(tables.size());
+      c->offsets.resize(tables.size());
     }
     return *c;
   }
@@ -209,24 +265,33 @@ struct Stage::Impl {
     return absl::OkStatus();
   }
 
-  // Pulls the rows of embedding `part` for the micro-batch into `rows` (n x slots dim).
+  // Pulls the rows of embedding `part` for the micro-batch into `rows` (n x slots dim), pooling
+  // the slots that hold several keys or none.
   absl::Status Lookup(Context& c, const Activations& in, const Part& part, Matrix<float>* rows) {
-    if (static_cast<int64_t>(in.keys.size()) != in.size * data::kSparseSlots) {
-      return absl::InvalidArgumentError(absl::StrCat("layer ", part.name, ": ", in.keys.size(),
-                                                     " keys for ", in.size, " samples"));
-    }
     std::vector<uint64_t>& keys = c.keys[part.local];
-    keys.resize(in.size * part.slots);
-    for (int64_t r = 0; r < in.size; ++r) {
-      std::copy_n(in.keys.begin() + r * data::kSparseSlots, part.slots,
-                  keys.begin() + r * part.slots);
-    }
-    rows->resize(in.size, part.slots * part.dim);
+    std::vector<int32_t>& offsets = c.offsets[part.local];
+    HETERPS_RETURN_IF_ERROR(GatherKeys(in, input_slots, part.slots,
+                                       absl::StrCat("layer ", part.name), &keys, &offsets));
+    const bool one_hot = offsets.empty();
+    Matrix<float>* into = one_hot ? rows : &c.pulled;
+    into->resize(static_cast<int64_t>(keys.size()) / (one_hot ? part.slots : 1),
+                 (one_hot ? part.slots : 1) * part.dim);
     const absl::Time start = absl::Now();
     absl::Status pulled = client->Wait(client->PullSparse(
-        part.table, keys, absl::MakeSpan(rows->data(), static_cast<size_t>(rows->size()))));
+        part.table, keys, absl::MakeSpan(into->data(), static_cast<size_t>(into->size()))));
     ps_seconds += absl::ToDoubleSeconds(absl::Now() - start);
-    return pulled;
+    if (!pulled.ok() || one_hot) return pulled;
+    rows->setZero(in.size, part.slots * part.dim);
+    for (int64_t r = 0; r < in.size; ++r) {
+      for (int64_t s = 0; s < part.slots; ++s) {
+        const int32_t begin = offsets[r * part.slots + s], end = offsets[r * part.slots + s + 1];
+        if (begin == end) continue;
+        auto slot = rows->row(r).segment(s * part.dim, part.dim);
+        for (int32_t k = begin; k < end; ++k) slot += c.pulled.row(k);
+        if (part.mean) slot *= 1.0f / static_cast<float>(end - begin);
+      }
+    }
+    return absl::OkStatus();
   }
 
   // Backward through the parts from the gradients of what left the stage (d_out_dense may be
@@ -263,12 +328,27 @@ struct Stage::Impl {
         vector_cols -= width;
         ParameterGrads::Rows& rows = grads->sparse[part.local];
         const std::vector<uint64_t>& keys = c.keys[part.local];
+        const std::vector<int32_t>& offsets = c.offsets[part.local];
         rows.keys.insert(rows.keys.end(), keys.begin(), keys.end());
         const size_t at = rows.grads.size();
-        rows.grads.resize(at + c.size * width);
+        rows.grads.resize(at + keys.size() * part.dim);
         for (int64_t r = 0; r < c.size; ++r) {
-          std::copy_n(d_vectors->row(r).data() + vector_cols, width,
-                      rows.grads.data() + at + r * width);
+          const float* d = d_vectors->row(r).data() + vector_cols;
+          if (offsets.empty()) {
+            std::copy_n(d, width, rows.grads.data() + at + r * width);
+            continue;
+          }
+          // Each key of a slot gets the slot's gradient, over the key count for a mean.
+          for (int64_t s = 0; s < part.slots; ++s) {
+            const int32_t begin = offsets[r * part.slots + s],
+                          end = offsets[r * part.slots + s + 1];
+            const float scale =
+                part.mean ? 1.0f / static_cast<float>(std::max(end - begin, 1)) : 1.0f;
+            for (int32_t k = begin; k < end; ++k) {
+              float* g = rows.grads.data() + at + static_cast<size_t>(k) * part.dim;
+              for (int64_t j = 0; j < part.dim; ++j) g[j] = d[s * part.dim + j] * scale;
+            }
+          }
         }
         if (timing) embedding_seconds[part.local] += absl::ToDoubleSeconds(absl::Now() - start);
       }
@@ -302,6 +382,7 @@ absl::StatusOr<std::unique_ptr<Stage>> Stage::Create(const config::ModelSpec& sp
     backend = impl->own_backend.get();
   }
   impl->backend = backend;
+  impl->input_slots = spec.layers.front().sparse_slots;
   int embeddings = 0, fcs = 0;
   for (int i = 0; i < n; ++i) {
     const LayerSpec& s = spec.layers[i];
@@ -334,6 +415,7 @@ absl::StatusOr<std::unique_ptr<Stage>> Stage::Create(const config::ModelSpec& sp
           part.kind = Part::Kind::kEmbedding;
           part.slots = s.slots;
           part.dim = s.dim;
+          part.mean = s.pooling == config::Pooling::kMean;
           part.table = embeddings;
           part.local = static_cast<int>(impl->tables.size());
           impl->tables.push_back(embeddings);
@@ -382,18 +464,12 @@ absl::Status Stage::PullParameters() {
 }
 
 absl::Status Stage::Prefetch(const Activations& in) {
-  if (static_cast<int64_t>(in.keys.size()) != in.size * data::kSparseSlots) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prefetch: ", in.keys.size(), " keys for ", in.size, " samples"));
-  }
   std::vector<uint64_t> keys;
+  std::vector<int32_t> offsets;
   for (const Part& part : impl_->parts) {
     if (part.kind != Part::Kind::kEmbedding) continue;
-    keys.resize(in.size * part.slots);
-    for (int64_t r = 0; r < in.size; ++r) {
-      std::copy_n(in.keys.begin() + r * data::kSparseSlots, part.slots,
-                  keys.begin() + r * part.slots);
-    }
+    HETERPS_RETURN_IF_ERROR(
+        GatherKeys(in, impl_->input_slots, part.slots, "prefetch", &keys, &offsets));
     HETERPS_RETURN_IF_ERROR(impl_->client->Prefetch(part.table, keys));
   }
   return absl::OkStatus();
@@ -409,8 +485,10 @@ absl::Status Stage::Forward(int ctx, const Activations& in, Activations* out) {
   out->vectors = *c.out_vectors;
   if (impl_->passes_keys) {
     out->keys = in.keys;
+    out->offsets = in.offsets;
   } else {
     out->keys.clear();
+    out->offsets.clear();
   }
   if (impl_->passes_labels) {
     out->labels = in.labels;
@@ -463,12 +541,14 @@ absl::Status Stage::Predict(int ctx, const Activations& in, Activations* out) {
     out->dense = (1.0f / (1.0f + (-c.out_dense->array()).exp())).matrix();
     out->vectors.resize(in.size, 0);
     out->keys.clear();
+    out->offsets.clear();
     out->labels = in.labels;
     return absl::OkStatus();
   }
   out->dense = *c.out_dense;
   out->vectors = *c.out_vectors;
   out->keys = impl_->passes_keys ? in.keys : std::vector<uint64_t>();
+  out->offsets = impl_->passes_keys ? in.offsets : std::vector<int32_t>();
   out->labels = in.labels;
   return absl::OkStatus();
 }

@@ -25,11 +25,14 @@
 // between stages are host memory either way.
 //
 // Parameters: embedding layer e (counting embedding layers of the whole spec from 0) is sparse
-// table e, looking up slots 0 .. slots-1 of the input's keys; fc layer f (counting fc layers of the
-// whole spec) is block f of dense table kDenseTable, [W (out x in) | b (out)]. Forward passes use
-// the dense parameters of the last PullParameters. Gradients are not pushed by Backward: they are
-// added into a ParameterGrads, which the caller pushes when the consistency mode says so (Push:
-// applied now; Accumulate: summed on the servers until Commit, ps_client.h).
+// table e, looking up slots 0 .. slots-1 of the input's keys. A slot holding several keys
+// (multi-hot) is pooled into one vector with the layer's pooling: the sum of its rows, or their
+// mean; a slot holding none is a zero vector either way. Backward gives each of a slot's keys the
+// slot's gradient (sum), or that gradient over the slot's key count (mean); fc layer f (counting fc
+// layers of the whole spec) is block f of dense table kDenseTable, [W (out x in) | b (out)].
+// Forward passes use the dense parameters of the last PullParameters. Gradients are not pushed by
+// Backward: they are added into a ParameterGrads, which the caller pushes when the consistency mode
+// says so (Push: applied now; Accumulate: summed on the servers until Commit, ps_client.h).
 //
 // Thread safety: one thread at a time per Stage (several Stages may share one client).
 #pragma once
@@ -68,7 +71,8 @@ inline constexpr int kDenseTable = 1 << 20;
 // Creates the model's tables on `client`: a sparse table per embedding layer (rows initialised
 // uniform in +-sqrt(1 / rows)), and the dense table with a block per fc layer (Glorot-uniform,
 // +-sqrt(6 / (in + out))). InvalidArgument naming the spec's file and line for what cannot be
-// trained: a `custom` layer, an input that is not Criteo-shaped (13 dense features, 26 slots).
+// trained: a `custom` layer, an input that does not fit the spec's data layout (its dense and
+// sparse counts; Criteo's 13 and 26 when the spec declares no `data` section).
 absl::Status CreateModelTables(const config::ModelSpec& spec, ps::PsClient* client,
                                const ModelOptions& options);
 
@@ -80,10 +84,14 @@ ps::SparseTableOptions EmbeddingTableOptions(const config::LayerSpec& layer, int
 // What crosses a stage boundary: the activations of a micro-batch of `size` samples.
 struct Activations {
   int64_t size = 0;
-  std::vector<float> labels;   // size; carried up to the stage with the loss
-  std::vector<uint64_t> keys;  // size x data::kSparseSlots; carried while an embedding is ahead
-  Matrix<float> dense;         // size x dense width; before the first layer, the 13 features
-  Matrix<float> vectors;       // size x (embedding vectors x dim); no columns when there are none
+  std::vector<float> labels;  // size; carried up to the stage with the loss
+  // The input's keys while an embedding layer is ahead, ragged as in data::Batch: sample r's slot s
+  // holds keys [offsets[r * slots + s], offsets[r * slots + s + 1]), or, while `offsets` is empty,
+  // the one key keys[r * slots + s] (slots: the input layer's sparse slots).
+  std::vector<uint64_t> keys;
+  std::vector<int32_t> offsets;
+  Matrix<float> dense;    // size x dense width; before the first layer, the dense features
+  Matrix<float> vectors;  // size x (embedding vectors x dim); no columns when there are none
 };
 
 // The loss's gradients with respect to an Activations' dense and vectors.

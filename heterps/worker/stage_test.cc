@@ -1,5 +1,6 @@
 #include "heterps/worker/stage.h"
 
+#include <map>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -17,9 +18,11 @@ data::Batch RandomBatch(int size, uint64_t seed) {
   for (int r = 0; r < size; ++r) {
     data::Example e;
     e.label = unit(rng) < 0.3f ? 1.0f : 0.0f;
+    e.dense.resize(data::kDenseFeatures);
     for (float& x : e.dense) x = 3 * unit(rng);
     // Few ids per slot, so that keys repeat within and across micro-batches.
-    for (int s = 0; s < data::kSparseSlots; ++s) e.keys[s] = data::SlotKey(s, rng() % 5);
+    e.counts.assign(data::kSparseSlots, 1);
+    for (int s = 0; s < data::kSparseSlots; ++s) e.keys.push_back(data::SlotKey(s, rng() % 5));
     batch.Add(e);
   }
   return batch;
@@ -181,6 +184,98 @@ layers:
   EXPECT_FALSE((*stage)->Backward(0, wrong, nullptr, &grads).ok());
   EXPECT_THAT((*stage)->Backward(5, d_out, nullptr, &grads).message(), HasSubstr("before"));
   EXPECT_FALSE(Stage::Create(*spec, 3, 2, &client).ok());
+}
+
+// A multi-hot embedding: pooling forward against the rows, and its gradients against finite
+// differences of f = sum_r <d_out_r, vectors_r>, for sum and for mean pooling.
+TEST(StageTest, MultiHotPoolingMatchesItsRowsAndFiniteDifferences) {
+  for (const std::string pooling : {"sum", "mean"}) {
+    SCOPED_TRACE(pooling);
+    auto spec = config::ParseModelSpec(R"(
+name: multi-hot
+batch_size: 3
+layers:
+  - {name: input, kind: input, dense: 1, sparse: 2}
+  - {name: emb, kind: embedding, rows: 100, dim: 3, ids_per_slot: 2, pooling: )" +
+                                           pooling + R"(}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: top, kind: fc, in: 7, out: 1}
+  - {name: loss, kind: logloss}
+data:
+  columns:
+    - {role: label}
+    - {role: dense}
+    - {name: item, role: sparse}
+    - {name: tags, role: multi_hot}
+)",
+                                       "multi-hot.yaml");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    ps::InProcessPsClient client(2);
+    ModelOptions options;
+    options.sparse_optimizer = {ps::OptimizerKind::kSgd, 1.0f};  // a row moves by minus its grad
+    ASSERT_TRUE(CreateModelTables(*spec, &client, options).ok());
+    auto stage = Stage::Create(*spec, 0, 1, &client);
+    ASSERT_TRUE(stage.ok()) << stage.status();
+    // Sample 0: {7} and {5, 6, 5}; sample 1: {7, 8} and {}; sample 2: {} and {6}.
+    Activations in;
+    in.size = 3;
+    in.keys = {7, 5, 6, 5, 7, 8, 6};
+    in.offsets = {0, 1, 4, 6, 6, 6, 7};
+    in.dense.setZero(3, 1);
+    Activations out;
+    ASSERT_TRUE((*stage)->Forward(0, in, &out).ok());
+    ASSERT_EQ(out.vectors.rows(), 3);
+    ASSERT_EQ(out.vectors.cols(), 6);
+    auto row = [&](uint64_t key) {
+      return client.sparse(0, ps::ServerOf(key, 2))->InitialValue(key);
+    };
+    const float third = pooling == "mean" ? 1.0f / 3 : 1.0f, half = pooling == "mean" ? 0.5f : 1.0f;
+    for (int d = 0; d < 3; ++d) {
+      EXPECT_FLOAT_EQ(out.vectors(0, d), row(7)[d]);
+      EXPECT_NEAR(out.vectors(0, 3 + d), (2 * row(5)[d] + row(6)[d]) * third, 1e-6);
+      EXPECT_NEAR(out.vectors(1, d), (row(7)[d] + row(8)[d]) * half, 1e-6);
+      EXPECT_EQ(out.vectors(1, 3 + d), 0.0f);  // an empty slot: a zero vector
+      EXPECT_EQ(out.vectors(2, d), 0.0f);
+      EXPECT_FLOAT_EQ(out.vectors(2, 3 + d), row(6)[d]);
+    }
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> unit(-1, 1);
+    ActivationGrads d_out;
+    d_out.dense.setZero(3, 1);
+    d_out.vectors.resize(3, 6);
+    for (int i = 0; i < d_out.vectors.size(); ++i) d_out.vectors.data()[i] = unit(rng);
+    ParameterGrads grads = (*stage)->NewGrads();
+    ASSERT_TRUE((*stage)->Backward(0, d_out, nullptr, &grads).ok());
+    ASSERT_EQ(grads.sparse[0].keys.size(), in.keys.size());
+    std::map<uint64_t, std::vector<double>> analytic;
+    for (size_t k = 0; k < grads.sparse[0].keys.size(); ++k) {
+      std::vector<double>& g = analytic[grads.sparse[0].keys[k]];
+      g.resize(3);
+      for (int d = 0; d < 3; ++d) g[d] += grads.sparse[0].grads[k * 3 + d];
+    }
+    auto f = [&]() {
+      Activations o;
+      EXPECT_TRUE((*stage)->Forward(1, in, &o).ok());
+      return static_cast<double>((o.vectors.array() * d_out.vectors.array()).sum());
+    };
+    auto move = [&](uint64_t key, int d, float by) {  // row(key)[d] += by
+      std::vector<float> g(3, 0.0f);
+      g[d] = -by;
+      const uint64_t keys[1] = {key};
+      ASSERT_TRUE(client.Wait(client.PushSparse(0, keys, g)).ok());
+    };
+    const float eps = 0.01f;
+    for (const auto& [key, g] : analytic) {
+      for (int d = 0; d < 3; ++d) {
+        move(key, d, eps);
+        const double plus = f();
+        move(key, d, -2 * eps);
+        const double minus = f();
+        move(key, d, eps);
+        EXPECT_NEAR(g[d], (plus - minus) / (2 * eps), 2e-3) << "key " << key << " dim " << d;
+      }
+    }
+  }
 }
 
 }  // namespace

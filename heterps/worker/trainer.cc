@@ -33,7 +33,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   const int batch_size =
       options.batch_size > 0 ? options.batch_size : static_cast<int>(spec.batch_size);
   const int64_t eval_every = data::EvalEvery(options.eval_fraction);
-  HETERPS_ASSIGN_OR_RETURN(int64_t lines, data::CountLines(options.files));
+  HETERPS_ASSIGN_OR_RETURN(int64_t lines, data::CountLines(options.files, spec.data.header));
   const int64_t train_lines = eval_every > 0 ? lines - lines / eval_every : lines;
   if (train_lines < 1) {
     return absl::InvalidArgumentError(
@@ -57,6 +57,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
     data::ReaderOptions read;
     read.files = options.files;
+    read.schema = spec.data;
     read.batch_size = batch_size;
     read.bad_lines = options.bad_lines;
     read.eval_every = eval_every;
@@ -99,8 +100,11 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     HETERPS_RETURN_IF_ERROR(failure);
     result.train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : 0;
     const data::ReaderStats stats = reader->stats();
-    result.skipped_lines += stats.skipped;
-    if (epoch == 1) result.first_bad_lines = stats.first_bad;
+    // Every epoch reads the same lines: a bad one counts once in the job.
+    if (epoch == 1) {
+      result.skipped_lines += stats.skipped;
+      result.first_bad_lines = stats.first_bad;
+    }
   }
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.samples_per_second = result.seconds > 0 ? result.train_samples / result.seconds : 0;
@@ -108,6 +112,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   if (eval_every > 0) {
     data::ReaderOptions read;
     read.files = options.files;
+    read.schema = spec.data;
     read.batch_size = batch_size;
     read.bad_lines = options.bad_lines;
     read.eval_every = eval_every;
@@ -122,6 +127,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
       scores.insert(scores.end(), p.begin(), p.end());
       labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
     }
+    result.skipped_lines += reader->stats().skipped;  // held-out bad lines
     HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, data::Evaluate(scores, labels));
     result.eval_samples = eval.samples;
     result.eval_loss = eval.logloss;

@@ -217,7 +217,18 @@ class Attempt::Impl {
       from = end;
     }
     result_.steps = total;
-    result_.train_samples = train_lines * job_.settings.epochs;
+    absl::MutexLock lock(&skipped_mu_);
+    // Every pass reads the same lines: a bad line is never trained on, in any pass, and counts
+    // once in the job's skipped lines.
+    int64_t untrained = 0;
+    std::map<int, int64_t> bad;  // per replica
+    for (const auto& [where, n] : skipped_) {
+      untrained += n;
+      bad[where.first] = std::max(bad[where.first], n);
+    }
+    result_.train_samples = train_lines * job_.settings.epochs - untrained;
+    result_.skipped_lines = 0;
+    for (const auto& [replica, n] : bad) result_.skipped_lines += n;
     result_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
     result_.samples_per_second = result_.seconds > 0 ? samples_ / result_.seconds : 0;
     result_.step_seconds = total > done ? result_.seconds / (total - done) : 0;
@@ -226,9 +237,6 @@ class Attempt::Impl {
     for (int64_t s = last_pass; s < total; ++s) sum += result_.losses[s];
     result_.train_loss = total > last_pass ? sum / (total - last_pass) : 0;
     steps_trained_ = total - done;
-    absl::MutexLock lock(&skipped_mu_);
-    result_.skipped_lines = 0;
-    for (const auto& [where, n] : skipped_) result_.skipped_lines += n;
     result_.first_bad_line = first_bad_;
     return absl::OkStatus();
   }
@@ -437,6 +445,7 @@ class Attempt::Impl {
       }
       scores.insert(scores.end(), p, p + n);
       labels.insert(labels.end(), y, y + n);
+      result_.skipped_lines += reply.skipped();  // held-out bad lines, once
     }
     HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, data::Evaluate(scores, labels));
     result_.eval_samples = eval.samples;

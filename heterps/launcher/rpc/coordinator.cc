@@ -70,7 +70,7 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   HETERPS_RETURN_IF_ERROR(o.env->CreateDirs(o.job_dir));
   worker::JobSpec job = first_job;
   JobLayout layout = MakeLayout(job);
-  HETERPS_ASSIGN_OR_RETURN(const int64_t lines, data::CountLines(job.files));
+  HETERPS_ASSIGN_OR_RETURN(const int64_t lines, data::CountLines(job.files, job.model.data.header));
   const int64_t eval_every = job.eval_every();
   const int64_t train_lines = eval_every > 0 ? lines - lines / eval_every : lines;
   if (train_lines < 1) return absl::InvalidArgumentError("job: the data has no training lines");

@@ -55,6 +55,7 @@ void EncodeForward(const ForwardHeader& header, const Activations& a, wire::Forw
   out->set_size(a.size);
   out->set_labels(Bytes(a.labels.data(), a.labels.size()));
   out->set_keys(Bytes(a.keys.data(), a.keys.size()));
+  out->set_offsets(Bytes(a.offsets.data(), a.offsets.size()));
   ToTensor(a.dense, out->mutable_dense());
   ToTensor(a.vectors, out->mutable_vectors());
 }
@@ -65,8 +66,10 @@ absl::Status DecodeForward(const wire::Forward& in, ForwardHeader* header, Activ
   out->size = in.size();
   const size_t n = static_cast<size_t>(in.size());
   HETERPS_RETURN_IF_ERROR(Copy(in.labels(), in.labels().empty() ? 0 : n, "labels", &out->labels));
+  // The keys' shape is checked where they are looked up (Stage), against the model's slots.
+  HETERPS_RETURN_IF_ERROR(Copy(in.keys(), in.keys().size() / sizeof(uint64_t), "keys", &out->keys));
   HETERPS_RETURN_IF_ERROR(
-      Copy(in.keys(), in.keys().empty() ? 0 : n * data::kSparseSlots, "keys", &out->keys));
+      Copy(in.offsets(), in.offsets().size() / sizeof(int32_t), "offsets", &out->offsets));
   HETERPS_RETURN_IF_ERROR(FromTensor(in.dense(), in.size(), "dense activations", &out->dense));
   return FromTensor(in.vectors(), in.size(), "embedding vectors", &out->vectors);
 }

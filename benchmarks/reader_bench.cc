@@ -1,0 +1,111 @@
+// The data reader against what bounds it: a raw scan of the same file for line ends (the least any
+// reader must do), and the single-process training rate on the same data (what the reader feeds).
+// Criteo-shaped data (the built-in layout) and the MovieLens-shaped multi-hot CSV, each written by
+// the synthetic generator.
+//
+//   build/benchmarks/reader_bench [--rows N] [--batch B]
+//
+// Prints, per layout: the file's size, the raw scan's MB/s, the reader's lines/s and MB/s (one
+// parsing thread, its consumer taking batches) and its ratio to the scan, and training samples/s
+// (1 thread) with the reader's headroom over it.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "benchmarks/bench_cli.h"
+#include "heterps/config/model_spec.h"
+#include "heterps/data/reader.h"
+#include "heterps/data/synthetic.h"
+#include "heterps/worker/trainer.h"
+
+namespace {
+
+using heterps::benchmarks::CheckOk;
+
+double Seconds(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
+
+// Line ends in the file, read in 1 MiB blocks: the floor of any line reader.
+double ScanSeconds(const std::string& path, int64_t* lines) {
+  const absl::Time start = absl::Now();
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  std::vector<char> buffer(1 << 20);
+  *lines = 0;
+  size_t n = 0;
+  while (f != nullptr && (n = std::fread(buffer.data(), 1, buffer.size(), f)) > 0) {
+    for (const char* p = buffer.data();
+         (p = static_cast<const char*>(std::memchr(p, '\n', buffer.data() + n - p))) != nullptr;
+         ++p) {
+      ++*lines;
+    }
+  }
+  if (f != nullptr) std::fclose(f);
+  return Seconds(start);
+}
+
+void Measure(const char* name, const std::string& model_path, int64_t rows, int batch) {
+  auto spec = CheckOk("reader_bench", heterps::config::LoadModelSpec(model_path), "model");
+  const std::string path = std::string("/tmp/reader_bench_") + name;
+  heterps::data::SyntheticOptions synthetic;
+  synthetic.rows = rows;
+  synthetic.schema = spec.data;
+  CheckOk("reader_bench", heterps::data::WriteSynthetic(synthetic, path).status(), "gen-data");
+  struct stat st {};
+  stat(path.c_str(), &st);
+  const double mb = static_cast<double>(st.st_size) / 1e6;
+
+  int64_t lines = 0;
+  ScanSeconds(path, &lines);  // warm the page cache
+  const double scan = ScanSeconds(path, &lines);
+
+  heterps::data::ReaderOptions read;
+  read.files = {path};
+  read.schema = spec.data;
+  read.batch_size = batch;
+  const absl::Time start = absl::Now();
+  auto reader = CheckOk("reader_bench", heterps::data::CriteoReader::Open(read), "open");
+  heterps::data::Batch b;
+  int64_t samples = 0;
+  while (CheckOk("reader_bench", reader->Next(&b), "read")) samples += b.size;
+  const double parse = Seconds(start);
+
+  heterps::worker::TrainOptions train;
+  train.files = {path};
+  train.batch_size = batch;
+  train.eval_fraction = 0;
+  auto result = CheckOk("reader_bench", heterps::worker::Train(spec, train), "train");
+
+  std::printf(
+      "%-18s %7.1f MB  scan %7.0f MB/s  reader %9.0f lines/s %6.0f MB/s (%.2f of the "
+      "scan)  training %8.0f samples/s: reader %.1fx ahead\n",
+      name, mb, mb / scan, samples / parse, mb / parse, scan / parse, result.samples_per_second,
+      samples / parse / result.samples_per_second);
+  std::remove(path.c_str());
+  std::remove((path + ".teacher.json").c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t rows = 1000000;
+  int batch = 2048;
+  heterps::benchmarks::ParseFlagPairs("reader_bench", argc, argv,
+                                      [&](const std::string& flag, const char* value) {
+                                        if (flag == "--rows") {
+                                          rows = std::atoll(value);
+                                        } else if (flag == "--batch") {
+                                          batch = std::atoi(value);
+                                        } else {
+                                          return false;
+                                        }
+                                        return true;
+                                      });
+  std::printf("reader_bench: %lld rows per layout, batches of %d, one parsing thread\n",
+              static_cast<long long>(rows), batch);
+  Measure("criteo.tsv", "examples/models/dlrm-small.yaml", rows, batch);
+  Measure("movielens.csv", "examples/models/movielens-genres.yaml", rows, batch);
+  return 0;
+}
