@@ -297,6 +297,38 @@ TEST(CliTest, GenDataWritesDataAndTheTeacherSidecar) {
   EXPECT_THAT(r.err, HasSubstr("heterps: error: /nonexistent/dir/x.tsv: cannot create"));
 }
 
+// A declared layout written by gen-data, and planned with the ids per slot the data holds.
+TEST(CliTest, GenDataWritesADeclaredLayoutThatPlanMeasures) {
+  const std::string model = "examples/models/movielens-genres.yaml";
+  const std::string out = TempPath("movielens.csv");
+  Result r = RunCli("gen-data --model " + model + " --rows 2000 --ids-per-slot 8 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(Slurp(out));
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "liked,age,user_id,movie_id,genres,timestamp");
+  int count = 0, genres = 0;
+  while (std::getline(lines, line)) {
+    ++count;
+    ASSERT_EQ(std::count(line.begin(), line.end(), ','), 5) << line;
+    std::istringstream fields(line);
+    std::string field;
+    for (int i = 0; i < 5; ++i) std::getline(fields, field, ',');  // the fifth: genres
+    if (!field.empty()) genres += 1 + std::count(field.begin(), field.end(), '|');
+  }
+  EXPECT_EQ(count, 2000);
+  EXPECT_NEAR(genres / 2000.0, 8.0, 0.5);  // 0 .. 16 ids, uniformly
+  // The spec guesses 1.7 ids per slot; the data holds (1 + 1 + 8) / 3.
+  r = RunCli("plan --model " + model + " --throughput 1e6 --data " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("layer emb: 3.3"));
+  EXPECT_THAT(r.err, HasSubstr("1.70 in the spec"));
+  // Training on synthetic data (no --data) writes the spec's layout, not Criteo's.
+  r = RunCli("train --single-process --model " + model + " --rows 3000");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("movielens-genres: 2,700 training samples"));
+}
+
 TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   const std::string metrics = TempPath("metrics.json");
   const std::string data = TempPath("train.tsv");

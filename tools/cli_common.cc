@@ -16,6 +16,7 @@
 #include "embedded/heterps_examples.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/data/reader.h"
 
 namespace heterps::tools {
 
@@ -135,6 +136,30 @@ std::string Bar(double done, double total, int width) {
   const int full = static_cast<int>(fraction * width);
   return absl::StrFormat("[%s%s] %3d%%", std::string(full, '#'), std::string(width - full, '.'),
                          static_cast<int>(fraction * 100));
+}
+
+absl::StatusOr<std::vector<std::string>> UseIdsOfData(const std::string& path,
+                                                      config::ModelSpec* spec) {
+  bool multi_hot = false;
+  for (int s = 0; s < spec->data.slots(); ++s) multi_hot |= spec->data.multi_hot(s);
+  if (!multi_hot) return std::vector<std::string>();
+  constexpr int64_t kLines = 10000;
+  HETERPS_ASSIGN_OR_RETURN(std::vector<double> ids,
+                           data::MeasureIdsPerSlot({path}, spec->data, kLines));
+  const config::ModelSpec declared = *spec;
+  HETERPS_RETURN_IF_ERROR(config::UseMeasuredIds(ids, spec));
+  std::vector<std::string> notes;
+  for (size_t i = 0; i < spec->layers.size(); ++i) {
+    const double was = declared.layers[i].ids_per_slot, now = spec->layers[i].ids_per_slot;
+    if (spec->layers[i].kind != config::LayerKind::kEmbedding || std::abs(now - was) <= 0.1 * was) {
+      continue;
+    }
+    notes.push_back(absl::StrFormat(
+        "layer %s: %.2f ids per slot measured on the first lines of %s, %.2f in the spec: "
+        "planned with %.2f",
+        spec->layers[i].name, now, path, was, now));
+  }
+  return notes;
 }
 
 }  // namespace heterps::tools

@@ -219,13 +219,20 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
     if (!state.ok()) return Fail(state.status());
     *cluster = launcher::ApplyClusterState(*std::move(cluster), *state);
   }
-  absl::StatusOr<DataFile> data = PrepareData(flags);
+  absl::StatusOr<DataFile> data = PrepareData(flags, model->spec);
   if (!data.ok()) return Fail(data.status());
+  // Multi-hot slots are planned with what the data holds, not with the spec's guess.
+  config::ModelSpec planning = model->spec;
+  if (flags.plan_path.empty()) {
+    absl::StatusOr<std::vector<std::string>> notes = UseIdsOfData(data->path, &planning);
+    if (!notes.ok()) return Fail(notes.status());
+    for (const std::string& note : *notes) std::printf("%s\n", note.c_str());
+  }
   absl::StatusOr<std::string> job_dir = PrepareJobDir(flags);
   if (!job_dir.ok()) return Fail(job_dir.status());
   // A learned scheduler's policy stays with the job: its re-plans start from it.
   const std::string policy = flags.scheduler == "rl" ? *job_dir + "/policy.bin" : "";
-  absl::StatusOr<Planned> planned = ChoosePlan(flags, model->spec, *cluster, policy);
+  absl::StatusOr<Planned> planned = ChoosePlan(flags, planning, *cluster, policy);
   if (!planned.ok()) return Fail(planned.status());
   if (!planned->plan.feasible && flags.plan_path.empty()) {
     std::fprintf(stderr, "heterps: no feasible plan on %s: %s\n", cluster->name.c_str(),

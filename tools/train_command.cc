@@ -29,7 +29,7 @@ int RunSingleProcess(const TrainFlags& flags) {
       ModelOptionsFrom(flags, flags.batch > 0 ? flags.batch : spec->batch_size);
   if (!model.ok()) return Fail(model.status());
   options.model = *model;
-  absl::StatusOr<DataFile> file = PrepareData(flags);
+  absl::StatusOr<DataFile> file = PrepareData(flags, *spec);
   if (!file.ok()) return Fail(file.status());
   options.files = {file->path};
 

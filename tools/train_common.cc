@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
+#include "heterps/base/fnv.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/data/synthetic.h"
 #include "nlohmann/json.hpp"
@@ -12,16 +13,31 @@
 
 namespace heterps::tools {
 
-// The data to train on: the given file, or synthetic rows (made once, then reused).
-absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags) {
+namespace {
+
+// A name for a declared layout: a hash of everything that changes what the generator writes.
+std::string LayoutName(const data::Schema& schema) {
+  std::string text = absl::StrCat(static_cast<int>(schema.delimiter), schema.header);
+  for (const data::Column& c : schema.columns) {
+    absl::StrAppend(&text, "|", c.name, ",", static_cast<int>(c.role), ",", c.integer, ",",
+                    static_cast<int>(c.ids), ",", static_cast<int>(c.separator), ",", c.max_ids);
+  }
+  return absl::StrFormat("-layout%016x", base::Fnv1a64(text.data(), text.size()));
+}
+
+}  // namespace
+
+absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::ModelSpec& spec) {
   DataFile file;
   if (flags.data != "synthetic") {
     file.path = flags.data;
   } else {
-    file.path = (std::filesystem::temp_directory_path() /
-                 absl::StrCat("heterps-synthetic-", data::kSyntheticVersion, "-seed",
-                              flags.job.tables.seed, "-rows", flags.rows, ".tsv"))
-                    .string();
+    file.path =
+        (std::filesystem::temp_directory_path() /
+         absl::StrCat("heterps-synthetic-", data::kSyntheticVersion, "-seed", flags.job.tables.seed,
+                      "-rows", flags.rows, spec.data_declared ? LayoutName(spec.data) : "",
+                      spec.data_declared ? ".txt" : ".tsv"))
+            .string();
   }
   if (auto sidecar = base::ReadTextFile(file.path + ".teacher.json"); sidecar.ok()) {
     auto json = nlohmann::json::parse(*sidecar, nullptr, false);
@@ -34,6 +50,7 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags) {
   data::SyntheticOptions options;
   options.rows = flags.rows;
   options.seed = flags.job.tables.seed;
+  options.schema = spec.data;
   ProgressLine progress(true);
   options.progress = [&](int64_t rows) {
     progress.Show(

@@ -15,8 +15,9 @@ struct DataFile {
   double teacher_auc = -1;  // -1: unknown
 };
 
-// The data to train on: the given file, or synthetic rows (made once, then reused).
-absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags);
+// The data to train on: the given file, or synthetic rows in `spec`'s data layout (made once,
+// then reused).
+absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::ModelSpec& spec);
 
 // The tables' optimizers and seed from the flags, for mini-batches of `batch` samples (the
 // embeddings' default learning rate grows with it); InvalidArgument naming a bad optimizer flag.

@@ -459,6 +459,21 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view yaml_text, absl::stri
   return ModelParser(source).Parse(yaml_text);
 }
 
+absl::Status UseMeasuredIds(const std::vector<double>& per_slot, ModelSpec* spec) {
+  const int64_t slots = spec->layers.front().sparse_slots;
+  if (static_cast<int64_t>(per_slot.size()) != slots) {
+    return absl::InvalidArgumentError(absl::StrCat(spec->source, ": ", per_slot.size(),
+                                                   " measured slots for an input of ", slots));
+  }
+  for (LayerSpec& layer : spec->layers) {
+    if (layer.kind != LayerKind::kEmbedding || layer.slots < 1) continue;
+    double sum = 0;
+    for (int64_t s = 0; s < layer.slots; ++s) sum += per_slot[s];
+    layer.ids_per_slot = sum / static_cast<double>(layer.slots);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path) {
   HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
   return ParseModelSpec(text, path);

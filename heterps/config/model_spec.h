@@ -91,6 +91,12 @@ struct ModelSpec {
 // "<source>:<line>: <field path>: <problem>".
 absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view yaml_text, absl::string_view source);
 
+// Sets every embedding layer's ids_per_slot to the mean of `per_slot` (ids per sample of each of
+// the input's slots, as measured on the data: data::MeasureIdsPerSlot) over the slots it looks
+// up, for planning with what the data really holds. InvalidArgument when `per_slot` does not
+// have one figure per slot of the input.
+absl::Status UseMeasuredIds(const std::vector<double>& per_slot, ModelSpec* spec);
+
 // Reads and parses a file; NotFound if it cannot be read.
 absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path);
 

@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "heterps/base/status_macros.h"
 
 namespace heterps::data {
 
@@ -163,6 +164,37 @@ ReaderStats CriteoReader::stats() const {
 
 int64_t EvalEvery(double eval_fraction) {
   return eval_fraction > 0 ? std::max<int64_t>(2, std::llround(1 / eval_fraction)) : 0;
+}
+
+absl::StatusOr<std::vector<double>> MeasureIdsPerSlot(const std::vector<std::string>& files,
+                                                      const Schema& schema, int64_t max_lines) {
+  ReaderOptions options;
+  options.files = files;
+  options.schema = schema;
+  options.bad_lines = BadLinePolicy::kSkip;
+  options.batch_size = static_cast<int>(std::clamp<int64_t>(max_lines, 1, 4096));
+  options.queue_batches = 1;
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader, CriteoReader::Open(options));
+  std::vector<double> ids(schema.slots(), 0.0);
+  int64_t samples = 0;
+  Batch batch;
+  while (samples < max_lines) {
+    HETERPS_ASSIGN_OR_RETURN(const bool more, reader->Next(&batch));
+    if (!more) break;
+    const int64_t n = std::min<int64_t>(batch.size, max_lines - samples);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int s = 0; s < batch.slots; ++s) {
+        ids[s] += static_cast<double>(batch.KeyEnd(r, s) - batch.KeyBegin(r, s));
+      }
+    }
+    samples += n;
+  }
+  if (samples == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(files.empty() ? "" : files[0], ": no line of the data parses"));
+  }
+  for (double& x : ids) x /= static_cast<double>(samples);
+  return ids;
 }
 
 absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header) {

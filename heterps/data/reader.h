@@ -70,6 +70,12 @@ int64_t EvalEvery(double eval_fraction);
 // that cannot be opened.
 absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header = false);
 
+// Ids per sample of every slot, averaged over the first `max_lines` (>= 1) data lines of `files`
+// read with `schema` (bad lines skipped): what the slots really hold, for the cost model. The
+// reader's errors (a file that cannot be opened), or FailedPrecondition when no line parses.
+absl::StatusOr<std::vector<double>> MeasureIdsPerSlot(const std::vector<std::string>& files,
+                                                      const Schema& schema, int64_t max_lines);
+
 class CriteoReader {
  public:
   // Checks the options and that every file opens (NotFound naming the first that does not),

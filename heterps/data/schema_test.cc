@@ -234,6 +234,40 @@ data:
   }
 }
 
+// What the planner uses for multi-hot slots: the ids the data holds, per slot, averaged.
+TEST_F(SchemaReaderTest, IdsPerSlotAreMeasuredOnTheData) {
+  // Tags: 3, 0, 2 and 5 ids (the cap is 3: 3, 0, 2, 3), then a bad line, skipped.
+  const std::string path = Write("measure.csv",
+                                 "1,1,1,1,1,x,a|b|c,n\n"
+                                 "0,1,1,1,1,x,,n\n"
+                                 "1,1,1,1,1,x,a|b,n\n"
+                                 "1,1,1,1,1,x,a|b|c|d|e,n\n"
+                                 "7,1,1,1,1,x,a,n\n");
+  auto ids = MeasureIdsPerSlot({path}, Shop(false), 100);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_THAT(*ids, ElementsAre(1.0, 1.0, 1.0, 2.0));
+  // The first two lines only.
+  EXPECT_THAT(*MeasureIdsPerSlot({path}, Shop(false), 2), ElementsAre(1.0, 1.0, 1.0, 1.5));
+
+  auto spec = config::ParseModelSpec(R"(
+name: shop
+batch_size: 8
+layers:
+  - {name: input, kind: input, dense: 2, sparse: 4}
+  - {name: ids, kind: embedding, rows: 100, dim: 4, slots: 3}
+  - {name: all, kind: embedding, rows: 100, dim: 4, ids_per_slot: 3}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: top, kind: fc, in: 30, out: 1}
+  - {name: loss, kind: logloss}
+)",
+                                     "shop.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(config::UseMeasuredIds(*ids, &*spec).ok());
+  EXPECT_EQ(spec->layers[1].ids_per_slot, 1.0);
+  EXPECT_EQ(spec->layers[2].ids_per_slot, 5.0 / 4);
+  EXPECT_FALSE(config::UseMeasuredIds({1.0}, &*spec).ok());
+}
+
 TEST(BatchTest, AppendKeepsRaggedKeysAndOneHotBatchesStayCompact) {
   Example one, many;
   one.dense = {1};
