@@ -30,8 +30,8 @@
 namespace heterps::benchmarks {
 namespace {
 
-const std::vector<std::string> kSchedulers = {"exact",  "rl",     "genetic", "bo",
-                                              "random", "greedy", "manual",  "homogeneous"};
+const std::vector<std::string> kSchedulers = {"exact",  "auto",   "rl",     "genetic",    "bo",
+                                              "random", "greedy", "manual", "homogeneous"};
 
 struct Row {
   std::string instance, scheduler;
@@ -73,8 +73,8 @@ std::vector<Row> RunInstance(const std::string& name, const cost::CostModel& mod
     options.time_limit_seconds = flags.time_limit;
     options.max_plans = s == "exact" ? 0 : flags.budget;
     sched::Plan plan = *(*registry.Create(s))->Schedule(model, options);
-    Row row{name, s, plan.feasible, false, plan.cost_usd, 0, plan.search_seconds,
-            plan.plans_evaluated};
+    Row row{name,          s, plan.feasible,       false,
+            plan.cost_usd, 0, plan.search_seconds, plan.plans_evaluated};
     if (s == "exact") row.certified_instance = plan.certified_optimal;
     rows.push_back(row);
   }
@@ -178,8 +178,8 @@ int main(int argc, char** argv) {
   std::ostringstream csv;
   csv << "instance,scheduler,feasible,cost_usd,ratio_to_best,certified_instance,seconds,plans\n";
   for (const Row& r : rows) {
-    csv << absl::StrFormat("%s,%s,%d,%.6f,%.6f,%d,%.6f,%d\n", r.instance, r.scheduler,
-                           r.feasible, r.cost, r.ratio, r.certified_instance, r.seconds, r.plans);
+    csv << absl::StrFormat("%s,%s,%d,%.6f,%.6f,%d,%.6f,%d\n", r.instance, r.scheduler, r.feasible,
+                           r.cost, r.ratio, r.certified_instance, r.seconds, r.plans);
   }
   if (auto s = base::WriteFileAtomically(flags.csv, csv.str()); !s.ok()) {
     std::fprintf(stderr, "sched_suite: %s\n", std::string(s.message()).c_str());

@@ -68,11 +68,14 @@ TEST(CliTest, JsonHasTheDocumentedFields) {
       out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto plan = nlohmann::json::parse(r.out);
-  for (const char* key : {"scheduler", "feasible", "certified_optimal", "throughput", "cost_usd",
-                          "cost_per_hour_usd", "job_seconds", "search_seconds", "stages"}) {
+  for (const char* key :
+       {"scheduler", "feasible", "certified_optimal", "throughput", "cost_usd", "cost_per_hour_usd",
+        "job_seconds", "search_seconds", "lower_bound_usd", "optimality_gap", "stages"}) {
     EXPECT_TRUE(plan.contains(key)) << key;
   }
-  EXPECT_EQ(plan["scheduler"], "exact");
+  EXPECT_EQ(plan["scheduler"], "auto");  // the default
+  EXPECT_TRUE(plan["certified_optimal"].get<bool>());
+  EXPECT_EQ(plan["optimality_gap"].get<double>(), 0.0);
   EXPECT_TRUE(plan["feasible"].get<bool>());
   EXPECT_GE(plan["throughput"].get<double>(), 2000000);
   ASSERT_FALSE(plan["stages"].empty());
@@ -108,8 +111,9 @@ TEST(CliTest, BadInputsExitTwo) {
 
   Result scheduler = RunCli("plan --scheduler annealing");
   EXPECT_EQ(scheduler.exit_code, 2);
-  EXPECT_THAT(scheduler.err, HasSubstr("valid: bo, brute, exact, genetic, greedy, homogeneous, "
-                                       "manual, random, rl"));
+  EXPECT_THAT(scheduler.err,
+              HasSubstr("valid: auto, bo, brute, exact, genetic, greedy, homogeneous, "
+                        "manual, random, rl"));
 
   Result flag = RunCli("plan --frobnicate");
   EXPECT_EQ(flag.exit_code, 2);
@@ -182,7 +186,7 @@ TEST(CliTest, ParetoWritesTheFrontierAsJsonAndCsv) {
   Result r = RunCli("plan --pareto --pareto-points 5 --throughput 4000000 --out " + json_path +
                     " --csv " + csv_path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("the cheapest plan (exact) at 5 limits from 40,000 to 4,000,000"));
+  EXPECT_THAT(r.out, HasSubstr("the cheapest plan (auto) at 5 limits from 40,000 to 4,000,000"));
   auto doc = nlohmann::json::parse(Slurp(json_path));
   ASSERT_EQ(doc["frontier"].size(), 5u);
   double previous_cost = 0;
@@ -263,6 +267,10 @@ TEST(CliTest, EverySchedulerRunsOnTheExamples) {
     EXPECT_GE(plan["cost_usd"].get<double>(), best * (1 - 1e-9));
     EXPECT_GE(plan["throughput"].get<double>(), 100000 * (1 - 1e-9));
     EXPECT_EQ(layers_of(plan), layers_of(optimum));
+    // Every plan carries a bound: never above the optimum, so the gap is never too small.
+    EXPECT_LE(plan["lower_bound_usd"].get<double>(), best * (1 + 1e-9));
+    EXPECT_GE(plan["optimality_gap"].get<double>(),
+              (plan["cost_usd"].get<double>() - best) / plan["cost_usd"].get<double>() - 1e-9);
   }
   // The hand-made plan cannot reach 500,000 samples/s: exit 1 and the reason.
   Result manual = RunCli(
@@ -356,7 +364,7 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   // The default: planned on this host, every role a process of its own.
   r = RunCli("train --data " + data + " --batch 256 --metrics-out " + metrics + "3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("plan for dlrm-small on local (scheduler rl"));
+  EXPECT_THAT(r.out, HasSubstr("plan for dlrm-small on local (scheduler auto"));
   EXPECT_THAT(r.out, HasSubstr("dlrm-small: 18,000 training samples (1 epoch, 71 steps, sync)"));
   EXPECT_THAT(r.out, HasSubstr("predicted/batch"));
   auto d = nlohmann::json::parse(Slurp(metrics + "3"));

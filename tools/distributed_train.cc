@@ -231,7 +231,8 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   absl::StatusOr<std::string> job_dir = PrepareJobDir(flags);
   if (!job_dir.ok()) return Fail(job_dir.status());
   // A learned scheduler's policy stays with the job: its re-plans start from it.
-  const std::string policy = flags.scheduler == "rl" ? *job_dir + "/policy.bin" : "";
+  const std::string policy =
+      flags.scheduler == "rl" || flags.scheduler == "auto" ? *job_dir + "/policy.bin" : "";
   absl::StatusOr<Planned> planned = ChoosePlan(flags, planning, *cluster, policy);
   if (!planned.ok()) return Fail(planned.status());
   if (!planned->plan.feasible && flags.plan_path.empty()) {

@@ -14,6 +14,7 @@
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/sched/default_schedulers.h"
+#include "heterps/sched/schedulers.h"
 #include "tools/cli_common.h"
 #include "tools/table.h"
 
@@ -78,7 +79,11 @@ std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
       "%s on %s: %s samples/s needed, %s samples; scheduler %s (%s, %s, %d plans evaluated)\n\n",
       model.model().name, model.cluster().name, WithCommas(model.workload().throughput_limit),
       absl::StrFormat("%.4g", model.workload().samples), plan.scheduler,
-      plan.certified_optimal ? "certified optimal" : "not certified",
+      plan.certified_optimal ? std::string("certified optimal")
+      : plan.optimality_gap() >= 0
+          ? absl::StrFormat("not certified, at most %.2f%% above the optimum",
+                            100 * plan.optimality_gap())
+          : std::string("not certified"),
       HumanSeconds(plan.search_seconds), plan.plans_evaluated);
   Table table({"stage", "layers", "type", "units", "time/batch", "samples/s", "$/hour"},
               {true, false, false, true, true, true, true});
@@ -121,7 +126,8 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
                   "samples the job processes (default: one epoch of "
                   "Criteo 1TB, 4373472329)")
       ->check(Positive());
-  cmd->add_option("--scheduler", flags.scheduler, "scheduler name (default exact)");
+  cmd->add_option("--scheduler", flags.scheduler,
+                  "scheduler name (default auto: rl, then exact from its plan)");
   cmd->add_option("--seed", flags.seed, "random seed for randomized schedulers")
       ->check(NonNegative());
   cmd->add_option("--time-limit", flags.time_limit, "search time limit, seconds (default 60)")
@@ -176,6 +182,14 @@ int RunPlan(const PlanFlags& flags) {
                         std::isfinite(best) ? absl::StrFormat("$%.2f", best) : "none yet"));
   });
   absl::StatusOr<sched::Plan> plan = (*scheduler)->Schedule(*model, options);
+  if (plan.ok() && plan->feasible && plan->lower_bound_usd <= 0) {
+    // Every plan says how far it may be from the best: the exact method's bound, within what is
+    // left of the time limit (at least a second).
+    progress.Show("bounding the optimum");
+    const double left =
+        flags.time_limit > 0 ? std::max(1.0, flags.time_limit - plan->search_seconds) : 10.0;
+    *plan = sched::BoundPlan(*model, *std::move(plan), left);
+  }
   progress.Clear();
   if (!plan.ok()) return Fail(plan.status());
   std::string json = sched::PlanToJson(*model, *plan);

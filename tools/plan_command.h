@@ -21,7 +21,7 @@ struct PlanFlags {
   // samples/s; NaN (not given): the embedded default, allowed only with the embedded model.
   double throughput = std::numeric_limits<double>::quiet_NaN();
   double samples = 4373472329.0;
-  std::string scheduler = "exact";
+  std::string scheduler = "auto";
   uint64_t seed = 1;
   double time_limit = 60;
   int64_t max_plans = 0;

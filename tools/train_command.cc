@@ -145,7 +145,8 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "Samples/s the plan must reach (default: from this host's profile)")
       ->check(Finite())
       ->check(NonNegative());
-  cmd->add_option("--scheduler", flags.scheduler, "Scheduler that plans the job (default rl)");
+  cmd->add_option("--scheduler", flags.scheduler,
+                  "Scheduler that plans the job (default auto: rl, then exact from its plan)");
   cmd->add_option("--gpu-emulate", flags.gpu_emulate,
                   "For testing: N emulated GPUs (the host twin, running GPU code on this host's "
                   "cores) in the local catalog")

@@ -50,7 +50,7 @@ struct TrainFlags {
   // Distributed.
   std::string job_dir;
   double throughput = 0;
-  std::string scheduler = "rl";
+  std::string scheduler = "auto";
   std::string profile_path;  // plan with these measurements instead of profiling this host
   bool fresh = false;        // a new job even where the job directory holds an unfinished one
   double ps_memory_mib = 0;  // per embedding table and shard; rows beyond it on the SSD tier

@@ -93,8 +93,9 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view yaml_text, absl::stri
 
 // Sets every embedding layer's ids_per_slot to the mean of `per_slot` (ids per sample of each of
 // the input's slots, as measured on the data: data::MeasureIdsPerSlot) over the slots it looks
-// up, for planning with what the data really holds. InvalidArgument when `per_slot` does not
-// have one figure per slot of the input.
+// up, for planning with what the data really holds (a measured figure may be below 1, where
+// slots are often empty). InvalidArgument when `per_slot` does not have one figure per slot of
+// the input.
 absl::Status UseMeasuredIds(const std::vector<double>& per_slot, ModelSpec* spec);
 
 // Reads and parses a file; NotFound if it cannot be read.

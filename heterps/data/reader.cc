@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -65,7 +66,10 @@ struct CriteoReader::Impl {
       if (options.schema.header) {
         ++line_in_file;
         if (!std::getline(in, line)) continue;  // an empty file
-        parser = LineParser::Create(options.schema, line);
+        parser = line.find_first_not_of('\r') == std::string::npos
+                     ? absl::InvalidArgumentError(
+                           "header: the line is empty, and the data section declares a header")
+                     : LineParser::Create(options.schema, line);
       }
       if (!parser.ok()) {
         Finish(absl::InvalidArgumentError(
@@ -74,7 +78,7 @@ struct CriteoReader::Impl {
       }
       while (std::getline(in, line)) {
         ++line_in_file;
-        if (line.empty() || line == "\r") continue;
+        if (line.find_first_not_of('\r') == std::string::npos) continue;  // an empty line
         const bool eval =
             options.eval_every > 0 && number % options.eval_every == options.eval_every - 1;
         ++number;
@@ -96,6 +100,13 @@ struct CriteoReader::Impl {
           ++stats.skipped;
           if (stats.first_bad.size() < 10) stats.first_bad.push_back(std::move(message));
           continue;
+        }
+        if (batch.keys.size() + example.keys.size() >
+            static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+          Finish(absl::InvalidArgumentError(absl::StrCat(
+              path, ":", line_in_file,
+              ": more than 2^31 ids in one batch: lower the batch size or the columns' max_ids")));
+          return;
         }
         batch.Add(example);
         if (batch.size == options.batch_size && !Deliver(batch)) return;
@@ -178,7 +189,8 @@ absl::StatusOr<std::vector<double>> MeasureIdsPerSlot(const std::vector<std::str
   std::vector<double> ids(schema.slots(), 0.0);
   int64_t samples = 0;
   Batch batch;
-  while (samples < max_lines) {
+  // Bad lines count towards max_lines too, so that data of another layout fails fast.
+  while (samples + reader->stats().skipped < max_lines) {
     HETERPS_ASSIGN_OR_RETURN(const bool more, reader->Next(&batch));
     if (!more) break;
     const int64_t n = std::min<int64_t>(batch.size, max_lines - samples);
@@ -190,8 +202,11 @@ absl::StatusOr<std::vector<double>> MeasureIdsPerSlot(const std::vector<std::str
     samples += n;
   }
   if (samples == 0) {
+    const ReaderStats stats = reader->stats();
     return absl::FailedPreconditionError(
-        absl::StrCat(files.empty() ? "" : files[0], ": no line of the data parses"));
+        stats.first_bad.empty() ? absl::StrCat(files.empty() ? "" : files[0], ": no data lines")
+                                : absl::StrCat("no line of the data's first ", stats.skipped,
+                                               " parses; the first: ", stats.first_bad.front()));
   }
   for (double& x : ids) x /= static_cast<double>(samples);
   return ids;

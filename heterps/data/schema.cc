@@ -75,6 +75,9 @@ absl::Status ParseDense(const Column& column, absl::string_view text, float* out
     }
   }
   if (column.transform == Transform::kLog1p) x = x <= 0 ? 0.0 : std::log1p(x);
+  if (std::fabs(x) > std::numeric_limits<float>::max()) {
+    return Bad(column.name, absl::StrCat(Quoted(text), " is beyond a float's range"));
+  }
   *out = static_cast<float>(x);
   return absl::OkStatus();
 }
@@ -205,11 +208,18 @@ Schema CriteoSchema() {
 }
 
 absl::Status CheckSchema(const Schema& schema) {
+  // "<source>:<line>: data.columns (<name>): <problem>", at the column's line (of the first
+  // column for the list as a whole).
   auto error = [&](size_t i, absl::string_view problem) {
-    const int line = i < schema.columns.size() ? schema.columns[i].line : 0;
-    return absl::InvalidArgumentError(
-        absl::StrCat(schema.source.empty() ? "<schema>" : schema.source, line > 0 ? ":" : "",
-                     line > 0 ? absl::StrCat(line) : "", ": data.columns[", i, "]: ", problem));
+    const bool one = i < schema.columns.size();
+    const Column* c = one                      ? &schema.columns[i]
+                      : schema.columns.empty() ? nullptr
+                                               : &schema.columns[0];
+    const int line = c != nullptr ? c->line : 0;
+    return absl::InvalidArgumentError(absl::StrCat(
+        schema.source.empty() ? "<schema>" : schema.source, line > 0 ? ":" : "",
+        line > 0 ? absl::StrCat(line) : "", ": data.columns",
+        one && !c->name.empty() ? absl::StrCat(" (", c->name, ")") : "", ": ", problem));
   };
   int labels = 0;
   absl::flat_hash_map<std::string, size_t> names;
@@ -222,8 +232,9 @@ absl::Status CheckSchema(const Schema& schema) {
     if (!c.name.empty()) {
       auto [it, fresh] = names.emplace(c.name, i);
       if (!fresh) {
-        return error(
-            i, absl::StrCat("the name \"", c.name, "\" is taken by columns[", it->second, "]"));
+        const int first = schema.columns[it->second].line;
+        return error(i, absl::StrCat("the name \"", c.name, "\" is taken by another column",
+                                     first > 0 ? absl::StrCat(" (line ", first, ")") : ""));
       }
     }
     if (c.role == ColumnRole::kMultiHot) {

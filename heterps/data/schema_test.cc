@@ -98,6 +98,8 @@ TEST(SchemaTest, BadFieldsNameTheColumn) {
   EXPECT_THAT(message("1,abc,1,1,1,x,y,z"), HasSubstr("price: \"abc\" is not a finite number"));
   EXPECT_THAT(message("1,nan,1,1,1,x,y,z"), HasSubstr("price: \"nan\" is not a finite number"));
   EXPECT_THAT(message("1,1,2.5,1,1,x,y,z"), HasSubstr("visits: \"2.5\" is not an integer"));
+  EXPECT_THAT(message("1,1e39,1,1,1,x,y,z"),
+              HasSubstr("price: \"1e39\" is beyond a float's range"));
   EXPECT_THAT(message("1,1,1,xyz,1,x,y,z"), HasSubstr("site: \"xyz\" is not hexadecimal"));
   EXPECT_THAT(message("1,1,1,1,1e3,x,y,z"), HasSubstr("user: \"1e3\" is not a decimal id"));
   // Fields missing from the end of a line stay an error, as do extra ones.
@@ -114,7 +116,8 @@ TEST(SchemaTest, CheckSchemaRefusesWhatCannotWork) {
   EXPECT_THAT(CheckSchema(s).message(), HasSubstr("separator must differ from the delimiter"));
   s = Shop(false);
   s.columns[1].name = "click";
-  EXPECT_THAT(CheckSchema(s).message(), HasSubstr("the name \"click\" is taken by columns[0]"));
+  EXPECT_THAT(CheckSchema(s).message(),
+              HasSubstr("data.columns (click): the name \"click\" is taken by another column"));
   s = Shop(false);
   s.columns[0].role = ColumnRole::kIgnore;
   EXPECT_THAT(CheckSchema(s).message(), HasSubstr("no column is the label"));
@@ -149,6 +152,7 @@ TEST_F(SchemaReaderTest, HeaderColumnsByNameEmptyLinesAndALastLineWithoutNewline
       "\r\n"
       "n,,y,2,b,4,2.5,?,0\n"
       "\n"
+      "\r\r\n"
       "n,c,z,3,c,5,3.5,?,1";  // no newline at the end
   ReaderOptions options;
   options.schema = Shop(true);
@@ -174,6 +178,10 @@ TEST_F(SchemaReaderTest, HeaderColumnsByNameEmptyLinesAndALastLineWithoutNewline
   EXPECT_EQ(b.keys[b.KeyBegin(1, 1)], SlotKey(1, 2));
   EXPECT_EQ(static_cast<size_t>(b.offsets.back()), b.keys.size());
 
+  // A declared header that is not there.
+  options.files = {Write("emptyheader.csv", "\nclick,price\n")};
+  EXPECT_THAT(ReadAll(options).second.message(),
+              HasSubstr("emptyheader.csv:1: header: the line is empty"));
   // A named column missing from the header names the file.
   options.files = {Write("noheader.csv", "click,price\n1,2\n")};
   status = ReadAll(options).second;
@@ -266,6 +274,10 @@ layers:
   EXPECT_EQ(spec->layers[1].ids_per_slot, 1.0);
   EXPECT_EQ(spec->layers[2].ids_per_slot, 5.0 / 4);
   EXPECT_FALSE(config::UseMeasuredIds({1.0}, &*spec).ok());
+  // Data of another layout fails fast, with the reason.
+  const std::string tsv = Write("other.tsv", "1\t2\t3\n0\t2\t3\n");
+  EXPECT_THAT(MeasureIdsPerSlot({tsv}, Shop(false), 100).status().message(),
+              HasSubstr("other.tsv:1: line: has 1 fields, expected 8"));
 }
 
 TEST(BatchTest, AppendKeepsRaggedKeysAndOneHotBatchesStayCompact) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -81,6 +82,17 @@ absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
   }
   const Schema& schema = options.schema;
   HETERPS_RETURN_IF_ERROR(CheckSchema(schema));
+  for (const Column& c : schema.columns) {
+    // Generated string ids are "s<slot>-<hex>": a separator among those characters would split
+    // them when read back.
+    if (c.role == ColumnRole::kMultiHot &&
+        (std::isxdigit(static_cast<unsigned char>(c.separator)) || c.separator == 's' ||
+         c.separator == '-')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "synthetic data: column ", c.name, ": the separator '", std::string(1, c.separator),
+          "' occurs in the generated ids (hex digits, 's', '-'); choose another"));
+    }
+  }
   const int dense = schema.dense_features(), slots = schema.slots();
   // Per column: its dense feature or slot.
   std::vector<int> index(schema.columns.size(), 0);

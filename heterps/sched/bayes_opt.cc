@@ -20,6 +20,7 @@
 // random. The search starts from the homogeneous plans (type t on every layer it can hold) and 10
 // random ones, and ends when the budget of plans (default 300) or the time is spent, or no new
 // candidate can be found.
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,8 +31,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <Eigen/Dense>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -47,12 +46,11 @@ namespace {
 using internal::kInfeasibleScore;
 using internal::SearchContext;
 
-
 constexpr int64_t kDefaultBudget = 300;
 constexpr int kInitialRandom = 10;
 constexpr size_t kMaxGpPoints = 200;
 constexpr size_t kPoolSize = 256;
-constexpr size_t kParents = 5;      // candidates are mutations of this many best plans
+constexpr size_t kParents = 5;  // candidates are mutations of this many best plans
 constexpr int kMaxLayerChanges = 3;
 constexpr double kNoise = 1e-6;
 
@@ -65,8 +63,8 @@ class FeatureDistance {
     std::vector<std::vector<double>> features(num_types_);
     for (int t = 0; t < num_types_; ++t) {
       const config::ResourceType& type = model.type(t);
-      for (double x : {type.flops, type.mem_bandwidth, type.lookup_rate, type.network,
-                       type.price_per_hour}) {
+      for (double x :
+           {type.flops, type.mem_bandwidth, type.lookup_rate, type.network, type.price_per_hour}) {
         features[t].push_back(std::log(std::max(x, 1e-300)));
       }
     }
@@ -177,13 +175,12 @@ class GaussianProcess {
 class BayesianOptimisation {
  public:
   BayesianOptimisation(const cost::CostModel& model, const SchedulerOptions& options)
-      : context_(model, options, kDefaultBudget),
-        distance_(model),
-        num_types_(model.num_types()) {}
+      : context_(model, options, kDefaultBudget), distance_(model), num_types_(model.num_types()) {}
 
   Plan Run(absl::string_view name) {
     bool more = true;
     for (int t = 0; more && t < num_types_; ++t) more = Add(context_.Homogeneous(t));
+    if (more) more = Add(FastestAssignment(context_.model()));
     for (int i = 0; more && i < kInitialRandom; ++i) more = Add(context_.RandomAssignment());
     while (more && !context_.Done()) {
       std::vector<Assignment> pool = CandidatePool();

@@ -27,6 +27,10 @@ SchedulerRegistry DefaultSchedulers() {
                     NewRandomScheduler);
   registry.Register("rl", "an LSTM policy trained with policy gradient (REINFORCE) on the instance",
                     [] { return rl::NewRlScheduler(); });
+  registry.Register("auto",
+                    "rl for a third of the time limit, then exact from rl's plan: the better of "
+                    "the two, with a proven gap",
+                    [] { return NewAutoScheduler(rl::NewRlScheduler()); });
   return registry;
 }
 

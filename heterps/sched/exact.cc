@@ -19,6 +19,7 @@
 
 #include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
+#include "heterps/base/status_macros.h"
 #include "heterps/sched/schedulers.h"
 
 namespace heterps::sched {
@@ -370,6 +371,12 @@ void ExactSearch::Evaluate(double e) {
 Plan ExactSearch::Run() {
   BuildStageTable();
   for (int t = 0; t < num_types_; ++t) Consider(std::vector<int>(num_layers_, t));
+  for (const std::vector<int>& assignment : options_.incumbents) {
+    const bool valid = static_cast<int>(assignment.size()) == num_layers_ &&
+                       std::all_of(assignment.begin(), assignment.end(),
+                                   [&](int t) { return t >= 0 && t < num_types_; });
+    if (valid) Consider(assignment);
+  }
   BuildCandidates();
   struct Range {
     double bound;  // no plan with a bottleneck in [cand[lo], cand[hi]] costs less
@@ -383,6 +390,7 @@ Plan ExactSearch::Run() {
     double s = Relaxed(cand_[hi]);
     if (s < kInfinity) open.push({model_.JobCost(cand_[0], s), 0, hi, s});
   }
+  double pending = kInfinity;  // the bound of the range being explored when time ran out
   while (!open.empty() && !timed_out_) {
     if (deadline_.Expired()) {
       timed_out_ = true;
@@ -391,6 +399,7 @@ Plan ExactSearch::Run() {
     Range r = open.top();
     if (best_.feasible && !(r.bound < best_.cost_usd * kStrictly)) break;
     open.pop();
+    pending = r.bound;
     if (r.lo == r.hi) {
       Evaluate(cand_[r.lo]);
     } else {
@@ -399,6 +408,7 @@ Plan ExactSearch::Run() {
       double s_mid = Relaxed(cand_[mid]);
       if (s_mid < kInfinity) open.push({model_.JobCost(cand_[r.lo], s_mid), r.lo, mid, s_mid});
     }
+    if (!timed_out_) pending = kInfinity;
     if (options_.progress && evaluated_ % 256 < 2) {
       options_.progress(evaluated_, best_.feasible ? best_.cost_usd : kInfinity);
     }
@@ -407,58 +417,54 @@ Plan ExactSearch::Run() {
   plan.certified_optimal = plan.feasible && !timed_out_;
   plan.cut_short = timed_out_;
   plan.plans_evaluated = evaluated_;
+  // Every feasible plan has its bottleneck in a range still open, in the one being explored, or
+  // costs at least the incumbent (the ranges set aside could not beat it).
+  double bound = best_.feasible ? best_.cost_usd : kInfinity;
+  if (timed_out_) {
+    bound = std::min(bound, pending);
+    if (!open.empty()) bound = std::min(bound, open.top().bound);
+  }
+  plan.lower_bound_usd = std::isfinite(bound) ? bound : 0;
   return plan;
 }
 
 // No plan meets the limit: report the fastest plan (every stage with all units of its type, shared
 // limits ignored) and why even it fails.
 Plan ExactSearch::Infeasible() {
-  const int stride = num_types_;
-  std::vector<double> m((num_layers_ + 1) * stride, kInfinity);
-  std::vector<int> from_i((num_layers_ + 1) * stride, -1), from_t((num_layers_ + 1) * stride, -1);
-  auto best_before = [&](int i, int t, double* value, int* type) {
-    *value = i == 0 ? 0.0 : kInfinity;
-    *type = -1;
-    for (int p = 0; i > 0 && p < num_types_; ++p) {
-      if (p != t && m[i * stride + p] < *value) {
-        *value = m[i * stride + p];
-        *type = p;
-      }
-    }
-  };
-  for (int j = 1; j <= num_layers_; ++j) {
-    for (int t = 0; t < num_types_; ++t) {
-      for (int i = 0; i < j; ++i) {
-        double before;
-        int type;
-        best_before(i, t, &before, &type);
-        const auto& rt = model_.type(t);
-        double v = std::max(before, CostModel::ExecSeconds(X(i, j - 1, t), rt.dp_loss, rt.units));
-        if (v < m[j * stride + t]) {
-          m[j * stride + t] = v;
-          from_i[j * stride + t] = i;
-          from_t[j * stride + t] = type;
-        }
-      }
-    }
-  }
-  int t = 0;
-  for (int u = 1; u < num_types_; ++u) {
-    if (m[num_layers_ * stride + u] < m[num_layers_ * stride + t]) t = u;
-  }
-  std::vector<int> assignment(num_layers_, 0);
-  for (int j = num_layers_; j > 0 && t >= 0;) {
-    int i = from_i[j * stride + t];
-    if (i < 0) break;  // no type holds some layer: any assignment shows why
-    std::fill(assignment.begin() + i, assignment.begin() + j, t);
-    int prev = from_t[j * stride + t];
-    j = i;
-    t = prev;
-  }
-  Plan plan = MakePlan(model_, assignment);
+  Plan plan = MakePlan(model_, FastestAssignment(model_));
   plan.why.message = "even the fastest plan fails: " + plan.why.message;
   return plan;
 }
+
+class AutoScheduler : public Scheduler {
+ public:
+  explicit AutoScheduler(std::unique_ptr<Scheduler> rl) : rl_(std::move(rl)) {}
+  absl::string_view name() const override { return "auto"; }
+  absl::StatusOr<Plan> Schedule(const CostModel& model, const SchedulerOptions& options) override {
+    base::Deadline clock(0);
+    const double limit = options.time_limit_seconds;
+    SchedulerOptions first = options;
+    if (limit > 0) first.time_limit_seconds = limit / 3;
+    HETERPS_ASSIGN_OR_RETURN(Plan learned, rl_->Schedule(model, first));
+    SchedulerOptions second = options;
+    second.incumbents.push_back(learned.assignment);
+    second.policy_in.clear();
+    second.policy_out.clear();
+    if (limit > 0) second.time_limit_seconds = std::max(0.05 * limit, limit - clock.Elapsed());
+    Plan plan = ExactSearch(model, second).Run();
+    plan.scheduler = std::string(name());
+    plan.plans_evaluated += learned.plans_evaluated;
+    plan.search_seconds = clock.Elapsed();
+    if (options.progress) {
+      options.progress(plan.plans_evaluated,
+                       plan.feasible ? plan.cost_usd : std::numeric_limits<double>::infinity());
+    }
+    return plan;
+  }
+
+ private:
+  std::unique_ptr<Scheduler> rl_;
+};
 
 class ExactScheduler : public Scheduler {
  public:
@@ -480,5 +486,68 @@ class ExactScheduler : public Scheduler {
 }  // namespace
 
 std::unique_ptr<Scheduler> NewExactScheduler() { return std::make_unique<ExactScheduler>(); }
+
+std::vector<int> FastestAssignment(const CostModel& model) {
+  const int num_layers = model.num_layers(), num_types = model.num_types();
+  const int stride = num_types;
+  auto seconds = [&](int i, int j, int t) {
+    const auto& rt = model.type(t);
+    return CostModel::ExecSeconds(model.StageSeconds(i, j, t), rt.dp_loss, rt.units);
+  };
+  // m[j][t]: the smallest bottleneck of layers 0..j-1 whose last stage is on t.
+  std::vector<double> m((num_layers + 1) * stride, kInfinity);
+  std::vector<int> from_i((num_layers + 1) * stride, -1), from_t((num_layers + 1) * stride, -1);
+  for (int j = 1; j <= num_layers; ++j) {
+    for (int t = 0; t < num_types; ++t) {
+      for (int i = 0; i < j; ++i) {
+        double before = i == 0 ? 0.0 : kInfinity;
+        int type = -1;
+        for (int p = 0; i > 0 && p < num_types; ++p) {
+          if (p != t && m[i * stride + p] < before) {
+            before = m[i * stride + p];
+            type = p;
+          }
+        }
+        const double v = std::max(before, seconds(i, j - 1, t));
+        if (v < m[j * stride + t]) {
+          m[j * stride + t] = v;
+          from_i[j * stride + t] = i;
+          from_t[j * stride + t] = type;
+        }
+      }
+    }
+  }
+  int t = 0;
+  for (int u = 1; u < num_types; ++u) {
+    if (m[num_layers * stride + u] < m[num_layers * stride + t]) t = u;
+  }
+  std::vector<int> assignment(num_layers, 0);
+  for (int j = num_layers; j > 0 && t >= 0;) {
+    const int i = from_i[j * stride + t];
+    if (i < 0) break;  // no type holds some layer: any assignment shows why
+    std::fill(assignment.begin() + i, assignment.begin() + j, t);
+    const int prev = from_t[j * stride + t];
+    j = i;
+    t = prev;
+  }
+  return assignment;
+}
+
+std::unique_ptr<Scheduler> NewAutoScheduler(std::unique_ptr<Scheduler> rl) {
+  return std::make_unique<AutoScheduler>(std::move(rl));
+}
+
+Plan BoundPlan(const CostModel& model, Plan plan, double seconds) {
+  if (!plan.feasible || plan.certified_optimal) {
+    if (plan.certified_optimal) plan.lower_bound_usd = plan.cost_usd;
+    return plan;
+  }
+  SchedulerOptions options;
+  options.time_limit_seconds = std::max(seconds, 1e-3);
+  options.incumbents.push_back(plan.assignment);
+  const Plan exact = ExactSearch(model, options).Run();
+  plan.lower_bound_usd = std::min(exact.lower_bound_usd, plan.cost_usd);
+  return plan;
+}
 
 }  // namespace heterps::sched

@@ -2,7 +2,8 @@
 //
 // The population (32) starts with the best of the homogeneous plans (type t on every layer it can
 // hold), every type's tried, so that a catalog of more types than the population is seeded by its
-// best types rather than its first; random assignments fill the rest. Each generation keeps the
+// best types rather than its first, and the fastest plan (FastestAssignment: feasible wherever
+// speed alone decides); random assignments fill the rest. Each generation keeps the
 // best 2 (elitism) and breeds the rest: two parents from tournaments of 3, a two-point crossover on
 // the layer sequence (it keeps runs of layers, the stages, together), and a mutation of each layer
 // with probability 1/L to another type that can hold it. A child that is a plan already seen is
@@ -70,6 +71,7 @@ class Evolution {
     for (int t = 0; t < num_types_; ++t) {
       if (!Add(context_.Homogeneous(t), population_)) return false;
     }
+    if (!Add(FastestAssignment(context_.model()), population_)) return false;
     std::stable_sort(population_.begin(), population_.end(),
                      [](const Individual& a, const Individual& b) { return a.score < b.score; });
     if (population_.size() > kPopulation) population_.resize(kPopulation);

@@ -1,5 +1,7 @@
 #include "heterps/sched/plan.h"
 
+#include <algorithm>
+
 #include "nlohmann/json.hpp"
 
 namespace heterps::sched {
@@ -50,6 +52,11 @@ bool Better(const Plan& a, const Plan& b) {
   return a.throughput > b.throughput;
 }
 
+double Plan::optimality_gap() const {
+  if (!feasible || cost_usd <= 0 || lower_bound_usd <= 0) return -1;
+  return std::clamp((cost_usd - lower_bound_usd) / cost_usd, 0.0, 1.0);
+}
+
 std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {
   using json = nlohmann::ordered_json;
   json stages = json::array();
@@ -70,23 +77,26 @@ std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {
     stage["throughput"] = st.seconds_per_batch > 0 ? model.batch() / st.seconds_per_batch : 0.0;
     stages.push_back(stage);
   }
-  json root = {{"format", "heterps-plan-v1"},
-               {"model", model.model().name},
-               {"cluster", model.cluster().name},
-               {"batch_size", model.model().batch_size},
-               {"samples", model.workload().samples},
-               {"throughput_limit", model.workload().throughput_limit},
-               {"scheduler", plan.scheduler},
-               {"feasible", plan.feasible},
-               {"certified_optimal", plan.certified_optimal},
-               {"cut_short", plan.cut_short},
-               {"throughput", plan.throughput},
-               {"cost_usd", plan.cost_usd},
-               {"cost_per_hour_usd", plan.cost_per_hour_usd},
-               {"job_seconds", plan.job_seconds},
-               {"search_seconds", plan.search_seconds},
-               {"plans_evaluated", plan.plans_evaluated},
-               {"stages", stages}};
+  json root = {
+      {"format", "heterps-plan-v1"},
+      {"model", model.model().name},
+      {"cluster", model.cluster().name},
+      {"batch_size", model.model().batch_size},
+      {"samples", model.workload().samples},
+      {"throughput_limit", model.workload().throughput_limit},
+      {"scheduler", plan.scheduler},
+      {"feasible", plan.feasible},
+      {"certified_optimal", plan.certified_optimal},
+      {"cut_short", plan.cut_short},
+      {"throughput", plan.throughput},
+      {"cost_usd", plan.cost_usd},
+      {"cost_per_hour_usd", plan.cost_per_hour_usd},
+      {"job_seconds", plan.job_seconds},
+      {"search_seconds", plan.search_seconds},
+      {"plans_evaluated", plan.plans_evaluated},
+      {"lower_bound_usd", plan.lower_bound_usd},
+      {"optimality_gap", plan.optimality_gap() < 0 ? json(nullptr) : json(plan.optimality_gap())},
+      {"stages", stages}};
   if (!plan.feasible) {
     root["infeasible"] = {{"constraint", plan.why.constraint},
                           {"shortfall", plan.why.shortfall},

@@ -35,6 +35,13 @@ struct Plan {
   double search_seconds = 0;    // wall time the scheduler took
   int64_t plans_evaluated = 0;  // scheduling plans provisioned (or bounded) by the search
   cost::Infeasibility why;      // when !feasible
+  // The best lower bound known on the cost (USD) of any feasible plan of the instance, from the
+  // exact method's bounds (BoundPlan); 0 when none is known. Equal to cost_usd when certified.
+  double lower_bound_usd = 0;
+
+  // How far the plan may be above the optimum: (cost_usd - lower_bound_usd) / cost_usd, in
+  // [0, 1]; negative (unknown) for an infeasible plan or without a bound.
+  double optimality_gap() const;
 };
 
 // Groups `assignment` (a type per layer) into stages and provisions them exactly.

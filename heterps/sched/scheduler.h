@@ -18,17 +18,17 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/sched/plan.h"
 
 namespace heterps::sched {
 
 struct SchedulerOptions {
-  uint64_t seed = 1;                // for randomized schedulers; same seed, same plan
-  double time_limit_seconds = 60;   // wall-clock budget; <= 0 means none
-  int64_t max_plans = 0;            // budget of evaluated plans; 0: the scheduler's default
+  uint64_t seed = 1;               // for randomized schedulers; same seed, same plan
+  double time_limit_seconds = 60;  // wall-clock budget; <= 0 means none
+  int64_t max_plans = 0;           // budget of evaluated plans; 0: the scheduler's default
   // Called now and then by long searches with (plans evaluated, best cost so far or +inf).
   // May be empty. Called on the scheduler's thread.
   std::function<void(int64_t, double)> progress;
@@ -36,6 +36,10 @@ struct SchedulerOptions {
   // Empty: start fresh / do not save.
   std::string policy_in;
   std::string policy_out;
+  // Assignments (a type per layer) known to be good, e.g. another scheduler's plans: `exact`
+  // evaluates them first, so that its result is never worse than the best of them. Others ignore
+  // them. An assignment of the wrong length or with an unknown type is skipped.
+  std::vector<std::vector<int>> incumbents;
 };
 
 // Thread safety: a Scheduler object is used by one thread at a time; distinct objects are

@@ -29,14 +29,15 @@ TEST(ExactSchedulerTest, EqualsBruteForceOnRandomInstances) {
     cost::CostModel model = CostModelOf(instance);
     Plan brute = Schedule("brute", model);
     Plan exact = Schedule("exact", model);
-    ASSERT_EQ(exact.feasible, brute.feasible)
-        << "trial " << trial << "\n" << instance.model_yaml << instance.cluster_yaml;
+    ASSERT_EQ(exact.feasible, brute.feasible) << "trial " << trial << "\n"
+                                              << instance.model_yaml << instance.cluster_yaml;
     EXPECT_EQ(exact.certified_optimal, exact.feasible);  // infeasible: nothing to certify
     ExpectValid(model, exact);
     if (!brute.feasible) continue;
     ++feasible;
     ASSERT_NEAR(exact.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd)
-        << "trial " << trial << "\n" << instance.model_yaml << instance.cluster_yaml;
+        << "trial " << trial << "\n"
+        << instance.model_yaml << instance.cluster_yaml;
     if (StagesOf(brute.assignment).size() > 1) ++heterogeneous;
     // Instances where the units available bind: with ample units the optimum is cheaper.
     auto ample = instance;
@@ -115,9 +116,10 @@ TEST(SchedulerTest, BruteRefusesLargeInstancesClearly) {
 TEST(SchedulerTest, UnknownNameListsTheValidOnes) {
   auto scheduler = DefaultSchedulers().Create("simulated-annealing");
   ASSERT_FALSE(scheduler.ok());
-  EXPECT_EQ(scheduler.status().message(),
-            "unknown scheduler 'simulated-annealing' (valid: bo, brute, exact, genetic, greedy, "
-            "homogeneous, manual, random, rl)");
+  EXPECT_EQ(
+      scheduler.status().message(),
+      "unknown scheduler 'simulated-annealing' (valid: auto, bo, brute, exact, genetic, greedy, "
+      "homogeneous, manual, random, rl)");
 }
 
 TEST(ExactSchedulerTest, HonoursTheTimeLimit) {
@@ -134,6 +136,59 @@ TEST(ExactSchedulerTest, HonoursTheTimeLimit) {
     EXPECT_LT(plan.search_seconds, 0.05 + 0.25);
   }
   ExpectValid(model, plan);
+}
+
+// The gap a plan reports is a true bound: its lower bound never exceeds the optimum (brute force
+// on small instances), so the reported gap is never smaller than the true one; exact cut short by
+// its time limit still gives one; auto, with time enough, returns the certified optimum.
+TEST(SchedulerTest, TheReportedGapIsNeverSmallerThanTheTrueOne) {
+  std::mt19937_64 rng(77);
+  int bounded = 0, loose = 0;
+  for (int trial = 0; trial < 80; ++trial) {
+    InstanceShape shape{3 + static_cast<int>(rng() % 4), 2 + static_cast<int>(rng() % 3),
+                        1 + static_cast<int>(rng() % 6)};
+    auto instance = MakeRandomInstance(rng, shape);
+    cost::CostModel model = CostModelOf(instance);
+    const Plan brute = Schedule("brute", model);
+    if (!brute.feasible) continue;
+    for (const std::string name : {"greedy", "homogeneous", "manual", "genetic", "random", "rl"}) {
+      SCOPED_TRACE(name + " trial " + std::to_string(trial));
+      SchedulerOptions options;
+      options.max_plans = 40;
+      const Plan plan = BoundPlan(model, Schedule(name, model, options), 1.0);
+      if (!plan.feasible) continue;
+      ++bounded;
+      EXPECT_GT(plan.lower_bound_usd, 0);
+      EXPECT_LE(plan.lower_bound_usd, brute.cost_usd * (1 + 1e-9));
+      const double truth = (plan.cost_usd - brute.cost_usd) / plan.cost_usd;
+      EXPECT_GE(plan.optimality_gap(), truth - 1e-9);
+      loose += plan.optimality_gap() > 1e-9;
+    }
+    const Plan best = Schedule("auto", model);
+    EXPECT_TRUE(best.certified_optimal);
+    EXPECT_NEAR(best.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd);
+    EXPECT_NEAR(best.lower_bound_usd, best.cost_usd, 1e-9 * best.cost_usd);
+    EXPECT_EQ(best.optimality_gap(), 0.0);
+  }
+  EXPECT_GT(bounded, 100);
+  EXPECT_GT(loose, 10);  // plans above the optimum report a gap
+
+  // A search cut short: its bound is below every plan found, however long the search.
+  auto instance = MakeRandomInstance(rng, {40, 48, 64});
+  cost::CostModel model = CostModelOf(instance);
+  SchedulerOptions quick, longer;
+  quick.time_limit_seconds = 0.02;
+  longer.time_limit_seconds = 2;
+  const Plan cut = Schedule("exact", model, quick), more = Schedule("exact", model, longer);
+  ASSERT_TRUE(cut.feasible && more.feasible);
+  EXPECT_GT(cut.lower_bound_usd, 0);
+  EXPECT_LE(cut.lower_bound_usd, more.cost_usd * (1 + 1e-9));
+  EXPECT_LE(more.lower_bound_usd, more.cost_usd * (1 + 1e-9));
+  EXPECT_LE(cut.lower_bound_usd, cut.cost_usd * (1 + 1e-9));
+  // Seeded with a plan, exact never returns a worse one.
+  SchedulerOptions seeded = quick;
+  seeded.incumbents.push_back(more.assignment);
+  EXPECT_LE(Schedule("exact", model, seeded).cost_usd, more.cost_usd * (1 + 1e-12));
 }
 
 TEST(ExactSchedulerTest, ReportsProgress) {

@@ -13,6 +13,8 @@
 //   bo           Bayesian optimisation: a Gaussian process on type features, expected improvement
 //                over mutations of the best plans; 300 plans by default
 //   random       uniformly random assignments without replacement; 2000 plans by default
+//   auto         rl for a third of the time limit, then exact for the rest with rl's plan as its
+//                incumbent: the better of the two, with exact's lower bound
 //
 // genetic, bo and random are randomized (SchedulerOptions::seed), never certify optimality, count
 // each distinct plan once against SchedulerOptions::max_plans and stop at the time limit.
@@ -20,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "heterps/sched/scheduler.h"
 
@@ -37,5 +40,18 @@ std::unique_ptr<Scheduler> NewHomogeneousScheduler();
 std::unique_ptr<Scheduler> NewGeneticScheduler();
 std::unique_ptr<Scheduler> NewBayesOptScheduler();
 std::unique_ptr<Scheduler> NewRandomScheduler();
+// `rl`: the scheduler auto runs first (registered apart, in rl/rl_scheduler.h).
+std::unique_ptr<Scheduler> NewAutoScheduler(std::unique_ptr<Scheduler> rl);
+
+// The assignment with the smallest bottleneck when every stage gets all units of its type (shared
+// limits ignored): if any plan meets the throughput limit, this one usually does. A seed for the
+// searches' feasibility, and what `exact` reports when no plan is feasible.
+std::vector<int> FastestAssignment(const cost::CostModel& model);
+
+// `plan` with the best lower bound the exact method proves within `seconds` (plan's own
+// assignment as its incumbent), in lower_bound_usd; a certified exact or brute plan keeps its
+// own. A bound is never above the optimum, so the plan's optimality_gap() is never below the
+// true one.
+Plan BoundPlan(const cost::CostModel& model, Plan plan, double seconds);
 
 }  // namespace heterps::sched

@@ -73,12 +73,16 @@ absl::Status GatherKeys(const Activations& in, int64_t in_slots, int64_t slots,
                                                    n, " samples of ", in_slots, " slots and ",
                                                    in.keys.size(), " keys"));
   }
+  for (size_t i = 1; i < in.offsets.size(); ++i) {
+    if (in.offsets[i] < in.offsets[i - 1]) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": offsets decrease at ", i));
+    }
+  }
   keys->clear();
   offsets->assign(1, 0);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t s = 0; s < slots; ++s) {
       const int32_t begin = in.offsets[r * in_slots + s], end = in.offsets[r * in_slots + s + 1];
-      if (end < begin) return absl::InvalidArgumentError(absl::StrCat(what, ": offsets decrease"));
       keys->insert(keys->end(), in.keys.begin() + begin, in.keys.begin() + end);
       offsets->push_back(static_cast<int32_t>(keys->size()));
     }

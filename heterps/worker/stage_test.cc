@@ -223,6 +223,12 @@ data:
     in.offsets = {0, 1, 4, 6, 6, 6, 7};
     in.dense.setZero(3, 1);
     Activations out;
+    // Offsets that do not describe the keys are an error, not a read out of bounds.
+    Activations bad = in;
+    bad.offsets = {0, 1, 6, 4, 6, 6, 7};
+    EXPECT_THAT((*stage)->Forward(0, bad, &out).message(), HasSubstr("offsets decrease"));
+    bad.offsets = {0, 1, 4, 6, 6, 7};
+    EXPECT_THAT((*stage)->Forward(0, bad, &out).message(), HasSubstr("6 offsets for 3 samples"));
     ASSERT_TRUE((*stage)->Forward(0, in, &out).ok());
     ASSERT_EQ(out.vectors.rows(), 3);
     ASSERT_EQ(out.vectors.cols(), 6);

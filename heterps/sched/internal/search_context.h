@@ -58,6 +58,7 @@ class SearchContext {
     }
   }
 
+  const cost::CostModel& model() const { return model_; }
   // allowed()[l]: the types layer l may take, ascending.
   const std::vector<std::vector<int>>& allowed() const { return allowed_; }
   // How many assignments the allowed types give (may be astronomically large).
@@ -80,9 +81,7 @@ class SearchContext {
   }
   bool Seen(const std::vector<int>& assignment) const { return scores_.contains(assignment); }
   // The budget of plans or the time is spent.
-  bool Spent() const {
-    return evaluated() >= budget_ || (evaluated() > 0 && deadline_.Expired());
-  }
+  bool Spent() const { return evaluated() >= budget_ || (evaluated() > 0 && deadline_.Expired()); }
   // Spent, or every allowed assignment has been provisioned.
   bool Done() const { return Spent() || static_cast<double>(evaluated()) >= space_; }
 

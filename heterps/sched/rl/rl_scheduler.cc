@@ -98,8 +98,8 @@ class RlScheduler : public Scheduler {
   }
   void Train(const cost::CostModel& model, const SchedulerOptions& options, LstmPolicy& policy,
              Evaluator& evaluator, int64_t train_budget, const base::Deadline& deadline);
-  void Polish(const cost::CostModel& model, Evaluator& evaluator,
-              const base::Deadline& deadline, uint64_t seed);
+  void Polish(const cost::CostModel& model, Evaluator& evaluator, const base::Deadline& deadline,
+              uint64_t seed);
   // Supervised steps towards `best` before the policy is saved, so that the file makes the best
   // plan seen its most likely one; a warm start then samples around it.
   void Distill(const cost::CostModel& model, const std::vector<int>& best, LstmPolicy& policy);
@@ -149,6 +149,9 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
   if (auto greedy = NewGreedyScheduler()->Schedule(model, options); greedy.ok()) {
     evaluator.Evaluate(greedy->assignment);
   }
+  // The fastest plan: feasible wherever meeting the limit is a matter of speed alone, it keeps
+  // the search from ending infeasible where only a careful mix of types meets the limit.
+  if (!evaluator.exhausted()) evaluator.Evaluate(FastestAssignment(model));
   if (evaluator.have_best() && evaluator.best().feasible) {
     reference_cost_ = evaluator.best().cost_usd;
   }
@@ -236,15 +239,14 @@ void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& op
     const double norm = grad.norm();
     if (norm > options_.clip_norm) grad *= options_.clip_norm / norm;
     adam.Apply(policy.params(), grad, options_.learning_rate);
-    entropy_weight = options_.entropy_start *
-                     std::max(0.0, 1.0 - static_cast<double>(evaluator.evaluated()) /
-                                             static_cast<double>(train_budget));
+    entropy_weight =
+        options_.entropy_start * std::max(0.0, 1.0 - static_cast<double>(evaluator.evaluated()) /
+                                                         static_cast<double>(train_budget));
     RankTypes(tape, batch);
     if (options.progress) {
-      options.progress(evaluator.evaluated(),
-                       evaluator.have_best() && evaluator.best().feasible
-                           ? evaluator.best().cost_usd
-                           : cost::kInfinity);
+      options.progress(evaluator.evaluated(), evaluator.have_best() && evaluator.best().feasible
+                                                  ? evaluator.best().cost_usd
+                                                  : cost::kInfinity);
     }
     stale = evaluator.improvements() == last_improvements ? stale + 1 : 0;
     repeating = evaluator.evaluated() == last_evaluated ? repeating + 1 : 0;
@@ -252,7 +254,8 @@ void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& op
     last_evaluated = evaluator.evaluated();
     // Converged: the policy has settled and finds nothing better, or it only samples plans it
     // has already seen while nothing improves.
-    if (stale >= options_.patience && (MeanEntropy(tape) < 0.05 || repeating >= options_.patience)) {
+    if (stale >= options_.patience &&
+        (MeanEntropy(tape) < 0.05 || repeating >= options_.patience)) {
       break;
     }
   }
@@ -267,10 +270,9 @@ void RlScheduler::Distill(const cost::CostModel& model, const std::vector<int>& 
   const PolicyInputs inputs = MakePolicyInputs(model);
   Adam adam;
   for (int step = 0; step < kMaxSteps; ++step) {
-    Tape tape = policy.Forward(inputs.features, inputs.allowed, 1,
-                               [&](int l, const MatrixXd&, std::vector<int>& actions) {
-                                 actions[0] = best[l];
-                               });
+    Tape tape = policy.Forward(
+        inputs.features, inputs.allowed, 1,
+        [&](int l, const MatrixXd&, std::vector<int>& actions) { actions[0] = best[l]; });
     std::vector<MatrixXd> dlogits;
     if (SurrogateLoss(tape, {1.0}, 0.0, &dlogits) < target) break;  // -log p(best)
     VectorXd grad = policy.Backward(inputs.features, tape, dlogits);
@@ -297,12 +299,12 @@ std::vector<std::vector<int>> RlScheduler::Moves(const cost::CostModel& model,
     if (s > 0) add(stages[s - 1].type);
     if (s + 1 < static_cast<int>(stages.size())) add(stages[s + 1].type);
     const std::vector<int>& ranked = ranked_.empty() ? std::vector<int>() : ranked_[layer];
-    for (size_t i = 0; i < ranked.size() && static_cast<int>(types.size()) <
-                                                 options_.polish_types + 2; ++i) {
+    for (size_t i = 0;
+         i < ranked.size() && static_cast<int>(types.size()) < options_.polish_types + 2; ++i) {
       add(ranked[i]);
     }
-    for (int t = 0; t < model.num_types() && static_cast<int>(types.size()) <
-                                                 options_.polish_types + 2; ++t) {
+    for (int t = 0;
+         t < model.num_types() && static_cast<int>(types.size()) < options_.polish_types + 2; ++t) {
       add(t);
     }
     return types;
