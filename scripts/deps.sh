@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one list of what heterps needs from Debian 12. Installs only what is missing, so a machine
-# that already has everything needs no network.
+# that already has everything needs no network. `--fuzz` adds clang and its libFuzzer runtime, for
+# scripts/fuzz.sh only (the build and the tests do not need them).
 set -euo pipefail
 
 PACKAGES=(
@@ -20,6 +21,9 @@ PACKAGES=(
   openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)
   patchelf              # scripts/bundle.sh: a relocatable bundle for GPU hosts
 )
+if [[ "${1:-}" == "--fuzz" ]]; then
+  PACKAGES+=(clang libclang-rt-14-dev)   # libFuzzer (-fsanitize=fuzzer)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

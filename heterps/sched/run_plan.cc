@@ -22,7 +22,12 @@ absl::StatusOr<T> Field(const json& object, const std::string& path, const char*
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", where, ": missing"));
   }
   const json& value = object.at(key);
-  if constexpr (std::is_integral_v<T>) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!value.is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": ", where, ": not true or false: ", value.dump()));
+    }
+  } else if constexpr (std::is_integral_v<T>) {
     // A number with a fraction ("units": 1.5) is not silently cut to an integer.
     if (!value.is_number_integer() &&
         !(value.is_number_float() && std::isfinite(value.get<double>()) &&
@@ -42,6 +47,14 @@ absl::StatusOr<T> Field(const json& object, const std::string& path, const char*
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": ", where, ": not a ", std::is_same_v<T, std::string> ? "string" : "number"));
   }
+}
+
+// An optional field: `fallback` when absent, an error naming it when present and mistyped.
+template <typename T>
+absl::StatusOr<T> OptionalField(const json& object, const std::string& path, const char* key,
+                                T fallback, absl::string_view source) {
+  if (!object.is_object() || !object.contains(key)) return fallback;
+  return Field<T>(object, path, key, source);
 }
 
 }  // namespace
@@ -79,7 +92,9 @@ absl::StatusOr<RunPlan> ReadRunPlan(absl::string_view json_text, absl::string_vi
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", what));
   };
   if (root.is_discarded() || !root.is_object()) return bad("not JSON");
-  if (root.value("format", "") != "heterps-plan-v1") {
+  HETERPS_ASSIGN_OR_RETURN(const std::string format,
+                           OptionalField<std::string>(root, "", "format", "", source));
+  if (format != "heterps-plan-v1") {
     return bad("format: not a heterps plan (expected \"heterps-plan-v1\")");
   }
   RunPlan plan;
@@ -101,12 +116,15 @@ absl::StatusOr<RunPlan> ReadRunPlan(absl::string_view json_text, absl::string_vi
   plan.model = model_name;
   plan.cluster = cluster_name;
   plan.batch_size = batch;
-  plan.scheduler = root.value("scheduler", "");
-  plan.feasible = root.value("feasible", false);
-  plan.throughput = root.value("throughput", 0.0);
-  plan.throughput_limit = root.value("throughput_limit", 0.0);
-  plan.cost_per_hour_usd = root.value("cost_per_hour_usd", 0.0);
-  plan.cost_usd = root.value("cost_usd", 0.0);
+  HETERPS_ASSIGN_OR_RETURN(plan.scheduler,
+                           OptionalField<std::string>(root, "", "scheduler", "", source));
+  HETERPS_ASSIGN_OR_RETURN(plan.feasible, OptionalField(root, "", "feasible", false, source));
+  HETERPS_ASSIGN_OR_RETURN(plan.throughput, OptionalField(root, "", "throughput", 0.0, source));
+  HETERPS_ASSIGN_OR_RETURN(plan.throughput_limit,
+                           OptionalField(root, "", "throughput_limit", 0.0, source));
+  HETERPS_ASSIGN_OR_RETURN(plan.cost_per_hour_usd,
+                           OptionalField(root, "", "cost_per_hour_usd", 0.0, source));
+  HETERPS_ASSIGN_OR_RETURN(plan.cost_usd, OptionalField(root, "", "cost_usd", 0.0, source));
   if (!root.contains("stages") || !root["stages"].is_array() || root["stages"].empty()) {
     return bad("stages: missing or empty");
   }
@@ -132,9 +150,12 @@ absl::StatusOr<RunPlan> ReadRunPlan(absl::string_view json_text, absl::string_vi
     run.type = type_name;
     run.device = cluster.types[type].local_device;
     run.units = units;
-    run.seconds_per_batch = stage.value("seconds_per_batch", 0.0);
-    run.compute_seconds = stage.value("compute_seconds", 0.0);
-    run.comm_seconds = stage.value("comm_seconds", 0.0);
+    HETERPS_ASSIGN_OR_RETURN(run.seconds_per_batch,
+                             OptionalField(stage, path, "seconds_per_batch", 0.0, source));
+    HETERPS_ASSIGN_OR_RETURN(run.compute_seconds,
+                             OptionalField(stage, path, "compute_seconds", 0.0, source));
+    HETERPS_ASSIGN_OR_RETURN(run.comm_seconds,
+                             OptionalField(stage, path, "comm_seconds", 0.0, source));
     run.first = next;
     for (size_t l = 0; l < stage["layers"].size(); ++l) {
       const std::string where = absl::StrCat(path, ".layers[", l, "]");
