@@ -29,9 +29,11 @@ absl::StatusOr<T> Field(const json& object, const std::string& path, const char*
     }
   } else if constexpr (std::is_integral_v<T>) {
     // A number with a fraction ("units": 1.5) is not silently cut to an integer.
+    // And a float that is whole must fit the integer (8.9e61 does not: converting it is undefined).
     if (!value.is_number_integer() &&
         !(value.is_number_float() && std::isfinite(value.get<double>()) &&
-          value.get<double>() == std::floor(value.get<double>()))) {
+          value.get<double>() == std::floor(value.get<double>()) &&
+          std::fabs(value.get<double>()) < 9.2e18)) {
       return absl::InvalidArgumentError(
           absl::StrCat(source, ": ", where, ": not an integer: ", value.dump()));
     }
