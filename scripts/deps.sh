@@ -14,6 +14,7 @@ PACKAGES=(
   libthrust-dev libcub-dev   # the host twin of the GPU code, where no CUDA toolkit brings its own
   librocksdb-dev        # the parameter server's SSD tier
   libxxhash-dev         # checkpoint checksums (XXH3)
+  zlib1g-dev libzstd-dev   # gzip and zstd compressed data files
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # RPC between processes
   libgtest-dev libgmock-dev   # tests
   openssl               # tests: a self-signed certificate for the TLS test

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -355,14 +356,23 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   }
   EXPECT_EQ(m["train_samples"], 18000);
   EXPECT_GT(m["eval_auc"].get<double>(), 0.58);  // chance is 0.5
-  // One thread: the same run gives the same losses.
-  Result again = RunCli("train --single-process --data " + data + " --batch 256 --metrics-out " +
+  // One thread: the same run gives the same losses, here on the same lines gzipped in two
+  // files that a glob names (heterps expands it: the shell is given it quoted).
+  const std::string parts = TempPath("part_");
+  ASSERT_EQ(std::system(("split -n l/2 -d " + data + " " + parts + " && gzip -f " + parts + "00 " +
+                         parts + "01")
+                            .c_str()),
+            0);
+  const std::string glob = "'" + parts + "*.gz'";
+  Result again = RunCli("train --single-process --data " + glob + " --batch 256 --metrics-out " +
                         metrics + "2");
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(nlohmann::json::parse(Slurp(metrics + "2"))["losses"], m["losses"]);
+  auto m2 = nlohmann::json::parse(Slurp(metrics + "2"));
+  EXPECT_EQ(m2["losses"], m["losses"]);
+  EXPECT_EQ(m2["data_files"].size(), 2u);
 
-  // The default: planned on this host, every role a process of its own.
-  r = RunCli("train --data " + data + " --batch 256 --metrics-out " + metrics + "3");
+  // The default: planned on this host, every role a process of its own (here on the gzip files).
+  r = RunCli("train --data " + glob + " --batch 256 --metrics-out " + metrics + "3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("plan for dlrm-small on local (scheduler auto"));
   EXPECT_THAT(r.out, HasSubstr("dlrm-small: 18,000 training samples (1 epoch, 71 steps, sync)"));

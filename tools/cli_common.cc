@@ -138,14 +138,14 @@ std::string Bar(double done, double total, int width) {
                          static_cast<int>(fraction * 100));
 }
 
-absl::StatusOr<std::vector<std::string>> UseIdsOfData(const std::string& path,
+absl::StatusOr<std::vector<std::string>> UseIdsOfData(const std::vector<std::string>& files,
                                                       config::ModelSpec* spec) {
   bool multi_hot = false;
   for (int s = 0; s < spec->data.slots(); ++s) multi_hot |= spec->data.multi_hot(s);
   if (!multi_hot) return std::vector<std::string>();
   constexpr int64_t kLines = 10000;
   HETERPS_ASSIGN_OR_RETURN(std::vector<double> ids,
-                           data::MeasureIdsPerSlot({path}, spec->data, kLines));
+                           data::MeasureIdsPerSlot(files, spec->data, kLines));
   const config::ModelSpec declared = *spec;
   HETERPS_RETURN_IF_ERROR(config::UseMeasuredIds(ids, spec));
   std::vector<std::string> notes;
@@ -157,7 +157,7 @@ absl::StatusOr<std::vector<std::string>> UseIdsOfData(const std::string& path,
     notes.push_back(absl::StrFormat(
         "layer %s: %.2f ids per slot measured on the first lines of %s, %.2f in the spec: "
         "planned with %.2f",
-        spec->layers[i].name, now, path, was, now));
+        spec->layers[i].name, now, files.front(), was, now));
   }
   return notes;
 }

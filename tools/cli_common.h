@@ -37,10 +37,10 @@ struct ModelTextAndSpec {
 absl::StatusOr<ModelTextAndSpec> LoadModelText(const std::string& path, int64_t batch_size);
 
 // Multi-hot slots planned with what the data holds: when `spec` has a multi-hot slot, sets its
-// embedding layers' ids_per_slot to those measured on the first 10,000 lines of `path`
+// embedding layers' ids_per_slot to those measured on the first 10,000 lines of `files`
 // (config::UseMeasuredIds) and returns a line for each layer whose figure moved by more than 10%
 // from the spec's. Nothing to do (no lines) for a one-hot layout. The reader's errors.
-absl::StatusOr<std::vector<std::string>> UseIdsOfData(const std::string& path,
+absl::StatusOr<std::vector<std::string>> UseIdsOfData(const std::vector<std::string>& files,
                                                       config::ModelSpec* spec);
 
 // The cluster spec at `path`, or the embedded examples/clusters/local.yaml when `path` is empty.

@@ -119,7 +119,7 @@ absl::StatusOr<worker::JobSpec> JobFrom(const TrainFlags& flags, const ModelText
     settings.gpu_tier_bytes = static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30));
   }
   return worker::MakeJob({model.text, model.spec.source, model.spec.batch_size}, plan, cluster,
-                         {data.path}, settings);
+                         data.paths, settings);
 }
 
 void ShowProgress(ProgressLine& progress, const launcher::JobProgress& p) {
@@ -224,7 +224,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   // Multi-hot slots are planned with what the data holds, not with the spec's guess.
   config::ModelSpec planning = model->spec;
   if (flags.plan_path.empty()) {
-    absl::StatusOr<std::vector<std::string>> notes = UseIdsOfData(data->path, &planning);
+    absl::StatusOr<std::vector<std::string>> notes = UseIdsOfData(data->paths, &planning);
     if (!notes.ok()) return Fail(notes.status());
     for (const std::string& note : *notes) std::printf("%s\n", note.c_str());
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "heterps/base/file.h"
 #include "heterps/base/host.h"
 #include "heterps/base/status_macros.h"
@@ -189,7 +190,8 @@ absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
   }
   nlohmann::ordered_json metrics = {
       {"model", job.model.name},
-      {"data", data.path},
+      {"data", absl::StrJoin(data.paths, " ")},
+      {"data_files", data.paths},
       {"mode", std::string(worker::ConsistencyName(job.settings.mode))},
       {"epochs", job.settings.epochs},
       {"steps", r.steps},

@@ -13,6 +13,7 @@
 #include "embedded/heterps_examples.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/data/line_source.h"
 #include "heterps/sched/default_schedulers.h"
 #include "heterps/sched/schedulers.h"
 #include "tools/cli_common.h"
@@ -32,8 +33,10 @@ namespace internal {
 
 absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double throughput_limit) {
   HETERPS_ASSIGN_OR_RETURN(config::ModelSpec model, LoadModelOrDefault(flags.model_path));
-  if (!flags.data_path.empty()) {
-    HETERPS_ASSIGN_OR_RETURN(std::vector<std::string> notes, UseIdsOfData(flags.data_path, &model));
+  if (!flags.data_paths.empty()) {
+    HETERPS_ASSIGN_OR_RETURN(std::vector<std::string> files,
+                             data::ExpandDataPaths(flags.data_paths));
+    HETERPS_ASSIGN_OR_RETURN(std::vector<std::string> notes, UseIdsOfData(files, &model));
     for (const std::string& note : notes) std::fprintf(stderr, "heterps: note: %s\n", note.c_str());
   }
   config::ClusterSpec cluster;
@@ -135,9 +138,10 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   cmd->add_option("--max-plans", flags.max_plans, "budget of evaluated plans (0: default)")
       ->check(NonNegative());
   cmd->add_option("--profile", flags.profile_path, "measured per-layer times (profile.json)");
-  cmd->add_option("--data", flags.data_path,
-                  "a data file of the model's layout: plan multi-hot slots with the ids per "
-                  "sample measured on its first lines");
+  cmd->add_option(
+      "--data", flags.data_paths,
+      "data files or globs of the model's layout: plan multi-hot slots with the ids per "
+      "sample measured on its first lines");
   cmd->add_option("--policy-in", flags.policy_in,
                   "rl: start from this trained policy (same cluster types)");
   cmd->add_option("--policy-out", flags.policy_out, "rl: write the trained policy here");

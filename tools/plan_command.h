@@ -14,10 +14,10 @@
 namespace heterps::tools {
 
 struct PlanFlags {
-  std::string model_path;    // empty: the embedded dlrm-small example
-  std::string cluster_path;  // empty: the embedded cloud example
-  std::string profile_path;  // optional measured per-layer times
-  std::string data_path;     // optional: multi-hot slots' ids per sample measured on this file
+  std::string model_path;               // empty: the embedded dlrm-small example
+  std::string cluster_path;             // empty: the embedded cloud example
+  std::string profile_path;             // optional measured per-layer times
+  std::vector<std::string> data_paths;  // optional: multi-hot slots' ids measured on these
   // samples/s; NaN (not given): the embedded default, allowed only with the embedded model.
   double throughput = std::numeric_limits<double>::quiet_NaN();
   double samples = 4373472329.0;

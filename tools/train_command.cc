@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "heterps/base/file.h"
 #include "heterps/worker/trainer.h"
 #include "nlohmann/json.hpp"
@@ -31,7 +32,7 @@ int RunSingleProcess(const TrainFlags& flags) {
   options.model = *model;
   absl::StatusOr<DataFile> file = PrepareData(flags, *spec);
   if (!file.ok()) return Fail(file.status());
-  options.files = {file->path};
+  options.files = file->paths;
 
   ProgressLine progress(true);
   options.progress = [&](const worker::TrainProgress& p) {
@@ -67,7 +68,8 @@ int RunSingleProcess(const TrainFlags& flags) {
   if (!flags.metrics_out.empty()) {
     nlohmann::ordered_json metrics = {
         {"model", spec->name},
-        {"data", file->path},
+        {"data", absl::StrJoin(flags.data, " ")},
+        {"data_files", file->paths},
         {"epochs", flags.job.epochs},
         {"train_samples", result->train_samples},
         {"eval_samples", result->eval_samples},
@@ -96,7 +98,9 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "Cluster spec (default: the embedded local catalog, this host's CPU)");
   cmd->add_option("--plan", flags.plan_path,
                   "Run this plan (from heterps plan) instead of planning");
-  cmd->add_option("--data", flags.data, "Criteo TSV file, or 'synthetic' (default)");
+  cmd->add_option("--data", flags.data,
+                  "data files or globs (plain, gzip or zstd) of the model's layout (Criteo TSV by "
+                  "default), or 'synthetic' (default)");
   cmd->add_option("--rows", flags.rows, "Rows of synthetic data (default 200000)")
       ->check(Positive());
   cmd->add_option("--epochs", flags.job.epochs, "Passes over the training data (default 1)")

@@ -2,7 +2,7 @@
 // (docs/runtime.md), or in this process (--single-process; heterps/worker/trainer.h).
 //
 //   heterps train [--model M.yaml] [--cluster C.yaml] [--plan plan.json]
-//                 [--data FILE|synthetic] [--rows N] [--epochs E] [--batch B]
+//                 [--data FILE|GLOB... | synthetic] [--rows N] [--epochs E] [--batch B]
 //                 [--mode sync|async] [--micro-batch B] [--ps-shards N]
 //                 [--checkpoint-every STEPS] [--max-restarts N] [--job-dir DIR]
 //                 [--throughput SAMPLES_PER_S] [--scheduler NAME] [--profile P.json]
@@ -12,7 +12,8 @@
 //   heterps train --single-process [--threads T] ...
 //
 // With no --model, the embedded dlrm-small; with no --cluster, the embedded local catalog (this
-// host's CPU); with no --data (or "synthetic"), --rows rows of `heterps gen-data` output for
+// host's CPU); --data takes files and globs ("day_*.gz"; plain, gzip or zstd, read in order as one
+// stream); with no --data (or "synthetic"), --rows rows of `heterps gen-data` output for
 // --seed, written once to the system's temporary directory and reused. With no --plan, it
 // profiles this host, plans with the `rl` scheduler, shows the plan, starts every role as a
 // process, trains with a progress bar and ends with a summary (eval AUC, samples/s against the
@@ -32,7 +33,7 @@ struct TrainFlags {
   std::string model_path;
   std::string cluster_path;
   std::string plan_path;
-  std::string data = "synthetic";
+  std::vector<std::string> data = {"synthetic"};  // files or globs, plain, gzip or zstd
   int64_t rows = 200000;
   int batch = 0;  // 0: the spec's
   std::string optimizer = "adagrad";

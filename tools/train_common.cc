@@ -7,6 +7,7 @@
 #include "heterps/base/file.h"
 #include "heterps/base/fnv.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/data/line_source.h"
 #include "heterps/data/synthetic.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
@@ -29,24 +30,27 @@ std::string LayoutName(const data::Schema& schema) {
 
 absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::ModelSpec& spec) {
   DataFile file;
-  if (flags.data != "synthetic") {
-    file.path = flags.data;
+  const bool synthetic = flags.data.empty() || flags.data == std::vector<std::string>{"synthetic"};
+  if (!synthetic) {
+    HETERPS_ASSIGN_OR_RETURN(file.paths, data::ExpandDataPaths(flags.data));
+    if (file.paths.size() > 1) return file;
   } else {
-    file.path =
+    file.paths = {
         (std::filesystem::temp_directory_path() /
          absl::StrCat("heterps-synthetic-", data::kSyntheticVersion, "-seed", flags.job.tables.seed,
                       "-rows", flags.rows, spec.data_declared ? LayoutName(spec.data) : "",
                       spec.data_declared ? ".txt" : ".tsv"))
-            .string();
+            .string()};
   }
-  if (auto sidecar = base::ReadTextFile(file.path + ".teacher.json"); sidecar.ok()) {
+  const std::string& path = file.paths.front();
+  if (auto sidecar = base::ReadTextFile(path + ".teacher.json"); sidecar.ok()) {
     auto json = nlohmann::json::parse(*sidecar, nullptr, false);
-    if (json.is_object() && json.contains("teacher_auc") && std::filesystem::exists(file.path)) {
+    if (json.is_object() && json.contains("teacher_auc") && std::filesystem::exists(path)) {
       file.teacher_auc = json.value("teacher_auc", -1.0);
       return file;
     }
   }
-  if (flags.data != "synthetic") return file;
+  if (!synthetic) return file;
   data::SyntheticOptions options;
   options.rows = flags.rows;
   options.seed = flags.job.tables.seed;
@@ -56,8 +60,7 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::Mode
     progress.Show(
         absl::StrFormat("generating %s %d / %d rows", Bar(rows, flags.rows), rows, flags.rows));
   };
-  HETERPS_ASSIGN_OR_RETURN(data::SyntheticSummary summary,
-                           data::WriteSynthetic(options, file.path));
+  HETERPS_ASSIGN_OR_RETURN(data::SyntheticSummary summary, data::WriteSynthetic(options, path));
   file.teacher_auc = summary.teacher_auc;
   return file;
 }

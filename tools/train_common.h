@@ -11,12 +11,12 @@
 namespace heterps::tools {
 
 struct DataFile {
-  std::string path;
-  double teacher_auc = -1;  // -1: unknown
+  std::vector<std::string> paths;  // the files, in order (globs expanded)
+  double teacher_auc = -1;         // -1: unknown
 };
 
-// The data to train on: the given file, or synthetic rows in `spec`'s data layout (made once,
-// then reused).
+// The data to train on: the given files (globs expanded: data::ExpandDataPaths), or synthetic rows
+// in `spec`'s data layout (made once, then reused).
 absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::ModelSpec& spec);
 
 // The tables' optimizers and seed from the flags, for mini-batches of `batch` samples (the

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <thread>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/data/line_source.h"
 
 namespace heterps::data {
 
@@ -51,21 +51,36 @@ struct CriteoReader::Impl {
 
   void Parse() {
     Batch batch;
-    int64_t number = 0;  // across files, for the held-out split
-    int64_t mine = 0;    // lines of this part, for sharding
-    std::string line;
+    int64_t number = 0;   // across files, for the held-out split
+    int64_t mine = 0;     // lines of this part, for sharding
+    bool failed = false;  // a read error, already finished with
+    absl::string_view line;
     Example example;
     absl::StatusOr<LineParser> parser = LineParser::Create(options.schema);
     for (const std::string& path : options.files) {
-      std::ifstream in(path, std::ios::binary);
-      if (!in) {
-        Finish(absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno))));
+      absl::StatusOr<std::unique_ptr<ByteSource>> bytes = ByteSource::Open(path);
+      if (!bytes.ok()) {
+        Finish(bytes.status());
         return;
       }
+      LineSource in(*std::move(bytes));
       int64_t line_in_file = 0;
+      // The next line into `line`; false at the end of the file or at an error (then finished).
+      auto next = [&]() -> bool {
+        absl::StatusOr<bool> more = in.Next(&line);
+        if (more.ok()) return *more;
+        Finish(absl::Status(
+            more.status().code(),
+            absl::StrCat(more.status().message(), " (after line ", line_in_file, ")")));
+        failed = true;
+        return false;
+      };
       if (options.schema.header) {
         ++line_in_file;
-        if (!std::getline(in, line)) continue;  // an empty file
+        if (!next()) {
+          if (failed) return;
+          continue;  // an empty file
+        }
         parser = line.find_first_not_of('\r') == std::string::npos
                      ? absl::InvalidArgumentError(
                            "header: the line is empty, and the data section declares a header")
@@ -76,7 +91,7 @@ struct CriteoReader::Impl {
             absl::StrCat(path, ":", line_in_file, ": ", parser.status().message())));
         return;
       }
-      while (std::getline(in, line)) {
+      while (next()) {
         ++line_in_file;
         if (line.find_first_not_of('\r') == std::string::npos) continue;  // an empty line
         const bool eval =
@@ -111,10 +126,7 @@ struct CriteoReader::Impl {
         batch.Add(example);
         if (batch.size == options.batch_size && !Deliver(batch)) return;
       }
-      if (in.bad()) {
-        Finish(absl::DataLossError(absl::StrCat(path, ": read failed at line ", line_in_file + 1)));
-        return;
-      }
+      if (failed) return;
     }
     if (batch.size > 0 && !Deliver(batch)) return;
     Finish(absl::OkStatus());
@@ -141,9 +153,7 @@ absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const ReaderOpt
     return absl::InvalidArgumentError("batch_size and queue_batches must be positive");
   }
   for (const std::string& path : options.files) {
-    std::ifstream in(path);
-    if (!in)
-      return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+    HETERPS_RETURN_IF_ERROR(ByteSource::Open(path).status());
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -216,15 +226,16 @@ absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool h
   int64_t lines = 0;
   std::vector<char> buffer(1 << 20);
   for (const std::string& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> in, ByteSource::Open(path));
     int64_t in_file = 0;      // lines begun, empty or not
     bool content = false;     // the current line has a byte other than "\r"
     bool first_empty = true;  // the file's first line is empty (a header counts either way)
     bool open = false;        // a line is begun and not ended
-    while (in.read(buffer.data(), buffer.size()) || in.gcount() > 0) {
+    while (true) {
+      HETERPS_ASSIGN_OR_RETURN(const size_t got, in->Read(buffer.data(), buffer.size()));
+      if (got == 0) break;
       const char* p = buffer.data();
-      const char* const end = p + in.gcount();
+      const char* const end = p + got;
       while (p < end) {
         if (!open) {
           open = true;

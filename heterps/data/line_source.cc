@@ -1,0 +1,259 @@
+#include "heterps/data/line_source.h"
+
+#include <glob.h>
+#include <sys/stat.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace heterps::data {
+
+namespace {
+
+absl::Status ReadError(const std::string& path) {
+  return absl::DataLossError(absl::StrCat(path, ": read failed: ", std::strerror(errno)));
+}
+
+// A FILE* that closes itself.
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+class PlainSource : public ByteSource {
+ public:
+  PlainSource(std::string path, File file) : ByteSource(std::move(path)), file_(std::move(file)) {}
+
+  absl::StatusOr<size_t> Read(char* buffer, size_t size) override {
+    const size_t n = std::fread(buffer, 1, size, file_.get());
+    if (n == 0 && std::ferror(file_.get())) return ReadError(path());
+    return n;
+  }
+  Compression compression() const override { return Compression::kNone; }
+
+ private:
+  File file_;
+};
+
+// Compressed input read through a buffer of its own.
+class CompressedSource : public ByteSource {
+ protected:
+  CompressedSource(std::string path, File file, size_t in_bytes)
+      : ByteSource(std::move(path)), file_(std::move(file)), in_(in_bytes) {}
+
+  // Refills the input when it is used up; false at the end of the file.
+  absl::StatusOr<bool> Fill() {
+    if (in_begin_ < in_end_) return true;
+    if (at_end_) return false;
+    in_begin_ = 0;
+    in_end_ = std::fread(in_.data(), 1, in_.size(), file_.get());
+    if (in_end_ == 0) {
+      if (std::ferror(file_.get())) return ReadError(path());
+      at_end_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  absl::Status Truncated() const {
+    return absl::DataLossError(absl::StrCat(
+        path(), ": ends inside a ", CompressionName(compression()), " stream (truncated?)"));
+  }
+  absl::Status Corrupt(absl::string_view why) const {
+    return absl::DataLossError(
+        absl::StrCat(path(), ": ", CompressionName(compression()), " data is corrupt: ", why));
+  }
+
+  File file_;
+  std::vector<char> in_;
+  size_t in_begin_ = 0, in_end_ = 0;
+  bool at_end_ = false;
+};
+
+class GzipSource : public CompressedSource {
+ public:
+  GzipSource(std::string path, File file)
+      : CompressedSource(std::move(path), std::move(file), 1 << 18) {
+    // 16 + MAX_WBITS: a gzip wrapper, its CRC and length checked.
+    ok_ = inflateInit2(&z_, 16 + MAX_WBITS) == Z_OK;
+  }
+  ~GzipSource() override { inflateEnd(&z_); }
+
+  absl::StatusOr<size_t> Read(char* buffer, size_t size) override {
+    if (!ok_) return Corrupt("zlib could not start (out of memory?)");
+    size_t produced = 0;
+    while (produced == 0) {
+      absl::StatusOr<bool> more = Fill();
+      if (!more.ok()) return more.status();
+      if (!*more && !in_member_) return size_t{0};
+      // At the end of the file inflate still runs once, with no input: it may hold output back.
+      z_.next_in = reinterpret_cast<Bytef*>(in_.data() + in_begin_);
+      z_.avail_in = static_cast<uInt>(in_end_ - in_begin_);
+      z_.next_out = reinterpret_cast<Bytef*>(buffer);
+      z_.avail_out = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      in_begin_ = in_end_ - z_.avail_in;
+      produced = reinterpret_cast<char*>(z_.next_out) - buffer;
+      in_member_ = true;
+      if (!*more && produced == 0 && rc != Z_STREAM_END) return Truncated();
+      if (rc == Z_STREAM_END) {
+        // Another member may follow (concatenated gzip files are one stream).
+        inflateReset(&z_);
+        in_member_ = false;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        return Corrupt(z_.msg != nullptr ? z_.msg : absl::StrCat("zlib error ", rc));
+      }
+    }
+    return produced;
+  }
+  Compression compression() const override { return Compression::kGzip; }
+
+ private:
+  z_stream z_{};
+  bool ok_ = false;
+  bool in_member_ = false;  // inside a member that has not ended
+};
+
+class ZstdSource : public CompressedSource {
+ public:
+  ZstdSource(std::string path, File file)
+      : CompressedSource(std::move(path), std::move(file), ZSTD_DStreamInSize()),
+        z_(ZSTD_createDCtx()) {}
+  ~ZstdSource() override { ZSTD_freeDCtx(z_); }
+
+  absl::StatusOr<size_t> Read(char* buffer, size_t size) override {
+    if (z_ == nullptr) return Corrupt("zstd could not start (out of memory?)");
+    ZSTD_outBuffer out{buffer, size, 0};
+    while (out.pos == 0) {
+      absl::StatusOr<bool> more = Fill();
+      if (!more.ok()) return more.status();
+      if (!*more && !in_frame_) return size_t{0};
+      // At the end of the file the decoder still runs once, with no input: it may hold output.
+      ZSTD_inBuffer in{in_.data(), in_end_, in_begin_};
+      const size_t rc = ZSTD_decompressStream(z_, &out, &in);
+      in_begin_ = in.pos;
+      if (ZSTD_isError(rc)) return Corrupt(ZSTD_getErrorName(rc));
+      in_frame_ = rc != 0;  // 0: a frame ended and all of it is out
+      if (!*more && out.pos == 0 && in_frame_) return Truncated();
+    }
+    return out.pos;
+  }
+  Compression compression() const override { return Compression::kZstd; }
+
+ private:
+  ZSTD_DCtx* z_;
+  bool in_frame_ = false;
+};
+
+}  // namespace
+
+absl::string_view CompressionName(Compression compression) {
+  switch (compression) {
+    case Compression::kGzip:
+      return "gzip";
+    case Compression::kZstd:
+      return "zstd";
+    case Compression::kNone:
+      break;
+  }
+  return "none";
+}
+
+absl::StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
+  }
+  File file(std::fopen(path.c_str(), "rb"));
+  if (file == nullptr) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  unsigned char magic[4] = {0, 0, 0, 0};
+  const size_t got = std::fread(magic, 1, sizeof(magic), file.get());
+  if (got < sizeof(magic) && std::ferror(file.get())) return ReadError(path);
+  std::rewind(file.get());
+  if (got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+    return std::unique_ptr<ByteSource>(new GzipSource(path, std::move(file)));
+  }
+  if (got == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd) {
+    return std::unique_ptr<ByteSource>(new ZstdSource(path, std::move(file)));
+  }
+  return std::unique_ptr<ByteSource>(new PlainSource(path, std::move(file)));
+}
+
+LineSource::LineSource(std::unique_ptr<ByteSource> source, size_t buffer_bytes)
+    : source_(std::move(source)), buffer_(std::max<size_t>(buffer_bytes, 16)) {}
+
+absl::StatusOr<bool> LineSource::Next(absl::string_view* line) {
+  carry_.clear();
+  while (true) {
+    if (begin_ < end_) {
+      const char* start = buffer_.data() + begin_;
+      const char* nl = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
+      if (nl != nullptr) {
+        begin_ = nl + 1 - buffer_.data();
+        if (carry_.empty()) {
+          *line = absl::string_view(start, nl - start);
+        } else {
+          carry_.append(start, nl - start);
+          *line = carry_;
+        }
+        return true;
+      }
+      carry_.append(start, end_ - begin_);
+      begin_ = end_ = 0;
+    }
+    if (eof_) break;
+    absl::StatusOr<size_t> n = source_->Read(buffer_.data(), buffer_.size());
+    if (!n.ok()) return n.status();
+    if (*n == 0) eof_ = true;
+    begin_ = 0;
+    end_ = *n;
+  }
+  if (carry_.empty()) return false;
+  *line = carry_;  // the last line, without a '\n'
+  return true;
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandDataPaths(const std::vector<std::string>& args) {
+  if (args.empty()) return absl::InvalidArgumentError("no data files given");
+  std::vector<std::string> files;
+  auto directory = [](const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  };
+  for (const std::string& arg : args) {
+    if (arg.find_first_of("*?[") == std::string::npos) {
+      if (directory(arg)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            arg, ": is a directory: name its files, or a glob such as ", arg, "/*.gz"));
+      }
+      files.push_back(arg);
+      continue;
+    }
+    glob_t matches{};
+    const int rc = ::glob(arg.c_str(), 0, nullptr, &matches);
+    size_t added = 0;
+    if (rc == 0) {
+      for (size_t i = 0; i < matches.gl_pathc; ++i) {
+        std::string path = matches.gl_pathv[i];
+        if (directory(path)) continue;
+        files.push_back(std::move(path));
+        ++added;
+      }
+    }
+    globfree(&matches);
+    if (rc == GLOB_NOSPACE || rc == GLOB_ABORTED) {
+      return absl::UnavailableError(absl::StrCat("\"", arg, "\": the glob could not be read"));
+    }
+    if (added == 0) return absl::NotFoundError(absl::StrCat("no file matches \"", arg, "\""));
+  }
+  return files;
+}
+
+}  // namespace heterps::data
