@@ -1,9 +1,12 @@
 #include "heterps/config/model_spec.h"
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "heterps/base/file.h"
@@ -69,6 +72,7 @@ class ModelParser {
       HETERPS_RETURN_IF_ERROR(ParseData(data, model));
       model.data_declared = true;
     }
+    HETERPS_RETURN_IF_ERROR(FitRows(model));
     return model;
   }
 
@@ -173,6 +177,13 @@ class ModelParser {
     HETERPS_RETURN_IF_ERROR(only("ids", ids, "sparse and multi_hot"));
     HETERPS_RETURN_IF_ERROR(only("separator", role == "multi_hot", "multi_hot"));
     HETERPS_RETURN_IF_ERROR(only("max_ids", role == "multi_hot", "multi_hot"));
+    HETERPS_RETURN_IF_ERROR(only("buckets", ids, "sparse and multi_hot"));
+    // Per column of the group: one number for all, or a list of `count`.
+    std::vector<uint64_t> buckets(count, 0);
+    if (ids && reader.Has("buckets")) {
+      HETERPS_ASSIGN_OR_RETURN(YAML::Node node, reader.Node("buckets"));
+      HETERPS_RETURN_IF_ERROR(ParseBuckets(node, reader, i, buckets));
+    }
     if (role == "label") column.role = data::ColumnRole::kLabel;
     if (role == "ignore") column.role = data::ColumnRole::kIgnore;
     if (dense) {
@@ -202,13 +213,82 @@ class ModelParser {
     }
     HETERPS_RETURN_IF_ERROR(reader.Finish());
     if (count == 1) {
+      column.buckets = buckets[0];
       schema.columns.push_back(std::move(column));
       return absl::OkStatus();
     }
     for (int64_t k = 1; k <= count; ++k) {
       data::Column c = column;
       c.name = absl::StrCat(column.name, k);
+      c.buckets = buckets[k - 1];
       schema.columns.push_back(std::move(c));
+    }
+    return absl::OkStatus();
+  }
+
+  // `buckets`: a whole number >= 1 for every column of the group, or a list of one per column.
+  absl::Status ParseBuckets(const YAML::Node& node, const MapReader& reader, size_t i,
+                            std::vector<uint64_t>& buckets) {
+    constexpr double kMax = 4.6e18;  // below 2^62
+    const std::string path = absl::StrCat("data.columns[", i, "].buckets");
+    auto one = [&](const YAML::Node& value, const std::string& where) -> absl::StatusOr<uint64_t> {
+      const std::string text = value.IsScalar() ? value.Scalar() : "";
+      uint64_t n = 0;
+      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+          !absl::SimpleAtoi(text, &n) || n < 1 || static_cast<double>(n) > kMax) {
+        return internal::SpecError(
+            source_, value.Mark().line + 1, where,
+            absl::StrCat("must be a whole number of ids from 1 to 4.6e18, got '", text, "'"));
+      }
+      return n;
+    };
+    if (!node.IsSequence()) {
+      HETERPS_ASSIGN_OR_RETURN(const uint64_t n, one(node, path));
+      buckets.assign(buckets.size(), n);
+      return absl::OkStatus();
+    }
+    if (node.size() != buckets.size()) {
+      return reader.Error("buckets", absl::StrCat("a list of ", node.size(), " for ",
+                                                  buckets.size(), " columns (count)"));
+    }
+    for (size_t k = 0; k < node.size(); ++k) {
+      HETERPS_ASSIGN_OR_RETURN(buckets[k], one(node[k], absl::StrCat(path, "[", k, "]")));
+    }
+    return absl::OkStatus();
+  }
+
+  // Each embedding layer's rows per table against its slots' buckets: from them when the layer
+  // declares none (the mean of bucket count + 1, the empty id's row, rounded up), never more
+  // than the largest of them can reach.
+  absl::Status FitRows(ModelSpec& model) const {
+    size_t embedding = 0;
+    for (LayerSpec& layer : model.layers) {
+      if (layer.kind != LayerKind::kEmbedding) continue;
+      const MapReader& reader = embeddings_[embedding++];
+      uint64_t most = 0;
+      double total = 0;
+      bool all = true;
+      for (int slot = 0; slot < layer.slots; ++slot) {
+        const uint64_t b = slot < model.data.slots() ? model.data.slot_column(slot).buckets : 0;
+        all &= b > 0;
+        most = std::max(most, b);
+        total += static_cast<double>(b) + 1;
+      }
+      if (layer.rows == 0) {
+        if (!all) {
+          return reader.Error(
+              "rows",
+              "missing required field (or declare buckets for every one of the layer's slots in "
+              "the data section)");
+        }
+        layer.rows = static_cast<int64_t>(std::ceil(total / static_cast<double>(layer.slots)));
+      } else if (all && static_cast<double>(layer.rows) > static_cast<double>(most) + 1) {
+        return reader.Error(
+            "rows",
+            absl::StrCat(layer.rows, " per table, but the slots' buckets give at most ", most + 1,
+                         " keys each (the empty id's included): lower it, or leave it out to "
+                         "take it from the buckets"));
+      }
     }
     return absl::OkStatus();
   }
@@ -259,7 +339,9 @@ class ModelParser {
     if (shape_.sparse_slots == 0) {
       return reader.Error("kind", "an embedding layer needs sparse slots in the input layer");
     }
-    HETERPS_ASSIGN_OR_RETURN(layer.rows, reader.Integer("rows", Positive()));
+    // Absent (0): taken from the data section's buckets (FitRows).
+    HETERPS_ASSIGN_OR_RETURN(layer.rows, reader.Integer("rows", NumberRule{false, 0, 0, true}));
+    embeddings_.push_back(reader);
     HETERPS_ASSIGN_OR_RETURN(layer.dim, reader.Integer("dim", Positive()));
     NumberRule slots_rule{false, static_cast<double>(shape_.sparse_slots), 0, true};
     HETERPS_ASSIGN_OR_RETURN(layer.slots, reader.Integer("slots", slots_rule));
@@ -413,6 +495,7 @@ class ModelParser {
 
   std::string source_;
   Shape shape_;
+  std::vector<MapReader> embeddings_;  // per embedding layer in order, for FitRows's messages
   absl::flat_hash_map<std::string, int> lines_;  // layer name -> line, for duplicates
 };
 

@@ -74,10 +74,14 @@ TEST(ModelSpecTest, ParsesAndDerivesShapes) {
 }
 
 TEST(ModelSpecTest, ExamplesParse) {
-  for (const char* name : {"dlrm-small", "ctr-dnn", "wide-deep", "dlrm-large", "bst-attention"}) {
+  for (const char* name : {"dlrm-small", "ctr-dnn", "wide-deep", "dlrm-large", "bst-attention",
+                           "avazu-ctr", "movielens-genres", "dlrm-criteo-kaggle"}) {
     auto model = LoadModelSpec(std::string("examples/models/") + name + ".yaml");
     EXPECT_TRUE(model.ok()) << model.status();
   }
+  // Criteo Kaggle's 26 vocabularies: 33,762,577 ids, plus an empty id's row per slot.
+  EXPECT_EQ(LoadModelSpec("examples/models/dlrm-criteo-kaggle.yaml")->layers[1].rows,
+            (33762577 + 26 + 25) / 26);
   for (const char* name : {"cloud", "fleet-64", "local"}) {
     auto cluster = LoadClusterSpec(std::string("examples/clusters/") + name + ".yaml");
     EXPECT_TRUE(cluster.ok()) << cluster.status();
@@ -140,7 +144,8 @@ std::vector<BadSpec> BadModels() {
        "m.yaml:12: layers[1].dims: unknown field (expected one of: dim, ids_per_slot, kind, name, "
        "pooling, rows, slots)"},
       {"missing rows", Edit(g, "    rows: 100\n", ""),
-       "m.yaml:8: layers[1].rows: missing required field"},
+       "m.yaml:8: layers[1].rows: missing required field (or declare buckets for every one of "
+       "the layer's slots in the data section)"},
       {"negative dim", Edit(g, "dim: 4", "dim: -4"),
        "m.yaml:11: layers[1].dim: must be > 0, got -4"},
       {"zero rows", Edit(g, "rows: 100", "rows: 0"),
@@ -260,7 +265,8 @@ TEST(ModelSpecTest, ALayoutThatDoesNotFitTheModelNamesColumnAndField) {
       {WithData(Edit(kFitting, "max_ids: 8", "max_ids: 0")),
        "m.yaml:31: data.columns[3].max_ids: must be >= 1, got 0"},
       {WithData(Edit(kFitting, "role: dense,", "role: dense, typo: 1,")),
-       "m.yaml:29: data.columns[1].typo: unknown field (expected one of: count, ids, max_ids, "
+       "m.yaml:29: data.columns[1].typo: unknown field (expected one of: buckets, count, ids, "
+       "max_ids, "
        "name, "
        "role, separator, transform, type)"},
       {Edit(WithData(kFitting), "delimiter: \",\"", "delimiter: \";;\""),
@@ -270,6 +276,61 @@ TEST(ModelSpecTest, ALayoutThatDoesNotFitTheModelNamesColumnAndField) {
     auto model = ParseModelSpec(text, "m.yaml");
     ASSERT_FALSE(model.ok()) << message;
     EXPECT_EQ(std::string(model.status().message()), message);
+  }
+}
+
+// Per-slot vocabularies: ids hashed into `buckets` values; the tables' rows follow from them.
+TEST(ModelSpecTest, BucketsBoundEachSlotAndSizeItsTables) {
+  const std::string columns =
+      "    - {name: click, role: label}\n"
+      "    - {name: f, count: 4, role: dense}\n"
+      "    - {name: item, role: sparse, ids: decimal, buckets: 1000}\n"
+      "    - {name: tags, role: multi_hot, separator: ' ', buckets: 99}\n";
+  auto model = ParseModelSpec(Edit(WithData(columns), "    rows: 100\n", ""), "m.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->data.slot_column(0).buckets, 1000u);
+  EXPECT_EQ(model->data.slot_column(1).buckets, 99u);
+  EXPECT_EQ(model->layers[1].rows, (1001 + 100 + 1) / 2);  // the empty id's row included
+  // A declared rows within reach stays.
+  model = ParseModelSpec(WithData(columns), "m.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->layers[1].rows, 100);
+  // A group takes one number for all its columns or a list of one each.
+  const std::string group =
+      "    - {name: click, role: label}\n"
+      "    - {name: f, count: 4, role: dense}\n"
+      "    - {name: c, count: 2, role: sparse, buckets: [10, 20]}\n";
+  model = ParseModelSpec(
+      Edit(Edit(WithData(group), "    rows: 100\n", ""), "ids_per_slot: 2", "ids_per_slot: 1"),
+      "m.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->data.slot_column(0).buckets, 10u);
+  EXPECT_EQ(model->data.slot_column(1).buckets, 20u);
+  EXPECT_EQ(model->layers[1].rows, 16);
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {Edit(WithData(columns), "rows: 100", "rows: 5000"),
+       "m.yaml:10: layers[1].rows: 5000 per table, but the slots' buckets give at most 1001 keys "
+       "each (the "
+       "empty id's included): lower it, or leave it out to take it from the buckets"},
+      {Edit(WithData(Edit(columns, ", buckets: 99", "")), "    rows: 100\n", ""),
+       "m.yaml:8: layers[1].rows: missing required field (or declare buckets for every one of "
+       "the layer's slots in the data section)"},
+      {Edit(kGoodModel, "    rows: 100\n", ""),
+       "m.yaml:8: layers[1].rows: missing required field (or declare buckets for every one of "
+       "the layer's slots in the data section)"},
+      {WithData(Edit(columns, "buckets: 1000", "buckets: 0")),
+       "m.yaml:30: data.columns[2].buckets: must be a whole number of ids from 1 to 4.6e18, got "
+       "'0'"},
+      {WithData(Edit(columns, "buckets: 1000", "buckets: [1, x]")),
+       "m.yaml:30: data.columns[2].buckets: a list of 2 for 1 columns (count)"},
+      {WithData(Edit(columns, "role: dense}", "role: dense, buckets: 5}")),
+       "m.yaml:29: data.columns[1].buckets: only for sparse and multi_hot columns"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto bad = ParseModelSpec(text, "m.yaml");
+    ASSERT_FALSE(bad.ok()) << message;
+    EXPECT_EQ(std::string(bad.status().message()), message);
   }
 }
 

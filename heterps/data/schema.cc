@@ -307,6 +307,7 @@ absl::Status LineParser::Parse(absl::string_view line, Example* out) const {
         uint64_t value = kMissing;
         if (!text.empty()) {
           if (absl::Status s = ParseId(column, text, &value); !s.ok()) return s;
+          if (column.buckets > 0) value %= column.buckets;
         }
         out->keys.push_back(SlotKey(index, value));
         out->counts[index] = 1;
@@ -322,6 +323,7 @@ absl::Status LineParser::Parse(absl::string_view line, Example* out) const {
           if (TrimSpaces(id).empty()) continue;
           uint64_t value = 0;
           if (absl::Status s = ParseId(column, id, &value); !s.ok()) return s;
+          if (column.buckets > 0) value %= column.buckets;
           out->keys.push_back(SlotKey(index, value));
           ++kept;
         }

@@ -17,8 +17,8 @@
 // - dense: a number (`integer`: a whole number, possibly written as 260.0), then the transform
 //   (log1p: log(1 + max(x, 0)); none: x). Empty: 0. Not finite: an error;
 // - sparse: one id (hex of at most 16 digits, a decimal integer, or any string), the table key
-//   SlotKey(slot, value) where value is the number, or XXH3-64 of a string's bytes. Empty: the
-//   value kMissing, a key of its own;
+//   SlotKey(slot, value) where value is the number, or XXH3-64 of a string's bytes, taken modulo
+//   the column's `buckets` when it declares some. Empty: the value kMissing, a key of its own;
 // - multi_hot: ids separated by `separator`, each as for sparse, empty ones dropped, the first
 //   `max_ids` kept. Empty: no ids (the slot pools to a zero vector);
 // - ignore: nothing (only the field count is checked).
@@ -58,7 +58,10 @@ struct Column {
   IdFormat ids = IdFormat::kString;        // kSparse, kMultiHot
   char separator = '|';                    // kMultiHot: between the ids of a field
   int max_ids = 256;                       // kMultiHot: ids kept per field, the first ones
-  int line = 0;                            // line of the declaration in `Schema::source`, 0 if none
+  // kSparse, kMultiHot: ids hashed into this many values (the id's value modulo `buckets`), the
+  // slot's vocabulary; 0: every value its own key.
+  uint64_t buckets = 0;
+  int line = 0;  // line of the declaration in `Schema::source`, 0 if none
 };
 
 struct Schema {

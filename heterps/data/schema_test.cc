@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -85,6 +86,30 @@ TEST(SchemaTest, EveryColumnTypeBecomesWhatTheContractSays) {
   // log1p of a negative count is 0, as for Criteo.
   ASSERT_TRUE(parser->Parse("0,-3.5,-4,1,2,x,y,", &e).ok());
   EXPECT_THAT(e.dense, ElementsAre(-3.5f, 0.0f));
+}
+
+TEST(SchemaTest, BucketsFoldIdsIntoTheSlotsVocabulary) {
+  Schema schema = Shop(false);
+  schema.columns[4].buckets = 10;  // user (decimal)
+  schema.columns[5].buckets = 7;   // city (string)
+  schema.columns[6].buckets = 3;   // tags (multi-hot strings)
+  auto parser = LineParser::Create(schema);
+  ASSERT_TRUE(parser.ok()) << parser.status();
+  Example e;
+  ASSERT_TRUE(parser->Parse("1,0,0,ff,13,Paris,a|b,", &e).ok());
+  EXPECT_THAT(e.keys,
+              ElementsAre(SlotKey(0, 0xff), SlotKey(1, 3), SlotKey(2, StringId("Paris") % 7),
+                          SlotKey(3, StringId("a") % 3), SlotKey(3, StringId("b") % 3)));
+  // The empty id keeps its own key, outside the buckets.
+  ASSERT_TRUE(parser->Parse("1,0,0,ff,,,,", &e).ok());
+  EXPECT_EQ(e.keys[1], SlotKey(1, kMissing));
+  // However many cities, at most 7 keys.
+  std::set<uint64_t> cities;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(parser->Parse(absl::StrCat("0,0,0,1,1,city", i, ",,"), &e).ok());
+    cities.insert(e.keys[2]);
+  }
+  EXPECT_EQ(cities.size(), 7u);
 }
 
 TEST(SchemaTest, BadFieldsNameTheColumn) {
