@@ -17,6 +17,7 @@ PACKAGES=(
   zlib1g-dev libzstd-dev   # gzip and zstd compressed data files
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # RPC between processes
   libgtest-dev libgmock-dev   # tests
+  libcpp-httplib-dev    # the Prometheus /metrics endpoint
   openssl               # tests: a self-signed certificate for the TLS test
   libbenchmark-dev      # micro-benchmarks
   openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)

@@ -17,6 +17,7 @@
 #include "heterps/base/token.h"
 #include "heterps/dense/default_backends.h"
 #include "heterps/launcher/cluster_state.h"
+#include "heterps/launcher/job_metrics.h"
 #include "heterps/launcher/job_status.h"
 #include "heterps/launcher/layout.h"
 #include "heterps/launcher/replanner.h"
@@ -27,6 +28,7 @@
 #include "tools/cli_common.h"
 #include "tools/job_report.h"
 #include "tools/local_gpus.h"
+#include "tools/metrics_http.h"
 #include "tools/plan_here.h"
 #include "tools/stop_signals.h"
 #include "tools/table.h"
@@ -62,6 +64,36 @@ absl::StatusOr<std::string> JobToken(const std::string& job_dir, const LaunchSet
   umask(old);
   HETERPS_RETURN_IF_ERROR(written);
   return token;
+}
+
+// The /metrics endpoint (--metrics-port), serving the job's status.json as Prometheus text; none
+// (nullptr) without the flag. Its address goes to stderr and its port to <job_dir>/metrics.port.
+absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetrics(const TrainFlags& flags,
+                                                          const std::string& job_dir,
+                                                          const std::string& token) {
+  if (flags.metrics_port < 0) return nullptr;
+  MetricsHttpOptions options;
+  options.host = flags.metrics_host;
+  options.port = flags.metrics_port;
+  options.token = token;
+  HETERPS_ASSIGN_OR_RETURN(
+      std::unique_ptr<MetricsHttp> server,
+      MetricsHttp::Start(options, [job_dir]() -> absl::StatusOr<std::string> {
+        absl::StatusOr<launcher::JobStatus> status =
+            launcher::ReadJobStatus(base::DefaultEnv(), job_dir);
+        if (absl::IsNotFound(status.status())) {
+          launcher::JobStatus starting;  // before the coordinator's first status
+          starting.state = "starting";
+          return launcher::JobStatusToPrometheus(starting);
+        }
+        if (!status.ok()) return status.status();
+        return launcher::JobStatusToPrometheus(*status);
+      }));
+  HETERPS_RETURN_IF_ERROR(
+      base::WriteFileAtomically(job_dir + "/metrics.port", absl::StrCat(server->port(), "\n")));
+  std::fprintf(stderr, "heterps: metrics on http://%s:%d/metrics\n", flags.metrics_host.c_str(),
+               server->port());
+  return server;
 }
 
 // A stage planned on a device this host or build cannot run goes to this host's CPU, and the
@@ -258,6 +290,8 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   std::string token_file;
   absl::StatusOr<std::string> token = JobToken(*job_dir, launch, &token_file);
   if (!token.ok()) return Fail(token.status());
+  absl::StatusOr<std::unique_ptr<MetricsHttp>> metrics = ServeMetrics(flags, *job_dir, *token);
+  if (!metrics.ok()) return Fail(metrics.status());
 
   launcher::rpc::RunOptions options;
   options.job_dir = *job_dir;

@@ -125,6 +125,13 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
       "--skip-bad-lines", [&flags] { flags.job.bad_lines = data::BadLinePolicy::kSkip; },
       "Skip malformed lines (counted) instead of stopping at the first");
   cmd->add_option("--metrics-out", flags.metrics_out, "Write the metrics here as JSON");
+  cmd->add_option("--metrics-port", flags.metrics_port,
+                  "Serve Prometheus metrics on http://HOST:PORT/metrics while the job runs (0: "
+                  "any free port, written to <job-dir>/metrics.port)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--metrics-host", flags.metrics_host,
+                  "Address of --metrics-port (default 127.0.0.1; elsewhere a scrape sends the "
+                  "job's token as a bearer token)");
   cmd->add_option("--mode", flags.job.mode,
                   "sync: every step's updates applied before the next (default); async: "
                   "parameter-server style")

@@ -41,6 +41,8 @@ struct TrainFlags {
   std::string dense_optimizer = "adam";
   double dense_lr = 0.001;
   std::string metrics_out;
+  int metrics_port = -1;                   // -1: no /metrics endpoint; 0: any free port
+  std::string metrics_host = "127.0.0.1";  // beyond loopback, scrapes carry the job's token
   // The job's settings, bound straight from the flags (--mode, --micro-batch, --ps-shards,
   // --epochs, --eval-fraction, --skip-bad-lines, --seed, --checkpoint-every, --max-restarts); the
   // tables' optimizers are filled from the flags above (ModelOptionsFrom).

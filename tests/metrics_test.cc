@@ -1,0 +1,181 @@
+// The /metrics endpoint: the exposition format against the status it renders, the HTTP server's
+// answers (auth, errors), and a real job scraped while it runs.
+#include <httplib.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/launcher/job_metrics.h"
+#include "tests/job_runner.h"
+#include "tools/metrics_http.h"
+
+namespace heterps {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The samples of a text exposition: "name{labels}" -> value. Fails the test on a line that is not
+// a comment or a sample, on a sample whose family has no TYPE line before it, and on a family
+// declared twice.
+std::map<std::string, double> ParseExposition(const std::string& text) {
+  static const std::regex kSample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$)");
+  static const std::regex kType(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge)$)");
+  std::map<std::string, double> samples;
+  std::set<std::string> typed;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const std::string l(line);
+    std::smatch m;
+    if (std::regex_match(l, m, kType)) {
+      EXPECT_TRUE(typed.insert(m[1]).second) << "declared twice: " << l;
+      continue;
+    }
+    if (absl::StartsWith(l, "# HELP ")) continue;
+    if (!std::regex_match(l, m, kSample)) {
+      ADD_FAILURE() << "not a sample: " << l;
+      continue;
+    }
+    EXPECT_TRUE(typed.count(m[1])) << "no TYPE before " << l;
+    double value = 0;
+    EXPECT_TRUE(absl::SimpleAtod(m[3].str(), &value)) << l;
+    samples[m[1].str() + m[2].str()] = value;
+  }
+  return samples;
+}
+
+TEST(MetricsTest, TheExpositionSaysWhatTheStatusSays) {
+  launcher::JobStatus s;
+  s.state = "running \"now\"\n";
+  s.restarts = 2;
+  s.step = 40;
+  s.total_steps = 100;
+  s.samples = 81920;
+  s.samples_per_second = 12345.5;
+  s.loss = 0.4321;
+  for (int r = 0; r < 2; ++r) {
+    launcher::ReplicaStatus replica;
+    replica.stage = r;
+    replica.replica = 1 - r;
+    replica.micro_batches = 10 + r;
+    replica.busy_seconds = 1.25 * (r + 1);
+    replica.ps_seconds = 0.5;
+    s.replicas.push_back(replica);
+  }
+  launcher::ShardStatus shard;
+  shard.shard = 3;
+  shard.calls = 77;
+  shard.tables = {{0, 1000, 64000, 5, 900, 4, 2}, {1, 10, 640, 0, 9, 0, 0}};
+  s.parameter_servers.push_back(shard);
+
+  const std::map<std::string, double> got = ParseExposition(launcher::JobStatusToPrometheus(s));
+  EXPECT_EQ(got.at("heterps_job_state{state=\"running \\\"now\\\"\\n\"}"), 1);
+  EXPECT_EQ(got.at("heterps_job_restarts_total"), 2);
+  EXPECT_EQ(got.at("heterps_step"), 40);
+  EXPECT_EQ(got.at("heterps_steps_total"), 100);
+  EXPECT_EQ(got.at("heterps_samples_total"), 81920);
+  EXPECT_EQ(got.at("heterps_samples_per_second"), 12345.5);
+  EXPECT_EQ(got.at("heterps_train_loss"), 0.4321);
+  EXPECT_EQ(got.at("heterps_replica_micro_batches_total{stage=\"0\",replica=\"1\"}"), 10);
+  EXPECT_EQ(got.at("heterps_replica_busy_seconds_total{stage=\"1\",replica=\"0\"}"), 2.5);
+  EXPECT_EQ(got.at("heterps_replica_ps_seconds_total{stage=\"1\",replica=\"0\"}"), 0.5);
+  EXPECT_EQ(got.at("heterps_ps_calls_total{shard=\"3\"}"), 77);
+  EXPECT_EQ(got.at("heterps_ps_memory_rows{shard=\"3\",table=\"0\"}"), 1000);
+  EXPECT_EQ(got.at("heterps_ps_memory_bytes{shard=\"3\",table=\"1\"}"), 640);
+  EXPECT_EQ(got.at("heterps_ps_ssd_rows{shard=\"3\",table=\"0\"}"), 5);
+  EXPECT_EQ(got.at("heterps_ps_hits_total{shard=\"3\",table=\"0\"}"), 900);
+  EXPECT_EQ(got.at("heterps_ps_misses_total{shard=\"3\",table=\"0\"}"), 4);
+  EXPECT_EQ(got.at("heterps_ps_spills_total{shard=\"3\",table=\"0\"}"), 2);
+  // 11 replica families x 2 replicas, 6 table families x 2 tables, 1 shard, 9 job-wide.
+  EXPECT_EQ(got.size(), 11u * 2 + 6 * 2 + 1 + 9);
+}
+
+TEST(MetricsTest, TheServerAnswersScrapesAndRefusesWhatItMust) {
+  int renders = 0;
+  bool fail = false;
+  auto render = [&]() -> absl::StatusOr<std::string> {
+    if (fail) return absl::NotFoundError("status.json: gone");
+    return absl::StrCat("# TYPE x counter\nx ", ++renders, "\n");
+  };
+  auto server = tools::MetricsHttp::Start({}, render);
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto r = client.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "# TYPE x counter\nx 1\n");
+  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("version=0.0.4"));
+  r = client.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "# TYPE x counter\nx 2\n");  // rendered afresh for every scrape
+  r = client.Get("/other");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  fail = true;
+  r = client.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_THAT(r->body, HasSubstr("status.json: gone"));
+  fail = false;
+
+  // Beyond loopback: a token, sent as a bearer token by every scrape.
+  tools::MetricsHttpOptions open;
+  open.host = "0.0.0.0";
+  auto refused = tools::MetricsHttp::Start(open, render);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("needs the job's token"));
+  open.token = "s3cret";
+  auto guarded = tools::MetricsHttp::Start(open, render);
+  ASSERT_TRUE(guarded.ok()) << guarded.status();
+  httplib::Client scraper("127.0.0.1", (*guarded)->port());
+  r = scraper.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  r = scraper.Get("/metrics", {{"Authorization", "Bearer s3creT"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  r = scraper.Get("/metrics", {{"Authorization", "Bearer s3cret"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+
+  // A port in use is said so.
+  tools::MetricsHttpOptions taken;
+  taken.port = (*server)->port();
+  auto twice = tools::MetricsHttp::Start(taken, render);
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(twice.status().message(), HasSubstr("cannot listen on 127.0.0.1:"));
+}
+
+// A real job, scraped while it trains: its step, its replicas and its parameter servers.
+TEST(MetricsTest, ARunningJobIsScraped) {
+  const std::string dir = testing::Dir("metrics-job");
+  const int port = testing::FreePort();
+  testing::Background job({"train", "--rows", "60000", "--batch", "256", "--job-dir", dir,
+                           "--metrics-port", std::to_string(port)},
+                          dir);
+  httplib::Client client("127.0.0.1", port);
+  std::map<std::string, double> seen;
+  ASSERT_TRUE(job.WaitFor(
+      [&] {
+        auto r = client.Get("/metrics");
+        if (!r || r->status != 200) return false;
+        seen = ParseExposition(r->body);
+        return seen.count("heterps_job_state{state=\"running\"}") && seen["heterps_step"] >= 5;
+      },
+      absl::Seconds(90)))
+      << job.err();
+  EXPECT_GT(seen.at("heterps_samples_total"), 0);
+  EXPECT_GT(seen.at("heterps_replica_busy_seconds_total{stage=\"0\",replica=\"0\"}"), 0);
+  EXPECT_GT(seen.at("heterps_ps_memory_rows{shard=\"0\",table=\"0\"}"), 0);
+  EXPECT_EQ(job.Wait(), 0) << job.err();
+  EXPECT_THAT(job.err(), HasSubstr(absl::StrCat("metrics on http://127.0.0.1:", port, "/metrics")));
+  EXPECT_EQ(testing::Slurp(dir + "/metrics.port"), absl::StrCat(port, "\n"));
+}
+
+}  // namespace
+}  // namespace heterps

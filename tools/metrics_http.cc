@@ -1,0 +1,93 @@
+#include "tools/metrics_http.h"
+
+#include <httplib.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "heterps/base/token.h"
+
+namespace heterps::tools {
+
+struct MetricsHttp::Impl {
+  httplib::Server server;
+  std::thread thread;
+  int port = 0;
+};
+
+MetricsHttp::MetricsHttp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MetricsHttp::~MetricsHttp() {
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+int MetricsHttp::port() const { return impl_->port; }
+
+absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const MetricsHttpOptions& options,
+                                                                Render render) {
+  const bool loopback = options.host == "127.0.0.1" || options.host == "::1" ||
+                        options.host == "localhost" || absl::StartsWith(options.host, "127.");
+  if (!loopback && options.token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics: serving on ", options.host,
+        " (not loopback) needs the job's token, which scrapes then send as a bearer token"));
+  }
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics: port ", options.port, " is not in 0..65535"));
+  }
+  auto impl = std::make_unique<Impl>();
+  const std::string token = loopback ? "" : options.token;
+  impl->server.Get("/metrics", [render = std::move(render), token](const httplib::Request& request,
+                                                                   httplib::Response& response) {
+    if (!token.empty()) {
+      const std::string auth = request.get_header_value("Authorization");
+      const std::string want = "Bearer " + token;
+      if (!base::TokensEqual(auth, want)) {
+        response.status = 401;
+        response.set_header("WWW-Authenticate", "Bearer");
+        response.set_content("metrics: the job's token is required (Authorization: Bearer)\n",
+                             "text/plain");
+        return;
+      }
+    }
+    absl::StatusOr<std::string> text = render();
+    if (!text.ok()) {
+      response.status = 503;
+      response.set_content(absl::StrCat("metrics: ", text.status().message(), "\n"), "text/plain");
+      return;
+    }
+    response.set_content(*text, "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a second server on a
+  // taken port binds and shares its scrapes instead of failing.
+  impl->server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  errno = 0;
+  if (options.port == 0) {
+    impl->port = impl->server.bind_to_any_port(options.host);
+  } else {
+    impl->port = impl->server.bind_to_port(options.host, options.port) ? options.port : -1;
+  }
+  if (impl->port <= 0) {
+    return absl::UnavailableError(absl::StrCat("metrics: cannot listen on ", options.host, ":",
+                                               options.port, ": ",
+                                               errno != 0 ? std::strerror(errno) : "bind failed"));
+  }
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  // stop() before the loop runs would be lost: the destructor waits for it to be running.
+  for (int i = 0; i < 5000 && !impl->server.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::unique_ptr<MetricsHttp>(new MetricsHttp(std::move(impl)));
+}
+
+}  // namespace heterps::tools

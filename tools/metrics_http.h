@@ -1,0 +1,51 @@
+// The /metrics endpoint: Prometheus text served over HTTP (cpp-httplib) from threads of its own,
+// rendered afresh for every scrape.
+//
+//   MetricsHttpOptions options;
+//   options.port = 9400;                                 // 0: any free port
+//   HETERPS_ASSIGN_OR_RETURN(auto server, MetricsHttp::Start(options, [&] { return Render(); }));
+//   ... server->port() ...
+//
+// GET /metrics answers 200 with the text (Content-Type text/plain; version=0.0.4), or 503 with the
+// renderer's error; anything else is 404. Loopback (127.0.0.1, ::1, localhost) by default; on any
+// other address a token is required, and each scrape must carry it as `Authorization: Bearer
+// <token>` (compared in constant time; 401 otherwise), as Prometheus's `authorization` setting
+// sends it. The server stops when the object is destroyed.
+//
+// Thread safety: `render` is called from the server's threads, several at a time if scrapes
+// overlap; it must be thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace heterps::tools {
+
+struct MetricsHttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;       // 0: a free one
+  std::string token;  // asked of every scrape where host is not loopback (and required there)
+};
+
+class MetricsHttp {
+ public:
+  using Render = std::function<absl::StatusOr<std::string>()>;
+
+  // InvalidArgument for a non-loopback host without a token or a port outside 0..65535;
+  // Unavailable "metrics: cannot listen on <host>:<port>: <why>".
+  static absl::StatusOr<std::unique_ptr<MetricsHttp>> Start(const MetricsHttpOptions& options,
+                                                            Render render);
+  ~MetricsHttp();
+
+  int port() const;
+
+ private:
+  struct Impl;
+  explicit MetricsHttp(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace heterps::tools
