@@ -18,6 +18,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # RPC between processes
   libgtest-dev libgmock-dev   # tests
   libcpp-httplib-dev    # the Prometheus /metrics endpoint
+  python3-dev pybind11-dev   # the Python package (python/)
   openssl               # tests: a self-signed certificate for the TLS test
   libbenchmark-dev      # micro-benchmarks
   openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)

@@ -1,0 +1,100 @@
+"""heterps from Python: load specs, plan with any scheduler, the Pareto frontier, run a job and
+read its status and metrics.
+
+    import heterps
+    model = heterps.load_model("examples/models/dlrm-small.yaml")     # or a dict
+    cluster = heterps.load_cluster("examples/clusters/local.yaml")    # None: the cloud catalog
+    plan = heterps.plan(model, cluster, throughput=20000, scheduler="rl", time_limit=5)
+    print(plan.cost_usd, plan.optimality_gap, [s["type"] for s in plan.stages])
+    result = heterps.train(plan, model=model, cluster=cluster, rows=50000, batch=256,
+                           job_dir="/tmp/job")
+    print(result["eval_auc"], heterps.status("/tmp/job")["state"])
+
+Planning runs in this process (the same C++ as `heterps plan`); `train` runs the `heterps train`
+command of this build as a child process, as a job is run from the shell. Errors are exceptions
+with the library's message: ValueError for bad input, FileNotFoundError for a missing file,
+RuntimeError otherwise (for `train`: the command's one-line error).
+"""
+
+import json
+import os
+import subprocess
+
+from . import _build
+from ._core import Cluster, Model, Plan, load_cluster, load_model, pareto, plan, schedulers
+
+__all__ = ["Cluster", "Model", "Plan", "load_cluster", "load_model", "pareto", "plan",
+           "schedulers", "status", "metrics", "train", "CLI"]
+
+CLI = _build.CLI  # the command line of this build
+
+
+def _read_json(path):
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON: {e}") from None
+
+
+def status(job_dir):
+    """The job's status.json (docs/runtime.md) as a dict: state, step, samples/s, replicas,
+    parameter servers. FileNotFoundError when the job has written none."""
+    return _read_json(os.path.join(job_dir, "status.json"))
+
+
+def metrics(job_dir):
+    """The metrics a finished job wrote (<job_dir>/metrics.json): eval AUC, losses, samples/s
+    against the plan's prediction, each stage's time, the cost."""
+    return _read_json(os.path.join(job_dir, "metrics.json"))
+
+
+def _spec_file(spec, job_dir, name):
+    """A path for the command line: a spec's own file, or its text written into the job dir."""
+    if spec is None:
+        return None
+    if isinstance(spec, (str, os.PathLike)):
+        return os.fspath(spec)
+    if os.path.isfile(spec.source):
+        return spec.source
+    path = os.path.join(job_dir, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(spec.text)
+    return path
+
+
+def train(plan=None, *, model=None, cluster=None, data=None, job_dir, single_process=False,
+          timeout=None, **options):
+    """Runs `heterps train` on `plan` (a Plan, or a plan.json path; None: planned on this host;
+    `single_process=True`: in one process, docs/training.md) and returns its metrics (a dict). `data`: a path, a glob or a list of them (None: synthetic
+    rows). Other keyword arguments are the command's flags: `batch=256` is `--batch 256`,
+    `skip_bad_lines=True` is `--skip-bad-lines`. RuntimeError with the command's error when it
+    fails."""
+    os.makedirs(job_dir, exist_ok=True)
+    args = [CLI, "train", "--metrics-out", os.path.join(job_dir, "metrics.json")]
+    # One process has no job directory of its own: its metrics go to job_dir all the same.
+    args += ["--single-process"] if single_process else ["--job-dir", job_dir]
+    if isinstance(plan, Plan):
+        path = os.path.join(job_dir, "plan.json")
+        plan.save(path)
+        args += ["--plan", path]
+    elif plan is not None:
+        args += ["--plan", os.fspath(plan)]
+    for flag, spec, name in (("--model", model, "model.yaml"), ("--cluster", cluster, "cluster.yaml")):
+        path = _spec_file(spec, job_dir, name)
+        if path is not None:
+            args += [flag, path]
+    if data is not None:
+        args += ["--data"] + ([os.fspath(data)] if isinstance(data, (str, os.PathLike))
+                              else [os.fspath(d) for d in data])
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif value is not False and value is not None:
+            args += [flag, str(value)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        lines = [l for l in done.stderr.splitlines() if l.strip()]
+        raise RuntimeError(lines[-1] if lines else f"heterps train exited {done.returncode}")
+    return metrics(job_dir)
