@@ -19,6 +19,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev   # tests
   libcpp-httplib-dev    # the Prometheus /metrics endpoint
   python3-dev pybind11-dev   # the Python package (python/)
+  libjs-chart.js        # Chart.js, inlined into every job report (report.html)
+  chromium              # tests: the job report opened in a headless browser
   openssl               # tests: a self-signed certificate for the TLS test
   libbenchmark-dev      # micro-benchmarks
   openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)

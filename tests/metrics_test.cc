@@ -2,6 +2,9 @@
 // answers (auth, errors), and a real job scraped while it runs.
 #include <httplib.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -20,6 +23,7 @@ namespace heterps {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The samples of a text exposition: "name{labels}" -> value. Fails the test on a line that is not
 // a comment or a sample, on a sample whose family has no TYPE line before it, and on a family
@@ -151,8 +155,34 @@ TEST(MetricsTest, TheServerAnswersScrapesAndRefusesWhatItMust) {
   EXPECT_THAT(twice.status().message(), HasSubstr("cannot listen on 127.0.0.1:"));
 }
 
-// A real job, scraped while it trains: its step, its replicas and its parameter servers.
-TEST(MetricsTest, ARunningJobIsScraped) {
+// Runs headless Chromium on `args` (then the page's URL); its stdout.
+std::string Chromium(const std::vector<std::string>& args, const std::string& page) {
+  std::string command = "chromium --headless --no-sandbox --disable-gpu --hide-scrollbars";
+  for (const std::string& a : args) command += " " + a;
+  command += " file://" + page + " 2>/dev/null";
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[65536];
+  size_t n = 0;
+  while (pipe != nullptr && (n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  if (pipe != nullptr) pclose(pipe);
+  return out;
+}
+
+// The value of attribute `name` of the report's check element in a DOM dump, or -1.
+int CheckAttribute(const std::string& dom, const std::string& name) {
+  std::smatch m;
+  const std::regex element(R"(<div id="report-check"[^>]*>)");
+  if (!std::regex_search(dom, m, element)) return -1;
+  const std::string tag = m[0];
+  if (!std::regex_search(tag, m, std::regex(name + R"re(="(\d+)")re"))) return -1;
+  return std::stoi(m[1]);
+}
+
+// A real job, scraped while it trains: its step, its replicas and its parameter servers. Its
+// report.html reloads itself while the job runs, and after it, opened in a real browser, draws
+// every chart without a script error.
+TEST(MetricsTest, ARunningJobIsScrapedAndItsReportDraws) {
   const std::string dir = testing::Dir("metrics-job");
   const int port = testing::FreePort();
   testing::Background job({"train", "--rows", "60000", "--batch", "256", "--job-dir", dir,
@@ -172,7 +202,25 @@ TEST(MetricsTest, ARunningJobIsScraped) {
   EXPECT_GT(seen.at("heterps_samples_total"), 0);
   EXPECT_GT(seen.at("heterps_replica_busy_seconds_total{stage=\"0\",replica=\"0\"}"), 0);
   EXPECT_GT(seen.at("heterps_ps_memory_rows{shard=\"0\",table=\"0\"}"), 0);
+  EXPECT_THAT(testing::Slurp(dir + "/report.html"), HasSubstr("http-equiv=\"refresh\""));
   EXPECT_EQ(job.Wait(), 0) << job.err();
+
+  const std::string report = testing::Slurp(dir + "/report.html");
+  EXPECT_THAT(report, Not(HasSubstr("http-equiv=\"refresh\"")));
+  EXPECT_THAT(report, Not(HasSubstr("src=\"http")));  // self-contained
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no chromium here to open the report (scripts/deps.sh installs it)";
+  }
+  const std::string dom = Chromium({"--dump-dom"}, dir + "/report.html");
+  EXPECT_EQ(CheckAttribute(dom, "data-errors"), 0) << dom.substr(dom.rfind("ReportCheck"));
+  EXPECT_EQ(CheckAttribute(dom, "data-charts"), 5);
+  EXPECT_EQ(CheckAttribute(dom, "data-drawn"), 5);
+  // The screenshot, kept in the build directory as the test's artifact.
+  const std::string shot = std::filesystem::path(testing::kBinary).parent_path().parent_path() /
+                           "Testing" / "report.png";
+  std::filesystem::create_directories(std::filesystem::path(shot).parent_path());
+  Chromium({"--window-size=1000,2600", "--screenshot=" + shot}, dir + "/report.html");
+  EXPECT_GT(std::filesystem::file_size(shot), 10000u);
   EXPECT_THAT(job.err(), HasSubstr(absl::StrCat("metrics on http://127.0.0.1:", port, "/metrics")));
   EXPECT_EQ(testing::Slurp(dir + "/metrics.port"), absl::StrCat(port, "\n"));
 }

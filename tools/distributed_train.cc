@@ -26,6 +26,7 @@
 #include "heterps/rpc/quiet_logs.h"
 #include "heterps/sched/run_plan.h"
 #include "tools/cli_common.h"
+#include "tools/html_report.h"
 #include "tools/job_report.h"
 #include "tools/local_gpus.h"
 #include "tools/metrics_http.h"
@@ -302,7 +303,11 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   launcher::LocalLauncher local({"/proc/self/exe", token_file, *job_dir, launch.host});
   if (launch.local) options.launcher = &local;
   ProgressLine progress(true);
-  options.progress = [&](const launcher::JobProgress& p) { ShowProgress(progress, p); };
+  JobReport report(*job_dir, PlanJson(*job, *cluster));
+  options.progress = [&](const launcher::JobProgress& p) {
+    ShowProgress(progress, p);
+    report.Progress(p);
+  };
   {
     absl::MutexLock lock(&stop_mu);
     stop_dir = *job_dir;
@@ -319,11 +324,17 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
     return 128 + signals.received();
   }
   if (!result.ok()) {
+    report.Finish(nullptr, "failed", std::string(result.status().message())).IgnoreError();
     return Fail(
         absl::Status(result.status().code(),
                      absl::StrCat(result.status().message(), " (job directory ", *job_dir, ")")));
   }
   std::printf("%s", Summary(result->job, *result, *data, *job_dir).c_str());
+  if (absl::Status s = report.Finish(MetricsJson(result->job, *result, *data), "done"); s.ok()) {
+    std::printf("report: %s\n", report.path().c_str());
+  } else {
+    std::fprintf(stderr, "heterps: no report: %s\n", std::string(s.message()).c_str());
+  }
   absl::StatusOr<std::string> calibrated =
       WriteCalibratedProfile(result->job, *cluster, planned->profile, *result, *job_dir);
   if (calibrated.ok()) {

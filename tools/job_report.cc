@@ -77,6 +77,27 @@ std::string RenderPlan(const worker::JobSpec& job, const config::ClusterSpec& cl
   return out;
 }
 
+nlohmann::ordered_json PlanJson(const worker::JobSpec& job, const config::ClusterSpec& cluster) {
+  const sched::RunPlan& plan = job.plan;
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (int s = 0; s < job.stages(); ++s) {
+    const sched::RunStage& st = plan.stages[s];
+    const int t = cluster.FindType(st.type);
+    stages.push_back({{"layers", plan.StageName(job.model, s)},
+                      {"type", st.type},
+                      {"device", st.device},
+                      {"units", st.units},
+                      {"predicted_seconds_per_batch", st.seconds_per_batch},
+                      {"usd_per_hour", st.units * (t >= 0 ? cluster.types[t].price_per_hour : 0)}});
+  }
+  return {{"model", job.model.name},
+          {"cluster", cluster.name},
+          {"scheduler", plan.scheduler},
+          {"predicted_samples_per_second", plan.throughput},
+          {"cost_per_hour_usd", plan.cost_per_hour_usd},
+          {"stages", stages}};
+}
+
 std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, const DataFile& data,
                     const std::string& job_dir) {
   const sched::RunPlan& plan = job.plan;
@@ -151,8 +172,8 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
   return out;
 }
 
-absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
-                          const launcher::JobResult& r, const DataFile& data) {
+nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::JobResult& r,
+                                   const DataFile& data) {
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   for (const launcher::StageReport& s : r.stages) {
     stages.push_back({{"layers", s.name},
@@ -222,8 +243,15 @@ absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
                                   ? nlohmann::ordered_json(r.first_plan_cost_usd)
                                   : nlohmann::ordered_json(nullptr)},
       {"losses", r.losses}};
+  return metrics;
+}
+
+absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
+                          const launcher::JobResult& r, const DataFile& data) {
   return base::WriteFileAtomically(
-      path, metrics.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+      path, MetricsJson(job, r, data)
+                    .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                "\n");
 }
 
 absl::StatusOr<std::string> WriteCalibratedProfile(const worker::JobSpec& job,

@@ -10,6 +10,7 @@
 #include "heterps/cost/profile.h"
 #include "heterps/launcher/job_result.h"
 #include "heterps/worker/job.h"
+#include "nlohmann/json.hpp"
 #include "tools/train_common.h"
 
 namespace heterps::tools {
@@ -17,12 +18,18 @@ namespace heterps::tools {
 // The plan as a table: each stage's layers, type, device, units, predicted time and price.
 std::string RenderPlan(const worker::JobSpec& job, const config::ClusterSpec& cluster);
 
+// The plan for the job report (html_report.h): each stage's layers, type, device, units,
+// predicted time per batch and $/hour.
+nlohmann::ordered_json PlanJson(const worker::JobSpec& job, const config::ClusterSpec& cluster);
+
 // The summary printed at the end: losses, AUC, samples/s against the prediction, restarts, cost,
 // and each stage's measured time against the plan's.
 std::string Summary(const worker::JobSpec& job, const launcher::JobResult& result,
                     const DataFile& data, const std::string& job_dir);
 
-// The metrics as JSON at `path` (docs/runtime.md, "Metrics").
+// The metrics as JSON (docs/runtime.md, "Metrics"), and written at `path`.
+nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::JobResult& result,
+                                   const DataFile& data);
 absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
                           const launcher::JobResult& result, const DataFile& data);
 

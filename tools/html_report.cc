@@ -1,0 +1,217 @@
+#include "tools/html_report.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "embedded/heterps_chartjs.h"
+#include "heterps/base/env.h"
+#include "heterps/base/file.h"
+#include "heterps/launcher/job_status.h"
+
+namespace heterps::tools {
+namespace {
+
+// The page's script: reads REPORT, draws, then writes what it drew into #report-check.
+constexpr char kScript[] = R"js(
+const errors = [];
+window.addEventListener('error', e => errors.push(String(e.message)));
+const charts = [];
+const $ = id => document.getElementById(id);
+const fmt = x => x == null ? '-' : (Math.abs(x) >= 100 ? Math.round(x).toLocaleString('en') : Number(x).toPrecision(4));
+function chart(id, config) {
+  try {
+    config.options = Object.assign({animation: false, responsive: false,
+                                    plugins: {legend: {position: 'bottom'}}}, config.options || {});
+    charts.push(new Chart($(id), config));
+  } catch (e) { errors.push(id + ': ' + e.message); }
+}
+function blank(canvas) {
+  const g = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  let painted = 0;
+  for (let i = 3; i < g.length; i += 4) painted += g[i] > 0;
+  return painted < 0.005 * canvas.width * canvas.height;
+}
+const R = REPORT, M = R.metrics, S = R.status || {};
+$('title').textContent = `${R.model} — ${R.state}` + (R.error ? `: ${R.error}` : '');
+const facts = [['state', R.state], ['step', S.step != null ? `${S.step} / ${S.total_steps}` : '-'],
+  ['samples/s', fmt(M ? M.samples_per_second : S.samples_per_second)],
+  ['predicted samples/s', fmt(R.plan.predicted_samples_per_second)],
+  ['train logloss', fmt(M ? M.train_logloss : S.loss)], ['eval logloss', fmt(M && M.eval_logloss)],
+  ['eval AUC', fmt(M && M.eval_auc)], ["teacher's AUC", fmt(M && M.teacher_auc)],
+  ['restarts', M ? M.restarts : S.restarts], ['$/hour', fmt(R.plan.cost_per_hour_usd)],
+  ['scheduler', R.plan.scheduler], ['updated', R.updated]];
+$('facts').innerHTML = facts.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join('');
+$('pipeline').innerHTML = R.plan.stages.map((s, i) =>
+  `<div class="stage"><b>stage ${i}</b><br>${s.layers}<br>${s.units} × ${s.type}` +
+  `${s.device ? ' (' + s.device + ')' : ''}<br>$${fmt(s.usd_per_hour)}/hour<br>` +
+  `predicted ${fmt(1000 * s.predicted_seconds_per_batch)} ms/batch</div>`).join('<div class="arrow">→</div>');
+
+// Losses against samples.
+const perStep = M && M.steps > 0 ? M.train_samples / M.steps : 0;
+const loss = M && M.losses && M.losses.length
+  ? M.losses.map((y, i) => ({x: (i + 1) * perStep, y}))
+  : R.series.map(p => ({x: p.samples, y: p.loss}));
+const lossSets = [{label: 'train logloss', data: loss, borderColor: '#1f77b4', pointRadius: 0}];
+const lastX = loss.length ? loss[loss.length - 1].x : 0;
+if (M && M.eval_logloss != null) lossSets.push({label: 'eval logloss', data: [{x: lastX, y: M.eval_logloss}],
+  borderColor: '#d62728', backgroundColor: '#d62728', pointRadius: 6, showLine: false});
+const aucSets = [];
+if (M && M.eval_auc != null) aucSets.push({label: 'eval AUC', data: [{x: lastX, y: M.eval_auc}],
+  borderColor: '#2ca02c', backgroundColor: '#2ca02c', pointRadius: 6, showLine: false, yAxisID: 'auc'});
+if (M && M.teacher_auc != null) aucSets.push({label: "teacher's AUC", data: [{x: 0, y: M.teacher_auc}, {x: lastX, y: M.teacher_auc}],
+  borderColor: '#7f7f7f', borderDash: [6, 4], pointRadius: 0, yAxisID: 'auc'});
+chart('loss', {type: 'line', data: {datasets: lossSets.concat(aucSets)}, options: {scales: {
+  x: {type: 'linear', title: {display: true, text: 'samples'}},
+  y: {title: {display: true, text: 'logloss'}},
+  auc: {position: 'right', min: 0.5, max: 1, display: aucSets.length > 0, title: {display: true, text: 'AUC'}}}}});
+
+// Throughput over time, restarts and plan switches marked.
+const sps = R.series.filter(p => p.samples_per_second != null).map(p => ({x: p.seconds, y: p.samples_per_second}));
+const tEnd = R.series.length ? R.series[R.series.length - 1].seconds : 0;
+const events = R.events.map(e => ({x: e.seconds, y: 0, label: e.text}));
+chart('throughput', {type: 'line', data: {datasets: [
+  {label: 'samples/s', data: sps, borderColor: '#1f77b4', pointRadius: 0},
+  {label: 'predicted', data: [{x: 0, y: R.plan.predicted_samples_per_second}, {x: tEnd, y: R.plan.predicted_samples_per_second}],
+   borderColor: '#ff7f0e', borderDash: [6, 4], pointRadius: 0},
+  {label: 'restarts and re-plans', data: events, borderColor: '#d62728', backgroundColor: '#d62728',
+   pointRadius: 7, pointStyle: 'triangle', showLine: false}]},
+  options: {scales: {x: {type: 'linear', title: {display: true, text: 'seconds'}}, y: {beginAtZero: true}},
+            plugins: {tooltip: {callbacks: {label: c => c.raw.label || `${fmt(c.raw.y)} samples/s`}}}}});
+
+// Stages: predicted against measured time per batch.
+const stageRows = M && M.stages ? M.stages : R.plan.stages;
+const measured = stageRows.map((s, i) => {
+  if (s.measured_seconds_per_batch != null) return 1000 * s.measured_seconds_per_batch;
+  const reps = (S.replicas || []).filter(r => r.stage == i && r.micro_batches > 0);
+  return reps.length ? Math.max(...reps.map(r => 1000 * r.busy_seconds / Math.max(1, S.step))) : null;
+});
+chart('stages', {type: 'bar', data: {labels: stageRows.map((s, i) => `stage ${i}: ${s.layers}`), datasets: [
+  {label: 'predicted ms/batch', data: R.plan.stages.map(s => 1000 * s.predicted_seconds_per_batch), backgroundColor: '#ff7f0e'},
+  {label: 'measured ms/batch', data: measured, backgroundColor: '#1f77b4'}]}});
+
+// Each replica's time: computing, parameter servers, sending, idle.
+const reps = S.replicas || [];
+const part = (f, label, color) => ({label, data: reps.map(f), backgroundColor: color});
+chart('replicas', {type: 'bar', data: {labels: reps.map(r => `stage ${r.stage} replica ${r.replica}`), datasets: [
+  part(r => Math.max(0, r.busy_seconds - r.ps_seconds), 'computing', '#1f77b4'),
+  part(r => r.ps_seconds, 'parameter servers', '#9467bd'),
+  part(r => r.send_seconds, 'sending', '#8c564b'),
+  part(r => r.idle_seconds, 'idle (upstream, downstream, barrier)', '#c7c7c7')]},
+  options: {scales: {x: {stacked: true}, y: {stacked: true, title: {display: true, text: 'seconds'}}}}});
+
+// Parameter servers: rows per tier, hit rates.
+const tables = [];
+for (const shard of S.parameter_servers || []) for (const t of shard.tables) tables.push(Object.assign({shard: shard.shard}, t));
+chart('tiers', {type: 'bar', data: {labels: tables.map(t => `shard ${t.shard} table ${t.table}`), datasets: [
+  {label: 'rows in memory', data: tables.map(t => t.memory_rows), backgroundColor: '#2ca02c'},
+  {label: 'rows on SSD', data: tables.map(t => t.cold_rows), backgroundColor: '#bcbd22'}]},
+  options: {scales: {x: {stacked: true}, y: {stacked: true}}}});
+$('tier-table').innerHTML = '<tr><th>shard</th><th>table</th><th>memory MB</th><th>hit rate</th><th>spills</th></tr>' +
+  tables.map(t => `<tr><td>${t.shard}</td><td>${t.table}</td><td>${fmt(t.memory_bytes / 1e6)}</td>` +
+    `<td>${t.hits + t.misses > 0 ? (100 * t.hits / (t.hits + t.misses)).toFixed(2) + '%' : '-'}</td><td>${t.spills}</td></tr>`).join('');
+
+const drawn = charts.filter(c => c.data.datasets.some(d => d.data.some(v => v != null)) && !blank(c.canvas)).length;
+const check = $('report-check');
+check.dataset.charts = charts.length; check.dataset.drawn = drawn; check.dataset.errors = errors.length;
+check.textContent = `ReportCheck charts=${charts.length} drawn=${drawn} errors=${errors.length} ${errors.join('; ')}`;
+)js";
+
+constexpr char kStyle[] = R"css(
+body { font-family: sans-serif; margin: 24px; color: #222; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
+table { border-collapse: collapse; } th, td { padding: 3px 10px; text-align: left; border-bottom: 1px solid #ddd; }
+.stage { display: inline-block; border: 1px solid #888; border-radius: 6px; padding: 8px; margin: 4px; vertical-align: middle; font-size: 13px; }
+.arrow { display: inline-block; font-size: 22px; vertical-align: middle; }
+#report-check { color: #999; font-size: 11px; margin-top: 30px; }
+)css";
+
+}  // namespace
+
+JobReport::JobReport(std::string job_dir, nlohmann::ordered_json plan)
+    : job_dir_(std::move(job_dir)), path_(job_dir_ + "/report.html"), plan_(std::move(plan)) {}
+
+void JobReport::Progress(const launcher::JobProgress& p) {
+  if (!p.event.empty()) {
+    events_.push_back({{"seconds", p.seconds}, {"text", p.event}});
+  } else {
+    nlohmann::ordered_json point = {
+        {"seconds", p.seconds}, {"step", p.step}, {"samples", p.samples}, {"loss", p.loss}};
+    if (!series_.empty()) {
+      const double dt = p.seconds - series_.back()["seconds"].get<double>();
+      const double dn = static_cast<double>(p.samples - series_.back()["samples"].get<int64_t>());
+      if (dt > 0 && dn >= 0) point["samples_per_second"] = dn / dt;
+    }
+    // At most kMaxPoints, evenly spread: past it, every other point goes and the spacing
+    // doubles, so that a long job's page stays as cheap to write as a short one's.
+    if (series_.empty() || p.seconds - series_.back()["seconds"].get<double>() >= min_gap_) {
+      series_.push_back(std::move(point));
+    }
+    if (series_.size() > kMaxPoints) {
+      nlohmann::ordered_json thinned = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < series_.size(); i += 2) thinned.push_back(std::move(series_[i]));
+      series_ = std::move(thinned);
+      min_gap_ *= 2;
+    }
+    if (p.restarts > restarts_) {
+      events_.push_back({{"seconds", p.seconds}, {"text", absl::StrCat("restart ", p.restarts)}});
+      restarts_ = p.restarts;
+    }
+  }
+  if (absl::Now() - last_write_ < absl::Seconds(5)) return;
+  Write(nullptr, "running", "", true).IgnoreError();  // a view: the job goes on regardless
+}
+
+absl::Status JobReport::Finish(const nlohmann::ordered_json& metrics, const std::string& state,
+                               const std::string& error) {
+  return Write(metrics, state, error, false);
+}
+
+absl::Status JobReport::Write(const nlohmann::ordered_json& metrics, const std::string& state,
+                              const std::string& error, bool refresh) {
+  last_write_ = absl::Now();
+  nlohmann::ordered_json data = {
+      {"model", plan_.value("model", "")},
+      {"state", state},
+      {"error", error},
+      {"updated", absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(), absl::UTCTimeZone())},
+      {"plan", plan_},
+      {"series", series_},
+      {"events", events_},
+      {"metrics", metrics},
+      {"status", nullptr}};
+  absl::StatusOr<launcher::JobStatus> status =
+      launcher::ReadJobStatus(base::DefaultEnv(), job_dir_);
+  if (status.ok()) {
+    data["status"] =
+        nlohmann::ordered_json::parse(launcher::JobStatusToJson(*status), nullptr, false);
+  }
+  return base::WriteFileAtomically(path_, Html(data, refresh));
+}
+
+std::string JobReport::Html(const nlohmann::ordered_json& data, bool refresh) {
+  // JSON inside a script element: "</" would end it.
+  const std::string json = absl::StrReplaceAll(
+      data.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace),
+      {{"</", "<\\/"}});
+  const std::string_view chartjs = embedded::chart();
+  return absl::StrCat(
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n",
+      refresh ? "<meta http-equiv=\"refresh\" content=\"5\">\n" : "",
+      "<title>heterps job report</title>\n<style>", kStyle, "</style>\n<script>",
+      absl::string_view(chartjs.data(), chartjs.size()),
+      "</script>\n</head><body>\n<h1 id=\"title\"></h1>\n<table id=\"facts\"></table>\n"
+      "<h2>The plan</h2><div id=\"pipeline\"></div>\n"
+      "<h2>Loss and AUC against samples</h2><canvas id=\"loss\" width=\"900\" "
+      "height=\"320\"></canvas>\n"
+      "<h2>Throughput</h2><canvas id=\"throughput\" width=\"900\" height=\"280\"></canvas>\n"
+      "<h2>Stages: predicted against measured time per batch</h2>"
+      "<canvas id=\"stages\" width=\"900\" height=\"260\"></canvas>\n"
+      "<h2>Where each replica's time goes</h2><canvas id=\"replicas\" width=\"900\" "
+      "height=\"280\"></canvas>\n"
+      "<h2>Parameter servers</h2><canvas id=\"tiers\" width=\"900\" height=\"260\"></canvas>\n"
+      "<table id=\"tier-table\"></table>\n<div id=\"report-check\"></div>\n<script>\nconst REPORT "
+      "= ",
+      json, ";\n", kScript, "</script>\n</body></html>\n");
+}
+
+}  // namespace heterps::tools
