@@ -212,7 +212,8 @@ TEST(MetricsTest, ARunningJobIsScrapedAndItsReportDraws) {
     GTEST_SKIP() << "no chromium here to open the report (scripts/deps.sh installs it)";
   }
   const std::string dom = Chromium({"--dump-dom"}, dir + "/report.html");
-  EXPECT_EQ(CheckAttribute(dom, "data-errors"), 0) << dom.substr(dom.rfind("ReportCheck"));
+  EXPECT_EQ(CheckAttribute(dom, "data-errors"), 0)
+      << dom.substr(dom.size() - std::min<size_t>(dom.size(), 400));
   EXPECT_EQ(CheckAttribute(dom, "data-charts"), 5);
   EXPECT_EQ(CheckAttribute(dom, "data-drawn"), 5);
   // The screenshot, kept in the build directory as the test's artifact.
@@ -223,6 +224,29 @@ TEST(MetricsTest, ARunningJobIsScrapedAndItsReportDraws) {
   EXPECT_GT(std::filesystem::file_size(shot), 10000u);
   EXPECT_THAT(job.err(), HasSubstr(absl::StrCat("metrics on http://127.0.0.1:", port, "/metrics")));
   EXPECT_EQ(testing::Slurp(dir + "/metrics.port"), absl::StrCat(port, "\n"));
+}
+
+// heterps plan --report: the plan beside its baselines, and with --pareto the frontier.
+TEST(MetricsTest, APlanReportDrawsItsFrontier) {
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no chromium here to open the report (scripts/deps.sh installs it)";
+  }
+  const std::string dir = testing::Dir("plan-report");
+  testing::Outcome r =
+      testing::Heterps({"plan", "--time-limit", "2", "--report", dir + "/plan.html"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string dom = Chromium({"--dump-dom"}, dir + "/plan.html");
+  EXPECT_EQ(CheckAttribute(dom, "data-errors"), 0);
+  EXPECT_EQ(CheckAttribute(dom, "data-charts"), 1);
+  EXPECT_EQ(CheckAttribute(dom, "data-drawn"), 1);
+  r = testing::Heterps({"plan", "--pareto", "--pareto-points", "4", "--time-limit", "2", "--report",
+                        dir + "/frontier.html"},
+                       dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  dom = Chromium({"--dump-dom"}, dir + "/frontier.html");
+  EXPECT_EQ(CheckAttribute(dom, "data-errors"), 0);
+  EXPECT_EQ(CheckAttribute(dom, "data-charts"), 2);
+  EXPECT_EQ(CheckAttribute(dom, "data-drawn"), 2);
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 namespace heterps::tools {
 namespace {
 
-// The page's script: reads REPORT, draws, then writes what it drew into #report-check.
-constexpr char kScript[] = R"js(
+// What both pages' scripts share: script errors caught, a chart made, a canvas checked.
+constexpr char kPrelude[] = R"js(
 const errors = [];
 window.addEventListener('error', e => errors.push(String(e.message)));
 const charts = [];
@@ -31,6 +31,18 @@ function blank(canvas) {
   for (let i = 3; i < g.length; i += 4) painted += g[i] > 0;
   return painted < 0.005 * canvas.width * canvas.height;
 }
+)js";
+
+// What the page drew, for a headless browser to read (#report-check).
+constexpr char kCheck[] = R"js(
+const drawn = charts.filter(c => c.data.datasets.some(d => d.data.some(v => v != null)) && !blank(c.canvas)).length;
+const check = $('report-check');
+check.dataset.charts = charts.length; check.dataset.drawn = drawn; check.dataset.errors = errors.length;
+check.textContent = `ReportCheck charts=${charts.length} drawn=${drawn} errors=${errors.length} ${errors.join('; ')}`;
+)js";
+
+// The job report's script: reads REPORT and draws.
+constexpr char kScript[] = R"js(
 const R = REPORT, M = R.metrics, S = R.status || {};
 $('title').textContent = `${R.model} — ${R.state}` + (R.error ? `: ${R.error}` : '');
 const facts = [['state', R.state], ['step', S.step != null ? `${S.step} / ${S.total_steps}` : '-'],
@@ -110,10 +122,36 @@ $('tier-table').innerHTML = '<tr><th>shard</th><th>table</th><th>memory MB</th><
   tables.map(t => `<tr><td>${t.shard}</td><td>${t.table}</td><td>${fmt(t.memory_bytes / 1e6)}</td>` +
     `<td>${t.hits + t.misses > 0 ? (100 * t.hits / (t.hits + t.misses)).toFixed(2) + '%' : '-'}</td><td>${t.spills}</td></tr>`).join('');
 
-const drawn = charts.filter(c => c.data.datasets.some(d => d.data.some(v => v != null)) && !blank(c.canvas)).length;
-const check = $('report-check');
-check.dataset.charts = charts.length; check.dataset.drawn = drawn; check.dataset.errors = errors.length;
-check.textContent = `ReportCheck charts=${charts.length} drawn=${drawn} errors=${errors.length} ${errors.join('; ')}`;
+)js";
+
+// The plan report's script.
+constexpr char kPlanScript[] = R"js(
+const R = REPORT, P = R.plan;
+$('title').textContent = `${P.model} on ${P.cluster}: ${fmt(P.throughput_limit)} samples/s needed`;
+const gap = P.certified_optimal ? 'certified optimal' : P.optimality_gap != null ? `at most ${(100 * P.optimality_gap).toFixed(2)}% above the optimum` : 'not certified';
+$('facts').innerHTML = [['scheduler', `${P.scheduler} (${gap})`], ['feasible', P.feasible ? 'yes' : 'no: ' + (P.infeasible ? P.infeasible.reason : '')],
+  ['pipeline samples/s', fmt(P.throughput)], ['job cost', '$' + fmt(P.cost_usd)], ['$/hour', fmt(P.cost_per_hour_usd)],
+  ['job hours', fmt(P.job_seconds / 3600)], ['lower bound', '$' + fmt(P.lower_bound_usd)]]
+  .map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join('');
+$('pipeline').innerHTML = P.stages.map(s =>
+  `<div class="stage"><b>stage ${s.index}</b><br>${s.layers[0]}..${s.layers[s.layers.length - 1]}<br>` +
+  `${s.units} × ${s.type}<br>$${fmt(s.usd_per_hour)}/hour<br>${fmt(1000 * s.seconds_per_batch)} ms/batch</div>`)
+  .join('<div class="arrow">→</div>');
+const all = [P].concat(R.baselines || []).filter(p => p.feasible);
+chart('costs', {type: 'bar', data: {labels: all.map(p => p.scheduler), datasets: [
+  {label: 'job cost, $', data: all.map(p => p.cost_usd), backgroundColor: all.map((p, i) => i == 0 ? '#1f77b4' : '#c7c7c7')}]},
+  options: {indexAxis: 'y'}});
+if (R.frontier && R.frontier.length) {
+  const f = R.frontier.filter(p => p.feasible);
+  chart('frontier', {type: 'line', data: {datasets: [
+    {label: 'cheapest plan', data: f.map(p => ({x: p.throughput_limit, y: p.cost_usd})), borderColor: '#1f77b4', stepped: false},
+    {label: 'this plan', data: [{x: P.throughput_limit, y: P.cost_usd}], borderColor: '#d62728', backgroundColor: '#d62728',
+     pointRadius: 8, showLine: false}]},
+    options: {scales: {x: {type: 'logarithmic', title: {display: true, text: 'samples/s needed'}},
+                       y: {title: {display: true, text: 'job cost, $'}}}}});
+} else {
+  $('frontier-section').style.display = 'none';
+}
 )js";
 
 constexpr char kStyle[] = R"css(
@@ -188,7 +226,11 @@ absl::Status JobReport::Write(const nlohmann::ordered_json& metrics, const std::
   return base::WriteFileAtomically(path_, Html(data, refresh));
 }
 
-std::string JobReport::Html(const nlohmann::ordered_json& data, bool refresh) {
+namespace {
+
+// The page around a script: Chart.js inlined, `body`, then REPORT = `data` and `script`.
+std::string Page(const nlohmann::ordered_json& data, bool refresh, absl::string_view title,
+                 absl::string_view body, absl::string_view script) {
   // JSON inside a script element: "</" would end it.
   const std::string json = absl::StrReplaceAll(
       data.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace),
@@ -196,10 +238,29 @@ std::string JobReport::Html(const nlohmann::ordered_json& data, bool refresh) {
   const std::string_view chartjs = embedded::chart();
   return absl::StrCat(
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n",
-      refresh ? "<meta http-equiv=\"refresh\" content=\"5\">\n" : "",
-      "<title>heterps job report</title>\n<style>", kStyle, "</style>\n<script>",
+      refresh ? "<meta http-equiv=\"refresh\" content=\"5\">\n" : "", "<title>", title,
+      "</title>\n<style>", kStyle, "</style>\n<script>",
       absl::string_view(chartjs.data(), chartjs.size()),
-      "</script>\n</head><body>\n<h1 id=\"title\"></h1>\n<table id=\"facts\"></table>\n"
+      "</script>\n</head><body>\n<h1 id=\"title\"></h1>\n<table id=\"facts\"></table>\n", body,
+      "<div id=\"report-check\"></div>\n<script>\nconst REPORT = ", json, ";\n", kPrelude, script,
+      kCheck, "</script>\n</body></html>\n");
+}
+
+}  // namespace
+
+std::string PlanReportHtml(const nlohmann::ordered_json& data) {
+  return Page(data, false, "heterps plan",
+              "<h2>The plan</h2><div id=\"pipeline\"></div>\n"
+              "<h2>Its cost beside the baselines'</h2>"
+              "<canvas id=\"costs\" width=\"900\" height=\"220\"></canvas>\n"
+              "<div id=\"frontier-section\"><h2>Cost against throughput: the frontier</h2>"
+              "<canvas id=\"frontier\" width=\"900\" height=\"320\"></canvas></div>\n",
+              kPlanScript);
+}
+
+std::string JobReport::Html(const nlohmann::ordered_json& data, bool refresh) {
+  return Page(
+      data, refresh, "heterps job report",
       "<h2>The plan</h2><div id=\"pipeline\"></div>\n"
       "<h2>Loss and AUC against samples</h2><canvas id=\"loss\" width=\"900\" "
       "height=\"320\"></canvas>\n"
@@ -209,9 +270,8 @@ std::string JobReport::Html(const nlohmann::ordered_json& data, bool refresh) {
       "<h2>Where each replica's time goes</h2><canvas id=\"replicas\" width=\"900\" "
       "height=\"280\"></canvas>\n"
       "<h2>Parameter servers</h2><canvas id=\"tiers\" width=\"900\" height=\"260\"></canvas>\n"
-      "<table id=\"tier-table\"></table>\n<div id=\"report-check\"></div>\n<script>\nconst REPORT "
-      "= ",
-      json, ";\n", kScript, "</script>\n</body></html>\n");
+      "<table id=\"tier-table\"></table>\n",
+      kScript);
 }
 
 }  // namespace heterps::tools

@@ -63,4 +63,11 @@ class JobReport {
   int restarts_ = 0;
 };
 
+// `heterps plan --report plan.html`: one self-contained page with the plan as a pipeline, its
+// cost beside the baselines' (`data["baselines"]`, plans of other schedulers at the same limit),
+// and with --pareto the cost/throughput frontier (`data["frontier"]`) with the plan marked.
+// `data["plan"]` and each entry are plans as PlanToJson writes them (docs/plan_format.md). The
+// same #report-check as the job report.
+std::string PlanReportHtml(const nlohmann::ordered_json& data);
+
 }  // namespace heterps::tools

@@ -83,6 +83,15 @@ int RunPareto(const PlanFlags& flags) {
       return Fail(s);
     }
   }
+  if (!flags.report_path.empty()) {
+    // The plan marked on the frontier: the one at the limit asked for, the last.
+    auto model = internal::BuildCostModel(flags, hi);
+    if (!model.ok()) return Fail(model.status());
+    if (auto s = internal::WritePlanReport(flags, *model, frontier.back().dump(), frontier);
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
   if (!flags.csv_path.empty()) {
     if (auto s = base::WriteFileAtomically(flags.csv_path, csv); !s.ok()) {
       return Fail(s);

@@ -17,6 +17,7 @@
 #include "heterps/sched/default_schedulers.h"
 #include "heterps/sched/schedulers.h"
 #include "tools/cli_common.h"
+#include "tools/html_report.h"
 #include "tools/table.h"
 
 namespace heterps::tools {
@@ -59,6 +60,22 @@ absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double th
   }
   cost::Workload workload{throughput, flags.samples};
   return cost::CostModel::Create(model, cluster, workload, profile ? &*profile : nullptr);
+}
+
+absl::Status WritePlanReport(const PlanFlags& flags, const cost::CostModel& model,
+                             const std::string& plan, const nlohmann::ordered_json& frontier) {
+  using json = nlohmann::ordered_json;
+  json baselines = json::array();
+  sched::SchedulerRegistry registry = sched::DefaultSchedulers();
+  for (const char* name : {"homogeneous", "greedy"}) {
+    if (flags.scheduler == name) continue;
+    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<sched::Scheduler> scheduler, registry.Create(name));
+    HETERPS_ASSIGN_OR_RETURN(sched::Plan baseline,
+                             scheduler->Schedule(model, OptionsFrom(flags, {})));
+    baselines.push_back(json::parse(sched::PlanToJson(model, baseline)));
+  }
+  const json data = {{"plan", json::parse(plan)}, {"baselines", baselines}, {"frontier", frontier}};
+  return base::WriteFileAtomically(flags.report_path, PlanReportHtml(data));
 }
 
 sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
@@ -138,6 +155,9 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   cmd->add_option("--max-plans", flags.max_plans, "budget of evaluated plans (0: default)")
       ->check(NonNegative());
   cmd->add_option("--profile", flags.profile_path, "measured per-layer times (profile.json)");
+  cmd->add_option("--report", flags.report_path,
+                  "also write the plan as a page with charts: its cost beside the baselines', and "
+                  "with --pareto the frontier");
   cmd->add_option(
       "--data", flags.data_paths,
       "data files or globs of the model's layout: plan multi-hot slots with the ids per "
@@ -199,6 +219,11 @@ int RunPlan(const PlanFlags& flags) {
   std::string json = sched::PlanToJson(*model, *plan);
   if (!flags.out_path.empty()) {
     absl::Status written = base::WriteFileAtomically(flags.out_path, json);
+    if (!written.ok()) return Fail(written);
+  }
+  if (!flags.report_path.empty()) {
+    absl::Status written =
+        internal::WritePlanReport(flags, *model, json, nlohmann::ordered_json::array());
     if (!written.ok()) return Fail(written);
   }
   std::cout << (flags.json ? json : RenderPlan(*model, *plan)) << std::flush;

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/sched/scheduler.h"
+#include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
 
 namespace heterps::tools {
@@ -28,6 +29,7 @@ struct PlanFlags {
   std::string policy_in;   // rl: warm-start from this policy file
   std::string policy_out;  // rl: write the trained policy here
   std::string out_path;
+  std::string report_path;  // --report: the plan (and with --pareto the frontier) as a page
   bool json = false;
   // --pareto: the cheapest plan at each of `pareto_points` limits spaced geometrically from
   // `pareto_from` (default: the limit / 100) to the limit.
@@ -50,6 +52,11 @@ int RunPareto(const PlanFlags& flags);
 namespace internal {
 // The cost model of the flags' model, cluster and profile at `throughput` (NaN: the flags' own).
 absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double throughput);
+// --report: writes the page of `plan` (PlanToJson's text) on `model`, beside the homogeneous and
+// greedy baselines' plans at the same limit, and `frontier` (an array of plans; empty without
+// --pareto).
+absl::Status WritePlanReport(const PlanFlags& flags, const cost::CostModel& model,
+                             const std::string& plan, const nlohmann::ordered_json& frontier);
 // Scheduler options from the flags; `progress` may be empty.
 sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
                                     std::function<void(int64_t, double)> progress);
