@@ -50,8 +50,9 @@ double ScanSeconds(const std::string& path, int64_t* lines) {
   return Seconds(start);
 }
 
-// Lines per second of the reader over `path`.
-double ReaderRate(const std::string& path, const heterps::data::Schema& schema, int batch) {
+// Seconds the reader takes over `path`, and the samples it read.
+double ReadSeconds(const std::string& path, const heterps::data::Schema& schema, int batch,
+                   int64_t* samples) {
   heterps::data::ReaderOptions read;
   read.files = {path};
   read.schema = schema;
@@ -59,9 +60,16 @@ double ReaderRate(const std::string& path, const heterps::data::Schema& schema, 
   const absl::Time start = absl::Now();
   auto reader = CheckOk("reader_bench", heterps::data::CriteoReader::Open(read), "open");
   heterps::data::Batch b;
+  *samples = 0;
+  while (CheckOk("reader_bench", reader->Next(&b), "read")) *samples += b.size;
+  return Seconds(start);
+}
+
+// Lines per second of the reader over `path`.
+double ReaderRate(const std::string& path, const heterps::data::Schema& schema, int batch) {
   int64_t samples = 0;
-  while (CheckOk("reader_bench", reader->Next(&b), "read")) samples += b.size;
-  return samples / Seconds(start);
+  const double seconds = ReadSeconds(path, schema, batch, &samples);
+  return samples / seconds;
 }
 
 double FileMb(const std::string& path) {
@@ -107,24 +115,15 @@ void Measure(const char* name, const std::string& model_path, int64_t rows, int 
   synthetic.rows = rows;
   synthetic.schema = spec.data;
   CheckOk("reader_bench", heterps::data::WriteSynthetic(synthetic, path).status(), "gen-data");
-  struct stat st {};
-  stat(path.c_str(), &st);
-  const double mb = static_cast<double>(st.st_size) / 1e6;
+  const double mb = FileMb(path);
 
   int64_t lines = 0;
   ScanSeconds(path, &lines);  // warm the page cache
   const double scan = ScanSeconds(path, &lines);
 
-  heterps::data::ReaderOptions read;
-  read.files = {path};
-  read.schema = spec.data;
-  read.batch_size = batch;
-  const absl::Time start = absl::Now();
-  auto reader = CheckOk("reader_bench", heterps::data::CriteoReader::Open(read), "open");
-  heterps::data::Batch b;
   int64_t samples = 0;
-  while (CheckOk("reader_bench", reader->Next(&b), "read")) samples += b.size;
-  const double parse = Seconds(start);
+  const double parse = ReadSeconds(path, spec.data, batch, &samples);
+  const double plain_rate = samples / parse;
 
   heterps::worker::TrainOptions train;
   train.files = {path};
@@ -139,7 +138,6 @@ void Measure(const char* name, const std::string& model_path, int64_t rows, int 
       samples / parse / result.samples_per_second);
 
   Compress(path);
-  const double plain_rate = ReaderRate(path, spec.data, batch);
   const double gz_rate = ReaderRate(path + ".gz", spec.data, batch);
   const double zst_rate = ReaderRate(path + ".zst", spec.data, batch);
   train.files = {path + ".gz"};
