@@ -18,11 +18,26 @@ int main() {
   std::filesystem::create_directories(dir);
   heterps::launcher::JobStatus status;
   status.state = "running";
-  for (int r = 0; r < 8; ++r) status.replicas.push_back({r / 4, r % 4, 1000, 10, 2, 1, 3});
+  // Each replica and shard with the latency histograms of six methods.
+  heterps::base::CallStats calls;
+  for (const char* method :
+       {"PullSparse", "PushSparse", "AccumulateSparse", "PullDense", "PushDense", "Commit"}) {
+    for (int i = 1; i <= 100; ++i) calls.Record(method, true, absl::Microseconds(37 * i));
+  }
+  for (int r = 0; r < 8; ++r) {
+    heterps::launcher::ReplicaStatus replica;
+    replica.stage = r / 4;
+    replica.replica = r % 4;
+    replica.micro_batches = 1000;
+    replica.busy_seconds = 10;
+    replica.ps_rpcs = calls.Snapshot();
+    status.replicas.push_back(replica);
+  }
   for (int s = 0; s < 4; ++s) {
     heterps::launcher::ShardStatus shard;
     shard.shard = s;
     shard.tables = {{0, 1000000, 64000000, 0, 900, 1, 0}};
+    shard.rpcs = calls.Snapshot();
     status.parameter_servers.push_back(shard);
   }
   if (!heterps::launcher::WriteJobStatus(heterps::base::DefaultEnv(), dir, status).ok()) return 1;
@@ -52,7 +67,8 @@ int main() {
   }
   const double scrape_s = absl::ToDoubleSeconds(absl::Now() - start) / kScrapes;
   std::printf(
-      "report_bench: report.html of %.0f KB (ten hours of progress, 8 replicas, 4 shards) "
+      "report_bench: report.html of %.0f KB (ten hours of progress, 8 replicas, 4 shards, six "
+      "RPC methods each) "
       "written in %.2f ms: %.3f%% of one core at one write per 5 s\n"
       "              a /metrics scrape rendered in %.3f ms (%zu bytes): %.4f%% of one core at one "
       "scrape per 5 s\n",

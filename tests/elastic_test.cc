@@ -116,6 +116,18 @@ TEST_F(ElasticTest, ASwitchToAnotherCutAndShardCountTrainsWhatTheFirstPlanWould)
   EXPECT_GT(after["switch_seconds"].get<double>(), 0);
   EXPECT_GT(m["cost_usd"].get<double>(), 0);
   EXPECT_THAT(Slurp(dir + "/out"), HasSubstr("over 2 plans"));
+  // The report draws the plan the job ended on and lists both, the second from its switch.
+  const std::string page = Slurp(dir + "/report.html");
+  const size_t begin = page.find("const REPORT = ");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t from = begin + std::string("const REPORT = ").size();
+  const json report = json::parse(page.substr(from, page.find(";\n", from) - from));
+  ASSERT_EQ(report["plans"].size(), 2u);
+  EXPECT_EQ(report["plans"][0]["seconds"], 0.0);
+  EXPECT_GT(report["plans"][1]["seconds"].get<double>(), 0);
+  EXPECT_EQ(report["plan"], report["plans"][1]["plan"]);
+  EXPECT_NE(report["plans"][0]["plan"], report["plans"][1]["plan"]);
+  EXPECT_EQ(report["plans"][1]["plan"]["stages"][1]["type"], "cpu-b");
   testing::ExpectNoneLeft(dir);
 }
 

@@ -1,11 +1,13 @@
 // The /metrics endpoint: the exposition format against the status it renders, the HTTP server's
 // answers (auth, errors), and a real job scraped while it runs.
 #include <httplib.h>
+#include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <regex>
 #include <set>
 #include <string>
@@ -13,9 +15,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/launcher/job_metrics.h"
+#include "heterps/ps/rpc/grpc_ps_client.h"
 #include "tests/job_runner.h"
 #include "tools/metrics_http.h"
 
@@ -26,18 +30,20 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 // The samples of a text exposition: "name{labels}" -> value. Fails the test on a line that is not
-// a comment or a sample, on a sample whose family has no TYPE line before it, and on a family
-// declared twice.
+// a comment or a sample, on a sample whose family has no TYPE line before it (a histogram's
+// _bucket, _sum and _count samples belong to it), and on a family declared twice.
 std::map<std::string, double> ParseExposition(const std::string& text) {
   static const std::regex kSample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$)");
-  static const std::regex kType(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge)$)");
+  static const std::regex kType(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$)");
+  static const std::regex kHistogramPart(R"(^(.*)_(bucket|sum|count)$)");
   std::map<std::string, double> samples;
-  std::set<std::string> typed;
+  std::set<std::string> typed, histograms;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     const std::string l(line);
     std::smatch m;
     if (std::regex_match(l, m, kType)) {
       EXPECT_TRUE(typed.insert(m[1]).second) << "declared twice: " << l;
+      if (m[2] == "histogram") histograms.insert(m[1]);
       continue;
     }
     if (absl::StartsWith(l, "# HELP ")) continue;
@@ -45,7 +51,12 @@ std::map<std::string, double> ParseExposition(const std::string& text) {
       ADD_FAILURE() << "not a sample: " << l;
       continue;
     }
-    EXPECT_TRUE(typed.count(m[1])) << "no TYPE before " << l;
+    const std::string name = m[1];
+    std::smatch part;
+    const bool in_histogram =
+        std::regex_match(name, part, kHistogramPart) && histograms.count(part[1].str()) > 0;
+    EXPECT_TRUE(in_histogram || (typed.count(name) && !histograms.count(name)))
+        << "no TYPE before " << l;
     double value = 0;
     EXPECT_TRUE(absl::SimpleAtod(m[3].str(), &value)) << l;
     samples[m[1].str() + m[2].str()] = value;
@@ -62,6 +73,9 @@ TEST(MetricsTest, TheExpositionSaysWhatTheStatusSays) {
   s.samples = 81920;
   s.samples_per_second = 12345.5;
   s.loss = 0.4321;
+  s.eval_step = 30;
+  s.eval_logloss = 0.47;
+  s.eval_auc = 0.75;
   for (int r = 0; r < 2; ++r) {
     launcher::ReplicaStatus replica;
     replica.stage = r;
@@ -69,12 +83,21 @@ TEST(MetricsTest, TheExpositionSaysWhatTheStatusSays) {
     replica.micro_batches = 10 + r;
     replica.busy_seconds = 1.25 * (r + 1);
     replica.ps_seconds = 0.5;
+    if (r == 0) {
+      base::CallStats calls;
+      calls.Record("PullSparse", true, absl::Microseconds(700));
+      calls.Record("PullSparse", false, absl::Seconds(30));
+      replica.ps_rpcs = calls.Snapshot();
+    }
     s.replicas.push_back(replica);
   }
   launcher::ShardStatus shard;
   shard.shard = 3;
   shard.calls = 77;
   shard.tables = {{0, 1000, 64000, 5, 900, 4, 2}, {1, 10, 640, 0, 9, 0, 0}};
+  base::CallStats served;
+  served.Record("Commit", true, absl::Milliseconds(2));
+  shard.rpcs = served.Snapshot();
   s.parameter_servers.push_back(shard);
 
   const std::map<std::string, double> got = ParseExposition(launcher::JobStatusToPrometheus(s));
@@ -85,6 +108,9 @@ TEST(MetricsTest, TheExpositionSaysWhatTheStatusSays) {
   EXPECT_EQ(got.at("heterps_samples_total"), 81920);
   EXPECT_EQ(got.at("heterps_samples_per_second"), 12345.5);
   EXPECT_EQ(got.at("heterps_train_loss"), 0.4321);
+  EXPECT_EQ(got.at("heterps_eval_step"), 30);
+  EXPECT_EQ(got.at("heterps_eval_logloss"), 0.47);
+  EXPECT_EQ(got.at("heterps_eval_auc"), 0.75);
   EXPECT_EQ(got.at("heterps_replica_micro_batches_total{stage=\"0\",replica=\"1\"}"), 10);
   EXPECT_EQ(got.at("heterps_replica_busy_seconds_total{stage=\"1\",replica=\"0\"}"), 2.5);
   EXPECT_EQ(got.at("heterps_replica_ps_seconds_total{stage=\"1\",replica=\"0\"}"), 0.5);
@@ -95,8 +121,23 @@ TEST(MetricsTest, TheExpositionSaysWhatTheStatusSays) {
   EXPECT_EQ(got.at("heterps_ps_hits_total{shard=\"3\",table=\"0\"}"), 900);
   EXPECT_EQ(got.at("heterps_ps_misses_total{shard=\"3\",table=\"0\"}"), 4);
   EXPECT_EQ(got.at("heterps_ps_spills_total{shard=\"3\",table=\"0\"}"), 2);
-  // 11 replica families x 2 replicas, 6 table families x 2 tables, 1 shard, 9 job-wide.
-  EXPECT_EQ(got.size(), 11u * 2 + 6 * 2 + 1 + 9);
+  // Calls as histograms: cumulative buckets up to +Inf = the count, their sum, their errors.
+  const std::string pull = "stage=\"0\",replica=\"1\",method=\"PullSparse\"";
+  EXPECT_EQ(got.at("heterps_ps_client_rpc_seconds_bucket{" + pull + ",le=\"0.0005\"}"), 0);
+  EXPECT_EQ(got.at("heterps_ps_client_rpc_seconds_bucket{" + pull + ",le=\"0.001\"}"), 1);
+  EXPECT_EQ(got.at("heterps_ps_client_rpc_seconds_bucket{" + pull + ",le=\"10\"}"), 1);
+  EXPECT_EQ(got.at("heterps_ps_client_rpc_seconds_bucket{" + pull + ",le=\"+Inf\"}"), 2);
+  EXPECT_EQ(got.at("heterps_ps_client_rpc_seconds_count{" + pull + "}"), 2);
+  EXPECT_DOUBLE_EQ(got.at("heterps_ps_client_rpc_seconds_sum{" + pull + "}"), 30.0007);
+  EXPECT_EQ(got.at("heterps_ps_client_rpc_errors_total{" + pull + "}"), 1);
+  const std::string commit = "shard=\"3\",method=\"Commit\"";
+  EXPECT_EQ(got.at("heterps_ps_server_rpc_seconds_bucket{" + commit + ",le=\"0.0025\"}"), 1);
+  EXPECT_EQ(got.at("heterps_ps_server_rpc_seconds_count{" + commit + "}"), 1);
+  EXPECT_EQ(got.at("heterps_ps_server_rpc_errors_total{" + commit + "}"), 0);
+  // 11 replica families x 2 replicas, 6 table families x 2 tables, 1 shard, 12 job-wide, and a
+  // histogram (17 buckets, sum, count) and error counter per method.
+  const size_t histogram = base::kCallLatencyBounds.size() + 1 + 2 + 1;
+  EXPECT_EQ(got.size(), 11u * 2 + 6 * 2 + 1 + 12 + 2 * histogram);
 }
 
 TEST(MetricsTest, TheServerAnswersScrapesAndRefusesWhatItMust) {
@@ -185,9 +226,10 @@ int CheckAttribute(const std::string& dom, const std::string& name) {
 TEST(MetricsTest, ARunningJobIsScrapedAndItsReportDraws) {
   const std::string dir = testing::Dir("metrics-job");
   const int port = testing::FreePort();
-  testing::Background job({"train", "--rows", "60000", "--batch", "256", "--job-dir", dir,
-                           "--metrics-port", std::to_string(port)},
-                          dir);
+  testing::Background job(
+      {"train", "--rows", "60000", "--batch", "256", "--job-dir", dir, "--metrics-port",
+       std::to_string(port), "--eval-interval", "40", "--metrics-out", dir + "/metrics.json"},
+      dir);
   httplib::Client client("127.0.0.1", port);
   std::map<std::string, double> seen;
   ASSERT_TRUE(job.WaitFor(
@@ -195,15 +237,30 @@ TEST(MetricsTest, ARunningJobIsScrapedAndItsReportDraws) {
         auto r = client.Get("/metrics");
         if (!r || r->status != 200) return false;
         seen = ParseExposition(r->body);
-        return seen.count("heterps_job_state{state=\"running\"}") && seen["heterps_step"] >= 5;
+        return seen.count("heterps_job_state{state=\"running\"}") && seen["heterps_step"] >= 5 &&
+               seen.count("heterps_eval_auc");
       },
       absl::Seconds(90)))
       << job.err();
   EXPECT_GT(seen.at("heterps_samples_total"), 0);
+  EXPECT_EQ(static_cast<int64_t>(seen.at("heterps_eval_step")) % 40, 0);
+  EXPECT_GT(seen.at("heterps_eval_auc"), 0.5);  // the teacher's data is learnable
   EXPECT_GT(seen.at("heterps_replica_busy_seconds_total{stage=\"0\",replica=\"0\"}"), 0);
   EXPECT_GT(seen.at("heterps_ps_memory_rows{shard=\"0\",table=\"0\"}"), 0);
+  // The replica's calls to the servers as it counted them, and as the server did.
+  EXPECT_GT(seen.at("heterps_ps_client_rpc_seconds_count{stage=\"0\",replica=\"0\",method="
+                    "\"PullSparse\"}"),
+            0);
+  EXPECT_GT(seen.at("heterps_ps_server_rpc_seconds_count{shard=\"0\",method=\"PullSparse\"}"), 0);
   EXPECT_THAT(testing::Slurp(dir + "/report.html"), HasSubstr("http-equiv=\"refresh\""));
   EXPECT_EQ(job.Wait(), 0) << job.err();
+  // An evaluation every 40 steps but the last (the end's is the job's own).
+  const nlohmann::json metrics = testing::Metrics(dir);
+  const int64_t steps = metrics.at("steps").get<int64_t>();
+  ASSERT_EQ(metrics.at("evals").size(), static_cast<size_t>((steps - 1) / 40));
+  for (size_t i = 0; i < metrics.at("evals").size(); ++i) {
+    EXPECT_EQ(metrics["evals"][i]["step"], 40 * static_cast<int64_t>(i + 1));
+  }
 
   const std::string report = testing::Slurp(dir + "/report.html");
   EXPECT_THAT(report, Not(HasSubstr("http-equiv=\"refresh\"")));
@@ -224,6 +281,59 @@ TEST(MetricsTest, ARunningJobIsScrapedAndItsReportDraws) {
   EXPECT_GT(std::filesystem::file_size(shot), 10000u);
   EXPECT_THAT(job.err(), HasSubstr(absl::StrCat("metrics on http://127.0.0.1:", port, "/metrics")));
   EXPECT_EQ(testing::Slurp(dir + "/metrics.port"), absl::StrCat(port, "\n"));
+}
+
+// heterps ps-server --metrics-port: one shard's tables and the calls it served, by method, agree
+// with what the client counted and what it stored.
+TEST(MetricsTest, AParameterServerServesItsOwnMetrics) {
+  const std::string dir = testing::Dir("metrics-ps");
+  testing::Background server(
+      {"ps-server", "--data-dir", dir + "/data", "--port-file", dir + "/port", "--metrics-port",
+       "0", "--metrics-port-file", dir + "/metrics.port"},
+      dir);
+  ASSERT_TRUE(server.WaitFor([&] {
+    return std::filesystem::exists(dir + "/port") && std::filesystem::exists(dir + "/metrics.port");
+  })) << server.err();
+  ps::rpc::GrpcPsClientOptions options;
+  options.servers = {"127.0.0.1:" +
+                     std::string(absl::StripAsciiWhitespace(testing::Slurp(dir + "/port")))};
+  auto client = ps::rpc::GrpcPsClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ps::SparseTableOptions table;
+  table.dim = 8;
+  ASSERT_TRUE((*client)->CreateSparseTable(0, table).ok());
+  std::vector<float> values(100 * 8);
+  for (int batch = 0; batch < 7; ++batch) {
+    std::vector<uint64_t> keys(100);
+    std::iota(keys.begin(), keys.end(), uint64_t{50} * batch);  // 400 distinct keys in all
+    ASSERT_TRUE((*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values))).ok());
+  }
+
+  int port = 0;
+  ASSERT_TRUE(
+      absl::SimpleAtoi(absl::StripAsciiWhitespace(testing::Slurp(dir + "/metrics.port")), &port));
+  httplib::Client scraper("127.0.0.1", port);
+  auto r = scraper.Get("/metrics");
+  ASSERT_TRUE(r && r->status == 200);
+  const std::map<std::string, double> got = ParseExposition(r->body);
+  int64_t pulls = 0;
+  for (const base::MethodStats& m : (*client)->CallStats()) {
+    if (m.method == "PullSparse") pulls = m.calls;
+  }
+  EXPECT_EQ(pulls, 7);
+  const std::string pull = "shard=\"0\",method=\"PullSparse\"";
+  EXPECT_EQ(got.at("heterps_ps_server_rpc_seconds_count{" + pull + "}"), pulls);
+  EXPECT_EQ(got.at("heterps_ps_server_rpc_seconds_bucket{" + pull + ",le=\"+Inf\"}"), pulls);
+  EXPECT_GT(got.at("heterps_ps_server_rpc_seconds_sum{" + pull + "}"), 0);
+  EXPECT_EQ(got.at("heterps_ps_server_rpc_errors_total{" + pull + "}"), 0);
+  EXPECT_EQ(got.at("heterps_ps_server_rpc_seconds_count{shard=\"0\",method=\"CreateTable\"}"), 1);
+  EXPECT_EQ(got.at("heterps_ps_memory_rows{shard=\"0\",table=\"0\"}"), 400);
+  EXPECT_GE(got.at("heterps_ps_calls_total{shard=\"0\"}"), 8);  // Info, CreateTable, 7 pulls
+
+  client->reset();
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Wait(), 0) << server.err();
+  EXPECT_THAT(server.err(), HasSubstr("metrics on http://127.0.0.1:"));
 }
 
 // heterps plan --report: the plan beside its baselines, and with --pareto the frontier.

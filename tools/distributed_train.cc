@@ -168,6 +168,31 @@ void ShowProgress(ProgressLine& progress, const launcher::JobProgress& p) {
                                 p.restarts > 0 ? absl::StrCat(", ", p.restarts, " restarts") : ""));
 }
 
+// A re-planner that also draws each plan the job runs into its report.
+class ReportingReplanner final : public launcher::Replanner {
+ public:
+  ReportingReplanner(std::unique_ptr<launcher::Replanner> inner, JobReport* report,
+                     config::ClusterSpec cluster)
+      : inner_(std::move(inner)), report_(report), cluster_(std::move(cluster)) {}
+  void Running(const worker::JobSpec& job) override {
+    report_->Running(PlanJson(job, cluster_));
+    inner_->Running(job);
+  }
+  std::optional<launcher::PlanSwitch> Check(const launcher::JobPosition& position) override {
+    return inner_->Check(position);
+  }
+  void RoleLost(const std::string& type) override { inner_->RoleLost(type); }
+  double CostPerHour() const override { return inner_->CostPerHour(); }
+  std::optional<double> FirstPlanCostPerHour() const override {
+    return inner_->FirstPlanCostPerHour();
+  }
+
+ private:
+  std::unique_ptr<launcher::Replanner> inner_;
+  JobReport* report_;
+  const config::ClusterSpec cluster_;
+};
+
 // The job's re-planner (launcher/replanner.h): the catalog, profile and scheduler the job was
 // planned with, the files that change them, and the user's settings for every new plan. Its
 // decisions go to stderr and to <job_dir>/replan.log.
@@ -313,8 +338,9 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
     stop_dir = *job_dir;
   }
   options.stop = signals.flag();
-  const std::unique_ptr<launcher::Replanner> replanner =
-      NewReplanner(flags, *model, *cluster, *planned, *data, *job, *job_dir, policy, progress);
+  const auto replanner = std::make_unique<ReportingReplanner>(
+      NewReplanner(flags, *model, *cluster, *planned, *data, *job, *job_dir, policy, progress),
+      &report, *cluster);
   options.replanner = replanner.get();
   absl::StatusOr<launcher::JobResult> result = launcher::rpc::RunJob(*job, options);
   progress.Clear();

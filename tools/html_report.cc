@@ -1,5 +1,7 @@
 #include "tools/html_report.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
@@ -57,6 +59,15 @@ $('pipeline').innerHTML = R.plan.stages.map((s, i) =>
   `<div class="stage"><b>stage ${i}</b><br>${s.layers}<br>${s.units} × ${s.type}` +
   `${s.device ? ' (' + s.device + ')' : ''}<br>$${fmt(s.usd_per_hour)}/hour<br>` +
   `predicted ${fmt(1000 * s.predicted_seconds_per_batch)} ms/batch</div>`).join('<div class="arrow">→</div>');
+// An elastic job's plans, each from the time it started.
+if (R.plans && R.plans.length > 1) {
+  $('plans').innerHTML = '<tr><th>from (s)</th><th>$/hour</th><th>predicted samples/s</th><th>stages</th></tr>' +
+    R.plans.map(e => `<tr><td>${fmt(e.seconds)}</td><td>${fmt(e.plan.cost_per_hour_usd)}</td>` +
+      `<td>${fmt(e.plan.predicted_samples_per_second)}</td>` +
+      `<td>${e.plan.stages.map(s => s.units + ' × ' + s.type).join(' → ')}</td></tr>`).join('');
+} else {
+  $('plans-section').style.display = 'none';
+}
 
 // Losses against samples.
 const perStep = M && M.steps > 0 ? M.train_samples / M.steps : 0;
@@ -65,11 +76,16 @@ const loss = M && M.losses && M.losses.length
   : R.series.map(p => ({x: p.samples, y: p.loss}));
 const lossSets = [{label: 'train logloss', data: loss, borderColor: '#1f77b4', pointRadius: 0}];
 const lastX = loss.length ? loss[loss.length - 1].x : 0;
-if (M && M.eval_logloss != null) lossSets.push({label: 'eval logloss', data: [{x: lastX, y: M.eval_logloss}],
-  borderColor: '#d62728', backgroundColor: '#d62728', pointRadius: 6, showLine: false});
+// Evaluations during training (--eval-interval), then the end's.
+const evalLoss = (R.evals || []).map(e => ({x: e.samples, y: e.logloss}));
+const evalAuc = (R.evals || []).map(e => ({x: e.samples, y: e.auc}));
+if (M && M.eval_logloss != null) evalLoss.push({x: lastX, y: M.eval_logloss});
+if (M && M.eval_auc != null) evalAuc.push({x: lastX, y: M.eval_auc});
+if (evalLoss.length) lossSets.push({label: 'eval logloss', data: evalLoss,
+  borderColor: '#d62728', backgroundColor: '#d62728', pointRadius: 4, showLine: evalLoss.length > 1});
 const aucSets = [];
-if (M && M.eval_auc != null) aucSets.push({label: 'eval AUC', data: [{x: lastX, y: M.eval_auc}],
-  borderColor: '#2ca02c', backgroundColor: '#2ca02c', pointRadius: 6, showLine: false, yAxisID: 'auc'});
+if (evalAuc.length) aucSets.push({label: 'eval AUC', data: evalAuc,
+  borderColor: '#2ca02c', backgroundColor: '#2ca02c', pointRadius: 4, showLine: evalAuc.length > 1, yAxisID: 'auc'});
 if (M && M.teacher_auc != null) aucSets.push({label: "teacher's AUC", data: [{x: 0, y: M.teacher_auc}, {x: lastX, y: M.teacher_auc}],
   borderColor: '#7f7f7f', borderDash: [6, 4], pointRadius: 0, yAxisID: 'auc'});
 chart('loss', {type: 'line', data: {datasets: lossSets.concat(aucSets)}, options: {scales: {
@@ -166,10 +182,31 @@ table { border-collapse: collapse; } th, td { padding: 3px 10px; text-align: lef
 }  // namespace
 
 JobReport::JobReport(std::string job_dir, nlohmann::ordered_json plan)
-    : job_dir_(std::move(job_dir)), path_(job_dir_ + "/report.html"), plan_(std::move(plan)) {}
+    : job_dir_(std::move(job_dir)), path_(job_dir_ + "/report.html"), plan_(std::move(plan)) {
+  plans_.push_back({{"seconds", 0.0}, {"plan", plan_}});
+}
+
+void JobReport::Running(nlohmann::ordered_json plan) {
+  if (plan == plan_) return;
+  plan_ = std::move(plan);
+  plans_.push_back({{"seconds", last_seconds_}, {"plan", plan_}});
+}
 
 void JobReport::Progress(const launcher::JobProgress& p) {
-  if (!p.event.empty()) {
+  last_seconds_ = std::max(last_seconds_, p.seconds);
+  if (p.eval.has_value()) {
+    // A restart trains (and evaluates) again from its checkpoint: its evaluations replace those
+    // made after it.
+    while (!evals_.empty() && evals_.back()["step"].get<int64_t>() >= p.eval->step) {
+      evals_.erase(evals_.size() - 1);
+    }
+    if (evals_.size() < kMaxPoints) {
+      evals_.push_back({{"step", p.eval->step},
+                        {"samples", p.eval->samples},
+                        {"logloss", p.eval->logloss},
+                        {"auc", p.eval->auc}});
+    }
+  } else if (!p.event.empty()) {
     events_.push_back({{"seconds", p.seconds}, {"text", p.event}});
   } else {
     nlohmann::ordered_json point = {
@@ -215,6 +252,8 @@ absl::Status JobReport::Write(const nlohmann::ordered_json& metrics, const std::
       {"plan", plan_},
       {"series", series_},
       {"events", events_},
+      {"evals", evals_},
+      {"plans", plans_},
       {"metrics", metrics},
       {"status", nullptr}};
   absl::StatusOr<launcher::JobStatus> status =
@@ -262,6 +301,7 @@ std::string JobReport::Html(const nlohmann::ordered_json& data, bool refresh) {
   return Page(
       data, refresh, "heterps job report",
       "<h2>The plan</h2><div id=\"pipeline\"></div>\n"
+      "<div id=\"plans-section\"><h2>Plans the job ran</h2><table id=\"plans\"></table></div>\n"
       "<h2>Loss and AUC against samples</h2><canvas id=\"loss\" width=\"900\" "
       "height=\"320\"></canvas>\n"
       "<h2>Throughput</h2><canvas id=\"throughput\" width=\"900\" height=\"280\"></canvas>\n"

@@ -6,13 +6,14 @@
 //   ... the job runs ...
 //   report.Finish(MetricsJson(job, result, data), "done");
 //
-// The page draws: training loss against samples (the eval logloss and AUC, and the synthetic
-// teacher's AUC, once known); samples/s over time against the plan's prediction, with restarts
-// and plan switches marked; each stage's predicted against measured time per batch, and its
-// busy time split into computing, parameter servers, sending and idle; the plan as a pipeline of
-// stages (layers, type, device, units, $/hour); the parameter servers' rows in memory and on SSD
-// per table, with hit rates. A check at the end of the page (ReportCheck) says whether every chart
-// drew data and whether any script failed, for a headless browser to read.
+// The page draws: training loss against samples (the eval logloss and AUC, each evaluation's
+// during training and the end's, and the synthetic teacher's AUC, once known); samples/s over time
+// against the plan's prediction, with restarts and plan switches marked; each stage's predicted
+// against measured time per batch, and its busy time split into computing, parameter servers,
+// sending and idle; the plan as a pipeline of stages (layers, type, device, units, $/hour); the
+// parameter servers' rows in memory and on SSD per table, with hit rates. A check at the end of the
+// page (ReportCheck) says whether every chart drew data and whether any script failed, for a
+// headless browser to read.
 //
 // Errors writing the file are kept (last_error) but never stop the job: the report is a view.
 //
@@ -34,6 +35,11 @@ class JobReport {
   // `plan`: {"scheduler", "predicted_samples_per_second", "cost_per_hour_usd", "stages":
   // [{"layers", "type", "device", "units", "predicted_seconds_per_batch", "usd_per_hour"}]}.
   JobReport(std::string job_dir, nlohmann::ordered_json plan);
+
+  // The job runs `plan` from now on (the elastic re-planner switched to it): the page draws it,
+  // and lists every plan the job ran with the time it started. The first plan is the
+  // constructor's; giving it again changes nothing.
+  void Running(nlohmann::ordered_json plan);
 
   // Records a point of the job's progress (at most 1,000 kept, evenly spread over the job);
   // rewrites the page at most every 5 s, as often as it reloads itself.
@@ -57,6 +63,9 @@ class JobReport {
   nlohmann::ordered_json plan_;
   nlohmann::ordered_json series_ = nlohmann::ordered_json::array();
   nlohmann::ordered_json events_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json evals_ = nlohmann::ordered_json::array();  // at most kMaxPoints
+  nlohmann::ordered_json plans_ = nlohmann::ordered_json::array();  // {"seconds", "plan"}
+  double last_seconds_ = 0;  // the latest progress's time since the job started
   static constexpr size_t kMaxPoints = 1000;
   absl::Time last_write_ = absl::InfinitePast();
   double min_gap_ = 0.5;  // seconds between the series' points

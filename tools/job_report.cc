@@ -209,6 +209,11 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
                         {"cost_usd", s.cost_usd},
                         {"switch_cost_usd", s.switch_cost_usd}});
   }
+  nlohmann::ordered_json evals = nlohmann::ordered_json::array();
+  for (const launcher::EvalPoint& e : r.evals) {
+    evals.push_back(
+        {{"step", e.step}, {"samples", e.samples}, {"logloss", e.logloss}, {"auc", e.auc}});
+  }
   nlohmann::ordered_json metrics = {
       {"model", job.model.name},
       {"data", absl::StrJoin(data.paths, " ")},
@@ -221,6 +226,7 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
       {"train_logloss", r.train_loss},
       {"eval_logloss", r.eval_loss},
       {"eval_auc", r.eval_auc},
+      {"evals", evals},
       {"teacher_auc", data.teacher_auc >= 0 ? nlohmann::ordered_json(data.teacher_auc)
                                             : nlohmann::ordered_json(nullptr)},
       {"samples_per_second", r.samples_per_second},

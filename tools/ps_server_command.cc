@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -10,9 +11,11 @@
 #include "heterps/base/file.h"
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/launcher/job_metrics.h"
 #include "heterps/ps/rpc/ps_server.h"
 #include "heterps/rpc/quiet_logs.h"
 #include "tools/cli_common.h"
+#include "tools/metrics_http.h"
 
 namespace heterps::tools {
 namespace {
@@ -38,6 +41,40 @@ absl::StatusOr<ps::rpc::PsServerOptions> OptionsFrom(const PsServerFlags& flags)
   return options;
 }
 
+// The shard's figures in the job status's terms, so that its endpoint and the job's name every
+// metric alike.
+launcher::ShardStatus ToShardStatus(const ps::rpc::ShardStats& stats) {
+  launcher::ShardStatus out{stats.shard, stats.calls, {}, stats.rpcs};
+  for (const auto& [id, t] : stats.sparse) {
+    out.tables.push_back(
+        {id, t.memory_rows, t.memory_bytes, t.cold_rows, t.hits, t.misses, t.spills});
+  }
+  return out;
+}
+
+// The /metrics endpoint (--metrics-port) of one shard; none (nullptr) without the flag.
+absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetrics(const PsServerFlags& flags,
+                                                          const std::string& token,
+                                                          const ps::rpc::PsServer* server) {
+  if (flags.metrics_port < 0) return nullptr;
+  MetricsHttpOptions options;
+  options.host = flags.metrics_host;
+  options.port = flags.metrics_port;
+  options.token = token;
+  HETERPS_ASSIGN_OR_RETURN(
+      std::unique_ptr<MetricsHttp> metrics,
+      MetricsHttp::Start(options, [server]() -> absl::StatusOr<std::string> {
+        return launcher::ParameterServersToPrometheus({ToShardStatus(server->stats())});
+      }));
+  if (!flags.metrics_port_file.empty()) {
+    HETERPS_RETURN_IF_ERROR(
+        base::WriteFileAtomically(flags.metrics_port_file, absl::StrCat(metrics->port(), "\n")));
+  }
+  std::fprintf(stderr, "heterps: metrics on http://%s:%d/metrics\n", flags.metrics_host.c_str(),
+               metrics->port());
+  return metrics;
+}
+
 }  // namespace
 
 CLI::App* AddPsServerCommand(CLI::App& app, PsServerFlags& flags) {
@@ -59,6 +96,15 @@ CLI::App* AddPsServerCommand(CLI::App& app, PsServerFlags& flags) {
   cmd->add_option("--tls-cert", flags.tls_cert, "PEM certificate chain: serve TLS only");
   cmd->add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
   cmd->add_option("--port-file", flags.port_file, "Also write the bound port to this file");
+  cmd->add_option("--metrics-port", flags.metrics_port,
+                  "Serve this shard's Prometheus metrics on http://HOST:PORT/metrics (0: any free "
+                  "port)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--metrics-host", flags.metrics_host,
+                  "Address of --metrics-port (default 127.0.0.1; elsewhere a scrape sends the "
+                  "token of --token-file as a bearer token)");
+  cmd->add_option("--metrics-port-file", flags.metrics_port_file,
+                  "Also write the port of --metrics-port to this file");
   return cmd;
 }
 
@@ -85,6 +131,9 @@ int RunPsServer(const PsServerFlags& flags) {
         base::WriteFileAtomically(flags.port_file, absl::StrCat((*server)->port(), "\n"));
     if (!written.ok()) return Fail(written);
   }
+  absl::StatusOr<std::unique_ptr<MetricsHttp>> metrics =
+      ServeMetrics(flags, options->token, server->get());
+  if (!metrics.ok()) return Fail(metrics.status());
   std::cout << "ps-server shard " << flags.shard << " of " << flags.num_shards << " listening on "
             << (*server)->address() << std::endl;
 
@@ -92,6 +141,7 @@ int RunPsServer(const PsServerFlags& flags) {
   sigwait(&stop, &signal);
   base::LogLine(
       absl::StrCat("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT", ", shutting down"));
+  metrics->reset();
   (*server)->Shutdown(absl::Seconds(5));
   const ps::rpc::PsServerCounters counters = (*server)->counters();
   base::LogLine(

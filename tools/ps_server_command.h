@@ -26,6 +26,9 @@ struct PsServerFlags {
   std::string tls_cert;
   std::string tls_key;
   std::string port_file;
+  int metrics_port = -1;  // -1: no /metrics endpoint; 0: any free port
+  std::string metrics_host = "127.0.0.1";
+  std::string metrics_port_file;
 };
 
 // Registers the subcommand; `flags` must outlive `app`.

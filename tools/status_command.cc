@@ -62,7 +62,11 @@ int RunStatus(const StatusFlags& flags) {
   if (s.predicted_samples_per_second > 0) {
     std::printf(" (plan: %s)", WithCommas(s.predicted_samples_per_second).c_str());
   }
-  std::printf(", loss %.4f, %d restarts; updated %s\n", s.loss, s.restarts, s.updated.c_str());
+  std::printf(", loss %.4f", s.loss);
+  if (s.eval_step >= 0) {
+    std::printf(", eval AUC %.4f after step %lld", s.eval_auc, static_cast<long long>(s.eval_step));
+  }
+  std::printf(", %d restarts; updated %s\n", s.restarts, s.updated.c_str());
   if (!note.empty()) std::printf("%s\n", EscapeForTerminal(note).c_str());
   std::printf("\n");
   Table replicas({"stage", "replica", "micro-batches", "busy", "idle", "send", "ps wait", "sent",

@@ -146,6 +146,10 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--checkpoint-every", flags.job.checkpoint_every,
                   "Steps between checkpoints; 0: none (default 100)")
       ->check(NonNegative());
+  cmd->add_option("--eval-interval", flags.job.eval_interval,
+                  "Steps between evaluations on the held-out lines while the job trains, for the "
+                  "eval curves of report.html and /metrics; 0: at the end only (default 0)")
+      ->check(NonNegative());
   cmd->add_option("--max-restarts", flags.job.max_restarts,
                   "Restarts from the last checkpoint after a failure (default 3)")
       ->check(NonNegative());

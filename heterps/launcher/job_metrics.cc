@@ -52,6 +52,41 @@ std::string ReplicaLabels(const ReplicaStatus& r) {
   return absl::StrCat("stage=\"", r.stage, "\",replica=\"", r.replica, "\"");
 }
 
+// Calls by method of many series (a label set each) as one histogram family
+// `<name>_seconds` and one counter family `<name>_errors_total`.
+void AddCallFamilies(
+    std::string* out, absl::string_view name, absl::string_view who,
+    const std::vector<std::pair<std::string, const std::vector<base::MethodStats>*>>& series) {
+  const std::string seconds = absl::StrCat(name, "_seconds");
+  absl::StrAppend(out, "# HELP ", seconds, " Latency of the RPCs ", who,
+                  ", by method (every call, failed ones included)\n# TYPE ", seconds,
+                  " histogram\n");
+  for (const auto& [labels, methods] : series) {
+    for (const base::MethodStats& m : *methods) {
+      const std::string l =
+          absl::StrCat(labels, labels.empty() ? "" : ",", "method=\"", Escape(m.method), "\"");
+      int64_t cumulative = 0;
+      for (size_t b = 0; b < base::kCallLatencyBounds.size(); ++b) {
+        cumulative += b < m.buckets.size() ? m.buckets[b] : 0;
+        absl::StrAppend(out, seconds, "_bucket{", l, ",le=\"",
+                        absl::StrFormat("%g", base::kCallLatencyBounds[b]), "\"} ", cumulative,
+                        "\n");
+      }
+      absl::StrAppend(out, seconds, "_bucket{", l, ",le=\"+Inf\"} ", m.calls, "\n");
+      absl::StrAppend(out, seconds, "_sum{", l, "} ", Number(m.seconds), "\n");
+      absl::StrAppend(out, seconds, "_count{", l, "} ", m.calls, "\n");
+    }
+  }
+  Family errors(out, absl::StrCat(name, "_errors_total"), "counter",
+                absl::StrCat("RPCs ", who, " that failed, by method"));
+  for (const auto& [labels, methods] : series) {
+    for (const base::MethodStats& m : *methods) {
+      errors.Add(static_cast<double>(m.errors), absl::StrCat(labels, labels.empty() ? "" : ",",
+                                                             "method=\"", Escape(m.method), "\""));
+    }
+  }
+}
+
 }  // namespace
 
 std::string JobStatusToPrometheus(const JobStatus& s) {
@@ -75,6 +110,14 @@ std::string JobStatusToPrometheus(const JobStatus& s) {
          "The plan's predicted training throughput")
       .Add(s.predicted_samples_per_second);
   Family(&out, "heterps_train_loss", "gauge", "Training logloss of the recent steps").Add(s.loss);
+  if (s.eval_step >= 0) {
+    Family(&out, "heterps_eval_step", "gauge", "Steps trained before the latest evaluation")
+        .Add(static_cast<double>(s.eval_step));
+    Family(&out, "heterps_eval_logloss", "gauge", "Logloss of the latest evaluation (held out)")
+        .Add(s.eval_logloss);
+    Family(&out, "heterps_eval_auc", "gauge", "AUC of the latest evaluation (held out)")
+        .Add(s.eval_auc);
+  }
 
   // Per replica.
   struct PerReplica {
@@ -118,10 +161,19 @@ std::string JobStatusToPrometheus(const JobStatus& s) {
     for (const ReplicaStatus& r : s.replicas) family.Add(m.value(r), ReplicaLabels(r));
   }
 
-  // Per parameter-server shard and table.
+  std::vector<std::pair<std::string, const std::vector<base::MethodStats>*>> client_calls;
+  for (const ReplicaStatus& r : s.replicas) client_calls.emplace_back(ReplicaLabels(r), &r.ps_rpcs);
+  AddCallFamilies(&out, "heterps_ps_client_rpc", "a replica made to the parameter servers",
+                  client_calls);
+  out += ParameterServersToPrometheus(s.parameter_servers);
+  return out;
+}
+
+std::string ParameterServersToPrometheus(const std::vector<ShardStatus>& shards) {
+  std::string out;
   {
     Family calls(&out, "heterps_ps_calls_total", "counter", "RPCs a parameter-server shard served");
-    for (const ShardStatus& shard : s.parameter_servers) {
+    for (const ShardStatus& shard : shards) {
       calls.Add(static_cast<double>(shard.calls), absl::StrCat("shard=\"", shard.shard, "\""));
     }
   }
@@ -147,12 +199,17 @@ std::string JobStatusToPrometheus(const JobStatus& s) {
   };
   for (const PerTable& m : table_metrics) {
     Family family(&out, m.name, m.type, m.help);
-    for (const ShardStatus& shard : s.parameter_servers) {
+    for (const ShardStatus& shard : shards) {
       for (const TableStatus& t : shard.tables) {
         family.Add(m.value(t), absl::StrCat("shard=\"", shard.shard, "\",table=\"", t.table, "\""));
       }
     }
   }
+  std::vector<std::pair<std::string, const std::vector<base::MethodStats>*>> server_calls;
+  for (const ShardStatus& shard : shards) {
+    server_calls.emplace_back(absl::StrCat("shard=\"", shard.shard, "\""), &shard.rpcs);
+  }
+  AddCallFamilies(&out, "heterps_ps_server_rpc", "a parameter-server shard served", server_calls);
   return out;
 }
 

@@ -21,4 +21,8 @@ namespace heterps::launcher {
 
 std::string JobStatusToPrometheus(const JobStatus& status);
 
+// The parameter servers' part alone (calls, tables' tiers, RPC latencies): what
+// `heterps ps-server --metrics-port` serves for its own shard.
+std::string ParameterServersToPrometheus(const std::vector<ShardStatus>& shards);
+
 }  // namespace heterps::launcher

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,13 +13,21 @@
 
 namespace heterps::launcher {
 
+// An evaluation on the held-out lines during training (JobSettings::eval_interval).
+struct EvalPoint {
+  int64_t step = 0;     // steps trained before it
+  int64_t samples = 0;  // samples trained before it
+  double logloss = 0, auc = 0;
+};
+
 struct JobProgress {
   int64_t step = 0, total_steps = 0;  // steps done, and in all
   int64_t samples = 0;                // trained, this attempt included
   double seconds = 0;                 // since the job started
   double loss = 0;                    // moving average of the steps' losses
   int restarts = 0;
-  std::string event;  // "restarting from step 40: rank 3 ...", or empty
+  std::string event;              // "restarting from step 40: rank 3 ...", or empty
+  std::optional<EvalPoint> eval;  // set on the progress that reports an evaluation
 };
 
 // What each stage did, against the plan's prediction.
@@ -62,6 +71,7 @@ struct JobResult {
   double train_loss = 0;                 // mean over the last pass's steps
   int64_t eval_samples = 0;
   double eval_loss = 0, eval_auc = 0;
+  std::vector<EvalPoint> evals;   // during training, in step order (the end's not included)
   int64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines), every pass counted
   std::string first_bad_line;     // the first of them
   double seconds = 0;             // the last attempt's training, not evaluation

@@ -13,6 +13,40 @@ using json = nlohmann::ordered_json;
 
 constexpr char kFile[] = "/status.json";
 
+json MethodsToJson(const std::vector<base::MethodStats>& methods) {
+  json out = json::array();
+  for (const base::MethodStats& m : methods) {
+    out.push_back({{"method", m.method},
+                   {"calls", m.calls},
+                   {"errors", m.errors},
+                   {"seconds", m.seconds},
+                   {"buckets", m.buckets}});
+  }
+  return out;
+}
+
+// The optional list `key` of calls by method (absent in a status written before it existed).
+absl::StatusOr<std::vector<base::MethodStats>> MethodsFrom(const base::JsonObject& o,
+                                                           absl::string_view key) {
+  std::vector<base::MethodStats> out;
+  if (!o.Has(key)) return out;
+  HETERPS_ASSIGN_OR_RETURN(std::vector<base::JsonObject> methods, o.Objects(key));
+  for (const base::JsonObject& m : methods) {
+    base::MethodStats stats;
+    HETERPS_ASSIGN_OR_RETURN(stats.method, m.String("method"));
+    HETERPS_ASSIGN_OR_RETURN(stats.calls, m.Int("calls", 0));
+    HETERPS_ASSIGN_OR_RETURN(stats.errors, m.Int("errors", 0, stats.calls));
+    HETERPS_ASSIGN_OR_RETURN(stats.seconds, m.Double("seconds"));
+    HETERPS_ASSIGN_OR_RETURN(stats.buckets, m.Ints("buckets"));
+    if (stats.buckets.size() != base::kCallLatencyBounds.size() + 1) {
+      return m.Error("buckets", absl::StrCat("has ", stats.buckets.size(), " counts, expected ",
+                                             base::kCallLatencyBounds.size() + 1));
+    }
+    out.push_back(std::move(stats));
+  }
+  return out;
+}
+
 absl::StatusOr<ReplicaStatus> ReplicaFrom(const base::JsonObject& o) {
   ReplicaStatus r;
   HETERPS_ASSIGN_OR_RETURN(int64_t stage, o.Int("stage", 0, INT32_MAX));
@@ -32,6 +66,7 @@ absl::StatusOr<ReplicaStatus> ReplicaFrom(const base::JsonObject& o) {
   HETERPS_ASSIGN_OR_RETURN(r.pcie_bytes, o.IntOr("pcie_bytes", 0));
   HETERPS_ASSIGN_OR_RETURN(r.tier_hits, o.IntOr("tier_hits", 0));
   HETERPS_ASSIGN_OR_RETURN(r.tier_misses, o.IntOr("tier_misses", 0));
+  HETERPS_ASSIGN_OR_RETURN(r.ps_rpcs, MethodsFrom(o, "ps_rpcs"));
   return r;
 }
 
@@ -65,7 +100,8 @@ std::string JobStatusToJson(const JobStatus& s) {
                         {"in_flight", r.in_flight},
                         {"pcie_bytes", r.pcie_bytes},
                         {"tier_hits", r.tier_hits},
-                        {"tier_misses", r.tier_misses}});
+                        {"tier_misses", r.tier_misses},
+                        {"ps_rpcs", MethodsToJson(r.ps_rpcs)}});
   }
   json shards = json::array();
   for (const ShardStatus& shard : s.parameter_servers) {
@@ -79,7 +115,10 @@ std::string JobStatusToJson(const JobStatus& s) {
                         {"misses", t.misses},
                         {"spills", t.spills}});
     }
-    shards.push_back({{"shard", shard.shard}, {"calls", shard.calls}, {"tables", tables}});
+    shards.push_back({{"shard", shard.shard},
+                      {"calls", shard.calls},
+                      {"tables", tables},
+                      {"rpcs", MethodsToJson(shard.rpcs)}});
   }
   json root = {{"state", s.state},
                {"error", s.error},
@@ -92,6 +131,9 @@ std::string JobStatusToJson(const JobStatus& s) {
                {"samples_per_second", s.samples_per_second},
                {"predicted_samples_per_second", s.predicted_samples_per_second},
                {"loss", s.loss},
+               {"eval_step", s.eval_step},
+               {"eval_logloss", s.eval_logloss},
+               {"eval_auc", s.eval_auc},
                {"replicas", replicas},
                {"parameter_servers", shards},
                {"updated", s.updated}};
@@ -114,6 +156,9 @@ absl::StatusOr<JobStatus> ParseJobStatus(absl::string_view text, absl::string_vi
   HETERPS_ASSIGN_OR_RETURN(s.predicted_samples_per_second,
                            root.Double("predicted_samples_per_second"));
   HETERPS_ASSIGN_OR_RETURN(s.loss, root.Double("loss"));
+  HETERPS_ASSIGN_OR_RETURN(s.eval_step, root.IntOr("eval_step", -1));
+  HETERPS_ASSIGN_OR_RETURN(s.eval_logloss, root.DoubleOr("eval_logloss", 0));
+  HETERPS_ASSIGN_OR_RETURN(s.eval_auc, root.DoubleOr("eval_auc", 0));
   HETERPS_ASSIGN_OR_RETURN(std::vector<base::JsonObject> replicas, root.Objects("replicas"));
   for (const base::JsonObject& r : replicas) {
     HETERPS_ASSIGN_OR_RETURN(ReplicaStatus replica, ReplicaFrom(r));
@@ -130,6 +175,7 @@ absl::StatusOr<JobStatus> ParseJobStatus(absl::string_view text, absl::string_vi
       HETERPS_ASSIGN_OR_RETURN(TableStatus table, TableFrom(t));
       shard.tables.push_back(table);
     }
+    HETERPS_ASSIGN_OR_RETURN(shard.rpcs, MethodsFrom(o, "rpcs"));
     s.parameter_servers.push_back(std::move(shard));
   }
   HETERPS_ASSIGN_OR_RETURN(s.updated, root.String("updated"));

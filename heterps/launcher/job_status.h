@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "heterps/base/call_stats.h"
 #include "heterps/base/env.h"
 
 namespace heterps::launcher {
@@ -27,6 +28,7 @@ struct ReplicaStatus {
   int queue_depth = 0, in_flight = 0;
   int64_t pcie_bytes = 0;                  // the stage's device and GPU tier, both ways
   int64_t tier_hits = 0, tier_misses = 0;  // the GPU tier's keys: on the device, passed through
+  std::vector<base::MethodStats> ps_rpcs;  // the replica's calls to the parameter servers
 };
 
 struct TableStatus {
@@ -39,6 +41,7 @@ struct ShardStatus {
   int shard = 0;
   int64_t calls = 0;
   std::vector<TableStatus> tables;
+  std::vector<base::MethodStats> rpcs;  // the calls it served, by method
 };
 
 struct JobStatus {
@@ -50,6 +53,10 @@ struct JobStatus {
   int64_t step = 0, total_steps = 0, samples = 0;
   double samples_per_second = 0, predicted_samples_per_second = 0;
   double loss = 0;
+  // The latest evaluation on the held-out lines (JobSettings::eval_interval, and the end's): the
+  // steps trained before it; -1 for none yet.
+  int64_t eval_step = -1;
+  double eval_logloss = 0, eval_auc = 0;
   std::vector<ReplicaStatus> replicas;
   std::vector<ShardStatus> parameter_servers;
   std::string updated;  // when it was written (UTC)

@@ -33,8 +33,26 @@ TEST(JobStatusTest, WhatTheCoordinatorWritesTheCommandReads) {
   s.samples_per_second = 1000.5;
   s.predicted_samples_per_second = 1100;
   s.loss = 0.52;
-  s.replicas = {{0, 1, 40, 1.5, 0.25, 0.125, 0.5, 1 << 20, 2, 3}};
-  s.parameter_servers = {{1, 77, {{0, 100, 6400, 5, 90, 10, 5}}}};
+  s.eval_step = 8;
+  s.eval_logloss = 0.5;
+  s.eval_auc = 0.75;
+  base::CallStats calls;
+  calls.Record("PullSparse", true, absl::Milliseconds(3));
+  calls.Record("Commit", false, absl::Seconds(12));
+  ReplicaStatus replica;
+  replica.stage = 0;
+  replica.replica = 1;
+  replica.micro_batches = 40;
+  replica.busy_seconds = 1.5;
+  replica.bytes_sent = 1 << 20;
+  replica.ps_rpcs = calls.Snapshot();
+  s.replicas = {replica};
+  ShardStatus shard;
+  shard.shard = 1;
+  shard.calls = 77;
+  shard.tables = {{0, 100, 6400, 5, 90, 10, 5}};
+  shard.rpcs = calls.Snapshot();
+  s.parameter_servers = {shard};
   s.updated = "2026-11-23T10:00:00Z";
   const std::string dir = Dir("status");
   ASSERT_TRUE(WriteJobStatus(base::DefaultEnv(), dir, s).ok());
@@ -43,6 +61,15 @@ TEST(JobStatusTest, WhatTheCoordinatorWritesTheCommandReads) {
   EXPECT_EQ(JobStatusToJson(*read), JobStatusToJson(s));
   EXPECT_EQ(read->replicas[0].bytes_sent, 1 << 20);
   EXPECT_EQ(read->parameter_servers[0].tables[0].cold_rows, 5);
+  EXPECT_EQ(read->eval_step, 8);
+  ASSERT_EQ(read->replicas[0].ps_rpcs.size(), 2u);
+  EXPECT_EQ(read->replicas[0].ps_rpcs[0].method, "Commit");
+  EXPECT_EQ(read->replicas[0].ps_rpcs[0].errors, 1);
+  EXPECT_EQ(read->parameter_servers[0].rpcs[1].buckets[6], 1);  // 3 ms: (2.5 ms, 5 ms]
+  JobStatus damaged = s;
+  damaged.replicas[0].ps_rpcs[1].buckets.pop_back();
+  auto short_buckets = ParseJobStatus(JobStatusToJson(damaged), "status.json");
+  EXPECT_THAT(short_buckets.status().message(), HasSubstr("buckets: has 16 counts, expected 17"));
   EXPECT_EQ(ReadJobStatus(base::DefaultEnv(), Dir("none")).status().code(),
             absl::StatusCode::kNotFound);
   auto bad = ParseJobStatus(R"({"state": "running", "step": "ten"})", "status.json");

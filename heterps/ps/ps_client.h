@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "heterps/base/call_stats.h"
 #include "heterps/ps/checkpoint.h"
 #include "heterps/ps/dense_table.h"
 #include "heterps/ps/pending.h"
@@ -78,6 +79,9 @@ class PsClient {
   // Makes every update this client holds back visible to the servers (a tier writes its dirty
   // rows back). The default has nothing held back.
   virtual absl::Status Flush() { return absl::OkStatus(); }
+  // The calls this client made to remote servers, by method (base/call_stats.h); none for a
+  // client without a network between it and its servers.
+  virtual std::vector<base::MethodStats> CallStats() const { return {}; }
   // The outcome of the call that returned `ticket`; NotFound for an unknown or spent ticket.
   virtual absl::Status Wait(Ticket ticket) = 0;
 };

@@ -39,6 +39,35 @@ grpc::Status TokenCheck::Check(grpc::ServerContext* ctx, absl::string_view metho
                       given ? "wrong token" : "no token (x-heterps-token) in the call");
 }
 
+void ToProto(const std::vector<base::MethodStats>& stats,
+             google::protobuf::RepeatedPtrField<wire::MethodStats>* out) {
+  out->Clear();
+  for (const base::MethodStats& m : stats) {
+    wire::MethodStats* w = out->Add();
+    w->set_method(m.method);
+    w->set_calls(m.calls);
+    w->set_errors(m.errors);
+    w->set_seconds(m.seconds);
+    for (int64_t b : m.buckets) w->add_buckets(b);
+  }
+}
+
+std::vector<base::MethodStats> FromProto(
+    const google::protobuf::RepeatedPtrField<wire::MethodStats>& stats) {
+  std::vector<base::MethodStats> out;
+  for (const wire::MethodStats& w : stats) {
+    base::MethodStats m;
+    m.method = w.method();
+    m.calls = w.calls();
+    m.errors = w.errors();
+    m.seconds = w.seconds();
+    m.buckets.assign(w.buckets().begin(), w.buckets().end());
+    m.buckets.resize(base::kCallLatencyBounds.size() + 1, 0);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 void PrepareCall(grpc::ClientContext& ctx, const std::string& token, absl::Duration timeout) {
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   if (!token.empty()) ctx.AddMetadata(base::kTokenHeader, token);

@@ -31,6 +31,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "heterps/base/call_stats.h"
+#include "heterps/rpc/call_stats.pb.h"
 
 namespace heterps::rpc {
 
@@ -55,6 +57,13 @@ class TokenCheck {
   const std::string token_;
   std::atomic<int64_t> refused_{0};
 };
+
+// Call statistics (base/call_stats.h) on the wire and back. FromProto refuses nothing: a
+// message with the wrong number of buckets gets them padded or cut to the right number.
+void ToProto(const std::vector<base::MethodStats>& stats,
+             google::protobuf::RepeatedPtrField<wire::MethodStats>* out);
+std::vector<base::MethodStats> FromProto(
+    const google::protobuf::RepeatedPtrField<wire::MethodStats>& stats);
 
 // The client side: a deadline `timeout` from now and the token (when not empty).
 void PrepareCall(grpc::ClientContext& ctx, const std::string& token, absl::Duration timeout);

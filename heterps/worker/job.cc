@@ -58,6 +58,7 @@ absl::Status CheckSettings(const JobSettings& s) {
     return Bad(absl::StrCat("eval fraction ", s.eval_fraction, " outside [0, 0.5]"));
   }
   if (s.checkpoint_every < 0) return Bad("checkpoint interval < 0");
+  if (s.eval_interval < 0) return Bad("evaluation interval < 0");
   if (s.max_restarts < 0) return Bad("max restarts < 0");
   if (!s.gpu_tier_device.empty() && s.gpu_tier_bytes <= 0) {
     return Bad(absl::StrCat("the GPU tier on ", s.gpu_tier_device, " has no memory budget"));
@@ -274,6 +275,7 @@ std::string JobToJson(const JobSpec& job) {
                  {"seed", s.tables.seed},
                  {"sparse_memory_budget_bytes", s.tables.sparse_memory_budget_bytes},
                  {"checkpoint_every", s.checkpoint_every},
+                 {"eval_interval", s.eval_interval},
                  {"max_restarts", s.max_restarts},
                  {"gpu_tier_device", s.gpu_tier_device},
                  {"gpu_tier_bytes", s.gpu_tier_bytes},
@@ -316,6 +318,7 @@ absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view 
   HETERPS_ASSIGN_OR_RETURN(out.tables.sparse_memory_budget_bytes,
                            s.Int("sparse_memory_budget_bytes", 0));
   HETERPS_ASSIGN_OR_RETURN(out.checkpoint_every, s.Int("checkpoint_every", 0));
+  HETERPS_ASSIGN_OR_RETURN(out.eval_interval, s.Int("eval_interval", 0));
   HETERPS_ASSIGN_OR_RETURN(int64_t restarts, s.Int("max_restarts", 0, 1000));
   out.max_restarts = static_cast<int>(restarts);
   HETERPS_ASSIGN_OR_RETURN(out.gpu_tier_device, s.String("gpu_tier_device"));

@@ -51,7 +51,10 @@ struct JobSettings {
   data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
   ModelOptions tables;             // optimizers, seed, the tables' memory budget
   int64_t checkpoint_every = 100;  // steps between checkpoints; 0: none
-  int max_restarts = 3;            // restarts from the last checkpoint after a failure
+  // Steps between evaluations of the held-out lines while the job trains (the replicas meet
+  // there, as at a checkpoint); 0: once, at the end. The end's evaluation is always made.
+  int64_t eval_interval = 0;
+  int max_restarts = 3;  // restarts from the last checkpoint after a failure
   // The GPU tier of stage 0's embedding tables (ps/gpu/gpu_tier.h): the device that holds the hot
   // rows ("cuda:0", "twin:0"; empty: none) and its budget, bytes. Needs one replica of stage 0.
   std::string gpu_tier_device;

@@ -127,9 +127,11 @@ class Attempt::Impl {
       done = step;
       result_.losses = c->losses;
       result_.losses.resize(done, 0.0);
+      // Evaluations after the checkpoint are made again, as its steps are.
+      while (!result_.evals.empty() && result_.evals.back().step > done) result_.evals.pop_back();
       const std::string event = absl::StrCat("resumed from the checkpoint of step ", done);
       if (o_.progress) {
-        o_.progress({done, 0, 0, 0, 0, result_.restarts, event});
+        o_.progress({done, 0, 0, 0, 0, result_.restarts, event, std::nullopt});
       } else {
         base::LogLine(event);
       }
@@ -197,12 +199,15 @@ class Attempt::Impl {
     stats_start_ = CollectStats();
     total_steps_ = total;
     train_start_ = start;
-    // Rounds end at checkpoints: the only points where asynchronous replicas meet.
+    // Rounds end at checkpoints and evaluations: the only points where asynchronous replicas
+    // meet.
     const int64_t every =
         job_.settings.checkpoint_every > 0 ? job_.settings.checkpoint_every : total;
+    const int64_t eval_every = job_.settings.eval_interval;
     const bool sync = job_.settings.mode == worker::Consistency::kSync;
     for (int64_t from = done; from < total;) {
-      const int64_t to = std::min(total, (from / every + 1) * every);
+      int64_t to = std::min(total, (from / every + 1) * every);
+      if (eval_every > 0) to = std::min(to, (from / eval_every + 1) * eval_every);
       HETERPS_RETURN_IF_ERROR(sync ? SyncSteps(from, to) : AsyncSteps(from, to));
       // Synchronous rounds may end early, where a switch or a stop was decided.
       const int64_t end = switch_ ? switch_step_ : stopped_ ? stop_step_ : to;
@@ -210,6 +215,9 @@ class Attempt::Impl {
       if (!sync && !switch_) Stop(end);
       if (end < total && (end % every == 0 || switch_ || stopped_)) {
         HETERPS_RETURN_IF_ERROR(Checkpoint(end));
+      }
+      if (end < total && !switch_ && !stopped_ && eval_every > 0 && end % eval_every == 0) {
+        HETERPS_RETURN_IF_ERROR(EvaluateDuringTraining(end));
       }
       // Asynchronous replicas meet only at the rounds' ends: the re-planner is asked there.
       if (!switch_ && !stopped_ && !sync) CheckPlan(end);
@@ -313,7 +321,7 @@ class Attempt::Impl {
     stop_step_ = step;
     const std::string event = absl::StrCat("stopping at step ", step, ": writing its checkpoint");
     if (o_.progress) {
-      o_.progress({step, 0, 0, 0, 0, result_.restarts, event});
+      o_.progress({step, 0, 0, 0, 0, result_.restarts, event, std::nullopt});
     } else {
       base::LogLine(event);
     }
@@ -388,8 +396,8 @@ class Attempt::Impl {
     average_ = step == 0 || average_ == 0 ? loss : 0.98 * average_ + 0.02 * loss;
     if (o_.progress) {
       o_.progress({step + 1, total_steps_, samples_,
-                   absl::ToDoubleSeconds(absl::Now() - job_start_), average_, result_.restarts,
-                   ""});
+                   absl::ToDoubleSeconds(absl::Now() - job_start_), average_, result_.restarts, "",
+                   std::nullopt});
     }
     if (absl::Now() - last_status_ > absl::Seconds(1)) {
       WriteStatus("running", step + 1, total_steps_, samples_, absl::Now() - train_start_, loss);
@@ -421,13 +429,44 @@ class Attempt::Impl {
   absl::Time switch_trigger() const { return switch_trigger_; }
 
  private:
+  // The held-out lines' evaluation at the end of the job; the job's bad lines count the held-out
+  // ones once, here.
   absl::Status Evaluate() {
     if (job_.eval_every() <= 0) return absl::OkStatus();
+    int64_t skipped = 0;
+    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, EvaluateHeldOut(result_.steps, &skipped));
+    result_.skipped_lines += skipped;
+    result_.eval_samples = eval.samples;
+    result_.eval_loss = eval.logloss;
+    result_.eval_auc = eval.auc;
+    return absl::OkStatus();
+  }
+
+  // An evaluation between the steps `step` - 1 and `step`, recorded and reported as progress.
+  absl::Status EvaluateDuringTraining(int64_t step) {
+    if (job_.eval_every() <= 0) return absl::OkStatus();
+    int64_t skipped = 0;
+    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, EvaluateHeldOut(step, &skipped));
+    const EvalPoint point{step, step * job_.batch_size(), eval.logloss, eval.auc};
+    result_.evals.push_back(point);
+    if (o_.progress) {
+      JobProgress progress{
+          step,     total_steps_,     samples_, absl::ToDoubleSeconds(absl::Now() - job_start_),
+          average_, result_.restarts, "",       std::nullopt};
+      progress.eval = point;
+      o_.progress(progress);
+    }
+    return absl::OkStatus();
+  }
+
+  // Every stage-0 replica's share of the held-out lines through the model at `step`'s
+  // parameters; `skipped`: the bad held-out lines skipped.
+  absl::StatusOr<data::Evaluation> EvaluateHeldOut(int64_t step, int64_t* skipped) {
     std::vector<Workers::Replica*> first = workers_->stage(0);
     std::vector<wire::EvalReply> replies(first.size());
     HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(first.size()), [&](int r) {
       wire::EvalRequest request;
-      request.set_step(result_.steps);
+      request.set_step(step);
       return workers_->Call(
           *first[r], "Evaluate",
           [&](grpc::ClientContext& ctx, auto& stub) {
@@ -445,13 +484,9 @@ class Attempt::Impl {
       }
       scores.insert(scores.end(), p, p + n);
       labels.insert(labels.end(), y, y + n);
-      result_.skipped_lines += reply.skipped();  // held-out bad lines, once
+      *skipped += reply.skipped();
     }
-    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, data::Evaluate(scores, labels));
-    result_.eval_samples = eval.samples;
-    result_.eval_loss = eval.logloss;
-    result_.eval_auc = eval.auc;
-    return absl::OkStatus();
+    return data::Evaluate(scores, labels);
   }
 
   std::vector<wire::WorkerStats> CollectStats() {
@@ -472,13 +507,25 @@ class Attempt::Impl {
                    absl::Duration elapsed, double loss) {
     JobStatus status;
     for (const wire::WorkerStats& s : CollectStats()) {
-      status.replicas.push_back({s.stage(), s.replica(), s.micro_batches(), s.busy_seconds(),
-                                 s.idle_seconds(), s.send_seconds(), s.ps_seconds(), s.bytes_sent(),
-                                 s.queue_depth(), s.in_flight()});
+      ReplicaStatus& r = status.replicas.emplace_back();
+      r.stage = s.stage();
+      r.replica = s.replica();
+      r.micro_batches = s.micro_batches();
+      r.busy_seconds = s.busy_seconds();
+      r.idle_seconds = s.idle_seconds();
+      r.send_seconds = s.send_seconds();
+      r.ps_seconds = s.ps_seconds();
+      r.bytes_sent = s.bytes_sent();
+      r.queue_depth = s.queue_depth();
+      r.in_flight = s.in_flight();
+      r.pcie_bytes = s.pcie_bytes();
+      r.tier_hits = s.tier_hits();
+      r.tier_misses = s.tier_misses();
+      r.ps_rpcs = heterps::rpc::FromProto(s.ps_rpcs());
     }
     if (absl::StatusOr<std::vector<ps::rpc::ShardStats>> ps = ps_->Stats(); ps.ok()) {
       for (const ps::rpc::ShardStats& shard : *ps) {
-        ShardStatus out{shard.shard, shard.calls, {}};
+        ShardStatus out{shard.shard, shard.calls, {}, shard.rpcs};
         for (const auto& [id, t] : shard.sparse) {
           out.tables.push_back(
               {id, t.memory_rows, t.memory_bytes, t.cold_rows, t.hits, t.misses, t.spills});
@@ -497,6 +544,15 @@ class Attempt::Impl {
     status.samples_per_second = seconds > 0 ? samples / seconds : 0.0;
     status.predicted_samples_per_second = job_.plan.throughput;
     status.loss = loss;
+    if (result_.eval_samples > 0) {
+      status.eval_step = result_.steps;
+      status.eval_logloss = result_.eval_loss;
+      status.eval_auc = result_.eval_auc;
+    } else if (!result_.evals.empty()) {
+      status.eval_step = result_.evals.back().step;
+      status.eval_logloss = result_.evals.back().logloss;
+      status.eval_auc = result_.evals.back().auc;
+    }
     status.updated = absl::FormatTime(o_.env->Now());
     WriteJobStatus(o_.env, o_.job_dir, status).IgnoreError();
   }

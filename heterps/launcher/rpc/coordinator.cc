@@ -182,8 +182,9 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
       ++result.restarts;
       result.failures.push_back(std::string(status.message()));
       if (!next) {
-        Tell(o, {step, 0, 0, absl::ToDoubleSeconds(absl::Now() - start), 0, result.restarts,
-                 absl::StrCat("restarting from step ", step, ": ", status.message())});
+        Tell(o,
+             {step, 0, 0, absl::ToDoubleSeconds(absl::Now() - start), 0, result.restarts,
+              absl::StrCat("restarting from step ", step, ": ", status.message()), std::nullopt});
         service.Reset(generation + 1);
         continue;
       }
@@ -203,7 +204,8 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
                      ? ")"
                      : absl::StrCat("; ", FormatUsd(next->new_usd), " instead of ",
                                     FormatUsd(next->keep_usd), " for the samples left, the switch ",
-                                    FormatUsd(next->switch_usd), ")"))});
+                                    FormatUsd(next->switch_usd), ")")),
+             std::nullopt});
     job = next->job;
     layout = next_layout;
     job_json = worker::JobToJson(job);

@@ -85,6 +85,7 @@ struct GrpcPsClient::Impl {
   absl::Mutex mu;
   absl::flat_hash_map<Ticket, std::shared_ptr<Call>> calls ABSL_GUARDED_BY(mu);
   Ticket next ABSL_GUARDED_BY(mu) = 0;
+  mutable base::CallStats call_stats;
 
   int num_servers() const { return static_cast<int>(stubs.size()); }
 
@@ -97,16 +98,19 @@ struct GrpcPsClient::Impl {
   }
 
   // Runs `rpc` against `shard`, retrying UNAVAILABLE; the error names the shard
-  // and `what`.
+  // and `what`. Each attempt is counted under the method, `what`'s first word.
   absl::Status Rpc(int shard, absl::string_view what,
                    const std::function<grpc::Status(grpc::ClientContext&)>& rpc) const {
+    const absl::string_view method = what.substr(0, what.find(' '));
     absl::Duration backoff = options.initial_backoff;
     grpc::Status status;
     int attempt = 1;
     for (;; ++attempt) {
       grpc::ClientContext context;
       Prepare(context, options.rpc_timeout);
+      const absl::Time start = absl::Now();
       status = rpc(context);
+      call_stats.Record(method, status.ok(), absl::Now() - start);
       if (status.ok()) return absl::OkStatus();
       if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= options.max_attempts) {
         break;
@@ -669,14 +673,20 @@ absl::StatusOr<std::vector<ShardStats>> GrpcPsClient::Stats() {
       table.misses = t.misses();
       table.spills = t.spills();
       out.sparse.emplace_back(t.table(), table);
+      out.memory_budget_bytes.push_back(t.memory_budget_bytes());
     }
     out.dense_tables.assign(reply.dense_tables().begin(), reply.dense_tables().end());
     out.calls = reply.calls();
     out.refused = reply.refused();
     out.duplicate_pushes = reply.duplicate_pushes();
+    out.rpcs = heterps::rpc::FromProto(reply.rpcs());
     return absl::OkStatus();
   }));
   return stats;
+}
+
+std::vector<base::MethodStats> GrpcPsClient::CallStats() const {
+  return impl_->call_stats.Snapshot();
 }
 
 }  // namespace heterps::ps::rpc

@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "heterps/ps/ps_client.h"
+#include "heterps/ps/rpc/ps_server.h"
 
 namespace heterps::ps::rpc {
 
@@ -49,14 +50,6 @@ struct GrpcPsClientOptions {
   absl::Duration initial_backoff = absl::Milliseconds(50);
   int max_message_bytes = 4 << 20;  // batches are split to stay below it
   int threads = 0;                  // RPC threads; 0: 2 per server, at least 4
-};
-
-// A server's answer to Stats.
-struct ShardStats {
-  int shard = 0;
-  std::vector<std::pair<int, SparseTableStats>> sparse;  // (table id, its counters on this shard)
-  std::vector<int> dense_tables;
-  int64_t calls = 0, refused = 0, duplicate_pushes = 0;
 };
 
 class GrpcPsClient : public PsClient {
@@ -93,6 +86,8 @@ class GrpcPsClient : public PsClient {
   absl::StatusOr<int64_t> LoadCheckpoint(std::optional<int64_t> step = std::nullopt,
                                          int from_shards = 0);
   absl::StatusOr<std::vector<ShardStats>> Stats();
+  // The calls this client made, by method, every attempt of a retried call counted.
+  std::vector<base::MethodStats> CallStats() const override;
   // The digest of every parameter on every shard (checkpoint.h, DigestTables): the shards' sum.
   absl::StatusOr<uint64_t> Digest();
 

@@ -305,10 +305,10 @@ class PsServer::Service final : public ParameterServer::Service {
 
   grpc::Status Stats(grpc::ServerContext* ctx, const StatsRequest*, StatsReply* reply) override {
     return Serve(ctx, "Stats", [&]() -> absl::Status {
-      reply->set_shard(options_.shard);
-      absl::MutexLock lock(&tables_mu_);
-      for (const auto& [id, entry] : sparse_) {
-        const SparseTableStats s = entry.table->Stats();
+      const ShardStats stats = Snapshot();
+      reply->set_shard(stats.shard);
+      for (size_t i = 0; i < stats.sparse.size(); ++i) {
+        const auto& [id, s] = stats.sparse[i];
         SparseStats* out = reply->add_sparse();
         out->set_table(id);
         out->set_memory_rows(s.memory_rows);
@@ -318,28 +318,52 @@ class PsServer::Service final : public ParameterServer::Service {
         out->set_hits(s.hits);
         out->set_misses(s.misses);
         out->set_spills(s.spills);
-        out->set_memory_budget_bytes(entry.table->options().memory_budget_bytes);
+        out->set_memory_budget_bytes(stats.memory_budget_bytes[i]);
       }
-      for (const auto& [id, entry] : dense_) reply->add_dense_tables(id);
-      const PsServerCounters c = counters();
-      reply->set_calls(c.calls);
-      reply->set_refused(c.refused);
-      reply->set_duplicate_pushes(c.duplicate_pushes);
+      for (int id : stats.dense_tables) reply->add_dense_tables(id);
+      reply->set_calls(stats.calls);
+      reply->set_refused(stats.refused);
+      reply->set_duplicate_pushes(stats.duplicate_pushes);
+      heterps::rpc::ToProto(stats.rpcs, reply->mutable_rpcs());
       return absl::OkStatus();
     });
+  }
+
+  ShardStats Snapshot() const {
+    ShardStats stats;
+    stats.shard = options_.shard;
+    {
+      absl::MutexLock lock(&tables_mu_);
+      for (const auto& [id, entry] : sparse_) {
+        stats.sparse.emplace_back(id, entry.table->Stats());
+        stats.memory_budget_bytes.push_back(entry.table->options().memory_budget_bytes);
+      }
+      for (const auto& [id, entry] : dense_) stats.dense_tables.push_back(id);
+    }
+    const PsServerCounters c = counters();
+    stats.calls = c.calls;
+    stats.refused = c.refused;
+    stats.duplicate_pushes = c.duplicate_pushes;
+    stats.rpcs = call_stats_.Snapshot();
+    return stats;
   }
 
  private:
   template <typename Body>
   grpc::Status Serve(grpc::ServerContext* ctx, absl::string_view method, Body body) {
     ++calls_;
-    if (grpc::Status denied = auth_.Check(ctx, method); !denied.ok()) return denied;
+    const absl::Time start = absl::Now();
+    if (grpc::Status denied = auth_.Check(ctx, method); !denied.ok()) {
+      call_stats_.Record(method, false, absl::Now() - start);
+      return denied;
+    }
     absl::Status status = body();
     // UNAVAILABLE on the wire means "try again" to clients; a server's own
     // storage failing is not that.
     if (status.code() == absl::StatusCode::kUnavailable) {
       status = absl::InternalError(status.message());
     }
+    call_stats_.Record(method, status.ok(), absl::Now() - start);
     return ToGrpc(status);
   }
 
@@ -482,12 +506,13 @@ class PsServer::Service final : public ParameterServer::Service {
   // Data calls hold it shared; checkpoints and table creation hold it
   // exclusively, so that a checkpoint is a consistent snapshot of this shard.
   absl::Mutex snapshot_mu_;
-  absl::Mutex tables_mu_;
+  mutable absl::Mutex tables_mu_;
   std::map<int, SparseEntry> sparse_ ABSL_GUARDED_BY(tables_mu_);
   std::map<int, DenseEntry> dense_ ABSL_GUARDED_BY(tables_mu_);
   PushLog pushes_;
   PendingUpdates pending_;
   std::atomic<int64_t> calls_{0}, duplicates_{0};
+  base::CallStats call_stats_;
   heterps::rpc::TokenCheck auth_;
 };
 
@@ -542,6 +567,8 @@ int PsServer::port() const { return impl_->port; }
 std::string PsServer::address() const { return impl_->address; }
 
 PsServerCounters PsServer::counters() const { return impl_->service->counters(); }
+
+ShardStats PsServer::stats() const { return impl_->service->Snapshot(); }
 
 void PsServer::Shutdown(absl::Duration grace) {
   {

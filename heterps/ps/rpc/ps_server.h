@@ -31,10 +31,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "heterps/base/call_stats.h"
 #include "heterps/base/env.h"
+#include "heterps/ps/sparse_table.h"
 
 namespace heterps::ps::rpc {
 
@@ -67,6 +71,16 @@ struct PsServerCounters {
   int64_t duplicate_pushes = 0;
 };
 
+// A server's figures, as its Stats call answers them.
+struct ShardStats {
+  int shard = 0;
+  std::vector<std::pair<int, SparseTableStats>> sparse;  // (table id, its counters on this shard)
+  std::vector<int64_t> memory_budget_bytes;              // of each sparse table, in its order
+  std::vector<int> dense_tables;
+  int64_t calls = 0, refused = 0, duplicate_pushes = 0;
+  std::vector<base::MethodStats> rpcs;  // the calls served, by method, refused ones as errors
+};
+
 class PsServer {
  public:
   // Binds and starts serving. InvalidArgument for bad options (naming the
@@ -78,6 +92,7 @@ class PsServer {
   int port() const;
   std::string address() const;  // host:port
   PsServerCounters counters() const;
+  ShardStats stats() const;  // what Stats answers, without a call
 
   // Stops accepting calls, lets calls in flight finish for up to `grace`, then
   // cancels the rest.

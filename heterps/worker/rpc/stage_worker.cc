@@ -186,6 +186,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
     if (downstream_ != nullptr) downstream_->set_replica(replica_.get());
     stage_ = stage;
     replica_index_ = replica;
+    ps_client_ = client;
     base::SetLogRole(replica_->name());
     configured_.Notify();
     return absl::OkStatus();
@@ -280,6 +281,8 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_tier_misses(s.tier_misses);
       reply->set_tier_loaded_rows(s.tier_loaded_rows);
       reply->set_tier_written_back_rows(s.tier_written_back_rows);
+      if (ps_client_ != nullptr)
+        heterps::rpc::ToProto(ps_client_->CallStats(), reply->mutable_ps_rpcs());
       return absl::OkStatus();
     });
   }
@@ -309,6 +312,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
   // Set by Configure, then read-only. The downstream outlives the replica's use of it: Shutdown
   // closes the streams first, then stops the replica.
   int stage_ = 0, replica_index_ = 0;
+  ps::PsClient* ps_client_ = nullptr;
   std::unique_ptr<StreamDownstream> downstream_;
   std::unique_ptr<PipelineReplica> replica_;
 };
