@@ -28,6 +28,9 @@ absl::StatusOr<ps::rpc::PsServerOptions> OptionsFrom(const PsServerFlags& flags)
   options.num_shards = flags.num_shards;
   options.data_dir = flags.data_dir;
   options.job_id = flags.job_id;
+  options.memory_limit_bytes = flags.memory_limit_mib > 0
+                                   ? static_cast<int64_t>(flags.memory_limit_mib * (1 << 20))
+                                   : ps::rpc::DefaultMemoryLimitBytes();
   if (!flags.token_file.empty()) {
     HETERPS_ASSIGN_OR_RETURN(options.token, ReadSecret(flags.token_file, "--token-file"));
   }
@@ -96,6 +99,11 @@ CLI::App* AddPsServerCommand(CLI::App& app, PsServerFlags& flags) {
   cmd->add_option("--tls-cert", flags.tls_cert, "PEM certificate chain: serve TLS only");
   cmd->add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
   cmd->add_option("--port-file", flags.port_file, "Also write the bound port to this file");
+  cmd->add_option("--memory-limit-mib", flags.memory_limit_mib,
+                  "MiB this server may hold for its clients (tables, pending updates); calls "
+                  "beyond it are refused (default: 90% of this host's memory)")
+      ->check(Finite())
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--metrics-port", flags.metrics_port,
                   "Serve this shard's Prometheus metrics on http://HOST:PORT/metrics (0: any free "
                   "port)")

@@ -26,7 +26,8 @@ struct PsServerFlags {
   std::string tls_cert;
   std::string tls_key;
   std::string port_file;
-  int metrics_port = -1;  // -1: no /metrics endpoint; 0: any free port
+  double memory_limit_mib = 0;  // 0: 90% of this host's memory
+  int metrics_port = -1;        // -1: no /metrics endpoint; 0: any free port
   std::string metrics_host = "127.0.0.1";
   std::string metrics_port_file;
 };

@@ -1,5 +1,7 @@
 #include "heterps/base/host.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <thread>
 
@@ -18,6 +20,12 @@ std::string HostDescription() {
     }
   }
   return absl::StrCat(model, " (", std::thread::hardware_concurrency(), " hardware threads)");
+}
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
 }  // namespace heterps::base

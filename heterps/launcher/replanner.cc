@@ -391,7 +391,8 @@ std::string DescribePlan(const worker::JobSpec& job) {
 
 std::string FormatUsd(double usd) {
   const double magnitude = usd < 0 ? -usd : usd;
-  return absl::StrFormat(magnitude >= 1 ? "$%.2f" : magnitude >= 0.01 ? "$%.4f" : "$%.6f", usd);
+  const int digits = magnitude >= 1 ? 2 : magnitude >= 0.01 ? 4 : 6;
+  return absl::StrFormat("$%.*f", digits, usd);
 }
 
 std::unique_ptr<Replanner> NewElasticReplanner(ElasticOptions options) {

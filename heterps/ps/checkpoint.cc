@@ -341,7 +341,8 @@ absl::StatusOr<uint64_t> DigestTables(const CheckpointTables& tables) {
     h = base::Fnv1a64(state.data(), state.size() * sizeof(float), h);
     return base::Fnv1a64(&steps, sizeof(steps), h);
   };
-  for (const auto& [id, table] : tables.sparse) {
+  for (const auto& [table_id, table] : tables.sparse) {
+    const int id = table_id;  // a structured binding cannot be captured before C++20
     HETERPS_RETURN_IF_ERROR(table->ForEachRow([&](uint64_t key, const RowData& row) {
       digest += row_hash(id, key, row.value, row.state, row.steps);
       return absl::OkStatus();

@@ -11,6 +11,7 @@ void PendingUpdates::AddSparse(int table, int part, absl::Span<const uint64_t> k
   Rows& rows = sparse_[table][part];
   rows.keys.insert(rows.keys.end(), keys.begin(), keys.end());
   rows.grads.insert(rows.grads.end(), grads.begin(), grads.end());
+  bytes_ += static_cast<int64_t>(keys.size() * sizeof(uint64_t) + grads.size() * sizeof(float));
 }
 
 absl::Status PendingUpdates::AddDense(int table, int block, int part,
@@ -25,6 +26,7 @@ absl::Status PendingUpdates::AddDense(int table, int block, int part,
   std::vector<float>& sum = parts[part];
   if (sum.empty()) {
     sum.assign(grads.begin(), grads.end());
+    bytes_ += static_cast<int64_t>(grads.size() * sizeof(float));
   } else {
     for (size_t i = 0; i < grads.size(); ++i) sum[i] += grads[i];
   }
@@ -38,6 +40,7 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables) {
     absl::MutexLock lock(&mu_);
     sparse.swap(sparse_);
     dense.swap(dense_);
+    bytes_ = 0;
   }
   absl::Status status;
   for (auto& [id, parts] : sparse) {

@@ -16,6 +16,7 @@
 // Thread safety: every method may be called concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -43,6 +44,8 @@ class PendingUpdates {
   absl::Status Apply(const CheckpointTables& tables);
 
   bool empty() const;
+  // Bytes the pending gradients hold (keys and floats), for a server's memory limit.
+  int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
   struct Rows {
@@ -50,6 +53,7 @@ class PendingUpdates {
     std::vector<float> grads;
   };
   mutable absl::Mutex mu_;
+  std::atomic<int64_t> bytes_{0};
   std::map<int, std::map<int, Rows>> sparse_ ABSL_GUARDED_BY(mu_);  // table -> part -> rows
   std::map<std::pair<int, int>, std::map<int, std::vector<float>>> dense_
       ABSL_GUARDED_BY(mu_);  // (table, block) -> part -> gradient

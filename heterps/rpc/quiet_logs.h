@@ -4,7 +4,7 @@
 
 namespace heterps::rpc {
 
-// Drops gRPC's own log lines unless GRPC_VERBOSITY is set.
+// Drops gRPC's and protobuf's own log lines unless GRPC_VERBOSITY is set.
 void QuietLogs();
 
 }  // namespace heterps::rpc

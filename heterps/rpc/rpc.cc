@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
 #include "heterps/base/log.h"
 #include "heterps/base/token.h"
@@ -147,7 +148,12 @@ absl::StatusOr<Server> StartServer(const Endpoint& endpoint,
 }
 
 void QuietLogs() {
-  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
+  if (std::getenv("GRPC_VERBOSITY") != nullptr) return;
+  gpr_set_log_function([](gpr_log_func_args*) {});
+  // Protobuf's too: a peer's malformed message (a string field that is not UTF-8) would otherwise
+  // put a line on a server's stderr per call; the call itself fails with its own error.
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char*, int, const std::string&) {});
 }
 
 }  // namespace heterps::rpc

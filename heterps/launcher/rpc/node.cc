@@ -84,6 +84,7 @@ class Node {
       options.num_shards = role_.shards();
       options.data_dir = role_.data_dir();
       options.job_id = role_.job_id();
+      options.memory_limit_bytes = ps::rpc::DefaultMemoryLimitBytes();
       options.host = o_.host;
       options.token = o_.token;
       HETERPS_ASSIGN_OR_RETURN(ps_server_, ps::rpc::PsServer::Start(options));

@@ -2,6 +2,7 @@
 // in this process. (tests/ps_server_test.cc runs them as separate processes.)
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -302,6 +303,58 @@ TEST(GrpcPsTest, ServersRefuseWhatTheyWouldNotHoldBeforeHoldingIt) {
   s = push(0, 100);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("more than 12 bytes of gradients"));
+}
+
+// One limit over everything a server holds: resident rows, dense tables, pending updates. Past it,
+// calls that would add are refused with the limit named, and the server goes on answering.
+TEST(GrpcPsTest, AServerStaysWithinItsMemoryLimitAndKeepsServing) {
+  PsServerOptions options;
+  options.data_dir = DataDir("memory_limit");
+  options.token = kToken;
+  options.memory_limit_bytes = 1 << 20;
+  auto server = PsServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::unique_ptr<PsServer>> servers;
+  servers.push_back(std::move(*server));
+  GrpcPsClientOptions client_options = ClientOptions(servers);
+  client_options.max_attempts = 1;
+  auto client = GrpcPsClient::Connect(client_options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  // A dense table beyond the limit is refused before it is allocated: 300,000 floats with Adam's
+  // two state floats each are 3.4 MiB.
+  DenseTableOptions big;
+  big.block_sizes = {300000};
+  big.optimizer.kind = OptimizerKind::kAdam;
+  absl::Status status = (*client)->CreateDenseTable(1, big);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(status.message(), HasSubstr("memory limit of 1.0 MiB is reached"));
+  EXPECT_THAT(status.message(), HasSubstr("the call adds 3.4 MiB"));
+
+  ASSERT_TRUE((*client)->CreateSparseTable(0, Sparse(OptimizerKind::kAdagrad, 0)).ok());
+  std::vector<float> values(1000 * 8);
+  int64_t pulled = 0;
+  for (int batch = 0; batch < 100; ++batch) {
+    std::vector<uint64_t> keys(1000);
+    std::iota(keys.begin(), keys.end(), uint64_t{1000} * batch);
+    status = (*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values)));
+    if (!status.ok()) break;
+    pulled += 1000;
+    absl::SleepFor(absl::Milliseconds(60));  // past the server's 50 ms between sums
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(status.message(), HasSubstr("memory limit of 1.0 MiB is reached (its tables hold"));
+  // It stopped within one call of the limit.
+  const ShardStats stats = servers[0]->stats();
+  ASSERT_EQ(stats.sparse.size(), 1u);
+  const int64_t row_bytes =
+      stats.sparse[0].second.memory_bytes / stats.sparse[0].second.memory_rows;
+  EXPECT_GE(stats.sparse[0].second.memory_bytes, (1 << 20) - 1000 * row_bytes);
+  EXPECT_LE(stats.sparse[0].second.memory_bytes, (1 << 20) + 1000 * row_bytes);
+  EXPECT_EQ(stats.sparse[0].second.memory_rows, pulled);
+  // Still serving what adds nothing.
+  auto shard_stats = (*client)->Stats();
+  ASSERT_TRUE(shard_stats.ok()) << shard_stats.status();
+  EXPECT_EQ((*shard_stats)[0].sparse[0].second.memory_rows, pulled);
 }
 
 TEST(GrpcPsTest, CheckpointsRoundTripThroughTheService) {

@@ -14,10 +14,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
+#include "heterps/base/host.h"
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/ps/checkpoint.h"
@@ -121,6 +123,7 @@ class PsServer::Service final : public ParameterServer::Service {
   grpc::Status PullSparse(grpc::ServerContext* ctx, const PullSparseRequest* request,
                           PullSparseReply* reply) override {
     return Serve(ctx, "PullSparse", [&]() -> absl::Status {
+      HETERPS_RETURN_IF_ERROR(CheckMemory(0));
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
       HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
       HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys, Keys(request->keys()));
@@ -149,6 +152,7 @@ class PsServer::Service final : public ParameterServer::Service {
   grpc::Status ImportRows(grpc::ServerContext* ctx, const ImportRowsRequest* request,
                           PushReply*) override {
     return Serve(ctx, "ImportRows", [&]() -> absl::Status {
+      HETERPS_RETURN_IF_ERROR(CheckMemory(0));
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
       HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
       HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys, Keys(request->keys()));
@@ -171,6 +175,10 @@ class PsServer::Service final : public ParameterServer::Service {
   grpc::Status PushSparse(grpc::ServerContext* ctx, const PushSparseRequest* request,
                           PushReply*) override {
     return Serve(ctx, "PushSparse", [&]() -> absl::Status {
+      HETERPS_RETURN_IF_ERROR(
+          CheckMemory(request->accumulate()
+                          ? static_cast<int64_t>(request->keys().size() + request->grads().size())
+                          : 0));
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
       HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
       HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys, Keys(request->keys()));
@@ -220,6 +228,7 @@ class PsServer::Service final : public ParameterServer::Service {
       HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(first.table()));
       HETERPS_RETURN_IF_ERROR(CheckBlock(*table, first.table(), first.block()));
       const size_t limit = table->block_size(first.block()) * sizeof(float);
+      HETERPS_RETURN_IF_ERROR(CheckMemory(first.accumulate() ? static_cast<int64_t>(limit) : 0));
       std::string grads_bytes = first.grads();
       PushDenseChunk chunk;
       while (grads_bytes.size() <= limit && reader->Read(&chunk)) grads_bytes += chunk.grads();
@@ -433,11 +442,63 @@ class PsServer::Service final : public ParameterServer::Service {
             absl::StrCat("table ", id, ": this server holds ", kMaxTables, " tables, the limit"));
       }
       HETERPS_ASSIGN_OR_RETURN(DenseTableOptions options, internal::FromProto(request.dense()));
+      int64_t floats = 0;
+      for (int64_t size : options.block_sizes) floats += size;
+      const int64_t bytes =
+          floats * static_cast<int64_t>(sizeof(float)) * (1 + StateFloats(options.optimizer.kind));
+      HETERPS_RETURN_IF_ERROR(CheckMemory(bytes, /*tables_locked=*/true));
       HETERPS_ASSIGN_OR_RETURN(auto table, DenseTable::Create(options));
       dense_.emplace(id, DenseEntry{request.dense(), std::move(table)});
+      dense_bytes_ += bytes;
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError(absl::StrCat("table ", id, ": neither sparse nor dense"));
+  }
+
+  // OK while what the server holds, and `adding` bytes more, stay within its memory limit;
+  // RESOURCE_EXHAUSTED saying what holds the memory otherwise. The sparse tables' resident bytes
+  // are summed at most every 50 ms (each sum locks every table's shards); `tables_locked`: the
+  // caller holds tables_mu_.
+  absl::Status CheckMemory(int64_t adding, bool tables_locked = false)
+      ABSL_LOCKS_EXCLUDED(usage_mu_) {
+    const int64_t limit = options_.memory_limit_bytes;
+    if (limit <= 0) return absl::OkStatus();
+    const int64_t pending = pending_.bytes();
+    // Never usage_mu_ and tables_mu_ at once: the caller may hold the latter.
+    const absl::Time now = absl::Now();
+    bool stale = false;
+    {
+      absl::MutexLock lock(&usage_mu_);
+      stale = now - usage_at_ > absl::Milliseconds(50);
+    }
+    if (stale) {
+      int64_t sparse = 0;
+      auto sum = [&] {
+        for (const auto& [id, entry] : sparse_) sparse += entry.table->Stats().memory_bytes;
+      };
+      if (tables_locked) {
+        sum();
+      } else {
+        absl::MutexLock tables_lock(&tables_mu_);
+        sum();
+      }
+      absl::MutexLock lock(&usage_mu_);
+      sparse_bytes_ = sparse;
+      usage_at_ = now;
+    }
+    int64_t tables = dense_bytes_.load();
+    {
+      absl::MutexLock lock(&usage_mu_);
+      tables += sparse_bytes_;
+    }
+    if (tables + pending + adding <= limit) return absl::OkStatus();
+    auto mib = [](int64_t bytes) { return absl::StrFormat("%.1f MiB", bytes / 1048576.0); };
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server's memory limit of ", mib(limit), " is reached (its tables hold ", mib(tables),
+        ", pending updates ", mib(pending),
+        adding > 0 ? absl::StrCat(", the call adds ", mib(adding)) : "",
+        "): raise the limit, or give the sparse tables a memory budget to keep their cold rows on "
+        "SSD"));
   }
 
   // The keys of a request, each checked to belong to this shard.
@@ -511,6 +572,10 @@ class PsServer::Service final : public ParameterServer::Service {
   std::map<int, DenseEntry> dense_ ABSL_GUARDED_BY(tables_mu_);
   PushLog pushes_;
   PendingUpdates pending_;
+  std::atomic<int64_t> dense_bytes_{0};  // dense tables' values and state
+  absl::Mutex usage_mu_;
+  int64_t sparse_bytes_ ABSL_GUARDED_BY(usage_mu_) = 0;  // as last summed
+  absl::Time usage_at_ ABSL_GUARDED_BY(usage_mu_) = absl::InfinitePast();
   std::atomic<int64_t> calls_{0}, duplicates_{0};
   base::CallStats call_stats_;
   heterps::rpc::TokenCheck auth_;
@@ -565,6 +630,10 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
 int PsServer::port() const { return impl_->port; }
 
 std::string PsServer::address() const { return impl_->address; }
+
+int64_t DefaultMemoryLimitBytes() {
+  return static_cast<int64_t>(0.9 * static_cast<double>(base::PhysicalMemoryBytes()));
+}
 
 PsServerCounters PsServer::counters() const { return impl_->service->counters(); }
 

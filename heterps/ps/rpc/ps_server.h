@@ -59,9 +59,19 @@ struct PsServerOptions {
   std::string token;         // empty: no token (loopback hosts only)
   std::string tls_cert_pem;  // PEM text of the certificate chain; with tls_key_pem, TLS
   std::string tls_key_pem;
-  int max_message_bytes = 64 << 20;     // the largest message received
+  int max_message_bytes = 64 << 20;  // the largest message received
+  // Bytes the server may hold for its clients: resident sparse rows, dense tables with their
+  // optimizer state, pending (accumulated, uncommitted) updates. A call that would go beyond it
+  // is refused with RESOURCE_EXHAUSTED naming the limit and what holds the memory; the server
+  // goes on serving. Checked before each call that can add to it, so that one call's rows may
+  // overshoot it. 0: no limit.
+  int64_t memory_limit_bytes = 0;
   base::Env* env = base::DefaultEnv();  // checkpoints go through it
 };
+
+// The memory limit a server takes when none is given: 90% of this host's memory (0, no limit,
+// where the system does not say).
+int64_t DefaultMemoryLimitBytes();
 
 // Counters for a server's own operation (tables have theirs; see Stats in
 // ps.proto).

@@ -17,9 +17,11 @@ std::string Bytes(const T* data, size_t n) {
 // `bytes` as exactly `n` values of T into `out`.
 template <typename T>
 absl::Status Copy(const std::string& bytes, size_t n, const char* what, std::vector<T>* out) {
-  if (bytes.size() != n * sizeof(T)) {
+  // By division: a count from a peer times the size may overflow.
+  if (bytes.size() % sizeof(T) != 0 || bytes.size() / sizeof(T) != n) {
     return absl::InvalidArgumentError(absl::StrCat("micro-batch ", what, ": ", bytes.size(),
-                                                   " bytes where ", n * sizeof(T), " belong"));
+                                                   " bytes where ", n, " values of ", sizeof(T),
+                                                   " bytes belong"));
   }
   out->resize(n);
   if (n > 0) std::memcpy(out->data(), bytes.data(), bytes.size());
@@ -35,14 +37,21 @@ void ToTensor(const Matrix<float>& m, wire::Tensor* out) {
 }
 
 absl::Status FromTensor(const wire::Tensor& t, int64_t rows, const char* what, Matrix<float>* out) {
-  const size_t floats = static_cast<size_t>(t.rows() * t.cols());
-  if (t.rows() != rows || t.cols() < 0 || t.data().size() != floats * sizeof(float)) {
+  // rows x cols from a peer: compared with the bytes by division, so that no product overflows.
+  const size_t bytes = t.data().size();
+  const bool whole = t.rows() == rows && t.cols() >= 0 && bytes % sizeof(float) == 0 &&
+                     (t.rows() == 0 || t.cols() == 0
+                          ? bytes == 0
+                          : bytes / sizeof(float) % static_cast<size_t>(t.rows()) == 0 &&
+                                bytes / sizeof(float) / static_cast<size_t>(t.rows()) ==
+                                    static_cast<size_t>(t.cols()));
+  if (!whole) {
     return absl::InvalidArgumentError(absl::StrCat("micro-batch ", what, ": ", t.rows(), " x ",
                                                    t.cols(), " in ", t.data().size(),
                                                    " bytes, for ", rows, " samples"));
   }
   out->resize(t.rows(), t.cols());
-  if (floats > 0) std::memcpy(out->data(), t.data().data(), t.data().size());
+  if (bytes > 0) std::memcpy(out->data(), t.data().data(), bytes);
   return absl::OkStatus();
 }
 
