@@ -237,7 +237,8 @@ class Attempt::Impl {
     result_.train_samples = train_lines * job_.settings.epochs - untrained;
     result_.skipped_lines = 0;
     for (const auto& [replica, n] : bad) result_.skipped_lines += n;
-    result_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    // Training time: the evaluations made between its steps are not part of it.
+    result_.seconds = absl::ToDoubleSeconds(absl::Now() - start) - eval_seconds_;
     result_.samples_per_second = result_.seconds > 0 ? samples_ / result_.seconds : 0;
     result_.step_seconds = total > done ? result_.seconds / (total - done) : 0;
     const int64_t last_pass = std::max<int64_t>(0, total - per_pass_);
@@ -446,7 +447,9 @@ class Attempt::Impl {
   absl::Status EvaluateDuringTraining(int64_t step) {
     if (job_.eval_every() <= 0) return absl::OkStatus();
     int64_t skipped = 0;
+    const absl::Time start = absl::Now();
     HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, EvaluateHeldOut(step, &skipped));
+    eval_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
     const EvalPoint point{step, step * job_.batch_size(), eval.logloss, eval.auc};
     result_.evals.push_back(point);
     if (o_.progress) {
@@ -608,6 +611,7 @@ class Attempt::Impl {
   std::vector<wire::WorkerStats> stats_start_;
   int64_t steps_trained_ = 0;
   int64_t per_pass_ = 1, train_lines_ = 0, total_steps_ = 0, samples_ = 0;
+  double eval_seconds_ = 0;  // this attempt's evaluations between steps
   double average_ = 0;
   absl::Time train_start_, last_status_ = absl::InfinitePast();
   absl::Mutex skipped_mu_;
