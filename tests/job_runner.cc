@@ -130,24 +130,33 @@ int CheckpointStep(const std::string& job_dir) {
 }
 
 json KillMidRun(const std::vector<std::string>& args, const std::string& dir, int rank, int steps) {
+  return KillMidRun(args, dir, {{rank, steps}});
+}
+
+json KillMidRun(const std::vector<std::string>& args, const std::string& dir,
+                const std::vector<std::pair<int, int>>& kills) {
   auto job = base::Subprocess::Start({"/bin/sh", "-c",
                                       absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "),
                                                    " >", dir, "/out 2>", dir, "/err")});
   EXPECT_TRUE(job.ok()) << job.status();
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  int killed = -1;
-  while (absl::Now() < deadline && (*job)->Running()) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(90);
+  size_t next = 0;
+  while (next < kills.size() && absl::Now() < deadline && (*job)->Running()) {
+    const auto [rank, steps] = kills[next];
     const json checkpoint = json::parse(Slurp(dir + "/checkpoint.json"), nullptr, false);
     const json processes = json::parse(Slurp(dir + "/processes.json"), nullptr, false);
+    // A later kill waits for a checkpoint past the earlier one's: the restarted attempt's
+    // processes are the ones in processes.json by then.
     if (!checkpoint.is_discarded() && checkpoint.value("step", 0) >= steps &&
         !processes.is_discarded()) {
-      killed = processes["ranks"][std::to_string(rank)].get<int>();
-      kill(killed, SIGKILL);
-      break;
+      kill(processes["ranks"][std::to_string(rank)].get<int>(), SIGKILL);
+      ++next;
+      continue;
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_GT(killed, 0) << "the job ended before step " << steps << ": " << Slurp(dir + "/err");
+  EXPECT_EQ(next, kills.size()) << "the job ended before its kill " << next + 1 << ": "
+                                << Slurp(dir + "/err");
   auto code = (*job)->Wait(absl::Seconds(120));
   EXPECT_TRUE(code.ok());
   EXPECT_EQ(*code, 0) << Slurp(dir + "/err");

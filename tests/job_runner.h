@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -62,5 +63,9 @@ int CheckpointStep(const std::string& job_dir);
 // must end well) and returns its metrics.
 nlohmann::json KillMidRun(const std::vector<std::string>& args, const std::string& dir, int rank,
                           int steps);
+// The same with several kills in a row: (rank, step) each, in order, each once the job has
+// checkpointed that step (which must grow from one kill to the next).
+nlohmann::json KillMidRun(const std::vector<std::string>& args, const std::string& dir,
+                          const std::vector<std::pair<int, int>>& kills);
 
 }  // namespace heterps::testing

@@ -134,10 +134,10 @@ TEST(MetricsTest, TheExpositionSaysWhatTheStatusSays) {
   EXPECT_EQ(got.at("heterps_ps_server_rpc_seconds_bucket{" + commit + ",le=\"0.0025\"}"), 1);
   EXPECT_EQ(got.at("heterps_ps_server_rpc_seconds_count{" + commit + "}"), 1);
   EXPECT_EQ(got.at("heterps_ps_server_rpc_errors_total{" + commit + "}"), 0);
-  // 11 replica families x 2 replicas, 6 table families x 2 tables, 1 shard, 12 job-wide, and a
+  // 11 replica families x 2 replicas, 6 table families x 2 tables, 1 shard, 13 job-wide, and a
   // histogram (17 buckets, sum, count) and error counter per method.
   const size_t histogram = base::kCallLatencyBounds.size() + 1 + 2 + 1;
-  EXPECT_EQ(got.size(), 11u * 2 + 6 * 2 + 1 + 12 + 2 * histogram);
+  EXPECT_EQ(got.size(), 11u * 2 + 6 * 2 + 1 + 13 + 2 * histogram);
 }
 
 TEST(MetricsTest, TheServerAnswersScrapesAndRefusesWhatItMust) {

@@ -169,6 +169,16 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
     EXPECT_EQ(m["losses"], reference["losses"]);
     EXPECT_EQ(m["eval_auc"], reference["eval_auc"]);
   }
+  // Two kills in a row: a stage worker, then, once the restarted job has checkpointed again, a
+  // shard of the new processes.
+  const std::string twice = Dir("kill_twice");
+  const json m =
+      testing::KillMidRun(TwoStages(twice, {"--checkpoint-every", "20", "--micro-batch", "64"}),
+                          twice, {{5, 20}, {2, 40}});
+  EXPECT_EQ(m["restarts"], 2);
+  EXPECT_EQ(m["parameter_digest"], reference["parameter_digest"]);
+  EXPECT_EQ(m["losses"], reference["losses"]);
+
   // The same job again in the directory of the finished one: a new job, with its own checkpoints
   // (the old job's of higher steps neither prune nor replace them), survives a kill the same way.
   const json again = testing::KillMidRun(
@@ -207,6 +217,31 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_THAT(resumed.out + resumed.err, HasSubstr("resumed from the checkpoint of step"));
   EXPECT_EQ(Metrics(stopped)["parameter_digest"], reference["parameter_digest"]);
+
+  // A step that hangs (a stage worker stopped with SIGSTOP): status.json goes on being rewritten
+  // with how long the step has run, `heterps status` says so, and once the worker goes on (SIGCONT)
+  // the job finishes with the uninterrupted run's result.
+  const std::string hung = Dir("hung_step");
+  testing::Background slow(TwoStages(hung, {"--checkpoint-every", "1000", "--micro-batch", "64"}),
+                           hung);
+  ASSERT_TRUE(slow.WaitFor([&] {
+    const json s = json::parse(Slurp(hung + "/status.json"), nullptr, false);
+    return s.is_object() && s.value("step", 0) >= 5;
+  }));
+  const json processes = json::parse(Slurp(hung + "/processes.json"));
+  const int stage1 = processes["ranks"]["5"].get<int>();
+  kill(stage1, SIGSTOP);
+  ASSERT_TRUE(slow.WaitFor(
+      [&] {
+        const json s = json::parse(Slurp(hung + "/status.json"), nullptr, false);
+        return s.is_object() && s.value("step_seconds", 0.0) >= 6;
+      },
+      absl::Seconds(30)));
+  const Outcome hung_status = Heterps({"status", hung}, hung);
+  kill(stage1, SIGCONT);
+  EXPECT_THAT(hung_status.out, HasSubstr("has run for"));
+  EXPECT_EQ(slow.Wait(), 0) << slow.err();
+  EXPECT_EQ(Metrics(hung)["parameter_digest"], reference["parameter_digest"]);
 
   // kill -9 of `heterps train` itself: every role ends with it (the parent-death signal) within
   // seconds, and the same command resumes to the uninterrupted run's result.

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -50,7 +51,17 @@ int RunStatus(const StatusFlags& flags) {
       if (age > absl::Seconds(30)) {
         note =
             absl::StrCat("no update for ", absl::FormatDuration(absl::Trunc(age, absl::Seconds(1))),
-                         ": a step may hang (the job gives up on it after its step timeout)");
+                         ": the coordinator may be stopped or its host unreachable");
+      } else if (const double typical =
+                     s.step > 0 && s.samples_per_second > 0
+                         ? static_cast<double>(s.samples) / s.step / s.samples_per_second
+                         : 0;
+                 s.step_seconds > std::max(5.0, 10 * typical)) {
+        note =
+            absl::StrCat("step ", s.step + 1, " has run for ",
+                         absl::FormatDuration(absl::Seconds(static_cast<int64_t>(s.step_seconds))),
+                         ": it may hang (the job gives up on it after its step timeout); the "
+                         "replicas' queues below show where its micro-batches are");
       }
     }
   }

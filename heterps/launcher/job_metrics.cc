@@ -110,6 +110,9 @@ std::string JobStatusToPrometheus(const JobStatus& s) {
          "The plan's predicted training throughput")
       .Add(s.predicted_samples_per_second);
   Family(&out, "heterps_train_loss", "gauge", "Training logloss of the recent steps").Add(s.loss);
+  Family(&out, "heterps_step_running_seconds", "gauge",
+         "How long the step in progress has run (a hung step grows it)")
+      .Add(s.step_seconds);
   if (s.eval_step >= 0) {
     Family(&out, "heterps_eval_step", "gauge", "Steps trained before the latest evaluation")
         .Add(static_cast<double>(s.eval_step));

@@ -53,6 +53,9 @@ struct JobStatus {
   int64_t step = 0, total_steps = 0, samples = 0;
   double samples_per_second = 0, predicted_samples_per_second = 0;
   double loss = 0;
+  // How long the step in progress has run, seconds (while running: the status is rewritten every
+  // few seconds while a step runs long, so that a hung step shows here).
+  double step_seconds = 0;
   // The latest evaluation on the held-out lines (JobSettings::eval_interval, and the end's): the
   // steps trained before it; -1 for none yet.
   int64_t eval_step = -1;

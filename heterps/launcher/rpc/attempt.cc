@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
@@ -91,6 +92,20 @@ std::pair<int64_t, int64_t> Share(int64_t lo, int64_t hi, int r, int k) {
   auto before = [&](int64_t n) { return n > r ? (n - r + k - 1) / k : 0; };
   return {before(lo), before(hi) - before(lo)};
 }
+
+}  // namespace
+
+namespace {
+
+// What status.json says of the job's progress.
+struct StatusPoint {
+  std::string state = "running";
+  int64_t step = 0, total = 0, samples = 0;  // steps done, in all; samples done
+  double seconds = 0;                        // training seconds behind `samples` (for samples/s)
+  double loss = 0;
+  std::optional<EvalPoint> eval;  // the latest evaluation
+  absl::Time step_started;        // when the step in progress began
+};
 
 }  // namespace
 
@@ -199,6 +214,15 @@ class Attempt::Impl {
     stats_start_ = CollectStats();
     total_steps_ = total;
     train_start_ = start;
+    {
+      absl::MutexLock lock(&status_mu_);
+      progress_ = StatusPoint();
+      progress_.step = done;
+      progress_.total = total;
+      progress_.step_started = start;
+      if (!result_.evals.empty()) progress_.eval = result_.evals.back();
+    }
+    const Heartbeat heartbeat(this);
     // Rounds end at checkpoints and evaluations: the only points where asynchronous replicas
     // meet.
     const int64_t every =
@@ -400,11 +424,50 @@ class Attempt::Impl {
                    absl::ToDoubleSeconds(absl::Now() - job_start_), average_, result_.restarts, "",
                    std::nullopt});
     }
-    if (absl::Now() - last_status_ > absl::Seconds(1)) {
-      WriteStatus("running", step + 1, total_steps_, samples_, absl::Now() - train_start_, loss);
-      last_status_ = absl::Now();
+    bool due = false;
+    {
+      absl::MutexLock lock(&status_mu_);
+      progress_.step = step + 1;
+      progress_.total = total_steps_;
+      progress_.samples = samples_;
+      progress_.seconds = absl::ToDoubleSeconds(absl::Now() - train_start_) - eval_seconds_;
+      progress_.loss = loss;
+      progress_.step_started = absl::Now();
+      due = absl::Now() - last_status_ > absl::Seconds(1);
     }
+    if (due) WriteStatus(Snapshot());
   }
+
+  // The progress status.json reports, as the training thread last left it.
+  StatusPoint Snapshot() {
+    absl::MutexLock lock(&status_mu_);
+    return progress_;
+  }
+
+  // While the job trains, rewrites status.json whenever the steps have not for a while (a step
+  // that runs long), with how long the step in progress has run and what the replicas are doing.
+  class Heartbeat {
+   public:
+    explicit Heartbeat(Impl* attempt)
+        : thread_([this, attempt] {
+            while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+              bool due = false;
+              {
+                absl::MutexLock lock(&attempt->status_mu_);
+                due = absl::Now() - attempt->last_status_ > absl::Seconds(2);
+              }
+              if (due) attempt->WriteStatus(attempt->Snapshot());
+            }
+          }) {}
+    ~Heartbeat() {
+      stop_.Notify();
+      thread_.join();
+    }
+
+   private:
+    absl::Notification stop_;
+    std::thread thread_;
+  };
 
   absl::Status Checkpoint(int64_t step) {
     const absl::Time start = absl::Now();
@@ -452,6 +515,11 @@ class Attempt::Impl {
     eval_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
     const EvalPoint point{step, step * job_.batch_size(), eval.logloss, eval.auc};
     result_.evals.push_back(point);
+    {
+      absl::MutexLock lock(&status_mu_);
+      progress_.eval = point;
+      progress_.step_started = absl::Now();  // the next step starts after the evaluation
+    }
     if (o_.progress) {
       JobProgress progress{
           step,     total_steps_,     samples_, absl::ToDoubleSeconds(absl::Now() - job_start_),
@@ -506,8 +574,10 @@ class Attempt::Impl {
     return stats;
   }
 
-  void WriteStatus(const std::string& state, int64_t step, int64_t total, int64_t samples,
-                   absl::Duration elapsed, double loss) {
+  // status.json from `p` and the replicas' and servers' figures of now. Thread-safe: the
+  // training thread and the heartbeat write one at a time.
+  void WriteStatus(const StatusPoint& p) {
+    absl::MutexLock write(&write_mu_);
     JobStatus status;
     for (const wire::WorkerStats& s : CollectStats()) {
       ReplicaStatus& r = status.replicas.emplace_back();
@@ -536,28 +606,28 @@ class Attempt::Impl {
         status.parameter_servers.push_back(std::move(out));
       }
     }
-    const double seconds = absl::ToDoubleSeconds(elapsed);
-    status.state = state;
+    status.state = p.state;
     status.pid = getpid();
     status.generation = generation_;
     status.restarts = result_.restarts;
-    status.step = step;
-    status.total_steps = total;
-    status.samples = samples;
-    status.samples_per_second = seconds > 0 ? samples / seconds : 0.0;
+    status.step = p.step;
+    status.total_steps = p.total;
+    status.samples = p.samples;
+    status.samples_per_second = p.seconds > 0 ? p.samples / p.seconds : 0.0;
     status.predicted_samples_per_second = job_.plan.throughput;
-    status.loss = loss;
-    if (result_.eval_samples > 0) {
-      status.eval_step = result_.steps;
-      status.eval_logloss = result_.eval_loss;
-      status.eval_auc = result_.eval_auc;
-    } else if (!result_.evals.empty()) {
-      status.eval_step = result_.evals.back().step;
-      status.eval_logloss = result_.evals.back().logloss;
-      status.eval_auc = result_.evals.back().auc;
+    status.loss = p.loss;
+    if (p.state == "running") {
+      status.step_seconds = absl::ToDoubleSeconds(absl::Now() - p.step_started);
+    }
+    if (p.eval) {
+      status.eval_step = p.eval->step;
+      status.eval_logloss = p.eval->logloss;
+      status.eval_auc = p.eval->auc;
     }
     status.updated = absl::FormatTime(o_.env->Now());
     WriteJobStatus(o_.env, o_.job_dir, status).IgnoreError();
+    absl::MutexLock lock(&status_mu_);
+    last_status_ = absl::Now();
   }
 
   void Report() {
@@ -594,8 +664,17 @@ class Attempt::Impl {
       }
       result_.stages.push_back(report);
     }
-    WriteStatus("done", result_.steps, result_.steps, result_.train_samples,
-                absl::Seconds(result_.seconds), result_.train_loss);
+    StatusPoint done;
+    done.state = "done";
+    done.step = done.total = result_.steps;
+    done.samples = result_.train_samples;
+    done.seconds = result_.seconds;
+    done.loss = result_.train_loss;
+    if (result_.eval_samples > 0) {
+      done.eval =
+          EvalPoint{result_.steps, result_.train_samples, result_.eval_loss, result_.eval_auc};
+    }
+    WriteStatus(done);
   }
 
   const worker::JobSpec& job_;
@@ -613,7 +692,11 @@ class Attempt::Impl {
   int64_t per_pass_ = 1, train_lines_ = 0, total_steps_ = 0, samples_ = 0;
   double eval_seconds_ = 0;  // this attempt's evaluations between steps
   double average_ = 0;
-  absl::Time train_start_, last_status_ = absl::InfinitePast();
+  absl::Time train_start_;
+  absl::Mutex write_mu_;   // one status writer at a time
+  absl::Mutex status_mu_;  // after write_mu_ where both are held
+  StatusPoint progress_ ABSL_GUARDED_BY(status_mu_);
+  absl::Time last_status_ ABSL_GUARDED_BY(status_mu_) = absl::InfinitePast();
   absl::Mutex skipped_mu_;
   std::map<std::pair<int, int64_t>, int64_t> skipped_
       ABSL_GUARDED_BY(skipped_mu_);  // (replica, pass)
