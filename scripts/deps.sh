@@ -18,6 +18,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # RPC between processes
   libgtest-dev libgmock-dev   # tests
   libcpp-httplib-dev    # the Prometheus /metrics endpoint
+  libssl-dev            # each job's own TLS certificate (OpenSSL)
   python3-dev pybind11-dev   # the Python package (python/)
   libjs-chart.js        # Chart.js, inlined into every job report (report.html)
   chromium              # tests: the job report opened in a headless browser

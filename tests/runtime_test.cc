@@ -27,6 +27,7 @@ namespace heterps {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::json;
 
 const std::string kCluster = "tests/specs/runtime/local-two.yaml";
@@ -218,6 +219,18 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   EXPECT_THAT(resumed.out + resumed.err, HasSubstr("resumed from the checkpoint of step"));
   EXPECT_EQ(Metrics(stopped)["parameter_digest"], reference["parameter_digest"]);
 
+  // TLS between every role, with a certificate made for the job: the same result, the key
+  // readable by its owner only.
+  const std::string tls = Dir("tls");
+  const Outcome with_tls =
+      Heterps(TwoStages(tls, {"--checkpoint-every", "20", "--micro-batch", "64", "--tls"}), tls);
+  ASSERT_EQ(with_tls.exit_code, 0) << with_tls.err;
+  EXPECT_EQ(Metrics(tls)["parameter_digest"], reference["parameter_digest"]);
+  EXPECT_THAT(Slurp(tls + "/tls-cert.pem"), HasSubstr("BEGIN CERTIFICATE"));
+  EXPECT_EQ(
+      std::filesystem::status(tls + "/tls-key.pem").permissions() & std::filesystem::perms::all,
+      std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+
   // A step that hangs (a stage worker stopped with SIGSTOP): status.json goes on being rewritten
   // with how long the step has run, `heterps status` says so, and once the worker goes on (SIGCONT)
   // the job finishes with the uninterrupted run's result.
@@ -318,6 +331,44 @@ TEST_F(RuntimeTest, ACallWithoutTheTokenIsRefused) {
   EXPECT_THAT(log, HasSubstr("refused Hello from"));
   EXPECT_THAT(log, HasSubstr(": no token"));
   EXPECT_THAT(log, HasSubstr(": wrong token"));
+
+  // A coordinator that speaks TLS (the job's certificate, given to every process): a process
+  // without the certificate does not get through; one with it reaches the token check.
+  const std::string command =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
+      "-subj /CN=heterps-job -addext subjectAltName=DNS:heterps-job -keyout " +
+      dir + "/key.pem -out " + dir + "/cert.pem 2>" + dir + "/openssl.log";
+  ASSERT_EQ(std::system(command.c_str()), 0) << Slurp(dir + "/openssl.log");
+  const std::string tls_coordinator = absl::StrCat("127.0.0.1:", FreePort());
+  auto tls_rank0 = base::Subprocess::Start({kBinary,         "node",
+                                            "--coordinator", tls_coordinator,
+                                            "--rank",        "0",
+                                            "--world",       "5",
+                                            "--token-file",  dir + "/token",
+                                            "--tls-cert",    dir + "/cert.pem",
+                                            "--tls-key",     dir + "/key.pem",
+                                            "--data",        data_,
+                                            "--batch",       "256",
+                                            "--cluster",     kCluster,
+                                            "--plan",        kPlan,
+                                            "--ps-shards",   "1",
+                                            "--job-dir",     dir + "/tls-job"},
+                                           dir + "/tls-rank0.log");
+  ASSERT_TRUE(tls_rank0.ok());
+  const std::vector<std::string> join = {
+      "node",         "--coordinator", tls_coordinator,     "--rank", "1", "--world", "5",
+      "--token-file", dir + "/wrong",  "--connect-timeout", "3"};
+  const Outcome plaintext = Heterps(join, dir);
+  EXPECT_EQ(plaintext.exit_code, 2);
+  EXPECT_THAT(plaintext.err, Not(HasSubstr("UNAUTHENTICATED"))) << plaintext.err;
+  std::vector<std::string> with_cert = join;
+  with_cert.insert(with_cert.end(),
+                   {"--tls-cert", dir + "/cert.pem", "--tls-key", dir + "/key.pem"});
+  const Outcome trusted = Heterps(with_cert, dir);
+  EXPECT_EQ(trusted.exit_code, 2);
+  EXPECT_THAT(trusted.err, HasSubstr("UNAUTHENTICATED")) << trusted.err;
+  (*tls_rank0)->Signal(SIGTERM);
+  ASSERT_TRUE((*tls_rank0)->Wait(absl::Seconds(10)).ok());
 }
 
 TEST_F(RuntimeTest, BadJobsAreOneClearErrorAndLeaveNothingRunning) {

@@ -67,6 +67,37 @@ absl::StatusOr<std::string> JobToken(const std::string& job_dir, const LaunchSet
   return token;
 }
 
+// The job's TLS (rpc/job_tls.h): the user's certificate and key (--tls-cert, --tls-key), or with
+// --tls a new certificate written into the job directory for the roles this process starts; none
+// otherwise. `cert_file` and `key_file`: the files the local roles read.
+absl::StatusOr<heterps::rpc::JobTls> JobTlsFor(const TrainFlags& flags, const std::string& job_dir,
+                                               const LaunchSettings& launch, std::string* cert_file,
+                                               std::string* key_file) {
+  heterps::rpc::JobTls tls;
+  if (!flags.tls_cert.empty()) {
+    *cert_file = flags.tls_cert;
+    *key_file = flags.tls_key;
+    HETERPS_ASSIGN_OR_RETURN(tls.cert_pem, base::ReadTextFile(flags.tls_cert));
+    HETERPS_ASSIGN_OR_RETURN(tls.key_pem, ReadSecret(flags.tls_key, "--tls-key"));
+    return tls;
+  }
+  if (!flags.tls) return tls;
+  if (!launch.local) {
+    return absl::InvalidArgumentError(
+        "--tls makes a certificate for a job whose processes heterps train starts; under an "
+        "external launcher give every process the same --tls-cert and --tls-key");
+  }
+  HETERPS_ASSIGN_OR_RETURN(tls, heterps::rpc::NewJobTls());
+  *cert_file = job_dir + "/tls-cert.pem";
+  *key_file = job_dir + "/tls-key.pem";
+  HETERPS_RETURN_IF_ERROR(base::WriteFileAtomically(*cert_file, tls.cert_pem));
+  const mode_t old = umask(077);  // the key: readable by this user only
+  absl::Status written = base::WriteFileAtomically(*key_file, tls.key_pem);
+  umask(old);
+  HETERPS_RETURN_IF_ERROR(written);
+  return tls;
+}
+
 // The /metrics endpoint (--metrics-port), serving the job's status.json as Prometheus text; none
 // (nullptr) without the flag. Its address goes to stderr and its port to <job_dir>/metrics.port.
 absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetrics(const TrainFlags& flags,
@@ -319,13 +350,26 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   absl::StatusOr<std::unique_ptr<MetricsHttp>> metrics = ServeMetrics(flags, *job_dir, *token);
   if (!metrics.ok()) return Fail(metrics.status());
 
+  std::string tls_cert, tls_key;
+  absl::StatusOr<heterps::rpc::JobTls> tls =
+      JobTlsFor(flags, *job_dir, launch, &tls_cert, &tls_key);
+  if (!tls.ok()) return Fail(tls.status());
+
   launcher::rpc::RunOptions options;
   options.job_dir = *job_dir;
   options.fresh = flags.fresh;
   options.host = launch.host;
   options.port = launch.port;
   options.token = *token;
-  launcher::LocalLauncher local({"/proc/self/exe", token_file, *job_dir, launch.host});
+  options.tls = *tls;
+  launcher::LocalLauncherOptions local_options;
+  local_options.binary = "/proc/self/exe";
+  local_options.token_file = token_file;
+  local_options.job_dir = *job_dir;
+  local_options.host = launch.host;
+  local_options.tls_cert = tls_cert;
+  local_options.tls_key = tls_key;
+  launcher::LocalLauncher local(local_options);
   if (launch.local) options.launcher = &local;
   ProgressLine progress(true);
   JobReport report(*job_dir, PlanJson(*job, *cluster));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "heterps/base/file.h"
 #include "heterps/base/log.h"
 #include "heterps/launcher/rpc/node.h"
 #include "heterps/rpc/quiet_logs.h"
@@ -86,6 +87,18 @@ int RunNode(const NodeFlags& flags) {
   options.generation = flags.generation;
   options.host = flags.host;
   options.connect_timeout = absl::Seconds(flags.connect_timeout);
+  if (flags.job.tls) {
+    return Fail(absl::InvalidArgumentError(
+        "--tls makes a certificate for a job whose processes heterps train starts; under an "
+        "external launcher give every process the same --tls-cert and --tls-key"));
+  }
+  if (!flags.job.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = base::ReadTextFile(flags.job.tls_cert);
+    if (!cert.ok()) return Fail(cert.status());
+    absl::StatusOr<std::string> key = ReadSecret(flags.job.tls_key, "--tls-key");
+    if (!key.ok()) return Fail(key.status());
+    options.tls = {*cert, *key};
+  }
   if (!flags.token_file.empty()) {
     absl::StatusOr<std::string> token = ReadSecret(flags.token_file, "--token-file");
     if (!token.ok()) return Fail(token.status());

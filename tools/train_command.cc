@@ -98,6 +98,17 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "Cluster spec (default: the embedded local catalog, this host's CPU)");
   cmd->add_option("--plan", flags.plan_path,
                   "Run this plan (from heterps plan) instead of planning");
+  CLI::Option* tls =
+      cmd->add_flag("--tls", flags.tls,
+                    "TLS between every process of the job, with a certificate made for the job "
+                    "(written to <job-dir>/tls-cert.pem and tls-key.pem)");
+  CLI::Option* cert = cmd->add_option(
+      "--tls-cert", flags.tls_cert,
+      "PEM certificate every process of the job serves with and trusts (with --tls-key)");
+  CLI::Option* key = cmd->add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
+  cert->needs(key);
+  key->needs(cert);
+  tls->excludes(cert);
   cmd->add_option("--data", flags.data,
                   "data files or globs (plain, gzip or zstd) of the model's layout (Criteo TSV by "
                   "default), or 'synthetic' (default)");
@@ -223,7 +234,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
                            "--gpu-cache-gib", "--gpu-cache-device",
                            "--gpu-tf32",      "--cluster-watch",
                            "--cluster-state", "--replan-threshold",
-                           "--fresh",         "--ps-memory-mib"}) {
+                           "--fresh",         "--ps-memory-mib",
+                           "--tls",           "--tls-cert",
+                           "--tls-key"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;

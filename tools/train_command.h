@@ -56,6 +56,10 @@ struct TrainFlags {
   std::string scheduler = "auto";
   std::string profile_path;  // plan with these measurements instead of profiling this host
   bool fresh = false;        // a new job even where the job directory holds an unfinished one
+  // TLS between every role: `tls` makes a certificate for the job (in its directory); or the
+  // user's certificate and key (the same files on every host of an externally launched job).
+  bool tls = false;
+  std::string tls_cert, tls_key;
   double ps_memory_mib = 0;  // per embedding table and shard; rows beyond it on the SSD tier
   // GPUs: emulated ones (the host twin, for testing), and the GPU tier of the embeddings.
   int gpu_emulate = 0;

@@ -25,6 +25,9 @@ absl::Status LocalLauncher::Start(const std::string& coordinator, int world, int
       argv.push_back("--token-file");
       argv.push_back(options_.token_file);
     }
+    if (!options_.tls_cert.empty()) {
+      argv.insert(argv.end(), {"--tls-cert", options_.tls_cert, "--tls-key", options_.tls_key});
+    }
     HETERPS_ASSIGN_OR_RETURN(
         auto child, base::Subprocess::Start(argv, absl::StrCat(logs, "/rank-", rank, ".log")));
     children_.push_back(std::move(child));

@@ -44,6 +44,7 @@ struct LocalLauncherOptions {
   std::string job_dir;                  // logs go to <job_dir>/logs/rank-<r>.log
   std::string host = "127.0.0.1";       // the address the roles serve on
   base::Env* env = base::DefaultEnv();  // logs/ and processes.json go through it
+  std::string tls_cert, tls_key;        // the job's certificate and key files, where it has TLS
 };
 
 class LocalLauncher : public RoleLauncher {

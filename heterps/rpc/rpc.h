@@ -33,6 +33,7 @@
 #include "grpcpp/grpcpp.h"
 #include "heterps/base/call_stats.h"
 #include "heterps/rpc/call_stats.pb.h"
+#include "heterps/rpc/job_tls.h"
 
 namespace heterps::rpc {
 
@@ -69,7 +70,9 @@ std::vector<base::MethodStats> FromProto(
 void PrepareCall(grpc::ClientContext& ctx, const std::string& token, absl::Duration timeout);
 
 struct ChannelOptions {
-  std::string tls_ca_pem;  // PEM roots to verify the server with; empty: no TLS
+  std::string tls_ca_pem;       // PEM roots to verify the server with; empty: no TLS
+  std::string tls_target_name;  // with TLS: the name the server's certificate must carry, where
+                                // not the address's host (a job's: kJobTlsName)
   int max_send_bytes = kMaxMessageBytes;
   // Reconnect quickly: the peers of a job are on a local network, and a restarted process comes
   // back on a new port within seconds.
@@ -77,6 +80,8 @@ struct ChannelOptions {
 };
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
                                           const ChannelOptions& options = ChannelOptions());
+// The options of a channel between two roles of a job with `tls` (plaintext without).
+ChannelOptions JobChannel(const JobTls& tls);
 
 struct Endpoint {
   std::string host = "127.0.0.1";         // loopback unless told otherwise

@@ -47,12 +47,14 @@ absl::Status ParallelFor(int n, const std::function<absl::Status(int)>& f) {
 class Workers {
  public:
   Workers(const std::vector<std::vector<std::string>>& addresses, std::string token,
-          absl::Duration timeout)
+          const heterps::rpc::JobTls& tls, absl::Duration timeout)
       : token_(std::move(token)), timeout_(timeout) {
+    const heterps::rpc::ChannelOptions channel = heterps::rpc::JobChannel(tls);
     for (size_t s = 0; s < addresses.size(); ++s) {
       for (size_t r = 0; r < addresses[s].size(); ++r) {
-        replicas_.push_back({static_cast<int>(s), static_cast<int>(r), addresses[s][r],
-                             wire::Worker::NewStub(heterps::rpc::NewChannel(addresses[s][r]))});
+        replicas_.push_back(
+            {static_cast<int>(s), static_cast<int>(r), addresses[s][r],
+             wire::Worker::NewStub(heterps::rpc::NewChannel(addresses[s][r], channel))});
       }
     }
   }
@@ -194,6 +196,9 @@ class Attempt::Impl {
     ps::rpc::GrpcPsClientOptions options;
     for (int s = 0; s < layout_.ps_shards; ++s) options.servers.push_back(addresses[1 + s]);
     options.token = o_.token;
+    const heterps::rpc::ChannelOptions channel = heterps::rpc::JobChannel(o_.tls);
+    options.tls_ca_pem = channel.tls_ca_pem;
+    options.tls_target_name = channel.tls_target_name;
     HETERPS_ASSIGN_OR_RETURN(ps_, ps::rpc::GrpcPsClient::Connect(options));
     std::vector<std::vector<std::string>> replicas(layout_.replicas.size());
     for (size_t s = 0; s < replicas.size(); ++s) {
@@ -201,7 +206,7 @@ class Attempt::Impl {
         replicas[s].push_back(addresses[layout_.WorkerRank(static_cast<int>(s), r)]);
       }
     }
-    workers_ = std::make_unique<Workers>(replicas, o_.token, o_.step_timeout);
+    workers_ = std::make_unique<Workers>(replicas, o_.token, o_.tls, o_.step_timeout);
     return absl::OkStatus();
   }
 

@@ -116,6 +116,8 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   heterps::rpc::Endpoint endpoint;
   endpoint.host = o.host;
   endpoint.port = o.port;
+  endpoint.tls_cert_pem = o.tls.cert_pem;
+  endpoint.tls_key_pem = o.tls.key_pem;
   absl::StatusOr<heterps::rpc::Server> server = heterps::rpc::StartServer(endpoint, {&service});
   if (!server.ok()) {
     return absl::Status(server.status().code(),

@@ -60,6 +60,7 @@
 #include "heterps/launcher/job_result.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
+#include "heterps/rpc/job_tls.h"
 #include "heterps/worker/job.h"
 
 namespace heterps::launcher::rpc {
@@ -70,6 +71,7 @@ struct RunOptions {
   std::string host = "127.0.0.1";       // the coordinator's address
   int port = 0;                         // 0: a free port
   std::string token;                    // the job's; every process must have it
+  heterps::rpc::JobTls tls;             // the job's certificate: TLS between every role
   RoleLauncher* launcher = nullptr;     // null: the processes are started by someone else
   base::Env* env = base::DefaultEnv();  // the job directory's files go through it
   absl::Duration register_timeout = absl::Seconds(60);

@@ -22,7 +22,8 @@ using heterps::rpc::FromGrpc;
 class Node {
  public:
   explicit Node(const NodeOptions& o) : o_(o) {
-    stub_ = wire::Coordinator::NewStub(heterps::rpc::NewChannel(o.coordinator));
+    stub_ = wire::Coordinator::NewStub(
+        heterps::rpc::NewChannel(o.coordinator, heterps::rpc::JobChannel(o.tls)));
   }
 
   // One role after another: a switch under an external launcher gives the same process a new
@@ -87,12 +88,15 @@ class Node {
       options.memory_limit_bytes = ps::rpc::DefaultMemoryLimitBytes();
       options.host = o_.host;
       options.token = o_.token;
+      options.tls_cert_pem = o_.tls.cert_pem;
+      options.tls_key_pem = o_.tls.key_pem;
       HETERPS_ASSIGN_OR_RETURN(ps_server_, ps::rpc::PsServer::Start(options));
       return ps_server_->address();
     }
     worker::rpc::StageWorkerOptions options;
     options.host = o_.host;
     options.token = o_.token;
+    options.tls = o_.tls;
     HETERPS_ASSIGN_OR_RETURN(worker_, worker::rpc::StageWorker::Start(options));
     return worker_->address();
   }
@@ -113,6 +117,9 @@ class Node {
     ps::rpc::GrpcPsClientOptions ps;
     ps.servers.assign(reply_.ps().begin(), reply_.ps().end());
     ps.token = o_.token;
+    const heterps::rpc::ChannelOptions channel = heterps::rpc::JobChannel(o_.tls);
+    ps.tls_ca_pem = channel.tls_ca_pem;
+    ps.tls_target_name = channel.tls_target_name;
     HETERPS_ASSIGN_OR_RETURN(ps_client_, ps::rpc::GrpcPsClient::Connect(ps));
     const int stage = role_.stage();
     if (stage < 0 || stage >= reply_.stages_size()) {

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "heterps/rpc/job_tls.h"
 
 namespace heterps::launcher::rpc {
 
@@ -28,6 +29,7 @@ struct NodeOptions {
   int rank = 1, world = 2;
   int64_t generation = -1;  // the attempt that started this process; -1: whichever is current
   std::string token;
+  heterps::rpc::JobTls tls;        // the job's certificate, where its roles speak TLS
   std::string host = "127.0.0.1";  // the address this process serves on
   absl::Duration connect_timeout = absl::Seconds(30);
   absl::Duration orphan_timeout = absl::Seconds(10);

@@ -218,6 +218,7 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
   }
   heterps::rpc::ChannelOptions channel;
   channel.tls_ca_pem = options.tls_ca_pem;
+  channel.tls_target_name = options.tls_target_name;
   channel.max_send_bytes = options.max_message_bytes;
   for (const std::string& server : options.servers) {
     impl->stubs.push_back(ParameterServer::NewStub(heterps::rpc::NewChannel(server, channel)));

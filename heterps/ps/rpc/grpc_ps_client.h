@@ -44,6 +44,7 @@ struct GrpcPsClientOptions {
   std::vector<std::string> servers;  // "host:port" of shard 0, 1, ...
   std::string token;                 // the job's token; empty if the servers have none
   std::string tls_ca_pem;            // PEM root certificates; non-empty: TLS to every server
+  std::string tls_target_name;       // the name the servers' certificates carry, if not their host
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration rpc_timeout = absl::Seconds(30);
   int max_attempts = 4;  // per RPC, for UNAVAILABLE only

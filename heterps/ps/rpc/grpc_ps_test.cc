@@ -5,6 +5,7 @@
 #include <numeric>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -15,6 +16,7 @@
 #include "heterps/ps/rpc/internal/convert.h"
 #include "heterps/ps/rpc/ps.grpc.pb.h"
 #include "heterps/ps/rpc/ps_server.h"
+#include "heterps/rpc/rpc.h"
 
 namespace heterps::ps::rpc {
 namespace {
@@ -474,6 +476,48 @@ TEST(GrpcPsTest, TlsServersSpeakOnlyTls) {
   auto plaintext = GrpcPsClient::Connect(client_options);
   ASSERT_FALSE(plaintext.ok());
   EXPECT_THAT(plaintext.status().message(), HasSubstr("not reachable within 2s"));
+}
+
+// A job's own certificate (rpc::NewJobTls): trusted by the job's name whatever address is dialled;
+// plaintext, another job's certificate and a check against the address's host get nowhere.
+TEST(GrpcPsTest, AJobsOwnCertificateLetsInItsRolesAndNoOneElse) {
+  absl::StatusOr<heterps::rpc::JobTls> tls = heterps::rpc::NewJobTls();
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_THAT(tls->cert_pem, HasSubstr("-----BEGIN CERTIFICATE-----"));
+  EXPECT_THAT(tls->key_pem, HasSubstr("PRIVATE KEY-----"));
+  absl::StatusOr<heterps::rpc::JobTls> other = heterps::rpc::NewJobTls();
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->cert_pem, tls->cert_pem);  // one per job
+
+  PsServerOptions options;
+  options.data_dir = DataDir("job_tls");
+  options.token = kToken;
+  options.tls_cert_pem = tls->cert_pem;
+  options.tls_key_pem = tls->key_pem;
+  auto server = PsServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto connect = [&](const std::string& address, const heterps::rpc::ChannelOptions& channel) {
+    GrpcPsClientOptions o;
+    o.servers = {address};
+    o.token = kToken;
+    o.connect_timeout = absl::Seconds(1);
+    o.tls_ca_pem = channel.tls_ca_pem;
+    o.tls_target_name = channel.tls_target_name;
+    return GrpcPsClient::Connect(o);
+  };
+  auto client = connect((*server)->address(), heterps::rpc::JobChannel(*tls));
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
+  std::vector<uint64_t> keys = {1, 2};
+  std::vector<float> values(16);
+  EXPECT_TRUE((*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values))).ok());
+  const std::string localhost = absl::StrCat("localhost:", (*server)->port());
+  EXPECT_TRUE(connect(localhost, heterps::rpc::JobChannel(*tls)).ok());
+  EXPECT_FALSE(connect((*server)->address(), heterps::rpc::ChannelOptions()).ok());
+  EXPECT_FALSE(connect((*server)->address(), heterps::rpc::JobChannel(*other)).ok());
+  heterps::rpc::ChannelOptions by_host;  // trusted, but checked against 127.0.0.1
+  by_host.tls_ca_pem = tls->cert_pem;
+  EXPECT_FALSE(connect((*server)->address(), by_host).ok());
 }
 
 }  // namespace

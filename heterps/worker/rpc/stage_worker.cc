@@ -53,9 +53,13 @@ class StreamUpstream : public Upstream {
 // thread that reads the answers and hands them to the replica.
 class StreamDownstream : public Downstream {
  public:
-  StreamDownstream(std::vector<std::string> addresses, std::string token, int next_stage,
+  StreamDownstream(std::vector<std::string> addresses, std::string token,
+                   const heterps::rpc::JobTls& tls, int next_stage,
                    std::atomic<int64_t>* bytes_sent)
-      : token_(std::move(token)), next_stage_(next_stage), bytes_sent_(bytes_sent) {
+      : token_(std::move(token)),
+        channel_(heterps::rpc::JobChannel(tls)),
+        next_stage_(next_stage),
+        bytes_sent_(bytes_sent) {
     for (std::string& address : addresses) {
       auto peer = std::make_unique<Peer>();
       peer->address = std::move(address);
@@ -75,7 +79,7 @@ class StreamDownstream : public Downstream {
       absl::MutexLock lock(&p.open_mu);
       if (closing_.load()) return absl::UnavailableError("the worker is shutting down");
       if (!p.opened.load()) {
-        p.stub = wire::Worker::NewStub(heterps::rpc::NewChannel(p.address));
+        p.stub = wire::Worker::NewStub(heterps::rpc::NewChannel(p.address, channel_));
         if (!token_.empty()) p.context.AddMetadata(base::kTokenHeader, token_);
         p.stream = p.stub->Exchange(&p.context);
         p.opened = true;
@@ -149,6 +153,7 @@ class StreamDownstream : public Downstream {
   }
 
   const std::string token_;
+  const heterps::rpc::ChannelOptions channel_;
   const int next_stage_;
   std::atomic<int64_t>* bytes_sent_;
   PipelineReplica* replica_ = nullptr;
@@ -166,6 +171,8 @@ class StageWorker::Impl final : public wire::Worker::Service {
     heterps::rpc::Endpoint endpoint;
     endpoint.host = options_.host;
     endpoint.port = options_.port;
+    endpoint.tls_cert_pem = options_.tls.cert_pem;
+    endpoint.tls_key_pem = options_.tls.key_pem;
     HETERPS_ASSIGN_OR_RETURN(heterps::rpc::Server server,
                              heterps::rpc::StartServer(endpoint, {this}));
     server_ = std::move(server.server);
@@ -178,8 +185,8 @@ class StageWorker::Impl final : public wire::Worker::Service {
   absl::Status Configure(const JobSpec& job, int stage, int replica, std::vector<std::string> next,
                          ps::PsClient* client) {
     if (stage + 1 < job.stages()) {
-      downstream_ = std::make_unique<StreamDownstream>(std::move(next), options_.token, stage + 1,
-                                                       &bytes_sent_);
+      downstream_ = std::make_unique<StreamDownstream>(std::move(next), options_.token,
+                                                       options_.tls, stage + 1, &bytes_sent_);
     }
     HETERPS_ASSIGN_OR_RETURN(
         replica_, PipelineReplica::Create(job, stage, replica, client, downstream_.get()));

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "heterps/ps/ps_client.h"
+#include "heterps/rpc/job_tls.h"
 #include "heterps/worker/job.h"
 
 namespace heterps::worker::rpc {
@@ -30,6 +31,7 @@ struct StageWorkerOptions {
   std::string host = "127.0.0.1";  // the address to serve on
   int port = 0;                    // 0: a free port
   std::string token;               // the job's; every call must carry it
+  heterps::rpc::JobTls tls;        // the job's certificate: serves and calls the next stage in TLS
 };
 
 class StageWorker {
