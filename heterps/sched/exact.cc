@@ -65,6 +65,13 @@ class ExactSearch {
                  std::vector<int64_t>* usage);
   // Fits lambda_ by subgradient ascent on the Lagrangian dual at dfs_e_; returns the best bound.
   double FitMultipliers(double relaxed);
+  // dfs_k_: the fewest units of each segment and type at bottleneck e.
+  void PrepareUnits(double e);
+  // A lower bound on sum p k of every plan that respects the units with a bottleneck of at most
+  // e_hi: the Lagrangian dual at e_hi (for fixed prices the dynamic program's value only grows as
+  // the bottleneck shrinks, so its value at e_hi bounds the whole range), at least `relaxed`
+  // (S(e_hi)). `target`: the value that would prune.
+  double RangeBound(double e_hi, double relaxed, double target);
   int64_t Units(int i, int j, int t) const {
     return dfs_k_[(i * num_layers_ + j) * num_types_ + t];
   }
@@ -187,12 +194,8 @@ bool ExactSearch::WithinUnits(const std::vector<int>& assignment, double e) cons
   return true;
 }
 
-std::vector<int> ExactSearch::Constrained(double e, double bound) {
+void ExactSearch::PrepareUnits(double e) {
   dfs_e_ = e;
-  dfs_best_ = bound;
-  dfs_current_.assign(num_layers_, -1);
-  dfs_found_.clear();
-  dfs_used_.assign(num_types_, 0);
   dfs_k_.assign(x_.size(), 0);
   for (int i = 0; i < num_layers_; ++i) {
     for (int j = i; j < num_layers_; ++j) {
@@ -201,6 +204,20 @@ std::vector<int> ExactSearch::Constrained(double e, double bound) {
       }
     }
   }
+}
+
+double ExactSearch::RangeBound(double e_hi, double relaxed, double target) {
+  PrepareUnits(e_hi);
+  dfs_best_ = target;
+  return FitMultipliers(relaxed);
+}
+
+std::vector<int> ExactSearch::Constrained(double e, double bound) {
+  PrepareUnits(e);
+  dfs_best_ = bound;
+  dfs_current_.assign(num_layers_, -1);
+  dfs_found_.clear();
+  dfs_used_.assign(num_types_, 0);
   dfs_g_.assign(num_layers_ + 1, {});
   if (FitMultipliers(G(0, num_types_)) >= dfs_best_ * kStrictly) return dfs_found_;
   Dfs(0, num_types_, 0.0);
@@ -381,14 +398,20 @@ Plan ExactSearch::Run() {
   struct Range {
     double bound;  // no plan with a bottleneck in [cand[lo], cand[hi]] costs less
     size_t lo, hi;
-    double s_hi;                                                      // S(cand[hi])
+    double s_hi;  // a lower bound on sum p k over the range: S(cand[hi]), or better
+    // s_hi holds the Lagrangian bound at cand[hi] (RangeBound), or needs none: the relaxed plan
+    // at cand[hi] respects the units.
+    bool tightened = false;
     bool operator<(const Range& o) const { return bound > o.bound; }  // min-heap
   };
   std::priority_queue<Range> open;
   if (!cand_.empty()) {
     size_t hi = cand_.size() - 1;
     double s = Relaxed(cand_[hi]);
-    if (s < kInfinity) open.push({model_.JobCost(cand_[0], s), 0, hi, s});
+    if (s < kInfinity) {
+      const bool exact = WithinUnits(RelaxedAssignment(), cand_[hi]);
+      open.push({model_.JobCost(cand_[0], s), 0, hi, s, exact});
+    }
   }
   double pending = kInfinity;  // the bound of the range being explored when time ran out
   while (!open.empty() && !timed_out_) {
@@ -400,13 +423,31 @@ Plan ExactSearch::Run() {
     if (best_.feasible && !(r.bound < best_.cost_usd * kStrictly)) break;
     open.pop();
     pending = r.bound;
-    if (r.lo == r.hi) {
+    if (!r.tightened) {
+      // Before splitting a range or searching a candidate, its Lagrangian bound: where the units
+      // bind, it sets aside whole ranges that the relaxed bound would have split down to their
+      // candidates, and orders the candidates' searches by a bound close to their optimum.
+      r.tightened = true;
+      const double target =
+          best_.feasible ? best_.cost_usd / model_.JobCost(cand_[r.lo], 1.0) : kInfinity;
+      r.s_hi = std::max(r.s_hi, RangeBound(cand_[r.hi], r.s_hi, target));
+      r.bound = std::max(r.bound, model_.JobCost(cand_[r.lo], r.s_hi));
+      if (!timed_out_ && !(best_.feasible && !(r.bound < best_.cost_usd * kStrictly))) {
+        open.push(r);
+      }
+    } else if (r.lo == r.hi) {
       Evaluate(cand_[r.lo]);
     } else {
       size_t mid = r.lo + (r.hi - r.lo) / 2;
-      open.push({model_.JobCost(cand_[mid + 1], r.s_hi), mid + 1, r.hi, r.s_hi});
+      // The upper half shares the range's end, and with it its Lagrangian bound; the lower half
+      // keeps it too (it holds for every bottleneck up to cand[hi]), until its own is fitted.
+      open.push({model_.JobCost(cand_[mid + 1], r.s_hi), mid + 1, r.hi, r.s_hi, true});
       double s_mid = Relaxed(cand_[mid]);
-      if (s_mid < kInfinity) open.push({model_.JobCost(cand_[r.lo], s_mid), r.lo, mid, s_mid});
+      if (s_mid < kInfinity) {
+        const bool exact = WithinUnits(RelaxedAssignment(), cand_[mid]);
+        s_mid = std::max(s_mid, r.s_hi);
+        open.push({model_.JobCost(cand_[r.lo], s_mid), r.lo, mid, s_mid, exact});
+      }
     }
     if (!timed_out_) pending = kInfinity;
     if (options_.progress && evaluated_ % 256 < 2) {
