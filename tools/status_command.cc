@@ -52,6 +52,8 @@ int RunStatus(const StatusFlags& flags) {
         note =
             absl::StrCat("no update for ", absl::FormatDuration(absl::Trunc(age, absl::Seconds(1))),
                          ": the coordinator may be stopped or its host unreachable");
+      } else if (s.phase == "evaluating") {
+        // An evaluation is one long pass: no step to compare it with.
       } else if (const double typical =
                      s.step > 0 && s.samples_per_second > 0
                          ? static_cast<double>(s.samples) / s.step / s.samples_per_second
@@ -73,6 +75,7 @@ int RunStatus(const StatusFlags& flags) {
   if (s.predicted_samples_per_second > 0) {
     std::printf(" (plan: %s)", WithCommas(s.predicted_samples_per_second).c_str());
   }
+  if (s.state == "running" && s.phase == "evaluating") std::printf(", evaluating");
   std::printf(", loss %.4f", s.loss);
   if (s.eval_step >= 0) {
     std::printf(", eval AUC %.4f after step %lld", s.eval_auc, static_cast<long long>(s.eval_step));

@@ -132,6 +132,7 @@ std::string JobStatusToJson(const JobStatus& s) {
                {"predicted_samples_per_second", s.predicted_samples_per_second},
                {"loss", s.loss},
                {"step_seconds", s.step_seconds},
+               {"phase", s.phase},
                {"eval_step", s.eval_step},
                {"eval_logloss", s.eval_logloss},
                {"eval_auc", s.eval_auc},
@@ -158,6 +159,7 @@ absl::StatusOr<JobStatus> ParseJobStatus(absl::string_view text, absl::string_vi
                            root.Double("predicted_samples_per_second"));
   HETERPS_ASSIGN_OR_RETURN(s.loss, root.Double("loss"));
   HETERPS_ASSIGN_OR_RETURN(s.step_seconds, root.DoubleOr("step_seconds", 0));
+  HETERPS_ASSIGN_OR_RETURN(s.phase, root.StringOr("phase", ""));
   HETERPS_ASSIGN_OR_RETURN(s.eval_step, root.IntOr("eval_step", -1));
   HETERPS_ASSIGN_OR_RETURN(s.eval_logloss, root.DoubleOr("eval_logloss", 0));
   HETERPS_ASSIGN_OR_RETURN(s.eval_auc, root.DoubleOr("eval_auc", 0));

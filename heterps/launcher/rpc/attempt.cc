@@ -9,6 +9,7 @@
 #include <atomic>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -77,12 +78,35 @@ class Workers {
   absl::Status Call(Replica& r, absl::string_view what, F call, absl::Duration timeout = {}) {
     grpc::ClientContext ctx;
     heterps::rpc::PrepareCall(ctx, token_, timeout == absl::Duration() ? timeout_ : timeout);
-    return heterps::rpc::FromGrpc(
-        call(ctx, *r.stub),
-        absl::StrCat("stage ", r.stage, " replica ", r.replica, " (", r.address, "): ", what));
+    {
+      absl::MutexLock lock(&live_mu_);
+      live_.insert(&ctx);
+      if (cancelled_) ctx.TryCancel();
+    }
+    const grpc::Status status = call(ctx, *r.stub);
+    {
+      absl::MutexLock lock(&live_mu_);
+      live_.erase(&ctx);
+    }
+    return heterps::rpc::FromGrpc(status, absl::StrCat("stage ", r.stage, " replica ", r.replica,
+                                                       " (", r.address, "): ", what));
+  }
+
+  // Cancels the calls in flight and any made until Resume (they end CANCELLED). Thread-safe.
+  void CancelAll() {
+    absl::MutexLock lock(&live_mu_);
+    cancelled_ = true;
+    for (grpc::ClientContext* ctx : live_) ctx->TryCancel();
+  }
+  void Resume() {
+    absl::MutexLock lock(&live_mu_);
+    cancelled_ = false;
   }
 
  private:
+  absl::Mutex live_mu_;
+  std::set<grpc::ClientContext*> live_ ABSL_GUARDED_BY(live_mu_);
+  bool cancelled_ ABSL_GUARDED_BY(live_mu_) = false;
   std::string token_;
   absl::Duration timeout_;
   std::vector<Replica> replicas_;
@@ -102,6 +126,7 @@ namespace {
 // What status.json says of the job's progress.
 struct StatusPoint {
   std::string state = "running";
+  std::string phase = "training";            // or "evaluating" (the held-out lines)
   int64_t step = 0, total = 0, samples = 0;  // steps done, in all; samples done
   double seconds = 0;                        // training seconds behind `samples` (for samples/s)
   double loss = 0;
@@ -155,7 +180,10 @@ class Attempt::Impl {
     }
     HETERPS_RETURN_IF_ERROR(Train(done, train_lines));
     if (switch_ || stopped_) return absl::OkStatus();
-    HETERPS_RETURN_IF_ERROR(Evaluate());
+    {
+      const Heartbeat heartbeat(this);
+      HETERPS_RETURN_IF_ERROR(Evaluate());
+    }
     HETERPS_ASSIGN_OR_RETURN(result_.parameter_digest, ps_->Digest());
     Report();
     return absl::OkStatus();
@@ -540,7 +568,27 @@ class Attempt::Impl {
   absl::StatusOr<data::Evaluation> EvaluateHeldOut(int64_t step, int64_t* skipped) {
     std::vector<Workers::Replica*> first = workers_->stage(0);
     std::vector<wire::EvalReply> replies(first.size());
-    HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(first.size()), [&](int r) {
+    {
+      absl::MutexLock lock(&status_mu_);
+      progress_.phase = "evaluating";
+      progress_.step_started = absl::Now();
+    }
+    WriteStatus(Snapshot());
+    // Between steps a dead process is noticed before the next one (CheckAlive); an evaluation
+    // is one long call per replica, so a watcher looks while it runs and cancels it.
+    std::optional<std::string> dead;
+    absl::Notification evaluated;
+    std::thread watcher([&] {
+      while (o_.launcher != nullptr &&
+             !evaluated.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+        if (std::optional<RoleLauncher::DeadRole> role = o_.launcher->Dead()) {
+          dead = role->what;
+          workers_->CancelAll();
+          return;
+        }
+      }
+    });
+    absl::Status ran = ParallelFor(static_cast<int>(first.size()), [&](int r) {
       wire::EvalRequest request;
       request.set_step(step);
       return workers_->Call(
@@ -549,7 +597,16 @@ class Attempt::Impl {
             return stub.Evaluate(&ctx, request, &replies[r]);
           },
           o_.eval_timeout);
-    }));
+    });
+    evaluated.Notify();
+    watcher.join();
+    workers_->Resume();
+    {
+      absl::MutexLock lock(&status_mu_);
+      progress_.phase = "training";
+    }
+    if (dead) return absl::UnavailableError(*dead);
+    HETERPS_RETURN_IF_ERROR(ran);
     std::vector<float> scores, labels;
     for (const wire::EvalReply& reply : replies) {
       const float* p = reinterpret_cast<const float*>(reply.probabilities().data());
@@ -623,6 +680,7 @@ class Attempt::Impl {
     status.loss = p.loss;
     if (p.state == "running") {
       status.step_seconds = absl::ToDoubleSeconds(absl::Now() - p.step_started);
+      status.phase = p.phase;
     }
     if (p.eval) {
       status.eval_step = p.eval->step;
