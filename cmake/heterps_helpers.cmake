@@ -12,14 +12,18 @@ endfunction()
 # Unit tests get the label "unit" (run again under the sanitizers); others name their own.
 function(heterps_cc_test)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  # A tree built for the fast unit tests alone (the sanitizer run) does not build the others.
+  if(HETERPS_UNIT_TESTS_ONLY AND (NOT "unit" IN_LIST ARG_LABELS OR "heavy" IN_LIST ARG_LABELS))
+    return()
+  endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   target_compile_definitions(${ARG_NAME} PRIVATE
     HETERPS_SOURCE_DIR="${PROJECT_SOURCE_DIR}" HETERPS_BINARY_DIR="${PROJECT_BINARY_DIR}")
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
-  if(NOT ARG_LABELS)
-    set(ARG_LABELS unit)
-  endif()
   # A test that cannot run here (no GPU) says so with GTEST_SKIP: reported as skipped, not passed.
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}"
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")

@@ -13,6 +13,7 @@ scripts/build.sh build -DHETERPS_WERROR=ON
 # file:line.
 scripts/build.sh build-asan -DHETERPS_WERROR=ON -DHETERPS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  -DHETERPS_BUILD_BENCHMARKS=OFF -DHETERPS_BUILD_TOOLS=OFF -DHETERPS_CUDA=OFF
+  -DHETERPS_BUILD_BENCHMARKS=OFF -DHETERPS_BUILD_TOOLS=OFF -DHETERPS_CUDA=OFF \
+  -DHETERPS_UNIT_TESTS_ONLY=ON
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --output-on-failure -j "$(nproc)" -L unit -LE heavy)

@@ -398,6 +398,12 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   r = RunCli("train --single-process --plan plan.json");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--plan excludes --single-process"));
+  r = RunCli("train --single-process --eval-interval 10");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--eval-interval excludes --single-process"));
+  r = RunCli("train --tls --tls-cert c.pem --tls-key k.pem");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--tls excludes --tls-cert"));
   r = RunCli("train --threads 2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--threads requires --single-process"));

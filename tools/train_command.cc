@@ -236,7 +236,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
                            "--cluster-state", "--replan-threshold",
                            "--fresh",         "--ps-memory-mib",
                            "--tls",           "--tls-cert",
-                           "--tls-key"}) {
+                           "--tls-key",       "--eval-interval"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;

@@ -119,10 +119,6 @@ std::pair<int64_t, int64_t> Share(int64_t lo, int64_t hi, int r, int k) {
   return {before(lo), before(hi) - before(lo)};
 }
 
-}  // namespace
-
-namespace {
-
 // What status.json says of the job's progress.
 struct StatusPoint {
   std::string state = "running";
