@@ -58,6 +58,17 @@ bool Parse(const uint8_t* data, size_t size, Request* request) {
   return request->ParseFromArray(data, static_cast<int>(size));
 }
 
+// A unary call of `method` with the input's request, if it parses as one.
+template <typename Request, typename Reply>
+void Unary(wire::ParameterServer::Stub& stub,
+           grpc::Status (wire::ParameterServer::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                               Reply*),
+           grpc::ClientContext* ctx, const uint8_t* data, size_t size) {
+  Request request;
+  Reply reply;
+  if (Parse(data, size, &request)) (void)(stub.*method)(ctx, request, &reply);
+}
+
 void Deadline(grpc::ClientContext& ctx) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
 }
@@ -73,36 +84,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   grpc::ClientContext ctx;
   Deadline(ctx);
   switch (method) {
-    case 0: {
-      wire::CreateTableRequest request;
-      wire::CreateTableReply reply;
-      if (Parse(data, size, &request)) (void)h->stub->CreateTable(&ctx, request, &reply);
+    case 0:
+      Unary(*h->stub, &wire::ParameterServer::Stub::CreateTable, &ctx, data, size);
       break;
-    }
-    case 1: {
-      wire::PullSparseRequest request;
-      wire::PullSparseReply reply;
-      if (Parse(data, size, &request)) (void)h->stub->PullSparse(&ctx, request, &reply);
+    case 1:
+      Unary(*h->stub, &wire::ParameterServer::Stub::PullSparse, &ctx, data, size);
       break;
-    }
-    case 2: {
-      wire::PullSparseRequest request;
-      wire::RowsReply reply;
-      if (Parse(data, size, &request)) (void)h->stub->ExportRows(&ctx, request, &reply);
+    case 2:
+      Unary(*h->stub, &wire::ParameterServer::Stub::ExportRows, &ctx, data, size);
       break;
-    }
-    case 3: {
-      wire::ImportRowsRequest request;
-      wire::PushReply reply;
-      if (Parse(data, size, &request)) (void)h->stub->ImportRows(&ctx, request, &reply);
+    case 3:
+      Unary(*h->stub, &wire::ParameterServer::Stub::ImportRows, &ctx, data, size);
       break;
-    }
-    case 4: {
-      wire::PushSparseRequest request;
-      wire::PushReply reply;
-      if (Parse(data, size, &request)) (void)h->stub->PushSparse(&ctx, request, &reply);
+    case 4:
+      Unary(*h->stub, &wire::ParameterServer::Stub::PushSparse, &ctx, data, size);
       break;
-    }
     case 5: {
       wire::PullDenseRequest request;
       if (!Parse(data, size, &request)) break;
@@ -131,12 +127,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)h->stub->Commit(&ctx, wire::CommitRequest(), &reply);
       break;
     }
-    case 8: {
-      wire::LoadCheckpointRequest request;
-      wire::LoadCheckpointReply reply;
-      if (Parse(data, size, &request)) (void)h->stub->LoadCheckpoint(&ctx, request, &reply);
+    case 8:
+      Unary(*h->stub, &wire::ParameterServer::Stub::LoadCheckpoint, &ctx, data, size);
       break;
-    }
     default: {
       wire::StatsReply reply;
       (void)h->stub->Stats(&ctx, wire::StatsRequest(), &reply);

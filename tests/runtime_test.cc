@@ -300,20 +300,19 @@ TEST_F(RuntimeTest, MpirunStartsTheJobOnLocalhost) {
 TEST_F(RuntimeTest, ACallWithoutTheTokenIsRefused) {
   const std::string dir = Dir("token");
   ASSERT_TRUE(base::WriteFileAtomically(dir + "/token", "the-real-token\n").ok());
+  // Rank 0 of an externally launched job of 5 at `coordinator`, waiting for the others.
+  auto start_rank0 = [&](const std::string& coordinator, const std::string& job_dir,
+                         std::vector<std::string> more, const std::string& log) {
+    std::vector<std::string> argv = {
+        kBinary,       "node", "--coordinator", coordinator,    "--rank", "0",
+        "--world",     "5",    "--token-file",  dir + "/token", "--data", data_,
+        "--batch",     "256",  "--cluster",     kCluster,       "--plan", kPlan,
+        "--ps-shards", "1",    "--job-dir",     job_dir};
+    argv.insert(argv.end(), more.begin(), more.end());
+    return base::Subprocess::Start(argv, log);
+  };
   const std::string coordinator = absl::StrCat("127.0.0.1:", FreePort());
-  // Rank 0 of an externally launched job of 5, waiting for the others.
-  auto rank0 = base::Subprocess::Start({kBinary,         "node",
-                                        "--coordinator", coordinator,
-                                        "--rank",        "0",
-                                        "--world",       "5",
-                                        "--token-file",  dir + "/token",
-                                        "--data",        data_,
-                                        "--batch",       "256",
-                                        "--cluster",     kCluster,
-                                        "--plan",        kPlan,
-                                        "--ps-shards",   "1",
-                                        "--job-dir",     dir},
-                                       dir + "/rank0.log");
+  auto rank0 = start_rank0(coordinator, dir, {}, dir + "/rank0.log");
   ASSERT_TRUE(rank0.ok());
   ASSERT_TRUE(base::WriteFileAtomically(dir + "/wrong", "a-guess\n").ok());
   for (const std::string& token : {std::string(), dir + "/wrong"}) {
@@ -340,20 +339,9 @@ TEST_F(RuntimeTest, ACallWithoutTheTokenIsRefused) {
       dir + "/key.pem -out " + dir + "/cert.pem 2>" + dir + "/openssl.log";
   ASSERT_EQ(std::system(command.c_str()), 0) << Slurp(dir + "/openssl.log");
   const std::string tls_coordinator = absl::StrCat("127.0.0.1:", FreePort());
-  auto tls_rank0 = base::Subprocess::Start({kBinary,         "node",
-                                            "--coordinator", tls_coordinator,
-                                            "--rank",        "0",
-                                            "--world",       "5",
-                                            "--token-file",  dir + "/token",
-                                            "--tls-cert",    dir + "/cert.pem",
-                                            "--tls-key",     dir + "/key.pem",
-                                            "--data",        data_,
-                                            "--batch",       "256",
-                                            "--cluster",     kCluster,
-                                            "--plan",        kPlan,
-                                            "--ps-shards",   "1",
-                                            "--job-dir",     dir + "/tls-job"},
-                                           dir + "/tls-rank0.log");
+  auto tls_rank0 = start_rank0(tls_coordinator, dir + "/tls-job",
+                               {"--tls-cert", dir + "/cert.pem", "--tls-key", dir + "/key.pem"},
+                               dir + "/tls-rank0.log");
   ASSERT_TRUE(tls_rank0.ok());
   const std::vector<std::string> join = {
       "node",         "--coordinator", tls_coordinator,     "--rank", "1", "--world", "5",

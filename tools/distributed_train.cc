@@ -103,14 +103,12 @@ absl::StatusOr<heterps::rpc::JobTls> JobTlsFor(const TrainFlags& flags, const st
 absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetrics(const TrainFlags& flags,
                                                           const std::string& job_dir,
                                                           const std::string& token) {
-  if (flags.metrics_port < 0) return nullptr;
   MetricsHttpOptions options;
   options.host = flags.metrics_host;
   options.port = flags.metrics_port;
   options.token = token;
-  HETERPS_ASSIGN_OR_RETURN(
-      std::unique_ptr<MetricsHttp> server,
-      MetricsHttp::Start(options, [job_dir]() -> absl::StatusOr<std::string> {
+  return ServeMetricsIfAsked(
+      options, job_dir + "/metrics.port", [job_dir]() -> absl::StatusOr<std::string> {
         absl::StatusOr<launcher::JobStatus> status =
             launcher::ReadJobStatus(base::DefaultEnv(), job_dir);
         if (absl::IsNotFound(status.status())) {
@@ -120,12 +118,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetrics(const TrainFlags& flag
         }
         if (!status.ok()) return status.status();
         return launcher::JobStatusToPrometheus(*status);
-      }));
-  HETERPS_RETURN_IF_ERROR(
-      base::WriteFileAtomically(job_dir + "/metrics.port", absl::StrCat(server->port(), "\n")));
-  std::fprintf(stderr, "heterps: metrics on http://%s:%d/metrics\n", flags.metrics_host.c_str(),
-               server->port());
-  return server;
+      });
 }
 
 // A stage planned on a device this host or build cannot run goes to this host's CPU, and the

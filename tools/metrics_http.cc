@@ -4,11 +4,14 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
 #include "heterps/base/token.h"
 
 namespace heterps::tools {
@@ -88,6 +91,21 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const MetricsHtt
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return std::unique_ptr<MetricsHttp>(new MetricsHttp(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetricsIfAsked(const MetricsHttpOptions& options,
+                                                                 const std::string& port_file,
+                                                                 MetricsHttp::Render render) {
+  if (options.port < 0) return nullptr;
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<MetricsHttp> server,
+                           MetricsHttp::Start(options, std::move(render)));
+  if (!port_file.empty()) {
+    HETERPS_RETURN_IF_ERROR(
+        base::WriteFileAtomically(port_file, absl::StrCat(server->port(), "\n")));
+  }
+  std::fprintf(stderr, "heterps: metrics on http://%s:%d/metrics\n", options.host.c_str(),
+               server->port());
+  return server;
 }
 
 }  // namespace heterps::tools

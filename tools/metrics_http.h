@@ -48,4 +48,11 @@ class MetricsHttp {
   std::unique_ptr<Impl> impl_;
 };
 
+// What the commands do with --metrics-port: nothing (nullptr) when `options.port` < 0; else the
+// endpoint, started with `render`, its port written to `port_file` (unless empty) and its address
+// said on stderr.
+absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetricsIfAsked(const MetricsHttpOptions& options,
+                                                                 const std::string& port_file,
+                                                                 MetricsHttp::Render render);
+
 }  // namespace heterps::tools

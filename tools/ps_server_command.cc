@@ -12,6 +12,7 @@
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/launcher/job_metrics.h"
+#include "heterps/launcher/rpc/coordinator.h"
 #include "heterps/ps/rpc/ps_server.h"
 #include "heterps/rpc/quiet_logs.h"
 #include "tools/cli_common.h"
@@ -44,38 +45,19 @@ absl::StatusOr<ps::rpc::PsServerOptions> OptionsFrom(const PsServerFlags& flags)
   return options;
 }
 
-// The shard's figures in the job status's terms, so that its endpoint and the job's name every
-// metric alike.
-launcher::ShardStatus ToShardStatus(const ps::rpc::ShardStats& stats) {
-  launcher::ShardStatus out{stats.shard, stats.calls, {}, stats.rpcs};
-  for (const auto& [id, t] : stats.sparse) {
-    out.tables.push_back(
-        {id, t.memory_rows, t.memory_bytes, t.cold_rows, t.hits, t.misses, t.spills});
-  }
-  return out;
-}
-
 // The /metrics endpoint (--metrics-port) of one shard; none (nullptr) without the flag.
 absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetrics(const PsServerFlags& flags,
                                                           const std::string& token,
                                                           const ps::rpc::PsServer* server) {
-  if (flags.metrics_port < 0) return nullptr;
   MetricsHttpOptions options;
   options.host = flags.metrics_host;
   options.port = flags.metrics_port;
   options.token = token;
-  HETERPS_ASSIGN_OR_RETURN(
-      std::unique_ptr<MetricsHttp> metrics,
-      MetricsHttp::Start(options, [server]() -> absl::StatusOr<std::string> {
-        return launcher::ParameterServersToPrometheus({ToShardStatus(server->stats())});
-      }));
-  if (!flags.metrics_port_file.empty()) {
-    HETERPS_RETURN_IF_ERROR(
-        base::WriteFileAtomically(flags.metrics_port_file, absl::StrCat(metrics->port(), "\n")));
-  }
-  std::fprintf(stderr, "heterps: metrics on http://%s:%d/metrics\n", flags.metrics_host.c_str(),
-               metrics->port());
-  return metrics;
+  return ServeMetricsIfAsked(options, flags.metrics_port_file,
+                             [server]() -> absl::StatusOr<std::string> {
+                               return launcher::ParameterServersToPrometheus(
+                                   {launcher::rpc::ToShardStatus(server->stats())});
+                             });
 }
 
 }  // namespace

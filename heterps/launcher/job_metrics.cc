@@ -57,34 +57,33 @@ std::string ReplicaLabels(const ReplicaStatus& r) {
 void AddCallFamilies(
     std::string* out, absl::string_view name, absl::string_view who,
     const std::vector<std::pair<std::string, const std::vector<base::MethodStats>*>>& series) {
+  // Each method's labels, once: its series's and its name.
+  std::vector<std::pair<std::string, const base::MethodStats*>> each;
+  for (const auto& [labels, methods] : series) {
+    for (const base::MethodStats& m : *methods) {
+      each.emplace_back(
+          absl::StrCat(labels, labels.empty() ? "" : ",", "method=\"", Escape(m.method), "\""), &m);
+    }
+  }
   const std::string seconds = absl::StrCat(name, "_seconds");
   absl::StrAppend(out, "# HELP ", seconds, " Latency of the RPCs ", who,
                   ", by method (every call, failed ones included)\n# TYPE ", seconds,
                   " histogram\n");
-  for (const auto& [labels, methods] : series) {
-    for (const base::MethodStats& m : *methods) {
-      const std::string l =
-          absl::StrCat(labels, labels.empty() ? "" : ",", "method=\"", Escape(m.method), "\"");
-      int64_t cumulative = 0;
-      for (size_t b = 0; b < base::kCallLatencyBounds.size(); ++b) {
-        cumulative += b < m.buckets.size() ? m.buckets[b] : 0;
-        absl::StrAppend(out, seconds, "_bucket{", l, ",le=\"",
-                        absl::StrFormat("%g", base::kCallLatencyBounds[b]), "\"} ", cumulative,
-                        "\n");
-      }
-      absl::StrAppend(out, seconds, "_bucket{", l, ",le=\"+Inf\"} ", m.calls, "\n");
-      absl::StrAppend(out, seconds, "_sum{", l, "} ", Number(m.seconds), "\n");
-      absl::StrAppend(out, seconds, "_count{", l, "} ", m.calls, "\n");
+  for (const auto& [l, stats] : each) {
+    const base::MethodStats& m = *stats;
+    int64_t cumulative = 0;
+    for (size_t b = 0; b < base::kCallLatencyBounds.size(); ++b) {
+      cumulative += b < m.buckets.size() ? m.buckets[b] : 0;
+      absl::StrAppend(out, seconds, "_bucket{", l, ",le=\"",
+                      absl::StrFormat("%g", base::kCallLatencyBounds[b]), "\"} ", cumulative, "\n");
     }
+    absl::StrAppend(out, seconds, "_bucket{", l, ",le=\"+Inf\"} ", m.calls, "\n");
+    absl::StrAppend(out, seconds, "_sum{", l, "} ", Number(m.seconds), "\n");
+    absl::StrAppend(out, seconds, "_count{", l, "} ", m.calls, "\n");
   }
   Family errors(out, absl::StrCat(name, "_errors_total"), "counter",
                 absl::StrCat("RPCs ", who, " that failed, by method"));
-  for (const auto& [labels, methods] : series) {
-    for (const base::MethodStats& m : *methods) {
-      errors.Add(static_cast<double>(m.errors), absl::StrCat(labels, labels.empty() ? "" : ",",
-                                                             "method=\"", Escape(m.method), "\""));
-    }
-  }
+  for (const auto& [l, m] : each) errors.Add(static_cast<double>(m->errors), l);
 }
 
 }  // namespace

@@ -656,12 +656,7 @@ class Attempt::Impl {
     }
     if (absl::StatusOr<std::vector<ps::rpc::ShardStats>> ps = ps_->Stats(); ps.ok()) {
       for (const ps::rpc::ShardStats& shard : *ps) {
-        ShardStatus out{shard.shard, shard.calls, {}, shard.rpcs};
-        for (const auto& [id, t] : shard.sparse) {
-          out.tables.push_back(
-              {id, t.memory_rows, t.memory_bytes, t.cold_rows, t.hits, t.misses, t.spills});
-        }
-        status.parameter_servers.push_back(std::move(out));
+        status.parameter_servers.push_back(ToShardStatus(shard));
       }
     }
     status.state = p.state;

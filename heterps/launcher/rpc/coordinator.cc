@@ -242,4 +242,13 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   return result;
 }
 
+ShardStatus ToShardStatus(const ps::rpc::ShardStats& stats) {
+  ShardStatus out{stats.shard, stats.calls, {}, stats.rpcs};
+  for (const auto& [id, t] : stats.sparse) {
+    out.tables.push_back(
+        {id, t.memory_rows, t.memory_bytes, t.cold_rows, t.hits, t.misses, t.spills});
+  }
+  return out;
+}
+
 }  // namespace heterps::launcher::rpc

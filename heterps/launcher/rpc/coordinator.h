@@ -58,8 +58,10 @@
 #include "absl/time/time.h"
 #include "heterps/base/env.h"
 #include "heterps/launcher/job_result.h"
+#include "heterps/launcher/job_status.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
+#include "heterps/ps/rpc/ps_server.h"
 #include "heterps/rpc/job_tls.h"
 #include "heterps/worker/job.h"
 
@@ -98,5 +100,9 @@ struct RunOptions {
 // in use, a process that does not register in time, or a failure after the last restart; every
 // process is stopped before it returns, whatever happens.
 absl::StatusOr<JobResult> RunJob(const worker::JobSpec& job, const RunOptions& options);
+
+// A shard's figures (its Stats answer) in status.json's terms: what the job's status carries for
+// each shard, and what `heterps ps-server --metrics-port` serves for its own.
+ShardStatus ToShardStatus(const ps::rpc::ShardStats& stats);
 
 }  // namespace heterps::launcher::rpc
