@@ -407,6 +407,12 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   r = RunCli("train --threads 2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--threads requires --single-process"));
+  r = RunCli("train --micro-batch 32 --replicas 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--replicas requires --single-process"));
+  r = RunCli("train --single-process --threads 2 --micro-batch 32 --data " + data);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("with micro-batches, 1 thread"));
   // A bad line, then an empty one (skipped, and not counted as bad or as data).
   std::ofstream(data, std::ios::app) << "1\tnot a line\n\r\n";
   for (const char* mode : {"--single-process ", ""}) {

@@ -1,7 +1,9 @@
 #include "tests/job_runner.h"
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -9,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -133,23 +137,97 @@ json KillMidRun(const std::vector<std::string>& args, const std::string& dir, in
   return KillMidRun(args, dir, {{rank, steps}});
 }
 
+namespace {
+
+// `heterps args...` started in the background, its outputs into <dir>/out and <dir>/err.
+absl::StatusOr<std::unique_ptr<base::Subprocess>> StartJob(const std::vector<std::string>& args,
+                                                           const std::string& dir) {
+  return base::Subprocess::Start({"/bin/sh", "-c",
+                                  absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "),
+                                               " >", dir, "/out 2>", dir, "/err")});
+}
+
+// Waits for the job to end: exit 0, no process left; its metrics.
+json FinishJob(base::Subprocess& job, const std::string& dir) {
+  auto code = job.Wait(absl::Seconds(120));
+  EXPECT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0) << Slurp(dir + "/err");
+  ExpectNoneLeft(dir);
+  return Metrics(dir);
+}
+
+// The pid of rank `rank` in <dir>/processes.json (-1 if it cannot be read).
+int RankPid(const std::string& dir, int rank) {
+  const json processes = json::parse(Slurp(dir + "/processes.json"), nullptr, false);
+  if (processes.is_discarded() || !processes.contains("ranks")) return -1;
+  return processes["ranks"].value(std::to_string(rank), -1);
+}
+
+}  // namespace
+
+json KillInSave(const std::vector<std::string>& args, const std::string& dir, int shard, int step,
+                bool* tmp_left) {
+  *tmp_left = false;
+  auto job = StartJob(args, dir);
+  EXPECT_TRUE(job.ok()) << job.status();
+  if (!job.ok()) return json();
+  const absl::Time deadline = absl::Now() + absl::Seconds(90);
+  // The shard's checkpoint root (<dir>/ps-<shard>/checkpoints/<job id>) appears with its first
+  // checkpoint.
+  const std::string checkpoints = absl::StrCat(dir, "/ps-", shard, "/checkpoints");
+  std::string root;
+  while (root.empty() && absl::Now() < deadline && (*job)->Running()) {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(checkpoints, error)) {
+      if (entry.is_directory()) root = entry.path().string();
+    }
+    if (root.empty()) absl::SleepFor(absl::Milliseconds(2));
+  }
+  const int fd = inotify_init1(IN_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  EXPECT_GE(inotify_add_watch(fd, root.c_str(), IN_CREATE), 0) << root;
+  const int pid = RankPid(dir, shard + 1);
+  EXPECT_GT(pid, 0);
+  const std::string prefix = absl::StrCat(".ckpt-", step, ".tmp-");
+  std::string tmp;
+  while (tmp.empty() && absl::Now() < deadline && (*job)->Running()) {
+    pollfd ready{fd, POLLIN, 0};
+    if (poll(&ready, 1, 100) <= 0) continue;
+    alignas(inotify_event) char events[4096];
+    const ssize_t n = read(fd, events, sizeof(events));
+    for (ssize_t at = 0; at < n && tmp.empty();) {
+      const auto* event = reinterpret_cast<const inotify_event*>(events + at);
+      if (event->len > 0 && absl::StartsWith(event->name, prefix)) {
+        kill(pid, SIGKILL);
+        tmp = root + "/" + event->name;
+      }
+      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+    }
+  }
+  close(fd);
+  EXPECT_FALSE(tmp.empty()) << "the job ended before shard " << shard << " saved step " << step
+                            << ": " << Slurp(dir + "/err");
+  // Long before the restarted shard's next save would remove it.
+  absl::SleepFor(absl::Milliseconds(50));
+  *tmp_left = !tmp.empty() && std::filesystem::exists(tmp);
+  return FinishJob(**job, dir);
+}
+
 json KillMidRun(const std::vector<std::string>& args, const std::string& dir,
                 const std::vector<std::pair<int, int>>& kills) {
-  auto job = base::Subprocess::Start({"/bin/sh", "-c",
-                                      absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "),
-                                                   " >", dir, "/out 2>", dir, "/err")});
+  auto job = StartJob(args, dir);
   EXPECT_TRUE(job.ok()) << job.status();
+  if (!job.ok()) return json();
   const absl::Time deadline = absl::Now() + absl::Seconds(90);
   size_t next = 0;
   while (next < kills.size() && absl::Now() < deadline && (*job)->Running()) {
     const auto [rank, steps] = kills[next];
     const json checkpoint = json::parse(Slurp(dir + "/checkpoint.json"), nullptr, false);
-    const json processes = json::parse(Slurp(dir + "/processes.json"), nullptr, false);
     // A later kill waits for a checkpoint past the earlier one's: the restarted attempt's
     // processes are the ones in processes.json by then.
-    if (!checkpoint.is_discarded() && checkpoint.value("step", 0) >= steps &&
-        !processes.is_discarded()) {
-      kill(processes["ranks"][std::to_string(rank)].get<int>(), SIGKILL);
+    const int pid = RankPid(dir, rank);
+    if (!checkpoint.is_discarded() && checkpoint.value("step", 0) >= steps && pid > 0) {
+      kill(pid, SIGKILL);
       ++next;
       continue;
     }
@@ -157,11 +235,7 @@ json KillMidRun(const std::vector<std::string>& args, const std::string& dir,
   }
   EXPECT_EQ(next, kills.size()) << "the job ended before its kill " << next + 1 << ": "
                                 << Slurp(dir + "/err");
-  auto code = (*job)->Wait(absl::Seconds(120));
-  EXPECT_TRUE(code.ok());
-  EXPECT_EQ(*code, 0) << Slurp(dir + "/err");
-  ExpectNoneLeft(dir);
-  return Metrics(dir);
+  return FinishJob(**job, dir);
 }
 
 }  // namespace heterps::testing

@@ -52,6 +52,14 @@ class Background {
   std::unique_ptr<base::Subprocess> child_;
 };
 
+// Runs the job of `args` in `dir` and kills parameter-server shard `shard` (rank shard + 1) the
+// moment it creates the temporary directory of its checkpoint of step `step` (inotify), so that
+// the kill lands inside the save; then waits for the job to end (exit 0 expected, no process
+// left). `tmp_left` says whether the save's temporary directory was there after the kill (the
+// kill came before the save's rename). The job's metrics.
+nlohmann::json KillInSave(const std::vector<std::string>& args, const std::string& dir, int shard,
+                          int step, bool* tmp_left);
+
 // A free port on loopback (closed again: the caller binds it).
 int FreePort();
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -86,11 +87,14 @@ class RuntimeTest : public ::testing::Test {
 
 std::string RuntimeTest::data_;
 
+// The single process forms its gradients in the job's micro-batches (the plan's 2 stage-0
+// replicas, 32 samples each by default): the two runs are equal to the bit.
 TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
   const std::string single = Dir("single");
-  Outcome r = Heterps({"train", "--single-process", "--data", data_, "--batch", "256",
-                       "--metrics-out", single + "/metrics.json"},
-                      single);
+  Outcome r =
+      Heterps({"train", "--single-process", "--data", data_, "--batch", "256", "--micro-batch",
+               "32", "--replicas", "2", "--metrics-out", single + "/metrics.json"},
+              single);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string job = Dir("sync");
   r = Heterps(TwoStages(job), job);
@@ -98,6 +102,8 @@ TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
   EXPECT_THAT(r.out, HasSubstr("2 stages, 2 parameter servers"));
   const json a = Metrics(single), b = Metrics(job);
   ASSERT_NO_FATAL_FAILURE(ExpectTheSameRun(a, b));
+  EXPECT_EQ(a["losses"], b["losses"]);
+  EXPECT_EQ(a["eval_auc"], b["eval_auc"]);
   ExpectNoneLeft(job);
   const std::vector<double> one = a["losses"];
   // The same job with a memory budget far below its tables: most rows live on the shards' SSD
@@ -179,6 +185,23 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   EXPECT_EQ(m["restarts"], 2);
   EXPECT_EQ(m["parameter_digest"], reference["parameter_digest"]);
   EXPECT_EQ(m["losses"], reference["losses"]);
+
+  // A shard killed inside its save of step 40's checkpoint (the moment it creates the save's
+  // temporary directory): the restarted job resumes from step 20's, the half-written one is
+  // neither loaded nor left behind.
+  const std::string in_save = Dir("kill_in_save");
+  bool tmp_left = false;
+  const json saved =
+      testing::KillInSave(TwoStages(in_save, {"--checkpoint-every", "20", "--micro-batch", "64"}),
+                          in_save, 1, 40, &tmp_left);
+  EXPECT_TRUE(tmp_left) << "the kill came after the save";
+  EXPECT_EQ(saved["restarts"], 1);
+  EXPECT_EQ(saved["parameter_digest"], reference["parameter_digest"]);
+  EXPECT_EQ(saved["losses"], reference["losses"]);
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(in_save + "/ps-1/checkpoints")) {
+    EXPECT_FALSE(absl::StrContains(entry.path().filename().string(), ".tmp-")) << entry.path();
+  }
 
   // The same job again in the directory of the finished one: a new job, with its own checkpoints
   // (the old job's of higher steps neither prune nor replace them), survives a kill the same way.

@@ -24,6 +24,7 @@ int RunSingleProcess(const TrainFlags& flags) {
   options.epochs = flags.job.epochs;
   options.batch_size = flags.batch;
   options.threads = flags.threads;
+  options.micro_batching = {flags.replicas, flags.job.micro_batch};
   options.eval_fraction = flags.job.eval_fraction;
   options.bad_lines = flags.job.bad_lines;
   absl::StatusOr<worker::ModelOptions> model =
@@ -81,6 +82,8 @@ int RunSingleProcess(const TrainFlags& flags) {
         {"samples_per_second", result->samples_per_second},
         {"seconds", result->seconds},
         {"threads", flags.threads},
+        {"micro_batch", flags.job.micro_batch},
+        {"replicas", flags.replicas},
         {"peak_rss_bytes", result->peak_rss_bytes},
         {"skipped_lines", result->skipped_lines},
         {"losses", result->losses}};
@@ -149,7 +152,9 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
       ->transform(CLI::CheckedTransformer(std::map<std::string, worker::Consistency>{
           {"sync", worker::Consistency::kSync}, {"async", worker::Consistency::kAsync}}));
   cmd->add_option("--micro-batch", flags.job.micro_batch,
-                  "Samples per micro-batch (default: a quarter of a stage-0 replica's share)")
+                  "Samples per micro-batch (default: a quarter of a stage-0 replica's share); "
+                  "--single-process: form the gradients in a synchronous job's micro-batches, "
+                  "so that the run is that job's (with --replicas)")
       ->check(NonNegative());
   cmd->add_option("--ps-shards", flags.job.ps_shards,
                   "Parameter-server processes (default: sized from the plan)")
@@ -224,19 +229,20 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
                       "(default 1)")
           ->check(Positive());
   threads->needs(single);
+  cmd->add_option("--replicas", flags.replicas,
+                  "--single-process with --micro-batch: the stage-0 replicas of the job whose "
+                  "micro-batches to form (default 1)")
+      ->check(Positive())
+      ->needs(single)
+      ->needs(cmd->get_option("--micro-batch"));
   // What only a distributed job uses is an error with --single-process, not silently ignored.
-  for (const char* name : {"--cluster",       "--plan",
-                           "--mode",          "--micro-batch",
-                           "--ps-shards",     "--checkpoint-every",
-                           "--max-restarts",  "--job-dir",
-                           "--throughput",    "--scheduler",
-                           "--profile",       "--gpu-emulate",
-                           "--gpu-cache-gib", "--gpu-cache-device",
-                           "--gpu-tf32",      "--cluster-watch",
-                           "--cluster-state", "--replan-threshold",
-                           "--fresh",         "--ps-memory-mib",
-                           "--tls",           "--tls-cert",
-                           "--tls-key",       "--eval-interval"}) {
+  for (const char* name :
+       {"--cluster",          "--plan",         "--mode",          "--ps-shards",
+        "--checkpoint-every", "--max-restarts", "--job-dir",       "--throughput",
+        "--scheduler",        "--profile",      "--gpu-emulate",   "--gpu-cache-gib",
+        "--gpu-cache-device", "--gpu-tf32",     "--cluster-watch", "--cluster-state",
+        "--replan-threshold", "--fresh",        "--ps-memory-mib", "--tls",
+        "--tls-cert",         "--tls-key",      "--eval-interval"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;

@@ -50,6 +50,7 @@ struct TrainFlags {
   // In this process.
   bool single_process = false;
   int threads = 1;
+  int replicas = 1;  // with --micro-batch: the stage-0 replicas whose micro-batches to form
   // Distributed.
   std::string job_dir;
   double throughput = 0;

@@ -48,7 +48,7 @@ class ForwardingPsClient : public PsClient {
                           int part) override {
     return target_->AccumulateSparse(table, keys, grads, part);
   }
-  Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) override {
+  Ticket AccumulateDense(int table, int block, absl::Span<const double> grads, int part) override {
     return target_->AccumulateDense(table, block, grads, part);
   }
   absl::Status Commit() override { return target_->Commit(); }

@@ -15,7 +15,7 @@ void PendingUpdates::AddSparse(int table, int part, absl::Span<const uint64_t> k
 }
 
 absl::Status PendingUpdates::AddDense(int table, int block, int part,
-                                      absl::Span<const float> grads) {
+                                      absl::Span<const double> grads) {
   absl::MutexLock lock(&mu_);
   auto& parts = dense_[{table, block}];
   if (!parts.empty() && parts.begin()->second.size() != grads.size()) {
@@ -23,10 +23,10 @@ absl::Status PendingUpdates::AddDense(int table, int block, int part,
         absl::StrCat("dense table ", table, " block ", block, ": a gradient of ", grads.size(),
                      " floats where earlier ones had ", parts.begin()->second.size()));
   }
-  std::vector<float>& sum = parts[part];
+  std::vector<double>& sum = parts[part];
   if (sum.empty()) {
     sum.assign(grads.begin(), grads.end());
-    bytes_ += static_cast<int64_t>(grads.size() * sizeof(float));
+    bytes_ += static_cast<int64_t>(grads.size() * sizeof(double));
   } else {
     for (size_t i = 0; i < grads.size(); ++i) sum[i] += grads[i];
   }
@@ -35,7 +35,7 @@ absl::Status PendingUpdates::AddDense(int table, int block, int part,
 
 absl::Status PendingUpdates::Apply(const CheckpointTables& tables) {
   std::map<int, std::map<int, Rows>> sparse;
-  std::map<std::pair<int, int>, std::map<int, std::vector<float>>> dense;
+  std::map<std::pair<int, int>, std::map<int, std::vector<double>>> dense;
   {
     absl::MutexLock lock(&mu_);
     sparse.swap(sparse_);
@@ -74,7 +74,7 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables) {
       status.Update(absl::NotFoundError(absl::StrCat("commit: no dense table ", where.first)));
       continue;
     }
-    std::vector<float> sum;
+    std::vector<double> sum;
     for (const auto& [part, grads] : parts) {
       if (sum.empty()) {
         sum = grads;
@@ -82,7 +82,8 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables) {
         for (size_t i = 0; i < sum.size(); ++i) sum[i] += grads[i];
       }
     }
-    status.Update(it->second->Push(where.second, sum));
+    const std::vector<float> rounded(sum.begin(), sum.end());
+    status.Update(it->second->Push(where.second, rounded));
   }
   return status;
 }

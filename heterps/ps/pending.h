@@ -35,9 +35,12 @@ class PendingUpdates {
   // grads: keys.size() * dim floats of sparse table `table`.
   void AddSparse(int table, int part, absl::Span<const uint64_t> keys,
                  absl::Span<const float> grads);
-  // grads: the whole of block `block` of dense table `table`. InvalidArgument if an earlier
-  // contribution to the block had another size.
-  absl::Status AddDense(int table, int block, int part, absl::Span<const float> grads);
+  // grads: the whole of block `block` of dense table `table`, in double: the parts are summed in
+  // double and rounded to float once, so that the sum does not depend on how a step's
+  // micro-batches were grouped into parts (up to double rounding: exact while a block element's
+  // addends lie within 2^29 of each other). InvalidArgument if an earlier contribution to the
+  // block had another size.
+  absl::Status AddDense(int table, int block, int part, absl::Span<const double> grads);
 
   // Applies every pending gradient to `tables` and forgets them all, even on error. Errors: a
   // table that `tables` lacks (NotFound), a table's own.
@@ -55,7 +58,7 @@ class PendingUpdates {
   mutable absl::Mutex mu_;
   std::atomic<int64_t> bytes_{0};
   std::map<int, std::map<int, Rows>> sparse_ ABSL_GUARDED_BY(mu_);  // table -> part -> rows
-  std::map<std::pair<int, int>, std::map<int, std::vector<float>>> dense_
+  std::map<std::pair<int, int>, std::map<int, std::vector<double>>> dense_
       ABSL_GUARDED_BY(mu_);  // (table, block) -> part -> gradient
 };
 

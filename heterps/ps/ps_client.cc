@@ -134,7 +134,7 @@ Ticket InProcessPsClient::AccumulateSparse(int table, absl::Span<const uint64_t>
                           }));
 }
 
-Ticket InProcessPsClient::AccumulateDense(int table, int block, absl::Span<const float> grads,
+Ticket InProcessPsClient::AccumulateDense(int table, int block, absl::Span<const double> grads,
                                           int part) {
   DenseTable* t = dense(table);
   if (t == nullptr) return Done(absl::NotFoundError(absl::StrCat("no dense table ", table)));

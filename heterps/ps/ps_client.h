@@ -59,10 +59,13 @@ class PsClient {
   virtual Ticket PushDense(int table, int block, absl::Span<const float> grads) = 0;
   // Like the pushes, but the servers hold the gradients as contribution `part` (>= 0) until
   // Commit (pending.h: sums over parts in part order). A part sends each table (each block) once
-  // per step.
+  // per step. A dense part comes in doubles (a sum of micro-batches' float gradients, not yet
+  // rounded): the servers add the parts in double and round once, so the sum does not depend on
+  // how the micro-batches were grouped into parts (docs/runtime.md, "Synchronous mode").
   virtual Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys,
                                   absl::Span<const float> grads, int part) = 0;
-  virtual Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) = 0;
+  virtual Ticket AccumulateDense(int table, int block, absl::Span<const double> grads,
+                                 int part) = 0;
   // Applies every server's pending gradients; returns when all are applied.
   virtual absl::Status Commit() = 0;
   // Whole rows (value, optimizer state, update count) of distinct `keys` of sparse table `table`,
@@ -125,7 +128,7 @@ class InProcessPsClient : public PsClient {
   Ticket PushDense(int table, int block, absl::Span<const float> grads) override;
   Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                           int part) override;
-  Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) override;
+  Ticket AccumulateDense(int table, int block, absl::Span<const double> grads, int part) override;
   absl::Status Commit() override;
   Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override;
   Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override;

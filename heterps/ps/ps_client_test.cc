@@ -105,13 +105,15 @@ TEST(PsClientTest, DenseTablesAndErrors) {
 }
 
 // Accumulated contributions are applied at the commit as one update per key and per block: the
-// same as one push of all the gradients, whatever order the parts arrive in.
+// same as one push of all the gradients, whatever order the parts arrive in. Dense parts are
+// doubles summed before one rounding, so grouping the same gradients into other parts changes
+// nothing, not even the rounding.
 TEST(PsClientTest, AccumulatedPartsCommitAsOnePush) {
   DenseTableOptions dense;
   dense.block_sizes = {5};
   dense.optimizer.kind = OptimizerKind::kAdam;
-  InProcessPsClient pushed(2), forward(2), backward(2);
-  for (InProcessPsClient* c : {&pushed, &forward, &backward}) {
+  InProcessPsClient pushed(2), forward(2), backward(2), grouped(2);
+  for (InProcessPsClient* c : {&pushed, &forward, &backward, &grouped}) {
     ASSERT_TRUE(c->CreateSparseTable(0, Options(0)).ok());
     ASSERT_TRUE(c->CreateDenseTable(1, dense).ok());
   }
@@ -120,21 +122,28 @@ TEST(PsClientTest, AccumulatedPartsCommitAsOnePush) {
   for (int step = 0; step < 20; ++step) {
     // Three parts with overlapping keys; within a part keys repeat too.
     std::vector<std::vector<uint64_t>> keys(3);
-    std::vector<std::vector<float>> grads(3), blocks(3);
+    std::vector<std::vector<float>> grads(3);
+    std::vector<std::vector<double>> blocks(3);  // float values, as micro-batches' gradients
     std::vector<uint64_t> all_keys;
-    std::vector<float> all_grads, block_sum(5, 0.0f);
+    std::vector<float> all_grads;
+    std::vector<double> block_sum(5, 0.0);
     for (int p = 0; p < 3; ++p) {
       keys[p].resize(10);
       for (uint64_t& k : keys[p]) k = rng() % 25;
       grads[p].resize(40);
       for (float& g : grads[p]) g = normal(rng);
       blocks[p].resize(5);
-      for (int i = 0; i < 5; ++i) block_sum[i] += blocks[p][i] = normal(rng);
+      for (int i = 0; i < 5; ++i) block_sum[i] += blocks[p][i] = normal(rng) * (p + 1);
       all_keys.insert(all_keys.end(), keys[p].begin(), keys[p].end());
       all_grads.insert(all_grads.end(), grads[p].begin(), grads[p].end());
     }
     ASSERT_TRUE(pushed.Wait(pushed.PushSparse(0, all_keys, all_grads)).ok());
-    ASSERT_TRUE(pushed.Wait(pushed.PushDense(1, 0, block_sum)).ok());
+    const std::vector<float> rounded(block_sum.begin(), block_sum.end());
+    ASSERT_TRUE(pushed.Wait(pushed.PushDense(1, 0, rounded)).ok());
+    std::vector<double> first_two(5);
+    for (int i = 0; i < 5; ++i) first_two[i] = blocks[0][i] + blocks[1][i];
+    ASSERT_TRUE(grouped.Wait(grouped.AccumulateDense(1, 0, blocks[2], 1)).ok());
+    ASSERT_TRUE(grouped.Wait(grouped.AccumulateDense(1, 0, first_two, 0)).ok());
     for (int p = 0; p < 3; ++p) {
       ASSERT_TRUE(forward.Wait(forward.AccumulateSparse(0, keys[p], grads[p], p)).ok());
       ASSERT_TRUE(forward.Wait(forward.AccumulateDense(1, 0, blocks[p], p)).ok());
@@ -150,10 +159,11 @@ TEST(PsClientTest, AccumulatedPartsCommitAsOnePush) {
     }
     ASSERT_TRUE(forward.Commit().ok());
     ASSERT_TRUE(backward.Commit().ok());
+    ASSERT_TRUE(grouped.Commit().ok());
   }
   std::vector<uint64_t> keys(25);
   for (uint64_t k = 0; k < 25; ++k) keys[k] = k;
-  std::vector<float> a(100), b(100), c(100), da(5), db(5), dc(5);
+  std::vector<float> a(100), b(100), c(100), da(5), db(5), dc(5), dd(5);
   ASSERT_TRUE(pushed.Wait(pushed.PullSparse(0, keys, absl::MakeSpan(a))).ok());
   ASSERT_TRUE(forward.Wait(forward.PullSparse(0, keys, absl::MakeSpan(b))).ok());
   ASSERT_TRUE(backward.Wait(backward.PullSparse(0, keys, absl::MakeSpan(c))).ok());
@@ -162,10 +172,12 @@ TEST(PsClientTest, AccumulatedPartsCommitAsOnePush) {
   ASSERT_TRUE(pushed.Wait(pushed.PullDense(1, 0, absl::MakeSpan(da))).ok());
   ASSERT_TRUE(forward.Wait(forward.PullDense(1, 0, absl::MakeSpan(db))).ok());
   ASSERT_TRUE(backward.Wait(backward.PullDense(1, 0, absl::MakeSpan(dc))).ok());
-  for (int i = 0; i < 5; ++i) ASSERT_NEAR(da[i], db[i], 1e-5f) << i;
+  ASSERT_TRUE(grouped.Wait(grouped.PullDense(1, 0, absl::MakeSpan(dd))).ok());
+  EXPECT_EQ(da, db);
   EXPECT_EQ(db, dc);
+  EXPECT_EQ(db, dd);
   // A gradient of the wrong size is refused.
-  EXPECT_FALSE(forward.Wait(forward.AccumulateDense(1, 0, std::vector<float>(4), 0)).ok());
+  EXPECT_FALSE(forward.Wait(forward.AccumulateDense(1, 0, std::vector<double>(4), 0)).ok());
 }
 
 }  // namespace

@@ -35,9 +35,10 @@ class SyncPolicy : public GradientPolicy {
   absl::Status AfterBackward(Stage&, ParameterGrads*) override { return absl::OkStatus(); }
 
   // Sums the step's micro-batches in order (the map's order), so that the sum does not depend on
-  // when each finished.
+  // when each finished; the dense sums in double (StepGrads), so that it does not depend on which
+  // replica ran which micro-batch either.
   absl::Status EndStep(Stage& stage, int64_t step, int part) override {
-    if (total_.dense.empty() && total_.sparse.empty()) total_ = stage.NewGrads();
+    if (total_.dense.empty() && total_.sparse.empty()) total_ = stage.NewStepGrads();
     total_.Clear();
     for (auto it = finished_.begin(); it != finished_.end();) {
       if (it->first.first == step) {
@@ -57,7 +58,7 @@ class SyncPolicy : public GradientPolicy {
   const Stage& stage_;
   std::map<std::pair<int64_t, int64_t>, ParameterGrads> finished_;  // (step, order)
   std::vector<ParameterGrads> pool_;
-  ParameterGrads total_;
+  StepGrads total_;
 };
 
 class AsyncPolicy : public GradientPolicy {

@@ -10,6 +10,14 @@
 // batch, pushes the embedding and dense gradients (the servers apply their optimizers: one update
 // per key and per block) and returns once they are applied, so the next step sees them.
 //
+// With a MicroBatching, a step forms and applies its gradients the way a synchronous job of that
+// layout does: one forward and backward per micro-batch (the same rows, in the same order, as the
+// job's), each stage-0 replica's micro-batches summed as that replica's part (StepGrads: the dense
+// sums in double), the parts accumulated on the servers and committed. When the job's embedding
+// layers are in its first stage (so that its parts are the stage-0 replicas'), every float
+// operation is the job's and the two runs are equal to the bit, step after step, over any number
+// of epochs. docs/runtime.md, "Synchronous mode".
+//
 // Thread safety: one thread at a time per Model (several Models may share one client).
 #pragma once
 
@@ -26,6 +34,23 @@
 
 namespace heterps::worker {
 
+// How a synchronous job splits a mini-batch: `replicas` stage-0 replicas, replica r taking the
+// pass's lines r, r + replicas, r + 2 replicas, ... in order, each splitting its share of a step
+// into micro-batches of `micro_batch` samples (the last one shorter).
+struct MicroBatching {
+  int replicas = 1;
+  int64_t micro_batch = 0;  // 0: none, the whole batch at once
+};
+
+// The micro-batches of the mini-batch of a pass's lines [first_line, first_line + n), replica by
+// replica, in each replica's order: the replica and the rows' indices into the mini-batch
+// (0..n-1, increasing). Needs replicas >= 1 and micro_batch >= 1.
+struct MicroBatch {
+  int replica = 0;
+  std::vector<int> rows;
+};
+std::vector<MicroBatch> MicroBatches(int64_t first_line, int n, const MicroBatching& m);
+
 class Model {
  public:
   // The model's tables must exist on `client` (CreateModelTables), which must outlive the model,
@@ -35,8 +60,13 @@ class Model {
                                                        ps::PsClient* client,
                                                        dense::DenseBackend* backend = nullptr);
 
-  // One training step; returns the batch's mean logloss before the update.
-  absl::StatusOr<double> TrainStep(const data::Batch& batch);
+  // Forms the gradients of the steps that follow in the micro-batches of `m` (see above).
+  void set_micro_batching(const MicroBatching& m) { micro_batching_ = m; }
+
+  // One training step on the batch of a pass's lines [first_line, first_line + batch.size)
+  // (first_line matters only with a MicroBatching); returns the batch's mean logloss before the
+  // update.
+  absl::StatusOr<double> TrainStep(const data::Batch& batch, int64_t first_line = 0);
   // Click probabilities of a batch's samples, without updating anything.
   absl::Status Predict(const data::Batch& batch, std::vector<float>* probabilities);
 
@@ -48,11 +78,17 @@ class Model {
   int64_t dense_parameters() const { return stage_->dense_parameters(); }
 
  private:
-  explicit Model(std::unique_ptr<Stage> stage);
+  Model(std::unique_ptr<Stage> stage, ps::PsClient* client);
 
   std::unique_ptr<Stage> stage_;
+  ps::PsClient* client_;
   ParameterGrads grads_;
   Activations input_, output_;
+  MicroBatching micro_batching_;
+  // With micro_batching_: one micro-batch's rows and gradients, the step's sums.
+  data::Batch part_;
+  ParameterGrads part_grads_;
+  StepGrads step_grads_;
 };
 
 }  // namespace heterps::worker

@@ -131,6 +131,37 @@ class PipelineTest : public ::testing::Test {
 
 std::string PipelineTest::data_;
 
+// MicroBatches, the single process's copy of the job's layout, against Share and the replicas'
+// split of their shares into micro-batches.
+TEST(MicroBatchesTest, AreTheJobsSharesSplitIntoMicroBatches) {
+  for (const int k : {1, 2, 3, 4}) {
+    for (const int64_t micro : {1, 5, 32, 1000}) {
+      for (const int64_t lo : {0, 1, 7, 256, 1001}) {
+        for (const int n : {1, 2, 100, 255, 256}) {
+          std::vector<MicroBatch> want;
+          for (int r = 0; r < k; ++r) {
+            const auto [offset, count] = Share(lo, lo + n, r, k);
+            for (int64_t begin = 0; begin < count; begin += micro) {
+              MicroBatch m{r, {}};
+              for (int64_t p = begin; p < std::min(count, begin + micro); ++p) {
+                // Position p of replica r's share is its (offset + p)-th line of the pass.
+                m.rows.push_back(static_cast<int>((offset + p) * k + r - lo));
+              }
+              want.push_back(m);
+            }
+          }
+          const std::vector<MicroBatch> got = MicroBatches(lo, n, {k, micro});
+          ASSERT_EQ(got.size(), want.size()) << k << " " << micro << " " << lo << " " << n;
+          for (size_t i = 0; i < got.size(); ++i) {
+            EXPECT_EQ(got[i].replica, want[i].replica);
+            EXPECT_EQ(got[i].rows, want[i].rows) << k << " " << micro << " " << lo << " " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(PipelineTest, SyncStepsEqualTheSingleProcessRun) {
   const JobSpec job = TwoStages(Consistency::kSync, 0.1);
   ps::InProcessPsClient client(2);
@@ -143,6 +174,10 @@ TEST_F(PipelineTest, SyncStepsEqualTheSingleProcessRun) {
   single.eval_fraction = 0.1;
   auto expected = Train(job.model, single);
   ASSERT_TRUE(expected.ok()) << expected.status();
+  // The single process that forms its gradients in the job's micro-batches: equal to the bit.
+  single.micro_batching = {2, job.settings.micro_batch};
+  auto same = Train(job.model, single);
+  ASSERT_TRUE(same.ok()) << same.status();
   const int64_t train_lines = expected->train_samples;
   ASSERT_EQ(expected->steps, (train_lines + 255) / 256);
   for (int64_t step = 0; step < expected->steps; ++step) {
@@ -150,6 +185,7 @@ TEST_F(PipelineTest, SyncStepsEqualTheSingleProcessRun) {
     auto loss = SyncStep(client, step, lo, hi);
     ASSERT_TRUE(loss.ok()) << loss.status();
     EXPECT_NEAR(*loss, expected->losses[step], 1e-5 * expected->losses[step]) << "step " << step;
+    EXPECT_EQ(*loss, same->losses[step]) << "step " << step;
   }
   // Evaluation through the pipeline: each replica's held-out lines.
   std::vector<float> scores, labels;

@@ -175,6 +175,27 @@ void ParameterGrads::Add(const ParameterGrads& other) {
   }
 }
 
+void StepGrads::Clear() {
+  for (std::vector<double>& block : dense) std::fill(block.begin(), block.end(), 0.0);
+  for (ParameterGrads::Rows& rows : sparse) {
+    rows.keys.clear();
+    rows.grads.clear();
+  }
+}
+
+void StepGrads::Add(const ParameterGrads& micro_batch) {
+  for (size_t b = 0; b < dense.size(); ++b) {
+    Eigen::Map<Eigen::ArrayXd>(dense[b].data(), dense[b].size()) +=
+        Eigen::Map<const Eigen::ArrayXf>(micro_batch.dense[b].data(), micro_batch.dense[b].size())
+            .cast<double>();
+  }
+  for (size_t e = 0; e < sparse.size(); ++e) {
+    const ParameterGrads::Rows& rows = micro_batch.sparse[e];
+    sparse[e].keys.insert(sparse[e].keys.end(), rows.keys.begin(), rows.keys.end());
+    sparse[e].grads.insert(sparse[e].grads.end(), rows.grads.begin(), rows.grads.end());
+  }
+}
+
 // A run of the stage's layers: the input (nothing to do), one embedding layer (rows pulled
 // from the parameter servers, on this host) or a segment of consecutive dense layers (on the
 // stage's backend).
@@ -564,6 +585,13 @@ ParameterGrads Stage::NewGrads() const {
   return grads;
 }
 
+StepGrads Stage::NewStepGrads() const {
+  StepGrads grads;
+  for (const AlignedFloats& p : impl_->params) grads.dense.emplace_back(p.size(), 0.0);
+  grads.sparse.resize(impl_->tables.size());
+  return grads;
+}
+
 absl::Status Stage::Push(const ParameterGrads& grads) {
   ps::PsClient* client = impl_->client;
   std::vector<ps::Ticket> tickets;
@@ -578,7 +606,7 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
   return WaitAll(client, tickets, &impl_->ps_seconds);
 }
 
-absl::Status Stage::Accumulate(const ParameterGrads& grads, int part) {
+absl::Status Stage::Accumulate(const StepGrads& grads, int part) {
   ps::PsClient* client = impl_->client;
   std::vector<ps::Ticket> tickets;
   for (size_t e = 0; e < grads.sparse.size(); ++e) {

@@ -117,6 +117,19 @@ struct ParameterGrads {
   void Add(const ParameterGrads& other);
 };
 
+// A synchronous step's gradients, summed over its micro-batches: the dense sums in double, so that
+// a sum does not depend on how the micro-batches were grouped (into replicas, into the parts the
+// servers add) beyond double rounding, which is exact while a parameter's micro-batch gradients
+// lie within 2^29 of each other. Rounded to float once, by the servers (ps::PendingUpdates).
+struct StepGrads {
+  std::vector<std::vector<double>> dense;    // per fc layer of the stage
+  std::vector<ParameterGrads::Rows> sparse;  // per embedding layer: rows in the order added
+
+  void Clear();  // keeps the memory
+  // Adds one micro-batch's gradients (of the same stage).
+  void Add(const ParameterGrads& micro_batch);
+};
+
 class Stage {
  public:
   // The stage of spec layers first..last (0 <= first <= last < layers), its dense layers on
@@ -159,12 +172,13 @@ class Stage {
   // with the loss writes the click probabilities into out->dense (size x 1).
   absl::Status Predict(int ctx, const Activations& in, Activations* out);
 
-  // An empty ParameterGrads shaped for this stage.
+  // An empty ParameterGrads (StepGrads) shaped for this stage.
   ParameterGrads NewGrads() const;
+  StepGrads NewStepGrads() const;
   // Pushes `grads`: the servers apply them now (one update per key and block).
   absl::Status Push(const ParameterGrads& grads);
   // Sends `grads` as contribution `part` of the current step: the servers sum them until Commit.
-  absl::Status Accumulate(const ParameterGrads& grads, int part);
+  absl::Status Accumulate(const StepGrads& grads, int part);
 
   // Seconds spent waiting for the parameter servers (pulls, pushes), since the stage was made.
   double ps_seconds() const;

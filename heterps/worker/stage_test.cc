@@ -101,8 +101,12 @@ TEST(StageTest, ThreeStagesAndMicroBatchesMatchTheWholeModel) {
     for (auto& s : stages) ASSERT_TRUE(s->PullParameters().ok());
     std::vector<Activations> inputs(kParts), mid(kParts), top(kParts);
     std::vector<ActivationGrads> d_mid(kParts), d_top(kParts);
-    std::vector<std::vector<ParameterGrads>> replica(3);
-    for (int s = 0; s < 3; ++s) replica[s] = {stages[s]->NewGrads(), stages[s]->NewGrads()};
+    std::vector<std::vector<StepGrads>> replica(3);
+    std::vector<ParameterGrads> micro;
+    for (int s = 0; s < 3; ++s) {
+      replica[s] = {stages[s]->NewStepGrads(), stages[s]->NewStepGrads()};
+      micro.push_back(stages[s]->NewGrads());
+    }
     double split_loss = 0;
     for (int m = 0; m < kParts; ++m) {
       InputActivations(batch, m * kMicro, kMicro, &inputs[m]);
@@ -110,12 +114,13 @@ TEST(StageTest, ThreeStagesAndMicroBatchesMatchTheWholeModel) {
       ASSERT_TRUE(stages[1]->Forward(m, mid[m], &top[m]).ok());
     }
     for (int m = kParts; m-- > 0;) {
-      auto part =
-          stages[2]->ForwardBackward(m, top[m], 1.0f / kBatch, &d_top[m], &replica[2][m % 2]);
+      for (ParameterGrads& g : micro) g.Clear();
+      auto part = stages[2]->ForwardBackward(m, top[m], 1.0f / kBatch, &d_top[m], &micro[2]);
       ASSERT_TRUE(part.ok()) << part.status();
       split_loss += *part;
-      ASSERT_TRUE(stages[1]->Backward(m, d_top[m], &d_mid[m], &replica[1][m % 2]).ok());
-      ASSERT_TRUE(stages[0]->Backward(m, d_mid[m], nullptr, &replica[0][m % 2]).ok());
+      ASSERT_TRUE(stages[1]->Backward(m, d_top[m], &d_mid[m], &micro[1]).ok());
+      ASSERT_TRUE(stages[0]->Backward(m, d_mid[m], nullptr, &micro[0]).ok());
+      for (int s = 0; s < 3; ++s) replica[s][m % 2].Add(micro[s]);
     }
     for (int s = 0; s < 3; ++s) {
       for (int r = 0; r < 2; ++r) ASSERT_TRUE(stages[s]->Accumulate(replica[s][r], r).ok());

@@ -30,6 +30,13 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     return absl::InvalidArgumentError(
         "train: epochs and threads must be >= 1 and eval_fraction in [0, 0.5]");
   }
+  const MicroBatching& micro = options.micro_batching;
+  if (micro.micro_batch < 0 || micro.replicas < 1 ||
+      (micro.micro_batch > 0 && options.threads != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "train: micro-batches of ", micro.micro_batch, " samples over ", micro.replicas,
+        " replicas: needs micro_batch >= 0, replicas >= 1 and, with micro-batches, 1 thread"));
+  }
   const int batch_size =
       options.batch_size > 0 ? options.batch_size : static_cast<int>(spec.batch_size);
   const int64_t eval_every = data::EvalEvery(options.eval_fraction);
@@ -46,6 +53,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   std::vector<std::unique_ptr<Model>> models;
   for (int t = 0; t < options.threads; ++t) {
     HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client));
+    model->set_micro_batching(micro);
     models.push_back(std::move(model));
   }
 
@@ -63,19 +71,22 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     read.eval_every = eval_every;
     HETERPS_ASSIGN_OR_RETURN(auto reader, data::CriteoReader::Open(read));
     double epoch_loss = 0;
-    int64_t epoch_steps = 0;
+    int64_t epoch_steps = 0, epoch_samples = 0;
     absl::Status failure;
     auto work = [&](Model* model) {
       for (;;) {
         data::Batch batch;
+        int64_t first_line = 0;  // in the pass
         {
           absl::MutexLock lock(&mu);
           if (!failure.ok()) return;
           absl::StatusOr<bool> more = reader->Next(&batch);
           if (!more.ok()) failure = more.status();
           if (!more.ok() || !*more) return;
+          first_line = epoch_samples;
+          epoch_samples += batch.size;
         }
-        absl::StatusOr<double> loss = model->TrainStep(batch);
+        absl::StatusOr<double> loss = model->TrainStep(batch, first_line);
         absl::MutexLock lock(&mu);
         if (!loss.ok()) {
           failure.Update(loss.status());

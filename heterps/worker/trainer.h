@@ -43,6 +43,9 @@ struct TrainOptions {
   double eval_fraction = 0.1;  // in (0, 0.5]; 0: no evaluation
   data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
   ModelOptions model;
+  // Gradients formed in a synchronous job's micro-batches (Model::set_micro_batching), so that
+  // the run is that job's up to the float sums noted there; needs threads == 1.
+  MicroBatching micro_batching;
   std::function<void(const TrainProgress&)> progress;
 };
 

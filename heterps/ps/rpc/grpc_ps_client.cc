@@ -536,12 +536,12 @@ Ticket GrpcPsClient::PullDense(int table, int block, absl::Span<float> values) {
 }
 
 Ticket GrpcPsClient::PushDense(int table, int block, absl::Span<const float> grads) {
-  return SendDense(table, block, grads, false, 0);
+  return SendDense<float>(table, block, grads, false, 0);
 }
 
-Ticket GrpcPsClient::AccumulateDense(int table, int block, absl::Span<const float> grads,
+Ticket GrpcPsClient::AccumulateDense(int table, int block, absl::Span<const double> grads,
                                      int part) {
-  return SendDense(table, block, grads, true, part);
+  return SendDense<double>(table, block, grads, true, part);
 }
 
 absl::Status GrpcPsClient::Commit() {
@@ -554,7 +554,8 @@ absl::Status GrpcPsClient::Commit() {
   });
 }
 
-Ticket GrpcPsClient::SendDense(int table, int block, absl::Span<const float> grads, bool accumulate,
+template <typename T>
+Ticket GrpcPsClient::SendDense(int table, int block, absl::Span<const T> grads, bool accumulate,
                                int part) {
   Impl* c = impl_.get();
   const int s = table % num_servers();
@@ -566,7 +567,7 @@ Ticket GrpcPsClient::SendDense(int table, int block, absl::Span<const float> gra
                   [&](grpc::ClientContext& ctx) {
                     PushReply reply;
                     auto writer = c->stubs[s]->PushDense(&ctx, &reply);
-                    const size_t chunk = c->ChunkFloats();
+                    const size_t chunk = c->ChunkFloats() * sizeof(float) / sizeof(T);
                     size_t at = 0;
                     do {  // one message at least, which names the table and the block
                       PushDenseChunk message;
@@ -579,7 +580,7 @@ Ticket GrpcPsClient::SendDense(int table, int block, absl::Span<const float> gra
                       }
                       const size_t n = std::min(chunk, grads.size() - at);
                       *message.mutable_grads() =
-                          ToBytes<float>(absl::MakeConstSpan(grads.data() + at, n));
+                          ToBytes<T>(absl::MakeConstSpan(grads.data() + at, n));
                       at += n;
                       if (!writer->Write(message)) break;
                     } while (at < grads.size());

@@ -72,7 +72,7 @@ class GrpcPsClient : public PsClient {
   Ticket PushDense(int table, int block, absl::Span<const float> grads) override;
   Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                           int part) override;
-  Ticket AccumulateDense(int table, int block, absl::Span<const float> grads, int part) override;
+  Ticket AccumulateDense(int table, int block, absl::Span<const double> grads, int part) override;
   absl::Status Commit() override;
   Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override;
   Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override;
@@ -97,7 +97,9 @@ class GrpcPsClient : public PsClient {
   explicit GrpcPsClient(std::unique_ptr<Impl> impl);
   Ticket SendSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                     bool accumulate, int part);
-  Ticket SendDense(int table, int block, absl::Span<const float> grads, bool accumulate, int part);
+  // T: float (a push) or double (an accumulating part).
+  template <typename T>
+  Ticket SendDense(int table, int block, absl::Span<const T> grads, bool accumulate, int part);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -153,9 +153,10 @@ TEST(GrpcPsTest, AccumulatedPushesCommitLikeTheInProcessClient) {
       std::vector<uint64_t> keys(2000);
       for (uint64_t& k : keys) k = rng() % 3000;
       all.insert(all.end(), keys.begin(), keys.end());
-      std::vector<float> grads(keys.size() * 8), block(70000);
+      std::vector<float> grads(keys.size() * 8);
+      std::vector<double> block(70000);
       for (float& g : grads) g = normal(rng);
-      for (float& g : block) g = normal(rng);
+      for (double& g : block) g = normal(rng);
       ASSERT_TRUE(local.Wait(local.AccumulateSparse(0, keys, grads, part)).ok());
       ASSERT_TRUE(local.Wait(local.AccumulateDense(3, 1, block, part)).ok());
       ASSERT_TRUE((*remote)->Wait((*remote)->AccumulateSparse(0, keys, grads, part)).ok());

@@ -227,7 +227,9 @@ class PsServer::Service final : public ParameterServer::Service {
       // may hold no more than the block: a client cannot make the server hold what it will refuse.
       HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(first.table()));
       HETERPS_RETURN_IF_ERROR(CheckBlock(*table, first.table(), first.block()));
-      const size_t limit = table->block_size(first.block()) * sizeof(float);
+      // An accumulating part comes in doubles (ps_client.h).
+      const size_t width = first.accumulate() ? sizeof(double) : sizeof(float);
+      const size_t limit = table->block_size(first.block()) * width;
       HETERPS_RETURN_IF_ERROR(CheckMemory(first.accumulate() ? static_cast<int64_t>(limit) : 0));
       std::string grads_bytes = first.grads();
       PushDenseChunk chunk;
@@ -238,17 +240,20 @@ class PsServer::Service final : public ParameterServer::Service {
                                                        limit, " bytes of gradients"));
       }
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      const std::string what =
+          absl::StrCat("push dense table ", first.table(), " block ", first.block());
+      if (first.accumulate()) {
+        std::vector<double> part(table->block_size(first.block()));
+        HETERPS_RETURN_IF_ERROR(FromBytes<double>(grads_bytes, absl::MakeSpan(part), what));
+        return pushes_.Once(
+            first.id(),
+            [&] { return pending_.AddDense(first.table(), first.block(), first.part(), part); },
+            duplicates_);
+      }
       std::vector<float> grads(table->block_size(first.block()));
-      HETERPS_RETURN_IF_ERROR(FromBytes<float>(
-          grads_bytes, absl::MakeSpan(grads),
-          absl::StrCat("push dense table ", first.table(), " block ", first.block())));
+      HETERPS_RETURN_IF_ERROR(FromBytes<float>(grads_bytes, absl::MakeSpan(grads), what));
       return pushes_.Once(
-          first.id(),
-          [&] {
-            if (!first.accumulate()) return table->Push(first.block(), grads);
-            return pending_.AddDense(first.table(), first.block(), first.part(), grads);
-          },
-          duplicates_);
+          first.id(), [&] { return table->Push(first.block(), grads); }, duplicates_);
     });
   }
 

@@ -98,6 +98,7 @@ template absl::StatusOr<size_t> CountOf<float>(absl::string_view, absl::string_v
 template absl::Status FromBytes<uint64_t>(absl::string_view, absl::Span<uint64_t>,
                                           absl::string_view);
 template absl::Status FromBytes<float>(absl::string_view, absl::Span<float>, absl::string_view);
+template absl::Status FromBytes<double>(absl::string_view, absl::Span<double>, absl::string_view);
 template absl::Status FromBytes<int64_t>(absl::string_view, absl::Span<int64_t>, absl::string_view);
 
 }  // namespace heterps::ps::rpc::internal
