@@ -231,7 +231,7 @@ TEST(CliTest, RlWritesAndReadsPolicies) {
 TEST(CliTest, GeneticSeesEveryTypeOfALargeCatalog) {
   const std::string args =
       " --json --model examples/models/dlrm-large.yaml --cluster examples/clusters/fleet-64.yaml "
-      "--throughput 2000000";
+      "--throughput 1000000";
   Result homogeneous = RunCli("plan --scheduler homogeneous" + args);
   ASSERT_EQ(homogeneous.exit_code, 0) << homogeneous.err;
   Result genetic = RunCli("plan --scheduler genetic --max-plans 300" + args);

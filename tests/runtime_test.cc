@@ -106,11 +106,17 @@ TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
   EXPECT_EQ(a["eval_auc"], b["eval_auc"]);
   ExpectNoneLeft(job);
   const std::vector<double> one = a["losses"];
-  // The same job with a memory budget far below its tables: most rows live on the shards' SSD
-  // tier, and the result is the same to the bit.
+  // The same job on a plan that names its parameter servers (2 shards on a type with an SSD,
+  // 0.25 MiB of rows in memory each): train launches them as the plan says, most rows live on
+  // the SSD tier, and the result is the same to the bit.
   const std::string tiered = Dir("ssd_tier");
-  r = Heterps(TwoStages(tiered, {"--ps-memory-mib", "0.25"}), tiered);
+  r = Heterps({"train", "--data", data_, "--batch", "256", "--cluster",
+               "tests/specs/runtime/local-servers.yaml", "--plan",
+               "tests/specs/runtime/two-stages-servers.json", "--job-dir", tiered, "--metrics-out",
+               tiered + "/metrics.json"},
+              tiered);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 stages, 2 parameter servers"));
   const json status = json::parse(Slurp(tiered + "/status.json"));
   int64_t cold = 0, spills = 0;
   for (const json& shard : status["parameter_servers"]) {

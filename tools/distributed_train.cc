@@ -162,6 +162,20 @@ absl::StatusOr<worker::JobSpec> JobFrom(const TrainFlags& flags, const ModelText
                                         const sched::RunPlan& plan, const DataFile& data) {
   worker::JobSettings settings = flags.job;
   HETERPS_ASSIGN_OR_RETURN(settings.tables, ModelOptionsFrom(flags, model.spec.batch_size));
+  // The parameter servers the plan priced (heterps plan), unless the flags say otherwise: its
+  // shards, and its memory budget where the rest of the tables go to the SSD tier (the budget is
+  // per table on each shard: the shard's, shared by its tables).
+  if (plan.servers.shards > 0) {
+    if (settings.ps_shards == 0) settings.ps_shards = plan.servers.shards;
+    int tables = 0;
+    for (const config::LayerSpec& layer : model.spec.layers) {
+      tables += layer.kind == config::LayerKind::kEmbedding;
+    }
+    if (flags.ps_memory_mib == 0 && plan.servers.ssd_bytes > 0 && tables > 0) {
+      settings.tables.sparse_memory_budget_bytes =
+          std::max<int64_t>(1, static_cast<int64_t>(plan.servers.memory_bytes / tables));
+    }
+  }
   if (flags.gpu_cache_gib > 0) {
     std::vector<std::string> devices;
     for (const sched::RunStage& stage : plan.stages) devices.push_back(stage.device);

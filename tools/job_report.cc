@@ -267,8 +267,10 @@ absl::StatusOr<std::string> WriteCalibratedProfile(const worker::JobSpec& job,
                                                    const std::string& job_dir) {
   HETERPS_ASSIGN_OR_RETURN(
       cost::CostModel model,
-      cost::CostModel::Create(job.model, cluster, {std::max(job.plan.throughput_limit, 1.0), 1e9},
-                              profile ? &*profile : nullptr));
+      cost::CostModel::Create(
+          job.model, cluster,
+          cost::ColocatedWorkload(std::max(job.plan.throughput_limit, 1.0), 1e9),
+          profile ? &*profile : nullptr));
   const double overhead = std::max(0.0, r.step_seconds - Busiest(r));
   std::vector<cost::MeasuredStage> measured;
   for (size_t s = 0; s < job.plan.stages.size() && s < r.stages.size(); ++s) {

@@ -59,6 +59,8 @@ absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double th
     HETERPS_ASSIGN_OR_RETURN(profile, cost::LoadProfile(flags.profile_path));
   }
   cost::Workload workload{throughput, flags.samples};
+  workload.price_parameter_servers = !flags.stages_only;
+  workload.access_skew = flags.access_skew;
   return cost::CostModel::Create(model, cluster, workload, profile ? &*profile : nullptr);
 }
 
@@ -120,6 +122,20 @@ std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
                   provisioned ? WithCommas(model.batch() / st.seconds_per_batch) : "-",
                   provisioned ? absl::StrFormat("%.2f", st.units * type.price_per_hour) : "-"});
   }
+  if (plan.ps.type >= 0) {
+    // The parameter servers: one more row, priced like the stages.
+    const cost::PsTier& ps = plan.ps;
+    constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+    std::string what = absl::StrFormat("servers: %.1f GiB tables", model.table_bytes() / kGib);
+    if (ps.ssd_bytes > 0) {
+      absl::StrAppend(&what, absl::StrFormat(", %.1f GiB/shard on SSD, %.1f%% from memory",
+                                             ps.ssd_bytes / kGib, 100 * ps.hit_rate));
+    }
+    table.AddRow({"ps", what, model.type(ps.type).name, std::to_string(ps.shards),
+                  HumanSeconds(ps.seconds_per_batch),
+                  WithCommas(model.batch() / ps.seconds_per_batch),
+                  absl::StrFormat("%.2f", ps.usd_per_hour)});
+  }
   out += table.Render();
   if (plan.feasible) {
     out += absl::StrFormat("\npipeline %s samples/s, job %s, cost $%s ($%.2f/hour)\n",
@@ -176,6 +192,13 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   cmd->add_option("--pareto-points", flags.pareto_points, "--pareto: number of limits (default 10)")
       ->check(CLI::Range(2, 1000));
   cmd->add_option("--csv", flags.csv_path, "--pareto: also write the frontier as CSV here");
+  cmd->add_flag("--stages-only", flags.stages_only,
+                "price the stages only: the parameter servers are not part of the plan (where "
+                "they run on the stages' own machines)");
+  cmd->add_option("--access-skew", flags.access_skew,
+                  "Zipf exponent of the embedding rows' popularity, for the share of lookups the "
+                  "servers' memory serves when the tables spill to SSD (default 1; 0: uniform)")
+      ->check(CLI::Range(0.0, 10.0));
   return cmd;
 }
 

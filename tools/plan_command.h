@@ -37,6 +37,10 @@ struct PlanFlags {
   double pareto_from = 0;
   int pareto_points = 10;
   std::string csv_path;  // --pareto: also write the frontier as CSV here
+  // The parameter servers (docs/cost_model.md): priced unless --stages-only; the Zipf exponent of
+  // the rows' popularity.
+  bool stages_only = false;
+  double access_skew = 1.0;
 };
 
 // Registers the subcommand; `flags` must outlive `app`.

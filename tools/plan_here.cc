@@ -68,7 +68,8 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   for (double limit : limits) {
     HETERPS_ASSIGN_OR_RETURN(
         cost::CostModel model,
-        cost::CostModel::Create(spec, cluster, {limit, static_cast<double>(samples)},
+        cost::CostModel::Create(spec, cluster,
+                                cost::ColocatedWorkload(limit, static_cast<double>(samples)),
                                 &measured.profile));
     sched::SchedulerOptions options;
     options.seed = flags.job.tables.seed;

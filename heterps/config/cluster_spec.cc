@@ -45,6 +45,13 @@ absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view
   HETERPS_ASSIGN_OR_RETURN(type.units, reader.Integer("units", Positive()));
   HETERPS_ASSIGN_OR_RETURN(type.dp_loss,
                            reader.Number("dp_loss", NumberRule{false, 0.0, 0, false, 1.0}));
+  HETERPS_ASSIGN_OR_RETURN(double ssd_gib, reader.Number("ssd_gib", internal::NonNegative(0)));
+  HETERPS_ASSIGN_OR_RETURN(double ssd_kiops, reader.Number("ssd_kiops", internal::NonNegative(0)));
+  if (ssd_gib > 0 && ssd_kiops == 0) {
+    return reader.Error("ssd_kiops", "must be > 0 where ssd_gib is (the SSD's random reads/s)");
+  }
+  type.ssd_bytes = ssd_gib * 1024.0 * 1024.0 * 1024.0;
+  type.ssd_read_rate = ssd_kiops * 1e3;
   HETERPS_ASSIGN_OR_RETURN(type.local_device, reader.String("local_device", ""));
   if (!type.local_device.empty() && !IsDeviceName(type.local_device)) {
     return reader.Error("local_device", absl::StrCat("must be 'cpu', 'cuda:N' or 'twin:N', got '",

@@ -1,4 +1,5 @@
-// The cluster spec (resource catalog): the resource types a job may rent, as read from cluster.yaml.
+// The cluster spec (resource catalog): the resource types a job may rent, as read from
+// cluster.yaml.
 //
 // Every figure is stored in base SI units (FLOP/s, bytes/s, rows/s, bytes, seconds, USD per hour)
 // whatever unit the YAML field is written in; docs/config.md lists the fields and their units.
@@ -12,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace heterps::config {
 
@@ -27,16 +28,21 @@ struct ResourceType {
   DeviceKind kind = DeviceKind::kCpu;
   int line = 0;  // 1-based line in the spec file
 
-  double flops = 0;          // effective FP32 FLOP/s of one unit (YAML: tflops)
-  double mem_bandwidth = 0;  // bytes/s of memory bandwidth (YAML: mem_gbs, GB/s)
-  double lookup_rate = 0;    // random embedding-row lookups per second (YAML: lookup_mrows, M/s)
-  double memory = 0;         // bytes of memory one unit offers to a stage (YAML: memory_gib)
-  double network = 0;        // bytes/s of network bandwidth (YAML: network_gbps, Gbit/s)
-  double overhead = 0;       // seconds of fixed cost per operation (YAML: overhead_us)
-  double latency = 0;        // seconds per network message, one way (YAML: latency_us)
-  double price_per_hour = 0; // USD per unit-hour
-  int64_t units = 0;         // units available to rent
-  double dp_loss = 0;        // data-parallel efficiency loss beta in [0, 1) (YAML: dp_loss)
+  double flops = 0;           // effective FP32 FLOP/s of one unit (YAML: tflops)
+  double mem_bandwidth = 0;   // bytes/s of memory bandwidth (YAML: mem_gbs, GB/s)
+  double lookup_rate = 0;     // random embedding-row lookups per second (YAML: lookup_mrows, M/s)
+  double memory = 0;          // bytes of memory one unit offers to a stage (YAML: memory_gib)
+  double network = 0;         // bytes/s of network bandwidth (YAML: network_gbps, Gbit/s)
+  double overhead = 0;        // seconds of fixed cost per operation (YAML: overhead_us)
+  double latency = 0;         // seconds per network message, one way (YAML: latency_us)
+  double price_per_hour = 0;  // USD per unit-hour
+  int64_t units = 0;          // units available to rent
+  double dp_loss = 0;         // data-parallel efficiency loss beta in [0, 1) (YAML: dp_loss)
+  // The SSD tier of a parameter server on this type (docs/cost_model.md, "Parameter servers"):
+  // bytes of SSD per unit (YAML: ssd_gib; 0: none, every row in memory) and random row reads
+  // per second from it (YAML: ssd_kiops, thousands; needed with ssd_gib).
+  double ssd_bytes = 0;
+  double ssd_read_rate = 0;
   std::string local_device;  // "cpu" or "cuda:N" when this host has the type; empty otherwise
 };
 

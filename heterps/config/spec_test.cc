@@ -360,6 +360,10 @@ std::vector<BadSpec> BadClusters() {
        "c.yaml:4: types[0].kind: unknown value 'tpu' (expected one of: cpu, gpu)"},
       {"dp_loss of 1", Edit(g, "    units: 4\n", "    units: 4\n    dp_loss: 1\n"),
        "c.yaml:12: types[0].dp_loss: must be < 1, got 1"},
+      {"an SSD without its reads", Edit(g, "    units: 4\n", "    units: 4\n    ssd_gib: 100\n"),
+       "c.yaml:3: types[0].ssd_kiops: must be > 0 where ssd_gib is (the SSD's random reads/s)"},
+      {"negative SSD", Edit(g, "    units: 4\n", "    units: 4\n    ssd_gib: -1\n"),
+       "c.yaml:12: types[0].ssd_gib: must be >= 0, got -1"},
       {"fractional units", Edit(g, "units: 4", "units: 2.5"),
        "c.yaml:11: types[0].units: must be a whole number, got '2.5'"},
       {"bad device", Edit(g, "    units: 4\n", "    units: 4\n    local_device: gpu0\n"),
@@ -376,7 +380,7 @@ std::vector<BadSpec> BadClusters() {
       {"unknown field", Edit(g, "    units: 4\n", "    units: 4\n    gpus: 8\n"),
        "c.yaml:12: types[0].gpus: unknown field (expected one of: dp_loss, kind, latency_us, "
        "local_device, lookup_mrows, mem_gbs, memory_gib, name, network_gbps, overhead_us, "
-       "price_per_hour, tflops, units)"},
+       "price_per_hour, ssd_gib, ssd_kiops, tflops, units)"},
   };
 }
 

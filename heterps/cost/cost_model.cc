@@ -1,10 +1,10 @@
-#include "absl/strings/string_view.h"
 #include "heterps/cost/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "heterps/base/status_macros.h"
 
 namespace heterps::cost {
@@ -14,9 +14,8 @@ constexpr double kKeyBytes = 8;
 
 // The analytic OCT(l, t) of DESIGN.md section 3.
 double AnalyticSeconds(const LayerCost& c, const config::ResourceType& t, double batch) {
-  return t.overhead * c.ops +
-         batch * (3 * c.fwd_flops / t.flops + c.mem_bytes / t.mem_bandwidth +
-                  2 * c.rows / t.lookup_rate);
+  return t.overhead * c.ops + batch * (3 * c.fwd_flops / t.flops + c.mem_bytes / t.mem_bandwidth +
+                                       2 * c.rows / t.lookup_rate);
 }
 
 double Median(std::vector<double> v) {
@@ -31,9 +30,9 @@ absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,
                                             const config::ClusterSpec& cluster,
                                             const Workload& workload, const Profile* profile) {
   if (!(workload.throughput_limit > 0) || !std::isfinite(workload.throughput_limit)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "throughput limit must be a positive number of samples/s, got ",
-        workload.throughput_limit));
+    return absl::InvalidArgumentError(
+        absl::StrCat("throughput limit must be a positive number of samples/s, got ",
+                     workload.throughput_limit));
   }
   if (!(workload.samples > 0) || !std::isfinite(workload.samples)) {
     return absl::InvalidArgumentError(
@@ -53,9 +52,163 @@ absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,
     }
   }
   cm.profiled_.assign(cm.num_types(), std::vector<bool>(num_layers, false));
+  if (!(workload.access_skew >= 0) || !std::isfinite(workload.access_skew)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("access skew must be a number >= 0, got ", workload.access_skew));
+  }
+  if (workload.ps_state_floats < 0 || workload.ps_state_floats > 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer state floats per value must be 0, 1 or 2, got ", workload.ps_state_floats));
+  }
   if (profile != nullptr) HETERPS_RETURN_IF_ERROR(cm.ApplyProfile(*profile));
   cm.BuildPrefixSums(oct);
+  cm.BuildPsModel();
   return cm;
+}
+
+namespace {
+
+// A shard keeps at most this share of its unit's memory for rows: the rest is the process, the
+// pending updates of a synchronous step, and the system.
+constexpr double kPsMemoryShare = 0.8;
+
+// Z(x): the Zipf(a) popularity mass of a table's x hottest rows, up to a constant (the integral
+// approximation of sum_{i<=x} i^-a, exact in the limit). Non-decreasing in x.
+double ZipfMass(double x, double a) {
+  x = std::max(x, 1.0);
+  if (std::abs(a - 1) < 1e-9) return 1 + std::log(x);
+  return 1 + (std::pow(x, 1 - a) - 1) / (1 - a);
+}
+
+}  // namespace
+
+void CostModel::BuildPsModel() {
+  if (!workload_.price_parameter_servers) return;
+  for (int t = 0; t < num_types(); ++t) {
+    if (cluster_.types[t].kind == config::DeviceKind::kCpu) ps_types_.push_back(t);
+  }
+  if (ps_types_.empty()) return;
+  for (int l = 0; l < num_layers(); ++l) {
+    const config::LayerSpec& spec = model_.layers[l];
+    ps_dense_bytes_ += 8 * layers_[l].dense_params;
+    if (spec.kind != config::LayerKind::kEmbedding) continue;
+    const double row_floats = spec.dim * (1.0 + workload_.ps_state_floats);
+    table_bytes_ += static_cast<double>(spec.rows) * spec.slots * (kKeyBytes + 4 * row_floats);
+    ps_tables_.push_back({static_cast<double>(spec.rows), layers_[l].rows});
+    ps_lookups_ += layers_[l].rows;
+    ps_sparse_bytes_ += batch_ * layers_[l].rows * (2 * layers_[l].row_bytes + 2 * kKeyBytes);
+  }
+  // Every (type, shards) the servers can run as within the limit, and the relaxed frontier.
+  const double e_max = max_bottleneck_seconds();
+  std::vector<PsPoint> points;
+  for (int t : ps_types_) {
+    for (int64_t n = 1; n <= cluster_.types[t].units; ++n) {
+      const PsTier ps = Ps(t, n);
+      if (ps.seconds_per_batch <= e_max) {
+        points.push_back({ps.seconds_per_batch, ps.usd_per_hour, t, n});
+      }
+    }
+  }
+  // Ascending ET_ps; at equal ET_ps, the cheaper first.
+  std::sort(points.begin(), points.end(), [](const PsPoint& a, const PsPoint& b) {
+    return a.seconds != b.seconds ? a.seconds < b.seconds : a.rate < b.rate;
+  });
+  for (const PsPoint& p : points) {
+    ps_candidates_.push_back(p.seconds);
+    if (ps_frontier_.empty() || p.rate < ps_frontier_.back().rate) ps_frontier_.push_back(p);
+  }
+  ps_candidates_.erase(std::unique(ps_candidates_.begin(), ps_candidates_.end()),
+                       ps_candidates_.end());
+}
+
+bool CostModel::HostsPs(int t) const {
+  return std::find(ps_types_.begin(), ps_types_.end(), t) != ps_types_.end();
+}
+
+PsTier CostModel::Ps(int t, int64_t n) const {
+  const config::ResourceType& type = cluster_.types[t];
+  PsTier ps;
+  ps.type = t;
+  ps.shards = n;
+  ps.usd_per_hour = static_cast<double>(n) * type.price_per_hour;
+  const double share = table_bytes_ / static_cast<double>(n);
+  ps.memory_bytes = std::min(share, kPsMemoryShare * type.memory);
+  ps.ssd_bytes = share - ps.memory_bytes;
+  if (ps.ssd_bytes > type.ssd_bytes * (1 + 1e-12)) {
+    ps.seconds_per_batch = kInfinity;
+    return ps;
+  }
+  // Each table keeps its hottest rows in memory, in proportion to its size.
+  const double hot =
+      table_bytes_ > 0 ? ps.memory_bytes * static_cast<double>(n) / table_bytes_ : 1.0;
+  double cold_lookups = 0;  // per sample
+  if (hot < 1) {
+    ps.hit_rate = 0;
+    const double a = workload_.access_skew;
+    for (const PsTable& table : ps_tables_) {
+      const double share_hot = ZipfMass(hot * table.rows, a) / ZipfMass(table.rows, a);
+      ps.hit_rate += table.lookups / ps_lookups_ * share_hot;
+      cold_lookups += table.lookups * (1 - share_hot);
+    }
+  }
+  const double per_shard = batch_ / static_cast<double>(n);
+  ps.seconds_per_batch =
+      2 * type.latency + per_shard * 2 * ps_lookups_ / type.lookup_rate +
+      (cold_lookups > 0 ? per_shard * cold_lookups / type.ssd_read_rate : 0.0) +
+      (ps_sparse_bytes_ + ps_dense_bytes_) / static_cast<double>(n) / type.network;
+  return ps;
+}
+
+int64_t CostModel::MinPsShards(int t, double e, int64_t max_shards) const {
+  max_shards = std::min<int64_t>(max_shards, cluster_.types[t].units);
+  if (max_shards < 1 || !(Ps(t, max_shards).seconds_per_batch <= e)) return 0;
+  int64_t lo = 1, hi = max_shards;  // ET_ps is non-increasing in the shards
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (Ps(t, mid).seconds_per_batch <= e) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+const CostModel::PsPoint* CostModel::FrontierAt(double e) const {
+  // The last point at or below e: its rate is the least of every (type, shards) whose ET_ps <= e.
+  auto it = std::upper_bound(ps_frontier_.begin(), ps_frontier_.end(), e,
+                             [](double v, const PsPoint& p) { return v < p.seconds; });
+  return it == ps_frontier_.begin() ? nullptr : &*std::prev(it);
+}
+
+double CostModel::CheapestPsRate(double e) const {
+  if (!prices_ps()) return 0;
+  const PsPoint* p = FrontierAt(e);
+  return p == nullptr ? kInfinity : p->rate;
+}
+
+PsTier CostModel::CheapestPs(double e, absl::Span<const int64_t> used) const {
+  PsTier best;
+  if (!prices_ps()) return best;
+  // Usually the cheapest servers of all fit beside the stages.
+  const PsPoint* p = FrontierAt(e);
+  if (p == nullptr) return best;
+  if (used.empty() || used[p->type] + p->shards <= cluster_.types[p->type].units) {
+    return Ps(p->type, p->shards);
+  }
+  best.usd_per_hour = kInfinity;
+  for (int t : ps_types_) {
+    const int64_t left = cluster_.types[t].units - (used.empty() ? 0 : used[t]);
+    const int64_t n = MinPsShards(t, e, left);
+    if (n == 0) continue;
+    const PsTier ps = Ps(t, n);
+    if (ps.usd_per_hour < best.usd_per_hour ||
+        (ps.usd_per_hour == best.usd_per_hour && ps.seconds_per_batch < best.seconds_per_batch)) {
+      best = ps;
+    }
+  }
+  if (best.type < 0) best.usd_per_hour = 0;
+  return best;
 }
 
 absl::Status CostModel::ApplyProfile(const Profile& profile) {
@@ -106,8 +259,7 @@ void CostModel::BuildPrefixSums(const std::vector<std::vector<double>>& analytic
   memory_bytes_.assign(num_layers + 1, 0.0);
   for (int l = 0; l < num_layers; ++l) {
     const LayerCost& c = layers_[l];
-    sparse_bytes_[l + 1] =
-        sparse_bytes_[l] + batch_ * c.rows * (2 * c.row_bytes + 2 * kKeyBytes);
+    sparse_bytes_[l + 1] = sparse_bytes_[l] + batch_ * c.rows * (2 * c.row_bytes + 2 * kKeyBytes);
     dense_bytes_[l + 1] = dense_bytes_[l] + 8 * c.dense_params;
     memory_bytes_[l + 1] = memory_bytes_[l] + 8 * c.dense_params + 2 * batch_ * c.act_out_bytes +
                            2 * batch_ * c.rows * c.row_bytes;
@@ -138,8 +290,7 @@ StageTime CostModel::Stage(int first, int last, int t) const {
 }
 
 double CostModel::StageMemoryBytes(int first, int last) const {
-  return memory_bytes_[last + 1] - memory_bytes_[first] +
-         2 * batch_ * layers_[first].act_in_bytes;
+  return memory_bytes_[last + 1] - memory_bytes_[first] + 2 * batch_ * layers_[first].act_in_bytes;
 }
 
 double CostModel::StageSeconds(int first, int last, int t) const {

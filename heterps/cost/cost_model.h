@@ -5,6 +5,9 @@
 //   X_s      = sum_{l in s} OCT(l,t) + DT_s            one unit's seconds per batch for stage s
 //   ET_s(k)  = X_s (1 + beta_t (k - 1)) / k           with k data-parallel units
 //   Theta    = B / max_s ET_s(k_s);  job seconds = N / Theta;  cost = job hours * sum_s k_s p_t
+//   and the parameter servers as one more pipeline stage: n shards of a CPU type, each holding
+//   its share of the tables in memory up to a budget and the rest on its SSD, at ET_ps(t, n)
+//   seconds per batch and n p_t per hour (docs/cost_model.md, "Parameter servers").
 //
 // Example:
 //   HETERPS_ASSIGN_OR_RETURN(CostModel cm, CostModel::Create(model, cluster, {.throughput_limit =
@@ -36,7 +39,37 @@ struct Workload {
   // N: samples the job processes (dataset size x epochs). Default: one epoch of the Criteo 1TB
   // click logs (4,373,472,329 samples).
   double samples = 4373472329.0;
+  // Price the parameter servers: the plan chooses their type (a CPU type) and shards, and they
+  // count in the throughput and the cost. Off: the stages' units only (the paper's model).
+  bool price_parameter_servers = true;
+  // The Zipf exponent of the embedding rows' popularity (0: uniform): how many of the lookups
+  // the rows a shard keeps in memory serve when the tables do not fit it. >= 0.
+  double access_skew = 1.0;
+  // Floats of optimizer state per value float of an embedding row (SGD 0, Adagrad 1, Adam 2).
+  int ps_state_floats = 1;
 };
+
+// The parameter servers of a plan: `shards` shards of type `type`, each holding `memory_bytes`
+// of the tables' rows in memory and `ssd_bytes` on its SSD.
+struct PsTier {
+  int type = -1;  // -1: none (not priced, or no CPU type can hold them)
+  int64_t shards = 0;
+  double memory_bytes = 0;       // per shard
+  double ssd_bytes = 0;          // per shard
+  double hit_rate = 1;           // share of the lookups served from memory
+  double seconds_per_batch = 0;  // ET_ps: one shard's time per batch; kInfinity if it cannot
+                                 // hold its share
+  double usd_per_hour = 0;       // shards * p_t
+};
+
+// The workload of a job whose parameter servers run beside its stages, on the stages' own machines
+// (`heterps train` planning on this host, and re-planning it): they rent no units of their own,
+// so the plan prices the stages only.
+inline Workload ColocatedWorkload(double throughput_limit, double samples) {
+  Workload workload{throughput_limit, samples};
+  workload.price_parameter_servers = false;
+  return workload;
+}
 
 // The pieces of one unit's time per batch for a stage.
 struct StageTime {
@@ -87,10 +120,37 @@ class CostModel {
   // are too slow. Exact with respect to ExecSeconds (no rounding surprises).
   int64_t MinUnits(double x, int t, double e) const;
 
+  // ---- The parameter servers (docs/cost_model.md, "Parameter servers") ----
+
+  // Whether plans price them: the workload asks for it and some type is a CPU type.
+  bool prices_ps() const { return !ps_types_.empty(); }
+  // T: bytes of every embedding row with its key and optimizer state.
+  double table_bytes() const { return table_bytes_; }
+  // Whether type t may hold the parameter servers (a CPU type, when they are priced).
+  bool HostsPs(int t) const;
+  // n shards on type t: their memory and SSD budgets, hit rate, ET_ps and price. O(embedding
+  // layers).
+  PsTier Ps(int t, int64_t n) const;
+  // The fewest shards of type t, at most `max_shards`, with ET_ps <= e (0 if none). O(log units).
+  int64_t MinPsShards(int t, double e, int64_t max_shards) const;
+  // The cheapest parameter servers with ET_ps <= e when `used[t]` units of each type are taken
+  // by the stages (ties: the faster); type -1 if none fits. With prices_ps() false: type -1 and
+  // no cost, always.
+  PsTier CheapestPs(double e, absl::Span<const int64_t> used) const;
+  // min over types of shards * p_t with ET_ps <= e, the stages' use of units ignored: a lower
+  // bound on what the servers of any plan with bottleneck e cost per hour (0 when not priced;
+  // kInfinity if none can). O(log candidates).
+  double CheapestPsRate(double e) const;
+  // Every ET_ps(t, n) <= B / TL of every type that may hold the servers, ascending: the
+  // bottlenecks at which the servers can be the slowest stage.
+  const std::vector<double>& ps_candidates() const { return ps_candidates_; }
+
   // Job seconds and cost for a bottleneck time `e` (seconds per batch) and a rental rate
   // (USD per hour, sum of k_s p_t).
   double JobSeconds(double e) const { return workload_.samples * e / batch_; }
-  double JobCost(double e, double usd_per_hour) const { return JobSeconds(e) / 3600.0 * usd_per_hour; }
+  double JobCost(double e, double usd_per_hour) const {
+    return JobSeconds(e) / 3600.0 * usd_per_hour;
+  }
 
  private:
   CostModel() = default;
@@ -102,12 +162,33 @@ class CostModel {
   Workload workload_;
   double batch_ = 0;
   std::vector<LayerCost> layers_;
-  std::vector<std::vector<double>> oct_;     // [t][l]: prefix sums of OCT(., t), size L + 1
-  std::vector<std::vector<bool>> profiled_;  // [t][l]
+  std::vector<std::vector<double>> oct_;       // [t][l]: prefix sums of OCT(., t), size L + 1
+  std::vector<std::vector<bool>> profiled_;    // [t][l]
   std::vector<std::vector<double>> measured_;  // [t][l]: profiled seconds where profiled_
-  std::vector<double> sparse_bytes_;         // prefix sums: B * rows * (2 row bytes + 2 keys)
-  std::vector<double> dense_bytes_;          // prefix sums: 8 * w (pull weights, push grads)
-  std::vector<double> memory_bytes_;         // prefix sums of each layer's working memory
+  std::vector<double> sparse_bytes_;           // prefix sums: B * rows * (2 row bytes + 2 keys)
+  std::vector<double> dense_bytes_;            // prefix sums: 8 * w (pull weights, push grads)
+  std::vector<double> memory_bytes_;           // prefix sums of each layer's working memory
+
+  void BuildPsModel();
+  // The parameter servers' figures.
+  struct PsTable {
+    double rows = 0;     // rows of one table (R)
+    double lookups = 0;  // rows looked up per sample in its tables (slots x ids per slot)
+  };
+  std::vector<PsTable> ps_tables_;
+  std::vector<int> ps_types_;  // types that may hold them
+  double table_bytes_ = 0, ps_lookups_ = 0, ps_sparse_bytes_ = 0, ps_dense_bytes_ = 0;
+  std::vector<double> ps_candidates_;
+  // The relaxed frontier: at each point's ET_ps and above, the cheapest servers of any type are
+  // the point's (or a later one's); ascending ET_ps, descending rate.
+  struct PsPoint {
+    double seconds = 0, rate = 0;
+    int type = 0;
+    int64_t shards = 0;
+  };
+  std::vector<PsPoint> ps_frontier_;
+  // The frontier point for bottleneck e, or null if the servers cannot reach e.
+  const PsPoint* FrontierAt(double e) const;
 };
 
 }  // namespace heterps::cost

@@ -1,5 +1,8 @@
 #include "heterps/cost/cost_model.h"
 
+#include <cmath>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "heterps/cost/calibration.h"
 #include "heterps/cost/provisioner.h"
@@ -27,11 +30,14 @@ types:
      network_gbps: 8, overhead_us: 10, price_per_hour: 2, units: 4, dp_loss: 0.1}
 )";
 
+// The stages' model alone (the parameter servers not priced): the figures below are the stages'.
 CostModel Tiny(double throughput, double samples) {
   auto model = config::ParseModelSpec(kTinyModel, "tiny.yaml");
   auto cluster = config::ParseClusterSpec(kOneType, "one.yaml");
   EXPECT_TRUE(model.ok() && cluster.ok());
-  auto cm = CostModel::Create(*model, *cluster, {throughput, samples});
+  Workload workload{throughput, samples};
+  workload.price_parameter_servers = false;
+  auto cm = CostModel::Create(*model, *cluster, workload);
   EXPECT_TRUE(cm.ok()) << cm.status();
   return *cm;
 }
@@ -110,6 +116,110 @@ TEST(CostModelTest, GoldenThroughputAndCost) {
   EXPECT_NEAR(p.job_seconds, 1e9 * e / 100, 1e-6);          // 522.5 s
   EXPECT_NEAR(p.cost_usd, 1e9 * e / 100 / 3600 * 6, 1e-9);  // $0.8709
   EXPECT_DOUBLE_EQ(p.usd_per_hour, 6);
+}
+
+// The parameter servers, worked by hand. Tables: 2 slots x 1e6 rows x (8 key bytes + 4 x 8 value
+// floats x 2 with Adagrad's state) = 144e6 bytes. Per batch of 100: 2 lookups a sample; rows
+// pulled and pushed with their keys, 100 x 2 x (2 x 32 + 2 x 8) = 16,000 bytes; the fc's 19 dense
+// parameters pulled and pushed, 152 bytes.
+constexpr char kPsModel[] = R"(
+name: ps
+batch_size: 100
+layers:
+  - {name: in, kind: input, dense: 2, sparse: 2}
+  - {name: emb, kind: embedding, rows: 1000000, dim: 8}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: fc, kind: fc, in: 18, out: 1}
+  - {name: loss, kind: logloss}
+)";
+
+// ssd: 0.1 GiB of memory (0.8 of it for rows), an SSD of 1e5 reads/s, $2/h. mem: 1 GiB, no SSD,
+// $3/h. gpu: runs stages, never the servers. R = 1e8 rows/s, W = 1e9 B/s, 5 us per message.
+constexpr char kPsTypes[] = R"(
+name: ps
+types:
+  - {name: ssd, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 0.1,
+     network_gbps: 8, overhead_us: 10, latency_us: 5, price_per_hour: 2, units: 8, dp_loss: 0.1,
+     ssd_gib: 1, ssd_kiops: 100}
+  - {name: mem, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 1,
+     network_gbps: 8, overhead_us: 10, latency_us: 5, price_per_hour: 3, units: 8, dp_loss: 0.1}
+  - {name: gpu, kind: gpu, tflops: 10, mem_gbs: 1000, lookup_mrows: 1000, memory_gib: 16,
+     network_gbps: 80, overhead_us: 10, price_per_hour: 1, units: 8, dp_loss: 0.1}
+)";
+
+CostModel PsModel(double throughput) {
+  auto model = config::ParseModelSpec(kPsModel, "ps.yaml");
+  auto cluster = config::ParseClusterSpec(kPsTypes, "ps-types.yaml");
+  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  auto cm = CostModel::Create(*model, *cluster, {throughput, 1e9});
+  EXPECT_TRUE(cm.ok()) << cm.status();
+  return *cm;
+}
+
+TEST(CostModelTest, GoldenParameterServers) {
+  const CostModel cm = PsModel(1e6);
+  ASSERT_TRUE(cm.prices_ps());
+  EXPECT_DOUBLE_EQ(cm.table_bytes(), 144e6);
+  EXPECT_TRUE(cm.HostsPs(0) && cm.HostsPs(1));
+  EXPECT_FALSE(cm.HostsPs(2));
+  // One shard on ssd: 0.8 x 0.1 GiB = 85,899,345.92 bytes of rows in memory, the rest on the SSD.
+  // The hottest 0.5965 of each table's rows: under Zipf(1), (1 + ln 596,523.2) / (1 + ln 1e6) of
+  // the lookups, 0.96513.
+  const PsTier one = cm.Ps(0, 1);
+  EXPECT_NEAR(one.memory_bytes, 85899345.92, 1e-4);
+  EXPECT_NEAR(one.ssd_bytes, 144e6 - 85899345.92, 1e-4);
+  const double hit = (1 + std::log(85899345.92 / 144e6 * 1e6)) / (1 + std::log(1e6));
+  EXPECT_NEAR(one.hit_rate, hit, 1e-12);
+  EXPECT_NEAR(hit, 0.9651286, 1e-7);
+  // ET_ps = 2 x 5 us + 100 x 2 lookups x 2 (pull, push) / 1e8 + 100 x 2 x (1 - hit) cold reads
+  // / 1e5 + (16,000 + 152) bytes / 1e9 = 9.98947e-5 s (the bytes spread over the shards).
+  EXPECT_NEAR(one.seconds_per_batch, 1e-5 + 4e-6 + 200 * (1 - hit) / 1e5 + 16152e-9, 1e-15);
+  EXPECT_NEAR(one.seconds_per_batch, 9.98947e-5, 1e-10);
+  EXPECT_DOUBLE_EQ(one.usd_per_hour, 2);
+  // Two shards hold 72e6 bytes each, all in memory: 1e-5 + 2e-6 + (16,000 + 152) / 2 / 1e9.
+  const PsTier two = cm.Ps(0, 2);
+  EXPECT_DOUBLE_EQ(two.ssd_bytes, 0);
+  EXPECT_DOUBLE_EQ(two.hit_rate, 1);
+  EXPECT_NEAR(two.seconds_per_batch, 2.0076e-5, 1e-15);
+  // mem has no SSD: one shard holds everything (144e6 <= 0.8 GiB).
+  EXPECT_NEAR(cm.Ps(1, 1).seconds_per_batch, 1e-5 + 4e-6 + 16152e-9, 1e-15);
+  // The fewest shards for a bottleneck: ET(8) = 1e-5 + 5e-7 + 2,019e-9 > 1e-5.
+  EXPECT_EQ(cm.MinPsShards(0, 1e-4, 8), 1);
+  EXPECT_EQ(cm.MinPsShards(0, 5e-5, 8), 2);
+  EXPECT_EQ(cm.MinPsShards(0, 1e-5, 8), 0);
+  EXPECT_EQ(cm.MinPsShards(0, 5e-5, 1), 0);  // one unit left: too slow
+  // The memory/SSD trade-off: at 1e-4 s per batch one ssd shard ($2/h) beats one mem shard
+  // ($3/h); at 5e-5 s ssd needs two ($4/h) and the all-in-memory mem shard wins.
+  EXPECT_EQ(cm.CheapestPs(1e-4, {}).type, 0);
+  EXPECT_DOUBLE_EQ(cm.CheapestPsRate(1e-4), 2);
+  EXPECT_EQ(cm.CheapestPs(5e-5, {}).type, 1);
+  EXPECT_DOUBLE_EQ(cm.CheapestPsRate(5e-5), 3);
+  // With mem's units all taken by stages, ssd it is.
+  const PsTier left = cm.CheapestPs(5e-5, std::vector<int64_t>{0, 8, 0});
+  EXPECT_EQ(left.type, 0);
+  EXPECT_EQ(left.shards, 2);
+  EXPECT_DOUBLE_EQ(cm.CheapestPsRate(5e-6), kInfinity);
+
+  // A plan: every layer on gpu, the servers beside it (the cheapest at the plan's bottleneck).
+  // The job pays for both, and the servers' ET counts in the bottleneck.
+  const Provisioning p = Provision(cm, std::vector<StageSpec>{{0, 4, 2}});
+  ASSERT_TRUE(p.feasible) << p.why.message;
+  const PsTier cheapest = cm.CheapestPs(p.bottleneck_seconds, {});
+  EXPECT_EQ(p.ps.type, cheapest.type);
+  EXPECT_EQ(p.ps.shards, cheapest.shards);
+  EXPECT_NEAR(p.usd_per_hour, p.units[0] * 1.0 + p.ps.usd_per_hour, 1e-12);
+  EXPECT_GE(p.bottleneck_seconds, p.ps.seconds_per_batch);
+  EXPECT_NEAR(p.cost_usd, 1e9 / 100 * p.bottleneck_seconds / 3600 * p.usd_per_hour, 1e-12);
+  // Not priced: the stages alone.
+  Workload stages_only{1e6, 1e9};
+  stages_only.price_parameter_servers = false;
+  auto bare = CostModel::Create(cm.model(), cm.cluster(), stages_only);
+  ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(bare->prices_ps());
+  const Provisioning q = Provision(*bare, std::vector<StageSpec>{{0, 4, 2}});
+  EXPECT_EQ(q.ps.type, -1);
+  EXPECT_LT(q.cost_usd, p.cost_usd);
 }
 
 TEST(CostModelTest, InfeasibleThroughputNamesTheStage) {

@@ -1,5 +1,6 @@
 #include "heterps/cost/provisioner.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -18,10 +19,10 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
     const auto& type = model.type(stages[s].type);
     double need = model.StageMemoryBytes(stages[s].first, stages[s].last);
     if (need > type.memory) {
-      return {"memory", need / type.memory - 1,
-              absl::StrFormat("stage %d (%s) needs %.2f GiB per unit; %s has %.2f GiB", s,
-                              DescribeStage(model, stages[s]), Gib(need), type.name,
-                              Gib(type.memory))};
+      return {
+          "memory", need / type.memory - 1,
+          absl::StrFormat("stage %d (%s) needs %.2f GiB per unit; %s has %.2f GiB", s,
+                          DescribeStage(model, stages[s]), Gib(need), type.name, Gib(type.memory))};
     }
   }
   for (size_t s = 0; s < stages.size(); ++s) {
@@ -36,10 +37,59 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
                               model.workload().throughput_limit)};
     }
   }
+  if (model.prices_ps() && !std::isfinite(model.CheapestPsRate(e_max))) {
+    // The fastest the servers get on any type, with all its units.
+    double fastest = kInfinity;
+    std::string type;
+    for (int t = 0; t < model.num_types(); ++t) {
+      if (!model.HostsPs(t)) continue;
+      const PsTier ps = model.Ps(t, model.type(t).units);
+      if (ps.seconds_per_batch < fastest) {
+        fastest = ps.seconds_per_batch;
+        type = model.type(t).name;
+      }
+    }
+    if (!std::isfinite(fastest)) {
+      return {"parameter servers", 1,
+              absl::StrFormat("the parameter servers: no CPU type can hold the embedding tables "
+                              "(%.2f GiB with their optimizer state) in the memory and SSD of "
+                              "all its units",
+                              Gib(model.table_bytes()))};
+    }
+    return {"parameter servers", fastest / e_max - 1,
+            absl::StrFormat("the parameter servers reach at most %.0f samples/s (%s, all "
+                            "units); the limit is %.0f",
+                            model.batch() / fastest, type, model.workload().throughput_limit)};
+  }
   // Every stage can meet the limit alone; together they need more units of a type than exist.
   std::vector<int64_t> need(model.num_types(), 0);
   for (size_t s = 0; s < stages.size(); ++s) {
     need[stages[s].type] += model.MinUnits(x[s], stages[s].type, e_max);
+  }
+  if (model.prices_ps()) {
+    // The stages fit; the servers do not fit beside them.
+    bool fits = true;
+    for (int t = 0; t < model.num_types(); ++t) fits = fits && need[t] <= model.type(t).units;
+    if (fits && model.CheapestPs(e_max, need).type < 0) {
+      // The type that comes closest: its servers' shards beside the stages' units.
+      double shortfall = kInfinity;
+      std::string message;
+      for (int t = 0; t < model.num_types(); ++t) {
+        const int64_t shards =
+            model.HostsPs(t) ? model.MinPsShards(t, e_max, model.type(t).units) : 0;
+        if (shards == 0) continue;
+        const double over = static_cast<double>(need[t] + shards) / model.type(t).units - 1;
+        if (over < shortfall) {
+          shortfall = over;
+          message = absl::StrFormat(
+              "the parameter servers need %d units of %s to reach %.0f samples/s, beside the "
+              "stages' %d; %d are available",
+              shards, model.type(t).name, model.workload().throughput_limit, need[t],
+              model.type(t).units);
+        }
+      }
+      return {"units", shortfall, message};
+    }
   }
   for (int t = 0; t < model.num_types(); ++t) {
     if (need[t] > model.type(t).units) {
@@ -77,33 +127,49 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
   Provisioning best;
   best.cost_usd = kInfinity;
   std::vector<int64_t> units(n), used(model.num_types());
+  // The fewest units of each stage at bottleneck e, and the cheapest servers beside them.
+  auto candidate = [&](double e) {
+    std::fill(used.begin(), used.end(), 0);
+    double rate = 0, bottleneck = 0;
+    for (size_t s = 0; s < n; ++s) {
+      const int t = stages[s].type;
+      units[s] = model.MinUnits(x[s], t, e);
+      used[t] += units[s];
+      if (units[s] == 0 || used[t] > model.type(t).units) return;
+      rate += static_cast<double>(units[s]) * model.type(t).price_per_hour;
+      bottleneck =
+          std::max(bottleneck, CostModel::ExecSeconds(x[s], model.type(t).dp_loss, units[s]));
+    }
+    PsTier ps;
+    if (model.prices_ps()) {
+      ps = model.CheapestPs(e, used);
+      if (ps.type < 0) return;
+      rate += ps.usd_per_hour;
+      bottleneck = std::max(bottleneck, ps.seconds_per_batch);
+    }
+    const double cost = model.JobCost(bottleneck, rate);
+    const bool better =
+        cost < best.cost_usd || (cost == best.cost_usd && bottleneck < best.bottleneck_seconds);
+    if (!better) return;
+    best.feasible = true;
+    best.units = units;
+    best.bottleneck_seconds = bottleneck;
+    best.usd_per_hour = rate;
+    best.cost_usd = cost;
+    best.ps = ps;
+  };
+  double floor = 0;  // no bottleneck below it: a stage's ET with all its units
   for (size_t c = 0; possible && c < n; ++c) {
     const auto& ct = model.type(stages[c].type);
+    floor = std::max(floor, CostModel::ExecSeconds(x[c], ct.dp_loss, ct.units));
     for (int64_t kc = k_min[c]; kc <= ct.units; ++kc) {
-      const double e = CostModel::ExecSeconds(x[c], ct.dp_loss, kc);
-      std::fill(used.begin(), used.end(), 0);
-      double rate = 0, bottleneck = 0;
-      bool ok = true;
-      for (size_t s = 0; s < n && ok; ++s) {
-        const int t = stages[s].type;
-        units[s] = model.MinUnits(x[s], t, e);
-        used[t] += units[s];
-        ok = units[s] > 0 && used[t] <= model.type(t).units;
-        rate += static_cast<double>(units[s]) * model.type(t).price_per_hour;
-        bottleneck = std::max(bottleneck, CostModel::ExecSeconds(x[s], model.type(t).dp_loss,
-                                                                 units[s]));
-      }
-      if (!ok) continue;
-      double cost = model.JobCost(bottleneck, rate);
-      bool better = cost < best.cost_usd ||
-                    (cost == best.cost_usd && bottleneck < best.bottleneck_seconds);
-      if (!better) continue;
-      best.feasible = true;
-      best.units = units;
-      best.bottleneck_seconds = bottleneck;
-      best.usd_per_hour = rate;
-      best.cost_usd = cost;
+      candidate(CostModel::ExecSeconds(x[c], ct.dp_loss, kc));
     }
+  }
+  // Bottlenecks where the servers are the slowest stage.
+  const std::vector<double>& ps = model.ps_candidates();
+  for (auto it = std::lower_bound(ps.begin(), ps.end(), floor); possible && it != ps.end(); ++it) {
+    candidate(*it);
   }
   if (!best.feasible) {
     Provisioning none;

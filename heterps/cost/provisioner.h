@@ -8,8 +8,12 @@
 // fewest-units choice is no more expensive and no slower than the optimum. Adding units to a cheap
 // bottleneck stage can lower the total cost because every unit is paid for the whole job.
 //
-// Cost: O(S * C) for S stages and C = sum_s units_t(s) candidates; well under a millisecond for
-// 8 stages of 64 units.
+// The parameter servers (when the workload prices them) are one more stage whose type is free: at
+// every candidate E (the stages' ET values and the servers' own, cost_model.h ps_candidates), the
+// cheapest servers with ET_ps <= E that fit in the units the stages leave. Exact in the same way.
+//
+// Cost: O(S * C) for S stages and C = sum_s units_t(s) candidates plus the servers' candidates
+// that the stages can reach; well under a millisecond for 8 stages of 64 units.
 #pragma once
 
 #include <cstdint>
@@ -30,21 +34,22 @@ struct StageSpec {
 
 // Why a plan cannot be provisioned: the first constraint that fails, and by how much.
 struct Infeasibility {
-  std::string constraint;  // "memory", "throughput" or "units"
+  std::string constraint;  // "memory", "throughput", "units" or "parameter servers"
   double shortfall = 0;    // how far over, relative: needed / available - 1 (0.25: 25% more)
   std::string message;     // one line naming the stage, the type and the figures
 };
 
 struct Provisioning {
   bool feasible = false;
-  std::vector<int64_t> units;      // k_s per stage (empty when infeasible)
-  std::vector<double> seconds;     // ET_s(k_s): seconds per batch per stage
-  double bottleneck_seconds = 0;   // max_s ET_s(k_s)
-  double throughput = 0;           // B / bottleneck, samples/s
-  double usd_per_hour = 0;         // sum_s k_s p_t(s)
-  double job_seconds = 0;          // N / throughput
-  double cost_usd = 0;             // job_seconds / 3600 * usd_per_hour
-  Infeasibility why;               // set when !feasible
+  std::vector<int64_t> units;     // k_s per stage (empty when infeasible)
+  std::vector<double> seconds;    // ET_s(k_s): seconds per batch per stage
+  double bottleneck_seconds = 0;  // max_s ET_s(k_s)
+  double throughput = 0;          // B / bottleneck, samples/s
+  double usd_per_hour = 0;        // sum_s k_s p_t(s)
+  double job_seconds = 0;         // N / throughput
+  double cost_usd = 0;            // job_seconds / 3600 * usd_per_hour
+  PsTier ps;                      // the parameter servers (type -1: not priced)
+  Infeasibility why;              // set when !feasible
 };
 
 // Provisions `stages` (consecutive, covering every layer once, in order) exactly.

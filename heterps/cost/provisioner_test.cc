@@ -36,7 +36,18 @@ Oracle BruteForce(const CostModel& model, const std::vector<StageSpec>& stages) 
       bottleneck = std::max(bottleneck, CostModel::ExecSeconds(x, type.dp_loss, k[s]));
       rate += static_cast<double>(k[s]) * type.price_per_hour;
     }
-    if (ok && bottleneck <= model.max_bottleneck_seconds()) {
+    // And every parameter-server choice beside the stages.
+    for (int t = 0; ok && t < model.num_types(); ++t) {
+      for (int64_t shards = 1; model.HostsPs(t) && shards <= model.type(t).units; ++shards) {
+        const PsTier ps = model.Ps(t, shards);
+        const double e = std::max(bottleneck, ps.seconds_per_batch);
+        if (used[t] + shards <= model.type(t).units && e <= model.max_bottleneck_seconds()) {
+          best.feasible = true;
+          best.cost = std::min(best.cost, model.JobCost(e, rate + ps.usd_per_hour));
+        }
+      }
+    }
+    if (ok && !model.prices_ps() && bottleneck <= model.max_bottleneck_seconds()) {
       best.feasible = true;
       best.cost = std::min(best.cost, model.JobCost(bottleneck, rate));
     }
@@ -49,7 +60,7 @@ Oracle BruteForce(const CostModel& model, const std::vector<StageSpec>& stages) 
 
 TEST(ProvisionerTest, MatchesBruteForceOnRandomPlans) {
   std::mt19937_64 rng(20261122);
-  int feasible = 0, not_fewest_units = 0;
+  int feasible = 0, not_fewest_units = 0, priced = 0;
   for (int trial = 0; trial < 1000; ++trial) {
     InstanceShape shape{3 + static_cast<int>(rng() % 5), 1 + static_cast<int>(rng() % 4), 6};
     auto instance = MakeRandomInstance(rng, shape);
@@ -59,8 +70,8 @@ TEST(ProvisionerTest, MatchesBruteForceOnRandomPlans) {
     std::vector<StageSpec> stages = sched::StagesOf(assignment);
     Provisioning got = Provision(model, stages);
     Oracle want = BruteForce(model, stages);
-    ASSERT_EQ(got.feasible, want.feasible) << "trial " << trial << "\n" << instance.model_yaml
-                                           << instance.cluster_yaml;
+    ASSERT_EQ(got.feasible, want.feasible) << "trial " << trial << "\n"
+                                           << instance.model_yaml << instance.cluster_yaml;
     if (!want.feasible) {
       EXPECT_FALSE(got.why.message.empty());
       continue;
@@ -73,11 +84,19 @@ TEST(ProvisionerTest, MatchesBruteForceOnRandomPlans) {
     for (size_t s = 0; s < stages.size(); ++s) {
       used[stages[s].type] += got.units[s];
       rate += got.units[s] * model.type(stages[s].type).price_per_hour;
-      if (got.units[s] > model.MinUnits(model.StageSeconds(stages[s].first, stages[s].last,
-                                                           stages[s].type),
-                                        stages[s].type, model.max_bottleneck_seconds())) {
+      if (got.units[s] >
+          model.MinUnits(model.StageSeconds(stages[s].first, stages[s].last, stages[s].type),
+                         stages[s].type, model.max_bottleneck_seconds())) {
         ++not_fewest_units;
       }
+    }
+    // The servers, where priced (an instance with CPU types).
+    ASSERT_EQ(got.ps.type >= 0, model.prices_ps());
+    if (got.ps.type >= 0) {
+      ++priced;
+      used[got.ps.type] += got.ps.shards;
+      rate += got.ps.usd_per_hour;
+      EXPECT_LE(got.ps.seconds_per_batch, got.bottleneck_seconds);
     }
     for (int t = 0; t < model.num_types(); ++t) EXPECT_LE(used[t], model.type(t).units);
     EXPECT_DOUBLE_EQ(got.usd_per_hour, rate);
@@ -87,6 +106,7 @@ TEST(ProvisionerTest, MatchesBruteForceOnRandomPlans) {
   EXPECT_GT(feasible, 200);
   EXPECT_LT(feasible, 1000);
   EXPECT_GT(not_fewest_units, 0);
+  EXPECT_GT(priced, feasible / 2);
 }
 
 TEST(ProvisionerTest, ExplainsEachConstraint) {
@@ -101,9 +121,11 @@ TEST(ProvisionerTest, ExplainsEachConstraint) {
     if (p.feasible) continue;
     seen.insert(p.why.constraint);
     EXPECT_GT(p.why.shortfall, 0) << p.why.message;
-    EXPECT_NE(p.why.message.find(" on t"), std::string::npos) << p.why.message;
+    // A stage's constraint names the stage; the servers' name them.
+    const bool servers = p.why.message.find("parameter servers") != std::string::npos;
+    EXPECT_TRUE(servers || p.why.message.find(" on t") != std::string::npos) << p.why.message;
   }
-  EXPECT_EQ(seen, (std::set<std::string>{"memory", "throughput", "units"}));
+  EXPECT_EQ(seen, (std::set<std::string>{"memory", "throughput", "units", "parameter servers"}));
 }
 
 }  // namespace

@@ -223,7 +223,8 @@ class ElasticReplanner final : public Replanner {
   // stage's seconds per batch with its units.
   double Predict(const sched::RunPlan& plan, const config::ClusterSpec& catalog) const {
     absl::StatusOr<cost::CostModel> model = cost::CostModel::Create(
-        o_.model, catalog, {std::max(limit_, 1.0), 1e6}, o_.profile ? &*o_.profile : nullptr);
+        o_.model, catalog, cost::ColocatedWorkload(std::max(limit_, 1.0), 1e6),
+        o_.profile ? &*o_.profile : nullptr);
     if (!model.ok()) return 0;
     double bottleneck = 0;
     for (const sched::RunStage& s : plan.stages) {
@@ -259,9 +260,10 @@ class ElasticReplanner final : public Replanner {
                                         int64_t samples, std::string* why_not) {
     HETERPS_ASSIGN_OR_RETURN(
         cost::CostModel model,
-        cost::CostModel::Create(o_.model, catalog,
-                                {limit, static_cast<double>(std::max<int64_t>(samples, 1))},
-                                o_.profile ? &*o_.profile : nullptr));
+        cost::CostModel::Create(
+            o_.model, catalog,
+            cost::ColocatedWorkload(limit, static_cast<double>(std::max<int64_t>(samples, 1))),
+            o_.profile ? &*o_.profile : nullptr));
     sched::SchedulerRegistry registry = sched::DefaultSchedulers();
     HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create(o_.scheduler));
     sched::SchedulerOptions options;

@@ -12,6 +12,11 @@
 // ascent at the root; at every node the dynamic program runs again on the remaining layers with
 // prices p_t + lambda_t and only the units each type has left, minus lambda_t times those units.
 // Every plan found is provisioned exactly by cost::Provision, so costs match brute force.
+//
+// The parameter servers, when priced, are one more stage of a free type: their ET values join the
+// candidates; P(E), the cheapest servers' rate at E with the stages' units ignored, is also
+// non-increasing, so a range's bound becomes c E_lo (S(E_hi) + P(E_hi)); at a candidate, each
+// type's cheapest servers are tried in order of rate, with their units set aside from the stages'.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -44,6 +49,13 @@ class ExactSearch {
 
  private:
   double X(int i, int j, int t) const { return x_[(i * num_layers_ + j) * num_types_ + t]; }
+  // P(e): the cheapest parameter servers' rate at bottleneck e, units shared with the stages
+  // ignored (0 when they are not priced).
+  double PsRate(double e) const { return model_.CheapestPsRate(e); }
+  // The bound of a range of candidates [lo, hi] whose stages cost at least `s` (sum p k).
+  double RangeCost(size_t lo, size_t hi, double s) const {
+    return model_.JobCost(cand_[lo], s + PsRate(cand_[hi]));
+  }
   double Price(int t) const { return model_.type(t).price_per_hour; }
   double G(int i, int prev) const { return g_[i * (num_types_ + 1) + prev]; }
 
@@ -84,6 +96,8 @@ class ExactSearch {
   const int num_layers_, num_types_;
   base::Deadline deadline_;
   bool timed_out_ = false;
+  // Units of each type the stages may take: all of them, less the servers' where set aside.
+  std::vector<int64_t> units_;
   int64_t evaluated_ = 0;
 
   std::vector<double> x_;     // [i][j][t]: one unit's stage seconds; kInfinity if j < i or no fit
@@ -130,6 +144,8 @@ void ExactSearch::BuildCandidates() {
       }
     }
   }
+  // Where the parameter servers are the slowest stage.
+  cand_.insert(cand_.end(), model_.ps_candidates().begin(), model_.ps_candidates().end());
   std::sort(cand_.begin(), cand_.end());
   cand_.erase(std::unique(cand_.begin(), cand_.end()), cand_.end());
 }
@@ -189,7 +205,7 @@ bool ExactSearch::WithinUnits(const std::vector<int>& assignment, double e) cons
   std::vector<int64_t> used(num_types_, 0);
   for (const cost::StageSpec& s : StagesOf(assignment)) {
     used[s.type] += model_.MinUnits(X(s.first, s.last, s.type), s.type, e);
-    if (used[s.type] > model_.type(s.type).units) return false;
+    if (used[s.type] > units_[s.type]) return false;
   }
   return true;
 }
@@ -238,7 +254,7 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
   std::vector<int64_t> left(num_types_);
   double reserved = 0;  // sum_t lambda_t (units left of t)
   for (int t = 0; t < num_types_; ++t) {
-    left[t] = model_.type(t).units - dfs_used_[t];
+    left[t] = units_[t] - dfs_used_[t];
     reserved += lambda_[t] * static_cast<double>(left[t]);
   }
   LimitedDp(i, left, dfs_g_[i], nullptr);
@@ -326,7 +342,7 @@ double ExactSearch::FitMultipliers(double relaxed) {
   constexpr int kIterations = 40;
   if (lambda_.empty()) lambda_.assign(num_types_, 0.0);
   std::vector<int64_t> full(num_types_), usage;
-  for (int t = 0; t < num_types_; ++t) full[t] = model_.type(t).units;
+  for (int t = 0; t < num_types_; ++t) full[t] = units_[t];
   std::vector<double> g, best_lambda = lambda_;
   double best = -kInfinity, theta = 1.0;
   int stalled = 0;
@@ -372,20 +388,46 @@ void ExactSearch::Consider(const std::vector<int>& assignment) {
 }
 
 void ExactSearch::Evaluate(double e) {
-  if (Relaxed(e) == kInfinity) return;
-  std::vector<int> assignment = RelaxedAssignment();
-  if (WithinUnits(assignment, e)) {
-    Consider(assignment);
-    return;
+  const double s = Relaxed(e);
+  if (s == kInfinity) return;
+  const std::vector<int> relaxed = RelaxedAssignment();
+  // The servers' choices at e: each type's fewest shards, cheapest first (one choice of no
+  // servers when they are not priced).
+  struct Servers {
+    double rate = 0;
+    int type = -1;
+    int64_t shards = 0;
+  };
+  std::vector<Servers> choices;
+  if (!model_.prices_ps()) choices.push_back({});
+  for (int t = 0; model_.prices_ps() && t < num_types_; ++t) {
+    if (!model_.HostsPs(t)) continue;
+    const int64_t n = model_.MinPsShards(t, e, model_.type(t).units);
+    if (n > 0) choices.push_back({static_cast<double>(n) * Price(t), t, n});
   }
-  // Only plans whose bound c e S beats the incumbent matter.
+  std::stable_sort(choices.begin(), choices.end(),
+                   [](const Servers& a, const Servers& b) { return a.rate < b.rate; });
+  // Only plans whose bound c e (S + rate) beats the incumbent matter.
   const double c = model_.JobCost(e, 1.0);
-  double bound = best_.feasible ? best_.cost_usd / c : kInfinity;
-  assignment = Constrained(e, bound);
-  if (!assignment.empty()) Consider(assignment);
+  for (const Servers& servers : choices) {
+    const double budget = best_.feasible ? best_.cost_usd / c - servers.rate : kInfinity;
+    if (!(s < budget * kStrictly) || timed_out_) break;  // nor can any dearer choice
+    if (servers.type >= 0) units_[servers.type] -= servers.shards;
+    if (WithinUnits(relaxed, e)) {
+      // The stages' cheapest plan beside the cheapest servers that leave room for it.
+      Consider(relaxed);
+      if (servers.type >= 0) units_[servers.type] += servers.shards;
+      break;
+    }
+    const std::vector<int> assignment = Constrained(e, budget);
+    if (servers.type >= 0) units_[servers.type] += servers.shards;
+    if (!assignment.empty()) Consider(assignment);
+  }
 }
 
 Plan ExactSearch::Run() {
+  units_.resize(num_types_);
+  for (int t = 0; t < num_types_; ++t) units_[t] = model_.type(t).units;
   BuildStageTable();
   for (int t = 0; t < num_types_; ++t) Consider(std::vector<int>(num_layers_, t));
   for (const std::vector<int>& assignment : options_.incumbents) {
@@ -410,7 +452,7 @@ Plan ExactSearch::Run() {
     double s = Relaxed(cand_[hi]);
     if (s < kInfinity) {
       const bool exact = WithinUnits(RelaxedAssignment(), cand_[hi]);
-      open.push({model_.JobCost(cand_[0], s), 0, hi, s, exact});
+      open.push({RangeCost(0, hi, s), 0, hi, s, exact});
     }
   }
   double pending = kInfinity;  // the bound of the range being explored when time ran out
@@ -429,9 +471,10 @@ Plan ExactSearch::Run() {
       // candidates, and orders the candidates' searches by a bound close to their optimum.
       r.tightened = true;
       const double target =
-          best_.feasible ? best_.cost_usd / model_.JobCost(cand_[r.lo], 1.0) : kInfinity;
+          best_.feasible ? best_.cost_usd / model_.JobCost(cand_[r.lo], 1.0) - PsRate(cand_[r.hi])
+                         : kInfinity;
       r.s_hi = std::max(r.s_hi, RangeBound(cand_[r.hi], r.s_hi, target));
-      r.bound = std::max(r.bound, model_.JobCost(cand_[r.lo], r.s_hi));
+      r.bound = std::max(r.bound, RangeCost(r.lo, r.hi, r.s_hi));
       if (!timed_out_ && !(best_.feasible && !(r.bound < best_.cost_usd * kStrictly))) {
         open.push(r);
       }
@@ -441,12 +484,12 @@ Plan ExactSearch::Run() {
       size_t mid = r.lo + (r.hi - r.lo) / 2;
       // The upper half shares the range's end, and with it its Lagrangian bound; the lower half
       // keeps it too (it holds for every bottleneck up to cand[hi]), until its own is fitted.
-      open.push({model_.JobCost(cand_[mid + 1], r.s_hi), mid + 1, r.hi, r.s_hi, true});
+      open.push({RangeCost(mid + 1, r.hi, r.s_hi), mid + 1, r.hi, r.s_hi, true});
       double s_mid = Relaxed(cand_[mid]);
       if (s_mid < kInfinity) {
         const bool exact = WithinUnits(RelaxedAssignment(), cand_[mid]);
         s_mid = std::max(s_mid, r.s_hi);
-        open.push({model_.JobCost(cand_[r.lo], s_mid), r.lo, mid, s_mid, exact});
+        open.push({RangeCost(r.lo, mid, s_mid), r.lo, mid, s_mid, exact});
       }
     }
     if (!timed_out_) pending = kInfinity;

@@ -41,6 +41,7 @@ Plan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment) 
   plan.cost_usd = p.cost_usd;
   plan.cost_per_hour_usd = p.usd_per_hour;
   plan.job_seconds = p.job_seconds;
+  plan.ps = p.ps;
   plan.plans_evaluated = 1;
   return plan;
 }
@@ -97,6 +98,21 @@ std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {
       {"lower_bound_usd", plan.lower_bound_usd},
       {"optimality_gap", plan.optimality_gap() < 0 ? json(nullptr) : json(plan.optimality_gap())},
       {"stages", stages}};
+  json ps = nullptr;
+  if (plan.ps.type >= 0) {
+    constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+    const cost::PsTier& p = plan.ps;
+    ps = {{"type", model.type(p.type).name},
+          {"shards", p.shards},
+          {"memory_gib_per_shard", p.memory_bytes / kGib},
+          {"ssd_gib_per_shard", p.ssd_bytes / kGib},
+          {"table_gib", model.table_bytes() / kGib},
+          {"hit_rate", p.hit_rate},
+          {"seconds_per_batch", p.seconds_per_batch},
+          {"throughput", p.seconds_per_batch > 0 ? model.batch() / p.seconds_per_batch : 0.0},
+          {"usd_per_hour", p.usd_per_hour}};
+  }
+  root["parameter_servers"] = ps;
   if (!plan.feasible) {
     root["infeasible"] = {{"constraint", plan.why.constraint},
                           {"shortfall", plan.why.shortfall},

@@ -83,6 +83,10 @@ RunPlan FromPlan(const cost::CostModel& model, const Plan& plan) {
     run.stages.push_back({s.spec.first, s.spec.last, type.name, type.local_device, s.units,
                           s.seconds_per_batch, s.compute_seconds, s.comm_seconds});
   }
+  if (plan.ps.type >= 0) {
+    run.servers = {model.cluster().types[plan.ps.type].name, plan.ps.shards, plan.ps.memory_bytes,
+                   plan.ps.ssd_bytes};
+  }
   return run;
 }
 
@@ -179,6 +183,31 @@ absl::StatusOr<RunPlan> ReadRunPlan(absl::string_view json_text, absl::string_vi
     }
     run.last = next - 1;
     plan.stages.push_back(run);
+  }
+  if (root.contains("parameter_servers") && !root["parameter_servers"].is_null()) {
+    const json& ps = root["parameter_servers"];
+    const std::string path = "parameter_servers";
+    constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+    RunServers& servers = plan.servers;
+    HETERPS_ASSIGN_OR_RETURN(servers.type, Field<std::string>(ps, path, "type", source));
+    HETERPS_ASSIGN_OR_RETURN(servers.shards, Field<int64_t>(ps, path, "shards", source));
+    HETERPS_ASSIGN_OR_RETURN(const double memory_gib,
+                             Field<double>(ps, path, "memory_gib_per_shard", source));
+    HETERPS_ASSIGN_OR_RETURN(const double ssd_gib,
+                             Field<double>(ps, path, "ssd_gib_per_shard", source));
+    if (cluster.FindType(servers.type) < 0) {
+      return bad(absl::StrCat(path, ".type: '", servers.type, "' is not a type of cluster ",
+                              cluster.name, " (", cluster.source, ")"));
+    }
+    if (servers.shards < 1 || servers.shards > 64) {
+      return bad(absl::StrCat(path, ".shards: ", servers.shards, " (1 to 64)"));
+    }
+    if (!(memory_gib >= 0) || !(ssd_gib >= 0)) {
+      return bad(absl::StrCat(path, ": memory_gib_per_shard and ssd_gib_per_shard must be >= 0"));
+    }
+    servers.memory_bytes = memory_gib * kGib;
+    servers.ssd_bytes = ssd_gib * kGib;
+    units_by_type[servers.type] += servers.shards;
   }
   if (next != static_cast<int>(model.layers.size())) {
     return bad(absl::StrCat("stages: the plan ends at layer '", model.layers[next - 1].name,

@@ -32,6 +32,14 @@ struct RunStage {
   double comm_seconds = 0;       // predicted DT of one unit per batch
 };
 
+// The parameter servers a plan rents (docs/cost_model.md): `shards` of `type`, each keeping
+// `memory_bytes` of the tables' rows in memory and the rest (`ssd_bytes`) on its SSD tier.
+struct RunServers {
+  std::string type;
+  int64_t shards = 0;                      // 0: the plan does not say (the stages only were priced)
+  double memory_bytes = 0, ssd_bytes = 0;  // per shard
+};
+
 struct RunPlan {
   std::string model, cluster, scheduler;
   int64_t batch_size = 0;
@@ -40,6 +48,7 @@ struct RunPlan {
   double cost_per_hour_usd = 0, cost_usd = 0;
   bool feasible = false;
   std::vector<RunStage> stages;
+  RunServers servers;
 
   // "input..emb", or the one layer's name.
   std::string StageName(const config::ModelSpec& model, int stage) const;

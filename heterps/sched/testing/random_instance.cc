@@ -23,8 +23,8 @@ int Uniform(std::mt19937_64& rng, int lo, int hi) {
 // input, then (embedding, concat) when there is room and a coin says so, fc layers of random
 // widths, a logit and the loss.
 std::string ModelYaml(std::mt19937_64& rng, int layers) {
-  std::string y = absl::StrCat("name: random\nbatch_size: ", 1 << Uniform(rng, 6, 12),
-                               "\nlayers:\n");
+  std::string y =
+      absl::StrCat("name: random\nbatch_size: ", 1 << Uniform(rng, 6, 12), "\nlayers:\n");
   bool sparse = layers >= 5 && Uniform(rng, 0, 1) == 1;
   int dense = Uniform(rng, 1, 32), slots = Uniform(rng, 1, 26), dim = Uniform(rng, 2, 64);
   absl::StrAppend(&y, "  - {name: in, kind: input, dense: ", dense,
@@ -52,16 +52,22 @@ std::string ClusterYaml(std::mt19937_64& rng, const InstanceShape& shape) {
   for (int t = 0; t < shape.types; ++t) {
     bool gpu = Uniform(rng, 0, 1) == 1;
     double scale = gpu ? 10 : 1;
+    // Most CPU types have an SSD tier for the parameter servers.
+    std::string ssd;
+    if (!gpu && Uniform(rng, 0, 3) > 0) {
+      ssd = absl::StrFormat(", ssd_gib: %.4g, ssd_kiops: %.4g", LogUniform(rng, 20, 4000),
+                            LogUniform(rng, 50, 1000));
+    }
     absl::StrAppend(
         &y, absl::StrFormat(
                 "  - {name: t%d, kind: %s, tflops: %.4g, mem_gbs: %.4g, lookup_mrows: %.4g, "
                 "memory_gib: %.4g, network_gbps: %.4g, overhead_us: %.3g, price_per_hour: %.4g, "
-                "units: %d, dp_loss: %.3g}\n",
+                "units: %d, dp_loss: %.3g%s}\n",
                 t, gpu ? "gpu" : "cpu", scale * LogUniform(rng, 0.2, 4),
                 scale * LogUniform(rng, 20, 200), scale * LogUniform(rng, 20, 400),
                 LogUniform(rng, 0.05, 64), LogUniform(rng, 5, 100), LogUniform(rng, 0.5, 20),
                 scale * LogUniform(rng, 0.1, 3), Uniform(rng, 1, shape.max_units),
-                LogUniform(rng, 0.001, 0.3)));
+                LogUniform(rng, 0.001, 0.3), ssd));
   }
   return y;
 }
@@ -86,6 +92,7 @@ RandomInstance MakeRandomInstance(std::mt19937_64& rng, const InstanceShape& sha
   double one_unit = probe.batch() / probe.Stage(0, probe.num_layers() - 1, t).total();
   instance.workload.throughput_limit = one_unit * LogUniform(rng, 0.1, 8);
   instance.workload.samples = LogUniform(rng, 1e6, 1e10);
+  instance.workload.access_skew = LogUniform(rng, 0.3, 1.5);
   return instance;
 }
 
