@@ -17,7 +17,10 @@ absl::StatusOr<config::ClusterSpec> FleetSubset(const std::string& fleet_path, i
                                                 double unit_scale);
 
 // The cost model with a limit of `fraction` times the best throughput any single type reaches
-// alone with all its units (near 1: one type barely suffices and mixing pays), N = 4.37e9.
+// alone with all its units (near 1: one type barely suffices and mixing pays), N = 4.37e9. The
+// parameter servers are priced, and the limit is also at most `fraction` times what the fastest
+// servers reach; where no type can hold the tables (no SSD tier in the fleet), the instance
+// prices the stages only, so that it still compares schedulers.
 cost::CostModel WithRelativeLimit(const config::ModelSpec& model,
                                   const config::ClusterSpec& cluster, double fraction);
 

@@ -86,6 +86,31 @@ TEST(CliTest, JsonHasTheDocumentedFields) {
     }
   }
   EXPECT_EQ(nlohmann::json::parse(Slurp(out)), plan);  // --out writes the same plan
+  // The parameter servers: part of the plan, its rate and its table.
+  const auto& ps = plan["parameter_servers"];
+  ASSERT_TRUE(ps.is_object());
+  for (const char* key : {"type", "shards", "memory_gib_per_shard", "ssd_gib_per_shard",
+                          "table_gib", "hit_rate", "seconds_per_batch", "throughput",
+                          "usd_per_hour"}) {
+    EXPECT_TRUE(ps.contains(key)) << key;
+  }
+  double rate = ps["usd_per_hour"].get<double>();
+  for (const auto& stage : plan["stages"]) rate += stage["usd_per_hour"].get<double>();
+  EXPECT_NEAR(plan["cost_per_hour_usd"].get<double>(), rate, 1e-9 * rate);
+  EXPECT_GE(ps["throughput"].get<double>(), 2000000);
+  // --stages-only: no servers, and the job looks cheaper than it is.
+  Result bare = RunCli(
+      "plan --model examples/models/ctr-dnn.yaml --cluster examples/clusters/cloud.yaml "
+      "--throughput 2000000 --json --stages-only");
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  auto stages_only = nlohmann::json::parse(bare.out);
+  EXPECT_TRUE(stages_only["parameter_servers"].is_null());
+  EXPECT_LT(stages_only["cost_usd"].get<double>(), plan["cost_usd"].get<double>());
+  // The table shows them as one more row.
+  Result table = RunCli(
+      "plan --model examples/models/ctr-dnn.yaml --cluster examples/clusters/cloud.yaml "
+      "--throughput 2000000");
+  EXPECT_THAT(table.out, HasSubstr("   ps  servers: "));
 }
 
 TEST(CliTest, InfeasibleLimitExitsOneWithTheReason) {
