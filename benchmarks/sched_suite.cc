@@ -73,6 +73,20 @@ std::vector<Row> RunInstance(const std::string& name, const cost::CostModel& mod
     options.time_limit_seconds = flags.time_limit;
     options.max_plans = s == "exact" ? 0 : flags.budget;
     sched::Plan plan = *(*registry.Create(s))->Schedule(model, options);
+    if (!flags.only.empty()) {
+      // One instance asked for: its plans, one line each.
+      std::string stages;
+      for (const sched::PlanStage& st : plan.stages) {
+        absl::StrAppend(&stages, " [", model.model().layers[st.spec.first].name, "..",
+                        model.model().layers[st.spec.last].name, " ", st.units, "x ",
+                        model.type(st.spec.type).name, "]");
+      }
+      if (plan.ps.type >= 0) {
+        absl::StrAppend(&stages, " servers ", plan.ps.shards, "x ", model.type(plan.ps.type).name);
+      }
+      std::fprintf(stderr, "  %-12s %s $%.4f%s\n", s.c_str(), plan.feasible ? "" : "infeasible",
+                   plan.cost_usd, stages.c_str());
+    }
     Row row{name,          s, plan.feasible,       false,
             plan.cost_usd, 0, plan.search_seconds, plan.plans_evaluated};
     if (s == "exact") row.certified_instance = plan.certified_optimal;
@@ -167,9 +181,15 @@ int main(int argc, char** argv) {
                                            scarce ? "scarce" : "plentiful");
         if (!flags.only.empty() && name.find(flags.only) == std::string::npos) continue;
         std::vector<Row> r = RunInstance(name, cm, flags);
-        std::fprintf(stderr, "%-28s exact %s  rl %.3f  genetic %.3f  bo %.3f\n", name.c_str(),
-                     r[0].certified_instance ? "certified" : "-", r[1].ratio, r[2].ratio,
-                     r[3].ratio);
+        auto ratio = [&](const char* s) {
+          for (const Row& row : r) {
+            if (row.scheduler == s) return row.ratio;
+          }
+          return cost::kInfinity;
+        };
+        std::fprintf(stderr, "%-28s exact %s  auto %.3f  rl %.3f  genetic %.3f  bo %.3f\n",
+                     name.c_str(), r[0].certified_instance ? "certified" : "-", ratio("auto"),
+                     ratio("rl"), ratio("genetic"), ratio("bo"));
         rows.insert(rows.end(), r.begin(), r.end());
         ++instances;
       }

@@ -5,6 +5,8 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "heterps/base/deadline.h"
@@ -100,6 +102,7 @@ class RlScheduler : public Scheduler {
              Evaluator& evaluator, int64_t train_budget, const base::Deadline& deadline);
   void Polish(const cost::CostModel& model, Evaluator& evaluator, const base::Deadline& deadline,
               uint64_t seed);
+  void SeedSplits(const cost::CostModel& model, Evaluator& evaluator, int64_t budget);
   // Supervised steps towards `best` before the policy is saved, so that the file makes the best
   // plan seen its most likely one; a warm start then samples around it.
   void Distill(const cost::CostModel& model, const std::vector<int>& best, LstmPolicy& policy);
@@ -152,6 +155,8 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
   // The fastest plan: feasible wherever meeting the limit is a matter of speed alone, it keeps
   // the search from ending infeasible where only a careful mix of types meets the limit.
   if (!evaluator.exhausted()) evaluator.Evaluate(FastestAssignment(model));
+  SeedSplits(model, evaluator,
+             static_cast<int64_t>(options_.split_share * static_cast<double>(budget)));
   if (evaluator.have_best() && evaluator.best().feasible) {
     reference_cost_ = evaluator.best().cost_usd;
   }
@@ -170,6 +175,62 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
   plan.plans_evaluated = evaluator.evaluated();
   plan.search_seconds = deadline.Elapsed();
   return plan;
+}
+
+// Two-type plans: the model cut once, each side on one of a few types: those that run the whole
+// model cheapest on one unit (price times one unit's time per batch), and the cheapest of those
+// that come within half of the limit with all their units (a cut halves their work) but whose
+// units ran out, or were too slow, running it alone. A mix of this shape (two spot pools of one
+// GPU, a CPU front and a GPU tower) is where neither the policy's samples nor single moves reach:
+// each side alone on its type is worse, or infeasible. At most `budget` new plans; the cheapest
+// pairs first.
+void RlScheduler::SeedSplits(const cost::CostModel& model, Evaluator& evaluator, int64_t budget) {
+  const int L = model.num_layers(), T = model.num_types();
+  if (L < 2 || T < 2 || budget <= 0) return;
+  std::vector<std::pair<double, int>> cheap, saturated;
+  for (int t = 0; t < T; ++t) {
+    const double x = model.StageSeconds(0, L - 1, t);
+    if (!std::isfinite(x)) continue;
+    const double score = model.type(t).price_per_hour * x;
+    cheap.push_back({score, t});
+    const Plan* alone = evaluator.Evaluate(std::vector<int>(L, t));  // seen already: no budget
+    const auto& type = model.type(t);
+    const double reach = model.batch() / cost::CostModel::ExecSeconds(x, type.dp_loss, type.units);
+    if (alone != nullptr && !alone->feasible && reach >= 0.5 * model.workload().throughput_limit &&
+        (alone->why.constraint == "units" || alone->why.constraint == "throughput")) {
+      saturated.push_back({score, t});
+    }
+  }
+  std::sort(cheap.begin(), cheap.end());
+  std::sort(saturated.begin(), saturated.end());
+  std::vector<std::pair<double, int>> pool;
+  for (const auto* list : {&cheap, &saturated}) {
+    for (size_t i = 0; i < list->size() && static_cast<int>(i) < options_.split_types; ++i) {
+      if (std::find(pool.begin(), pool.end(), (*list)[i]) == pool.end()) pool.push_back((*list)[i]);
+    }
+  }
+  std::vector<std::tuple<double, int, int>> pairs;
+  for (const auto& [sa, a] : pool) {
+    for (const auto& [sb, b] : pool) {
+      if (a != b) pairs.push_back({sa + sb, a, b});
+    }
+  }
+  std::sort(pairs.begin(), pairs.end());
+  // Every cut of a short model; 16 spread over a long one.
+  std::vector<int> cuts;
+  const int count = std::min(L - 1, 16);
+  for (int i = 1; i <= count; ++i)
+    cuts.push_back(static_cast<int>(std::lround(1.0 * i * L / (count + 1))));
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  const int64_t stop = evaluator.evaluated() + budget;
+  for (const auto& [score, a, b] : pairs) {
+    for (int cut : cuts) {
+      if (evaluator.evaluated() >= stop || evaluator.exhausted()) return;
+      std::vector<int> split(L, b);
+      std::fill(split.begin(), split.begin() + cut, a);
+      evaluator.Evaluate(split);
+    }
+  }
 }
 
 void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& options,

@@ -36,6 +36,9 @@ struct RlOptions {
   bool self_imitation = true;       // replay the best plan seen in every update
   double polish_share = 0.3;        // share of the budget kept for the local search
   int polish_types = 6;             // types tried per move in the local search, best ranked first
+  double split_share = 0.2;         // most of the budget the two-type splits take (SeedSplits)
+  int split_types = 4;              // types whose pairs are tried: the cheapest alone, and as
+                                    // many whose units ran out alone
 };
 
 std::unique_ptr<Scheduler> NewRlScheduler(RlOptions options = {});

@@ -122,8 +122,9 @@ TEST(RlSchedulerTest, WarmStartReachesAsGoodAPlanSooner) {
   cost::CostModel first = CostModelOf(instance);
   instance.workload.throughput_limit *= 1.15;
   cost::CostModel related = CostModelOf(instance);
-  RlOptions policy_only;
+  RlOptions policy_only;  // what the policy learns: no local search, no two-type splits
   policy_only.polish_share = 0;
+  policy_only.split_share = 0;
   const std::string policy_file = ::testing::TempDir() + "/warm_policy.bin";
   SchedulerOptions train;
   train.max_plans = 1500;
