@@ -27,8 +27,11 @@ absl::StatusOr<config::ClusterSpec> FleetSubset(const std::string& fleet_path, i
 }
 
 cost::CostModel WithRelativeLimit(const config::ModelSpec& model,
-                                  const config::ClusterSpec& cluster, double fraction) {
-  cost::CostModel probe = *cost::CostModel::Create(model, cluster, {1.0, 4.37e9});
+                                  const config::ClusterSpec& cluster, double fraction,
+                                  bool stages_only) {
+  cost::Workload workload{1.0, 4.37e9};
+  workload.price_parameter_servers = !stages_only;
+  cost::CostModel probe = *cost::CostModel::Create(model, cluster, workload);
   double best = 0, servers = 0;
   for (int t = 0; t < probe.num_types(); ++t) {
     const auto& type = probe.type(t);
@@ -38,10 +41,9 @@ cost::CostModel WithRelativeLimit(const config::ModelSpec& model,
     }
     double x = probe.StageSeconds(0, probe.num_layers() - 1, t);
     if (!std::isfinite(x)) continue;
-    best = std::max(best,
-                    probe.batch() / cost::CostModel::ExecSeconds(x, type.dp_loss, type.units));
+    best =
+        std::max(best, probe.batch() / cost::CostModel::ExecSeconds(x, type.dp_loss, type.units));
   }
-  cost::Workload workload{1.0, 4.37e9};
   if (probe.prices_ps() && servers > 0) {
     best = std::min(best, servers);
   } else {

@@ -20,9 +20,11 @@ absl::StatusOr<config::ClusterSpec> FleetSubset(const std::string& fleet_path, i
 // alone with all its units (near 1: one type barely suffices and mixing pays), N = 4.37e9. The
 // parameter servers are priced, and the limit is also at most `fraction` times what the fastest
 // servers reach; where no type can hold the tables (no SSD tier in the fleet), the instance
-// prices the stages only, so that it still compares schedulers.
+// prices the stages only, so that it still compares schedulers. `stages_only`: the stages only,
+// always (the model before the servers were priced).
 cost::CostModel WithRelativeLimit(const config::ModelSpec& model,
-                                  const config::ClusterSpec& cluster, double fraction);
+                                  const config::ClusterSpec& cluster, double fraction,
+                                  bool stages_only = false);
 
 // "Intel(R) Xeon(R) ..., 2 cores": what the figures were measured on.
 std::string MachineDescription();

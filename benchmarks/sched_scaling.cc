@@ -2,7 +2,7 @@
 // grows (types 4..64).
 //
 //   build/benchmarks/sched_scaling [--time-limit SECONDS] [--seed S] [--limit-fraction F]
-//                                  [--unit-scale U]
+//                                  [--unit-scale U] [--stages-only 1]
 //
 // Models: random layer chains (heterps/sched/testing) of L layers, seeded. Clusters: T types
 // spread evenly over examples/clusters/fleet-64.yaml, each type's units multiplied by U (at least
@@ -24,7 +24,8 @@
 namespace heterps {
 namespace {
 
-cost::CostModel Instance(int layers, int types, uint64_t seed, double fraction, double unit_scale) {
+cost::CostModel Instance(int layers, int types, uint64_t seed, double fraction, double unit_scale,
+                         bool stages_only) {
   std::mt19937_64 rng(seed * 1000 + layers);
   auto model = sched::testing::MakeRandomInstance(rng, {layers, 1, 1}).model;
   auto cluster = benchmarks::FleetSubset("examples/clusters/fleet-64.yaml", types, unit_scale);
@@ -33,7 +34,7 @@ cost::CostModel Instance(int layers, int types, uint64_t seed, double fraction, 
                  std::string(cluster.status().message()).c_str());
     std::exit(2);
   }
-  return benchmarks::WithRelativeLimit(model, *cluster, fraction);
+  return benchmarks::WithRelativeLimit(model, *cluster, fraction, stages_only);
 }
 
 }  // namespace
@@ -44,18 +45,21 @@ int main(int argc, char** argv) {
   double time_limit = 10;
   uint64_t seed = 1;
   double fraction = 0.25, unit_scale = 1;
+  bool stages_only = false;  // the parameter servers left out of the model
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--time-limit") time_limit = std::atof(argv[i + 1]);
     if (flag == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
     if (flag == "--limit-fraction") fraction = std::atof(argv[i + 1]);
     if (flag == "--unit-scale") unit_scale = std::atof(argv[i + 1]);
+    if (flag == "--stages-only") stages_only = std::atoi(argv[i + 1]) != 0;
   }
   std::printf(
       "machine: %s\nexact time limit: %.0f s, seed %llu, limit fraction %.2f, unit "
-      "scale %.2f\n\n",
+      "scale %.2f, %s\n\n",
       benchmarks::MachineDescription().c_str(), time_limit, static_cast<unsigned long long>(seed),
-      fraction, unit_scale);
+      fraction, unit_scale,
+      stages_only ? "the stages priced only" : "the parameter servers priced");
   std::printf(
       "| layers | types | exact s | certified | stages | greedy | manual | homogeneous "
       "| rl | brute |\n");
@@ -66,7 +70,7 @@ int main(int argc, char** argv) {
                                                   {32, 32}, {64, 32}, {16, 64}, {32, 64}, {64, 64}};
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   for (auto [layers, types] : sizes) {
-    cost::CostModel model = Instance(layers, types, seed, fraction, unit_scale);
+    cost::CostModel model = Instance(layers, types, seed, fraction, unit_scale, stages_only);
     sched::SchedulerOptions options;
     options.time_limit_seconds = time_limit;
     sched::Plan exact = *(*registry.Create("exact"))->Schedule(model, options);
