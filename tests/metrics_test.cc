@@ -349,6 +349,7 @@ TEST(MetricsTest, APlanReportDrawsItsFrontier) {
   EXPECT_EQ(CheckAttribute(dom, "data-errors"), 0);
   EXPECT_EQ(CheckAttribute(dom, "data-charts"), 1);
   EXPECT_EQ(CheckAttribute(dom, "data-drawn"), 1);
+  EXPECT_THAT(dom, ::testing::HasSubstr("<b>parameter servers</b>"));  // beside the pipeline
   r = testing::Heterps({"plan", "--pareto", "--pareto-points", "4", "--time-limit", "2", "--report",
                         dir + "/frontier.html"},
                        dir);

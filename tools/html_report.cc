@@ -153,6 +153,14 @@ $('pipeline').innerHTML = P.stages.map(s =>
   `<div class="stage"><b>stage ${s.index}</b><br>${s.layers[0]}..${s.layers[s.layers.length - 1]}<br>` +
   `${s.units} × ${s.type}<br>$${fmt(s.usd_per_hour)}/hour<br>${fmt(1000 * s.seconds_per_batch)} ms/batch</div>`)
   .join('<div class="arrow">→</div>');
+const S = P.parameter_servers;  // the shards that hold the tables, beside the pipeline
+if (S) {
+  $('pipeline').innerHTML += `<div class="arrow">|</div><div class="stage"><b>parameter servers</b><br>` +
+    `${fmt(S.table_gib)} GiB of tables<br>${S.shards} × ${S.type}<br>$${fmt(S.usd_per_hour)}/hour<br>` +
+    `${fmt(1000 * S.seconds_per_batch)} ms/batch` +
+    (S.ssd_gib_per_shard > 0 ? `<br>${fmt(S.ssd_gib_per_shard)} GiB/shard on SSD, ${(100 * S.hit_rate).toFixed(1)}% from memory` : '') +
+    `</div>`;
+}
 const all = [P].concat(R.baselines || []).filter(p => p.feasible);
 chart('costs', {type: 'bar', data: {labels: all.map(p => p.scheduler), datasets: [
   {label: 'job cost, $', data: all.map(p => p.cost_usd), backgroundColor: all.map((p, i) => i == 0 ? '#1f77b4' : '#c7c7c7')}]},
