@@ -157,7 +157,8 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "so that the run is that job's (with --replicas)")
       ->check(NonNegative());
   cmd->add_option("--ps-shards", flags.job.ps_shards,
-                  "Parameter-server processes (default: sized from the plan)")
+                  "Parameter-server processes (default: the plan's servers where it names them, "
+                  "else sized from the plan)")
       ->check(NonNegative());
   cmd->add_option("--checkpoint-every", flags.job.checkpoint_every,
                   "Steps between checkpoints; 0: none (default 100)")
@@ -204,8 +205,8 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--ps-memory-mib", flags.ps_memory_mib,
                   "Memory for each embedding table's rows on each parameter server, MiB: the rows "
-                  "beyond it go to the SSD tier (RocksDB under the job directory); 0: all in "
-                  "memory (default)")
+                  "beyond it go to the SSD tier (RocksDB under the job directory); default: the "
+                  "budget of the plan's servers where they keep rows on SSD, else all in memory")
       ->check(Finite())
       ->check(CLI::Range(0.0, 1048576.0));
   cmd->add_flag("--fresh", flags.fresh,
