@@ -46,6 +46,8 @@ class ExactSearch {
         deadline_(options.time_limit_seconds) {}
 
   Plan Run();
+  // RelaxedAssignments (schedulers.h).
+  std::vector<std::vector<int>> RelaxedAt(int count);
 
  private:
   double X(int i, int j, int t) const { return x_[(i * num_layers_ + j) * num_types_ + t]; }
@@ -512,6 +514,21 @@ Plan ExactSearch::Run() {
   return plan;
 }
 
+std::vector<std::vector<int>> ExactSearch::RelaxedAt(int count) {
+  std::vector<std::vector<int>> out;
+  units_.resize(num_types_);
+  for (int t = 0; t < num_types_; ++t) units_[t] = model_.type(t).units;
+  BuildStageTable();
+  const double e_max = model_.max_bottleneck_seconds();
+  for (int i = 0; i < count; ++i) {
+    const double e = e_max * std::pow(0.5, count > 1 ? static_cast<double>(i) / (count - 1) : 0.0);
+    if (Relaxed(e) == kInfinity) break;  // faster bottlenecks have no plan either
+    std::vector<int> assignment = RelaxedAssignment();
+    if (std::find(out.begin(), out.end(), assignment) == out.end()) out.push_back(assignment);
+  }
+  return out;
+}
+
 // No plan meets the limit: report the fastest plan (every stage with all units of its type, shared
 // limits ignored) and why even it fails.
 Plan ExactSearch::Infeasible() {
@@ -619,6 +636,11 @@ std::vector<int> FastestAssignment(const CostModel& model) {
 
 std::unique_ptr<Scheduler> NewAutoScheduler(std::unique_ptr<Scheduler> rl) {
   return std::make_unique<AutoScheduler>(std::move(rl));
+}
+
+std::vector<std::vector<int>> RelaxedAssignments(const CostModel& model, int count) {
+  SchedulerOptions options;
+  return ExactSearch(model, options).RelaxedAt(count);
 }
 
 Plan BoundPlan(const CostModel& model, Plan plan, double seconds) {

@@ -48,6 +48,12 @@ std::unique_ptr<Scheduler> NewAutoScheduler(std::unique_ptr<Scheduler> rl);
 // searches' feasibility, and what `exact` reports when no plan is feasible.
 std::vector<int> FastestAssignment(const cost::CostModel& model);
 
+// The cheapest assignments at `count` bottlenecks from B / TL down to half of it, each from the
+// exact method's dynamic program, which ignores that stages of one type share its units (so a plan
+// may break them: its provisioning then says so). Distinct, in that order. A seed for searches:
+// where the units do not bind, the one at the optimum's bottleneck is the optimum.
+std::vector<std::vector<int>> RelaxedAssignments(const cost::CostModel& model, int count);
+
 // `plan` with the best lower bound the exact method proves within `seconds` (plan's own
 // assignment as its incumbent), in lower_bound_usd; a certified exact or brute plan keeps its
 // own. A bound is never above the optimum, so the plan's optimality_gap() is never below the

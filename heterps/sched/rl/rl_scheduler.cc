@@ -157,6 +157,12 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
   if (!evaluator.exhausted()) evaluator.Evaluate(FastestAssignment(model));
   SeedSplits(model, evaluator,
              static_cast<int64_t>(options_.split_share * static_cast<double>(budget)));
+  // The cheapest plans of the units-relaxed dynamic program at a few bottlenecks: optimal where
+  // the units do not bind, and a start for the search where they do.
+  for (const std::vector<int>& relaxed : RelaxedAssignments(model, options_.relaxed_plans)) {
+    if (evaluator.exhausted()) break;
+    evaluator.Evaluate(relaxed);
+  }
   if (evaluator.have_best() && evaluator.best().feasible) {
     reference_cost_ = evaluator.best().cost_usd;
   }

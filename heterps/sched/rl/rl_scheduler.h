@@ -39,6 +39,8 @@ struct RlOptions {
   double split_share = 0.2;         // most of the budget the two-type splits take (SeedSplits)
   int split_types = 4;              // types whose pairs are tried: the cheapest alone, and as
                                     // many whose units ran out alone
+  int relaxed_plans = 8;            // plans of the units-relaxed dynamic program evaluated first
+                                    // (RelaxedAssignments, schedulers.h)
 };
 
 std::unique_ptr<Scheduler> NewRlScheduler(RlOptions options = {});
