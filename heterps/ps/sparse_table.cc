@@ -18,32 +18,39 @@ namespace heterps::ps {
 namespace {
 
 // Arena blocks: the first holds kFirstBlockRows slots and each next one twice as many, up to
-// kBlockRows, which every later block holds. A shard of a small table wastes at most half its
-// last block (a table has 16 lock shards, and a model dozens of tables); a large one grows
-// without 2x overshoot, in blocks of whole huge pages for the common row sizes (16384 rows of
-// 128 bytes are 2 MiB).
+// 8192; every later block is a whole number of huge pages holding at least kBlockRows slots
+// (BlockGeometry). A shard of a small table wastes at most half its last block (a table has 16
+// lock shards, and a model dozens of tables); a large one grows without 2x overshoot, and its
+// blocks end within one slot of a huge page's end.
 constexpr uint32_t kFirstBlockRows = 512;
 constexpr uint32_t kBlockRows = 16384;
 constexpr uint32_t kGrowingBlocks = 5;  // 512, 1024, ..., 8192 slots
 constexpr uint32_t kGrowingRows = kFirstBlockRows * ((1u << kGrowingBlocks) - 1);
 static_assert(kFirstBlockRows << kGrowingBlocks == kBlockRows);
 
+// The slots of every block after the growing ones: as many as whole huge pages hold, the fewest
+// pages that hold kBlockRows.
+uint32_t LargeBlockRows(size_t slot_bytes) {
+  const size_t pages = (slot_bytes * kBlockRows + base::kHugePageBytes - 1) / base::kHugePageBytes;
+  return static_cast<uint32_t>(pages * base::kHugePageBytes / slot_bytes);
+}
+
 // Where a slot lives: its block, its place in the block, and the block's slots.
 struct BlockPlace {
   uint32_t block, offset, rows;
 };
-inline BlockPlace PlaceOf(uint32_t slot) {
+inline BlockPlace PlaceOf(uint32_t slot, uint32_t large_rows) {
   if (slot < kGrowingRows) {
     const uint32_t block = 31 - static_cast<uint32_t>(__builtin_clz(slot / kFirstBlockRows + 1));
     return {block, slot - kFirstBlockRows * ((1u << block) - 1), kFirstBlockRows << block};
   }
   const uint32_t rest = slot - kGrowingRows;
-  return {kGrowingBlocks + rest / kBlockRows, rest % kBlockRows, kBlockRows};
+  return {kGrowingBlocks + rest / large_rows, rest % large_rows, large_rows};
 }
 
-// A resident row's bookkeeping, beside its slot of floats: 20 bytes, 4-aligned. The counts
-// saturate (a row would need 4 billion updates to notice). The last access is the table's
-// logical clock (one tick per key accessed) in units of 256 ticks, modulo 2^32: ages, taken
+// A resident row's bookkeeping, at the start of its slot, before its floats: 20 bytes, 4-aligned.
+// The counts saturate (a row would need 4 billion updates to notice). The last access is the
+// table's logical clock (one tick per key accessed) in units of 256 ticks, modulo 2^32: ages, taken
 // modulo 2^32 too, stay right for rows younger than 2^40 accesses, and an older one has long been
 // spilled when there is a budget.
 struct Meta {
@@ -215,35 +222,39 @@ struct SparseTable::Shard {
     }
   };
 
-  Shard() : index(SlotHash{this}) {}
+  // A slot: its Meta, then `stride` floats of value and optimizer state.
+  explicit Shard(int stride)
+      : slot_bytes(sizeof(Meta) + sizeof(float) * static_cast<size_t>(stride)),
+        large_rows(LargeBlockRows(slot_bytes)),
+        index(SlotHash{this}) {}
 
+  const size_t slot_bytes;
+  const uint32_t large_rows;  // slots of each block after the growing ones
   absl::Mutex mu;
   SlotIndex<SlotHash> index ABSL_GUARDED_BY(mu);  // resident slots
-  // Slot arenas (PlaceOf), the large ones on huge pages, and the slots' records, block by block
-  // beside them: blocks that never move or grow, so that a table's memory is what its rows use,
-  // with no reallocation leaving copies behind.
-  std::vector<std::unique_ptr<float[], base::HugeDeleter>> blocks ABSL_GUARDED_BY(mu);
-  // Records are written when their slot is handed out (Touch, Insert), so a block starts raw:
+  // Slot arenas (PlaceOf), the large ones on huge pages: blocks that never move or grow, so that
+  // a table's memory is what its rows use, with no reallocation leaving copies behind. A row's
+  // record shares its slot, so that a lookup touches the index entry and then one run of cache
+  // lines on one page. Slots are written when handed out (Touch, Insert), so a block starts raw:
   // its slack is never touched, and never made resident.
-  struct RawDelete {
-    void operator()(Meta* p) const { ::operator delete(p); }
-  };
-  std::vector<std::unique_ptr<Meta, RawDelete>> meta_blocks ABSL_GUARDED_BY(mu);
+  std::vector<std::unique_ptr<char[], base::HugeDeleter>> blocks ABSL_GUARDED_BY(mu);
   uint32_t slots ABSL_GUARDED_BY(mu) = 0;  // slots handed out (resident, or free for reuse)
   std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
   SparseTableStats stats ABSL_GUARDED_BY(mu);  // memory_* are derived when read
 
-  float* Slot(uint32_t slot, int stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const BlockPlace place = PlaceOf(slot);
-    return blocks[place.block].get() + static_cast<size_t>(place.offset) * stride;
+  char* SlotStart(uint32_t slot) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const BlockPlace place = PlaceOf(slot, large_rows);
+    return blocks[place.block].get() + static_cast<size_t>(place.offset) * slot_bytes;
+  }
+  // The slot's floats: value, then optimizer state.
+  float* Slot(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return reinterpret_cast<float*>(SlotStart(slot) + sizeof(Meta));
   }
   Meta& MetaOf(uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    const BlockPlace place = PlaceOf(slot);
-    return meta_blocks[place.block].get()[place.offset];
+    return *reinterpret_cast<Meta*>(SlotStart(slot));
   }
   const Meta& MetaOf(uint32_t slot) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    const BlockPlace place = PlaceOf(slot);
-    return meta_blocks[place.block].get()[place.offset];
+    return *reinterpret_cast<const Meta*>(SlotStart(slot));
   }
   // The resident slot of `key`, if any.
   std::optional<uint32_t> Find(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -261,7 +272,9 @@ struct SparseTable::Shard {
 
 SparseTable::SparseTable(const SparseTableOptions& options, std::unique_ptr<ColdStore> cold)
     : options_(options), cold_(std::move(cold)) {
-  for (int i = 0; i < options.lock_shards; ++i) shards_.push_back(std::make_unique<Shard>());
+  for (int i = 0; i < options.lock_shards; ++i) {
+    shards_.push_back(std::make_unique<Shard>(stride()));
+  }
 }
 
 SparseTable::~SparseTable() = default;
@@ -320,13 +333,11 @@ absl::StatusOr<uint32_t> SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFE
         "sparse table: a lock shard holds ", slot, " resident rows, its most; raise lock_shards (",
         options_.lock_shards, ") or set a memory budget"));
   }
-  if (const BlockPlace place = PlaceOf(slot); place.offset == 0) {
-    const size_t bytes = sizeof(float) * static_cast<size_t>(place.rows) * stride();
-    shard.blocks.emplace_back(static_cast<float*>(base::AllocateHuge(bytes)),
-                              base::HugeDeleter{bytes});
+  if (const BlockPlace place = PlaceOf(slot, shard.large_rows); place.offset == 0) {
+    const size_t bytes = shard.slot_bytes * place.rows;
     static_assert(std::is_trivially_destructible_v<Meta>);
-    shard.meta_blocks.emplace_back(
-        static_cast<Meta*>(::operator new(sizeof(Meta) * static_cast<size_t>(place.rows))));
+    shard.blocks.emplace_back(static_cast<char*>(base::AllocateHuge(bytes)),
+                              base::HugeDeleter{bytes});
   }
   ++shard.slots;
   return slot;
@@ -346,7 +357,7 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key,
     HETERPS_ASSIGN_OR_RETURN(cold, cold_->Get(key));
   }
   HETERPS_ASSIGN_OR_RETURN(const uint32_t slot, Allocate(shard));
-  float* data = shard.Slot(slot, stride());
+  float* data = shard.Slot(slot);
   Meta& meta = shard.MetaOf(slot);
   if (cold.has_value()) {
     absl::Status decoded = Decode(*cold, stride(), data, &meta);
@@ -390,8 +401,7 @@ absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANAL
   for (size_t i = 0; i < spill; ++i) {
     const uint32_t slot = by_age[i].second;
     const Meta& meta = shard.MetaOf(slot);
-    HETERPS_RETURN_IF_ERROR(
-        cold_->Put(meta.key(), Encode(shard.Slot(slot, stride()), stride(), meta)));
+    HETERPS_RETURN_IF_ERROR(cold_->Put(meta.key(), Encode(shard.Slot(slot), stride(), meta)));
     shard.Erase(slot);
     shard.free_slots.push_back(slot);
     ++shard.stats.spills;
@@ -401,7 +411,7 @@ absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANAL
 }
 
 template <typename Serve>
-absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys,
+absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys, int row_floats,
                                      Serve serve) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Positions grouped by lock shard (a stable counting sort, so a repeated key
   // keeps its order).
@@ -420,7 +430,7 @@ absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys,
   // key kFar places on, and the record and floats of the key kNear places on,
   // so that the misses of several keys overlap instead of queueing.
   constexpr size_t kFar = 32, kNear = 12;
-  const size_t row_bytes = sizeof(float) * stride();
+  const size_t span = sizeof(Meta) + sizeof(float) * row_floats;
   for (size_t s = 0; s < shards; ++s) {
     const uint32_t* group = order.data() + start[s];
     const size_t size = start[s + 1] - start[s];
@@ -433,9 +443,11 @@ absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys,
       if (j + kFar < size) shard.index.Prefetch(MixKey(keys[group[j + kFar]]));
       if (j + kNear < size) {
         if (std::optional<uint32_t> ahead = shard.index.Candidate(MixKey(keys[group[j + kNear]]))) {
-          const char* row = reinterpret_cast<const char*>(shard.Slot(*ahead, stride()));
-          for (size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + line, 1);
-          __builtin_prefetch(&shard.MetaOf(*ahead), 1);
+          // The cache lines from the record to the last float the call uses.
+          const uintptr_t first = reinterpret_cast<uintptr_t>(shard.SlotStart(*ahead));
+          for (uintptr_t line = first & ~uintptr_t{63}; line < first + span; line += 64) {
+            __builtin_prefetch(reinterpret_cast<const void*>(line), 1);
+          }
         }
       }
       const size_t i = group[j];
@@ -450,9 +462,9 @@ absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys,
 absl::Status SparseTable::Pull(absl::Span<const uint64_t> keys, absl::Span<float> values) {
   const int dim = options_.dim;
   HETERPS_RETURN_IF_ERROR(CheckRowFloats("pull", values.size(), keys.size(), dim));
-  return ForEachKey(keys,
+  return ForEachKey(keys, dim,
                     [&](Shard& shard, size_t i, uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                      const float* data = shard.Slot(slot, stride());
+                      const float* data = shard.Slot(slot);
                       std::copy(data, data + dim, values.data() + i * dim);
                     });
 }
@@ -461,8 +473,8 @@ absl::Status SparseTable::Push(absl::Span<const uint64_t> keys, absl::Span<const
   const int dim = options_.dim;
   HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), dim));
   return ForEachKey(
-      keys, [&](Shard& shard, size_t i, uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        float* data = shard.Slot(slot, stride());
+      keys, stride(), [&](Shard& shard, size_t i, uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        float* data = shard.Slot(slot);
         Meta& meta = shard.MetaOf(slot);
         Increment(meta.steps);
         ApplyUpdate(options_.optimizer, data, data + dim, grads.data() + i * dim, dim, meta.steps);
@@ -476,7 +488,7 @@ absl::StatusOr<std::optional<RowData>> SparseTable::Lookup(uint64_t key) {
   std::vector<float> floats(stride);
   Meta meta;
   if (std::optional<uint32_t> slot = shard.Find(key)) {
-    const float* data = shard.Slot(*slot, stride);
+    const float* data = shard.Slot(*slot);
     std::copy(data, data + stride, floats.begin());
     meta = shard.MetaOf(*slot);
   } else {
@@ -557,7 +569,7 @@ absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
     shard.MetaOf(*slot).set_key(key);
     shard.Insert(*slot);
   }
-  float* data = shard.Slot(*slot, stride);
+  float* data = shard.Slot(*slot);
   std::copy(row.value.begin(), row.value.end(), data);
   std::copy(row.state.begin(), row.state.end(), data + dim);
   Meta& meta = shard.MetaOf(*slot);
@@ -585,7 +597,7 @@ absl::Status SparseTable::ForEachRow(
     shard->index.ForEach([&](uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       if (!status.ok()) return;
       const Meta& meta = shard->MetaOf(slot);
-      status = visit(meta.key(), make(shard->Slot(slot, stride), meta));
+      status = visit(meta.key(), make(shard->Slot(slot), meta));
     });
     HETERPS_RETURN_IF_ERROR(status);
   }
@@ -603,7 +615,6 @@ absl::Status SparseTable::Clear() {
     absl::MutexLock lock(&shard->mu);
     shard->index.Clear();
     shard->blocks.clear();
-    shard->meta_blocks.clear();
     shard->slots = 0;
     shard->free_slots.clear();
     shard->stats.cold_rows = 0;

@@ -7,9 +7,9 @@
 // (Adam's step). Each row also records when it was last touched and how often.
 //
 // Memory: `lock_shards` shards, one mutex each, keys spread by a mixing hash. A shard keeps its
-// rows in arena blocks of fixed-size slots, [value | state] floats each (blocks of 512 slots, then
-// each twice the last, up to 16384), with a 20-byte record per slot in blocks beside them (key,
-// last access, update and access counts) and an open-addressing index of 4-byte
+// rows in arena blocks of fixed-size slots, each a 20-byte record (key, last access, update and
+// access counts) followed by [value | state] floats (blocks of 512 slots, then each twice the
+// last, then whole huge pages of at least 16384 slots), and an open-addressing index of 4-byte
 // entries (8 hash bits and a 24-bit slot number; so at most 2^24 - 1 resident rows per shard),
 // all on huge pages where the kernel allows it. A batch is served shard by shard, prefetching
 // ahead (docs/ps.md). When a shard's resident rows exceed its share of `memory_budget_bytes`, its
@@ -122,9 +122,10 @@ class SparseTable {
   uint32_t ShardIndex(uint64_t key) const;
   Shard& ShardOf(uint64_t key);
   // Touches every key, lock shard by lock shard, and calls serve(shard, position, slot) for each
-  // with the shard's lock held.
+  // with the shard's lock held. `row_floats`: the floats of each slot serve reads or writes (from
+  // the first), fetched ahead with the row's record.
   template <typename Serve>
-  absl::Status ForEachKey(absl::Span<const uint64_t> keys, Serve serve);
+  absl::Status ForEachKey(absl::Span<const uint64_t> keys, int row_floats, Serve serve);
   int stride() const { return options_.dim * (1 + StateFloats(options_.optimizer.kind)); }
   // The rest run with shard.mu held.
   // The slot of `key`: resident, brought back from the cold store, or created; its last access

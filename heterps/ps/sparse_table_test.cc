@@ -98,8 +98,8 @@ std::unique_ptr<SparseTable> MakeTable(Tier tier, OptimizerKind kind, int64_t bu
   std::unique_ptr<ColdStore> cold;
   if (tier == Tier::kFakeCold) cold = std::make_unique<MemoryColdStore>();
   if (tier == Tier::kRocksDb) {
-    auto store = RocksDbColdStore::Open(::testing::TempDir() + "/cold_" +
-                                        std::string(OptimizerName(kind)));
+    auto store =
+        RocksDbColdStore::Open(::testing::TempDir() + "/cold_" + std::string(OptimizerName(kind)));
     EXPECT_TRUE(store.ok()) << store.status();
     cold = std::move(*store);
   }
@@ -108,8 +108,7 @@ std::unique_ptr<SparseTable> MakeTable(Tier tier, OptimizerKind kind, int64_t bu
   return std::move(*table);
 }
 
-class SparseTableModelTest
-    : public ::testing::TestWithParam<std::tuple<Tier, OptimizerKind>> {};
+class SparseTableModelTest : public ::testing::TestWithParam<std::tuple<Tier, OptimizerKind>> {};
 
 TEST_P(SparseTableModelTest, MatchesTheReferenceUnderRandomPullsAndPushes) {
   const auto [tier, kind] = GetParam();
@@ -141,29 +140,33 @@ TEST_P(SparseTableModelTest, MatchesTheReferenceUnderRandomPullsAndPushes) {
   }
   // Every row, in whichever tier, equals the reference: values, optimizer state, step counts.
   size_t visited = 0;
-  ASSERT_TRUE(table->ForEachRow([&](uint64_t key, const RowData& row) {
-    ++visited;
-    auto it = reference.rows().find(key);
-    EXPECT_NE(it, reference.rows().end()) << key;
-    if (it == reference.rows().end()) return absl::OkStatus();
-    EXPECT_EQ(row.value, it->second.value);
-    EXPECT_EQ(row.state, it->second.state);
-    EXPECT_EQ(row.steps, it->second.steps);
-    // The optimizer's arithmetic, against its formulas in double precision.
-    auto d = reference.doubles().find(key);
-    if (d != reference.doubles().end()) {
-      EXPECT_EQ(row.steps, d->second.steps);
-      for (size_t i = 0; i < row.value.size(); ++i) {
-        EXPECT_NEAR(row.value[i], d->second.value[i], 1e-4 * (1 + std::abs(d->second.value[i])))
-            << key << "[" << i << "]";
-      }
-      for (size_t i = 0; i < row.state.size(); ++i) {
-        EXPECT_NEAR(row.state[i], d->second.state[i], 1e-4 * (1 + std::abs(d->second.state[i])))
-            << key << " state[" << i << "]";
-      }
-    }
-    return absl::OkStatus();
-  }).ok());
+  ASSERT_TRUE(table
+                  ->ForEachRow([&](uint64_t key, const RowData& row) {
+                    ++visited;
+                    auto it = reference.rows().find(key);
+                    EXPECT_NE(it, reference.rows().end()) << key;
+                    if (it == reference.rows().end()) return absl::OkStatus();
+                    EXPECT_EQ(row.value, it->second.value);
+                    EXPECT_EQ(row.state, it->second.state);
+                    EXPECT_EQ(row.steps, it->second.steps);
+                    // The optimizer's arithmetic, against its formulas in double precision.
+                    auto d = reference.doubles().find(key);
+                    if (d != reference.doubles().end()) {
+                      EXPECT_EQ(row.steps, d->second.steps);
+                      for (size_t i = 0; i < row.value.size(); ++i) {
+                        EXPECT_NEAR(row.value[i], d->second.value[i],
+                                    1e-4 * (1 + std::abs(d->second.value[i])))
+                            << key << "[" << i << "]";
+                      }
+                      for (size_t i = 0; i < row.state.size(); ++i) {
+                        EXPECT_NEAR(row.state[i], d->second.state[i],
+                                    1e-4 * (1 + std::abs(d->second.state[i])))
+                            << key << " state[" << i << "]";
+                      }
+                    }
+                    return absl::OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(visited, reference.size());  // nothing lost, nothing duplicated
   SparseTableStats stats = table->Stats();
   EXPECT_EQ(stats.memory_rows + stats.cold_rows, static_cast<int64_t>(reference.size()));
@@ -180,6 +183,44 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Tier::kMemoryOnly, Tier::kFakeCold, Tier::kRocksDb),
                        ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kAdagrad,
                                          OptimizerKind::kAdam)));
+
+// Past the growing blocks, into several blocks of whole huge pages, for slots of several sizes
+// (a record and 10, 32 or 51 floats): every row keeps what was pushed to it, and no slot
+// overlaps another.
+TEST(SparseTableTest, LargeShardsKeepEveryRow) {
+  for (const auto& [dim, kind] :
+       {std::pair{5, OptimizerKind::kAdagrad}, std::pair{16, OptimizerKind::kAdagrad},
+        std::pair{17, OptimizerKind::kAdam}}) {
+    SparseTableOptions options;
+    options.dim = dim;
+    options.optimizer.kind = kind;
+    options.lock_shards = 1;
+    auto table = SparseTable::Create(options, nullptr);
+    ASSERT_TRUE(table.ok()) << table.status();
+    constexpr uint64_t kRows = 70000;
+    std::vector<uint64_t> keys(kRows);
+    std::vector<float> grads(kRows * dim);
+    for (uint64_t k = 0; k < kRows; ++k) {
+      keys[k] = k * 7919 + 3;
+      for (int d = 0; d < dim; ++d) grads[k * dim + d] = 1e-3f * static_cast<float>(k % 97 + d);
+    }
+    ASSERT_TRUE((*table)->Push(keys, grads).ok());
+    std::vector<float> got(kRows * dim);
+    ASSERT_TRUE((*table)->Pull(keys, absl::MakeSpan(got)).ok());
+    for (uint64_t k = 0; k < kRows; ++k) {
+      std::vector<float> want = (*table)->InitialValue(keys[k]);
+      std::vector<float> state(StateFloats(kind) * dim);
+      InitState(options.optimizer, state.data(), dim);
+      ApplyUpdate(options.optimizer, want.data(), state.data(), &grads[k * dim], dim, 1);
+      for (int d = 0; d < dim; ++d) {
+        ASSERT_EQ(got[k * dim + d], want[d]) << "dim " << dim << " row " << k << "[" << d << "]";
+      }
+    }
+    const SparseTableStats stats = (*table)->Stats();
+    EXPECT_EQ(stats.memory_rows, static_cast<int64_t>(kRows));
+    EXPECT_EQ(stats.created, static_cast<int64_t>(kRows));
+  }
+}
 
 TEST(SparseTableTest, InitialValuesDependOnlyOnTheKey) {
   SparseTableOptions a, b;
