@@ -55,10 +55,47 @@ def ms(seconds):
     return "%.1f" % (1e3 * seconds)
 
 
+def sweep(flags, work, common, distributed):
+    lines = ["```", "python3 benchmarks/runtime_bench.py --rows %d --sweep %s" % (
+                 flags.rows, flags.sweep), "```", "",
+             "On %s (%d hardware threads): dlrm-small, one epoch of %d synthetic rows "
+             "(90%% trained); the default distributed job (this host profiled and planned at each "
+             "batch size) against the single process at the same batch size." % (
+                 cpu(), os.cpu_count(), flags.rows), "",
+             "| batch | single process, 1 thread | 2 threads (async) | distributed sync | "
+             "against 1 thread | distributed async | against 2 threads | sync: plan | "
+             "sync: predicted samples/s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for batch in [int(b) for b in flags.sweep.split(",")]:
+        b = ["--batch", str(batch)]
+        one = run(common + b + ["--single-process"])
+        two = run(common + b + ["--single-process", "--threads", "2"])
+        sync = run(distributed + b, os.path.join(work, "sweep-sync-%d" % batch))
+        asynchronous = run(distributed + b + ["--mode", "async"],
+                           os.path.join(work, "sweep-async-%d" % batch))
+        plan = ", ".join("%s x%d" % (s["layers"], s["units"]) for s in sync.get("stages", []))
+        predicted = sync.get("predicted_samples_per_second") or 0
+        lines.append("| %d | %.0f | %.0f | %.0f | %.2f | %.0f | %.2f | %s | %s |" % (
+            batch, one["samples_per_second"], two["samples_per_second"],
+            sync["samples_per_second"], sync["samples_per_second"] / one["samples_per_second"],
+            asynchronous["samples_per_second"],
+            asynchronous["samples_per_second"] / two["samples_per_second"], plan,
+            "%.0f" % predicted if predicted else "-"))
+        print(lines[-1], file=sys.stderr)
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if flags.markdown:
+        replace_section(flags.markdown, "runtime-sweep", section)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=400000)
     parser.add_argument("--markdown", default="docs/benchmarks.md")
+    parser.add_argument("--sweep", default="",
+                        help="comma-separated batch sizes: instead of the six runs, the single "
+                        "process (1 and 2 threads) against the default distributed job (sync "
+                        "and async) at each batch size (the runtime-sweep section)")
     flags = parser.parse_args()
 
     work = os.path.join(tempfile.gettempdir(), "heterps-runtime-bench")
@@ -76,6 +113,9 @@ def main():
 
     common = ["train", "--data", data]
     distributed = common + ["--checkpoint-every", "0"]
+    if flags.sweep:
+        sweep(flags, work, common, distributed)
+        return
     runs = []
 
     def record(name, metrics, mode, reference=None):
