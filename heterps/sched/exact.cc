@@ -74,7 +74,8 @@ class ExactSearch {
   void Dfs(int i, int prev, double cost);
   // The dynamic program over layers from.. at dfs_e_ with prices dfs_price_, each stage limited
   // to `left[t]` units; fills g[m][prev] for m >= from. With `usage`, also the units per type of
-  // the plan that achieves g[from][none].
+  // the plan that achieves g[from][none], and, when collect_ is set and that plan (from layer 0)
+  // fits the units left, its assignment joins collect_.
   void LimitedDp(int from, const std::vector<int64_t>& left, std::vector<double>& g,
                  std::vector<int64_t>* usage);
   // Fits lambda_ by subgradient ascent on the Lagrangian dual at dfs_e_; returns the best bound.
@@ -89,6 +90,14 @@ class ExactSearch {
   int64_t Units(int i, int j, int t) const {
     return dfs_k_[(i * num_layers_ + j) * num_types_ + t];
   }
+  // The parameter servers' choices at e: each type's fewest shards, cheapest first (one choice
+  // of no servers, type -1, when they are not priced).
+  struct Servers {
+    double rate = 0;
+    int type = -1;
+    int64_t shards = 0;
+  };
+  std::vector<Servers> ServerChoices(double e) const;
   void Evaluate(double e);
   void Consider(const std::vector<int>& assignment);
   Plan Infeasible();
@@ -116,6 +125,8 @@ class ExactSearch {
   std::vector<std::vector<double>> dfs_g_;  // per depth: [m][prev] as g_, units left respected
   std::vector<double> lambda_;              // Lagrange multiplier per type (warm-started across E)
   std::vector<double> dfs_price_;           // p_t + lambda_t
+  // Where set, FitMultipliers adds the distinct plans of its dynamic programs (RelaxedAt).
+  std::vector<std::vector<int>>* collect_ = nullptr;
 
   Plan best_;
   bool have_best_ = false;
@@ -323,6 +334,7 @@ void ExactSearch::LimitedDp(int from, const std::vector<int64_t>& left, std::vec
   }
   if (usage == nullptr) return;
   usage->assign(num_types_, 0);
+  std::vector<int> assignment(num_layers_, -1);
   for (int m = from, prev = num_types_; m < num_layers_;) {
     int pick = -1;
     for (int t = 0; t < num_types_; ++t) {
@@ -331,8 +343,15 @@ void ExactSearch::LimitedDp(int from, const std::vector<int64_t>& left, std::vec
     if (pick < 0 || end[m * num_types_ + pick] < 0) return;
     int j = end[m * num_types_ + pick];
     (*usage)[pick] += Units(m, j, pick);
+    std::fill(assignment.begin() + m, assignment.begin() + j + 1, pick);
     m = j + 1;
     prev = pick;
+  }
+  bool fits = true;
+  for (int t = 0; t < num_types_; ++t) fits = fits && (*usage)[t] <= left[t];
+  if (collect_ != nullptr && from == 0 && fits &&
+      std::find(collect_->begin(), collect_->end(), assignment) == collect_->end()) {
+    collect_->push_back(std::move(assignment));
   }
 }
 
@@ -389,17 +408,7 @@ void ExactSearch::Consider(const std::vector<int>& assignment) {
   }
 }
 
-void ExactSearch::Evaluate(double e) {
-  const double s = Relaxed(e);
-  if (s == kInfinity) return;
-  const std::vector<int> relaxed = RelaxedAssignment();
-  // The servers' choices at e: each type's fewest shards, cheapest first (one choice of no
-  // servers when they are not priced).
-  struct Servers {
-    double rate = 0;
-    int type = -1;
-    int64_t shards = 0;
-  };
+std::vector<ExactSearch::Servers> ExactSearch::ServerChoices(double e) const {
   std::vector<Servers> choices;
   if (!model_.prices_ps()) choices.push_back({});
   for (int t = 0; model_.prices_ps() && t < num_types_; ++t) {
@@ -409,6 +418,14 @@ void ExactSearch::Evaluate(double e) {
   }
   std::stable_sort(choices.begin(), choices.end(),
                    [](const Servers& a, const Servers& b) { return a.rate < b.rate; });
+  return choices;
+}
+
+void ExactSearch::Evaluate(double e) {
+  const double s = Relaxed(e);
+  if (s == kInfinity) return;
+  const std::vector<int> relaxed = RelaxedAssignment();
+  const std::vector<Servers> choices = ServerChoices(e);
   // Only plans whose bound c e (S + rate) beats the incumbent matter.
   const double c = model_.JobCost(e, 1.0);
   for (const Servers& servers : choices) {
@@ -522,9 +539,24 @@ std::vector<std::vector<int>> ExactSearch::RelaxedAt(int count) {
   const double e_max = model_.max_bottleneck_seconds();
   for (int i = 0; i < count; ++i) {
     const double e = e_max * std::pow(0.5, count > 1 ? static_cast<double>(i) / (count - 1) : 0.0);
-    if (Relaxed(e) == kInfinity) break;  // faster bottlenecks have no plan either
+    const double s = Relaxed(e);
+    if (s == kInfinity) break;  // faster bottlenecks have no plan either
     std::vector<int> assignment = RelaxedAssignment();
     if (std::find(out.begin(), out.end(), assignment) == out.end()) out.push_back(assignment);
+    // The units the stages may take beside the cheapest servers at e.
+    const std::vector<Servers> servers = ServerChoices(e);
+    if (servers.empty()) continue;
+    if (servers[0].type >= 0) units_[servers[0].type] -= servers[0].shards;
+    if (!WithinUnits(assignment, e)) {
+      // The units bind: the plans of the Lagrangian dual's dynamic programs that fit them, each
+      // type's units priced up until the plan fits, no stage given more units than are left.
+      PrepareUnits(e);
+      dfs_best_ = kInfinity;
+      collect_ = &out;
+      FitMultipliers(s);
+      collect_ = nullptr;
+    }
+    if (servers[0].type >= 0) units_[servers[0].type] += servers[0].shards;
   }
   return out;
 }

@@ -50,8 +50,11 @@ std::vector<int> FastestAssignment(const cost::CostModel& model);
 
 // The cheapest assignments at `count` bottlenecks from B / TL down to half of it, each from the
 // exact method's dynamic program, which ignores that stages of one type share its units (so a plan
-// may break them: its provisioning then says so). Distinct, in that order. A seed for searches:
-// where the units do not bind, the one at the optimum's bottleneck is the optimum.
+// may break them: its provisioning then says so), and, at a bottleneck where that plan breaks them,
+// those plans of the Lagrangian dual's dynamic programs, as the exact method fits its unit prices
+// (at most 40 each), that fit the units. Distinct, in that order. A seed for searches: where the
+// units do not bind, the one at the optimum's bottleneck is the optimum; where they do, the priced
+// plans are those that fit them at the least extra cost.
 std::vector<std::vector<int>> RelaxedAssignments(const cost::CostModel& model, int count);
 
 // `plan` with the best lower bound the exact method proves within `seconds` (plan's own

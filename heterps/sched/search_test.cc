@@ -95,6 +95,37 @@ TEST(SearchSchedulerTest, SmallInstancesAgainstTheOptimum) {
   EXPECT_GE(small_feasible, 5);  // the optimum checks ran on enough instances
 }
 
+// Where the units-relaxed dynamic program's plan breaks the units (the servers' and the stages'
+// together), the seeds still hold a plan that fits them (one of the Lagrangian dual's), on every
+// instance that has a feasible plan; and no seed is cheaper than the optimum.
+TEST(SearchSchedulerTest, RelaxedAssignmentsFitTheUnitsWhereTheyBind) {
+  std::mt19937_64 rng(77);
+  int feasible = 0, binding = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    auto instance = MakeRandomInstance(rng, {4 + static_cast<int>(rng() % 5), 3, 2});
+    cost::CostModel model = CostModelOf(instance);
+    const Plan exact = Schedule("exact", model);
+    if (!exact.feasible) continue;
+    ++feasible;
+    const std::vector<std::vector<int>> seeds = RelaxedAssignments(model, 8);
+    ASSERT_FALSE(seeds.empty());
+    const Plan first = MakePlan(model, seeds[0]);
+    binding += !first.feasible && first.why.constraint == "units";
+    bool any_feasible = false;
+    for (const std::vector<int>& seed : seeds) {
+      const Plan plan = MakePlan(model, seed);
+      if (!plan.feasible) continue;
+      any_feasible = true;
+      EXPECT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9)) << "trial " << trial;
+    }
+    EXPECT_TRUE(any_feasible) << "trial " << trial << ": " << seeds.size()
+                              << " seeds, none feasible\n"
+                              << instance.model_yaml << instance.cluster_yaml;
+  }
+  EXPECT_GE(feasible, 50);
+  EXPECT_GE(binding, 10);  // the units bound often enough for the test to mean something
+}
+
 TEST(SearchSchedulerTest, GeneticFindsTheOptimumOfSmallInstancesWithItsDefaultBudget) {
   std::mt19937_64 rng(77);
   int checked = 0;
@@ -113,7 +144,8 @@ TEST(SearchSchedulerTest, GeneticFindsTheOptimumOfSmallInstancesWithItsDefaultBu
     Plan plan = Schedule("genetic", model, options);
     ASSERT_TRUE(plan.feasible) << "trial " << trial;
     EXPECT_NEAR(plan.cost_usd, exact.cost_usd, 1e-9 * exact.cost_usd)
-        << "trial " << trial << "\n" << instance.model_yaml << instance.cluster_yaml;
+        << "trial " << trial << "\n"
+        << instance.model_yaml << instance.cluster_yaml;
   }
   EXPECT_EQ(checked, 20);
 }
