@@ -125,7 +125,8 @@ class ExactSearch {
   std::vector<std::vector<double>> dfs_g_;  // per depth: [m][prev] as g_, units left respected
   std::vector<double> lambda_;              // Lagrange multiplier per type (warm-started across E)
   std::vector<double> dfs_price_;           // p_t + lambda_t
-  // Where set, FitMultipliers adds the distinct plans of its dynamic programs (RelaxedAt).
+  // Where set, FitMultipliers adds the distinct plans of its dynamic programs that fit the
+  // units (RelaxedAt).
   std::vector<std::vector<int>>* collect_ = nullptr;
 
   Plan best_;
