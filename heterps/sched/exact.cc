@@ -335,7 +335,9 @@ void ExactSearch::LimitedDp(int from, const std::vector<int64_t>& left, std::vec
   }
   if (usage == nullptr) return;
   usage->assign(num_types_, 0);
-  std::vector<int> assignment(num_layers_, -1);
+  // The plan's assignment, only where it is to be collected (the search's fits need none).
+  const bool collect = collect_ != nullptr && from == 0;
+  std::vector<int> assignment(collect ? num_layers_ : 0, -1);
   for (int m = from, prev = num_types_; m < num_layers_;) {
     int pick = -1;
     for (int t = 0; t < num_types_; ++t) {
@@ -344,14 +346,15 @@ void ExactSearch::LimitedDp(int from, const std::vector<int64_t>& left, std::vec
     if (pick < 0 || end[m * num_types_ + pick] < 0) return;
     int j = end[m * num_types_ + pick];
     (*usage)[pick] += Units(m, j, pick);
-    std::fill(assignment.begin() + m, assignment.begin() + j + 1, pick);
+    if (collect) std::fill(assignment.begin() + m, assignment.begin() + j + 1, pick);
     m = j + 1;
     prev = pick;
   }
-  bool fits = true;
-  for (int t = 0; t < num_types_; ++t) fits = fits && (*usage)[t] <= left[t];
-  if (collect_ != nullptr && from == 0 && fits &&
-      std::find(collect_->begin(), collect_->end(), assignment) == collect_->end()) {
+  if (!collect) return;
+  for (int t = 0; t < num_types_; ++t) {
+    if ((*usage)[t] > left[t]) return;
+  }
+  if (std::find(collect_->begin(), collect_->end(), assignment) == collect_->end()) {
     collect_->push_back(std::move(assignment));
   }
 }
