@@ -19,7 +19,7 @@ namespace {
 
 // Arena blocks: the first holds kFirstBlockRows slots and each next one twice as many, up to
 // 8192; every later block is a whole number of huge pages holding at least kBlockRows slots
-// (BlockGeometry). A shard of a small table wastes at most half its last block (a table has 16
+// (LargeBlockRows). A shard of a small table wastes at most half its last block (a table has 16
 // lock shards, and a model dozens of tables); a large one grows without 2x overshoot, and its
 // blocks end within one slot of a huge page's end.
 constexpr uint32_t kFirstBlockRows = 512;
