@@ -64,8 +64,9 @@ def sweep(flags, work, common, distributed):
                  cpu(), os.cpu_count(), flags.rows), "",
              "| batch | single process, 1 thread | 2 threads (async) | distributed sync | "
              "against 1 thread | distributed async | against 2 threads | sync: plan | "
-             "sync: predicted samples/s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+             "sync: predicted samples/s | sync: measured / predicted | "
+             "async: measured / predicted |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for batch in [int(b) for b in flags.sweep.split(",")]:
         b = ["--batch", str(batch)]
         one = run(common + b + ["--single-process"])
@@ -75,12 +76,16 @@ def sweep(flags, work, common, distributed):
                            os.path.join(work, "sweep-async-%d" % batch))
         plan = ", ".join("%s x%d" % (s["layers"], s["units"]) for s in sync.get("stages", []))
         predicted = sync.get("predicted_samples_per_second") or 0
-        lines.append("| %d | %.0f | %.0f | %.0f | %.2f | %.0f | %.2f | %s | %s |" % (
+        predicted_async = asynchronous.get("predicted_samples_per_second") or 0
+        lines.append("| %d | %.0f | %.0f | %.0f | %.2f | %.0f | %.2f | %s | %s | %s | %s |" % (
             batch, one["samples_per_second"], two["samples_per_second"],
             sync["samples_per_second"], sync["samples_per_second"] / one["samples_per_second"],
             asynchronous["samples_per_second"],
             asynchronous["samples_per_second"] / two["samples_per_second"], plan,
-            "%.0f" % predicted if predicted else "-"))
+            "%.0f" % predicted if predicted else "-",
+            "%.2f" % (sync["samples_per_second"] / predicted) if predicted else "-",
+            "%.2f" % (asynchronous["samples_per_second"] / predicted_async)
+            if predicted_async else "-"))
         print(lines[-1], file=sys.stderr)
     section = "\n".join(lines) + "\n"
     print(section)

@@ -1,6 +1,8 @@
 #include "tools/plan_here.h"
 
 #include <algorithm>
+#include <cmath>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,30 @@
 #include "tools/cli_common.h"
 
 namespace heterps::tools {
+
+absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int batch,
+                                            const config::ResourceType& cpu,
+                                            const std::vector<const config::ResourceType*>& types,
+                                            ProgressLine& progress, cost::Profile* profile) {
+  WireMeasured out;
+  const int64_t threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  out.replicas = static_cast<int>(std::clamp<int64_t>(cpu.units, 1, threads));
+  worker::WireOptions options;
+  options.replicas = out.replicas;
+  options.progress = [&](int done, int total) {
+    progress.Show(absl::StrFormat("profiling this host's wire %s", Bar(done, total)));
+  };
+  HETERPS_ASSIGN_OR_RETURN(out.points, worker::ProfileWire(spec, batch, options));
+  for (const config::ResourceType* type : types) {
+    out.fits.push_back(worker::FitWire(out.points, out.replicas, type->dp_loss));
+    auto same = [&](const cost::WireEntry& e) { return e.type == type->name; };
+    profile->wire.erase(std::remove_if(profile->wire.begin(), profile->wire.end(), same),
+                        profile->wire.end());
+    profile->wire.push_back(
+        {type->name, out.fits.back().bytes_per_second, out.fits.back().seconds_per_message});
+  }
+  return out;
+}
 
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
                                  const config::ClusterSpec& cluster, int64_t samples,
@@ -57,8 +83,25 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
                                         one.profile.entries.end());
       }
     }
+    // What the job pays beyond the layers: the same for every type of this host.
+    HETERPS_RETURN_IF_ERROR(AddWireProfile(spec, static_cast<int>(spec.batch_size), *cpu, local,
+                                           progress, &measured.profile)
+                                .status());
   }
-  const double one_unit = spec.batch_size / std::max(measured.total_seconds, 1e-9);
+  // One unit's speed as the model sees it: the layers and, with a wire profile, what the job pays
+  // beyond them.
+  double unit_seconds = measured.total_seconds;
+  if (!measured.profile.wire.empty()) {
+    HETERPS_ASSIGN_OR_RETURN(
+        const cost::CostModel whole,
+        cost::CostModel::Create(spec, cluster,
+                                cost::ColocatedWorkload(1, std::max<double>(samples, 1)),
+                                &measured.profile));
+    const int t = cluster.FindType(cpu->name);
+    const double x = whole.StageSeconds(0, whole.num_layers() - 1, t);
+    if (std::isfinite(x)) unit_seconds = x;
+  }
+  const double one_unit = spec.batch_size / std::max(unit_seconds, 1e-9);
   std::vector<double> limits = {flags.throughput};
   if (flags.throughput <= 0) limits = {1.5 * one_unit, one_unit, 0.5 * one_unit};
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();

@@ -1,21 +1,26 @@
 #include "tools/profile_command.h"
 
 #include <cstdio>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
 #include "heterps/cost/profile.h"
 #include "heterps/worker/profile.h"
 #include "tools/cli_common.h"
 #include "tools/local_gpus.h"
+#include "tools/plan_here.h"
 #include "tools/table.h"
 
 namespace heterps::tools {
 
 CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags) {
   CLI::App* cmd = app.add_subcommand(
-      "profile", "Measure each layer's time per batch on this host and write a planner profile");
+      "profile",
+      "Measure each layer's time per batch and the wire of a distributed step on this host, and "
+      "write a planner profile");
   cmd->add_option("--model", flags.model_path, "Model spec (default: the embedded dlrm-small)");
   cmd->add_option("--batch", flags.batch, "Samples per batch (default: the spec's batch_size)")
       ->check(NonNegative());
@@ -23,6 +28,9 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags) {
   cmd->add_option("--repeats", flags.repeats, "Timed batches; the median is kept (default 5)")
       ->check(Positive());
   cmd->add_option("--out", flags.out, "The profile JSON to write")->required();
+  cmd->add_option("--cluster", flags.cluster_path,
+                  "Cluster spec whose --type's units and data-parallel loss the wire is measured "
+                  "and fitted with (default: the embedded local.yaml)");
   cmd->add_option("--gpu-emulate", flags.gpu_emulate,
                   "For testing: also measure the host twin of a GPU (type gpu-twin)")
       ->check(CLI::Range(0, 64));
@@ -64,7 +72,25 @@ int RunProfile(const ProfileFlags& flags) {
                              one->profile.entries.end());
     measured.push_back(*std::move(one));
   }
+  // The wire's replicas and each type's dp_loss, as the cluster has them; a type it lacks: one
+  // replica per hardware thread, no loss.
+  absl::StatusOr<config::ClusterSpec> cluster = LoadClusterOrLocal(flags.cluster_path);
+  if (!cluster.ok()) {
+    progress.Clear();
+    return Fail(cluster.status());
+  }
+  std::vector<const config::ResourceType*> types;
+  for (config::ResourceType& t : local.types) {
+    const int found = cluster->FindType(t.name);
+    t.units = found >= 0 ? cluster->types[found].units : 0;
+    t.dp_loss = found >= 0 ? cluster->types[found].dp_loss : 0.0;
+    if (t.units == 0 && &t == &local.types.front()) t.units = std::thread::hardware_concurrency();
+    types.push_back(&t);
+  }
+  absl::StatusOr<WireMeasured> wire =
+      AddWireProfile(*spec, batch_size, local.types.front(), types, progress, &profile);
   progress.Clear();
+  if (!wire.ok()) return Fail(wire.status());
   absl::Status written = base::WriteFileAtomically(flags.out, cost::ProfileToJson(profile));
   if (!written.ok()) return Fail(written);
   std::printf("%s, batch %d, on %s: median of %d batches, ms per batch\n\n", spec->name.c_str(),
@@ -87,7 +113,29 @@ int RunProfile(const ProfileFlags& flags) {
     total.push_back(absl::StrFormat("%.3f", 1e3 * m.total_seconds));
   }
   table.AddRow(total);
-  std::printf("%s\nwrote %s%s\n", table.Render().c_str(), flags.out.c_str(),
+  std::printf("%s\n", table.Render().c_str());
+  // The wire: a synchronous step through the real client and server, beyond the layers.
+  const worker::WireFit& fit = wire->fits.front();
+  Table steps({"batch", "layers, 1 unit (ms)", "step of the replicas (ms)", "wire, 1 unit (ms)",
+               "model's bytes (MB)"},
+              {true, true, true, true, true});
+  for (size_t i = 0; i < wire->points.size(); ++i) {
+    const worker::WirePoint& p = wire->points[i];
+    steps.AddRow({absl::StrCat(p.batch), absl::StrFormat("%.3f", 1e3 * p.layer_seconds),
+                  absl::StrFormat("%.3f", 1e3 * p.step_seconds),
+                  absl::StrFormat("%.3f", 1e3 * fit.wire_seconds[i]),
+                  absl::StrFormat("%.2f", p.bytes / 1e6)});
+  }
+  std::printf(
+      "a synchronous step of %d replicas through the parameter-server client and a server on "
+      "loopback:\n\n%s\n",
+      wire->replicas, steps.Render().c_str());
+  for (size_t i = 0; i < types.size(); ++i) {
+    std::printf("wire of %s: %.1f MB/s and %.3f ms per message (%s fit)\n", types[i]->name.c_str(),
+                wire->fits[i].bytes_per_second / 1e6, 1e3 * wire->fits[i].seconds_per_message,
+                wire->fits[i].fit.c_str());
+  }
+  std::printf("wrote %s%s\n", flags.out.c_str(),
               batch_size == spec->batch_size ? ""
                                              : "; the planner reads only profiles taken at the "
                                                "spec's batch size");

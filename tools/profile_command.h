@@ -1,13 +1,17 @@
 // `heterps profile`: measure each layer of a model on this host's CPU and write the profile the
 // planner reads (docs/cost_model.md, "Profiles").
 //
-//   heterps profile [--model M.yaml] [--batch B] [--type NAME] [--repeats R] --out profile.json
+//   heterps profile [--model M.yaml] [--batch B] [--type NAME] [--repeats R] [--cluster C.yaml]
+//                   --out profile.json
 //
 // Builds the model against in-process tables, trains it on random Criteo-shaped batches (2 to
 // warm up, then --repeats timed) and records, per layer, the median forward + backward seconds of
 // one batch: fc and interaction layers their compute, embedding layers their pull and push
 // through the parameter-server client, the logloss layer the loss. The entries are for resource
-// type --type (default host-cpu, the type of examples/clusters/local.yaml). Prints the table.
+// type --type (default host-cpu, the type of examples/clusters/local.yaml). Then the wire
+// (worker/wire_profile.h): a synchronous step of the whole model through the real client and
+// server, with as many replicas as --cluster's (default: the embedded local.yaml) type --type has
+// units here, fitted into the profile's wire entries with each type's dp_loss. Prints the tables.
 // Exit codes: 0 written, 2 bad input or a failure.
 #pragma once
 
@@ -21,6 +25,7 @@ struct ProfileFlags {
   std::string model_path;
   int batch = 0;  // 0: the spec's (the planner reads only profiles at the spec's batch size)
   std::string type = "host-cpu";
+  std::string cluster_path;  // whose types' units and dp_loss the wire is fitted for (empty: local)
   int repeats = 5;
   std::string out;
   int gpu_emulate = 0;  // for testing: also the host twin of a GPU (type gpu-twin)

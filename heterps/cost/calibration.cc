@@ -10,6 +10,7 @@ Profile Calibrate(const CostModel& model, const std::vector<MeasuredStage>& stag
   profile.model = model.model().name;
   profile.batch_size = static_cast<int64_t>(model.batch());
   profile.host = host;
+  profile.wire = model.wire();  // the stages' DT below is the model's, with these figures
   for (const MeasuredStage& s : stages) {
     if (s.seconds_per_batch <= 0 || s.units < 1) continue;
     const double beta = model.type(s.type).dp_loss;

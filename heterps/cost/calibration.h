@@ -8,7 +8,8 @@
 // time for its share of a step), one unit's time per batch is X = M k / (1 + beta_t (k - 1)) (the
 // inverse of ET), of which the model's communication time DT stays analytic; the layers' compute
 // times are scaled by one factor so that they add up to X - DT (at least a tenth of X). Layers
-// the model gives no time get none.
+// the model gives no time get none. The model's wire entries (its measured network figures) carry
+// over, so that planning with the calibrated profile computes the same DT.
 //
 // Thread safety: pure function.
 #pragma once

@@ -236,6 +236,19 @@ absl::Status CostModel::ApplyProfile(const Profile& profile) {
     profiled_[t][l] = true;
     measured_[t][l] = e.seconds_per_batch;
   }
+  for (size_t i = 0; i < profile.wire.size(); ++i) {
+    const WireEntry& w = profile.wire[i];
+    const int t = cluster_.FindType(w.type);
+    if (t < 0) {
+      return bad(absl::StrCat("wire[", i, "].type: no type '", w.type, "' in the cluster"));
+    }
+    if (!(w.bytes_per_second > 0) || !(w.seconds_per_message >= 0)) {
+      return bad(absl::StrCat("wire[", i, "]: the rate must be > 0 and the latency >= 0"));
+    }
+    cluster_.types[t].network = w.bytes_per_second;
+    cluster_.types[t].latency = w.seconds_per_message;
+    wire_.push_back(w);
+  }
   return absl::OkStatus();
 }
 
@@ -266,9 +279,7 @@ void CostModel::BuildPrefixSums(const std::vector<std::vector<double>>& analytic
   }
 }
 
-StageTime CostModel::Stage(int first, int last, int t) const {
-  StageTime time;
-  time.compute = oct_[t][last + 1] - oct_[t][first];
+StageTraffic CostModel::Traffic(int first, int last) const {
   // Activations in and their gradients out at the front boundary; the reverse at the back. Each
   // exchange is two messages per batch; so are the row pull and push, and the weight pull and
   // gradient push.
@@ -284,8 +295,15 @@ StageTime CostModel::Stage(int first, int last, int t) const {
   double sparse = sparse_bytes_[last + 1] - sparse_bytes_[first];
   double dense = dense_bytes_[last + 1] - dense_bytes_[first];
   messages += (sparse > 0 ? 2 : 0) + (dense > 0 ? 2 : 0);
+  return {bytes + sparse + dense, messages};
+}
+
+StageTime CostModel::Stage(int first, int last, int t) const {
+  StageTime time;
+  time.compute = oct_[t][last + 1] - oct_[t][first];
+  const StageTraffic traffic = Traffic(first, last);
   const config::ResourceType& type = cluster_.types[t];
-  time.comm = (bytes + sparse + dense) / type.network + messages * type.latency;
+  time.comm = traffic.bytes / type.network + traffic.messages * type.latency;
   return time;
 }
 

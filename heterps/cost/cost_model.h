@@ -71,6 +71,12 @@ inline Workload ColocatedWorkload(double throughput_limit, double samples) {
   return workload;
 }
 
+// What a stage sends and receives per batch: DT_s = bytes / W_t + messages lat_t.
+struct StageTraffic {
+  double bytes = 0;
+  double messages = 0;
+};
+
 // The pieces of one unit's time per batch for a stage.
 struct StageTime {
   double compute = 0;  // OCT_s: seconds
@@ -106,6 +112,10 @@ class CostModel {
 
   // One unit's time per batch for the stage of layers [first, last] on type t. O(1).
   StageTime Stage(int first, int last, int t) const;
+  // The bytes and messages of DT_s for the stage [first, last], whatever its type. O(1).
+  StageTraffic Traffic(int first, int last) const;
+  // The profile's wire entries this model applied (the types' network figures they replaced).
+  const std::vector<WireEntry>& wire() const { return wire_; }
   // X_s = Stage(...).total(), or kInfinity when the stage does not fit one unit's memory.
   double StageSeconds(int first, int last, int t) const;
   // Bytes one unit needs to run the stage [first, last]: dense weights and gradients, one batch's
@@ -165,9 +175,10 @@ class CostModel {
   std::vector<std::vector<double>> oct_;       // [t][l]: prefix sums of OCT(., t), size L + 1
   std::vector<std::vector<bool>> profiled_;    // [t][l]
   std::vector<std::vector<double>> measured_;  // [t][l]: profiled seconds where profiled_
-  std::vector<double> sparse_bytes_;           // prefix sums: B * rows * (2 row bytes + 2 keys)
-  std::vector<double> dense_bytes_;            // prefix sums: 8 * w (pull weights, push grads)
-  std::vector<double> memory_bytes_;           // prefix sums of each layer's working memory
+  std::vector<WireEntry> wire_;
+  std::vector<double> sparse_bytes_;  // prefix sums: B * rows * (2 row bytes + 2 keys)
+  std::vector<double> dense_bytes_;   // prefix sums: 8 * w (pull weights, push grads)
+  std::vector<double> memory_bytes_;  // prefix sums of each layer's working memory
 
   void BuildPsModel();
   // The parameter servers' figures.

@@ -269,19 +269,55 @@ TEST(CostModelTest, ProfileOverridesAndCalibrates) {
   auto model = config::ParseModelSpec(kTinyModel, "tiny.yaml");
   auto cluster = config::ParseClusterSpec(kOneType, "one.yaml");
   CostModel plain = *CostModel::Create(*model, *cluster, {1e6, 1e9});
-  Profile profile{"tiny", 100, "test", {{"fc0", "box", 2 * plain.LayerSeconds(1, 0)}}};
+  Profile profile{"tiny", 100, "test", {{"fc0", "box", 2 * plain.LayerSeconds(1, 0)}}, {}};
   CostModel profiled = *CostModel::Create(*model, *cluster, {1e6, 1e9}, &profile);
   EXPECT_TRUE(profiled.IsProfiled(1, 0));
   EXPECT_NEAR(profiled.LayerSeconds(1, 0), 2 * plain.LayerSeconds(1, 0), 1e-15);
   // The one measured ratio (2x) calibrates the other layers of the type.
   EXPECT_NEAR(profiled.LayerSeconds(2, 0), 2 * plain.LayerSeconds(2, 0), 1e-15);
 
-  Profile wrong_layer{"tiny", 100, "", {{"nope", "box", 1e-3}}};
+  Profile wrong_layer{"tiny", 100, "", {{"nope", "box", 1e-3}}, {}};
   auto bad = CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_layer);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("entries[0].layer: no layer 'nope'"), std::string::npos);
-  Profile wrong_batch{"tiny", 64, "", {}};
+  Profile wrong_batch{"tiny", 64, "", {}, {}};
   EXPECT_FALSE(CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_batch).ok());
+  Profile wrong_type{"tiny", 100, "", {}, {{"nope", 1e8, 1e-4}}};
+  bad = CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_type);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("wire[0].type: no type 'nope'"), std::string::npos);
+}
+
+// A wire entry replaces the type's network figures: DT = bytes / W + messages lat, with the
+// measured W and lat, for the stages and for the parameter servers alike.
+TEST(CostModelTest, WireEntryReplacesTheNetworkFigures) {
+  CostModel plain = Tiny(1e6, 1e9);
+  Profile profile{"tiny", 100, "test", {}, {{"box", 2.5e8, 3e-4}}};
+  auto wired = CostModel::Create(plain.model(), plain.cluster(), {1e6, 1e9}, &profile);
+  ASSERT_TRUE(wired.ok()) << wired.status();
+  EXPECT_EQ(wired->wire().size(), 1u);
+  EXPECT_DOUBLE_EQ(wired->type(0).network, 2.5e8);
+  EXPECT_DOUBLE_EQ(wired->type(0).latency, 3e-4);
+  for (const auto& [first, last] : std::vector<std::pair<int, int>>{{0, 3}, {0, 1}, {2, 3}}) {
+    const StageTraffic traffic = wired->Traffic(first, last);
+    EXPECT_GT(traffic.bytes, 0);
+    EXPECT_DOUBLE_EQ(wired->Stage(first, last, 0).comm,
+                     traffic.bytes / 2.5e8 + traffic.messages * 3e-4);
+    // The same traffic at the cluster's own figures.
+    EXPECT_DOUBLE_EQ(
+        plain.Stage(first, last, 0).comm,
+        traffic.bytes / plain.type(0).network + traffic.messages * plain.type(0).latency);
+    // Compute is untouched.
+    EXPECT_DOUBLE_EQ(wired->Stage(first, last, 0).compute, plain.Stage(first, last, 0).compute);
+  }
+  // A calibrated profile keeps the wire, so that its plans compute the same DT.
+  const Profile calibrated = Calibrate(*wired, {{0, 3, 0, 1, 1e-2}}, "test host");
+  ASSERT_EQ(calibrated.wire.size(), 1u);
+  EXPECT_EQ(calibrated.wire[0].type, "box");
+  auto again = CostModel::Create(plain.model(), plain.cluster(), {1e6, 1e9}, &calibrated);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_DOUBLE_EQ(again->Stage(0, 3, 0).comm, wired->Stage(0, 3, 0).comm);
+  EXPECT_NEAR(again->StageSeconds(0, 3, 0), 1e-2, 1e-12);
 }
 
 // A profile calibrated from measured stage times makes the model predict those times.
@@ -303,10 +339,25 @@ TEST(CostModelTest, CalibrationPredictsWhatWasMeasured) {
 }
 
 TEST(CostModelTest, ProfileJsonRoundTrip) {
-  Profile p{"tiny", 100, "host", {{"fc0", "box", 1.5e-3}, {"fc1", "box", 2e-4}}};
+  Profile p{"tiny", 100, "host", {{"fc0", "box", 1.5e-3}, {"fc1", "box", 2e-4}}, {}};
   auto back = ParseProfile(ProfileToJson(p), "p.json");
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->entries.size(), 2u);
+  EXPECT_TRUE(back->wire.empty());
+  p.wire = {{"box", 2.5e8, 3e-4}, {"other", 1e9, 0}};
+  back = ParseProfile(ProfileToJson(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->wire.size(), 2u);
+  EXPECT_EQ(back->wire[1].type, "other");
+  EXPECT_DOUBLE_EQ(back->wire[0].bytes_per_second, 2.5e8);
+  EXPECT_DOUBLE_EQ(back->wire[0].seconds_per_message, 3e-4);
+  auto bad_wire = ParseProfile(R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
+                                   "entries": [], "wire": [{"type": "b", "bytes_per_second": 0,
+                                                            "seconds_per_message": 0}]})",
+                               "p.json");
+  ASSERT_FALSE(bad_wire.ok());
+  EXPECT_EQ(bad_wire.status().message(),
+            "p.json: wire[0].bytes_per_second: must be a positive number");
   EXPECT_EQ(back->entries[1].layer, "fc1");
   EXPECT_DOUBLE_EQ(back->entries[0].seconds_per_batch, 1.5e-3);
   auto bad = ParseProfile(R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,

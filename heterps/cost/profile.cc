@@ -1,9 +1,9 @@
-#include "absl/strings/string_view.h"
 #include "heterps/cost/profile.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -20,13 +20,11 @@ absl::Status Bad(absl::string_view source, absl::string_view path, absl::string_
 }
 
 absl::StatusOr<const json*> Field(const json& object, absl::string_view source,
-                                  const std::string& path, const char* key,
-                                  json::value_t type) {
+                                  const std::string& path, const char* key, json::value_t type) {
   auto it = object.find(key);
   std::string field = path.empty() ? key : absl::StrCat(path, ".", key);
   if (it == object.end()) return Bad(source, field, "missing required field");
-  bool ok = it->type() == type ||
-            (type == json::value_t::number_float && it->is_number());
+  bool ok = it->type() == type || (type == json::value_t::number_float && it->is_number());
   if (!ok) return Bad(source, field, absl::StrCat("must be a ", json(type).type_name()));
   return &*it;
 }
@@ -41,13 +39,14 @@ absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_v
   Profile profile;
   HETERPS_ASSIGN_OR_RETURN(const json* format, Field(root, source, "", "format", T::string));
   if (format->get<std::string>() != kFormat) {
-    return Bad(source, "format", absl::StrCat("unsupported '", format->get<std::string>(),
-                                              "' (expected '", kFormat, "')"));
+    return Bad(
+        source, "format",
+        absl::StrCat("unsupported '", format->get<std::string>(), "' (expected '", kFormat, "')"));
   }
   HETERPS_ASSIGN_OR_RETURN(const json* model, Field(root, source, "", "model", T::string));
   profile.model = model->get<std::string>();
-  HETERPS_ASSIGN_OR_RETURN(const json* batch, Field(root, source, "", "batch_size",
-                                                    T::number_float));
+  HETERPS_ASSIGN_OR_RETURN(const json* batch,
+                           Field(root, source, "", "batch_size", T::number_float));
   if (!batch->is_number_integer() || batch->get<int64_t>() <= 0) {
     return Bad(source, "batch_size", "must be a positive whole number");
   }
@@ -73,6 +72,35 @@ absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_v
     }
     profile.entries.push_back(std::move(entry));
   }
+  if (auto wire = root.find("wire"); wire != root.end()) {
+    if (!wire->is_array()) return Bad(source, "wire", "must be an array");
+    for (size_t i = 0; i < wire->size(); ++i) {
+      const json& e = (*wire)[i];
+      const std::string path = absl::StrCat("wire[", i, "]");
+      if (!e.is_object()) return Bad(source, path, "must be an object");
+      WireEntry entry;
+      HETERPS_ASSIGN_OR_RETURN(const json* type, Field(e, source, path, "type", T::string));
+      HETERPS_ASSIGN_OR_RETURN(const json* rate,
+                               Field(e, source, path, "bytes_per_second", T::number_float));
+      HETERPS_ASSIGN_OR_RETURN(const json* latency,
+                               Field(e, source, path, "seconds_per_message", T::number_float));
+      entry.type = type->get<std::string>();
+      entry.bytes_per_second = rate->get<double>();
+      entry.seconds_per_message = latency->get<double>();
+      if (!(entry.bytes_per_second > 0) || !std::isfinite(entry.bytes_per_second)) {
+        return Bad(source, path + ".bytes_per_second", "must be a positive number");
+      }
+      if (!(entry.seconds_per_message >= 0) || !std::isfinite(entry.seconds_per_message)) {
+        return Bad(source, path + ".seconds_per_message", "must be a number >= 0");
+      }
+      for (const WireEntry& seen : profile.wire) {
+        if (seen.type == entry.type) {
+          return Bad(source, path + ".type", absl::StrCat("a second wire entry for ", entry.type));
+        }
+      }
+      profile.wire.push_back(std::move(entry));
+    }
+  }
   return profile;
 }
 
@@ -84,12 +112,23 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path) {
 std::string ProfileToJson(const Profile& profile) {
   json entries = json::array();
   for (const ProfileEntry& e : profile.entries) {
-    entries.push_back({{"layer", e.layer}, {"type", e.type},
-                       {"seconds_per_batch", e.seconds_per_batch}});
+    entries.push_back(
+        {{"layer", e.layer}, {"type", e.type}, {"seconds_per_batch", e.seconds_per_batch}});
   }
-  json root = {{"format", kFormat}, {"model", profile.model},
-               {"batch_size", profile.batch_size}, {"host", profile.host},
+  json root = {{"format", kFormat},
+               {"model", profile.model},
+               {"batch_size", profile.batch_size},
+               {"host", profile.host},
                {"entries", entries}};
+  if (!profile.wire.empty()) {
+    json wire = json::array();
+    for (const WireEntry& e : profile.wire) {
+      wire.push_back({{"type", e.type},
+                      {"bytes_per_second", e.bytes_per_second},
+                      {"seconds_per_message", e.seconds_per_message}});
+    }
+    root["wire"] = wire;
+  }
   return root.dump(2) + "\n";
 }
 

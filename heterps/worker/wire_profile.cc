@@ -1,0 +1,216 @@
+#include "heterps/worker/wire_profile.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <system_error>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/cost/cost_model.h"
+#include "heterps/ps/rpc/grpc_ps_client.h"
+#include "heterps/ps/rpc/ps_server.h"
+#include "heterps/worker/model.h"
+#include "heterps/worker/profile.h"
+#include "heterps/worker/stage.h"
+
+namespace heterps::worker {
+namespace {
+
+// The per-byte cost set where the wire shows none (1 PB/s: finite, for the profile's JSON).
+constexpr double kNoByteCost = 1e15;
+
+double Median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// The model's DT traffic of the whole model at `batch` samples per step.
+absl::StatusOr<cost::StageTraffic> WholeModelTraffic(config::ModelSpec spec, int64_t batch) {
+  spec.batch_size = batch;
+  config::ClusterSpec cluster;
+  cluster.types.emplace_back();
+  cluster.types.back().name = "wire";
+  HETERPS_ASSIGN_OR_RETURN(const cost::CostModel model,
+                           cost::CostModel::Create(spec, cluster, cost::ColocatedWorkload(1, 1)));
+  return model.Traffic(0, model.num_layers() - 1);
+}
+
+// A directory of its own under the system's temporary directory, removed when it goes.
+class TempDir {
+ public:
+  static absl::StatusOr<TempDir> Make() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "heterps-wire-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create a temporary directory ", pattern));
+    }
+    return TempDir(pattern);
+  }
+  TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+  TempDir& operator=(TempDir&&) = delete;
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// The median seconds of a synchronous step of the whole model by `options.replicas` replicas
+// (threads, a GrpcPsClient each) through a PsServer on loopback, on `batch`-sample batches of
+// `next`.
+absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t batch,
+                                       const BatchSource& next, const WireOptions& options,
+                                       const std::function<void()>& tick) {
+  HETERPS_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make());
+  ps::rpc::PsServerOptions server_options;
+  server_options.data_dir = dir.path();
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ps::rpc::PsServer> server,
+                           ps::rpc::PsServer::Start(server_options));
+  ps::rpc::GrpcPsClientOptions client_options;
+  client_options.servers = {server->address()};
+  struct Replica {
+    std::unique_ptr<ps::rpc::GrpcPsClient> client;
+    std::unique_ptr<Stage> stage;
+    data::Batch part;
+    Activations input;
+    ParameterGrads grads;
+    StepGrads sums;
+    absl::Status status;
+  };
+  const int k = options.replicas;
+  std::vector<Replica> replicas(k);
+  const int last = static_cast<int>(spec.layers.size()) - 1;
+  for (int r = 0; r < k; ++r) {
+    Replica& rep = replicas[r];
+    HETERPS_ASSIGN_OR_RETURN(rep.client, ps::rpc::GrpcPsClient::Connect(client_options));
+    if (r == 0) HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, rep.client.get(), ModelOptions()));
+    HETERPS_ASSIGN_OR_RETURN(rep.stage, Stage::Create(spec, 0, last, rep.client.get()));
+    rep.grads = rep.stage->NewGrads();
+    rep.sums = rep.stage->NewStepGrads();
+  }
+  // Replica r's share: the job's rows r, r + k, ... (one micro-batch each).
+  const std::vector<MicroBatch> shares =
+      MicroBatches(0, static_cast<int>(batch), {k, (batch + k - 1) / k});
+  std::vector<double> seconds;
+  data::Batch data;
+  for (int i = 0; i < options.warmup + options.repeats; ++i) {
+    tick();
+    HETERPS_ASSIGN_OR_RETURN(const bool more, next(&data));
+    if (!more) break;
+    const float scale = 1.0f / static_cast<float>(data.size);
+    const absl::Time start = absl::Now();
+    const auto run = [&](Replica& rep, const MicroBatch& share) {
+      rep.status = rep.stage->PullParameters();
+      if (!rep.status.ok()) return;
+      rep.part.Clear();
+      for (int row : share.rows) rep.part.Append(data, row);
+      InputActivations(rep.part, 0, rep.part.size, &rep.input);
+      rep.grads.Clear();
+      rep.status = rep.stage->ForwardBackward(0, rep.input, scale, nullptr, &rep.grads).status();
+      if (!rep.status.ok()) return;
+      rep.sums.Clear();
+      rep.sums.Add(rep.grads);
+      rep.status = rep.stage->Accumulate(rep.sums, share.replica);
+    };
+    std::vector<std::thread> threads;
+    for (size_t s = 1; s < shares.size(); ++s) {
+      threads.emplace_back(run, std::ref(replicas[shares[s].replica]), std::cref(shares[s]));
+    }
+    run(replicas[shares[0].replica], shares[0]);
+    for (std::thread& t : threads) t.join();
+    for (const Replica& rep : replicas) HETERPS_RETURN_IF_ERROR(rep.status);
+    HETERPS_RETURN_IF_ERROR(replicas[0].client->Commit());
+    if (i >= options.warmup) seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  replicas.clear();
+  server->Shutdown(absl::Seconds(1));
+  if (seconds.empty()) {
+    return absl::FailedPreconditionError("wire profile: the data ended before a step was timed");
+  }
+  return Median(std::move(seconds));
+}
+
+}  // namespace
+
+WireFit FitWire(const std::vector<WirePoint>& points, int replicas, double beta) {
+  WireFit out;
+  const double k = std::max(replicas, 1);
+  for (const WirePoint& p : points) {
+    const double unit = p.step_seconds * k / (1 + beta * (k - 1));
+    out.wire_seconds.push_back(std::max(unit - p.layer_seconds, 0.0));
+  }
+  const WirePoint& big = points.front();
+  const WirePoint& small = points.back();
+  const double w1 = out.wire_seconds.front(), w2 = out.wire_seconds.back();
+  const double m = big.messages;
+  if (big.bytes > small.bytes && w1 > w2) {
+    const double per_byte = (w1 - w2) / (big.bytes - small.bytes);
+    const double fixed = w1 - per_byte * big.bytes;
+    if (fixed >= 0 && m > 0) {
+      out.fit = "two points";
+      out.bytes_per_second = 1 / per_byte;
+      out.seconds_per_message = fixed / m;
+      return out;
+    }
+    out.fit = "bytes only";
+    out.bytes_per_second = big.bytes / w1;
+    out.seconds_per_message = 0;
+    return out;
+  }
+  out.fit = "latency only";
+  out.bytes_per_second = kNoByteCost;
+  out.seconds_per_message = m > 0 ? std::max(w1, w2) / m : 0;
+  if (m <= 0 && w1 > 0 && big.bytes > 0) {
+    out.fit = "bytes only";
+    out.bytes_per_second = big.bytes / w1;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec, int batch,
+                                                   const WireOptions& options) {
+  if (batch < 1) return absl::InvalidArgumentError("wire profile: the batch must be >= 1");
+  if (options.replicas < 1) {
+    return absl::InvalidArgumentError("wire profile: the replicas must be >= 1");
+  }
+  const std::vector<int64_t> sizes = {batch, std::max(1, batch / 4)};
+  const int per_size = 2 * (options.warmup + options.repeats);
+  const int total = per_size * static_cast<int>(sizes.size());
+  int done = 0;
+  const auto tick = [&] {
+    if (options.progress) options.progress(done, total);
+    ++done;
+  };
+  std::vector<WirePoint> points;
+  for (const int64_t b : sizes) {
+    config::ModelSpec at = spec;
+    at.batch_size = b;
+    WirePoint p;
+    p.batch = b;
+    HETERPS_ASSIGN_OR_RETURN(const cost::StageTraffic traffic, WholeModelTraffic(spec, b));
+    p.bytes = traffic.bytes;
+    p.messages = traffic.messages;
+    ProfileOptions layers;
+    layers.warmup = options.warmup;
+    layers.repeats = options.repeats;
+    layers.type = "wire";
+    layers.progress = [&](int, int) { tick(); };
+    HETERPS_ASSIGN_OR_RETURN(const HostProfile in_process,
+                             ProfileLayers(at, RandomBatches(at, static_cast<int>(b), 7), layers));
+    p.layer_seconds = in_process.total_seconds;
+    HETERPS_ASSIGN_OR_RETURN(
+        p.step_seconds,
+        WireStepSeconds(at, b, RandomBatches(at, static_cast<int>(b), 7), options, tick));
+    points.push_back(p);
+  }
+  return points;
+}
+
+}  // namespace heterps::worker

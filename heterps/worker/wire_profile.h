@@ -1,0 +1,79 @@
+// Measuring what a distributed job pays on this host beyond its layers' compute, so that the first
+// plan predicts the job's speed (docs/cost_model.md, "Profiles"): the wire entry of a profile.
+//
+//   HETERPS_ASSIGN_OR_RETURN(std::vector<WirePoint> points, ProfileWire(spec, 2048, options));
+//   WireFit w = FitWire(points, options.replicas, type.dp_loss);
+//   profile.wire.push_back({"host-cpu", w.bytes_per_second, w.seconds_per_message});
+//
+// At each of two batch sizes (the given one and a quarter of it) it measures, on random batches
+// shaped as the spec's data (RandomBatches):
+//   - the layers' compute: Model::ProfileStep against in-process tables, summed over the layers
+//     (what the profile's entries hold);
+//   - a synchronous step of the whole model as a job of `replicas` replicas runs it on this host:
+//     a PsServer on loopback in this process, each replica a thread with a GrpcPsClient of its
+//     own that pulls the dense parameters, runs forward and backward on its share of the batch
+//     and accumulates its rows' and dense gradients as its part; then the commit. The calls are
+//     the distributed job's (Stage::PullParameters, ForwardBackward, Accumulate), and the
+//     replicas share the host's cores with the server as the job's processes do.
+// FitWire turns the points into a type's network figures: with k replicas and the type's beta,
+// one unit's time per batch is X(B) = step(B) k / (1 + beta (k - 1)) (the inverse of ET_s(k)), of
+// which the layers take layer(B); the rest, wire(B) = X(B) - layer(B), is what the cost model's
+// DT_s must account for: the RPCs, serialization, the server applying the updates and the cores
+// it takes from the replicas. The model counts a whole-model stage's DT as
+// `bytes(B) / W + messages lat` (CostModel::Traffic); the two points fit W and lat, so that the
+// model, planning that stage with k units, predicts the measured step at both sizes. Where the
+// fit is degenerate (noise: the smaller batch's wire time not below the larger's, or a negative
+// intercept) the per-message latency or the per-byte cost is set to zero and the other fitted to
+// the full batch alone; `fit` says which. A plan with another number of units is predicted less
+// closely (the model's ET divides the fixed per-step costs by the units too).
+//
+// Median of `repeats` timed steps after `warmup` untimed ones, each figure. The server's data
+// directory is a fresh temporary directory, removed after.
+//
+// Errors: what building the model, starting the server or a step returns (FailedPrecondition
+// when the data ends before a timed step).
+// Thread safety: function of its arguments; runs the server's threads while it measures.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterps/config/model_spec.h"
+
+namespace heterps::worker {
+
+struct WirePoint {
+  int64_t batch = 0;         // samples per step
+  double layer_seconds = 0;  // the layers' compute per step, in process
+  double step_seconds = 0;   // one synchronous step of the replicas through the client and server
+  double bytes = 0;          // the cost model's DT bytes of the whole model at this batch
+  double messages = 0;       // and its messages
+};
+
+struct WireOptions {
+  int warmup = 2;
+  int repeats = 5;
+  int replicas = 1;  // >= 1
+  // Called before each step with (done, total).
+  std::function<void(int, int)> progress;
+};
+
+// The given batch's point, then a quarter of it's.
+absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec, int batch,
+                                                   const WireOptions& options);
+
+struct WireFit {
+  double bytes_per_second = 0;       // W: > 0
+  double seconds_per_message = 0;    // lat: >= 0
+  std::string fit;                   // "two points", "latency only" or "bytes only"
+  std::vector<double> wire_seconds;  // wire(B) of each point (see above), >= 0
+};
+
+// The W and lat of two points measured with `replicas` replicas, for a type of data-parallel
+// loss `beta` (see above).
+WireFit FitWire(const std::vector<WirePoint>& points, int replicas, double beta);
+
+}  // namespace heterps::worker

@@ -1,0 +1,121 @@
+#include "heterps/worker/wire_profile.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "heterps/config/model_spec.h"
+#include "heterps/cost/cost_model.h"
+
+namespace heterps::worker {
+namespace {
+
+// A point whose one-unit wire time (k = 1, no loss) is `wire`.
+WirePoint Point(int64_t batch, double bytes, double messages, double wire) {
+  WirePoint p;
+  p.batch = batch;
+  p.bytes = bytes;
+  p.messages = messages;
+  p.layer_seconds = 0.01;
+  p.step_seconds = 0.01 + wire;
+  return p;
+}
+
+TEST(WireProfileTest, FitRecoversTheRateAndTheLatency) {
+  // 4 messages of 0.1 ms and 100 MB/s.
+  const auto wire = [](double bytes) { return 4 * 1e-4 + bytes / 1e8; };
+  const WireFit w = FitWire({Point(2048, 3e6, 4, wire(3e6)), Point(512, 1e6, 4, wire(1e6))}, 1, 0);
+  EXPECT_EQ(w.fit, "two points");
+  EXPECT_NEAR(w.bytes_per_second, 1e8, 1e-3);
+  EXPECT_NEAR(w.seconds_per_message, 1e-4, 1e-12);
+}
+
+TEST(WireProfileTest, FitCountsTheReplicasAndTheirLoss) {
+  // Measured with 2 replicas at beta 0.25: one unit's time per batch is step * 2 / 1.25.
+  WirePoint big = Point(2048, 3e6, 4, 0), small = Point(512, 1e6, 4, 0);
+  big.step_seconds = 0.05;
+  small.step_seconds = 0.03;
+  const WireFit w = FitWire({big, small}, 2, 0.25);
+  ASSERT_EQ(w.wire_seconds.size(), 2u);
+  EXPECT_NEAR(w.wire_seconds[0], 0.05 * 2 / 1.25 - 0.01, 1e-15);
+  EXPECT_NEAR(w.wire_seconds[1], 0.03 * 2 / 1.25 - 0.01, 1e-15);
+  EXPECT_EQ(w.fit, "two points");
+  EXPECT_NEAR(3e6 / w.bytes_per_second + 4 * w.seconds_per_message, w.wire_seconds[0], 1e-15);
+  EXPECT_NEAR(1e6 / w.bytes_per_second + 4 * w.seconds_per_message, w.wire_seconds[1], 1e-15);
+}
+
+TEST(WireProfileTest, DegenerateFitsKeepEveryFigureValid) {
+  // The smaller batch measured slower (noise): latency only, the bytes free.
+  WireFit w = FitWire({Point(2048, 3e6, 4, 0.010), Point(512, 1e6, 4, 0.012)}, 1, 0);
+  EXPECT_EQ(w.fit, "latency only");
+  EXPECT_NEAR(w.seconds_per_message, 0.003, 1e-12);
+  EXPECT_GT(w.bytes_per_second, 1e12);
+  // The line through the points passes below zero: bytes only, through the full batch.
+  w = FitWire({Point(2048, 3e6, 4, 0.030), Point(512, 2e6, 4, 0.001)}, 1, 0);
+  EXPECT_EQ(w.fit, "bytes only");
+  EXPECT_DOUBLE_EQ(w.seconds_per_message, 0);
+  EXPECT_NEAR(w.bytes_per_second, 1e8, 1e-3);
+}
+
+// The real thing: a server on loopback, two replicas' steps through it. The cost model, given the
+// fitted figures, predicts the measured step of a two-unit stage of the whole model at both batch
+// sizes.
+TEST(WireProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
+  auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  WireOptions options;
+  options.warmup = 1;
+  options.repeats = 3;
+  options.replicas = 2;
+  int calls = 0;
+  options.progress = [&](int done, int total) {
+    EXPECT_EQ(done, calls++);
+    EXPECT_EQ(total, 16);
+  };
+  auto points = ProfileWire(*spec, 256, options);
+  ASSERT_TRUE(points.ok()) << points.status();
+  EXPECT_EQ(calls, 16);
+  ASSERT_EQ(points->size(), 2u);
+  EXPECT_EQ((*points)[0].batch, 256);
+  EXPECT_EQ((*points)[1].batch, 64);
+  for (const WirePoint& p : *points) {
+    EXPECT_GT(p.layer_seconds, 0);
+    EXPECT_GT(p.step_seconds, 0);
+    EXPECT_GT(p.bytes, 0);
+    EXPECT_EQ(p.messages, 4);  // rows and dense weights, each pulled and pushed
+  }
+  const double beta = 0.05;
+  const WireFit w = FitWire(*points, 2, beta);
+  EXPECT_GT(w.bytes_per_second, 0);
+  EXPECT_TRUE(std::isfinite(w.bytes_per_second));
+  EXPECT_GE(w.seconds_per_message, 0);
+
+  config::ClusterSpec cluster;
+  cluster.types.emplace_back();
+  cluster.types.back().name = "host-cpu";
+  cluster.types.back().dp_loss = beta;
+  cost::Profile profile{spec->name, 0, "test", {}, {}};
+  profile.wire.push_back({"host-cpu", w.bytes_per_second, w.seconds_per_message});
+  for (size_t i = 0; i < points->size(); ++i) {
+    const WirePoint& p = (*points)[i];
+    config::ModelSpec at = *spec;
+    at.batch_size = p.batch;
+    profile.batch_size = p.batch;
+    auto model = cost::CostModel::Create(at, cluster, cost::ColocatedWorkload(1, 1), &profile);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const double comm = model->Stage(0, model->num_layers() - 1, 0).comm;
+    if (w.fit == "two points") {
+      EXPECT_NEAR(comm, w.wire_seconds[i], 1e-9 + 1e-9 * w.wire_seconds[i]) << p.batch;
+      // Two units with the layers' measured time and this DT: the measured step.
+      if (w.wire_seconds[i] > 0) {
+        EXPECT_NEAR(cost::CostModel::ExecSeconds(p.layer_seconds + comm, beta, 2), p.step_seconds,
+                    1e-9)
+            << p.batch;
+      }
+    } else if (i == 0) {
+      EXPECT_GE(comm, 0.999 * w.wire_seconds[i]) << w.fit;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace heterps::worker
