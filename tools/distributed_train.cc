@@ -146,9 +146,10 @@ void PlaceStages(sched::RunPlan& plan, const config::ModelSpec& spec) {
 // The plan: the one given (checked against the model and the cluster), or one made here.
 absl::StatusOr<Planned> ChoosePlan(const TrainFlags& flags, const config::ModelSpec& spec,
                                    const config::ClusterSpec& cluster,
-                                   const std::string& policy_out) {
+                                   const std::string& policy_out,
+                                   const std::vector<std::string>& data_files) {
   if (flags.plan_path.empty()) {
-    return PlanHere(flags, spec, cluster, flags.rows * flags.job.epochs, policy_out);
+    return PlanHere(flags, spec, cluster, flags.rows * flags.job.epochs, policy_out, data_files);
   }
   HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(flags.plan_path));
   Planned out;
@@ -329,7 +330,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   // A learned scheduler's policy stays with the job: its re-plans start from it.
   const std::string policy =
       flags.scheduler == "rl" || flags.scheduler == "auto" ? *job_dir + "/policy.bin" : "";
-  absl::StatusOr<Planned> planned = ChoosePlan(flags, planning, *cluster, policy);
+  absl::StatusOr<Planned> planned = ChoosePlan(flags, planning, *cluster, policy, data->paths);
   if (!planned.ok()) return Fail(planned.status());
   if (!planned->plan.feasible && flags.plan_path.empty()) {
     std::fprintf(stderr, "heterps: no feasible plan on %s: %s\n", cluster->name.c_str(),

@@ -16,14 +16,18 @@
 namespace heterps::tools {
 
 absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int batch,
-                                            const config::ResourceType& cpu,
+                                            double layer_seconds, const config::ResourceType& cpu,
                                             const std::vector<const config::ResourceType*>& types,
+                                            const worker::BatchSources& batches, bool synchronous,
                                             ProgressLine& progress, cost::Profile* profile) {
   WireMeasured out;
   const int64_t threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   out.replicas = static_cast<int>(std::clamp<int64_t>(cpu.units, 1, threads));
   worker::WireOptions options;
   options.replicas = out.replicas;
+  options.layer_seconds = layer_seconds;
+  options.batches = batches;
+  options.synchronous = synchronous;
   options.progress = [&](int done, int total) {
     progress.Show(absl::StrFormat("profiling this host's wire %s", Bar(done, total)));
   };
@@ -39,9 +43,19 @@ absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int b
   return out;
 }
 
+worker::BatchSources DataBatches(const config::ModelSpec& spec,
+                                 const std::vector<std::string>& files,
+                                 data::BadLinePolicy bad_lines) {
+  if (files.empty()) return nullptr;
+  return [spec, files, bad_lines](int size) {
+    return worker::FileBatches(spec, files, size, bad_lines);
+  };
+}
+
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
                                  const config::ClusterSpec& cluster, int64_t samples,
-                                 const std::string& policy_out) {
+                                 const std::string& policy_out,
+                                 const std::vector<std::string>& data_files) {
   // Every type this host has a device of is measured on it; the CPU's time sets the default limit.
   std::vector<const config::ResourceType*> local;
   const config::ResourceType* cpu = nullptr;
@@ -65,6 +79,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
     }
   } else {
     ProgressLine progress(true);
+    const worker::BatchSources batches = DataBatches(spec, data_files, flags.job.bad_lines);
     for (const config::ResourceType* t : local) {
       HETERPS_ASSIGN_OR_RETURN(
           worker::HostProfile one,
@@ -74,7 +89,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
                 progress.Show(absl::StrFormat("profiling this host's %s %s", t->local_device,
                                               Bar(done, total)));
               },
-              t->local_device));
+              t->local_device, batches));
       if (t == cpu) measured.total_seconds = one.total_seconds;
       if (measured.profile.entries.empty()) {
         measured.profile = one.profile;
@@ -84,8 +99,10 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
       }
     }
     // What the job pays beyond the layers: the same for every type of this host.
-    HETERPS_RETURN_IF_ERROR(AddWireProfile(spec, static_cast<int>(spec.batch_size), *cpu, local,
-                                           progress, &measured.profile)
+    HETERPS_RETURN_IF_ERROR(AddWireProfile(spec, static_cast<int>(spec.batch_size),
+                                           measured.total_seconds, *cpu, local, batches,
+                                           flags.job.mode == worker::Consistency::kSync, progress,
+                                           &measured.profile)
                                 .status());
   }
   // One unit's speed as the model sees it: the layers and, with a wire profile, what the job pays

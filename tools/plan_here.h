@@ -37,15 +37,26 @@ struct WireMeasured {
   std::vector<worker::WirePoint> points;
   std::vector<worker::WireFit> fits;  // one per type
 };
+// `layer_seconds`: the layers' time at `batch` on `cpu` as the profile's entries have it.
+// `batches`: where the batches come from (null: random ones); `synchronous`: the job's mode.
 absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int batch,
-                                            const config::ResourceType& cpu,
+                                            double layer_seconds, const config::ResourceType& cpu,
                                             const std::vector<const config::ResourceType*>& types,
+                                            const worker::BatchSources& batches, bool synchronous,
                                             ProgressLine& progress, cost::Profile* profile);
 
+// Batches from the job's data files in the spec's layout, bad lines as the flags say; null (random
+// batches) when `files` is empty.
+worker::BatchSources DataBatches(const config::ModelSpec& spec,
+                                 const std::vector<std::string>& files,
+                                 data::BadLinePolicy bad_lines);
+
 // InvalidArgument naming the cluster when no type has a local device to profile. `policy_out`:
-// where a learned scheduler saves its policy (empty: nowhere), for the job's re-plans.
+// where a learned scheduler saves its policy (empty: nowhere), for the job's re-plans. The
+// profile runs on the first lines of `data_files` (the job's data; empty: random batches).
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
                                  const config::ClusterSpec& cluster, int64_t samples,
-                                 const std::string& policy_out = "");
+                                 const std::string& policy_out = "",
+                                 const std::vector<std::string>& data_files = {});
 
 }  // namespace heterps::tools

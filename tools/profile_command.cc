@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
 #include "heterps/cost/profile.h"
+#include "heterps/data/line_source.h"
 #include "heterps/worker/profile.h"
 #include "tools/cli_common.h"
 #include "tools/local_gpus.h"
@@ -28,6 +29,9 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags) {
   cmd->add_option("--repeats", flags.repeats, "Timed batches; the median is kept (default 5)")
       ->check(Positive());
   cmd->add_option("--out", flags.out, "The profile JSON to write")->required();
+  cmd->add_option("--data", flags.data,
+                  "Data files or globs to profile on, in the model's layout (default: random "
+                  "batches shaped as its data)");
   cmd->add_option("--cluster", flags.cluster_path,
                   "Cluster spec whose --type's units and data-parallel loss the wire is measured "
                   "and fitted with (default: the embedded local.yaml)");
@@ -50,6 +54,12 @@ int RunProfile(const ProfileFlags& flags) {
   for (const std::string& line : AddLocalGpus(&local, flags.gpu_emulate)) {
     std::printf("device %s\n", line.c_str());
   }
+  worker::BatchSources batches;
+  if (!flags.data.empty()) {
+    absl::StatusOr<std::vector<std::string>> files = data::ExpandDataPaths(flags.data);
+    if (!files.ok()) return Fail(files.status());
+    batches = DataBatches(*spec, *files, data::BadLinePolicy::kStop);
+  }
   cost::Profile profile;
   std::vector<worker::HostProfile> measured;
   ProgressLine progress(true);
@@ -60,7 +70,7 @@ int RunProfile(const ProfileFlags& flags) {
           progress.Show(absl::StrFormat("profiling %s %s batch %d of %d", t.local_device,
                                         Bar(done, total), done + 1, total));
         },
-        t.local_device);
+        t.local_device, batches);
     if (!one.ok()) {
       progress.Clear();
       return Fail(one.status());
@@ -88,7 +98,8 @@ int RunProfile(const ProfileFlags& flags) {
     types.push_back(&t);
   }
   absl::StatusOr<WireMeasured> wire =
-      AddWireProfile(*spec, batch_size, local.types.front(), types, progress, &profile);
+      AddWireProfile(*spec, batch_size, measured.front().total_seconds, local.types.front(), types,
+                     batches, /*synchronous=*/true, progress, &profile);
   progress.Clear();
   if (!wire.ok()) return Fail(wire.status());
   absl::Status written = base::WriteFileAtomically(flags.out, cost::ProfileToJson(profile));

@@ -2,10 +2,11 @@
 // planner reads (docs/cost_model.md, "Profiles").
 //
 //   heterps profile [--model M.yaml] [--batch B] [--type NAME] [--repeats R] [--cluster C.yaml]
-//                   --out profile.json
+//                   [--data FILES...] --out profile.json
 //
-// Builds the model against in-process tables, trains it on random Criteo-shaped batches (2 to
-// warm up, then --repeats timed) and records, per layer, the median forward + backward seconds of
+// Builds the model against in-process tables, trains it on batches of --data (the files from their
+// first line, in the spec's layout) or random ones shaped as the spec's data (2 to warm up, then
+// --repeats timed) and records, per layer, the median forward + backward seconds of
 // one batch: fc and interaction layers their compute, embedding layers their pull and push
 // through the parameter-server client, the logloss layer the loss. The entries are for resource
 // type --type (default host-cpu, the type of examples/clusters/local.yaml). Then the wire
@@ -16,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 
@@ -25,6 +27,7 @@ struct ProfileFlags {
   std::string model_path;
   int batch = 0;  // 0: the spec's (the planner reads only profiles at the spec's batch size)
   std::string type = "host-cpu";
+  std::vector<std::string> data;  // files or globs to profile on; empty: random batches
   std::string cluster_path;  // whose types' units and dp_loss the wire is fitted for (empty: local)
   int repeats = 5;
   std::string out;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "heterps/base/host.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/dense/default_backends.h"
@@ -46,6 +47,29 @@ BatchSource RandomBatches(const config::ModelSpec& spec, int size, uint64_t seed
       batch->Add(e);
     }
     return true;
+  };
+}
+
+BatchSource FileBatches(const config::ModelSpec& spec, const std::vector<std::string>& files,
+                        int size, data::BadLinePolicy bad_lines) {
+  data::ReaderOptions options;
+  options.files = files;
+  options.schema = spec.data;
+  options.batch_size = size;
+  options.bad_lines = bad_lines;
+  auto reader = std::make_shared<std::unique_ptr<data::CriteoReader>>();
+  return [options, reader](data::Batch* batch) -> absl::StatusOr<bool> {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (*reader == nullptr) {
+        HETERPS_ASSIGN_OR_RETURN(*reader, data::CriteoReader::Open(options));
+      }
+      HETERPS_ASSIGN_OR_RETURN(const bool more, (*reader)->Next(batch));
+      if (more) return true;
+      reader->reset();  // start over
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "profile: no data line in ", options.files.empty() ? "(no files)" : options.files[0],
+        options.files.size() > 1 ? " and the other files" : ""));
   };
 }
 
@@ -94,13 +118,13 @@ absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const B
 absl::StatusOr<HostProfile> ProfileHost(const config::ModelSpec& spec, int batch,
                                         const std::string& type, int repeats,
                                         const std::function<void(int, int)>& progress,
-                                        const std::string& device) {
+                                        const std::string& device, const BatchSources& batches) {
   ProfileOptions options;
   options.device = device;
   options.repeats = repeats;
   options.type = type;
   options.progress = progress;
-  return ProfileLayers(spec, RandomBatches(spec, batch, 1), options);
+  return ProfileLayers(spec, batches ? batches(batch) : RandomBatches(spec, batch, 1), options);
 }
 
 }  // namespace heterps::worker

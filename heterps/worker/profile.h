@@ -17,6 +17,7 @@
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/profile.h"
 #include "heterps/data/criteo.h"
+#include "heterps/data/reader.h"
 
 namespace heterps::worker {
 
@@ -35,6 +36,16 @@ using BatchSource = std::function<absl::StatusOr<bool>(data::Batch* batch)>;
 // embedding layer that looks it up.
 BatchSource RandomBatches(const config::ModelSpec& spec, int size, uint64_t seed);
 
+// Batches of `size` samples read from `files` in the spec's data layout, from the first line,
+// starting over at the end (so that a short file profiles as long as needed); bad lines as
+// `bad_lines` says. The reader's errors (a file that cannot be opened, a bad line under kStop),
+// and FailedPrecondition naming the files when they hold no line at all.
+BatchSource FileBatches(const config::ModelSpec& spec, const std::vector<std::string>& files,
+                        int size, data::BadLinePolicy bad_lines);
+
+// Where a profile's batches come from: a source of batches of a given size.
+using BatchSources = std::function<BatchSource(int size)>;
+
 struct ProfileOptions {
   int warmup = 2;              // batches run first, untimed (first touches of rows and pages)
   int repeats = 5;             // batches timed; the median counts
@@ -51,10 +62,11 @@ struct ProfileOptions {
 absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const BatchSource& next,
                                           const ProfileOptions& options);
 
-// ProfileLayers on RandomBatches(batch, 1).
+// ProfileLayers on batches(batch), or on RandomBatches(batch, 1) when `batches` is null.
 absl::StatusOr<HostProfile> ProfileHost(const config::ModelSpec& spec, int batch,
                                         const std::string& type, int repeats,
                                         const std::function<void(int, int)>& progress,
-                                        const std::string& device = "cpu");
+                                        const std::string& device = "cpu",
+                                        const BatchSources& batches = nullptr);
 
 }  // namespace heterps::worker

@@ -115,6 +115,10 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
       rep.grads.Clear();
       rep.status = rep.stage->ForwardBackward(0, rep.input, scale, nullptr, &rep.grads).status();
       if (!rep.status.ok()) return;
+      if (!options.synchronous) {
+        rep.status = rep.stage->Push(rep.grads);
+        return;
+      }
       rep.sums.Clear();
       rep.sums.Add(rep.grads);
       rep.status = rep.stage->Accumulate(rep.sums, share.replica);
@@ -126,7 +130,7 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
     run(replicas[shares[0].replica], shares[0]);
     for (std::thread& t : threads) t.join();
     for (const Replica& rep : replicas) HETERPS_RETURN_IF_ERROR(rep.status);
-    HETERPS_RETURN_IF_ERROR(replicas[0].client->Commit());
+    if (options.synchronous) HETERPS_RETURN_IF_ERROR(replicas[0].client->Commit());
     if (i >= options.warmup) seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
   }
   replicas.clear();
@@ -181,12 +185,15 @@ absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec
     return absl::InvalidArgumentError("wire profile: the replicas must be >= 1");
   }
   const std::vector<int64_t> sizes = {batch, std::max(1, batch / 4)};
-  const int per_size = 2 * (options.warmup + options.repeats);
-  const int total = per_size * static_cast<int>(sizes.size());
+  const int steps = options.warmup + options.repeats;
+  const int total = (options.layer_seconds > 0 ? 3 : 4) * steps;
   int done = 0;
   const auto tick = [&] {
     if (options.progress) options.progress(done, total);
     ++done;
+  };
+  const BatchSources batches = options.batches ? options.batches : [&spec](int size) {
+    return RandomBatches(spec, size, 7);
   };
   std::vector<WirePoint> points;
   for (const int64_t b : sizes) {
@@ -197,17 +204,20 @@ absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec
     HETERPS_ASSIGN_OR_RETURN(const cost::StageTraffic traffic, WholeModelTraffic(spec, b));
     p.bytes = traffic.bytes;
     p.messages = traffic.messages;
-    ProfileOptions layers;
-    layers.warmup = options.warmup;
-    layers.repeats = options.repeats;
-    layers.type = "wire";
-    layers.progress = [&](int, int) { tick(); };
-    HETERPS_ASSIGN_OR_RETURN(const HostProfile in_process,
-                             ProfileLayers(at, RandomBatches(at, static_cast<int>(b), 7), layers));
-    p.layer_seconds = in_process.total_seconds;
-    HETERPS_ASSIGN_OR_RETURN(
-        p.step_seconds,
-        WireStepSeconds(at, b, RandomBatches(at, static_cast<int>(b), 7), options, tick));
+    if (b == batch && options.layer_seconds > 0) {
+      p.layer_seconds = options.layer_seconds;
+    } else {
+      ProfileOptions layers;
+      layers.warmup = options.warmup;
+      layers.repeats = options.repeats;
+      layers.type = "wire";
+      layers.progress = [&](int, int) { tick(); };
+      HETERPS_ASSIGN_OR_RETURN(const HostProfile in_process,
+                               ProfileLayers(at, batches(static_cast<int>(b)), layers));
+      p.layer_seconds = in_process.total_seconds;
+    }
+    HETERPS_ASSIGN_OR_RETURN(p.step_seconds,
+                             WireStepSeconds(at, b, batches(static_cast<int>(b)), options, tick));
     points.push_back(p);
   }
   return points;

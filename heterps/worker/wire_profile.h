@@ -5,16 +5,17 @@
 //   WireFit w = FitWire(points, options.replicas, type.dp_loss);
 //   profile.wire.push_back({"host-cpu", w.bytes_per_second, w.seconds_per_message});
 //
-// At each of two batch sizes (the given one and a quarter of it) it measures, on random batches
-// shaped as the spec's data (RandomBatches):
+// At each of two batch sizes (the given one and a quarter of it) it measures, on the options'
+// batches (the job's data, or random batches shaped as the spec's data):
 //   - the layers' compute: Model::ProfileStep against in-process tables, summed over the layers
 //     (what the profile's entries hold);
 //   - a synchronous step of the whole model as a job of `replicas` replicas runs it on this host:
 //     a PsServer on loopback in this process, each replica a thread with a GrpcPsClient of its
 //     own that pulls the dense parameters, runs forward and backward on its share of the batch
-//     and accumulates its rows' and dense gradients as its part; then the commit. The calls are
-//     the distributed job's (Stage::PullParameters, ForwardBackward, Accumulate), and the
-//     replicas share the host's cores with the server as the job's processes do.
+//     and accumulates its rows' and dense gradients as its part; then the commit (asynchronous:
+//     each pushes its gradients, no commit). The calls are the distributed job's
+//     (Stage::PullParameters, ForwardBackward, Accumulate or Push), and the replicas share the
+//     host's cores with the server as the job's processes do.
 // FitWire turns the points into a type's network figures: with k replicas and the type's beta,
 // one unit's time per batch is X(B) = step(B) k / (1 + beta (k - 1)) (the inverse of ET_s(k)), of
 // which the layers take layer(B); the rest, wire(B) = X(B) - layer(B), is what the cost model's
@@ -42,6 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "heterps/config/model_spec.h"
+#include "heterps/worker/profile.h"
 
 namespace heterps::worker {
 
@@ -54,9 +56,18 @@ struct WirePoint {
 };
 
 struct WireOptions {
-  int warmup = 2;
-  int repeats = 5;
+  int warmup = 3;
+  int repeats = 9;
   int replicas = 1;  // >= 1
+  // false: as an asynchronous job, each replica pushing its gradients (Stage::Push: the server
+  // applies them as they come) and no commit.
+  bool synchronous = true;
+  // > 0: the layers' time at the given batch as the profile's entries measured it, used for that
+  // point instead of measuring again (so that the fit is against the figures the model plans
+  // with; run to run the layers' sum moves by 10-20% on a shared host).
+  double layer_seconds = 0;
+  // Where the batches come from (the job's data: FileBatches); null: RandomBatches(spec, size, 7).
+  BatchSources batches;
   // Called before each step with (done, total).
   std::function<void(int, int)> progress;
 };

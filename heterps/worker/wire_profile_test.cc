@@ -115,6 +115,21 @@ TEST(WireProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
       EXPECT_GE(comm, 0.999 * w.wire_seconds[i]) << w.fit;
     }
   }
+
+  // The layers' time of the given batch, when the caller has it, is not measured again; an
+  // asynchronous job's steps push and commit nothing.
+  options.warmup = 0;
+  options.repeats = 1;
+  options.synchronous = false;
+  options.layer_seconds = 0.5;
+  int total = 0;
+  options.progress = [&](int, int t) { total = t; };
+  points = ProfileWire(*spec, 256, options);
+  ASSERT_TRUE(points.ok()) << points.status();
+  EXPECT_EQ(total, 3);
+  EXPECT_EQ((*points)[0].layer_seconds, 0.5);
+  EXPECT_NE((*points)[1].layer_seconds, 0.5);
+  EXPECT_GT((*points)[0].step_seconds, 0);
 }
 
 }  // namespace
