@@ -12,22 +12,20 @@
 #include "heterps/sched/default_schedulers.h"
 #include "heterps/worker/profile.h"
 #include "tools/cli_common.h"
+#include "tools/train_common.h"
 
 namespace heterps::tools {
 
 absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int batch,
                                             double layer_seconds, const config::ResourceType& cpu,
                                             const std::vector<const config::ResourceType*>& types,
-                                            const worker::BatchSources& batches, bool synchronous,
-                                            ProgressLine& progress, cost::Profile* profile) {
+                                            worker::WireOptions options, ProgressLine& progress,
+                                            cost::Profile* profile) {
   WireMeasured out;
   const int64_t threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   out.replicas = static_cast<int>(std::clamp<int64_t>(cpu.units, 1, threads));
-  worker::WireOptions options;
   options.replicas = out.replicas;
   options.layer_seconds = layer_seconds;
-  options.batches = batches;
-  options.synchronous = synchronous;
   options.progress = [&](int done, int total) {
     progress.Show(absl::StrFormat("profiling this host's wire %s", Bar(done, total)));
   };
@@ -99,9 +97,12 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
       }
     }
     // What the job pays beyond the layers: the same for every type of this host.
+    worker::WireOptions wire;
+    wire.batches = batches;
+    wire.synchronous = flags.job.mode == worker::Consistency::kSync;
+    HETERPS_ASSIGN_OR_RETURN(wire.model_options, ModelOptionsFrom(flags, spec.batch_size));
     HETERPS_RETURN_IF_ERROR(AddWireProfile(spec, static_cast<int>(spec.batch_size),
-                                           measured.total_seconds, *cpu, local, batches,
-                                           flags.job.mode == worker::Consistency::kSync, progress,
+                                           measured.total_seconds, *cpu, local, wire, progress,
                                            &measured.profile)
                                 .status());
   }

@@ -38,12 +38,12 @@ struct WireMeasured {
   std::vector<worker::WireFit> fits;  // one per type
 };
 // `layer_seconds`: the layers' time at `batch` on `cpu` as the profile's entries have it.
-// `batches`: where the batches come from (null: random ones); `synchronous`: the job's mode.
+// `options`: where the batches come from, the job's mode and optimizers (the rest is set here).
 absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int batch,
                                             double layer_seconds, const config::ResourceType& cpu,
                                             const std::vector<const config::ResourceType*>& types,
-                                            const worker::BatchSources& batches, bool synchronous,
-                                            ProgressLine& progress, cost::Profile* profile);
+                                            worker::WireOptions options, ProgressLine& progress,
+                                            cost::Profile* profile);
 
 // Batches from the job's data files in the spec's layout, bad lines as the flags say; null (random
 // batches) when `files` is empty.

@@ -54,11 +54,27 @@ int RunProfile(const ProfileFlags& flags) {
   for (const std::string& line : AddLocalGpus(&local, flags.gpu_emulate)) {
     std::printf("device %s\n", line.c_str());
   }
-  worker::BatchSources batches;
+  // The wire's replicas and each type's dp_loss, as the cluster has them; a type it lacks: one
+  // replica per hardware thread, no loss.
+  absl::StatusOr<config::ClusterSpec> cluster = LoadClusterOrLocal(flags.cluster_path);
+  if (!cluster.ok()) return Fail(cluster.status());
+  std::vector<const config::ResourceType*> types;
+  for (config::ResourceType& t : local.types) {
+    const int found = cluster->FindType(t.name);
+    t.units = found >= 0 ? cluster->types[found].units : 0;
+    t.dp_loss = found >= 0 ? cluster->types[found].dp_loss : 0.0;
+    if (t.units == 0 && &t == &local.types.front()) t.units = std::thread::hardware_concurrency();
+    types.push_back(&t);
+  }
+  worker::WireOptions wire_options;
   if (!flags.data.empty()) {
     absl::StatusOr<std::vector<std::string>> files = data::ExpandDataPaths(flags.data);
     if (!files.ok()) return Fail(files.status());
-    batches = DataBatches(*spec, *files, data::BadLinePolicy::kStop);
+    // Multi-hot slots are counted as the data holds them, as `heterps train` plans them.
+    absl::StatusOr<std::vector<std::string>> notes = UseIdsOfData(*files, &*spec);
+    if (!notes.ok()) return Fail(notes.status());
+    for (const std::string& note : *notes) std::printf("%s\n", note.c_str());
+    wire_options.batches = DataBatches(*spec, *files, data::BadLinePolicy::kStop);
   }
   cost::Profile profile;
   std::vector<worker::HostProfile> measured;
@@ -70,7 +86,7 @@ int RunProfile(const ProfileFlags& flags) {
           progress.Show(absl::StrFormat("profiling %s %s batch %d of %d", t.local_device,
                                         Bar(done, total), done + 1, total));
         },
-        t.local_device, batches);
+        t.local_device, wire_options.batches);
     if (!one.ok()) {
       progress.Clear();
       return Fail(one.status());
@@ -82,24 +98,9 @@ int RunProfile(const ProfileFlags& flags) {
                              one->profile.entries.end());
     measured.push_back(*std::move(one));
   }
-  // The wire's replicas and each type's dp_loss, as the cluster has them; a type it lacks: one
-  // replica per hardware thread, no loss.
-  absl::StatusOr<config::ClusterSpec> cluster = LoadClusterOrLocal(flags.cluster_path);
-  if (!cluster.ok()) {
-    progress.Clear();
-    return Fail(cluster.status());
-  }
-  std::vector<const config::ResourceType*> types;
-  for (config::ResourceType& t : local.types) {
-    const int found = cluster->FindType(t.name);
-    t.units = found >= 0 ? cluster->types[found].units : 0;
-    t.dp_loss = found >= 0 ? cluster->types[found].dp_loss : 0.0;
-    if (t.units == 0 && &t == &local.types.front()) t.units = std::thread::hardware_concurrency();
-    types.push_back(&t);
-  }
   absl::StatusOr<WireMeasured> wire =
       AddWireProfile(*spec, batch_size, measured.front().total_seconds, local.types.front(), types,
-                     batches, /*synchronous=*/true, progress, &profile);
+                     wire_options, progress, &profile);
   progress.Clear();
   if (!wire.ok()) return Fail(wire.status());
   absl::Status written = base::WriteFileAtomically(flags.out, cost::ProfileToJson(profile));

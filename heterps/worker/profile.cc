@@ -57,19 +57,43 @@ BatchSource FileBatches(const config::ModelSpec& spec, const std::vector<std::st
   options.schema = spec.data;
   options.batch_size = size;
   options.bad_lines = bad_lines;
-  auto reader = std::make_shared<std::unique_ptr<data::CriteoReader>>();
-  return [options, reader](data::Batch* batch) -> absl::StatusOr<bool> {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      if (*reader == nullptr) {
-        HETERPS_ASSIGN_OR_RETURN(*reader, data::CriteoReader::Open(options));
+  // The reader, the batch it last read and how much of it the batches took.
+  struct State {
+    std::unique_ptr<data::CriteoReader> reader;
+    data::Batch read;
+    int at = 0;
+  };
+  auto state = std::make_shared<State>();
+  return [options, state](data::Batch* batch) -> absl::StatusOr<bool> {
+    State& s = *state;
+    batch->Clear();
+    while (batch->size < options.batch_size) {
+      if (s.at >= s.read.size) {
+        const bool fresh = s.reader == nullptr;
+        if (fresh) {
+          HETERPS_ASSIGN_OR_RETURN(s.reader, data::CriteoReader::Open(options));
+        }
+        s.at = 0;
+        HETERPS_ASSIGN_OR_RETURN(const bool more, s.reader->Next(&s.read));
+        if (!more) {
+          s.reader.reset();  // start over
+          s.read.Clear();
+          if (!fresh) continue;
+          return absl::FailedPreconditionError(absl::StrCat(
+              "profile: no data line in ", options.files.empty() ? "(no files)" : options.files[0],
+              options.files.size() > 1 ? " and the other files" : ""));
+        }
       }
-      HETERPS_ASSIGN_OR_RETURN(const bool more, (*reader)->Next(batch));
-      if (more) return true;
-      reader->reset();  // start over
+      if (batch->size == 0 && s.at == 0 && s.read.size == options.batch_size) {
+        std::swap(*batch, s.read);
+        s.read.Clear();
+        return true;
+      }
+      for (; s.at < s.read.size && batch->size < options.batch_size; ++s.at) {
+        batch->Append(s.read, s.at);
+      }
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "profile: no data line in ", options.files.empty() ? "(no files)" : options.files[0],
-        options.files.size() > 1 ? " and the other files" : ""));
+    return true;
   };
 }
 

@@ -36,10 +36,11 @@ using BatchSource = std::function<absl::StatusOr<bool>(data::Batch* batch)>;
 // embedding layer that looks it up.
 BatchSource RandomBatches(const config::ModelSpec& spec, int size, uint64_t seed);
 
-// Batches of `size` samples read from `files` in the spec's data layout, from the first line,
-// starting over at the end (so that a short file profiles as long as needed); bad lines as
-// `bad_lines` says. The reader's errors (a file that cannot be opened, a bad line under kStop),
-// and FailedPrecondition naming the files when they hold no line at all.
+// Batches of exactly `size` samples read from `files` in the spec's data layout, from the first
+// line, starting over at the end (a batch that would be short is filled from the start: a short
+// file profiles as long as needed, at the batch size asked); bad lines as `bad_lines` says. The
+// reader's errors (a file that cannot be opened, a bad line under kStop), and FailedPrecondition
+// naming the files when they hold no line at all.
 BatchSource FileBatches(const config::ModelSpec& spec, const std::vector<std::string>& files,
                         int size, data::BadLinePolicy bad_lines);
 

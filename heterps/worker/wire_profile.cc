@@ -90,20 +90,21 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
   for (int r = 0; r < k; ++r) {
     Replica& rep = replicas[r];
     HETERPS_ASSIGN_OR_RETURN(rep.client, ps::rpc::GrpcPsClient::Connect(client_options));
-    if (r == 0) HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, rep.client.get(), ModelOptions()));
+    if (r == 0) {
+      HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, rep.client.get(), options.model_options));
+    }
     HETERPS_ASSIGN_OR_RETURN(rep.stage, Stage::Create(spec, 0, last, rep.client.get()));
     rep.grads = rep.stage->NewGrads();
     rep.sums = rep.stage->NewStepGrads();
   }
-  // Replica r's share: the job's rows r, r + k, ... (one micro-batch each).
-  const std::vector<MicroBatch> shares =
-      MicroBatches(0, static_cast<int>(batch), {k, (batch + k - 1) / k});
   std::vector<double> seconds;
   data::Batch data;
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
     tick();
     HETERPS_ASSIGN_OR_RETURN(const bool more, next(&data));
     if (!more) break;
+    // Replica r's share: the job's rows r, r + k, ... (one micro-batch each).
+    const std::vector<MicroBatch> shares = MicroBatches(0, data.size, {k, (data.size + k - 1) / k});
     const float scale = 1.0f / static_cast<float>(data.size);
     const absl::Time start = absl::Now();
     const auto run = [&](Replica& rep, const MicroBatch& share) {
@@ -145,6 +146,11 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
 
 WireFit FitWire(const std::vector<WirePoint>& points, int replicas, double beta) {
   WireFit out;
+  if (points.empty()) {
+    out.fit = "none";
+    out.bytes_per_second = kNoByteCost;
+    return out;
+  }
   const double k = std::max(replicas, 1);
   for (const WirePoint& p : points) {
     const double unit = p.step_seconds * k / (1 + beta * (k - 1));
@@ -185,8 +191,12 @@ absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec
     return absl::InvalidArgumentError("wire profile: the replicas must be >= 1");
   }
   const std::vector<int64_t> sizes = {batch, std::max(1, batch / 4)};
+  const auto measures_layers = [&](int64_t b) {
+    return !(b == batch && options.layer_seconds > 0);
+  };
   const int steps = options.warmup + options.repeats;
-  const int total = (options.layer_seconds > 0 ? 3 : 4) * steps;
+  int total = 0;
+  for (const int64_t b : sizes) total += (measures_layers(b) ? 2 : 1) * steps;
   int done = 0;
   const auto tick = [&] {
     if (options.progress) options.progress(done, total);
@@ -204,7 +214,7 @@ absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec
     HETERPS_ASSIGN_OR_RETURN(const cost::StageTraffic traffic, WholeModelTraffic(spec, b));
     p.bytes = traffic.bytes;
     p.messages = traffic.messages;
-    if (b == batch && options.layer_seconds > 0) {
+    if (!measures_layers(b)) {
       p.layer_seconds = options.layer_seconds;
     } else {
       ProfileOptions layers;

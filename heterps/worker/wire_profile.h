@@ -23,10 +23,11 @@
 // it takes from the replicas. The model counts a whole-model stage's DT as
 // `bytes(B) / W + messages lat` (CostModel::Traffic); the two points fit W and lat, so that the
 // model, planning that stage with k units, predicts the measured step at both sizes. Where the
-// fit is degenerate (noise: the smaller batch's wire time not below the larger's, or a negative
-// intercept) the per-message latency or the per-byte cost is set to zero and the other fitted to
-// the full batch alone; `fit` says which. A plan with another number of units is predicted less
-// closely (the model's ET divides the fixed per-step costs by the units too).
+// fit is degenerate `fit` says so: the smaller batch's wire time not below the larger's (noise):
+// "latency only", no per-byte cost, the latency carrying the larger wire time; a negative
+// intercept: "bytes only", no latency, the rate through the full batch. No points: "none". A plan
+// with another number of units is predicted less closely (the model's ET divides the fixed per-step
+// costs by the units too).
 //
 // Median of `repeats` timed steps after `warmup` untimed ones, each figure. The server's data
 // directory is a fresh temporary directory, removed after.
@@ -44,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/worker/profile.h"
+#include "heterps/worker/stage.h"
 
 namespace heterps::worker {
 
@@ -68,6 +70,8 @@ struct WireOptions {
   double layer_seconds = 0;
   // Where the batches come from (the job's data: FileBatches); null: RandomBatches(spec, size, 7).
   BatchSources batches;
+  // The tables' optimizers (the job's): what the server's apply costs depends on them.
+  ModelOptions model_options;
   // Called before each step with (done, total).
   std::function<void(int, int)> progress;
 };

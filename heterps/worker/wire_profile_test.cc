@@ -1,6 +1,8 @@
 #include "heterps/worker/wire_profile.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "gtest/gtest.h"
 #include "heterps/config/model_spec.h"
@@ -130,6 +132,59 @@ TEST(WireProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
   EXPECT_EQ((*points)[0].layer_seconds, 0.5);
   EXPECT_NE((*points)[1].layer_seconds, 0.5);
   EXPECT_GT((*points)[0].step_seconds, 0);
+}
+
+// Criteo lines (label, 13 counts, 26 hex ids) into a temporary file.
+std::string CriteoFile(const std::string& name, int lines) {
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream out(path);
+  for (int i = 0; i < lines; ++i) {
+    out << (i % 3 == 0 ? 1 : 0);
+    for (int d = 0; d < 13; ++d) out << '\t' << (i * 7 + d) % 50;
+    for (int s = 0; s < 26; ++s) out << '\t' << std::hex << (0x1000 + i * 31 + s) << std::dec;
+    out << '\n';
+  }
+  return path;
+}
+
+// A file shorter than the batch still gives full batches, from its start again; a file of no
+// line is an error naming it.
+TEST(WireProfileTest, FileBatchesAreFullAndStartOver) {
+  auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string path = CriteoFile("heterps_wire_short.tsv", 10);
+  BatchSource next = FileBatches(*spec, {path}, 4, data::BadLinePolicy::kStop);
+  data::Batch batch;
+  std::vector<float> labels;
+  for (int i = 0; i < 6; ++i) {
+    auto more = next(&batch);
+    ASSERT_TRUE(more.ok()) << more.status();
+    ASSERT_TRUE(*more);
+    ASSERT_EQ(batch.size, 4);
+    labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
+  }
+  // Lines 0..9, then 0..9 again, ...: line i's label is 1 when i % 3 == 0.
+  for (size_t i = 0; i < labels.size(); ++i) EXPECT_EQ(labels[i], (i % 10) % 3 == 0 ? 1 : 0) << i;
+
+  // The wire on that file at a batch above its length: every step full.
+  WireOptions options;
+  options.warmup = 0;
+  options.repeats = 1;
+  options.replicas = 2;
+  options.batches = [&](int size) {
+    return FileBatches(*spec, {path}, size, data::BadLinePolicy::kStop);
+  };
+  auto points = ProfileWire(*spec, 64, options);
+  ASSERT_TRUE(points.ok()) << points.status();
+  EXPECT_GT((*points)[0].step_seconds, 0);
+
+  const std::string empty = CriteoFile("heterps_wire_empty.tsv", 0);
+  next = FileBatches(*spec, {empty}, 4, data::BadLinePolicy::kStop);
+  auto none = next(&batch);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find(empty), std::string::npos) << none.status();
+  std::filesystem::remove(path);
+  std::filesystem::remove(empty);
 }
 
 }  // namespace
