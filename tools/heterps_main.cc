@@ -3,6 +3,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/synchronization/mutex.h"
+#include "heterps/base/host.h"
 #include "tools/ctl_command.h"
 #include "tools/gen_data_command.h"
 #include "tools/node_command.h"
@@ -13,6 +14,8 @@
 #include "tools/train_command.h"
 
 int main(int argc, char** argv) {
+  // Every role's RPC buffers stay in the heap instead of being mapped and faulted in per call.
+  heterps::base::KeepFreedBuffers();
   // Debian's abseil checks every Mutex acquisition for lock-order cycles; a release binary
   // does not pay for that.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -7,7 +7,18 @@
 
 #include "absl/strings/str_cat.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace heterps::base {
+
+void KeepFreedBuffers() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 16 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+}
 
 std::string HostDescription() {
   std::string model = "unknown CPU";
