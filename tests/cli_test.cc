@@ -89,9 +89,9 @@ TEST(CliTest, JsonHasTheDocumentedFields) {
   // The parameter servers: part of the plan, its rate and its table.
   const auto& ps = plan["parameter_servers"];
   ASSERT_TRUE(ps.is_object());
-  for (const char* key : {"type", "shards", "memory_gib_per_shard", "ssd_gib_per_shard",
-                          "table_gib", "hit_rate", "seconds_per_batch", "throughput",
-                          "usd_per_hour"}) {
+  for (const char* key :
+       {"type", "shards", "memory_gib_per_shard", "ssd_gib_per_shard", "table_gib", "hit_rate",
+        "seconds_per_batch", "throughput", "usd_per_hour"}) {
     EXPECT_TRUE(ps.contains(key)) << key;
   }
   double rate = ps["usd_per_hour"].get<double>();
@@ -468,16 +468,29 @@ TEST(CliTest, ProfileWritesWhatThePlannerReads) {
   int twin = 0;
   for (const auto& e : both["entries"]) twin += e["type"] == "gpu-twin";
   EXPECT_GE(twin, 7);
-  // This host's CPU alone, for the local catalog.
-  r = RunCli("profile --repeats 2 --out " + profile);
+  // This host's CPU alone, for the local catalog, on a data file (shorter than two batches).
+  const std::string data = TempPath("profile-data.tsv");
+  r = RunCli("gen-data --rows 3000 --seed 5 --out " + data);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCli("profile --repeats 2 --data " + data + " --out " + profile);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("top.0"));
+  EXPECT_THAT(r.out, HasSubstr("a synchronous step of 2 replicas"));
+  EXPECT_THAT(r.out, HasSubstr("wire of host-cpu"));
   EXPECT_THAT(r.out, HasSubstr("wrote " + profile));
   auto p = nlohmann::json::parse(Slurp(profile));
   EXPECT_EQ(p["model"], "dlrm-small");
   EXPECT_EQ(p["batch_size"], 2048);
   EXPECT_GE(p["entries"].size(), 7u);
   for (const auto& e : p["entries"]) EXPECT_GT(e["seconds_per_batch"].get<double>(), 0);
+  ASSERT_EQ(p["wire"].size(), 1u);
+  EXPECT_EQ(p["wire"][0]["type"], "host-cpu");
+  EXPECT_GT(p["wire"][0]["bytes_per_second"].get<double>(), 0);
+  EXPECT_GE(p["wire"][0]["seconds_per_message"].get<double>(), 0);
+  // Data that is not there: one line naming it.
+  r = RunCli("profile --data /nonexistent/x.tsv --out " + TempPath("never.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/x.tsv"));
   // The planner takes it: measured figures for the local host.
   r = RunCli("plan --cluster examples/clusters/local.yaml --throughput 1000 --profile " + profile);
   EXPECT_EQ(r.exit_code, 0) << r.err;
