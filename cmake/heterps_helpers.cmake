@@ -21,6 +21,9 @@ function(heterps_cc_test)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  # HETERPS_TEST_COMPILE_OPTIONS: for the tests' own sources only (the sanitizer run compiles them
+  # at -O0: the code they test keeps the build's optimisation).
+  target_compile_options(${ARG_NAME} PRIVATE ${HETERPS_TEST_COMPILE_OPTIONS})
   target_compile_definitions(${ARG_NAME} PRIVATE
     HETERPS_SOURCE_DIR="${PROJECT_SOURCE_DIR}" HETERPS_BINARY_DIR="${PROJECT_BINARY_DIR}")
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})

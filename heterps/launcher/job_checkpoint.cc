@@ -10,7 +10,7 @@
 namespace heterps::launcher {
 namespace {
 
-constexpr char kFile[] = "/checkpoint.json";
+constexpr char kCheckpointFile[] = "/checkpoint.json";
 constexpr char kFormat[] = "heterps-job-checkpoint-v1";
 
 }  // namespace
@@ -33,12 +33,12 @@ absl::Status WriteJobCheckpoint(base::Env* env, const std::string& job_dir,
                                        {"job_id", checkpoint.job_id},
                                        {"identity", checkpoint.identity},
                                        {"losses", checkpoint.losses}};
-  return base::WriteFileAtomically(env, job_dir + kFile, root.dump(1) + "\n");
+  return base::WriteFileAtomically(env, job_dir + kCheckpointFile, root.dump(1) + "\n");
 }
 
 absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
                                                                const std::string& job_dir) {
-  const std::string path = job_dir + kFile;
+  const std::string path = job_dir + kCheckpointFile;
   if (!env->FileExists(path)) return std::nullopt;
   HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, path, 256 << 20));
   HETERPS_ASSIGN_OR_RETURN(base::JsonObject root, base::JsonObject::Parse(text, path));
@@ -69,7 +69,7 @@ absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
 }
 
 absl::Status RemoveJobCheckpoint(base::Env* env, const std::string& job_dir) {
-  const std::string path = job_dir + kFile;
+  const std::string path = job_dir + kCheckpointFile;
   if (!env->FileExists(path)) return absl::OkStatus();
   return env->RemoveFile(path);
 }

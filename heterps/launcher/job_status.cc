@@ -11,7 +11,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr char kFile[] = "/status.json";
+constexpr char kStatusFile[] = "/status.json";
 
 json MethodsToJson(const std::vector<base::MethodStats>& methods) {
   json out = json::array();
@@ -197,11 +197,11 @@ absl::Status MarkJobEnded(base::Env* env, const std::string& job_dir, const std:
 }
 
 absl::Status WriteJobStatus(base::Env* env, const std::string& job_dir, const JobStatus& status) {
-  return base::WriteFileAtomically(env, job_dir + kFile, JobStatusToJson(status));
+  return base::WriteFileAtomically(env, job_dir + kStatusFile, JobStatusToJson(status));
 }
 
 absl::StatusOr<JobStatus> ReadJobStatus(base::Env* env, const std::string& job_dir) {
-  const std::string path = job_dir + kFile;
+  const std::string path = job_dir + kStatusFile;
   HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, path, 64 << 20));
   return ParseJobStatus(text, path);
 }

@@ -46,7 +46,7 @@ namespace {
 using internal::kInfeasibleScore;
 using internal::SearchContext;
 
-constexpr int64_t kDefaultBudget = 300;
+constexpr int64_t kBayesOptBudget = 300;
 constexpr int kInitialRandom = 10;
 constexpr size_t kMaxGpPoints = 200;
 constexpr size_t kPoolSize = 256;
@@ -175,7 +175,9 @@ class GaussianProcess {
 class BayesianOptimisation {
  public:
   BayesianOptimisation(const cost::CostModel& model, const SchedulerOptions& options)
-      : context_(model, options, kDefaultBudget), distance_(model), num_types_(model.num_types()) {}
+      : context_(model, options, kBayesOptBudget),
+        distance_(model),
+        num_types_(model.num_types()) {}
 
   Plan Run(absl::string_view name) {
     bool more = true;

@@ -36,7 +36,7 @@ namespace {
 
 using internal::SearchContext;
 
-constexpr int64_t kDefaultBudget = 2000;
+constexpr int64_t kGeneticBudget = 2000;
 constexpr size_t kPopulation = 32;
 constexpr size_t kElite = 2;
 constexpr int kTournament = 3;
@@ -51,7 +51,7 @@ struct Individual {
 class Evolution {
  public:
   Evolution(const cost::CostModel& model, const SchedulerOptions& options)
-      : context_(model, options, kDefaultBudget), num_types_(model.num_types()) {}
+      : context_(model, options, kGeneticBudget), num_types_(model.num_types()) {}
 
   Plan Run(absl::string_view name) {
     int stalled = 0;

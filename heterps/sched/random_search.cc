@@ -29,8 +29,7 @@ namespace {
 
 using internal::SearchContext;
 
-
-constexpr int64_t kDefaultBudget = 2000;
+constexpr int64_t kRandomSearchBudget = 2000;
 constexpr uint64_t kMaxShuffledSpace = uint64_t{1} << 62;
 // With replacement, stop after this many draws in a row that were all plans already seen.
 constexpr int kMaxRepeats = 1000;
@@ -83,7 +82,7 @@ class RandomScheduler : public Scheduler {
   absl::string_view name() const override { return "random"; }
   absl::StatusOr<Plan> Schedule(const cost::CostModel& model,
                                 const SchedulerOptions& options) override {
-    SearchContext context(model, options, kDefaultBudget);
+    SearchContext context(model, options, kRandomSearchBudget);
     const uint64_t space = ExactSpace(context.allowed());
     if (space > 0) {
       SampleWithoutReplacement(context, space);

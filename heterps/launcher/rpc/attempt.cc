@@ -30,7 +30,7 @@
 namespace heterps::launcher::rpc {
 namespace {
 
-namespace wire = heterps::worker::wire;
+namespace worker_wire = heterps::worker::wire;
 
 // Runs f(0) .. f(n-1) on threads of their own; the first error.
 absl::Status ParallelFor(int n, const std::function<absl::Status(int)>& f) {
@@ -55,7 +55,7 @@ class Workers {
       for (size_t r = 0; r < addresses[s].size(); ++r) {
         replicas_.push_back(
             {static_cast<int>(s), static_cast<int>(r), addresses[s][r],
-             wire::Worker::NewStub(heterps::rpc::NewChannel(addresses[s][r], channel))});
+             worker_wire::Worker::NewStub(heterps::rpc::NewChannel(addresses[s][r], channel))});
       }
     }
   }
@@ -63,7 +63,7 @@ class Workers {
   struct Replica {
     int stage, replica;
     std::string address;
-    std::unique_ptr<wire::Worker::Stub> stub;
+    std::unique_ptr<worker_wire::Worker::Stub> stub;
   };
   std::vector<Replica>& all() { return replicas_; }
   std::vector<Replica*> stage(int s) {
@@ -310,14 +310,14 @@ class Attempt::Impl {
     const int64_t j = step % per_pass_;
     const int64_t lo = j * batch, hi = std::min(lo + batch, train_lines_);
     const auto [offset, count] = Share(lo, hi, r, k);
-    wire::StepRequest request;
+    worker_wire::StepRequest request;
     request.set_step(step);
     request.set_epoch(step / per_pass_);
     request.set_offset(offset);
     request.set_count(count);
     request.set_scale(1.0f / static_cast<float>(hi - lo));
     request.set_write_back(write_back);
-    wire::StepReply reply;
+    worker_wire::StepReply reply;
     HETERPS_RETURN_IF_ERROR(workers_->Call(
         *workers_->stage(0)[r], absl::StrCat("RunStep ", step),
         [&](grpc::ClientContext& ctx, auto& stub) { return stub.RunStep(&ctx, request, &reply); }));
@@ -346,9 +346,9 @@ class Attempt::Impl {
         return absl::OkStatus();
       }));
       HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(later.size()), [&](int i) {
-        wire::FlushRequest request;
+        worker_wire::FlushRequest request;
         request.set_step(step);
-        wire::FlushReply reply;
+        worker_wire::FlushReply reply;
         return workers_->Call(*later[i], absl::StrCat("Flush ", step),
                               [&](grpc::ClientContext& ctx, auto& stub) {
                                 return stub.Flush(&ctx, request, &reply);
@@ -563,7 +563,7 @@ class Attempt::Impl {
   // parameters; `skipped`: the bad held-out lines skipped.
   absl::StatusOr<data::Evaluation> EvaluateHeldOut(int64_t step, int64_t* skipped) {
     std::vector<Workers::Replica*> first = workers_->stage(0);
-    std::vector<wire::EvalReply> replies(first.size());
+    std::vector<worker_wire::EvalReply> replies(first.size());
     {
       absl::MutexLock lock(&status_mu_);
       progress_.phase = "evaluating";
@@ -585,7 +585,7 @@ class Attempt::Impl {
       }
     });
     absl::Status ran = ParallelFor(static_cast<int>(first.size()), [&](int r) {
-      wire::EvalRequest request;
+      worker_wire::EvalRequest request;
       request.set_step(step);
       return workers_->Call(
           *first[r], "Evaluate",
@@ -604,7 +604,7 @@ class Attempt::Impl {
     if (dead) return absl::UnavailableError(*dead);
     HETERPS_RETURN_IF_ERROR(ran);
     std::vector<float> scores, labels;
-    for (const wire::EvalReply& reply : replies) {
+    for (const worker_wire::EvalReply& reply : replies) {
       const float* p = reinterpret_cast<const float*>(reply.probabilities().data());
       const float* y = reinterpret_cast<const float*>(reply.labels().data());
       const size_t n = reply.probabilities().size() / sizeof(float);
@@ -618,14 +618,14 @@ class Attempt::Impl {
     return data::Evaluate(scores, labels);
   }
 
-  std::vector<wire::WorkerStats> CollectStats() {
+  std::vector<worker_wire::WorkerStats> CollectStats() {
     std::vector<Workers::Replica>& all = workers_->all();
-    std::vector<wire::WorkerStats> stats(all.size());
+    std::vector<worker_wire::WorkerStats> stats(all.size());
     ParallelFor(static_cast<int>(all.size()), [&](int i) {
       return workers_->Call(
           all[i], "Stats",
           [&](grpc::ClientContext& ctx, auto& stub) {
-            return stub.Stats(&ctx, wire::WorkerStatsRequest(), &stats[i]);
+            return stub.Stats(&ctx, worker_wire::WorkerStatsRequest(), &stats[i]);
           },
           absl::Seconds(2));
     }).IgnoreError();
@@ -637,7 +637,7 @@ class Attempt::Impl {
   void WriteStatus(const StatusPoint& p) {
     absl::MutexLock write(&write_mu_);
     JobStatus status;
-    for (const wire::WorkerStats& s : CollectStats()) {
+    for (const worker_wire::WorkerStats& s : CollectStats()) {
       ReplicaStatus& r = status.replicas.emplace_back();
       r.stage = s.stage();
       r.replica = s.replica();
@@ -685,7 +685,7 @@ class Attempt::Impl {
   }
 
   void Report() {
-    const std::vector<wire::WorkerStats> end = CollectStats();
+    const std::vector<worker_wire::WorkerStats> end = CollectStats();
     result_.stages.clear();
     for (int s = 0; s < job_.stages(); ++s) {
       const sched::RunStage& stage = job_.plan.stages[s];
@@ -741,7 +741,7 @@ class Attempt::Impl {
   const absl::Time job_start_;
   std::unique_ptr<ps::rpc::GrpcPsClient> ps_;
   std::unique_ptr<Workers> workers_;
-  std::vector<wire::WorkerStats> stats_start_;
+  std::vector<worker_wire::WorkerStats> stats_start_;
   int64_t steps_trained_ = 0;
   int64_t per_pass_ = 1, train_lines_ = 0, total_steps_ = 0, samples_ = 0;
   double eval_seconds_ = 0;  // this attempt's evaluations between steps
