@@ -17,6 +17,13 @@ against the measured one, before and after calibration:
   6. distributed, the default plan, asynchronous
 
 Writes its section of the markdown file (between <!-- runtime-bench:begin/end -->).
+
+With --sweep, the default distributed job against the single process at several batch sizes
+instead (the runtime-sweep section). With --tier, the default distributed job with the embedding
+table above the parameter server's memory budget: all in memory first, then with each server's
+memory for the table (--ps-memory-mib) at the given fractions of what the table took in memory,
+the rest in the SSD tier (RocksDB under the job directory), on the same plan (the runtime-tier
+section).
 """
 
 import argparse
@@ -93,6 +100,99 @@ def sweep(flags, work, common, distributed):
         replace_section(flags.markdown, "runtime-sweep", section)
 
 
+def table_stats(job_dir):
+    """Sums of the parameter servers' table statistics at the end of the job (status.json)."""
+    with open(os.path.join(job_dir, "status.json")) as f:
+        status = json.load(f)
+    total = {"memory_rows": 0, "memory_bytes": 0, "cold_rows": 0, "hits": 0, "misses": 0}
+    for shard in status["parameter_servers"]:
+        for t in shard["tables"]:
+            for key in total:
+                total[key] += t[key]
+    return total
+
+
+def one_stage_plan(job_dir, path):
+    """The plan job_dir ran, if one stage of every layer, as a plan file (else None)."""
+    with open(os.path.join(job_dir, "job.json")) as f:
+        job = json.load(f)
+    stages = job["plan"]["stages"]
+    if len(stages) != 1:
+        return None
+    names = []
+    for layer in yaml_layers(job["model_yaml"]):
+        if layer.get("kind") == "mlp":
+            names += ["%s.%d" % (layer["name"], i) for i in range(len(layer["sizes"]) - 1)]
+        else:
+            names.append(layer["name"])
+    plan = {"format": "heterps-plan-v1", "model": job["plan"]["model"],
+            "cluster": job["plan"]["cluster"], "batch_size": job["plan"]["batch_size"],
+            "scheduler": "manual", "feasible": True,
+            "stages": [{"index": 0, "layers": names, "type": stages[0]["type"],
+                        "units": stages[0]["units"]}]}
+    with open(path, "w") as f:
+        json.dump(plan, f)
+    return path
+
+
+def yaml_layers(text):
+    """The layers of a model spec's YAML (name, kind, sizes): enough for the plan's layer names."""
+    layers, current = [], None
+    for line in text.splitlines():
+        stripped = line.split("#", 1)[0].strip()
+        if stripped.startswith("- name:"):
+            current = {"name": stripped.split(":", 1)[1].strip()}
+            layers.append(current)
+        elif current is not None and ":" in stripped and not stripped.startswith("-"):
+            key, value = [s.strip() for s in stripped.split(":", 1)]
+            if key == "kind":
+                current["kind"] = value
+            elif key == "sizes":
+                current["sizes"] = [int(v) for v in value.strip("[]").split(",")]
+    return layers
+
+
+def tier(flags, work, distributed):
+    fractions = [float(x) for x in flags.tier.split(",")]
+    memory_dir = os.path.join(work, "tier-memory")
+    memory = run(distributed, memory_dir)
+    stats = table_stats(memory_dir)
+    plan = one_stage_plan(memory_dir, os.path.join(work, "tier-plan.json"))
+    same_plan = ["--plan", plan] if plan else []
+    lines = ["```", "python3 benchmarks/runtime_bench.py --rows %d --tier %s" % (
+                 flags.rows, flags.tier), "```", "",
+             "On %s (%d hardware threads): dlrm-small, one epoch of %d synthetic rows "
+             "(90%% trained), batch 2048, the default distributed job (synchronous), its "
+             "embedding table (%.1f MB, %d rows, in memory) kept within a memory budget per "
+             "server, the rest in the SSD tier (RocksDB in the job directory, on this host's "
+             "disk), on the plan of the all-in-memory run." % (
+                 cpu(), os.cpu_count(), flags.rows, stats["memory_bytes"] / 1e6,
+                 stats["memory_rows"]), "",
+             "| memory budget (`--ps-memory-mib`) | rows in memory | rows on SSD | accesses "
+             "served from memory | samples/s | against all in memory | eval AUC |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+
+    def row(label, m, s):
+        accesses = s["hits"] + s["misses"]
+        lines.append("| %s | %d | %d | %s | %.0f | %.2f | %.4f |" % (
+            label, s["memory_rows"], s["cold_rows"],
+            "%.1f%%" % (100.0 * s["hits"] / accesses) if accesses else "-",
+            m["samples_per_second"], m["samples_per_second"] / memory["samples_per_second"],
+            m["eval_auc"]))
+        print(lines[-1], file=sys.stderr)
+
+    row("none (all in memory)", memory, stats)
+    for fraction in fractions:
+        mib = max(1, int(round(fraction * stats["memory_bytes"] / 2 ** 20)))
+        job_dir = os.path.join(work, "tier-%g" % fraction)
+        m = run(distributed + same_plan + ["--ps-memory-mib", str(mib)], job_dir)
+        row("%d MiB (%.0f%% of the table)" % (mib, 100 * fraction), m, table_stats(job_dir))
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if flags.markdown:
+        replace_section(flags.markdown, "runtime-tier", section)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=400000)
@@ -101,6 +201,10 @@ def main():
                         help="comma-separated batch sizes: instead of the six runs, the single "
                         "process (1 and 2 threads) against the default distributed job (sync "
                         "and async) at each batch size (the runtime-sweep section)")
+    parser.add_argument("--tier", default="",
+                        help="comma-separated fractions of the embedding table kept in memory: "
+                        "instead of the six runs, the default job with the rest of the table "
+                        "in the SSD tier against all in memory (the runtime-tier section)")
     flags = parser.parse_args()
 
     work = os.path.join(tempfile.gettempdir(), "heterps-runtime-bench")
@@ -120,6 +224,9 @@ def main():
     distributed = common + ["--checkpoint-every", "0"]
     if flags.sweep:
         sweep(flags, work, common, distributed)
+        return
+    if flags.tier:
+        tier(flags, work, distributed)
         return
     runs = []
 

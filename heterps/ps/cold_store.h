@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -25,6 +27,18 @@ class ColdStore {
  public:
   virtual ~ColdStore() = default;
   virtual absl::Status Put(uint64_t key, absl::string_view bytes) = 0;
+  // Puts every (key, bytes) of `rows`; on an error, none of them is stored. RocksDB writes them as
+  // one batch, whose memtable inserts are cheapest with the keys in increasing order (spills pass
+  // them so). This default puts them one by one and deletes what it put when one fails.
+  virtual absl::Status PutMany(const std::vector<std::pair<uint64_t, std::string>>& rows) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      absl::Status put = Put(rows[i].first, rows[i].second);
+      if (put.ok()) continue;
+      for (size_t j = 0; j < i; ++j) put.Update(Delete(rows[j].first));
+      return put;
+    }
+    return absl::OkStatus();
+  }
   // The bytes stored for `key`, or nullopt if none.
   virtual absl::StatusOr<std::optional<std::string>> Get(uint64_t key) = 0;
   virtual absl::Status Delete(uint64_t key) = 0;

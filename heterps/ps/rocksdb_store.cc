@@ -59,8 +59,18 @@ absl::StatusOr<std::unique_ptr<RocksDbColdStore>> RocksDbColdStore::Open(const s
 }
 
 absl::Status RocksDbColdStore::Put(uint64_t key, absl::string_view bytes) {
-  rocksdb::Status s = impl_->db->Put(impl_->write, KeyBytes(key),
-                                     rocksdb::Slice(bytes.data(), bytes.size()));
+  rocksdb::Status s =
+      impl_->db->Put(impl_->write, KeyBytes(key), rocksdb::Slice(bytes.data(), bytes.size()));
+  return s.ok() ? absl::OkStatus() : impl_->Error("put", s);
+}
+
+absl::Status RocksDbColdStore::PutMany(const std::vector<std::pair<uint64_t, std::string>>& rows) {
+  rocksdb::WriteBatch batch;
+  for (const auto& [key, bytes] : rows) {
+    rocksdb::Status s = batch.Put(KeyBytes(key), rocksdb::Slice(bytes.data(), bytes.size()));
+    if (!s.ok()) return impl_->Error("put", s);
+  }
+  rocksdb::Status s = impl_->db->Write(impl_->write, &batch);
   return s.ok() ? absl::OkStatus() : impl_->Error("put", s);
 }
 
@@ -81,8 +91,8 @@ absl::Status RocksDbColdStore::ForEach(
     const std::function<absl::Status(uint64_t, absl::string_view)>& visit) {
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    absl::Status s = visit(KeyOf(it->key()),
-                           absl::string_view(it->value().data(), it->value().size()));
+    absl::Status s =
+        visit(KeyOf(it->key()), absl::string_view(it->value().data(), it->value().size()));
     if (!s.ok()) return s;
   }
   return it->status().ok() ? absl::OkStatus() : impl_->Error("iterate", it->status());

@@ -9,6 +9,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "heterps/ps/cold_store.h"
@@ -23,6 +25,7 @@ class RocksDbColdStore : public ColdStore {
   ~RocksDbColdStore() override;
 
   absl::Status Put(uint64_t key, absl::string_view bytes) override;
+  absl::Status PutMany(const std::vector<std::pair<uint64_t, std::string>>& rows) override;
   absl::StatusOr<std::optional<std::string>> Get(uint64_t key) override;
   absl::Status Delete(uint64_t key) override;
   absl::Status ForEach(

@@ -398,14 +398,29 @@ absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANAL
   const size_t spill = by_age.size() - static_cast<size_t>(keep);
   std::nth_element(by_age.begin(), by_age.begin() + spill, by_age.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  // Written in batches of rows in key order (a batch's memtable inserts each start where the last
+  // ended); a row leaves memory once its batch is stored.
+  std::vector<std::pair<uint64_t, uint32_t>> by_key(spill);
   for (size_t i = 0; i < spill; ++i) {
-    const uint32_t slot = by_age[i].second;
-    const Meta& meta = shard.MetaOf(slot);
-    HETERPS_RETURN_IF_ERROR(cold_->Put(meta.key(), Encode(shard.Slot(slot), stride(), meta)));
-    shard.Erase(slot);
-    shard.free_slots.push_back(slot);
-    ++shard.stats.spills;
-    ++shard.stats.cold_rows;
+    by_key[i] = {shard.MetaOf(by_age[i].second).key(), by_age[i].second};
+  }
+  std::sort(by_key.begin(), by_key.end());
+  constexpr size_t kBatchRows = 4096;
+  std::vector<std::pair<uint64_t, std::string>> rows;
+  for (size_t from = 0; from < spill; from += kBatchRows) {
+    const size_t to = std::min(spill, from + kBatchRows);
+    rows.clear();
+    for (size_t i = from; i < to; ++i) {
+      const uint32_t slot = by_key[i].second;
+      rows.emplace_back(by_key[i].first, Encode(shard.Slot(slot), stride(), shard.MetaOf(slot)));
+    }
+    HETERPS_RETURN_IF_ERROR(cold_->PutMany(rows));
+    for (size_t i = from; i < to; ++i) {
+      shard.Erase(by_key[i].second);
+      shard.free_slots.push_back(by_key[i].second);
+      ++shard.stats.spills;
+      ++shard.stats.cold_rows;
+    }
   }
   return absl::OkStatus();
 }

@@ -222,6 +222,62 @@ TEST(SparseTableTest, LargeShardsKeepEveryRow) {
   }
 }
 
+// A cold store whose puts fail once `healthy` of them have succeeded (its PutMany is the default,
+// one put at a time).
+class FlakyColdStore : public MemoryColdStore {
+ public:
+  int64_t healthy = int64_t{1} << 40;
+  int64_t puts = 0;
+  absl::Status Put(uint64_t key, absl::string_view bytes) override {
+    if (puts >= healthy) return absl::UnavailableError("disk full");
+    ++puts;
+    return MemoryColdStore::Put(key, bytes);
+  }
+};
+
+// A spill that the store fails part-way through loses no row and leaves none in both tiers: the
+// call reports the store's error, and every row then reads back as it was.
+TEST(SparseTableTest, AFailedSpillLosesNoRow) {
+  auto owned = std::make_unique<FlakyColdStore>();
+  FlakyColdStore* cold = owned.get();
+  SparseTableOptions options;
+  options.lock_shards = 1;
+  options.memory_budget_bytes = 4000;  // about 25 rows of dim 16 with Adagrad's state
+  auto table = SparseTable::Create(options, std::move(owned));
+  ASSERT_TRUE(table.ok()) << table.status();
+  std::vector<uint64_t> first(100), second(100), all;
+  for (uint64_t k = 0; k < 100; ++k) first[k] = k * 31 + 1, second[k] = (k + 100) * 31 + 1;
+  std::vector<float> values(100 * 16);
+  ASSERT_TRUE((*table)->Pull(first, absl::MakeSpan(values)).ok());
+  ASSERT_GT((*table)->Stats().spills, 0);
+  cold->healthy = cold->puts + 1;  // the next spill (of 3 rows) fails on its second row
+  const absl::Status failed = (*table)->Pull(second, absl::MakeSpan(values));
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  EXPECT_THAT(std::string(failed.message()), ::testing::HasSubstr("disk full"));
+  cold->healthy = int64_t{1} << 40;
+
+  all = first;
+  all.insert(all.end(), second.begin(), second.end());
+  const SparseTableStats stats = (*table)->Stats();
+  int64_t stored = 0;
+  ASSERT_TRUE(cold->ForEach([&](uint64_t, absl::string_view) {
+                    ++stored;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(stored, stats.cold_rows);
+  EXPECT_EQ(stats.memory_rows + stats.cold_rows, stats.created);  // each row in one tier
+  std::vector<float> got(all.size() * 16);
+  ASSERT_TRUE((*table)->Pull(all, absl::MakeSpan(got)).ok());
+  const SparseTableStats after = (*table)->Stats();
+  EXPECT_EQ(after.created, static_cast<int64_t>(all.size()));
+  EXPECT_EQ(after.memory_rows + after.cold_rows, after.created);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::vector<float> want = (*table)->InitialValue(all[i]);
+    for (int d = 0; d < 16; ++d) ASSERT_EQ(got[i * 16 + d], want[d]) << "key " << all[i];
+  }
+}
+
 TEST(SparseTableTest, InitialValuesDependOnlyOnTheKey) {
   SparseTableOptions a, b;
   a.lock_shards = 3;
