@@ -113,18 +113,21 @@ def table_stats(job_dir):
 
 
 def one_stage_plan(job_dir, path):
-    """The plan job_dir ran, if one stage of every layer, as a plan file (else None)."""
+    """The plan job_dir ran, if one stage of every layer, as a plan file (else None). The layers'
+    names are those `heterps plan` gives the job's model."""
     with open(os.path.join(job_dir, "job.json")) as f:
         job = json.load(f)
     stages = job["plan"]["stages"]
     if len(stages) != 1:
         return None
-    names = []
-    for layer in yaml_layers(job["model_yaml"]):
-        if layer.get("kind") == "mlp":
-            names += ["%s.%d" % (layer["name"], i) for i in range(len(layer["sizes"]) - 1)]
-        else:
-            names.append(layer["name"])
+    model = path + ".model.yaml"
+    with open(model, "w") as f:
+        f.write(job["model_yaml"])
+    named = subprocess.run([HETERPS, "plan", "--model", model, "--scheduler", "homogeneous",
+                            "--throughput", "1", "--json"], capture_output=True, text=True)
+    if named.returncode != 0:
+        sys.exit("runtime_bench: heterps plan failed: %s" % named.stderr.strip())
+    names = [name for stage in json.loads(named.stdout)["stages"] for name in stage["layers"]]
     plan = {"format": "heterps-plan-v1", "model": job["plan"]["model"],
             "cluster": job["plan"]["cluster"], "batch_size": job["plan"]["batch_size"],
             "scheduler": "manual", "feasible": True,
@@ -133,23 +136,6 @@ def one_stage_plan(job_dir, path):
     with open(path, "w") as f:
         json.dump(plan, f)
     return path
-
-
-def yaml_layers(text):
-    """The layers of a model spec's YAML (name, kind, sizes): enough for the plan's layer names."""
-    layers, current = [], None
-    for line in text.splitlines():
-        stripped = line.split("#", 1)[0].strip()
-        if stripped.startswith("- name:"):
-            current = {"name": stripped.split(":", 1)[1].strip()}
-            layers.append(current)
-        elif current is not None and ":" in stripped and not stripped.startswith("-"):
-            key, value = [s.strip() for s in stripped.split(":", 1)]
-            if key == "kind":
-                current["kind"] = value
-            elif key == "sizes":
-                current["sizes"] = [int(v) for v in value.strip("[]").split(",")]
-    return layers
 
 
 def tier(flags, work, distributed):
