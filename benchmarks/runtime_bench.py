@@ -139,14 +139,14 @@ def one_stage_plan(job_dir, path):
 
 
 def tier(flags, work, distributed):
-    fractions = [float(x) for x in flags.tier.split(",")]
+    fractions = flags.tier
     memory_dir = os.path.join(work, "tier-memory")
     memory = run(distributed, memory_dir)
     stats = table_stats(memory_dir)
     plan = one_stage_plan(memory_dir, os.path.join(work, "tier-plan.json"))
     same_plan = ["--plan", plan] if plan else []
     lines = ["```", "python3 benchmarks/runtime_bench.py --rows %d --tier %s" % (
-                 flags.rows, flags.tier), "```", "",
+                 flags.rows, flags.tier_text), "```", "",
              "On %s (%d hardware threads): dlrm-small, one epoch of %d synthetic rows "
              "(90%% trained), batch 2048, the default distributed job (synchronous), its "
              "embedding table (%.1f MB, %d rows, in memory) kept within a memory budget per "
@@ -192,6 +192,14 @@ def main():
                         "instead of the six runs, the default job with the rest of the table "
                         "in the SSD tier against all in memory (the runtime-tier section)")
     flags = parser.parse_args()
+    if flags.tier:
+        try:
+            fractions = [float(x) for x in flags.tier.split(",")]
+        except ValueError:
+            fractions = []
+        if not fractions or any(not 0 < f < 1 for f in fractions):
+            parser.error("--tier %s: fractions between 0 and 1, comma-separated" % flags.tier)
+        flags.tier_text, flags.tier = flags.tier, fractions
 
     work = os.path.join(tempfile.gettempdir(), "heterps-runtime-bench")
     os.makedirs(work, exist_ok=True)
