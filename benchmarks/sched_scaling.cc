@@ -2,14 +2,14 @@
 // grows (types 4..64).
 //
 //   build/benchmarks/sched_scaling [--time-limit SECONDS] [--seed S] [--limit-fraction F]
-//                                  [--unit-scale U] [--stages-only 1]
+//                                  [--unit-scale U] [--stages-only 1] [--only LxT]
 //
 // Models: random layer chains (heterps/sched/testing) of L layers, seeded. Clusters: T types
 // spread evenly over examples/clusters/fleet-64.yaml, each type's units multiplied by U (at least
 // 1). Limit: F (default 0.25) times the best throughput any one type reaches alone with all its
 // units; near 1, a single type barely suffices and mixing types pays. Prints a markdown table: each
 // scheduler's wall time and its cost relative to `exact` (1.000 = same cost; "inf" = no feasible
-// plan found).
+// plan found). --only 64x64: that one instance.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   double fraction = 0.25, unit_scale = 1;
   bool stages_only = false;  // the parameter servers left out of the model
+  int only_layers = 0, only_types = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--time-limit") time_limit = std::atof(argv[i + 1]);
@@ -53,6 +54,10 @@ int main(int argc, char** argv) {
     if (flag == "--limit-fraction") fraction = std::atof(argv[i + 1]);
     if (flag == "--unit-scale") unit_scale = std::atof(argv[i + 1]);
     if (flag == "--stages-only") stages_only = std::atoi(argv[i + 1]) != 0;
+    if (flag == "--only" && std::sscanf(argv[i + 1], "%dx%d", &only_layers, &only_types) != 2) {
+      std::fprintf(stderr, "sched_scaling: --only wants LAYERSxTYPES, e.g. 64x64\n");
+      return 2;
+    }
   }
   std::printf(
       "machine: %s\nexact time limit: %.0f s, seed %llu, limit fraction %.2f, unit "
@@ -70,6 +75,7 @@ int main(int argc, char** argv) {
                                                   {32, 32}, {64, 32}, {16, 64}, {32, 64}, {64, 64}};
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   for (auto [layers, types] : sizes) {
+    if (only_layers > 0 && (layers != only_layers || types != only_types)) continue;
     cost::CostModel model = Instance(layers, types, seed, fraction, unit_scale, stages_only);
     sched::SchedulerOptions options;
     options.time_limit_seconds = time_limit;
@@ -87,7 +93,7 @@ int main(int argc, char** argv) {
         !exact.feasible           ? "infeasible"
         : exact.certified_optimal ? "yes"
         : exact.lower_bound_usd > 0
-            ? absl::StrFormat("no (gap %.1f%%)", 100 * (exact.cost_usd / exact.lower_bound_usd - 1))
+            ? absl::StrFormat("no (gap %.2f%%)", 100 * (exact.cost_usd / exact.lower_bound_usd - 1))
             : "no";
     std::printf("| %d | %d | %.3f | %s | %zu | %s | %s | %s | %s | %s |\n", layers, types,
                 exact.search_seconds, certified.c_str(), exact.stages.size(),

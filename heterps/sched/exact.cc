@@ -10,7 +10,8 @@
 // search with the dynamic program's suffix values as bounds finds the constrained optimum at that
 // E. Its bounds are Lagrangian: each type's units get a price lambda_t >= 0, fitted by subgradient
 // ascent at the root; at every node the dynamic program runs again on the remaining layers with
-// prices p_t + lambda_t and only the units each type has left, minus lambda_t times those units.
+// prices p_t + lambda_t and only the units each type has left, minus lambda_t times those units,
+// or, where that bound is the weaker one (deep in a plan), once more at the plain prices.
 // Every plan found is provisioned exactly by cost::Provision, so costs match brute force.
 //
 // The parameter servers, when priced, are one more stage of a free type: their ET values join the
@@ -72,12 +73,12 @@ class ExactSearch {
   // g_ of the last Relaxed(e) as lower bounds. Empty if none.
   std::vector<int> Constrained(double e, double bound);
   void Dfs(int i, int prev, double cost);
-  // The dynamic program over layers from.. at dfs_e_ with prices dfs_price_, each stage limited
+  // The dynamic program over layers from.. at dfs_e_ with prices `price`, each stage limited
   // to `left[t]` units; fills g[m][prev] for m >= from. With `usage`, also the units per type of
   // the plan that achieves g[from][none], and, when collect_ is set and that plan (from layer 0)
   // fits the units left, its assignment joins collect_.
-  void LimitedDp(int from, const std::vector<int64_t>& left, std::vector<double>& g,
-                 std::vector<int64_t>* usage);
+  void LimitedDp(int from, const std::vector<int64_t>& left, const std::vector<double>& price,
+                 std::vector<double>& g, std::vector<int64_t>* usage);
   // Fits lambda_ by subgradient ascent on the Lagrangian dual at dfs_e_; returns the best bound.
   double FitMultipliers(double relaxed);
   // dfs_k_: the fewest units of each segment and type at bottleneck e.
@@ -121,10 +122,12 @@ class ExactSearch {
   double dfs_e_ = 0, dfs_best_ = 0;
   std::vector<int> dfs_current_, dfs_found_;
   std::vector<int64_t> dfs_used_;
-  std::vector<int64_t> dfs_k_;              // [i][j][t]: k_min(i..j, t, dfs_e_), 0 if none
-  std::vector<std::vector<double>> dfs_g_;  // per depth: [m][prev] as g_, units left respected
-  std::vector<double> lambda_;              // Lagrange multiplier per type (warm-started across E)
-  std::vector<double> dfs_price_;           // p_t + lambda_t
+  std::vector<int64_t> dfs_k_;               // [i][j][t]: k_min(i..j, t, dfs_e_), 0 if none
+  std::vector<std::vector<double>> dfs_g_;   // per depth: [m][prev] as g_, units left respected
+  std::vector<double> lambda_;               // Lagrange multiplier per type (warm-started across E)
+  std::vector<double> dfs_price_;            // p_t + lambda_t
+  std::vector<double> plain_price_;          // p_t
+  std::vector<std::vector<double>> dfs_g0_;  // per depth: as dfs_g_, at the plain prices
   // Where set, FitMultipliers adds the distinct plans of its dynamic programs that fit the
   // units (RelaxedAt).
   std::vector<std::vector<int>>* collect_ = nullptr;
@@ -249,6 +252,7 @@ std::vector<int> ExactSearch::Constrained(double e, double bound) {
   dfs_found_.clear();
   dfs_used_.assign(num_types_, 0);
   dfs_g_.assign(num_layers_ + 1, {});
+  dfs_g0_.assign(num_layers_ + 1, {});
   if (FitMultipliers(G(0, num_types_)) >= dfs_best_ * kStrictly) return dfs_found_;
   Dfs(0, num_types_, 0.0);
   return dfs_found_;
@@ -261,6 +265,8 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
     return;
   }
   if (i == num_layers_) {
+    // The children's bounds let through only plans that beat the incumbent; checked again here.
+    if (!(cost < dfs_best_ * kStrictly)) return;
     dfs_best_ = cost;
     dfs_found_ = dfs_current_;
     return;
@@ -271,10 +277,17 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
     left[t] = units_[t] - dfs_used_[t];
     reserved += lambda_[t] * static_cast<double>(left[t]);
   }
-  LimitedDp(i, left, dfs_g_[i], nullptr);
-  const std::vector<double>& g = dfs_g_[i];
+  // Two bounds, the better one counts: the Lagrangian one (prices p + lambda, less lambda times
+  // the units left), and the plain prices' (lambda = 0), which is the tighter one deep in the
+  // search, where most of the units left will not be used and lambda times them is slack.
   const int stride = num_types_ + 1;
+  LimitedDp(i, left, dfs_price_, dfs_g_[i], nullptr);
+  const std::vector<double>& g = dfs_g_[i];
   if (!(cost + g[i * stride + prev] - reserved < dfs_best_ * kStrictly)) return;
+  // reserved 0: every type whose units carry a price has none left, so both see the same prices.
+  if (reserved > 0) LimitedDp(i, left, plain_price_, dfs_g0_[i], nullptr);
+  const std::vector<double>& g0 = reserved > 0 ? dfs_g0_[i] : g;
+  if (!(cost + g0[i * stride + prev] < dfs_best_ * kStrictly)) return;
   struct Child {
     double bound;
     int end, type;
@@ -286,8 +299,9 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
     for (int j = i; j < num_layers_; ++j) {
       int64_t k = Units(i, j, t);
       if (k == 0 || k > left[t]) continue;
-      double bound =
-          cost + dfs_price_[t] * static_cast<double>(k) + g[(j + 1) * stride + t] - reserved;
+      const double bound = std::max(
+          cost + dfs_price_[t] * static_cast<double>(k) + g[(j + 1) * stride + t] - reserved,
+          cost + Price(t) * static_cast<double>(k) + g0[(j + 1) * stride + t]);
       if (bound < dfs_best_ * kStrictly) children.push_back({bound, j, t, k});
     }
   }
@@ -302,7 +316,8 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
   }
 }
 
-void ExactSearch::LimitedDp(int from, const std::vector<int64_t>& left, std::vector<double>& g,
+void ExactSearch::LimitedDp(int from, const std::vector<int64_t>& left,
+                            const std::vector<double>& price, std::vector<double>& g,
                             std::vector<int64_t>* usage) {
   const int stride = num_types_ + 1;
   g.assign(static_cast<size_t>(num_layers_ + 1) * stride, 0.0);
@@ -316,7 +331,7 @@ void ExactSearch::LimitedDp(int from, const std::vector<int64_t>& left, std::vec
       for (int j = m; j < num_layers_; ++j) {
         int64_t k = Units(m, j, t);
         if (k == 0 || k > left[t]) continue;
-        double v = dfs_price_[t] * static_cast<double>(k) + g[(j + 1) * stride + t];
+        double v = price[t] * static_cast<double>(k) + g[(j + 1) * stride + t];
         if (v < best_h) {
           best_h = v;
           if (usage) end[m * num_types_ + t] = j;
@@ -374,7 +389,7 @@ double ExactSearch::FitMultipliers(double relaxed) {
   dfs_price_.resize(num_types_);
   for (int iter = 0; iter < kIterations; ++iter) {
     for (int t = 0; t < num_types_; ++t) dfs_price_[t] = Price(t) + lambda_[t];
-    LimitedDp(0, full, g, &usage);
+    LimitedDp(0, full, dfs_price_, g, &usage);
     double value = g[num_types_];  // g[0][none]
     if (!std::isfinite(value)) break;
     double norm = 0;
@@ -451,6 +466,8 @@ void ExactSearch::Evaluate(double e) {
 Plan ExactSearch::Run() {
   units_.resize(num_types_);
   for (int t = 0; t < num_types_; ++t) units_[t] = model_.type(t).units;
+  plain_price_.resize(num_types_);
+  for (int t = 0; t < num_types_; ++t) plain_price_[t] = Price(t);
   BuildStageTable();
   for (int t = 0; t < num_types_; ++t) Consider(std::vector<int>(num_layers_, t));
   for (const std::vector<int>& assignment : options_.incumbents) {
