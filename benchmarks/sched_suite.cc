@@ -2,7 +2,7 @@
 // known plan (the certified optimum wherever `exact` certifies).
 //
 //   build/benchmarks/sched_suite [--budget N] [--time-limit S] [--seed S] [--csv FILE]
-//                                [--markdown FILE] [--only NAME-PART]
+//                                [--markdown FILE] [--only NAME-PART] [--suite fleet|zoo]
 //
 // Instances: the 5 example models x clusters of 4, 8, 16, 32 and 64 types spread over
 // examples/clusters/fleet-64.yaml x a "loose" or "tight" limit (a quarter, or 0.9, of the best
@@ -12,6 +12,10 @@
 // 1000); exact gets the time limit (default 10 s). Writes one CSV row per (instance, scheduler)
 // and replaces the section between the scheduler-suite markers of the markdown file (default
 // docs/benchmarks.md) with the summary.
+//
+// --suite zoo: the models and catalogs of benchmarks/zoo_instances.h instead (8 models x 5
+// catalog kinds x 16 or 64 types x a loose or tight limit, 160 instances), written to the
+// scheduler-zoo section and build/sched_zoo.csv.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "benchmarks/fleet_instances.h"
 #include "benchmarks/markdown_section.h"
+#include "benchmarks/zoo_instances.h"
 #include "heterps/base/file.h"
 #include "heterps/sched/default_schedulers.h"
 
@@ -37,6 +42,7 @@ struct Row {
   std::string instance, scheduler;
   bool feasible = false, certified_instance = false;
   double cost = 0, ratio = 0, seconds = 0;
+  double lower_bound = 0;  // the scheduler's lower bound on the optimum (exact's, where it has one)
   int64_t plans = 0;
 };
 
@@ -44,7 +50,8 @@ struct Flags {
   int64_t budget = 1000;
   double time_limit = 10;
   uint64_t seed = 1;
-  std::string csv = "build/sched_suite.csv";
+  std::string suite = "fleet";
+  std::string csv;  // default: build/sched_suite.csv (fleet) or build/sched_zoo.csv (zoo)
   std::string markdown = "docs/benchmarks.md";
   std::string only;  // run only instances whose name contains this (and write no markdown)
 };
@@ -59,7 +66,13 @@ Flags ParseFlags(int argc, char** argv) {
     if (flag == "--csv") f.csv = value;
     if (flag == "--markdown") f.markdown = value;
     if (flag == "--only") f.only = value;
+    if (flag == "--suite") f.suite = value;
   }
+  if (f.suite != "fleet" && f.suite != "zoo") {
+    std::fprintf(stderr, "sched_suite: --suite is fleet or zoo, not %s\n", f.suite.c_str());
+    std::exit(2);
+  }
+  if (f.csv.empty()) f.csv = f.suite == "zoo" ? "build/sched_zoo.csv" : "build/sched_suite.csv";
   return f;
 }
 
@@ -87,8 +100,15 @@ std::vector<Row> RunInstance(const std::string& name, const cost::CostModel& mod
       std::fprintf(stderr, "  %-12s %s $%.4f%s\n", s.c_str(), plan.feasible ? "" : "infeasible",
                    plan.cost_usd, stages.c_str());
     }
-    Row row{name,          s, plan.feasible,       false,
-            plan.cost_usd, 0, plan.search_seconds, plan.plans_evaluated};
+    Row row{name,
+            s,
+            plan.feasible,
+            false,
+            plan.cost_usd,
+            0,
+            plan.search_seconds,
+            plan.lower_bound_usd,
+            plan.plans_evaluated};
     if (s == "exact") row.certified_instance = plan.certified_optimal;
     rows.push_back(row);
   }
@@ -150,6 +170,25 @@ std::string Summary(const std::vector<Row>& rows, const Flags& flags, int instan
         none ? "-" : absl::StrFormat("%.3f", std::exp(log_sum / feasible)), within, certified,
         none ? "-" : absl::StrFormat("%.3f", worst), missed, Median(seconds));
   }
+  // exact's gap where it did not certify, and auto against the best plan known.
+  int uncertified = 0, auto_within = 0, auto_feasible = 0;
+  double gap = 0, auto_worst = 1;
+  for (const Row* r : by["exact"]) {
+    if (!r->feasible || r->certified_instance) continue;
+    ++uncertified;
+    gap = std::max(gap, r->lower_bound > 0 ? r->cost / r->lower_bound - 1 : cost::kInfinity);
+  }
+  for (const Row* r : by["auto"]) {
+    if (!r->feasible) continue;
+    ++auto_feasible;
+    auto_within += r->ratio <= 1.01 + 1e-12;
+    auto_worst = std::max(auto_worst, r->ratio);
+  }
+  out += absl::StrFormat(
+      "\n`exact` ended uncertified at the time limit on %d of %d feasible instances, with a "
+      "gap (its cost over its lower bound, less 1) of at most %.2f%%. `auto` was within 1%% of "
+      "the best plan any scheduler found on %d of %d, at worst %.3f of it.\n",
+      uncertified, feasible_instances, 100 * gap, auto_within, auto_feasible, auto_worst);
   return out;
 }
 
@@ -160,11 +199,53 @@ int main(int argc, char** argv) {
   using namespace heterps;
   using namespace heterps::benchmarks;
   const Flags flags = ParseFlags(argc, argv);
-  const std::vector<std::string> models = {"dlrm-small", "ctr-dnn", "wide-deep", "dlrm-large",
-                                           "bst-attention"};
   std::vector<Row> rows;
   int instances = 0;
-  for (const std::string& m : models) {
+  auto run = [&](const std::string& name, const cost::CostModel& cm) {
+    if (!flags.only.empty() && name.find(flags.only) == std::string::npos) return;
+    std::vector<Row> r = RunInstance(name, cm, flags);
+    auto ratio = [&](const char* s) {
+      for (const Row& row : r) {
+        if (row.scheduler == s) return row.ratio;
+      }
+      return cost::kInfinity;
+    };
+    std::fprintf(
+        stderr, "%-32s exact %s  auto %.3f  rl %.3f  genetic %.3f  bo %.3f\n", name.c_str(),
+        r[0].certified_instance ? "certified"
+        : r[0].feasible && r[0].lower_bound > 0
+            ? absl::StrFormat("gap %.2f%%", 100 * (r[0].cost / r[0].lower_bound - 1)).c_str()
+            : "-",
+        ratio("auto"), ratio("rl"), ratio("genetic"), ratio("bo"));
+    rows.insert(rows.end(), r.begin(), r.end());
+    ++instances;
+  };
+  const bool zoo = flags.suite == "zoo";
+  for (const std::string& m : zoo ? ZooModels() : std::vector<std::string>{}) {
+    auto model = ZooModel(m);
+    if (!model.ok()) {
+      std::fprintf(stderr, "sched_suite: %s (run from the repository root)\n",
+                   std::string(model.status().message()).c_str());
+      return 2;
+    }
+    for (const std::string& kind : ZooCatalogs()) {
+      for (int types : {16, 64}) {
+        auto cluster = ZooCatalog(kind, types);
+        if (!cluster.ok()) {
+          std::fprintf(stderr, "sched_suite: %s\n",
+                       std::string(cluster.status().message()).c_str());
+          return 2;
+        }
+        for (bool tight : {false, true}) {
+          run(absl::StrFormat("%s/%s-%d/%s", m, kind, types, tight ? "tight" : "loose"),
+              WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25));
+        }
+      }
+    }
+  }
+  const std::vector<std::string> models = {"dlrm-small", "ctr-dnn", "wide-deep", "dlrm-large",
+                                           "bst-attention"};
+  for (const std::string& m : zoo ? std::vector<std::string>{} : models) {
     auto model = config::LoadModelSpec("examples/models/" + m + ".yaml");
     if (!model.ok()) {
       std::fprintf(stderr, "sched_suite: %s (run from the repository root)\n",
@@ -177,21 +258,9 @@ int main(int argc, char** argv) {
         auto cluster = FleetSubset("examples/clusters/fleet-64.yaml", types, scarce ? 0.25 : 1);
         if (!cluster.ok()) return 2;
         cost::CostModel cm = WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25);
-        std::string name = absl::StrFormat("%s/%d/%s/%s", m, types, tight ? "tight" : "loose",
-                                           scarce ? "scarce" : "plentiful");
-        if (!flags.only.empty() && name.find(flags.only) == std::string::npos) continue;
-        std::vector<Row> r = RunInstance(name, cm, flags);
-        auto ratio = [&](const char* s) {
-          for (const Row& row : r) {
-            if (row.scheduler == s) return row.ratio;
-          }
-          return cost::kInfinity;
-        };
-        std::fprintf(stderr, "%-28s exact %s  auto %.3f  rl %.3f  genetic %.3f  bo %.3f\n",
-                     name.c_str(), r[0].certified_instance ? "certified" : "-", ratio("auto"),
-                     ratio("rl"), ratio("genetic"), ratio("bo"));
-        rows.insert(rows.end(), r.begin(), r.end());
-        ++instances;
+        run(absl::StrFormat("%s/%d/%s/%s", m, types, tight ? "tight" : "loose",
+                            scarce ? "scarce" : "plentiful"),
+            cm);
       }
     }
   }
@@ -208,11 +277,12 @@ int main(int argc, char** argv) {
   std::string summary = Summary(rows, flags, instances);
   std::printf("%s", summary.c_str());
   std::string section = absl::StrFormat(
-      "```\nbuild/benchmarks/sched_suite --budget %d --time-limit %.0f\n```\n\n%s\nPer-instance "
+      "```\nbuild/benchmarks/sched_suite --budget %d --time-limit %.0f%s\n```\n\n%s\nPer-instance "
       "figures: the CSV it writes (%s).\n",
-      flags.budget, flags.time_limit, summary, flags.csv);
+      flags.budget, flags.time_limit, zoo ? " --suite zoo" : "", summary, flags.csv);
   if (!flags.only.empty()) return 0;
-  if (auto s = ReplaceSection(flags.markdown, "scheduler-suite", section); !s.ok()) {
+  if (auto s = ReplaceSection(flags.markdown, zoo ? "scheduler-zoo" : "scheduler-suite", section);
+      !s.ok()) {
     std::fprintf(stderr, "sched_suite: %s\n", std::string(s.message()).c_str());
     return 2;
   }
