@@ -142,10 +142,19 @@ double LogUniform(std::mt19937_64& rng, double lo, double hi) {
   return std::exp(std::uniform_real_distribution<double>(std::log(lo), std::log(hi))(rng));
 }
 
+}  // namespace
+
+std::vector<std::string> ZooCatalogs() { return {"onprem", "gcp", "azure", "spot", "random"}; }
+
+namespace {
+
 std::string CatalogYaml(const std::string& kind, int types) {
   const std::vector<Hardware>& bases = Bases();
   const int n = static_cast<int>(bases.size());
-  std::mt19937_64 rng(std::hash<std::string>{}(kind) ^ static_cast<uint64_t>(types));
+  // Seeded by the kind's place in ZooCatalogs() and the size: the same catalogs everywhere.
+  const std::vector<std::string> kinds = ZooCatalogs();
+  const uint64_t kind_index = std::find(kinds.begin(), kinds.end(), kind) - kinds.begin();
+  std::mt19937_64 rng(kind_index * 1000 + static_cast<uint64_t>(types));
   std::string y = absl::StrFormat("name: %s-%d\ntypes:\n", kind, types);
   for (int i = 0; i < types; ++i) {
     const Hardware& h = bases[i % n];
@@ -202,8 +211,6 @@ absl::StatusOr<config::ModelSpec> ZooModel(const std::string& name) {
   if (yaml.empty()) return absl::InvalidArgumentError("no zoo model named " + name);
   return config::ParseModelSpec(yaml, "zoo/" + name + ".yaml");
 }
-
-std::vector<std::string> ZooCatalogs() { return {"onprem", "gcp", "azure", "spot", "random"}; }
 
 absl::StatusOr<config::ClusterSpec> ZooCatalog(const std::string& kind, int types) {
   const std::vector<std::string> kinds = ZooCatalogs();
