@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmarks/fleet_instances.h"
 #include "benchmarks/markdown_section.h"
@@ -220,47 +221,41 @@ int main(int argc, char** argv) {
     rows.insert(rows.end(), r.begin(), r.end());
     ++instances;
   };
+  // An input the suite cannot build (a model or catalog file): one line, exit 2.
+  auto failed = [](const absl::Status& status) {
+    std::fprintf(stderr, "sched_suite: %s (run from the repository root)\n",
+                 std::string(status.message()).c_str());
+    return 2;
+  };
   const bool zoo = flags.suite == "zoo";
-  for (const std::string& m : zoo ? ZooModels() : std::vector<std::string>{}) {
-    auto model = ZooModel(m);
-    if (!model.ok()) {
-      std::fprintf(stderr, "sched_suite: %s (run from the repository root)\n",
-                   std::string(model.status().message()).c_str());
-      return 2;
-    }
-    for (const std::string& kind : ZooCatalogs()) {
-      for (int types : {16, 64}) {
-        auto cluster = ZooCatalog(kind, types);
-        if (!cluster.ok()) {
-          std::fprintf(stderr, "sched_suite: %s\n",
-                       std::string(cluster.status().message()).c_str());
-          return 2;
-        }
-        for (bool tight : {false, true}) {
-          run(absl::StrFormat("%s/%s-%d/%s", m, kind, types, tight ? "tight" : "loose"),
-              WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25));
+  if (zoo) {
+    for (const std::string& m : ZooModels()) {
+      auto model = ZooModel(m);
+      if (!model.ok()) return failed(model.status());
+      for (const std::string& kind : ZooCatalogs()) {
+        for (int types : {16, 64}) {
+          auto cluster = ZooCatalog(kind, types);
+          if (!cluster.ok()) return failed(cluster.status());
+          for (bool tight : {false, true}) {
+            run(absl::StrFormat("%s/%s-%d/%s", m, kind, types, tight ? "tight" : "loose"),
+                WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25));
+          }
         }
       }
     }
-  }
-  const std::vector<std::string> models = {"dlrm-small", "ctr-dnn", "wide-deep", "dlrm-large",
-                                           "bst-attention"};
-  for (const std::string& m : zoo ? std::vector<std::string>{} : models) {
-    auto model = config::LoadModelSpec("examples/models/" + m + ".yaml");
-    if (!model.ok()) {
-      std::fprintf(stderr, "sched_suite: %s (run from the repository root)\n",
-                   std::string(model.status().message()).c_str());
-      return 2;
-    }
-    for (int types : {4, 8, 16, 32, 64}) {
-      for (int regime = 0; regime < 4; ++regime) {
-        const bool tight = regime & 1, scarce = regime & 2;
-        auto cluster = FleetSubset("examples/clusters/fleet-64.yaml", types, scarce ? 0.25 : 1);
-        if (!cluster.ok()) return 2;
-        cost::CostModel cm = WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25);
-        run(absl::StrFormat("%s/%d/%s/%s", m, types, tight ? "tight" : "loose",
-                            scarce ? "scarce" : "plentiful"),
-            cm);
+  } else {
+    for (const char* m : {"dlrm-small", "ctr-dnn", "wide-deep", "dlrm-large", "bst-attention"}) {
+      auto model = config::LoadModelSpec(absl::StrCat("examples/models/", m, ".yaml"));
+      if (!model.ok()) return failed(model.status());
+      for (int types : {4, 8, 16, 32, 64}) {
+        for (int regime = 0; regime < 4; ++regime) {
+          const bool tight = regime & 1, scarce = regime & 2;
+          auto cluster = FleetSubset("examples/clusters/fleet-64.yaml", types, scarce ? 0.25 : 1);
+          if (!cluster.ok()) return failed(cluster.status());
+          run(absl::StrFormat("%s/%d/%s/%s", m, types, tight ? "tight" : "loose",
+                              scarce ? "scarce" : "plentiful"),
+              WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25));
+        }
       }
     }
   }

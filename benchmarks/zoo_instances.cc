@@ -142,18 +142,11 @@ double LogUniform(std::mt19937_64& rng, double lo, double hi) {
   return std::exp(std::uniform_real_distribution<double>(std::log(lo), std::log(hi))(rng));
 }
 
-}  // namespace
-
-std::vector<std::string> ZooCatalogs() { return {"onprem", "gcp", "azure", "spot", "random"}; }
-
-namespace {
-
-std::string CatalogYaml(const std::string& kind, int types) {
+// `kind_index`: the kind's place in ZooCatalogs(), which with the size seeds the draws (the same
+// catalogs with every standard library).
+std::string CatalogYaml(const std::string& kind, uint64_t kind_index, int types) {
   const std::vector<Hardware>& bases = Bases();
   const int n = static_cast<int>(bases.size());
-  // Seeded by the kind's place in ZooCatalogs() and the size: the same catalogs everywhere.
-  const std::vector<std::string> kinds = ZooCatalogs();
-  const uint64_t kind_index = std::find(kinds.begin(), kinds.end(), kind) - kinds.begin();
   std::mt19937_64 rng(kind_index * 1000 + static_cast<uint64_t>(types));
   std::string y = absl::StrFormat("name: %s-%d\ntypes:\n", kind, types);
   for (int i = 0; i < types; ++i) {
@@ -212,13 +205,16 @@ absl::StatusOr<config::ModelSpec> ZooModel(const std::string& name) {
   return config::ParseModelSpec(yaml, "zoo/" + name + ".yaml");
 }
 
+std::vector<std::string> ZooCatalogs() { return {"onprem", "gcp", "azure", "spot", "random"}; }
+
 absl::StatusOr<config::ClusterSpec> ZooCatalog(const std::string& kind, int types) {
   const std::vector<std::string> kinds = ZooCatalogs();
-  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end() || types < 1) {
+  const auto found = std::find(kinds.begin(), kinds.end(), kind);
+  if (found == kinds.end() || types < 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("no zoo catalog %s of %d types", kind, types));
   }
-  return config::ParseClusterSpec(CatalogYaml(kind, types),
+  return config::ParseClusterSpec(CatalogYaml(kind, found - kinds.begin(), types),
                                   absl::StrFormat("zoo/%s-%d.yaml", kind, types));
 }
 
