@@ -11,7 +11,9 @@
 # 3. Training jobs of dlrm-small and ctr-dnn, and of dlrm-small with a GPU tier far smaller than
 #    its tables: all on the CPU, all on the GPU (with the tier), and as the planner mixes them:
 #    samples/s, eval AUC, $ per epoch at the catalog's prices, predicted against measured.
-# Writes <out>/results.json and <out>/results.md, and prints the table.
+# Writes <out>/results.json and <out>/results.md, and prints the table. Every step has a time limit
+# (a test 150 s, the micro-benchmarks 150 s, a job 120 s): one that hangs on a GPU is reported as
+# timed out and the rest still run.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 twin=0
@@ -58,14 +60,17 @@ tests_json="["
 for t in "${bin[@]}"; do
   name="$(basename "$t")"
   case "$name" in *_test) ;; *) continue ;; esac
-  if "$t" >"$out/$name.log" 2>&1; then
+  if timeout 150 "$t" >"$out/$name.log" 2>&1; then
     grep -q '\[  SKIPPED \]' "$out/$name.log" && result=skipped || result=passed
+  elif (($? == 124)); then
+    result="timed out"
   else
     result=failed
   fi
   sanitizer=""
   if ((!twin)) && command -v compute-sanitizer >/dev/null && [[ "$name" == dense_cuda_test ]]; then
-    compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$out/$name.memcheck.log" 2>&1 \
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" \
+      >"$out/$name.memcheck.log" 2>&1 \
       && sanitizer=clean || sanitizer=errors
   fi
   tests_json+="{\"test\": \"$name\", \"result\": \"$result\", \"memcheck\": \"$sanitizer\"},"
@@ -74,7 +79,8 @@ done
 tests_json="${tests_json%,}]"
 
 # 2. The micro-benchmarks.
-"$gpu_bench" --device "$device" "${micro[@]}" --out "$out/micro.json" >"$out/micro.md"
+timeout 150 "$gpu_bench" --device "$device" "${micro[@]}" --out "$out/micro.json" \
+  >"$out/micro.md" 2>"$out/micro.err" || echo "gpu-bench: gpu_bench failed: $(tail -1 "$out/micro.err")" >&2
 
 # 3. The jobs: three catalogs (the CPU, the GPU, both) and three models.
 python3 - "$out" "$device" <<'PY'
@@ -107,8 +113,11 @@ run_job() {  # name model catalog [extra flags...]
                --checkpoint-every 0 "$@")
   ((batch > 0)) && flags+=(--batch "$batch")
   mkdir -p "$dir"
-  if "$heterps" "${flags[@]}" >"$dir/out" 2>"$dir/err"; then
+  if timeout 120 "$heterps" "${flags[@]}" >"$dir/out" 2>"$dir/err"; then
     echo "gpu-bench: job $name done" >&2
+  elif (($? == 124)); then
+    echo "timed out after 120 s" >>"$dir/err"
+    echo "gpu-bench: job $name timed out" >&2
   else
     echo "gpu-bench: job $name failed: $(tail -1 "$dir/err")" >&2
   fi
@@ -121,7 +130,7 @@ done
 run_job "dlrm-small-bigtables-gpu" dlrm-small gpu --gpu-cache-gib "$small_cache_gib"
 # A plain PyTorch DLRM on the same GPU and data, where PyTorch sees the GPU.
 if ((!twin)) && python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-  python3 "$root/benchmarks/torch_dlrm.py" --data "$data" --out "$out/torch.json" >/dev/null \
+  timeout 150 python3 "$root/benchmarks/torch_dlrm.py" --data "$data" --out "$out/torch.json" >/dev/null \
     || echo "gpu-bench: the PyTorch DLRM failed" >&2
 fi
 
@@ -129,7 +138,7 @@ fi
 python3 - "$out" "$device" "$tests_json" <<'PY'
 import json, os, sys
 out, device, tests = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-micro = json.load(open(out + "/micro.json"))
+micro = json.load(open(out + "/micro.json")) if os.path.exists(out + "/micro.json") else None
 jobs = []
 for name in sorted(os.listdir(out + "/jobs")):
     path = "%s/jobs/%s/metrics.json" % (out, name)
@@ -149,17 +158,20 @@ for name in sorted(os.listdir(out + "/jobs")):
 torch = json.load(open(out + "/torch.json")) if os.path.exists(out + "/torch.json") else None
 results = {"device": device, "micro": micro, "tests": tests, "jobs": jobs, "pytorch_dlrm": torch}
 json.dump(results, open(out + "/results.json", "w"), indent=1)
-lines = ["On %s (%s)%s:" % (micro["device"], micro["model"],
-         ", the host twin: figures of the host's cores, not of a GPU" if micro["emulated"] else ""),
-         "", "| test | result |", "|---|---|"]
+if micro:
+    lines = ["On %s (%s)%s:" % (micro["device"], micro["model"],
+             ", the host twin: figures of the host's cores, not of a GPU" if micro["emulated"] else "")]
+else:
+    lines = ["On %s (the micro-benchmarks failed: micro.err):" % device]
+lines += ["", "| test | result |", "|---|---|"]
 lines += ["| %s | %s%s |" % (t["test"], t["result"], ", memcheck " + t["memcheck"] if t["memcheck"] else "")
           for t in tests]
-lines += ["", open(out + "/micro.md").read().strip(), "",
+lines += ["", open(out + "/micro.md").read().strip() if micro else "", "",
           "| job | plan (layers: device x units) | samples/s | measured/predicted | eval AUC | $/epoch | tier hit rate |",
           "|---|---|---:|---:|---:|---:|---:|"]
 for j in jobs:
     if "failed" in j:
-        lines.append("| %s | failed: %s |  |  |  |  |  |" % (j["job"], j["failed"].strip().splitlines()[-1]))
+        lines.append("| %s | failed: %s |  |  |  |  |  |" % (j["job"], (j["failed"].strip().splitlines() or ["no message"])[-1]))
         continue
     plan = "; ".join("%s: %s x %d" % p for p in j["plan"])
     lines.append("| %s | %s | %.0f | %s | %.4f | %.3g | %s |" % (

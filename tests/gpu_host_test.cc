@@ -2,6 +2,8 @@
 // embeddings) on the CPU, stage 1 (the dense layers) on an emulated GPU, hot embedding rows in
 // the emulated GPU's memory in front of the parameter servers; real processes, real gRPC. The
 // single-process CPU run and the same job without the GPU tier are the oracles.
+#include <csignal>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/job_runner.h"
@@ -87,7 +89,7 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   testing::ExpectNoneLeft(mixed);
 
   // Without the tier: the same parameters at the end, bit for bit (the tier applies the
-  // optimizer as the servers do and writes back at every commit).
+  // optimizer as the servers do and writes back at the end of every round).
   const std::string plain = Dir("gpu_plain");
   r = Heterps(Mixed(plain, false), plain);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -111,6 +113,41 @@ TEST_F(GpuHostTest, AKilledGpuStageChangesNothingInTheEnd) {
     EXPECT_EQ(m["parameter_digest"], reference["parameter_digest"]);
     EXPECT_EQ(m["losses"], reference["losses"]);
   }
+}
+
+// SIGTERM ends a synchronous round early, between checkpoints: the tier writes back before the
+// stop's checkpoint, so that the resumed job ends where the uninterrupted one does.
+TEST_F(GpuHostTest, AStoppedJobKeepsWhatTheTierHeld) {
+  const std::string whole = Dir("gpu_stop_whole");
+  const std::vector<std::string> more = {"--checkpoint-every", "1000", "--micro-batch", "64"};
+  const Outcome r = Heterps(Mixed(whole, true, more), whole);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string stopped = Dir("gpu_stop");
+  const std::vector<std::string> args = Mixed(stopped, true, more);
+  testing::Background job(args, stopped);
+  ASSERT_TRUE(job.WaitFor([&] {
+    const json s = json::parse(testing::Slurp(stopped + "/status.json"), nullptr, false);
+    return s.is_object() && s.value("step", 0) >= 10;
+  }));
+  job.Signal(SIGTERM);
+  EXPECT_EQ(job.Wait(), 128 + SIGTERM) << job.err();
+  const Outcome resumed = Heterps(args, stopped);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_THAT(resumed.out + resumed.err, HasSubstr("resumed from the checkpoint of step"));
+  EXPECT_EQ(Metrics(stopped)["parameter_digest"], Metrics(whole)["parameter_digest"]);
+}
+
+// Asynchronous: every row the tier loads is trained in the step that loads it, so it goes back to
+// the servers once, when it is evicted or at the end (rows still resident at the end were lost to
+// the servers once: the coordinator's write-back request never reached the tier).
+TEST_F(GpuHostTest, AnAsynchronousJobWritesTheTierBackAtTheEnd) {
+  const std::string dir = Dir("gpu_async");
+  const Outcome r = Heterps(Mixed(dir, true, {"--mode", "async", "--micro-batch", "256"}), dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json tier = Metrics(dir)["stages"][0]["gpu_tier"];
+  ASSERT_FALSE(tier.is_null());
+  EXPECT_GT(tier["loaded_rows_per_batch"].get<double>(), 0);
+  EXPECT_EQ(tier["written_back_rows_per_batch"], tier["loaded_rows_per_batch"]);
 }
 
 TEST_F(GpuHostTest, TheTierNeedsOneReplicaOfStageZero) {

@@ -138,8 +138,7 @@ class PipelineReplica::Impl {
     HETERPS_RETURN_IF_ERROR(waiter->Wait(stopping_, cancelled));
     // Stage 0's part of the step is complete here: end it now rather than wait for a Flush (the
     // later stages are flushed by the coordinator).
-    HETERPS_RETURN_IF_ERROR(EndStep(
-        request.step, request.write_back || job_.settings.mode == Consistency::kSync, cancelled));
+    HETERPS_RETURN_IF_ERROR(EndStep(request.step, request.write_back, cancelled));
     StepOutcome out;
     {
       absl::MutexLock lock(&waiter->mu);
@@ -194,6 +193,11 @@ class PipelineReplica::Impl {
       if (status.ok() && write_back && tier_ != nullptr) status = tier_->Flush();
       return status;
     });
+  }
+
+  absl::Status WriteBack(const Cancelled& cancelled) {
+    if (tier_ == nullptr) return absl::OkStatus();
+    return OnComputeThread(true, cancelled, [this] { return tier_->Flush(); });
   }
 
   // Names a step's keys to the tier, on the compute thread before the step's micro-batches.
@@ -608,6 +612,9 @@ absl::StatusOr<EvalOutcome> PipelineReplica::Evaluate(int64_t step, const Cancel
 }
 absl::Status PipelineReplica::Flush(int64_t step, const Cancelled& cancelled) {
   return impl_->EndStep(step, false, cancelled);
+}
+absl::Status PipelineReplica::WriteBack(const Cancelled& cancelled) {
+  return impl_->WriteBack(cancelled);
 }
 void PipelineReplica::Receive(const ForwardHeader& header, std::unique_ptr<Activations> activations,
                               std::shared_ptr<Upstream> from) {

@@ -95,8 +95,10 @@ struct StepRequest {
   int64_t offset = 0;  // where in this replica's lines of the pass the share starts
   int64_t count = 0;   // samples of the share
   float scale = 0;     // 1 / the mini-batch's samples, all replicas together
-  // Write what a GPU tier holds back to the parameter servers at the end of the step (the
-  // coordinator asks before checkpoints and at the end; synchronous steps always write back).
+  // Write what a GPU tier holds back to the parameter servers at the end of the step. The
+  // coordinator asks at the end of every round (before a checkpoint or an evaluation, and at the
+  // end of the job): in between, the tier's rows are read through the tier alone, so writing
+  // them back at every step would only cost time (it halved a GPU job's samples/s).
   bool write_back = false;
 };
 struct StepOutcome {
@@ -145,6 +147,9 @@ class PipelineReplica {
   absl::StatusOr<EvalOutcome> Evaluate(int64_t step, const Cancelled& cancelled);
   // The later stages: ends step `step` here (synchronous training: sends this replica's part).
   absl::Status Flush(int64_t step, const Cancelled& cancelled);
+  // Stage 0: writes what its GPU tier holds back to the parameter servers (nothing without one),
+  // between steps.
+  absl::Status WriteBack(const Cancelled& cancelled);
 
   // From the transport: a micro-batch from the previous stage, to answer through `from`.
   void Receive(const ForwardHeader& header, std::unique_ptr<Activations> activations,

@@ -331,7 +331,8 @@ class Attempt::Impl {
   }
 
   // Synchronous: each step run by every stage-0 replica, flushed by every replica of the later
-  // stages (stage 0 flushes at the end of its step), committed.
+  // stages (stage 0 flushes at the end of its step), committed. A GPU tier writes back at the
+  // round's last step, or after the step where a stop or a switch ends the round early.
   absl::Status SyncSteps(int64_t from, int64_t to) {
     const int k = layout_.replicas[0];
     std::vector<Workers::Replica*> later;
@@ -342,7 +343,7 @@ class Attempt::Impl {
       HETERPS_RETURN_IF_ERROR(CheckAlive());
       std::vector<std::pair<double, int64_t>> parts(k);
       HETERPS_RETURN_IF_ERROR(ParallelFor(k, [&](int r) -> absl::Status {
-        HETERPS_ASSIGN_OR_RETURN(parts[r], RunStep(r, step, true));
+        HETERPS_ASSIGN_OR_RETURN(parts[r], RunStep(r, step, step + 1 == to));
         return absl::OkStatus();
       }));
       HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(later.size()), [&](int i) {
@@ -362,9 +363,24 @@ class Attempt::Impl {
         samples += n;
       }
       StepDone(step, samples > 0 ? loss / samples : 0, samples);
-      if (Stop(step + 1) || CheckPlan(step + 1)) return absl::OkStatus();
+      if (Stop(step + 1) || CheckPlan(step + 1)) {
+        return step + 1 < to ? WriteBack() : absl::OkStatus();  // the last step wrote back
+      }
     }
     return absl::OkStatus();
+  }
+
+  // Every stage-0 replica's GPU tier written back to the parameter servers (none without a tier).
+  absl::Status WriteBack() {
+    if (job_.settings.gpu_tier_bytes == 0) return absl::OkStatus();
+    return ParallelFor(layout_.replicas[0], [&](int r) {
+      worker_wire::WriteBackRequest request;
+      worker_wire::WriteBackReply reply;
+      return workers_->Call(*workers_->stage(0)[r], "WriteBack",
+                            [&](grpc::ClientContext& ctx, auto& stub) {
+                              return stub.WriteBack(&ctx, request, &reply);
+                            });
+    });
   }
 
   // Between steps: whether a stop was asked for (RunOptions::stop); the job then ends at `step`.

@@ -215,9 +215,10 @@ class StageWorker::Impl final : public wire::Worker::Service {
                        wire::StepReply* reply) override {
     return Serve(ctx, "RunStep", [&]() -> absl::Status {
       HETERPS_ASSIGN_OR_RETURN(
-          StepOutcome out, replica_->RunStep({request->step(), request->epoch(), request->offset(),
-                                              request->count(), request->scale()},
-                                             Cancelled(ctx)));
+          StepOutcome out,
+          replica_->RunStep({request->step(), request->epoch(), request->offset(), request->count(),
+                             request->scale(), request->write_back()},
+                            Cancelled(ctx)));
       reply->set_loss_sum(out.loss_sum);
       reply->set_samples(out.samples);
       reply->set_skipped_lines(out.skipped_lines);
@@ -229,6 +230,11 @@ class StageWorker::Impl final : public wire::Worker::Service {
   grpc::Status Flush(grpc::ServerContext* ctx, const wire::FlushRequest* request,
                      wire::FlushReply*) override {
     return Serve(ctx, "Flush", [&] { return replica_->Flush(request->step(), Cancelled(ctx)); });
+  }
+
+  grpc::Status WriteBack(grpc::ServerContext* ctx, const wire::WriteBackRequest*,
+                         wire::WriteBackReply*) override {
+    return Serve(ctx, "WriteBack", [&] { return replica_->WriteBack(Cancelled(ctx)); });
   }
 
   grpc::Status Evaluate(grpc::ServerContext* ctx, const wire::EvalRequest* request,
