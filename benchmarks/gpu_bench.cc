@@ -6,7 +6,10 @@
 //
 // 1. The GEMM ceiling: FP32 n x n x n products through gpu::Blas (cuBLASLt; Eigen on the twin).
 // 2. The fc layers: dlrm-small's MLPs (13-64-16 and 367-256-128-1), forward and backward, as
-//    DenseSegments at the batch size: their FLOP rate as a share of the ceiling (target 0.5).
+//    DenseSegments at the batch size: their FLOP rate as a share of the ceiling (target 0.5). The
+//    segments take and give host matrices (their inputs, outputs and gradients cross PCIe), so
+//    the same layers' products are also timed on device-resident data: the forward (bias and
+//    ReLU fused) and the input and weight gradients, through gpu::Blas as the segments call it.
 // 3. The GPU tier: its hit rate against its budget (1%, 10% and 50% of the rows) on Zipf(1.05) and
 //    uniform keys, a window a step of batch x 26 keys; its lookups' rows/s with every key resident,
 //    against a raw gather of as many random rows out of the same table on the same device
@@ -127,6 +130,50 @@ double FcRate(const std::string& device_name, int64_t batch, double seconds) {
   return calls * flops / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// The fc layers' products alone, on device memory: per layer y = x W^T + b (ReLU fused),
+// dx = dy W and dW = dy^T x. FLOP/s.
+double FcDeviceRate(gpu::Device* device, int64_t batch, double seconds) {
+  const std::vector<std::pair<int64_t, int64_t>> layers = {
+      {13, 64}, {64, 16}, {367, 256}, {256, 128}, {128, 1}};  // (in, out)
+  auto blas = device->info().emulated ? gpu::NewTwinBlas(device)
+                                      : Check(gpu::NewCudaBlas(device, false), "cuBLASLt");
+  struct Arrays {
+    gpu::DeviceArray<float> x, w, b, y, dy, dx, dw;
+  };
+  std::vector<Arrays> arrays;
+  double flops = 0;
+  for (const auto& [in, out] : layers) {
+    Arrays a;
+    for (auto [array, n] : {std::pair{&a.x, batch * in},
+                            {&a.w, out * in},
+                            {&a.b, out},
+                            {&a.y, batch * out},
+                            {&a.dy, batch * out},
+                            {&a.dx, batch * in},
+                            {&a.dw, out * in}}) {
+      *array = Check(gpu::DeviceArray<float>::Make(device, n), "fc arrays");
+      Check(device->Fill(array->data(), 0x3c, n * sizeof(float)), "fill");
+    }
+    arrays.push_back(std::move(a));
+    flops += 6.0 * in * out * batch;
+  }
+  const double calls = PerSecond(device, seconds, [&] {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const auto [in, out] = layers[i];
+      Arrays& a = arrays[i];
+      Check(blas->Linear(batch, out, in, a.x.data(), a.w.data(), a.b.data(), true, a.y.data()),
+            "forward");
+      Check(blas->Gemm(false, false, batch, in, out, 1, a.dy.data(), out, a.w.data(), in, 0,
+                       a.dx.data(), in),
+            "input gradient");
+      Check(blas->Gemm(true, false, out, in, batch, 1, a.dy.data(), out, a.x.data(), in, 0,
+                       a.dw.data(), in),
+            "weight gradient");
+    }
+  });
+  return calls * flops;
+}
+
 // Keys of one step: batch x 26, Zipf(1.05) over `rows` or uniform.
 std::vector<uint64_t> Keys(int64_t n, int64_t rows, bool zipf, std::mt19937_64& rng) {
   std::vector<uint64_t> keys(n);
@@ -238,6 +285,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "gpu_bench on %s (%s)\n", info.name.c_str(), info.model.c_str());
   const double ceiling = GemmCeiling(device.get(), flags.seconds);
   const double fc = FcRate(flags.device, flags.batch, flags.seconds);
+  const double fc_device = FcDeviceRate(device.get(), flags.batch, flags.seconds);
   const nlohmann::json hits = Tier(device.get(), flags.batch, flags.rows, flags.seconds);
   const auto [tier_rows, gather_rows] =
       TierRate(device.get(), flags.batch, flags.rows, flags.seconds);
@@ -249,14 +297,22 @@ int main(int argc, char** argv) {
                            {"gemm_flops_per_second", ceiling},
                            {"fc_flops_per_second", fc},
                            {"fc_share_of_gemm", fc / ceiling},
+                           {"fc_device_resident_flops_per_second", fc_device},
+                           {"fc_device_resident_share_of_gemm", fc_device / ceiling},
                            {"tier_hit_rates", hits},
                            {"tier_rows_per_second", tier_rows},
                            {"raw_gather_rows_per_second", gather_rows},
                            {"tier_share_of_gather", tier_rows / gather_rows}};
   std::printf("| figure | value |\n|---|---:|\n");
   std::printf("| GEMM ceiling (FP32) | %.3g FLOP/s |\n", ceiling);
-  std::printf("| fc layers, batch %lld | %.3g FLOP/s = %.2f of the ceiling |\n",
-              static_cast<long long>(flags.batch), fc, fc / ceiling);
+  std::printf(
+      "| fc layers, batch %lld, as segments (host data in and out) | %.3g FLOP/s = %.2f of "
+      "the ceiling |\n",
+      static_cast<long long>(flags.batch), fc, fc / ceiling);
+  std::printf(
+      "| fc layers' products, batch %lld, device-resident data | %.3g FLOP/s = %.2f of the "
+      "ceiling |\n",
+      static_cast<long long>(flags.batch), fc_device, fc_device / ceiling);
   std::printf("| tier lookups, all resident | %.3g rows/s = %.2f of a raw gather (%.3g rows/s) |\n",
               tier_rows, tier_rows / gather_rows, gather_rows);
   for (const auto& h : hits) {

@@ -7,13 +7,22 @@ dlrm-small as examples/models/dlrm-small.yaml describes it, written the way a Py
 26 nn.EmbeddingBag tables of 100,000 rows x 16 (a categorical value hashed into its slot's table),
 the 13 integer features as log(1 + max(x, 0)), a 13-64-16 bottom MLP, the pairwise dot products of
 the 27 vectors, a 367-256-128-1 top MLP; Adagrad on the embeddings at 0.05 x batch / 256 and Adam
-at 0.001 on the rest, as heterps trains by default. One epoch over the lines that are not held
-out (every 10th line is, as heterps holds it out), then the AUC on the held-out lines. Prints and
+at 0.001 on the rest, on the batch's mean log loss, as heterps trains by default. Initialised as
+heterps initialises (and as the DLRM reference code does): embedding rows uniform in
++-sqrt(1 / rows), not nn.EmbeddingBag's N(0, 1), whose large random vectors swamp the dot
+interaction (an eval AUC of 0.62 where heterps reaches 0.80); each linear layer's weights and bias
+uniform in +-sqrt(6 / (in + out)). One epoch, in file order, over the lines that are not held out
+(every 10th line is, as heterps holds it out), then the AUC on the held-out lines. Prints and
 writes samples/s (training only, the data already on the device) and the eval AUC.
+
+Where it still differs from heterps: heterps gives every distinct value of a slot its own row
+(a table's `rows` only sizes it for the planner), and an empty field a row of its own; here values
+share the 100,000 rows of their slot's table by their id modulo 100,000, an empty field row 0.
 """
 
 import argparse
 import json
+import math
 import time
 
 import torch
@@ -43,6 +52,13 @@ class Dlrm(nn.Module):
         pairs = (SLOTS + 1) * SLOTS // 2
         self.top = nn.Sequential(nn.Linear(16 + pairs, 256), nn.ReLU(), nn.Linear(256, 128),
                                  nn.ReLU(), nn.Linear(128, 1))
+        for table in self.tables:
+            nn.init.uniform_(table.weight, -math.sqrt(1 / ROWS), math.sqrt(1 / ROWS))
+        for layer in list(self.bottom) + list(self.top):
+            if isinstance(layer, nn.Linear):
+                bound = math.sqrt(6 / (layer.in_features + layer.out_features))
+                nn.init.uniform_(layer.weight, -bound, bound)
+                nn.init.uniform_(layer.bias, -bound, bound)
         rows, cols = torch.triu_indices(SLOTS + 1, SLOTS + 1, offset=1)
         self.register_buffer("rows", rows)
         self.register_buffer("cols", cols)

@@ -10,7 +10,8 @@
 #    against its budget (Zipf and uniform keys) and its lookups against a raw gather.
 # 3. Training jobs of dlrm-small and ctr-dnn, and of dlrm-small with a GPU tier far smaller than
 #    its tables: all on the CPU, all on the GPU (with the tier), and as the planner mixes them:
-#    samples/s, eval AUC, $ per epoch at the catalog's prices, predicted against measured.
+#    samples/s, eval AUC, $ per epoch at the catalog's prices, predicted against measured (and
+#    dlrm-small on the GPU again, planned with the profile its first run calibrated).
 # Writes <out>/results.json and <out>/results.md, and prints the table. Every step has a time limit
 # (a test 150 s, the micro-benchmarks 150 s, a job 120 s): one that hangs on a GPU is reported as
 # timed out and the rest still run.
@@ -128,6 +129,10 @@ for model in dlrm-small ctr-dnn; do
   run_job "$model-mixed" "$model" both
 done
 run_job "dlrm-small-bigtables-gpu" dlrm-small gpu --gpu-cache-gib "$small_cache_gib"
+# The prediction after calibration: dlrm-small on the GPU again, planned with the profile the first
+# run measured.
+run_job "dlrm-small-gpu-calibrated" dlrm-small gpu --gpu-cache-gib "$cache_gib" \
+  --profile "$out/jobs/dlrm-small-gpu/calibrated_profile.json"
 # A plain PyTorch DLRM on the same GPU and data, where PyTorch sees the GPU.
 if ((!twin)) && python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
   timeout 150 python3 "$root/benchmarks/torch_dlrm.py" --data "$data" --out "$out/torch.json" >/dev/null \

@@ -338,6 +338,29 @@ TEST(CostModelTest, CalibrationPredictsWhatWasMeasured) {
   }
 }
 
+// A stage measured faster than the model's communication alone (a GPU tier serving the rows that
+// the model sends over the wire): the layers keep their time, the type's wire takes the rest.
+TEST(CostModelTest, CalibrationLowersAWireTheRunDidNotPay) {
+  config::ClusterSpec slow = Tiny(1e6, 1e9).cluster();
+  slow.types[0].network = 1e3;  // bytes/s: the model's wire far dearer than the layers
+  auto made = CostModel::Create(Tiny(1e6, 1e9).model(), slow, {1e6, 1e9});
+  ASSERT_TRUE(made.ok()) << made.status();
+  const CostModel& plain = *made;
+  const StageTime before = plain.Stage(0, 3, 0);
+  ASSERT_GT(before.comm, 0);
+  ASSERT_LT(before.compute, 0.5 * before.comm);
+  const std::vector<MeasuredStage> measured = {{0, 3, 0, 1, 0.5 * before.comm}};
+  const Profile profile = Calibrate(plain, measured, "test host");
+  ASSERT_EQ(profile.wire.size(), 1u);
+  EXPECT_EQ(profile.wire[0].type, plain.type(0).name);
+  auto calibrated = CostModel::Create(plain.model(), plain.cluster(), {1e6, 1e9}, &profile);
+  ASSERT_TRUE(calibrated.ok()) << calibrated.status();
+  const StageTime after = calibrated->Stage(0, 3, 0);
+  EXPECT_NEAR(after.total(), 0.5 * before.comm, 1e-12);
+  EXPECT_NEAR(after.compute, std::max(before.compute, 0.05 * before.comm), 1e-12);
+  EXPECT_LT(after.comm, before.comm);
+}
+
 TEST(CostModelTest, ProfileJsonRoundTrip) {
   Profile p{"tiny", 100, "host", {{"fc0", "box", 1.5e-3}, {"fc1", "box", 2e-4}}, {}};
   auto back = ParseProfile(ProfileToJson(p), "p.json");
