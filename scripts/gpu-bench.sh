@@ -112,7 +112,7 @@ run_job() {  # name model catalog [extra flags...]
   local flags=(train --model "examples/models/$model.yaml" --cluster "$out/$catalog.yaml"
                --data "$data" --job-dir "$dir" --metrics-out "$dir/metrics.json"
                --checkpoint-every 0 "$@")
-  ((batch > 0)) && flags+=(--batch "$batch")
+  if ((batch > 0)) && [[ " $* " != *" --batch "* ]]; then flags+=(--batch "$batch"); fi
   mkdir -p "$dir"
   if timeout 120 "$heterps" "${flags[@]}" >"$dir/out" 2>"$dir/err"; then
     echo "gpu-bench: job $name done" >&2
@@ -133,6 +133,12 @@ run_job "dlrm-small-bigtables-gpu" dlrm-small gpu --gpu-cache-gib "$small_cache_
 # run measured.
 run_job "dlrm-small-gpu-calibrated" dlrm-small gpu --gpu-cache-gib "$cache_gib" \
   --profile "$out/jobs/dlrm-small-gpu/calibrated_profile.json"
+# The GPU job asynchronous, and at 4 times the batch.
+run_job "dlrm-small-gpu-async" dlrm-small gpu --gpu-cache-gib "$cache_gib" --mode async
+base=$((batch > 0 ? batch : 2048))  # dlrm-small's own batch where none is given
+run_job "dlrm-small-gpu-batch4x" dlrm-small gpu --gpu-cache-gib "$cache_gib" --batch $((4 * base))
+run_job "dlrm-small-gpu-async-batch4x" dlrm-small gpu --gpu-cache-gib "$cache_gib" --mode async \
+  --batch $((4 * base))
 # A plain PyTorch DLRM on the same GPU and data, where PyTorch sees the GPU.
 if ((!twin)) && python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
   timeout 150 python3 "$root/benchmarks/torch_dlrm.py" --data "$data" --out "$out/torch.json" >/dev/null \
