@@ -86,6 +86,13 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   ASSERT_FALSE(tier.is_null()) << b.dump(1);
   EXPECT_GT(tier["hit_rate"].get<double>(), 0.3);
   EXPECT_GT(tier["written_back_rows_per_batch"].get<double>(), 0);
+  // Stage 0's busy time in parts: naming the keys to the tier, ending the step.
+  const double busy = b["stages"][0]["measured_seconds_per_batch"];
+  const double prefetch = b["stages"][0]["prefetch_seconds_per_batch"];
+  const double step_end = b["stages"][0]["step_end_seconds_per_batch"];
+  EXPECT_GT(prefetch, 0);
+  EXPECT_GT(step_end, 0);
+  EXPECT_LT(prefetch + step_end, busy);
   testing::ExpectNoneLeft(mixed);
 
   // Without the tier: the same parameters at the end, bit for bit (the tier applies the
@@ -94,6 +101,7 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   r = Heterps(Mixed(plain, false), plain);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Metrics(plain)["parameter_digest"], b["parameter_digest"]);
+  EXPECT_EQ(Metrics(plain)["stages"][0]["prefetch_seconds_per_batch"], 0.0);
   EXPECT_EQ(Metrics(plain)["losses"], b["losses"]);
 }
 

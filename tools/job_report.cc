@@ -140,9 +140,10 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
                           HumanSeconds(seconds));
   }
   if (r.segments.size() > 1) absl::StrAppend(&out, Segments(r));
-  Table table({"stage", "layers", "type", "device", "units", "predicted/batch", "measured/batch",
-               "error", "ps wait", "send", "pcie/step", "idle"},
-              {true, false, false, false, true, true, true, true, true, true, true, true});
+  Table table(
+      {"stage", "layers", "type", "device", "units", "predicted/batch", "measured/batch", "error",
+       "ps wait", "prefetch", "step end", "send", "pcie/step", "idle"},
+      {true, false, false, false, true, true, true, true, true, true, true, true, true, true});
   for (size_t s = 0; s < r.stages.size(); ++s) {
     const launcher::StageReport& st = r.stages[s];
     const bool both = st.predicted_seconds > 0 && st.measured_seconds > 0;
@@ -153,7 +154,8 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
          HumanSeconds(st.measured_seconds),
          both ? absl::StrFormat("%+.0f%%", 100 * (st.measured_seconds / st.predicted_seconds - 1))
               : "-",
-         HumanSeconds(st.ps_seconds), HumanSeconds(st.send_seconds),
+         HumanSeconds(st.ps_seconds), HumanSeconds(st.prefetch_seconds),
+         HumanSeconds(st.step_end_seconds), HumanSeconds(st.send_seconds),
          st.pcie_bytes > 0 ? absl::StrFormat("%.1f MB", st.pcie_bytes / 1e6) : "-",
          absl::StrFormat("%.0f%%", 100 * st.idle_fraction)});
   }
@@ -183,6 +185,8 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
                       {"predicted_seconds_per_batch", s.predicted_seconds},
                       {"measured_seconds_per_batch", s.measured_seconds},
                       {"ps_seconds_per_batch", s.ps_seconds},
+                      {"prefetch_seconds_per_batch", s.prefetch_seconds},
+                      {"step_end_seconds_per_batch", s.step_end_seconds},
                       {"send_seconds_per_batch", s.send_seconds},
                       {"idle_fraction", s.idle_fraction},
                       {"pcie_bytes_per_batch", s.pcie_bytes}});

@@ -37,6 +37,8 @@ struct StageReport {
   double predicted_seconds = 0;  // the plan's seconds per batch for the stage
   double measured_seconds = 0;   // per step: the busiest replica's busy time / steps
   double ps_seconds = 0;         // of which waiting for the parameter servers
+  double prefetch_seconds = 0;   // of which naming the step's keys to a GPU tier
+  double step_end_seconds = 0;   // of which ending the step (gradients out, a tier's write-back)
   double send_seconds = 0;       // per step: its time writing to other stages
   double idle_fraction = 0;      // of the busiest replica's time, waiting for work
   double pcie_bytes = 0;         // per step: the stage's device and GPU tier, both ways

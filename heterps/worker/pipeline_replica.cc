@@ -189,15 +189,22 @@ class PipelineReplica::Impl {
   // the tier's write-back.
   absl::Status EndStep(int64_t step, bool write_back, const Cancelled& cancelled) {
     return OnComputeThread(true, cancelled, [this, step, write_back] {
+      const absl::Time start = absl::Now();
       absl::Status status = policy_->EndStep(*stage_, step, replica_);
       if (status.ok() && write_back && tier_ != nullptr) status = tier_->Flush();
+      Charge(step_end_seconds_, start);
       return status;
     });
   }
 
   absl::Status WriteBack(const Cancelled& cancelled) {
     if (tier_ == nullptr) return absl::OkStatus();
-    return OnComputeThread(true, cancelled, [this] { return tier_->Flush(); });
+    return OnComputeThread(true, cancelled, [this] {
+      const absl::Time start = absl::Now();
+      absl::Status status = tier_->Flush();
+      Charge(step_end_seconds_, start);
+      return status;
+    });
   }
 
   // Names a step's keys to the tier, on the compute thread before the step's micro-batches.
@@ -205,9 +212,18 @@ class PipelineReplica::Impl {
                         const Cancelled& cancelled) {
     if (tier_ == nullptr || n == 0) return absl::OkStatus();
     return OnComputeThread(false, cancelled, [this, batch, n] {
+      const absl::Time start = absl::Now();
       InputActivations(*batch, 0, n, &prefetch_);
-      return stage_->Prefetch(prefetch_);
+      absl::Status status = stage_->Prefetch(prefetch_);
+      Charge(prefetch_seconds_, start);
+      return status;
     });
+  }
+
+  // Adds the time since `start` to one of the busy time's parts.
+  void Charge(double& part, absl::Time start) {
+    absl::MutexLock lock(&mu_);
+    part += absl::ToDoubleSeconds(absl::Now() - start);
   }
 
   // Runs `task` on the compute thread (first in line when `urgent`) and waits for its status.
@@ -255,6 +271,8 @@ class PipelineReplica::Impl {
     s.in_flight = in_flight_.load();
     absl::MutexLock lock(&mu_);
     s.busy_seconds = busy_seconds_;
+    s.prefetch_seconds = prefetch_seconds_;
+    s.step_end_seconds = step_end_seconds_;
     s.idle_seconds = idle_seconds_;
     s.send_seconds = send_seconds_;
     s.queue_depth = static_cast<int>(urgent_.size() + normal_.size());
@@ -566,6 +584,8 @@ class PipelineReplica::Impl {
   absl::Mutex mu_;
   std::deque<std::function<void()>> urgent_ ABSL_GUARDED_BY(mu_), normal_ ABSL_GUARDED_BY(mu_);
   double busy_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double prefetch_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of busy_seconds_
+  double step_end_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of busy_seconds_
   double idle_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> micro_batches_{0};

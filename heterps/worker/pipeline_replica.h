@@ -118,8 +118,12 @@ struct ReplicaStats {
   double idle_seconds = 0;    // waiting for work
   double send_seconds = 0;    // handing activations and answers to the transport
   double ps_seconds = 0;      // of busy_seconds: waiting for the parameter servers
-  int queue_depth = 0;        // tasks waiting now
-  int in_flight = 0;          // micro-batches between their forward and backward now
+  // Of busy_seconds: naming each step's keys to a GPU tier (which loads the rows it lacks), and
+  // ending the steps (the gradients to the servers, a tier's write-back). The rest is the
+  // micro-batches' forward and backward passes.
+  double prefetch_seconds = 0, step_end_seconds = 0;
+  int queue_depth = 0;  // tasks waiting now
+  int in_flight = 0;    // micro-batches between their forward and backward now
   // The stage's device and its GPU tier, if any: bytes over PCIe (both ways), the tier's keys
   // served from the device and passed through, rows it loaded and wrote back.
   int64_t pcie_bytes = 0;

@@ -717,6 +717,10 @@ class Attempt::Impl {
         if (busy / steps >= report.measured_seconds) {
           report.measured_seconds = busy / steps;
           report.ps_seconds = ps / steps;
+          report.prefetch_seconds =
+              (end[i].prefetch_seconds() - stats_start_[i].prefetch_seconds()) / steps;
+          report.step_end_seconds =
+              (end[i].step_end_seconds() - stats_start_[i].step_end_seconds()) / steps;
           report.send_seconds = send / steps;
           report.idle_fraction = busy + idle > 0 ? idle / (busy + idle) : 0;
           report.pcie_bytes = (end[i].pcie_bytes() - stats_start_[i].pcie_bytes()) / steps;

@@ -286,6 +286,8 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_idle_seconds(s.idle_seconds);
       reply->set_send_seconds(s.send_seconds);
       reply->set_ps_seconds(s.ps_seconds);
+      reply->set_prefetch_seconds(s.prefetch_seconds);
+      reply->set_step_end_seconds(s.step_end_seconds);
       reply->set_bytes_sent(bytes_sent_.load());
       reply->set_queue_depth(s.queue_depth);
       reply->set_in_flight(s.in_flight);
