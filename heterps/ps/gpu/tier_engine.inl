@@ -17,6 +17,7 @@
 #include <thrust/gather.h>
 #include <thrust/iterator/constant_iterator.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/merge.h>
 #include <thrust/reduce.h>
 #include <thrust/scan.h>
 #include <thrust/sequence.h>
@@ -157,7 +158,8 @@ class Engine : public TierEngine {
     t.capacity = capacity;
     HETERPS_RETURN_IF_ERROR(t.keys.Reserve(device_, capacity));
     HETERPS_RETURN_IF_ERROR(t.values.Reserve(device_, capacity * t.dim));
-    HETERPS_RETURN_IF_ERROR(t.state_floats.Reserve(device_, std::max<int64_t>(1, capacity * t.state)));
+    HETERPS_RETURN_IF_ERROR(
+        t.state_floats.Reserve(device_, std::max<int64_t>(1, capacity * t.state)));
     HETERPS_RETURN_IF_ERROR(t.steps.Reserve(device_, capacity));
     HETERPS_RETURN_IF_ERROR(t.last.Reserve(device_, capacity));
     return t.dirty.Reserve(device_, capacity);
@@ -175,9 +177,9 @@ class Engine : public TierEngine {
     thrust::sort(policy, scratch_keys_.data(), scratch_keys_.data() + n);
     HETERPS_RETURN_IF_ERROR(distinct_.Reserve(device_, std::max<int64_t>(n, 1)));
     HETERPS_RETURN_IF_ERROR(counts_.Reserve(device_, std::max<int64_t>(n, 1)));
-    const auto ends = thrust::reduce_by_key(
-        policy, scratch_keys_.data(), scratch_keys_.data() + n,
-        thrust::constant_iterator<int64_t>(1), distinct_.data(), counts_.data());
+    const auto ends = thrust::reduce_by_key(policy, scratch_keys_.data(), scratch_keys_.data() + n,
+                                            thrust::constant_iterator<int64_t>(1), distinct_.data(),
+                                            counts_.data());
     const int64_t w = ends.first - distinct_.data();
     HETERPS_RETURN_IF_ERROR(Locate(t, distinct_.data(), w));
     Run(w, MarkUsed{positions_.data(), t.last.data(), window_});
@@ -257,9 +259,9 @@ class Engine : public TierEngine {
                                order_.data());
     HETERPS_RETURN_IF_ERROR(distinct_.Reserve(device_, n));
     HETERPS_RETURN_IF_ERROR(counts_.Reserve(device_, n));
-    const auto ends = thrust::reduce_by_key(
-        policy, scratch_keys_.data(), scratch_keys_.data() + n,
-        thrust::constant_iterator<int64_t>(1), distinct_.data(), counts_.data());
+    const auto ends = thrust::reduce_by_key(policy, scratch_keys_.data(), scratch_keys_.data() + n,
+                                            thrust::constant_iterator<int64_t>(1), distinct_.data(),
+                                            counts_.data());
     const int64_t u = ends.first - distinct_.data();
     HETERPS_RETURN_IF_ERROR(starts_.Reserve(device_, u));
     thrust::exclusive_scan(policy, counts_.data(), counts_.data() + u, starts_.data());
@@ -270,8 +272,8 @@ class Engine : public TierEngine {
     HETERPS_RETURN_IF_ERROR(Locate(t, distinct_.data(), u));
     const OptimizerOptions& o = t.options.optimizer;
     Run(u, Update{positions_.data(), rows_.data(), t.values.data(), t.state_floats.data(),
-                  t.steps.data(), t.dirty.data(), t.dim, static_cast<int>(o.kind),
-                  o.learning_rate, o.beta1, o.beta2, o.epsilon});
+                  t.steps.data(), t.dirty.data(), t.dim, static_cast<int>(o.kind), o.learning_rate,
+                  o.beta1, o.beta2, o.epsilon});
     // The others to the servers, summed.
     std::vector<int64_t> where(u);
     std::vector<uint64_t> distinct(u);
@@ -411,8 +413,8 @@ class Engine : public TierEngine {
     for (auto [array, width] : {std::pair{&t.values, t.dim}, std::pair{&t.state_floats, t.state}}) {
       if (width == 0) continue;
       Run(k * width, GatherRows{from, array->data(), spare_floats_.data(), width});
-      HETERPS_RETURN_IF_ERROR(device_->CopyOnDevice(array->data(), spare_floats_.data(),
-                                                    k * width * sizeof(float)));
+      HETERPS_RETURN_IF_ERROR(
+          device_->CopyOnDevice(array->data(), spare_floats_.data(), k * width * sizeof(float)));
     }
     for (DeviceArray<int64_t>* array : {&t.steps, &t.last}) {
       thrust::gather(policy, from, from + k, array->data(), spare_ints_.data());
@@ -444,16 +446,19 @@ class Engine : public TierEngine {
     HETERPS_RETURN_IF_ERROR(device_->CopyToDevice(t.last.data() + at, now.data(), m * 8));
     HETERPS_RETURN_IF_ERROR(device_->Fill(t.dirty.data() + at, 0, m * sizeof(int32_t)));
     stats_.loaded_rows += m;
-    // Sorted again: the permutation that sorts the keys, applied to every array.
+    // Sorted again: the resident keys [0, at) and the loaded ones [at, total) are each sorted and
+    // share none, so one merge gives the permutation that sorts them (O(total), where a sort of
+    // all of them was O(total log total)), applied to every array.
     const int64_t total = at + m;
     auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream());
     HETERPS_RETURN_IF_ERROR(order_.Reserve(device_, total));
+    HETERPS_RETURN_IF_ERROR(starts_.Reserve(device_, total));
     HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, t.capacity));
     thrust::sequence(policy, order_.data(), order_.data() + total);
-    HETERPS_RETURN_IF_ERROR(
-        device_->CopyOnDevice(spare_keys_.data(), t.keys.data(), total * sizeof(uint64_t)));
-    thrust::sort_by_key(policy, spare_keys_.data(), spare_keys_.data() + total, order_.data());
-    HETERPS_RETURN_IF_ERROR(Permute(t, order_.data(), total));
+    thrust::merge_by_key(policy, t.keys.data(), t.keys.data() + at, t.keys.data() + at,
+                         t.keys.data() + total, order_.data(), order_.data() + at,
+                         spare_keys_.data(), starts_.data());
+    HETERPS_RETURN_IF_ERROR(Permute(t, starts_.data(), total));
     t.r = total;
     return device_->Synchronize();
   }
@@ -467,8 +472,8 @@ class Engine : public TierEngine {
     auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream());
     HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, std::max<int64_t>(k, 1)));
     HETERPS_RETURN_IF_ERROR(spare_ints_.Reserve(device_, std::max<int64_t>(k, 1)));
-    HETERPS_RETURN_IF_ERROR(spare_floats_.Reserve(
-        device_, std::max<int64_t>(1, k * std::max(t.dim, t.state))));
+    HETERPS_RETURN_IF_ERROR(
+        spare_floats_.Reserve(device_, std::max<int64_t>(1, k * std::max(t.dim, t.state))));
     std::vector<uint64_t> keys(k);
     RowBatch batch;
     batch.values.resize(k * t.dim);
