@@ -13,8 +13,9 @@
 #    samples/s, eval AUC, $ per epoch at the catalog's prices, predicted against measured (and
 #    dlrm-small on the GPU again, planned with the profile its first run calibrated).
 # Writes <out>/results.json and <out>/results.md, and prints the table. Every step has a time limit
-# (a test 150 s, the micro-benchmarks 150 s, a job 120 s): one that hangs on a GPU is reported as
-# timed out and the rest still run.
+# (a test 150 s, the micro-benchmarks 150 s, a job 120 s, each killed 10 s after its SIGTERM): one
+# that hangs on a GPU is reported as timed out and the rest still run. Each run starts its jobs
+# afresh in <out>.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 twin=0
@@ -61,16 +62,16 @@ tests_json="["
 for t in "${bin[@]}"; do
   name="$(basename "$t")"
   case "$name" in *_test) ;; *) continue ;; esac
-  if timeout 150 "$t" >"$out/$name.log" 2>&1; then
+  if timeout -k 10 150 "$t" >"$out/$name.log" 2>&1; then
     grep -q '\[  SKIPPED \]' "$out/$name.log" && result=skipped || result=passed
-  elif (($? == 124)); then
+  elif (($? == 124 || $? == 137)); then
     result="timed out"
   else
     result=failed
   fi
   sanitizer=""
   if ((!twin)) && command -v compute-sanitizer >/dev/null && [[ "$name" == dense_cuda_test ]]; then
-    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" \
+    timeout -k 10 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" \
       >"$out/$name.memcheck.log" 2>&1 \
       && sanitizer=clean || sanitizer=errors
   fi
@@ -80,7 +81,8 @@ done
 tests_json="${tests_json%,}]"
 
 # 2. The micro-benchmarks.
-timeout 150 "$gpu_bench" --device "$device" "${micro[@]}" --out "$out/micro.json" \
+rm -f "$out/micro.json"
+timeout -k 10 150 "$gpu_bench" --device "$device" "${micro[@]}" --out "$out/micro.json" \
   >"$out/micro.md" 2>"$out/micro.err" || echo "gpu-bench: gpu_bench failed: $(tail -1 "$out/micro.err")" >&2
 
 # 3. The jobs: three catalogs (the CPU, the GPU, both) and three models.
@@ -109,14 +111,15 @@ data="$out/data.tsv"
 run_job() {  # name model catalog [extra flags...]
   local name="$1" model="$2" catalog="$3"; shift 3
   local dir="$out/jobs/$name"
+  rm -rf "$dir"
   local flags=(train --model "examples/models/$model.yaml" --cluster "$out/$catalog.yaml"
                --data "$data" --job-dir "$dir" --metrics-out "$dir/metrics.json"
                --checkpoint-every 0 "$@")
   if ((batch > 0)) && [[ " $* " != *" --batch "* ]]; then flags+=(--batch "$batch"); fi
   mkdir -p "$dir"
-  if timeout 120 "$heterps" "${flags[@]}" >"$dir/out" 2>"$dir/err"; then
+  if timeout -k 10 120 "$heterps" "${flags[@]}" >"$dir/out" 2>"$dir/err"; then
     echo "gpu-bench: job $name done" >&2
-  elif (($? == 124)); then
+  elif (($? == 124 || $? == 137)); then
     echo "timed out after 120 s" >>"$dir/err"
     echo "gpu-bench: job $name timed out" >&2
   else
@@ -131,8 +134,10 @@ done
 run_job "dlrm-small-bigtables-gpu" dlrm-small gpu --gpu-cache-gib "$small_cache_gib"
 # The prediction after calibration: dlrm-small on the GPU again, planned with the profile the first
 # run measured.
-run_job "dlrm-small-gpu-calibrated" dlrm-small gpu --gpu-cache-gib "$cache_gib" \
-  --profile "$out/jobs/dlrm-small-gpu/calibrated_profile.json"
+if [[ -f "$out/jobs/dlrm-small-gpu/calibrated_profile.json" ]]; then
+  run_job "dlrm-small-gpu-calibrated" dlrm-small gpu --gpu-cache-gib "$cache_gib" \
+    --profile "$out/jobs/dlrm-small-gpu/calibrated_profile.json"
+fi
 # The GPU job asynchronous, and at 4 times the batch.
 run_job "dlrm-small-gpu-async" dlrm-small gpu --gpu-cache-gib "$cache_gib" --mode async
 base=$((batch > 0 ? batch : 2048))  # dlrm-small's own batch where none is given
@@ -141,7 +146,8 @@ run_job "dlrm-small-gpu-async-batch4x" dlrm-small gpu --gpu-cache-gib "$cache_gi
   --batch $((4 * base))
 # A plain PyTorch DLRM on the same GPU and data, where PyTorch sees the GPU.
 if ((!twin)) && python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-  timeout 150 python3 "$root/benchmarks/torch_dlrm.py" --data "$data" --out "$out/torch.json" >/dev/null \
+  rm -f "$out/torch.json"
+  timeout -k 10 150 python3 "$root/benchmarks/torch_dlrm.py" --data "$data" --out "$out/torch.json" >/dev/null \
     || echo "gpu-bench: the PyTorch DLRM failed" >&2
 fi
 

@@ -13,7 +13,9 @@
 // says the run paid less for its wire than the model charges (a GPU tier serves most rows from
 // the device, say): there the layers keep their time, held between X / 10 and X / 2, DT takes
 // the rest, and the type's wire entry (added if the model had none) is scaled to give that DT
-// (by the smallest such factor among the type's stages).
+// (by the smallest such factor among the type's stages). The entry is the type's: it lowers the
+// DT of the type's other stages too (their layers then take what it frees) and the model's
+// parameter servers on that type.
 //
 // Thread safety: pure function.
 #pragma once

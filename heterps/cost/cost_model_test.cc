@@ -348,7 +348,7 @@ TEST(CostModelTest, CalibrationLowersAWireTheRunDidNotPay) {
   const CostModel& plain = *made;
   const StageTime before = plain.Stage(0, 3, 0);
   ASSERT_GT(before.comm, 0);
-  ASSERT_LT(before.compute, 0.5 * before.comm);
+  ASSERT_LT(before.compute, 0.25 * before.comm);  // the X / 2 cap does not bind
   const std::vector<MeasuredStage> measured = {{0, 3, 0, 1, 0.5 * before.comm}};
   const Profile profile = Calibrate(plain, measured, "test host");
   ASSERT_EQ(profile.wire.size(), 1u);

@@ -372,7 +372,7 @@ class Attempt::Impl {
 
   // Every stage-0 replica's GPU tier written back to the parameter servers (none without a tier).
   absl::Status WriteBack() {
-    if (job_.settings.gpu_tier_bytes == 0) return absl::OkStatus();
+    if (job_.settings.gpu_tier_device.empty()) return absl::OkStatus();
     return ParallelFor(layout_.replicas[0], [&](int r) {
       worker_wire::WriteBackRequest request;
       worker_wire::WriteBackReply reply;

@@ -17,12 +17,13 @@
 // merged per key on the device and applied there by the table's optimizer, exactly as the
 // servers would apply them (one update per key, the duplicates summed in position order). Keys
 // that are not resident pass through to the servers. Flush writes every changed row back
-// (PsClient::ImportRows); the replica flushes at every synchronous commit and before every
-// checkpoint, so that what the servers hold, checkpoint and digest is what they would hold
-// without the tier (bit for bit: the same sums in the same order, the same optimizer
-// arithmetic). A tier must be the only writer of its rows: one replica of the stage that holds
-// the embedding layers, whose accumulated part of a step is the step's only one for those rows,
-// so that the tier applies it at once rather than at the commit it does not see.
+// (PsClient::ImportRows); the replica flushes at the end of every round of steps (before a
+// checkpoint or an evaluation, at a stop or a re-plan, and at the end of the job), so that what the
+// servers hold, checkpoint and digest is what they would hold without the tier (bit for bit: the
+// same sums in the same order, the same optimizer arithmetic). A tier must be the only writer of
+// its rows: one replica of the stage that holds the embedding layers, whose accumulated part of a
+// step is the step's only one for those rows, so that the tier applies it at once rather than at
+// the commit it does not see.
 //
 // Thread safety: one thread at a time (a replica's compute thread).
 #pragma once
