@@ -4,6 +4,7 @@
 // switching, and refuses bad updates; the uninterrupted run of the first plan is the oracle.
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -129,6 +130,32 @@ TEST_F(ElasticTest, ASwitchToAnotherCutAndShardCountTrainsWhatTheFirstPlanWould)
   EXPECT_NE(report["plans"][0]["plan"], report["plans"][1]["plan"]);
   EXPECT_EQ(report["plans"][1]["plan"]["stages"][1]["type"], "cpu-b");
   testing::ExpectNoneLeft(dir);
+}
+
+// Asynchronous, with rounds that end at evaluations and no checkpoints: the switch, heard at a
+// round's end, still checkpoints its step, and the new plan goes on from there.
+TEST_F(ElasticTest, AnAsynchronousSwitchAtAnEvaluationGoesOnFromItsStep) {
+  const std::string dir = Dir("elastic_async_switch");
+  std::vector<std::string> args = PlanA(dir, {"--mode", "async", "--eval-interval", "20"});
+  *(std::find(args.begin(), args.end(), "--checkpoint-every") + 1) = "0";
+  Background job(args, dir);
+  ASSERT_TRUE(job.WaitFor([&] {
+    const json s = json::parse(Slurp(dir + "/status.json"), nullptr, false);
+    return s.is_object() && s.value("step", 0) >= 5;
+  })) << job.err();
+  const Outcome ctl = Heterps({"ctl", dir, "--plan", kPlanB, "--ps-shards", "3"}, dir + "/..");
+  ASSERT_EQ(ctl.exit_code, 0) << ctl.err;
+  ASSERT_EQ(job.Wait(), 0) << job.err();
+  const json m = Metrics(dir);
+  ASSERT_EQ(m["segments"].size(), 2u) << m.dump(1);
+  const json& before = m["segments"][0];
+  const json& after = m["segments"][1];
+  EXPECT_EQ(after["first_step"].get<int>() % 20, 0);
+  EXPECT_GE(after["first_step"].get<int>(), 20);
+  EXPECT_EQ(before["steps"], after["first_step"]);
+  EXPECT_EQ(m["restarts"], 0);
+  EXPECT_EQ(before["steps"].get<int>() + after["steps"].get<int>(), m["steps"].get<int>());
+  EXPECT_EQ(m["train_samples"], Reference()["train_samples"]);
 }
 
 TEST_F(ElasticTest, APreemptedTypeIsPlannedAroundAndBothSegmentsAreAccounted) {

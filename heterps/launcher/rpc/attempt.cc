@@ -264,16 +264,19 @@ class Attempt::Impl {
       HETERPS_RETURN_IF_ERROR(sync ? SyncSteps(from, to) : AsyncSteps(from, to));
       // Synchronous rounds may end early, where a switch or a stop was decided.
       const int64_t end = switch_ ? switch_step_ : stopped_ ? stop_step_ : to;
-      // Asynchronous replicas meet only at the rounds' ends: a stop is heard there.
-      if (!sync && !switch_) Stop(end);
+      // Asynchronous replicas meet only at the rounds' ends: a stop and the re-planner are heard
+      // there, before the checkpoint, so that a switch at a round that ends at an evaluation
+      // (not at a checkpoint) still writes the checkpoint of its step.
+      if (!sync && !switch_) {
+        Stop(end);
+        if (!stopped_) CheckPlan(end);
+      }
       if (end < total && (end % every == 0 || switch_ || stopped_)) {
         HETERPS_RETURN_IF_ERROR(Checkpoint(end));
       }
       if (end < total && !switch_ && !stopped_ && eval_every > 0 && end % eval_every == 0) {
         HETERPS_RETURN_IF_ERROR(EvaluateDuringTraining(end));
       }
-      // Asynchronous replicas meet only at the rounds' ends: the re-planner is asked there.
-      if (!switch_ && !stopped_ && !sync) CheckPlan(end);
       if (switch_ || stopped_) return absl::OkStatus();
       from = end;
     }
