@@ -19,8 +19,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -69,10 +71,19 @@ double PerSecond(gpu::Device* device, double seconds, F f) {
   return calls / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// The device's products: cuBLASLt (FP32) on a GPU, Eigen on the twin.
+std::unique_ptr<gpu::Blas> NewBlas(gpu::Device* device) {
+  return device->info().emulated ? gpu::NewTwinBlas(device)
+                                 : Check(gpu::NewCudaBlas(device, false), "cuBLASLt");
+}
+
+// dlrm-small's MLPs, their first and last layers: what the fc figures time.
+constexpr std::pair<const char*, const char*> kMlps[] = {{"bottom.0", "bottom.1"},
+                                                         {"top.0", "top.2"}};
+
 double GemmCeiling(gpu::Device* device, double seconds) {
   const int64_t n = device->info().emulated ? 512 : 4096;
-  auto blas = device->info().emulated ? gpu::NewTwinBlas(device)
-                                      : Check(gpu::NewCudaBlas(device, false), "cuBLASLt");
+  auto blas = NewBlas(device);
   auto a = Check(gpu::DeviceArray<float>::Make(device, n * n), "a");
   auto b = Check(gpu::DeviceArray<float>::Make(device, n * n), "b");
   auto c = Check(gpu::DeviceArray<float>::Make(device, n * n), "c");
@@ -92,7 +103,7 @@ double FcRate(const std::string& device_name, int64_t batch, double seconds) {
   std::vector<std::unique_ptr<dense::DenseSegment>> segments;
   std::vector<dense::Matrix<float>> inputs, grads;
   std::vector<std::vector<std::vector<float>>> params, param_grads;
-  for (const auto& [first, last] : {std::pair{"bottom.0", "bottom.1"}, {"top.0", "top.2"}}) {
+  for (const auto& [first, last] : kMlps) {
     const int f = spec.FindLayer(first), l = spec.FindLayer(last);
     segments.push_back(Check(backend->NewSegment(spec, f, l), "segment"));
     for (int i = f; i <= l; ++i) flops += 6.0 * spec.layers[i].in * spec.layers[i].out * batch;
@@ -133,10 +144,14 @@ double FcRate(const std::string& device_name, int64_t batch, double seconds) {
 // The fc layers' products alone, on device memory: per layer y = x W^T + b (ReLU fused),
 // dx = dy W and dW = dy^T x. FLOP/s.
 double FcDeviceRate(gpu::Device* device, int64_t batch, double seconds) {
-  const std::vector<std::pair<int64_t, int64_t>> layers = {
-      {13, 64}, {64, 16}, {367, 256}, {256, 128}, {128, 1}};  // (in, out)
-  auto blas = device->info().emulated ? gpu::NewTwinBlas(device)
-                                      : Check(gpu::NewCudaBlas(device, false), "cuBLASLt");
+  auto spec = Check(config::LoadModelSpec("examples/models/dlrm-small.yaml"), "spec");
+  std::vector<std::pair<int64_t, int64_t>> layers;  // (in, out)
+  for (const auto& [first, last] : kMlps) {
+    for (int i = spec.FindLayer(first); i <= spec.FindLayer(last); ++i) {
+      layers.push_back({spec.layers[i].in, spec.layers[i].out});
+    }
+  }
+  auto blas = NewBlas(device);
   struct Arrays {
     gpu::DeviceArray<float> x, w, b, y, dy, dx, dw;
   };

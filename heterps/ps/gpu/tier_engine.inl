@@ -452,13 +452,12 @@ class Engine : public TierEngine {
     const int64_t total = at + m;
     auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream());
     HETERPS_RETURN_IF_ERROR(order_.Reserve(device_, total));
-    HETERPS_RETURN_IF_ERROR(starts_.Reserve(device_, total));
     HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, t.capacity));
-    thrust::sequence(policy, order_.data(), order_.data() + total);
     thrust::merge_by_key(policy, t.keys.data(), t.keys.data() + at, t.keys.data() + at,
-                         t.keys.data() + total, order_.data(), order_.data() + at,
-                         spare_keys_.data(), starts_.data());
-    HETERPS_RETURN_IF_ERROR(Permute(t, starts_.data(), total));
+                         t.keys.data() + total, thrust::counting_iterator<int64_t>(0),
+                         thrust::counting_iterator<int64_t>(at), spare_keys_.data(),
+                         order_.data());
+    HETERPS_RETURN_IF_ERROR(Permute(t, order_.data(), total));
     t.r = total;
     return device_->Synchronize();
   }
