@@ -3,6 +3,7 @@
 //
 //   build/benchmarks/sched_suite [--budget N] [--time-limit S] [--seed S] [--csv FILE]
 //                                [--markdown FILE] [--only NAME-PART] [--suite fleet|zoo]
+//                                [--schedulers NAME,NAME,...]
 //
 // Instances: the 5 example models x clusters of 4, 8, 16, 32 and 64 types spread over
 // examples/clusters/fleet-64.yaml x a "loose" or "tight" limit (a quarter, or 0.9, of the best
@@ -16,6 +17,9 @@
 // --suite zoo: the models and catalogs of benchmarks/zoo_instances.h instead (8 models x 5
 // catalog kinds x 16 or 64 types x a loose or tight limit, 160 instances), written to the
 // scheduler-zoo section and build/sched_zoo.csv.
+//
+// --schedulers: run only these (ratios are then to the best of those run; no markdown is written),
+// e.g. `--schedulers exact,rl` while tuning one scheduler.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "benchmarks/fleet_instances.h"
 #include "benchmarks/markdown_section.h"
 #include "benchmarks/zoo_instances.h"
@@ -55,6 +60,7 @@ struct Flags {
   std::string csv;  // default: build/sched_suite.csv (fleet) or build/sched_zoo.csv (zoo)
   std::string markdown = "docs/benchmarks.md";
   std::string only;  // run only instances whose name contains this (and write no markdown)
+  std::vector<std::string> schedulers = kSchedulers;  // a subset: no markdown either
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -68,10 +74,17 @@ Flags ParseFlags(int argc, char** argv) {
     if (flag == "--markdown") f.markdown = value;
     if (flag == "--only") f.only = value;
     if (flag == "--suite") f.suite = value;
+    if (flag == "--schedulers") f.schedulers = absl::StrSplit(value, ',');
   }
   if (f.suite != "fleet" && f.suite != "zoo") {
     std::fprintf(stderr, "sched_suite: --suite is fleet or zoo, not %s\n", f.suite.c_str());
     std::exit(2);
+  }
+  for (const std::string& s : f.schedulers) {
+    if (std::find(kSchedulers.begin(), kSchedulers.end(), s) == kSchedulers.end()) {
+      std::fprintf(stderr, "sched_suite: --schedulers: no scheduler named '%s'\n", s.c_str());
+      std::exit(2);
+    }
   }
   if (f.csv.empty()) f.csv = f.suite == "zoo" ? "build/sched_zoo.csv" : "build/sched_suite.csv";
   return f;
@@ -81,7 +94,7 @@ std::vector<Row> RunInstance(const std::string& name, const cost::CostModel& mod
                              const Flags& flags) {
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   std::vector<Row> rows;
-  for (const std::string& s : kSchedulers) {
+  for (const std::string& s : flags.schedulers) {
     sched::SchedulerOptions options;
     options.seed = flags.seed;
     options.time_limit_seconds = flags.time_limit;
@@ -114,11 +127,13 @@ std::vector<Row> RunInstance(const std::string& name, const cost::CostModel& mod
     rows.push_back(row);
   }
   double best = cost::kInfinity;
+  bool certified = false;
   for (const Row& r : rows) {
     if (r.feasible) best = std::min(best, r.cost);
+    if (r.scheduler == "exact") certified = r.certified_instance;
   }
   for (Row& r : rows) {
-    r.certified_instance = rows[0].certified_instance;
+    r.certified_instance = certified;
     r.ratio = r.feasible ? r.cost / best : cost::kInfinity;
   }
   return rows;
@@ -148,7 +163,7 @@ std::string Summary(const std::vector<Row>& rows, const Flags& flags, int instan
       "|---|---:|---:|---:|---:|---:|---:|\n",
       MachineDescription(), instances, feasible_instances, certified, flags.budget,
       flags.time_limit);
-  for (const std::string& s : kSchedulers) {
+  for (const std::string& s : flags.schedulers) {
     int feasible = 0, within = 0, missed = 0;
     double log_sum = 0, worst = 1;
     std::vector<double> seconds;
@@ -211,11 +226,16 @@ int main(int argc, char** argv) {
       }
       return cost::kInfinity;
     };
+    const Row* exact = nullptr;
+    for (const Row& row : r) {
+      if (row.scheduler == "exact") exact = &row;
+    }
     std::fprintf(
         stderr, "%-32s exact %s  auto %.3f  rl %.3f  genetic %.3f  bo %.3f\n", name.c_str(),
-        r[0].certified_instance ? "certified"
-        : r[0].feasible && r[0].lower_bound > 0
-            ? absl::StrFormat("gap %.2f%%", 100 * (r[0].cost / r[0].lower_bound - 1)).c_str()
+        exact == nullptr            ? "-"
+        : exact->certified_instance ? "certified"
+        : exact->feasible && exact->lower_bound > 0
+            ? absl::StrFormat("gap %.2f%%", 100 * (exact->cost / exact->lower_bound - 1)).c_str()
             : "-",
         ratio("auto"), ratio("rl"), ratio("genetic"), ratio("bo"));
     rows.insert(rows.end(), r.begin(), r.end());
@@ -275,7 +295,7 @@ int main(int argc, char** argv) {
       "```\nbuild/benchmarks/sched_suite --budget %d --time-limit %.0f%s\n```\n\n%s\nPer-instance "
       "figures: the CSV it writes (%s).\n",
       flags.budget, flags.time_limit, zoo ? " --suite zoo" : "", summary, flags.csv);
-  if (!flags.only.empty()) return 0;
+  if (!flags.only.empty() || flags.schedulers != kSchedulers) return 0;
   if (auto s = ReplaceSection(flags.markdown, zoo ? "scheduler-zoo" : "scheduler-suite", section);
       !s.ok()) {
     std::fprintf(stderr, "sched_suite: %s\n", std::string(s.message()).c_str());

@@ -188,8 +188,13 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
 // that come within half of the limit with all their units (a cut halves their work) but whose
 // units ran out, or were too slow, running it alone. A mix of this shape (two spot pools of one
 // GPU, a CPU front and a GPU tower) is where neither the policy's samples nor single moves reach:
-// each side alone on its type is worse, or infeasible. At most `budget` new plans; the cheapest
-// pairs first.
+// each side alone on its type is worse, or infeasible. Each pair's cuts are ranked by what the
+// two stages and the cheapest parameter servers beside them would cost at the throughput limit,
+// each with the fewest units that meet it (their price per hour times the slowest one's seconds:
+// the job's cost, up to the provisioning's choice of more units), and its `split_cuts` best are
+// evaluated: a pair's cost is not monotone in the cut (each side's units jump), so the cheapest
+// cut is often next to one where a side needs a unit more; 16 cuts spread evenly missed it. At most
+// `budget` new plans; the cheapest pairs first.
 void RlScheduler::SeedSplits(const cost::CostModel& model, Evaluator& evaluator, int64_t budget) {
   const int L = model.num_layers(), T = model.num_types();
   if (L < 2 || T < 2 || budget <= 0) return;
@@ -222,18 +227,39 @@ void RlScheduler::SeedSplits(const cost::CostModel& model, Evaluator& evaluator,
     }
   }
   std::sort(pairs.begin(), pairs.end());
-  // Every cut of a short model; 16 spread over a long one.
-  std::vector<int> cuts;
-  const int count = std::min(L - 1, 16);
-  for (int i = 1; i <= count; ++i)
-    cuts.push_back(static_cast<int>(std::lround(1.0 * i * L / (count + 1))));
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  const double limit = model.max_bottleneck_seconds();
+  std::vector<int64_t> used(T, 0);
+  // One side on t with the fewest units that meet the limit, counted in `used`: {price per hour,
+  // seconds per batch}, or {inf, inf} where even all of them do not.
+  auto side = [&](int first, int last, int t) -> std::pair<double, double> {
+    const double x = model.StageSeconds(first, last, t);
+    const int64_t k = std::isfinite(x) ? model.MinUnits(x, t, limit) : 0;
+    if (k == 0) return {cost::kInfinity, cost::kInfinity};
+    used[t] += k;
+    const auto& type = model.type(t);
+    return {type.price_per_hour * static_cast<double>(k),
+            cost::CostModel::ExecSeconds(x, type.dp_loss, k)};
+  };
   const int64_t stop = evaluator.evaluated() + budget;
   for (const auto& [score, a, b] : pairs) {
-    for (int cut : cuts) {
+    std::vector<std::pair<double, int>> cuts;  // {estimated cost, layers on a}
+    for (int cut = 1; cut < L; ++cut) {
+      used[a] = used[b] = 0;
+      const auto [price_a, seconds_a] = side(0, cut - 1, a);
+      const auto [price_b, seconds_b] = side(cut, L - 1, b);
+      if (!std::isfinite(price_a + price_b)) continue;
+      const cost::PsTier ps = model.CheapestPs(limit, used);
+      if (model.prices_ps() && ps.type < 0) continue;
+      const double estimate = (price_a + price_b + ps.usd_per_hour) *
+                              std::max({seconds_a, seconds_b, ps.seconds_per_batch});
+      cuts.push_back({estimate, cut});
+    }
+    const size_t keep = std::min<size_t>(cuts.size(), options_.split_cuts);
+    std::partial_sort(cuts.begin(), cuts.begin() + keep, cuts.end());
+    for (size_t i = 0; i < keep; ++i) {
       if (evaluator.evaluated() >= stop || evaluator.exhausted()) return;
       std::vector<int> split(L, b);
-      std::fill(split.begin(), split.begin() + cut, a);
+      std::fill(split.begin(), split.begin() + cuts[i].second, a);
       evaluator.Evaluate(split);
     }
   }

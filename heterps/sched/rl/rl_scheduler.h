@@ -37,8 +37,9 @@ struct RlOptions {
   double polish_share = 0.3;        // share of the budget kept for the local search
   int polish_types = 6;             // types tried per move in the local search, best ranked first
   double split_share = 0.2;         // most of the budget the two-type splits take (SeedSplits)
-  int split_types = 4;              // types whose pairs are tried: the cheapest alone, and as
+  int split_types = 6;              // types whose pairs are tried: the cheapest alone, and as
                                     // many whose units ran out alone
+  int split_cuts = 3;               // cuts evaluated per pair, those estimated cheapest
   int relaxed_plans = 8;            // plans of the units-relaxed dynamic program evaluated first
                                     // (RelaxedAssignments, schedulers.h)
 };
