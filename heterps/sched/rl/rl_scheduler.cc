@@ -103,6 +103,8 @@ class RlScheduler : public Scheduler {
   void Polish(const cost::CostModel& model, Evaluator& evaluator, const base::Deadline& deadline,
               uint64_t seed);
   void SeedSplits(const cost::CostModel& model, Evaluator& evaluator, int64_t budget);
+  // Re-solves each pair of adjacent stages of the best plan as one or two stages of any types.
+  void Rewindow(const cost::CostModel& model, Evaluator& evaluator, const base::Deadline& deadline);
   // Supervised steps towards `best` before the policy is saved, so that the file makes the best
   // plan seen its most likely one; a warm start then samples around it.
   void Distill(const cost::CostModel& model, const std::vector<int>& best, LstmPolicy& policy);
@@ -261,6 +263,92 @@ void RlScheduler::SeedSplits(const cost::CostModel& model, Evaluator& evaluator,
       std::vector<int> split(L, b);
       std::fill(split.begin(), split.begin() + cuts[i].second, a);
       evaluator.Evaluate(split);
+    }
+  }
+}
+
+// The layers of two adjacent stages of the best plan (a window) taken again as one stage, or as two
+// of any two types at any cut, the other stages and the servers kept as they are: every choice is
+// ranked by an estimate of the job's cost (each new stage with the fewest units that meet the
+// limit of what the other stages leave of its type; the hourly price of every stage and the
+// servers times the slowest one's seconds per batch), and the `window_plans` cheapest are
+// evaluated. Window by window, until no window improves the best plan. A plan whose optimum chains
+// several small pools (spot pools of one or two units) differs from a good plan of another shape
+// in several stages at once: single moves reach it only through plans that break a type's units.
+void RlScheduler::Rewindow(const cost::CostModel& model, Evaluator& evaluator,
+                           const base::Deadline& deadline) {
+  const int T = model.num_types();
+  const double limit = model.max_bottleneck_seconds();
+  bool improved = true;
+  while (improved && evaluator.have_best() && evaluator.best().feasible && !evaluator.exhausted() &&
+         !deadline.Expired()) {
+    improved = false;
+    const Plan best = evaluator.best();
+    const int S = static_cast<int>(best.stages.size());
+    // Windows of one stage (split in two), then of two adjacent stages.
+    for (int w = 0; w < 2 * S - 1 && !improved; ++w) {
+      const int s = w < S ? w : w - S, width = w < S ? 1 : 2;
+      const int first = best.stages[s].spec.first, last = best.stages[s + width - 1].spec.last;
+      std::vector<int64_t> left(T);
+      for (int t = 0; t < T; ++t) left[t] = model.type(t).units;
+      double fixed_price = 0, fixed_seconds = 0;
+      for (int o = 0; o < S; ++o) {
+        if (o >= s && o < s + width) continue;
+        const PlanStage& st = best.stages[o];
+        left[st.spec.type] -= st.units;
+        fixed_price += model.type(st.spec.type).price_per_hour * static_cast<double>(st.units);
+        fixed_seconds = std::max(fixed_seconds, st.seconds_per_batch);
+      }
+      if (best.ps.type >= 0) {
+        left[best.ps.type] -= best.ps.shards;
+        fixed_price += best.ps.usd_per_hour;
+        fixed_seconds = std::max(fixed_seconds, best.ps.seconds_per_batch);
+      }
+      // {price per hour, seconds per batch} of layers [i, j] on t with the fewest units that meet
+      // the limit, or {inf, inf}.
+      auto side = [&](int i, int j, int t) -> std::pair<double, double> {
+        const double x = model.StageSeconds(i, j, t);
+        const int64_t k = std::isfinite(x) ? model.MinUnits(x, t, limit) : 0;
+        if (k == 0 || k > left[t]) return {cost::kInfinity, cost::kInfinity};
+        const auto& type = model.type(t);
+        return {type.price_per_hour * static_cast<double>(k),
+                cost::CostModel::ExecSeconds(x, type.dp_loss, k)};
+      };
+      const int n = last - first + 1;
+      // front[t][c], back[t][c]: layers [first, first + c - 1] and [first + c, last] on t.
+      std::vector<std::vector<std::pair<double, double>>> front(T), back(T);
+      for (int t = 0; t < T; ++t) {
+        front[t].resize(n + 1);
+        back[t].resize(n + 1);
+        for (int c = 1; c <= n; ++c) front[t][c] = side(first, first + c - 1, t);
+        for (int c = 0; c < n; ++c) back[t][c] = side(first + c, last, t);
+      }
+      std::vector<std::tuple<double, int, int, int>> choices;  // {estimate, a, b, cut}
+      auto consider = [&](double price, double seconds, int a, int b, int cut) {
+        const double estimate = (fixed_price + price) * std::max(fixed_seconds, seconds);
+        if (std::isfinite(estimate)) choices.push_back({estimate, a, b, cut});
+      };
+      for (int a = 0; a < T; ++a) {
+        consider(front[a][n].first, front[a][n].second, a, a, n);
+        for (int b = 0; b < T; ++b) {
+          if (b == a) continue;
+          for (int c = 1; c < n; ++c) {
+            consider(front[a][c].first + back[b][c].first,
+                     std::max(front[a][c].second, back[b][c].second), a, b, c);
+          }
+        }
+      }
+      const size_t keep = std::min<size_t>(choices.size(), options_.window_plans);
+      std::partial_sort(choices.begin(), choices.begin() + keep, choices.end());
+      const int64_t before = evaluator.improvements();
+      for (size_t i = 0; i < keep && !evaluator.exhausted(); ++i) {
+        const auto [estimate, a, b, cut] = choices[i];
+        std::vector<int> assignment = best.assignment;
+        std::fill(assignment.begin() + first, assignment.begin() + first + cut, a);
+        std::fill(assignment.begin() + first + cut, assignment.begin() + last + 1, b);
+        evaluator.Evaluate(assignment);
+      }
+      improved = evaluator.improvements() > before;
     }
   }
 }
@@ -459,7 +547,9 @@ void RlScheduler::Polish(const cost::CostModel& model, Evaluator& evaluator,
   if (!evaluator.have_best()) return;
   std::mt19937_64 rng(seed ^ 0x5bd1e9955bd1e995ull);
   const int L = model.num_layers();
+  Rewindow(model, evaluator, deadline);
   Descend(model, evaluator, evaluator.best().assignment, deadline);
+  Rewindow(model, evaluator, deadline);
   // Kicks that reach no plan not yet seen: the neighbourhood of the best plan is exhausted.
   constexpr int kFruitlessKicks = 64;
   int fruitless = 0;

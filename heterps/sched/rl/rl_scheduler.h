@@ -40,6 +40,7 @@ struct RlOptions {
   int split_types = 6;              // types whose pairs are tried: the cheapest alone, and as
                                     // many whose units ran out alone
   int split_cuts = 3;               // cuts evaluated per pair, those estimated cheapest
+  int window_plans = 3;             // plans evaluated per window of two stages (Rewindow)
   int relaxed_plans = 8;            // plans of the units-relaxed dynamic program evaluated first
                                     // (RelaxedAssignments, schedulers.h)
 };
