@@ -103,7 +103,8 @@ class RlScheduler : public Scheduler {
   void Polish(const cost::CostModel& model, Evaluator& evaluator, const base::Deadline& deadline,
               uint64_t seed);
   void SeedSplits(const cost::CostModel& model, Evaluator& evaluator, int64_t budget);
-  // Re-solves each pair of adjacent stages of the best plan as one or two stages of any types.
+  // Re-solves each stage, and each pair of adjacent stages, of the best plan as one or two stages
+  // of any types.
   void Rewindow(const cost::CostModel& model, Evaluator& evaluator, const base::Deadline& deadline);
   // Supervised steps towards `best` before the policy is saved, so that the file makes the best
   // plan seen its most likely one; a warm start then samples around it.
@@ -267,14 +268,15 @@ void RlScheduler::SeedSplits(const cost::CostModel& model, Evaluator& evaluator,
   }
 }
 
-// The layers of two adjacent stages of the best plan (a window) taken again as one stage, or as two
-// of any two types at any cut, the other stages and the servers kept as they are: every choice is
-// ranked by an estimate of the job's cost (each new stage with the fewest units that meet the
-// limit of what the other stages leave of its type; the hourly price of every stage and the
-// servers times the slowest one's seconds per batch), and the `window_plans` cheapest are
-// evaluated. Window by window, until no window improves the best plan. A plan whose optimum chains
-// several small pools (spot pools of one or two units) differs from a good plan of another shape
-// in several stages at once: single moves reach it only through plans that break a type's units.
+// The layers of one stage of the best plan, or of two adjacent ones (a window), taken again as one
+// stage, or as two of any two types at any cut, the other stages and the servers kept as they
+// are: every choice is ranked by an estimate of the job's cost (each new stage with the fewest
+// units that meet the limit of what the other stages leave of its type; the hourly price of every
+// stage and the servers times the slowest one's seconds per batch), and the `window_plans`
+// cheapest are evaluated. Window by window, until no window improves the best plan. A plan whose
+// optimum chains several small pools (spot pools of one or two units) differs from a good plan of
+// another shape in several stages at once: single moves reach it only through plans that break a
+// type's units.
 void RlScheduler::Rewindow(const cost::CostModel& model, Evaluator& evaluator,
                            const base::Deadline& deadline) {
   const int T = model.num_types();
