@@ -26,33 +26,6 @@ absl::StatusOr<config::ClusterSpec> FleetSubset(const std::string& fleet_path, i
   return cluster;
 }
 
-cost::CostModel WithRelativeLimit(const config::ModelSpec& model,
-                                  const config::ClusterSpec& cluster, double fraction,
-                                  bool stages_only) {
-  cost::Workload workload{1.0, 4.37e9};
-  workload.price_parameter_servers = !stages_only;
-  cost::CostModel probe = *cost::CostModel::Create(model, cluster, workload);
-  double best = 0, servers = 0;
-  for (int t = 0; t < probe.num_types(); ++t) {
-    const auto& type = probe.type(t);
-    if (probe.HostsPs(t)) {
-      const double e = probe.Ps(t, type.units).seconds_per_batch;
-      if (std::isfinite(e)) servers = std::max(servers, probe.batch() / e);
-    }
-    double x = probe.StageSeconds(0, probe.num_layers() - 1, t);
-    if (!std::isfinite(x)) continue;
-    best =
-        std::max(best, probe.batch() / cost::CostModel::ExecSeconds(x, type.dp_loss, type.units));
-  }
-  if (probe.prices_ps() && servers > 0) {
-    best = std::min(best, servers);
-  } else {
-    workload.price_parameter_servers = false;
-  }
-  workload.throughput_limit = best > 0 ? best * fraction : 1.0;
-  return *cost::CostModel::Create(model, cluster, workload);
-}
-
 std::string MachineDescription() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line, model = "unknown CPU";

@@ -34,7 +34,7 @@ cost::CostModel Instance(int layers, int types, uint64_t seed, double fraction, 
                  std::string(cluster.status().message()).c_str());
     std::exit(2);
   }
-  return benchmarks::WithRelativeLimit(model, *cluster, fraction, stages_only);
+  return sched::testing::WithRelativeLimit(model, *cluster, fraction, stages_only);
 }
 
 }  // namespace

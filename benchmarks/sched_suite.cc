@@ -37,6 +37,7 @@
 #include "benchmarks/zoo_instances.h"
 #include "heterps/base/file.h"
 #include "heterps/sched/default_schedulers.h"
+#include "heterps/sched/testing/random_instance.h"
 
 namespace heterps::benchmarks {
 namespace {
@@ -220,24 +221,26 @@ int main(int argc, char** argv) {
   auto run = [&](const std::string& name, const cost::CostModel& cm) {
     if (!flags.only.empty() && name.find(flags.only) == std::string::npos) return;
     std::vector<Row> r = RunInstance(name, cm, flags);
-    auto ratio = [&](const char* s) {
+    // A scheduler's row, or nullptr where --schedulers left it out.
+    auto find = [&](const char* s) -> const Row* {
       for (const Row& row : r) {
-        if (row.scheduler == s) return row.ratio;
+        if (row.scheduler == s) return &row;
       }
-      return cost::kInfinity;
+      return nullptr;
     };
-    const Row* exact = nullptr;
-    for (const Row& row : r) {
-      if (row.scheduler == "exact") exact = &row;
-    }
+    auto ratio = [&](const char* s) {
+      const Row* row = find(s);
+      return row == nullptr ? std::string("-") : absl::StrFormat("%.3f", row->ratio);
+    };
+    const Row* exact = find("exact");
     std::fprintf(
-        stderr, "%-32s exact %s  auto %.3f  rl %.3f  genetic %.3f  bo %.3f\n", name.c_str(),
+        stderr, "%-32s exact %s  auto %s  rl %s  genetic %s  bo %s\n", name.c_str(),
         exact == nullptr            ? "-"
         : exact->certified_instance ? "certified"
         : exact->feasible && exact->lower_bound > 0
             ? absl::StrFormat("gap %.2f%%", 100 * (exact->cost / exact->lower_bound - 1)).c_str()
             : "-",
-        ratio("auto"), ratio("rl"), ratio("genetic"), ratio("bo"));
+        ratio("auto").c_str(), ratio("rl").c_str(), ratio("genetic").c_str(), ratio("bo").c_str());
     rows.insert(rows.end(), r.begin(), r.end());
     ++instances;
   };
@@ -258,7 +261,7 @@ int main(int argc, char** argv) {
           if (!cluster.ok()) return failed(cluster.status());
           for (bool tight : {false, true}) {
             run(absl::StrFormat("%s/%s-%d/%s", m, kind, types, tight ? "tight" : "loose"),
-                WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25));
+                sched::testing::WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25));
           }
         }
       }
@@ -274,7 +277,7 @@ int main(int argc, char** argv) {
           if (!cluster.ok()) return failed(cluster.status());
           run(absl::StrFormat("%s/%d/%s/%s", m, types, tight ? "tight" : "loose",
                               scarce ? "scarce" : "plentiful"),
-              WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25));
+              sched::testing::WithRelativeLimit(*model, *cluster, tight ? 0.9 : 0.25));
         }
       }
     }

@@ -24,6 +24,23 @@ std::string Key(const std::vector<int>& assignment) {
   return std::string(assignment.begin(), assignment.end());
 }
 
+// Layers [first, last] on type t with the fewest units that meet the throughput limit: how many
+// (0 where even all of them do not), their price per hour and their seconds per batch (both
+// infinite where none). What the searches' estimates of a stage's cost start from.
+struct FewestUnits {
+  int64_t units = 0;
+  double usd_per_hour = cost::kInfinity;
+  double seconds = cost::kInfinity;
+};
+FewestUnits StageAtTheLimit(const cost::CostModel& model, int first, int last, int t) {
+  const double x = model.StageSeconds(first, last, t);
+  const int64_t k = std::isfinite(x) ? model.MinUnits(x, t, model.max_bottleneck_seconds()) : 0;
+  if (k == 0) return {};
+  const auto& type = model.type(t);
+  return {k, type.price_per_hour * static_cast<double>(k),
+          cost::CostModel::ExecSeconds(x, type.dp_loss, k)};
+}
+
 // Provisions plans once each, counts them against the budget, keeps the best.
 class Evaluator {
  public:
@@ -232,29 +249,20 @@ void RlScheduler::SeedSplits(const cost::CostModel& model, Evaluator& evaluator,
   std::sort(pairs.begin(), pairs.end());
   const double limit = model.max_bottleneck_seconds();
   std::vector<int64_t> used(T, 0);
-  // One side on t with the fewest units that meet the limit, counted in `used`: {price per hour,
-  // seconds per batch}, or {inf, inf} where even all of them do not.
-  auto side = [&](int first, int last, int t) -> std::pair<double, double> {
-    const double x = model.StageSeconds(first, last, t);
-    const int64_t k = std::isfinite(x) ? model.MinUnits(x, t, limit) : 0;
-    if (k == 0) return {cost::kInfinity, cost::kInfinity};
-    used[t] += k;
-    const auto& type = model.type(t);
-    return {type.price_per_hour * static_cast<double>(k),
-            cost::CostModel::ExecSeconds(x, type.dp_loss, k)};
-  };
   const int64_t stop = evaluator.evaluated() + budget;
   for (const auto& [score, a, b] : pairs) {
     std::vector<std::pair<double, int>> cuts;  // {estimated cost, layers on a}
     for (int cut = 1; cut < L; ++cut) {
-      used[a] = used[b] = 0;
-      const auto [price_a, seconds_a] = side(0, cut - 1, a);
-      const auto [price_b, seconds_b] = side(cut, L - 1, b);
-      if (!std::isfinite(price_a + price_b)) continue;
+      const FewestUnits front = StageAtTheLimit(model, 0, cut - 1, a);
+      const FewestUnits back = StageAtTheLimit(model, cut, L - 1, b);
+      if (front.units == 0 || back.units == 0) continue;
+      used[a] = front.units;
+      used[b] = back.units;
       const cost::PsTier ps = model.CheapestPs(limit, used);
+      used[a] = used[b] = 0;
       if (model.prices_ps() && ps.type < 0) continue;
-      const double estimate = (price_a + price_b + ps.usd_per_hour) *
-                              std::max({seconds_a, seconds_b, ps.seconds_per_batch});
+      const double estimate = (front.usd_per_hour + back.usd_per_hour + ps.usd_per_hour) *
+                              std::max({front.seconds, back.seconds, ps.seconds_per_batch});
       cuts.push_back({estimate, cut});
     }
     const size_t keep = std::min<size_t>(cuts.size(), options_.split_cuts);
@@ -280,7 +288,6 @@ void RlScheduler::SeedSplits(const cost::CostModel& model, Evaluator& evaluator,
 void RlScheduler::Rewindow(const cost::CostModel& model, Evaluator& evaluator,
                            const base::Deadline& deadline) {
   const int T = model.num_types();
-  const double limit = model.max_bottleneck_seconds();
   bool improved = true;
   while (improved && evaluator.have_best() && evaluator.best().feasible && !evaluator.exhausted() &&
          !deadline.Expired()) {
@@ -306,19 +313,14 @@ void RlScheduler::Rewindow(const cost::CostModel& model, Evaluator& evaluator,
         fixed_price += best.ps.usd_per_hour;
         fixed_seconds = std::max(fixed_seconds, best.ps.seconds_per_batch);
       }
-      // {price per hour, seconds per batch} of layers [i, j] on t with the fewest units that meet
-      // the limit, or {inf, inf}.
-      auto side = [&](int i, int j, int t) -> std::pair<double, double> {
-        const double x = model.StageSeconds(i, j, t);
-        const int64_t k = std::isfinite(x) ? model.MinUnits(x, t, limit) : 0;
-        if (k == 0 || k > left[t]) return {cost::kInfinity, cost::kInfinity};
-        const auto& type = model.type(t);
-        return {type.price_per_hour * static_cast<double>(k),
-                cost::CostModel::ExecSeconds(x, type.dp_loss, k)};
+      // Layers [i, j] on t at the limit, with none where the other stages leave too few units.
+      auto side = [&](int i, int j, int t) {
+        const FewestUnits s = StageAtTheLimit(model, i, j, t);
+        return s.units <= left[t] ? s : FewestUnits{};
       };
       const int n = last - first + 1;
       // front[t][c], back[t][c]: layers [first, first + c - 1] and [first + c, last] on t.
-      std::vector<std::vector<std::pair<double, double>>> front(T), back(T);
+      std::vector<std::vector<FewestUnits>> front(T), back(T);
       for (int t = 0; t < T; ++t) {
         front[t].resize(n + 1);
         back[t].resize(n + 1);
@@ -331,12 +333,12 @@ void RlScheduler::Rewindow(const cost::CostModel& model, Evaluator& evaluator,
         if (std::isfinite(estimate)) choices.push_back({estimate, a, b, cut});
       };
       for (int a = 0; a < T; ++a) {
-        consider(front[a][n].first, front[a][n].second, a, a, n);
+        consider(front[a][n].usd_per_hour, front[a][n].seconds, a, a, n);
         for (int b = 0; b < T; ++b) {
           if (b == a) continue;
           for (int c = 1; c < n; ++c) {
-            consider(front[a][c].first + back[b][c].first,
-                     std::max(front[a][c].second, back[b][c].second), a, b, c);
+            consider(front[a][c].usd_per_hour + back[b][c].usd_per_hour,
+                     std::max(front[a][c].seconds, back[b][c].seconds), a, b, c);
           }
         }
       }

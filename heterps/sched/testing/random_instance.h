@@ -13,16 +13,16 @@
 namespace heterps::sched::testing {
 
 struct InstanceShape {
-  int layers = 5;            // layers in the model, >= 3
-  int types = 3;             // resource types, >= 1
-  int max_units = 6;         // units available per type drawn from [1, max_units]
+  int layers = 5;     // layers in the model, >= 3
+  int types = 3;      // resource types, >= 1
+  int max_units = 6;  // units available per type drawn from [1, max_units]
 };
 
 struct RandomInstance {
   config::ModelSpec model;
   config::ClusterSpec cluster;
   cost::Workload workload;
-  std::string model_yaml;    // the text the model was parsed from, for failure messages
+  std::string model_yaml;  // the text the model was parsed from, for failure messages
   std::string cluster_yaml;
 };
 
@@ -34,5 +34,16 @@ RandomInstance MakeRandomInstance(std::mt19937_64& rng, const InstanceShape& sha
 
 // The instance's cost model (the instance is valid by construction).
 cost::CostModel CostModelOf(const RandomInstance& instance);
+
+// The cost model with a limit of `fraction` times the best throughput any single type reaches
+// alone with all its units (near 1: one type barely suffices and mixing pays), N = 4.37e9. The
+// parameter servers are priced, and the limit is also at most `fraction` times what the fastest
+// servers reach; where no type can hold the tables (no SSD tier in the catalog), the instance
+// prices the stages only, so that it still compares schedulers. `stages_only`: the stages only,
+// always (the model before the servers were priced). The benchmarks' instances (sched_suite,
+// sched_scaling) and the tests that reproduce them.
+cost::CostModel WithRelativeLimit(const config::ModelSpec& model,
+                                  const config::ClusterSpec& cluster, double fraction,
+                                  bool stages_only = false);
 
 }  // namespace heterps::sched::testing
