@@ -24,8 +24,9 @@ void BM_Provision(benchmark::State& state) {
   std::vector<StageSpec> stages;
   for (int s = 0; s < num_stages; ++s) {
     int first = s * layers / num_stages, last = (s + 1) * layers / num_stages - 1;
-    stages.push_back({first, last, s % 2 == 0 ? cluster->FindType("c6i.8xlarge")
-                                               : cluster->FindType("g5.xlarge")});
+    stages.push_back(
+        {first, last,
+         s % 2 == 0 ? cluster->FindType("c6i.8xlarge") : cluster->FindType("g5.xlarge")});
   }
   int64_t units = 0;
   for (const StageSpec& s : stages) units += cm->type(s.type).units;

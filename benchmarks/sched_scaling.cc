@@ -9,7 +9,7 @@
 // 1). Limit: F (default 0.25) times the best throughput any one type reaches alone with all its
 // units; near 1, a single type barely suffices and mixing types pays. Prints a markdown table: each
 // scheduler's wall time and its cost relative to `exact` (1.000 = same cost; "inf" = no feasible
-// plan found). --only 64x64: that one instance.
+// plan found). --only 64x64: that one instance, and each scheduler's plan (on stderr).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +17,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "benchmarks/fleet_instances.h"
+#include "benchmarks/machine_description.h"
 #include "heterps/sched/default_schedulers.h"
 #include "heterps/sched/testing/random_instance.h"
 
@@ -26,15 +26,14 @@ namespace {
 
 cost::CostModel Instance(int layers, int types, uint64_t seed, double fraction, double unit_scale,
                          bool stages_only) {
-  std::mt19937_64 rng(seed * 1000 + layers);
-  auto model = sched::testing::MakeRandomInstance(rng, {layers, 1, 1}).model;
-  auto cluster = benchmarks::FleetSubset("examples/clusters/fleet-64.yaml", types, unit_scale);
-  if (!cluster.ok()) {
+  auto model = sched::testing::ScalingInstance("examples/clusters/fleet-64.yaml", layers, types,
+                                               seed, fraction, unit_scale, stages_only);
+  if (!model.ok()) {
     std::fprintf(stderr, "sched_scaling: %s (run from the repository root)\n",
-                 std::string(cluster.status().message()).c_str());
+                 std::string(model.status().message()).c_str());
     std::exit(2);
   }
-  return sched::testing::WithRelativeLimit(model, *cluster, fraction, stages_only);
+  return *std::move(model);
 }
 
 }  // namespace
@@ -80,9 +79,15 @@ int main(int argc, char** argv) {
     sched::SchedulerOptions options;
     options.time_limit_seconds = time_limit;
     sched::Plan exact = *(*registry.Create("exact"))->Schedule(model, options);
+    if (only_layers > 0) {
+      std::fprintf(stderr, "  %-12s %s\n", "exact", sched::PlanLine(model, exact).c_str());
+    }
     auto ratio = [&](const char* name) -> std::string {
       auto plan = (*registry.Create(name))->Schedule(model, options);
       if (!plan.ok()) return "-";
+      if (only_layers > 0) {
+        std::fprintf(stderr, "  %-12s %s\n", name, sched::PlanLine(model, *plan).c_str());
+      }
       if (!plan->feasible) return "inf";
       if (!exact.feasible) return "?";
       return absl::StrFormat("%.3f (%.2g s)", plan->cost_usd / exact.cost_usd,

@@ -32,7 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "benchmarks/fleet_instances.h"
+#include "benchmarks/machine_description.h"
 #include "benchmarks/markdown_section.h"
 #include "benchmarks/zoo_instances.h"
 #include "heterps/base/file.h"
@@ -103,17 +103,7 @@ std::vector<Row> RunInstance(const std::string& name, const cost::CostModel& mod
     sched::Plan plan = *(*registry.Create(s))->Schedule(model, options);
     if (!flags.only.empty()) {
       // One instance asked for: its plans, one line each.
-      std::string stages;
-      for (const sched::PlanStage& st : plan.stages) {
-        absl::StrAppend(&stages, " [", model.model().layers[st.spec.first].name, "..",
-                        model.model().layers[st.spec.last].name, " ", st.units, "x ",
-                        model.type(st.spec.type).name, "]");
-      }
-      if (plan.ps.type >= 0) {
-        absl::StrAppend(&stages, " servers ", plan.ps.shards, "x ", model.type(plan.ps.type).name);
-      }
-      std::fprintf(stderr, "  %-12s %s $%.4f%s\n", s.c_str(), plan.feasible ? "" : "infeasible",
-                   plan.cost_usd, stages.c_str());
+      std::fprintf(stderr, "  %-12s %s\n", s.c_str(), sched::PlanLine(model, plan).c_str());
     }
     Row row{name,
             s,
@@ -273,7 +263,8 @@ int main(int argc, char** argv) {
       for (int types : {4, 8, 16, 32, 64}) {
         for (int regime = 0; regime < 4; ++regime) {
           const bool tight = regime & 1, scarce = regime & 2;
-          auto cluster = FleetSubset("examples/clusters/fleet-64.yaml", types, scarce ? 0.25 : 1);
+          auto cluster = sched::testing::FleetSubset("examples/clusters/fleet-64.yaml", types,
+                                                     scarce ? 0.25 : 1);
           if (!cluster.ok()) return failed(cluster.status());
           run(absl::StrFormat("%s/%d/%s/%s", m, types, tight ? "tight" : "loose",
                               scarce ? "scarce" : "plentiful"),

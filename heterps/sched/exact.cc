@@ -49,6 +49,8 @@ class ExactSearch {
   Plan Run();
   // RelaxedAssignments (schedulers.h).
   std::vector<std::vector<int>> RelaxedAt(int count);
+  // BeamAssignments (schedulers.h).
+  std::vector<std::vector<int>> BeamAt(int count, int width);
 
  private:
   double X(int i, int j, int t) const { return x_[(i * num_layers_ + j) * num_types_ + t]; }
@@ -73,6 +75,10 @@ class ExactSearch {
   // g_ of the last Relaxed(e) as lower bounds. Empty if none.
   std::vector<int> Constrained(double e, double bound);
   void Dfs(int i, int prev, double cost);
+  // The cheapest plan at dfs_e_ that a beam of `width` partial plans per layer finds, each stage
+  // within the units its type has left, ranked by cost so far plus the relaxed cost of the rest
+  // (g_ of Relaxed(dfs_e_)). Empty if the beam ends with none.
+  std::vector<int> Beam(int width) const;
   // The dynamic program over layers from.. at dfs_e_ with prices `price`, each stage limited
   // to `left[t]` units; fills g[m][prev] for m >= from. With `usage`, also the units per type of
   // the plan that achieves g[from][none], and, when collect_ is set and that plan (from layer 0)
@@ -582,6 +588,102 @@ std::vector<std::vector<int>> ExactSearch::RelaxedAt(int count) {
   return out;
 }
 
+std::vector<std::vector<int>> ExactSearch::BeamAt(int count, int width) {
+  std::vector<std::vector<int>> out;
+  units_.resize(num_types_);
+  for (int t = 0; t < num_types_; ++t) units_[t] = model_.type(t).units;
+  BuildStageTable();
+  // The bottlenecks tried: kGrid of them from e_max down to kLowest of it, in equal ratios (0.93).
+  constexpr int kGrid = 48;
+  constexpr double kLowest = 1.0 / 32;
+  const double e_max = model_.max_bottleneck_seconds();
+  std::vector<std::pair<double, double>> bounds;  // {relaxed job cost, e}
+  for (int g = 0; g < kGrid; ++g) {
+    const double e = e_max * std::pow(kLowest, static_cast<double>(g) / (kGrid - 1));
+    const double s = Relaxed(e);
+    if (s == kInfinity) break;  // faster bottlenecks have no plan either
+    bounds.push_back({model_.JobCost(e, s + PsRate(e)), e});
+  }
+  std::sort(bounds.begin(), bounds.end());
+  if (static_cast<int>(bounds.size()) > count) bounds.resize(count);
+  for (const auto& [bound, e] : bounds) {
+    Relaxed(e);
+    const std::vector<Servers> servers = ServerChoices(e);
+    if (servers.empty()) continue;
+    if (servers[0].type >= 0) units_[servers[0].type] -= servers[0].shards;
+    PrepareUnits(e);
+    std::vector<int> assignment = Beam(width);
+    if (!assignment.empty() && std::find(out.begin(), out.end(), assignment) == out.end()) {
+      out.push_back(std::move(assignment));
+    }
+    if (servers[0].type >= 0) units_[servers[0].type] += servers[0].shards;
+  }
+  return out;
+}
+
+std::vector<int> ExactSearch::Beam(int width) const {
+  // A partial plan covering layers [0, end) and a candidate extension of one.
+  struct Partial {
+    std::vector<int> assignment;  // layers [0, end)
+    std::vector<int64_t> used;    // units per type
+    double cost = 0;              // sum p k
+    int prev = 0;                 // last stage's type (num_types_: none)
+  };
+  struct Extension {
+    double score = 0;  // cost + the relaxed cost of the layers after it
+    double cost = 0;
+    int parent = -1;  // index into `beam` of the layer it starts at; -1: the empty plan
+    int type = 0, start = 0;
+    int64_t units = 0;
+  };
+  auto worse = [](const Extension& a, const Extension& b) { return a.score < b.score; };
+  // pending[m]: the best `width` extensions that end just before layer m (a max-heap by score).
+  std::vector<std::vector<Extension>> pending(num_layers_ + 1);
+  auto offer = [&](std::vector<Extension>& heap, const Extension& e) {
+    if (static_cast<int>(heap.size()) < width) {
+      heap.push_back(e);
+      std::push_heap(heap.begin(), heap.end(), worse);
+    } else if (e.score < heap.front().score) {
+      std::pop_heap(heap.begin(), heap.end(), worse);
+      heap.back() = e;
+      std::push_heap(heap.begin(), heap.end(), worse);
+    }
+  };
+  std::vector<std::vector<Partial>> beam(num_layers_ + 1);
+  beam[0].push_back({{}, std::vector<int64_t>(num_types_, 0), 0.0, num_types_});
+  for (int i = 0; i < num_layers_; ++i) {
+    for (const Extension& e : pending[i]) {
+      const Partial& from = beam[e.start][e.parent];
+      Partial next = from;
+      next.assignment.resize(i, e.type);
+      next.used[e.type] += e.units;
+      next.cost = e.cost;
+      next.prev = e.type;
+      beam[i].push_back(std::move(next));
+    }
+    for (int p = 0; p < static_cast<int>(beam[i].size()); ++p) {
+      const Partial& from = beam[i][p];
+      for (int t = 0; t < num_types_; ++t) {
+        if (t == from.prev) continue;
+        const int64_t left = units_[t] - from.used[t];
+        for (int j = i; j < num_layers_; ++j) {
+          const int64_t k = Units(i, j, t);
+          if (k == 0 || k > left) continue;
+          const double cost = from.cost + Price(t) * static_cast<double>(k);
+          offer(pending[j + 1], {cost + G(j + 1, t), cost, p, t, i, k});
+        }
+      }
+    }
+  }
+  if (pending[num_layers_].empty()) return {};
+  const Extension& best =
+      *std::min_element(pending[num_layers_].begin(), pending[num_layers_].end(),
+                        [](const Extension& a, const Extension& b) { return a.cost < b.cost; });
+  std::vector<int> assignment = beam[best.start][best.parent].assignment;
+  assignment.resize(num_layers_, best.type);
+  return assignment;
+}
+
 // No plan meets the limit: report the fastest plan (every stage with all units of its type, shared
 // limits ignored) and why even it fails.
 Plan ExactSearch::Infeasible() {
@@ -694,6 +796,11 @@ std::unique_ptr<Scheduler> NewAutoScheduler(std::unique_ptr<Scheduler> rl) {
 std::vector<std::vector<int>> RelaxedAssignments(const CostModel& model, int count) {
   SchedulerOptions options;
   return ExactSearch(model, options).RelaxedAt(count);
+}
+
+std::vector<std::vector<int>> BeamAssignments(const CostModel& model, int count, int width) {
+  SchedulerOptions options;
+  return ExactSearch(model, options).BeamAt(count, width);
 }
 
 Plan BoundPlan(const CostModel& model, Plan plan, double seconds) {

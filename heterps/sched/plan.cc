@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::sched {
@@ -56,6 +58,19 @@ bool Better(const Plan& a, const Plan& b) {
 double Plan::optimality_gap() const {
   if (!feasible || cost_usd <= 0 || lower_bound_usd <= 0) return -1;
   return std::clamp((cost_usd - lower_bound_usd) / cost_usd, 0.0, 1.0);
+}
+
+std::string PlanLine(const cost::CostModel& model, const Plan& plan) {
+  std::string line = absl::StrFormat("$%.4f%s", plan.cost_usd, plan.feasible ? "" : " infeasible");
+  for (const PlanStage& st : plan.stages) {
+    absl::StrAppend(&line, " [", model.model().layers[st.spec.first].name, "..",
+                    model.model().layers[st.spec.last].name, " ", st.units, "x ",
+                    model.type(st.spec.type).name, "]");
+  }
+  if (plan.ps.type >= 0) {
+    absl::StrAppend(&line, " servers ", plan.ps.shards, "x ", model.type(plan.ps.type).name);
+  }
+  return line;
 }
 
 std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {

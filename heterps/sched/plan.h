@@ -59,4 +59,8 @@ bool Better(const Plan& a, const Plan& b);
 // The plan as JSON text (docs/plan_format.md).
 std::string PlanToJson(const cost::CostModel& model, const Plan& plan);
 
+// The plan on one line, for benchmarks' and tests' messages: "$cost [first..last units x type]
+// ... servers shards x type" (first and last: layer names), "infeasible" after the cost where it is.
+std::string PlanLine(const cost::CostModel& model, const Plan& plan);
+
 }  // namespace heterps::sched

@@ -57,6 +57,17 @@ std::vector<int> FastestAssignment(const cost::CostModel& model);
 // plans are those that fit them at the least extra cost.
 std::vector<std::vector<int>> RelaxedAssignments(const cost::CostModel& model, int count);
 
+// Plans that respect the units, at most one per bottleneck e: of 48 bottlenecks from B / TL down to
+// a 32nd of it, the `count` whose units-relaxed job cost (c e (S(e) + P(e)), the exact method's
+// bound) is least, and at each the cheapest plan a beam search finds (the cheapest parameter
+// servers' units set aside first): layer by layer, the `width` partial plans whose sum p k so far
+// plus the relaxed dynamic program's cost of the remaining layers is least are each extended by
+// one more stage of any type and length that the units left allow. Distinct, cheapest bound first.
+// Where the units bind across many stages (chains of small pools, whose optimum often runs far
+// faster than the limit asks: more units, each used in full), the Lagrangian plans leave a duality
+// gap and single moves cannot reach the optimum; the beam often comes within a few percent.
+std::vector<std::vector<int>> BeamAssignments(const cost::CostModel& model, int count, int width);
+
 // `plan` with the best lower bound the exact method proves within `seconds` (plan's own
 // assignment as its incumbent), in lower_bound_usd; a certified exact or brute plan keeps its
 // own. A bound is never above the optimum, so the plan's optimality_gap() is never below the

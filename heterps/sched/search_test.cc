@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -124,6 +125,39 @@ TEST(SearchSchedulerTest, RelaxedAssignmentsFitTheUnitsWhereTheyBind) {
   }
   EXPECT_GE(feasible, 50);
   EXPECT_GE(binding, 10);  // the units bound often enough for the test to mean something
+}
+
+// The beam's plans respect the units and the limit (each is feasible as provisioned), none is
+// cheaper than the optimum, and on most small instances one of them is the optimum.
+TEST(SearchSchedulerTest, BeamAssignmentsAreFeasibleAndOftenOptimal) {
+  std::mt19937_64 rng(78);
+  int feasible = 0, found = 0, optimal = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    auto instance = MakeRandomInstance(rng, {4 + static_cast<int>(rng() % 5), 3, 2});
+    cost::CostModel model = CostModelOf(instance);
+    const Plan exact = Schedule("exact", model);
+    const std::vector<std::vector<int>> beams = BeamAssignments(model, 8, 64);
+    if (!exact.feasible) {
+      for (const std::vector<int>& beam : beams) EXPECT_FALSE(MakePlan(model, beam).feasible);
+      continue;
+    }
+    ++feasible;
+    found += !beams.empty();
+    double best = cost::kInfinity;
+    for (const std::vector<int>& beam : beams) {
+      const Plan plan = MakePlan(model, beam);
+      ASSERT_TRUE(plan.feasible) << "trial " << trial << ": " << plan.why.message << "\n"
+                                 << instance.model_yaml << instance.cluster_yaml;
+      EXPECT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9)) << "trial " << trial;
+      best = std::min(best, plan.cost_usd);
+    }
+    optimal += best <= exact.cost_usd * (1 + 1e-9);
+  }
+  EXPECT_GE(feasible, 50);
+  EXPECT_GE(found, feasible * 9 / 10);
+  EXPECT_GE(optimal, feasible * 3 / 4);
+  std::printf("beam: %d feasible instances, a plan on %d, the optimum on %d\n", feasible, found,
+              optimal);
 }
 
 TEST(SearchSchedulerTest, GeneticFindsTheOptimumOfSmallInstancesWithItsDefaultBudget) {

@@ -38,8 +38,7 @@ PolicyInputs MakePolicyInputs(const cost::CostModel& model) {
       any = any || fits;
       if (!fits) x = model.Stage(l, l, t).total();
       col(kLayerFeatures + t) = Clip(std::log10(x / e_max) / 3);
-      col(kLayerFeatures + T + t) =
-          Clip(std::log10(model.type(t).price_per_hour * x / e_max) / 3);
+      col(kLayerFeatures + T + t) = Clip(std::log10(model.type(t).price_per_hour * x / e_max) / 3);
       col(kLayerFeatures + 2 * T + t) =
           Clip(std::log10(x / (e_max * static_cast<double>(model.type(t).units))) / 2);
     }

@@ -60,8 +60,8 @@ class LstmPolicy {
   const Eigen::VectorXd& params() const { return theta_; }
 
   // Chooses the actions of one step: given p_l (T x N), writes actions[n] for each episode.
-  using Chooser = std::function<void(int layer, const Eigen::MatrixXd& probs,
-                                     std::vector<int>& actions)>;
+  using Chooser =
+      std::function<void(int layer, const Eigen::MatrixXd& probs, std::vector<int>& actions)>;
 
   // Runs N episodes over the layers. `features` is F x L (column l describes layer l); `allowed`
   // is T x L (nonzero: type t may hold layer l; every column needs one). The chooser picks each
@@ -96,8 +96,8 @@ class LstmPolicy {
 //
 // whose gradient is the REINFORCE estimate with an entropy bonus. Fills `dlogits` (T x N per
 // layer) for LstmPolicy::Backward and returns the loss. `advantages` has one entry per episode.
-double SurrogateLoss(const Tape& tape, const std::vector<double>& advantages,
-                     double entropy_weight, std::vector<Eigen::MatrixXd>* dlogits);
+double SurrogateLoss(const Tape& tape, const std::vector<double>& advantages, double entropy_weight,
+                     std::vector<Eigen::MatrixXd>* dlogits);
 
 // Mean entropy of the policy's per-layer distributions over the batch, in nats.
 double MeanEntropy(const Tape& tape);

@@ -45,10 +45,9 @@ Problem MakeProblem(const LstmPolicy& policy) {
 // The surrogate loss with the episodes' actions forced.
 double Loss(const LstmPolicy& policy, const Problem& p, double entropy_weight,
             std::vector<MatrixXd>* dlogits, Tape* tape_out) {
-  Tape tape = policy.Forward(p.features, p.allowed, kBatch,
-                             [&](int l, const MatrixXd&, std::vector<int>& actions) {
-                               actions = p.actions[l];
-                             });
+  Tape tape = policy.Forward(
+      p.features, p.allowed, kBatch,
+      [&](int l, const MatrixXd&, std::vector<int>& actions) { actions = p.actions[l]; });
   std::vector<MatrixXd> d;
   double loss = SurrogateLoss(tape, p.advantages, entropy_weight, dlogits ? dlogits : &d);
   if (tape_out) *tape_out = std::move(tape);

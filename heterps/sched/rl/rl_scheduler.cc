@@ -183,6 +183,14 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
     if (evaluator.exhausted()) break;
     evaluator.Evaluate(relaxed);
   }
+  // Plans that respect the units, built stage by stage at the bottlenecks where the relaxed job
+  // cost is least: where the units bind across many stages (chains of small pools, often at a
+  // bottleneck far below the limit's), neither the relaxed plans nor single moves reach them.
+  for (const std::vector<int>& beam :
+       BeamAssignments(model, options_.beam_plans, options_.beam_width)) {
+    if (evaluator.exhausted()) break;
+    evaluator.Evaluate(beam);
+  }
   if (evaluator.have_best() && evaluator.best().feasible) {
     reference_cost_ = evaluator.best().cost_usd;
   }

@@ -43,6 +43,8 @@ struct RlOptions {
   int window_plans = 3;             // plans evaluated per window of two stages (Rewindow)
   int relaxed_plans = 8;            // plans of the units-relaxed dynamic program evaluated first
                                     // (RelaxedAssignments, schedulers.h)
+  int beam_plans = 8;               // bottlenecks of the units-respecting beam search
+  int beam_width = 32;              // and its partial plans per layer (BeamAssignments)
 };
 
 std::unique_ptr<Scheduler> NewRlScheduler(RlOptions options = {});

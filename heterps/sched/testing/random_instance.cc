@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "heterps/base/status_macros.h"
 
 namespace heterps::sched::testing {
 namespace {
@@ -125,6 +126,30 @@ cost::CostModel WithRelativeLimit(const config::ModelSpec& model,
   }
   workload.throughput_limit = best > 0 ? best * fraction : 1.0;
   return *cost::CostModel::Create(model, cluster, workload);
+}
+
+absl::StatusOr<config::ClusterSpec> FleetSubset(const std::string& fleet_path, int types,
+                                                double unit_scale) {
+  HETERPS_ASSIGN_OR_RETURN(config::ClusterSpec fleet, config::LoadClusterSpec(fleet_path));
+  config::ClusterSpec cluster = fleet;
+  cluster.name = absl::StrFormat("fleet-%d", types);
+  cluster.types.clear();
+  const int n = static_cast<int>(fleet.types.size());
+  for (int i = 0; i < types && i < n; ++i) {
+    cluster.types.push_back(fleet.types[i * n / types]);
+    int64_t& units = cluster.types.back().units;
+    units = std::max<int64_t>(1, static_cast<int64_t>(std::lround(units * unit_scale)));
+  }
+  return cluster;
+}
+
+absl::StatusOr<cost::CostModel> ScalingInstance(const std::string& fleet_path, int layers,
+                                                int types, uint64_t seed, double fraction,
+                                                double unit_scale, bool stages_only) {
+  std::mt19937_64 rng(seed * 1000 + layers);
+  const config::ModelSpec model = MakeRandomInstance(rng, {layers, 1, 1}).model;
+  HETERPS_ASSIGN_OR_RETURN(config::ClusterSpec cluster, FleetSubset(fleet_path, types, unit_scale));
+  return WithRelativeLimit(model, cluster, fraction, stages_only);
 }
 
 }  // namespace heterps::sched::testing

@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "heterps/config/cluster_spec.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/cost_model.h"
@@ -45,5 +46,17 @@ cost::CostModel CostModelOf(const RandomInstance& instance);
 cost::CostModel WithRelativeLimit(const config::ModelSpec& model,
                                   const config::ClusterSpec& cluster, double fraction,
                                   bool stages_only = false);
+
+// `types` types spread evenly over the catalog at `fleet_path` (examples/clusters/fleet-64.yaml),
+// each type's units multiplied by `unit_scale` (at least 1). The benchmarks' catalogs.
+absl::StatusOr<config::ClusterSpec> FleetSubset(const std::string& fleet_path, int types,
+                                                double unit_scale);
+
+// benchmarks/sched_scaling's instance of `layers` layers and `types` types: a random model
+// (MakeRandomInstance's, seeded with seed * 1000 + layers) on FleetSubset(fleet_path, types,
+// unit_scale) at WithRelativeLimit(fraction, stages_only).
+absl::StatusOr<cost::CostModel> ScalingInstance(const std::string& fleet_path, int layers,
+                                                int types, uint64_t seed, double fraction,
+                                                double unit_scale, bool stages_only);
 
 }  // namespace heterps::sched::testing
