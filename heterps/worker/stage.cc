@@ -243,6 +243,24 @@ struct Stage::Impl {
   bool timing = false;
   std::vector<double> embedding_seconds;  // per embedding layer
   double ps_seconds = 0;                  // waiting for the parameter servers
+  // The dense pull PullParameters started and no call has waited for yet: it writes `params`.
+  std::vector<ps::Ticket> pulling;
+
+  // Completes the dense pull in flight, if any, and hands the parameters to the segments.
+  absl::Status AwaitParameters() {
+    if (pulling.empty()) return absl::OkStatus();
+    const std::vector<ps::Ticket> tickets = std::move(pulling);
+    pulling.clear();
+    HETERPS_RETURN_IF_ERROR(WaitAll(client, tickets, &ps_seconds));
+    std::vector<const float*> pointers;
+    for (Part& part : parts) {
+      if (part.kind != Part::Kind::kDense) continue;
+      pointers.clear();
+      for (int b : part.blocks) pointers.push_back(params[b].data());
+      HETERPS_RETURN_IF_ERROR(part.segment->SetParameters(pointers));
+    }
+    return absl::OkStatus();
+  }
 
   Context& ContextOf(int ctx) {
     if (static_cast<size_t>(ctx) >= contexts.size()) contexts.resize(ctx + 1);
@@ -279,6 +297,7 @@ struct Stage::Impl {
         vectors = &joined;
         if (timing) embedding_seconds[part.local] += absl::ToDoubleSeconds(absl::Now() - start);
       } else if (part.kind == Part::Kind::kDense) {
+        HETERPS_RETURN_IF_ERROR(AwaitParameters());
         const bool consumes = part.segment->consumes_vectors();
         HETERPS_ASSIGN_OR_RETURN(
             dense, part.segment->Forward(ctx, *dense, consumes ? *vectors : c.empty, train));
@@ -388,7 +407,10 @@ struct Stage::Impl {
 };
 
 Stage::Stage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Stage::~Stage() = default;
+Stage::~Stage() {
+  // The client writes a pull in flight into the parameters' buffers until it is waited for.
+  impl_->AwaitParameters().IgnoreError();
+}
 
 absl::StatusOr<std::unique_ptr<Stage>> Stage::Create(const config::ModelSpec& spec, int first,
                                                      int last, ps::PsClient* client,
@@ -472,18 +494,11 @@ int64_t Stage::dense_parameters() const {
 }
 
 absl::Status Stage::PullParameters() {
-  std::vector<ps::Ticket> tickets;
+  // A pull no call has waited for yet writes the same buffers: it completes first.
+  HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
   for (size_t b = 0; b < impl_->blocks.size(); ++b) {
-    tickets.push_back(
+    impl_->pulling.push_back(
         impl_->client->PullDense(kDenseTable, impl_->blocks[b], absl::MakeSpan(impl_->params[b])));
-  }
-  HETERPS_RETURN_IF_ERROR(WaitAll(impl_->client, tickets, &impl_->ps_seconds));
-  std::vector<const float*> blocks;
-  for (Part& part : impl_->parts) {
-    if (part.kind != Part::Kind::kDense) continue;
-    blocks.clear();
-    for (int b : part.blocks) blocks.push_back(impl_->params[b].data());
-    HETERPS_RETURN_IF_ERROR(part.segment->SetParameters(blocks));
   }
   return absl::OkStatus();
 }
@@ -553,6 +568,7 @@ absl::Status Stage::Backward(int ctx, const ActivationGrads& d_out, ActivationGr
                      " + ", d_out.vectors.cols(), ") for activations of ", c.size, " x (",
                      c.out_dense->cols(), " + ", c.out_vectors->cols(), ")"));
   }
+  HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
   const Matrix<float>& d_vectors = d_out.vectors.cols() > 0 ? d_out.vectors : c.empty;
   c.d_top = d_out.dense;  // the segments consume it
   return impl_->Back(ctx, c, &c.d_top, d_vectors, d_in, grads);

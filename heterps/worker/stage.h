@@ -30,7 +30,8 @@
 // mean; a slot holding none is a zero vector either way. Backward gives each of a slot's keys the
 // slot's gradient (sum), or that gradient over the slot's key count (mean); fc layer f (counting fc
 // layers of the whole spec) is block f of dense table kDenseTable, [W (out x in) | b (out)].
-// Forward passes use the dense parameters of the last PullParameters. Gradients are not pushed by
+// Forward passes use the dense parameters of the last PullParameters (which the first dense layer
+// waits for, the embedding lookups before it running meanwhile). Gradients are not pushed by
 // Backward: they are added into a ParameterGrads, which the caller pushes when the consistency mode
 // says so (Push: applied now; Accumulate: summed on the servers until Commit, ps_client.h).
 //
@@ -150,7 +151,11 @@ class Stage {
   // Dense parameters of this stage's fc layers (floats).
   int64_t dense_parameters() const;
 
-  // Pulls this stage's dense parameters; the forward passes that follow use them.
+  // Starts pulling this stage's dense parameters; the forward passes that follow use them. The
+  // pull completes in the next call that needs them (the first dense layer of the next Forward,
+  // ForwardBackward or Predict, or Backward), so that it overlaps that micro-batch's embedding
+  // lookups; its errors (a server down) are that call's. Errors here: those of an earlier pull
+  // that no call had waited for.
   absl::Status PullParameters();
   // Names the keys the coming micro-batches (`in`, a whole share of a step) will look up, per
   // embedding table, to the client (PsClient::Prefetch: a tier loads them ahead).

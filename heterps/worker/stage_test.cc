@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "heterps/ps/forwarding_client.h"
 
 namespace heterps::worker {
 namespace {
@@ -130,6 +131,86 @@ TEST(StageTest, ThreeStagesAndMicroBatchesMatchTheWholeModel) {
   }
   ExpectNear(Snapshot(split_client, spec, RandomBatch(kBatch, 0).keys),
              Snapshot(whole_client, spec, RandomBatch(kBatch, 0).keys), 1e-4f);
+}
+
+// A client whose dense pulls travel until they are waited for (as the gRPC client's do): the pull
+// is made at Wait, which may fail as a server down does. It notes whether the embedding rows were
+// pulled while a dense pull was still travelling.
+class DeferredDenseClient : public ps::ForwardingPsClient {
+ public:
+  using ForwardingPsClient::ForwardingPsClient;
+  ps::Ticket PullDense(int table, int block, absl::Span<float> values) override {
+    travelling_.push_back({table, block, values});
+    return kDeferred - static_cast<ps::Ticket>(travelling_.size());
+  }
+  ps::Ticket PullSparse(int table, absl::Span<const uint64_t> keys,
+                        absl::Span<float> values) override {
+    if (!travelling_.empty()) ++overlapped_;
+    return ForwardingPsClient::PullSparse(table, keys, values);
+  }
+  absl::Status Wait(ps::Ticket ticket) override {
+    if (ticket > kDeferred) return ForwardingPsClient::Wait(ticket);
+    const Pull pull = travelling_.at(kDeferred - ticket - 1);
+    if (fail_) return absl::UnavailableError("ps shard 0 (127.0.0.1:1): PullDense: down");
+    if (--unwaited_ == 0) travelling_.clear();
+    return target()->Wait(target()->PullDense(pull.table, pull.block, pull.values));
+  }
+  void Reset(int blocks, bool fail) {
+    travelling_.clear();
+    unwaited_ = blocks;
+    fail_ = fail;
+  }
+  int overlapped() const { return overlapped_; }
+
+ private:
+  static constexpr ps::Ticket kDeferred = -1000;
+  struct Pull {
+    int table, block;
+    absl::Span<float> values;
+  };
+  std::vector<Pull> travelling_;
+  int unwaited_ = 0, overlapped_ = 0;
+  bool fail_ = false;
+};
+
+// The dense pull travels while the first micro-batch's rows are pulled, and completes at the first
+// dense layer: the step is the same as with a pull that completed at once; a failed pull is the
+// error of the call that needed it.
+TEST(StageTest, TheDensePullTravelsWithTheEmbeddingLookups) {
+  const config::ModelSpec spec = DlrmSmall();
+  const int last = static_cast<int>(spec.layers.size()) - 1;
+  ps::InProcessPsClient plain(1), target(1);
+  ASSERT_TRUE(CreateModelTables(spec, &plain, ModelOptions()).ok());
+  ASSERT_TRUE(CreateModelTables(spec, &target, ModelOptions()).ok());
+  DeferredDenseClient deferred(&target);
+  auto reference = Stage::Create(spec, 0, last, &plain);
+  auto stage = Stage::Create(spec, 0, last, &deferred);
+  ASSERT_TRUE(reference.ok() && stage.ok());
+  const int blocks = 5;  // dlrm-small's fc layers
+  for (int step = 0; step < 2; ++step) {
+    const data::Batch batch = RandomBatch(32, step);
+    Activations in;
+    InputActivations(batch, 0, 32, &in);
+    ParameterGrads want = (*reference)->NewGrads(), got = (*stage)->NewGrads();
+    ASSERT_TRUE((*reference)->PullParameters().ok());
+    auto expected = (*reference)->ForwardBackward(0, in, 1.0f / 32, nullptr, &want);
+    deferred.Reset(blocks, false);
+    ASSERT_TRUE((*stage)->PullParameters().ok());
+    auto loss = (*stage)->ForwardBackward(0, in, 1.0f / 32, nullptr, &got);
+    ASSERT_TRUE(expected.ok() && loss.ok()) << loss.status();
+    EXPECT_EQ(*loss, *expected) << "step " << step;
+    EXPECT_EQ(deferred.overlapped(), step + 1);
+    ASSERT_TRUE((*reference)->Push(want).ok());
+    ASSERT_TRUE((*stage)->Push(got).ok());
+  }
+  const data::Batch batch = RandomBatch(32, 9);
+  Activations in;
+  InputActivations(batch, 0, 32, &in);
+  ParameterGrads grads = (*stage)->NewGrads();
+  deferred.Reset(blocks, true);
+  ASSERT_TRUE((*stage)->PullParameters().ok());
+  auto failed = (*stage)->ForwardBackward(0, in, 1.0f / 32, nullptr, &grads);
+  EXPECT_THAT(failed.status().message(), HasSubstr("ps shard 0 (127.0.0.1:1)"));
 }
 
 TEST(StageTest, EmbeddingGradientsOfARepeatedKeyAreOneUpdate) {
