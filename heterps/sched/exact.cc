@@ -564,7 +564,7 @@ std::vector<std::vector<int>> ExactSearch::RelaxedAt(int count) {
   for (int t = 0; t < num_types_; ++t) units_[t] = model_.type(t).units;
   BuildStageTable();
   const double e_max = model_.max_bottleneck_seconds();
-  for (int i = 0; i < count; ++i) {
+  for (int i = 0; i < count && !deadline_.Expired(); ++i) {
     const double e = e_max * std::pow(0.5, count > 1 ? static_cast<double>(i) / (count - 1) : 0.0);
     const double s = Relaxed(e);
     if (s == kInfinity) break;  // faster bottlenecks have no plan either
@@ -598,7 +598,7 @@ std::vector<std::vector<int>> ExactSearch::BeamAt(int count, int width) {
   constexpr double kLowest = 1.0 / 32;
   const double e_max = model_.max_bottleneck_seconds();
   std::vector<std::pair<double, double>> bounds;  // {relaxed job cost, e}
-  for (int g = 0; g < kGrid; ++g) {
+  for (int g = 0; g < kGrid && !deadline_.Expired(); ++g) {
     const double e = e_max * std::pow(kLowest, static_cast<double>(g) / (kGrid - 1));
     const double s = Relaxed(e);
     if (s == kInfinity) break;  // faster bottlenecks have no plan either
@@ -607,6 +607,7 @@ std::vector<std::vector<int>> ExactSearch::BeamAt(int count, int width) {
   std::sort(bounds.begin(), bounds.end());
   if (static_cast<int>(bounds.size()) > count) bounds.resize(count);
   for (const auto& [bound, e] : bounds) {
+    if (deadline_.Expired()) break;
     Relaxed(e);
     const std::vector<Servers> servers = ServerChoices(e);
     if (servers.empty()) continue;
@@ -652,6 +653,7 @@ std::vector<int> ExactSearch::Beam(int width) const {
   std::vector<std::vector<Partial>> beam(num_layers_ + 1);
   beam[0].push_back({{}, std::vector<int64_t>(num_types_, 0), 0.0, num_types_});
   for (int i = 0; i < num_layers_; ++i) {
+    if (deadline_.Expired()) return {};
     for (const Extension& e : pending[i]) {
       const Partial& from = beam[e.start][e.parent];
       Partial next = from;
@@ -793,13 +795,17 @@ std::unique_ptr<Scheduler> NewAutoScheduler(std::unique_ptr<Scheduler> rl) {
   return std::make_unique<AutoScheduler>(std::move(rl));
 }
 
-std::vector<std::vector<int>> RelaxedAssignments(const CostModel& model, int count) {
+std::vector<std::vector<int>> RelaxedAssignments(const CostModel& model, int count,
+                                                 double seconds) {
   SchedulerOptions options;
+  options.time_limit_seconds = seconds;
   return ExactSearch(model, options).RelaxedAt(count);
 }
 
-std::vector<std::vector<int>> BeamAssignments(const CostModel& model, int count, int width) {
+std::vector<std::vector<int>> BeamAssignments(const CostModel& model, int count, int width,
+                                              double seconds) {
   SchedulerOptions options;
+  options.time_limit_seconds = seconds;
   return ExactSearch(model, options).BeamAt(count, width);
 }
 

@@ -55,7 +55,9 @@ std::vector<int> FastestAssignment(const cost::CostModel& model);
 // (at most 40 each), that fit the units. Distinct, in that order. A seed for searches: where the
 // units do not bind, the one at the optimum's bottleneck is the optimum; where they do, the priced
 // plans are those that fit them at the least extra cost.
-std::vector<std::vector<int>> RelaxedAssignments(const cost::CostModel& model, int count);
+// Returns what it has after `seconds` (0: no limit).
+std::vector<std::vector<int>> RelaxedAssignments(const cost::CostModel& model, int count,
+                                                 double seconds = 0);
 
 // Plans that respect the units, at most one per bottleneck e: of 48 bottlenecks from B / TL down to
 // a 32nd of it, the `count` whose units-relaxed job cost (c e (S(e) + P(e)), the exact method's
@@ -66,7 +68,9 @@ std::vector<std::vector<int>> RelaxedAssignments(const cost::CostModel& model, i
 // Where the units bind across many stages (chains of small pools, whose optimum often runs far
 // faster than the limit asks: more units, each used in full), the Lagrangian plans leave a duality
 // gap and single moves cannot reach the optimum; the beam often comes within a few percent.
-std::vector<std::vector<int>> BeamAssignments(const cost::CostModel& model, int count, int width);
+// Returns what it has after `seconds` (0: no limit).
+std::vector<std::vector<int>> BeamAssignments(const cost::CostModel& model, int count, int width,
+                                              double seconds = 0);
 
 // `plan` with the best lower bound the exact method proves within `seconds` (plan's own
 // assignment as its incumbent), in lower_bound_usd; a certified exact or brute plan keeps its

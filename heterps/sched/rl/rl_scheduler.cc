@@ -179,7 +179,14 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
              static_cast<int64_t>(options_.split_share * static_cast<double>(budget)));
   // The cheapest plans of the units-relaxed dynamic program at a few bottlenecks: optimal where
   // the units do not bind, and a start for the search where they do.
-  for (const std::vector<int>& relaxed : RelaxedAssignments(model, options_.relaxed_plans)) {
+  // The seeds' searches get what is left of the time limit (none left: they return at once).
+  auto left = [&] {
+    return options.time_limit_seconds > 0
+               ? std::max(options.time_limit_seconds - deadline.Elapsed(), 1e-9)
+               : 0.0;
+  };
+  for (const std::vector<int>& relaxed :
+       RelaxedAssignments(model, options_.relaxed_plans, left())) {
     if (evaluator.exhausted()) break;
     evaluator.Evaluate(relaxed);
   }
@@ -187,7 +194,7 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
   // cost is least: where the units bind across many stages (chains of small pools, often at a
   // bottleneck far below the limit's), neither the relaxed plans nor single moves reach them.
   for (const std::vector<int>& beam :
-       BeamAssignments(model, options_.beam_plans, options_.beam_width)) {
+       BeamAssignments(model, options_.beam_plans, options_.beam_width, left())) {
     if (evaluator.exhausted()) break;
     evaluator.Evaluate(beam);
   }
