@@ -633,7 +633,7 @@ std::vector<int> ExactSearch::Beam(int width) const {
   struct Extension {
     double score = 0;  // cost + the relaxed cost of the layers after it
     double cost = 0;
-    int parent = -1;  // index into `beam` of the layer it starts at; -1: the empty plan
+    int parent = 0;  // the partial plan it extends: beam[start][parent]
     int type = 0, start = 0;
     int64_t units = 0;
   };
