@@ -108,6 +108,16 @@ void ExpectRlAtMost(const cost::CostModel& model, double bound,
   }
 }
 
+// rl's plans as ExpectRlAtMost, at most `within` times exact's certified optimum.
+void ExpectRlNearTheOptimum(const cost::CostModel& model, double within,
+                            std::initializer_list<uint64_t> seeds) {
+  SchedulerOptions exact_options;
+  exact_options.time_limit_seconds = 120;
+  const Plan optimum = RunScheduler(NewExactScheduler(), model, exact_options);
+  ASSERT_TRUE(optimum.certified_optimal);
+  ExpectRlAtMost(model, optimum.cost_usd * within, seeds);
+}
+
 // A 46-layer model on 16 types of random figures: its cheapest plan puts layers 0..39 on the cheap
 // CPU type (20 of its 23 units, the other 3 holding the parameter servers) and the rest on a second
 // type. The cost of that pair is not monotone in the cut (one layer more on the first type needs
@@ -229,11 +239,7 @@ TEST(RlSchedulerTest, ChainsSmallPoolsNearTheOptimum) {
       "dp_loss: 0.14}\n";
   auto cm = Deep46(cluster_yaml);
   ASSERT_TRUE(cm.ok()) << cm.status();
-  SchedulerOptions exact_options;
-  exact_options.time_limit_seconds = 120;
-  const Plan optimum = RunScheduler(NewExactScheduler(), *cm, exact_options);
-  ASSERT_TRUE(optimum.certified_optimal);
-  ExpectRlAtMost(*cm, optimum.cost_usd * 1.03, {1, 2});
+  ExpectRlNearTheOptimum(*cm, 1.03, {1, 2});
 }
 
 // sched_scaling's 64-layer chain on 16 types of the fleet, a tight limit and a quarter of the
@@ -244,11 +250,7 @@ TEST(RlSchedulerTest, ChainsStagesAtAFastBottleneck) {
   auto cm = testing::ScalingInstance("examples/clusters/fleet-64.yaml", 64, 16, 1, 0.9, 0.25,
                                      /*stages_only=*/true);
   ASSERT_TRUE(cm.ok()) << cm.status();
-  SchedulerOptions exact_options;
-  exact_options.time_limit_seconds = 120;
-  const Plan optimum = RunScheduler(NewExactScheduler(), *cm, exact_options);
-  ASSERT_TRUE(optimum.certified_optimal);
-  ExpectRlAtMost(*cm, optimum.cost_usd * 1.02, {1, 2});
+  ExpectRlNearTheOptimum(*cm, 1.02, {1, 2});
 }
 
 TEST(RlSchedulerTest, SameSeedSamePlan) {
