@@ -12,12 +12,20 @@
 // ascent at the root; at every node the dynamic program runs again on the remaining layers with
 // prices p_t + lambda_t and only the units each type has left, minus lambda_t times those units,
 // or, where that bound is the weaker one (deep in a plan), once more at the plain prices.
+// The constrained optimum S_c(E) is non-increasing in E too (a plan that meets a bottleneck meets
+// every larger one with no more units), so where a range's Lagrangian bound comes close to the
+// incumbent but does not reach it, the search at E_hi with the range's budget (the incumbent over
+// c E_lo) sets the whole range aside if it finds no plan below it, instead of splitting the range
+// down to candidates that each prove the same.
 // Every plan found is provisioned exactly by cost::Provision, so costs match brute force.
 //
 // The parameter servers, when priced, are one more stage of a free type: their ET values join the
 // candidates; P(E), the cheapest servers' rate at E with the stages' units ignored, is also
 // non-increasing, so a range's bound becomes c E_lo (S(E_hi) + P(E_hi)); at a candidate, each
 // type's cheapest servers are tried in order of rate, with their units set aside from the stages'.
+// A range's Lagrangian bound sets them aside too: the least over the servers' choices at E_hi of
+// the dual with that choice's units set aside plus its rate, a bound on the stages and servers
+// together that a range keeps apart from its bound on the stages alone.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -36,6 +44,9 @@ using cost::kInfinity;
 
 // 1 - 1e-12: a bound must beat the incumbent by more than rounding to be worth exploring.
 constexpr double kStrictly = 1 - 1e-12;
+// A range whose bound is within this factor of the incumbent is searched at its end before it is
+// split (Run).
+constexpr double kNear = 0.95;
 
 class ExactSearch {
  public:
@@ -57,9 +68,10 @@ class ExactSearch {
   // P(e): the cheapest parameter servers' rate at bottleneck e, units shared with the stages
   // ignored (0 when they are not priced).
   double PsRate(double e) const { return model_.CheapestPsRate(e); }
-  // The bound of a range of candidates [lo, hi] whose stages cost at least `s` (sum p k).
-  double RangeCost(size_t lo, size_t hi, double s) const {
-    return model_.JobCost(cand_[lo], s + PsRate(cand_[hi]));
+  // The bound of a range of candidates [lo, hi] whose plans' stages cost at least `s` (sum p k)
+  // and whose stages and servers together at least `v` (sum p k plus the servers' rate).
+  double RangeCost(size_t lo, size_t hi, double s, double v) const {
+    return model_.JobCost(cand_[lo], std::max(s + PsRate(cand_[hi]), v));
   }
   double Price(int t) const { return model_.type(t).price_per_hour; }
   double G(int i, int prev) const { return g_[i * (num_types_ + 1) + prev]; }
@@ -71,10 +83,19 @@ class ExactSearch {
   double Relaxed(double e);
   std::vector<int> RelaxedAssignment() const;
   bool WithinUnits(const std::vector<int>& assignment, double e) const;
+  // Whether the plan of the last Relaxed(e) fits the units beside the cheapest servers at e (then
+  // its S(e) + P(e) is the least sum p k plus servers' rate of any plan at e).
+  bool RelaxedFits(double e);
   // The cheapest plan at e that respects availability and beats `bound` (in sum p k), using the
   // g_ of the last Relaxed(e) as lower bounds. Empty if none.
   std::vector<int> Constrained(double e, double bound);
   void Dfs(int i, int prev, double cost);
+  // Searches bottleneck e_hi for stage plans that, with the cheapest servers that leave room for
+  // them, would cost less than the incumbent at bottleneck e_lo <= e_hi, and considers the plans
+  // it finds. Returns true if it proved that there are none (then no plan with its bottleneck in
+  // [e_lo, e_hi] beats the incumbent). With `first_only`, stops at the first plan found; else
+  // finds the cheapest at e_hi below that budget for each server choice.
+  bool Evaluate(double e_lo, double e_hi, bool first_only);
   // The cheapest plan at dfs_e_ that a beam of `width` partial plans per layer finds, each stage
   // within the units its type has left, ranked by cost so far plus the relaxed cost of the rest
   // (g_ of Relaxed(dfs_e_)). Empty if the beam ends with none.
@@ -89,10 +110,12 @@ class ExactSearch {
   double FitMultipliers(double relaxed);
   // dfs_k_: the fewest units of each segment and type at bottleneck e.
   void PrepareUnits(double e);
-  // A lower bound on sum p k of every plan that respects the units with a bottleneck of at most
-  // e_hi: the Lagrangian dual at e_hi (for fixed prices the dynamic program's value only grows as
-  // the bottleneck shrinks, so its value at e_hi bounds the whole range), at least `relaxed`
-  // (S(e_hi)). `target`: the value that would prune.
+  // A lower bound on sum p k plus the servers' rate of every plan that respects the units with a
+  // bottleneck of at most e_hi: the least, over the choices of servers at e_hi, of the Lagrangian
+  // dual with the servers' units set aside plus their rate (for fixed prices the dynamic
+  // program's value only grows as the bottleneck shrinks, and each type's servers need more
+  // shards, so this value at e_hi bounds the whole range); at least `relaxed` (S(e_hi)) plus
+  // P(e_hi). `target`: the value that would prune.
   double RangeBound(double e_hi, double relaxed, double target);
   int64_t Units(int i, int j, int t) const {
     return dfs_k_[(i * num_layers_ + j) * num_types_ + t];
@@ -105,7 +128,6 @@ class ExactSearch {
     int64_t shards = 0;
   };
   std::vector<Servers> ServerChoices(double e) const;
-  void Evaluate(double e);
   void Consider(const std::vector<int>& assignment);
   Plan Infeasible();
 
@@ -127,6 +149,7 @@ class ExactSearch {
   // The constrained depth-first search.
   double dfs_e_ = 0, dfs_best_ = 0;
   std::vector<int> dfs_current_, dfs_found_;
+  bool dfs_first_only_ = false;  // Constrained stops at the first plan below its bound
   std::vector<int64_t> dfs_used_;
   std::vector<int64_t> dfs_k_;               // [i][j][t]: k_min(i..j, t, dfs_e_), 0 if none
   std::vector<std::vector<double>> dfs_g_;   // per depth: [m][prev] as g_, units left respected
@@ -245,10 +268,31 @@ void ExactSearch::PrepareUnits(double e) {
   }
 }
 
+bool ExactSearch::RelaxedFits(double e) {
+  const std::vector<Servers> choices = ServerChoices(e);
+  if (choices.empty()) return true;  // no servers at e: no plan either, and P(e) says so
+  const Servers& cheapest = choices.front();
+  if (cheapest.type >= 0) units_[cheapest.type] -= cheapest.shards;
+  const bool fits = WithinUnits(RelaxedAssignment(), e);
+  if (cheapest.type >= 0) units_[cheapest.type] += cheapest.shards;
+  return fits;
+}
+
 double ExactSearch::RangeBound(double e_hi, double relaxed, double target) {
   PrepareUnits(e_hi);
-  dfs_best_ = target;
-  return FitMultipliers(relaxed);
+  const std::vector<Servers> choices = ServerChoices(e_hi);
+  if (choices.empty()) return kInfinity;
+  const double weakest = relaxed + choices.front().rate;  // S(e_hi) + P(e_hi)
+  double bound = kInfinity;
+  for (const Servers& servers : choices) {
+    if (!(relaxed + servers.rate < bound)) break;  // nor can any dearer choice
+    if (deadline_.Expired()) return weakest;       // cut short, only that one holds
+    if (servers.type >= 0) units_[servers.type] -= servers.shards;
+    dfs_best_ = target - servers.rate;
+    bound = std::min(bound, FitMultipliers(relaxed) + servers.rate);
+    if (servers.type >= 0) units_[servers.type] += servers.shards;
+  }
+  return std::max(weakest, bound);
 }
 
 std::vector<int> ExactSearch::Constrained(double e, double bound) {
@@ -265,7 +309,7 @@ std::vector<int> ExactSearch::Constrained(double e, double bound) {
 }
 
 void ExactSearch::Dfs(int i, int prev, double cost) {
-  if (timed_out_) return;
+  if (timed_out_ || (dfs_first_only_ && !dfs_found_.empty())) return;
   if (++evaluated_ % 4096 == 0 && deadline_.Expired()) {
     timed_out_ = true;
     return;
@@ -446,27 +490,35 @@ std::vector<ExactSearch::Servers> ExactSearch::ServerChoices(double e) const {
   return choices;
 }
 
-void ExactSearch::Evaluate(double e) {
-  const double s = Relaxed(e);
-  if (s == kInfinity) return;
+bool ExactSearch::Evaluate(double e_lo, double e_hi, bool first_only) {
+  const double s = Relaxed(e_hi);
+  if (s == kInfinity) return true;
   const std::vector<int> relaxed = RelaxedAssignment();
-  const std::vector<Servers> choices = ServerChoices(e);
-  // Only plans whose bound c e (S + rate) beats the incumbent matter.
-  const double c = model_.JobCost(e, 1.0);
+  const std::vector<Servers> choices = ServerChoices(e_hi);
+  // Only plans whose bound c e_lo (S + rate) beats the incumbent matter.
+  const double c = model_.JobCost(e_lo, 1.0);
+  bool none = true;
   for (const Servers& servers : choices) {
     const double budget = best_.feasible ? best_.cost_usd / c - servers.rate : kInfinity;
     if (!(s < budget * kStrictly) || timed_out_) break;  // nor can any dearer choice
     if (servers.type >= 0) units_[servers.type] -= servers.shards;
-    if (WithinUnits(relaxed, e)) {
+    if (WithinUnits(relaxed, e_hi)) {
       // The stages' cheapest plan beside the cheapest servers that leave room for it.
       Consider(relaxed);
       if (servers.type >= 0) units_[servers.type] += servers.shards;
-      break;
+      return false;
     }
-    const std::vector<int> assignment = Constrained(e, budget);
+    dfs_first_only_ = first_only;
+    const std::vector<int> assignment = Constrained(e_hi, budget);
+    dfs_first_only_ = false;
     if (servers.type >= 0) units_[servers.type] += servers.shards;
-    if (!assignment.empty()) Consider(assignment);
+    if (!assignment.empty()) {
+      Consider(assignment);
+      none = false;
+      if (first_only) break;
+    }
   }
+  return none && !timed_out_;
 }
 
 Plan ExactSearch::Run() {
@@ -486,10 +538,12 @@ Plan ExactSearch::Run() {
   struct Range {
     double bound;  // no plan with a bottleneck in [cand[lo], cand[hi]] costs less
     size_t lo, hi;
-    double s_hi;  // a lower bound on sum p k over the range: S(cand[hi]), or better
-    // s_hi holds the Lagrangian bound at cand[hi] (RangeBound), or needs none: the relaxed plan
-    // at cand[hi] respects the units.
+    double s_hi;   // a lower bound on sum p k over the range: S(cand[hi]), or better
+    double v = 0;  // a lower bound on sum p k plus the servers' rate over the range
+    // v holds the Lagrangian bound at cand[hi] (RangeBound), or needs none: the relaxed plan at
+    // cand[hi] respects the units beside the cheapest servers.
     bool tightened = false;
+    bool searched = false;  // Evaluate(cand[lo], cand[hi]) could not set it aside
     bool operator<(const Range& o) const { return bound > o.bound; }  // min-heap
   };
   std::priority_queue<Range> open;
@@ -497,8 +551,8 @@ Plan ExactSearch::Run() {
     size_t hi = cand_.size() - 1;
     double s = Relaxed(cand_[hi]);
     if (s < kInfinity) {
-      const bool exact = WithinUnits(RelaxedAssignment(), cand_[hi]);
-      open.push({RangeCost(0, hi, s), 0, hi, s, exact});
+      const bool exact = RelaxedFits(cand_[hi]);
+      open.push({RangeCost(0, hi, s, 0), 0, hi, s, 0, exact});
     }
   }
   double pending = kInfinity;  // the bound of the range being explored when time ran out
@@ -517,25 +571,29 @@ Plan ExactSearch::Run() {
       // candidates, and orders the candidates' searches by a bound close to their optimum.
       r.tightened = true;
       const double target =
-          best_.feasible ? best_.cost_usd / model_.JobCost(cand_[r.lo], 1.0) - PsRate(cand_[r.hi])
-                         : kInfinity;
-      r.s_hi = std::max(r.s_hi, RangeBound(cand_[r.hi], r.s_hi, target));
-      r.bound = std::max(r.bound, RangeCost(r.lo, r.hi, r.s_hi));
+          best_.feasible ? best_.cost_usd / model_.JobCost(cand_[r.lo], 1.0) : kInfinity;
+      r.v = std::max(r.v, RangeBound(cand_[r.hi], r.s_hi, target));
+      r.bound = std::max(r.bound, RangeCost(r.lo, r.hi, r.s_hi, r.v));
       if (!timed_out_ && !(best_.feasible && !(r.bound < best_.cost_usd * kStrictly))) {
         open.push(r);
       }
     } else if (r.lo == r.hi) {
-      Evaluate(cand_[r.lo]);
+      Evaluate(cand_[r.lo], cand_[r.lo], false);
+    } else if (!r.searched && best_.feasible && r.bound >= kNear * best_.cost_usd) {
+      // Within the Lagrangian bound's usual gap of the incumbent: one search at cand[hi] may set
+      // the whole range aside. Else it comes back as it was, to be split.
+      r.searched = true;
+      if (!Evaluate(cand_[r.lo], cand_[r.hi], true) && !timed_out_) open.push(r);
     } else {
       size_t mid = r.lo + (r.hi - r.lo) / 2;
       // The upper half shares the range's end, and with it its Lagrangian bound; the lower half
       // keeps it too (it holds for every bottleneck up to cand[hi]), until its own is fitted.
-      open.push({RangeCost(mid + 1, r.hi, r.s_hi), mid + 1, r.hi, r.s_hi, true});
+      open.push({RangeCost(mid + 1, r.hi, r.s_hi, r.v), mid + 1, r.hi, r.s_hi, r.v, true});
       double s_mid = Relaxed(cand_[mid]);
       if (s_mid < kInfinity) {
-        const bool exact = WithinUnits(RelaxedAssignment(), cand_[mid]);
+        const bool exact = RelaxedFits(cand_[mid]);
         s_mid = std::max(s_mid, r.s_hi);
-        open.push({RangeCost(r.lo, mid, s_mid), r.lo, mid, s_mid, exact});
+        open.push({RangeCost(r.lo, mid, s_mid, r.v), r.lo, mid, s_mid, r.v, exact});
       }
     }
     if (!timed_out_) pending = kInfinity;
