@@ -1,5 +1,8 @@
 #include "heterps/ps/pending.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
@@ -33,7 +36,11 @@ absl::Status PendingUpdates::AddDense(int table, int block, int part,
   return absl::OkStatus();
 }
 
-absl::Status PendingUpdates::Apply(const CheckpointTables& tables) {
+int PendingUpdates::DefaultThreads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) {
   std::map<int, std::map<int, Rows>> sparse;
   std::map<std::pair<int, int>, std::map<int, std::vector<double>>> dense;
   {
@@ -49,24 +56,42 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables) {
       status.Update(absl::NotFoundError(absl::StrCat("commit: no sparse table ", id)));
       continue;
     }
-    const int dim = it->second->dim();
-    // Sum per key over the parts, in part order; keys in first-seen order.
-    absl::flat_hash_map<uint64_t, size_t> index;
-    std::vector<uint64_t> keys;
-    std::vector<float> sums;
-    for (const auto& [part, rows] : parts) {
-      for (size_t i = 0; i < rows.keys.size(); ++i) {
-        auto [at, fresh] = index.try_emplace(rows.keys[i], keys.size());
-        if (fresh) {
-          keys.push_back(rows.keys[i]);
-          sums.resize(sums.size() + dim, 0.0f);
+    SparseTable* table = it->second;
+    const int dim = table->dim();
+    size_t total = 0;
+    for (const auto& [part, rows] : parts) total += rows.keys.size();
+    // Below a few thousand rows a thread costs more than it saves.
+    constexpr size_t kRowsPerThread = 4096;
+    const int groups = static_cast<int>(std::max<size_t>(
+        1, std::min({static_cast<size_t>(std::max(threads, 1)),
+                     static_cast<size_t>(table->lock_shards()), total / kRowsPerThread})));
+    // Group g: the keys whose lock shard is g modulo `groups`. Sums per key over the parts, in
+    // part order; keys in first-seen order.
+    std::vector<absl::Status> statuses(groups);
+    auto apply = [&](int g) {
+      absl::flat_hash_map<uint64_t, size_t> index;
+      std::vector<uint64_t> keys;
+      std::vector<float> sums;
+      for (const auto& [part, rows] : parts) {
+        for (size_t i = 0; i < rows.keys.size(); ++i) {
+          if (groups > 1 && table->LockShardOf(rows.keys[i]) % groups != g) continue;
+          auto [at, fresh] = index.try_emplace(rows.keys[i], keys.size());
+          if (fresh) {
+            keys.push_back(rows.keys[i]);
+            sums.resize(sums.size() + dim, 0.0f);
+          }
+          float* sum = sums.data() + at->second * dim;
+          const float* grad = rows.grads.data() + i * dim;
+          for (int d = 0; d < dim; ++d) sum[d] += grad[d];
         }
-        float* sum = sums.data() + at->second * dim;
-        const float* grad = rows.grads.data() + i * dim;
-        for (int d = 0; d < dim; ++d) sum[d] += grad[d];
       }
-    }
-    status.Update(it->second->Push(keys, sums));
+      statuses[g] = table->Push(keys, sums);
+    };
+    std::vector<std::thread> helpers;
+    for (int g = 1; g < groups; ++g) helpers.emplace_back(apply, g);
+    apply(0);
+    for (std::thread& helper : helpers) helper.join();
+    for (const absl::Status& s : statuses) status.Update(s);
   }
   for (auto& [where, parts] : dense) {
     auto it = tables.dense.find(where.first);

@@ -43,10 +43,14 @@ class PendingUpdates {
   absl::Status AddDense(int table, int block, int part, absl::Span<const double> grads);
 
   // Applies every pending gradient to `tables` and forgets them all, even on error. Errors: a
-  // table that `tables` lacks (NotFound), a table's own.
-  absl::Status Apply(const CheckpointTables& tables);
+  // table that `tables` lacks (NotFound), a table's own. A sparse table's keys are split by lock
+  // shard into up to `threads` groups (one when there are few rows), each summed and applied on
+  // its own thread at once; every key's sum and update are the same for any number of threads.
+  absl::Status Apply(const CheckpointTables& tables, int threads = 1);
 
   bool empty() const;
+  // The threads a commit on this host takes by default: its hardware threads, at most 8.
+  static int DefaultThreads();
   // Bytes the pending gradients hold (keys and floats), for a server's memory limit.
   int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 

@@ -149,7 +149,8 @@ Ticket InProcessPsClient::AccumulateDense(int table, int block, absl::Span<const
 
 absl::Status InProcessPsClient::Commit() {
   absl::Status status;
-  for (int s = 0; s < num_servers_; ++s) status.Update(pending_[s].Apply(Tables(s)));
+  for (int s = 0; s < num_servers_; ++s)
+    status.Update(pending_[s].Apply(Tables(s), PendingUpdates::DefaultThreads()));
   return status;
 }
 

@@ -1,6 +1,8 @@
 #include "heterps/ps/ps_client.h"
 
+#include <filesystem>
 #include <random>
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -178,6 +180,59 @@ TEST(PsClientTest, AccumulatedPartsCommitAsOnePush) {
   EXPECT_EQ(db, dd);
   // A gradient of the wrong size is refused.
   EXPECT_FALSE(forward.Wait(forward.AccumulateDense(1, 0, std::vector<double>(4), 0)).ok());
+}
+
+// A commit split by lock shard over several threads applies the same update to every row as one
+// thread does, to the bit, with rows spilling to the SSD tier meanwhile; so does every later
+// pull and push.
+TEST(PendingUpdatesTest, ACommitOnSeveralThreadsEqualsOneOnOne) {
+  constexpr int kThreads[] = {1, 2, 3, 8};
+  std::vector<std::unique_ptr<SparseTable>> tables;
+  for (int t : kThreads) {
+    // A budget of about a third of the rows touched: most commits spill rows.
+    const std::string dir = ::testing::TempDir() + "/pending_threads_" + std::to_string(t);
+    std::filesystem::remove_all(dir);  // nothing of an earlier run
+    auto cold = RocksDbColdStore::Open(dir);
+    ASSERT_TRUE(cold.ok()) << cold.status();
+    auto table = SparseTable::Create(Options(150'000), std::move(*cold));
+    ASSERT_TRUE(table.ok()) << table.status();
+    tables.push_back(std::move(*table));
+  }
+  std::vector<PendingUpdates> pending(std::size(kThreads));
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal;
+  for (int step = 0; step < 6; ++step) {
+    // Three parts of 6,000 keys out of 20,000: enough rows for eight threads' groups.
+    for (int part = 0; part < 3; ++part) {
+      std::vector<uint64_t> keys(6000);
+      for (uint64_t& k : keys) k = rng() % 20'000;
+      std::vector<float> grads(keys.size() * 4);
+      for (float& g : grads) g = normal(rng);
+      for (PendingUpdates& p : pending) p.AddSparse(0, part, keys, grads);
+    }
+    for (size_t i = 0; i < pending.size(); ++i) {
+      CheckpointTables only;
+      only.sparse[0] = tables[i].get();
+      ASSERT_TRUE(pending[i].Apply(only, kThreads[i]).ok());
+      ASSERT_TRUE(pending[i].empty());
+    }
+  }
+  int64_t updated = 0;
+  for (uint64_t key = 0; key < 20'000; ++key) {
+    auto one = tables[0]->Lookup(key);
+    ASSERT_TRUE(one.ok()) << one.status();
+    if (!one->has_value()) continue;
+    if ((*one)->steps > 0) ++updated;
+    for (size_t i = 1; i < tables.size(); ++i) {
+      auto other = tables[i]->Lookup(key);
+      ASSERT_TRUE(other.ok() && other->has_value()) << key;
+      ASSERT_EQ((*other)->value, (*one)->value) << key << " on " << kThreads[i] << " threads";
+      ASSERT_EQ((*other)->state, (*one)->state) << key;
+      ASSERT_EQ((*other)->steps, (*one)->steps) << key;
+    }
+  }
+  EXPECT_GT(updated, 10'000);
+  EXPECT_GT(tables[3]->Stats().cold_rows, 0);  // the SSD tier took part
 }
 
 }  // namespace

@@ -300,6 +300,10 @@ uint32_t SparseTable::ShardIndex(uint64_t key) const {
 
 SparseTable::Shard& SparseTable::ShardOf(uint64_t key) { return *shards_[ShardIndex(key)]; }
 
+int SparseTable::LockShardOf(uint64_t key) const { return static_cast<int>(ShardIndex(key)); }
+
+int SparseTable::lock_shards() const { return static_cast<int>(shards_.size()); }
+
 int64_t SparseTable::SlotBytes() const {
   // The slot's floats, its Meta (key and statistics), and its index entry: 4 bytes in a table
   // kept between 40% and 80% full, 7 bytes on average.

@@ -112,6 +112,11 @@ class SparseTable {
 
   SparseTableStats Stats() const;
 
+  // The lock shard of `key`, in [0, lock_shards()). Calls whose keys lie in disjoint sets of lock
+  // shards never wait for each other (PendingUpdates::Apply splits a commit by it).
+  int LockShardOf(uint64_t key) const;
+  int lock_shards() const;
+
   // The value a fresh row of `key` starts with (dim floats), for tests and
   // reference models.
   std::vector<float> InitialValue(uint64_t key) const;

@@ -260,7 +260,7 @@ class PsServer::Service final : public ParameterServer::Service {
   grpc::Status Commit(grpc::ServerContext* ctx, const CommitRequest*, CommitReply*) override {
     return Serve(ctx, "Commit", [&]() -> absl::Status {
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
-      return pending_.Apply(Tables());
+      return pending_.Apply(Tables(), PendingUpdates::DefaultThreads());
     });
   }
 
