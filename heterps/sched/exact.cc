@@ -128,6 +128,24 @@ class ExactSearch {
     int64_t shards = 0;
   };
   std::vector<Servers> ServerChoices(double e) const;
+  // Sets a choice of servers' units aside from those the stages may take (units_) for its
+  // lifetime.
+  class UnitsAside {
+   public:
+    UnitsAside(std::vector<int64_t>& units, const Servers& servers)
+        : units_(units), servers_(servers) {
+      if (servers_.type >= 0) units_[servers_.type] -= servers_.shards;
+    }
+    ~UnitsAside() {
+      if (servers_.type >= 0) units_[servers_.type] += servers_.shards;
+    }
+    UnitsAside(const UnitsAside&) = delete;
+    UnitsAside& operator=(const UnitsAside&) = delete;
+
+   private:
+    std::vector<int64_t>& units_;
+    const Servers servers_;
+  };
   void Consider(const std::vector<int>& assignment);
   Plan Infeasible();
 
@@ -271,11 +289,8 @@ void ExactSearch::PrepareUnits(double e) {
 bool ExactSearch::RelaxedFits(double e) {
   const std::vector<Servers> choices = ServerChoices(e);
   if (choices.empty()) return true;  // no servers at e: no plan either, and P(e) says so
-  const Servers& cheapest = choices.front();
-  if (cheapest.type >= 0) units_[cheapest.type] -= cheapest.shards;
-  const bool fits = WithinUnits(RelaxedAssignment(), e);
-  if (cheapest.type >= 0) units_[cheapest.type] += cheapest.shards;
-  return fits;
+  const UnitsAside aside(units_, choices.front());
+  return WithinUnits(RelaxedAssignment(), e);
 }
 
 double ExactSearch::RangeBound(double e_hi, double relaxed, double target) {
@@ -287,10 +302,9 @@ double ExactSearch::RangeBound(double e_hi, double relaxed, double target) {
   for (const Servers& servers : choices) {
     if (!(relaxed + servers.rate < bound)) break;  // nor can any dearer choice
     if (deadline_.Expired()) return weakest;       // cut short, only that one holds
-    if (servers.type >= 0) units_[servers.type] -= servers.shards;
+    const UnitsAside aside(units_, servers);
     dfs_best_ = target - servers.rate;
     bound = std::min(bound, FitMultipliers(relaxed) + servers.rate);
-    if (servers.type >= 0) units_[servers.type] += servers.shards;
   }
   return std::max(weakest, bound);
 }
@@ -501,17 +515,15 @@ bool ExactSearch::Evaluate(double e_lo, double e_hi, bool first_only) {
   for (const Servers& servers : choices) {
     const double budget = best_.feasible ? best_.cost_usd / c - servers.rate : kInfinity;
     if (!(s < budget * kStrictly) || timed_out_) break;  // nor can any dearer choice
-    if (servers.type >= 0) units_[servers.type] -= servers.shards;
+    const UnitsAside aside(units_, servers);
     if (WithinUnits(relaxed, e_hi)) {
       // The stages' cheapest plan beside the cheapest servers that leave room for it.
       Consider(relaxed);
-      if (servers.type >= 0) units_[servers.type] += servers.shards;
       return false;
     }
     dfs_first_only_ = first_only;
     const std::vector<int> assignment = Constrained(e_hi, budget);
     dfs_first_only_ = false;
-    if (servers.type >= 0) units_[servers.type] += servers.shards;
     if (!assignment.empty()) {
       Consider(assignment);
       none = false;
@@ -631,7 +643,7 @@ std::vector<std::vector<int>> ExactSearch::RelaxedAt(int count) {
     // The units the stages may take beside the cheapest servers at e.
     const std::vector<Servers> servers = ServerChoices(e);
     if (servers.empty()) continue;
-    if (servers[0].type >= 0) units_[servers[0].type] -= servers[0].shards;
+    const UnitsAside aside(units_, servers[0]);
     if (!WithinUnits(assignment, e)) {
       // The units bind: the plans of the Lagrangian dual's dynamic programs that fit them, each
       // type's units priced up until the plan fits, no stage given more units than are left.
@@ -641,7 +653,6 @@ std::vector<std::vector<int>> ExactSearch::RelaxedAt(int count) {
       FitMultipliers(s);
       collect_ = nullptr;
     }
-    if (servers[0].type >= 0) units_[servers[0].type] += servers[0].shards;
   }
   return out;
 }
@@ -669,13 +680,12 @@ std::vector<std::vector<int>> ExactSearch::BeamAt(int count, int width) {
     Relaxed(e);
     const std::vector<Servers> servers = ServerChoices(e);
     if (servers.empty()) continue;
-    if (servers[0].type >= 0) units_[servers[0].type] -= servers[0].shards;
+    const UnitsAside aside(units_, servers[0]);
     PrepareUnits(e);
     std::vector<int> assignment = Beam(width);
     if (!assignment.empty() && std::find(out.begin(), out.end(), assignment) == out.end()) {
       out.push_back(std::move(assignment));
     }
-    if (servers[0].type >= 0) units_[servers[0].type] += servers[0].shards;
   }
   return out;
 }
