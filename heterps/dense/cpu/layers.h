@@ -74,14 +74,12 @@ class InteractionLayer {
   void Backward(const Matrix<T>& d_out, Matrix<T>* d_dense, Matrix<T>* d_vectors);
 
  private:
-  // z = (d, e_1, ..., e_V) of sample r of the last Forward's inputs, (V + 1) x dim.
-  void Gather(int64_t r);
-
   config::InteractionOp op_;
   int64_t width_, vectors_, dim_;
   const Matrix<T>* dense_ = nullptr;  // the last forward's inputs
   const Matrix<T>* vectors_in_ = nullptr;
-  Matrix<T> z_, gram_, dz_;  // per-sample scratch
+  std::vector<T> scratch_;      // per-call buffers (layers.cc)
+  std::vector<int32_t> index_;  // where each pair lies in them
 };
 
 // Binary cross-entropy of logits (batch x 1) against 0/1 labels, computed stably:

@@ -94,6 +94,52 @@ TEST(LayersTest, InteractionGradientsDotAndConcat) {
   }
 }
 
+// The dot interaction at DLRM's shape (26 vectors of dim 16, more than one column block of the
+// transposed vectors) in float, against its definition summed in long double.
+TEST(LayersTest, DotInteractionMatchesItsDefinitionAtDlrmShape) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  const int64_t batch = 7, vectors = 26, dim = 16, n = vectors + 1;
+  Matrix<float> dense(batch, dim), vecs(batch, vectors * dim), d_out;
+  for (int64_t i = 0; i < dense.size(); ++i) dense.data()[i] = normal(rng);
+  for (int64_t i = 0; i < vecs.size(); ++i) vecs.data()[i] = normal(rng);
+  InteractionLayer<float> layer(InteractionOp::kDot, dim, vectors, dim);
+  ASSERT_EQ(layer.out(), dim + n * (n - 1) / 2);
+  d_out.resize(batch, layer.out());
+  for (int64_t i = 0; i < d_out.size(); ++i) d_out.data()[i] = normal(rng);
+  Matrix<float> out, d_dense, d_vectors;
+  layer.Forward(dense, vecs, &out);
+  layer.Backward(d_out, &d_dense, &d_vectors);
+  auto z = [&](int64_t r, int64_t i, int64_t c) -> long double {
+    return i == 0 ? dense(r, c) : vecs(r, (i - 1) * dim + c);
+  };
+  for (int64_t r = 0; r < batch; ++r) {
+    for (int64_t c = 0; c < dim; ++c) EXPECT_EQ(out(r, c), dense(r, c));
+    // Forward: <z_i, z_j> for i < j, row by row.
+    std::vector<std::vector<long double>> g(n, std::vector<long double>(n, 0));
+    int64_t k = dim;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = i + 1; j < n; ++j, ++k) {
+        long double dot = 0;
+        for (int64_t c = 0; c < dim; ++c) dot += z(r, i, c) * z(r, j, c);
+        EXPECT_NEAR(out(r, k), static_cast<double>(dot), 1e-5 * (1 + std::abs(dot)))
+            << "sample " << r << " pair " << i << "," << j;
+        g[i][j] = g[j][i] = d_out(r, k);
+      }
+    }
+    // Backward: dz_i = sum_j g_ij z_j, and the dense part also passes d_out's first columns.
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t c = 0; c < dim; ++c) {
+        long double dz = i == 0 ? d_out(r, c) : 0;
+        for (int64_t j = 0; j < n; ++j) dz += g[i][j] * z(r, j, c);
+        const float got = i == 0 ? d_dense(r, c) : d_vectors(r, (i - 1) * dim + c);
+        EXPECT_NEAR(got, static_cast<double>(dz), 1e-4 * (1 + std::abs(dz)))
+            << "sample " << r << " vector " << i << " dim " << c;
+      }
+    }
+  }
+}
+
 TEST(LayersTest, LoglossValueAndGradient) {
   M logits(4, 1);
   logits << -30, -0.5, 0.7, 40;  // extremes must not overflow
