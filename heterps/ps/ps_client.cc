@@ -1,5 +1,7 @@
 #include "heterps/ps/ps_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
 
@@ -8,17 +10,49 @@ namespace heterps::ps {
 KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers) {
   KeyPlan plan;
   plan.keys.resize(num_servers);
-  plan.where.reserve(keys.size());
-  absl::flat_hash_map<uint64_t, std::pair<int, int>> seen;
-  seen.reserve(keys.size());
-  for (uint64_t key : keys) {
-    auto [it, fresh] = seen.try_emplace(key);
-    if (fresh) {
-      const int server = ServerOf(key, num_servers);
-      it->second = {server, static_cast<int>(plan.keys[server].size())};
+  const size_t n = keys.size();
+  plan.where.resize(n);
+  if (n == 0) return plan;
+  // An open-addressing set of the batch's keys (linear probing, at most half full), each entry
+  // holding its key's index among its server's keys; the entry of the key kAhead positions on is
+  // fetched ahead, so that the cache misses of several keys overlap. The table is the calling
+  // thread's, kept between calls of the same size: an entry belongs to this call only if it
+  // carries this call's generation, so that nothing is cleared.
+  struct Entry {
+    uint64_t key;
+    uint32_t generation;
+    int32_t index;
+  };
+  thread_local std::vector<Entry> table;
+  thread_local uint32_t generation = 0;
+  int shift = 64 - 4;  // the slot is the mixed key's top bits
+  while ((size_t{1} << (64 - shift)) < 2 * n) --shift;
+  const size_t mask = (size_t{1} << (64 - shift)) - 1;
+  if (table.size() != mask + 1 || ++generation == 0) {
+    table.assign(mask + 1, Entry{0, 0, 0});
+    generation = 1;
+  }
+  const uint32_t now = generation;
+  Entry* const entries = table.data();
+  const uint64_t servers = static_cast<uint64_t>(num_servers);
+  for (auto& server_keys : plan.keys) server_keys.reserve(n / num_servers + n / (4 * num_servers));
+  constexpr size_t kAhead = 16;
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) {
+    __builtin_prefetch(&entries[MixKey(keys[i]) >> shift], 1);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) __builtin_prefetch(&entries[MixKey(keys[i + kAhead]) >> shift], 1);
+    const uint64_t key = keys[i], mixed = MixKey(key);
+    // ServerOf, from the mix already computed (no division for one server).
+    const int server = servers == 1 ? 0 : static_cast<int>(mixed % servers);
+    size_t slot = mixed >> shift;
+    while (entries[slot].generation == now && entries[slot].key != key) slot = (slot + 1) & mask;
+    Entry& entry = entries[slot];
+    if (entry.generation != now) {
+      entry = Entry{key, now, static_cast<int32_t>(plan.keys[server].size())};
       plan.keys[server].push_back(key);
     }
-    plan.where.push_back(it->second);
+    plan.where[i] = {server, entry.index};
   }
   return plan;
 }

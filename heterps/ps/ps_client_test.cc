@@ -1,6 +1,7 @@
 #include "heterps/ps/ps_client.h"
 
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 
@@ -18,6 +19,36 @@ SparseTableOptions Options(int64_t budget) {
   o.seed = 3;
   o.memory_budget_bytes = budget;
   return o;
+}
+
+// PlanKeys against its definition: per server, the distinct keys in first-seen order, and each
+// position's (server, index); over batch sizes around the table's growth points, heavy and no
+// repetition, and the extreme keys.
+TEST(PlanKeysTest, MatchesItsDefinition) {
+  std::mt19937_64 rng(7);
+  for (int servers : {1, 2, 3, 8}) {
+    for (size_t n : {0, 1, 7, 8, 9, 16, 17, 1000, 4096, 53248}) {
+      for (uint64_t range : {uint64_t{5}, uint64_t{1000}, ~uint64_t{0}}) {
+        std::vector<uint64_t> keys(n);
+        for (uint64_t& k : keys) k = range == ~uint64_t{0} ? rng() : rng() % range;
+        if (n > 2) keys[1] = 0, keys[2] = ~uint64_t{0};
+        const KeyPlan plan = PlanKeys(keys, servers);
+        std::map<uint64_t, std::pair<int, int>> seen;
+        std::vector<std::vector<uint64_t>> expected(servers);
+        ASSERT_EQ(plan.where.size(), n);
+        for (size_t i = 0; i < n; ++i) {
+          auto [it, fresh] = seen.try_emplace(keys[i]);
+          if (fresh) {
+            const int s = ServerOf(keys[i], servers);
+            it->second = {s, static_cast<int>(expected[s].size())};
+            expected[s].push_back(keys[i]);
+          }
+          ASSERT_EQ(plan.where[i], it->second) << "position " << i << " of " << n;
+        }
+        ASSERT_EQ(plan.keys, expected) << servers << " servers, " << n << " keys";
+      }
+    }
+  }
 }
 
 TEST(PsClientTest, ShardedClientAnswersLikeOneServer) {
