@@ -8,10 +8,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "heterps/base/mix_key.h"
+#include "heterps/base/xxhash.h"
 #include "heterps/data/criteo.h"
-
-#define XXH_INLINE_ALL
-#include "xxhash.h"
 
 namespace heterps::data {
 namespace {

@@ -10,12 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "heterps/base/xxhash.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/data/reader.h"
 #include "heterps/data/synthetic.h"
-
-#define XXH_INLINE_ALL
-#include "xxhash.h"
 
 namespace heterps::data {
 namespace {

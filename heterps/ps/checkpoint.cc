@@ -22,11 +22,9 @@
 #include "heterps/base/fnv.h"
 #include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/base/xxhash.h"
 #include "heterps/ps/ps_client.h"
 #include "nlohmann/json.hpp"
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 namespace heterps::ps {
 namespace {
