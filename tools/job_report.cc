@@ -126,12 +126,14 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
   for (const std::string& failure : r.failures) absl::StrAppend(&out, "    after: ", failure, "\n");
   if (!r.stages.empty() && r.stages[0].tier_hit_rate >= 0) {
     const launcher::StageReport& s0 = r.stages[0];
-    absl::StrAppendFormat(&out,
-                          "  GPU tier        %s, %.0f MB: %.1f%% of the keys served from it; per "
-                          "step %s rows loaded, %s written back\n",
-                          job.settings.gpu_tier_device, job.settings.gpu_tier_bytes / 1e6,
-                          100 * s0.tier_hit_rate, WithCommas(s0.tier_loaded_rows),
-                          WithCommas(s0.tier_written_back_rows));
+    absl::StrAppendFormat(
+        &out,
+        "  GPU tier        %s, %.0f MB: %.1f%% of the keys served from it; per step %s rows "
+        "loaded, %s written back (at the ends of rounds: %s in all, not in the per-step "
+        "figures)\n",
+        job.settings.gpu_tier_device, job.settings.gpu_tier_bytes / 1e6, 100 * s0.tier_hit_rate,
+        WithCommas(s0.tier_loaded_rows), WithCommas(s0.tier_written_back_rows),
+        HumanSeconds(s0.write_back_seconds));
   }
   if (r.segments.size() <= 1 && plan.cost_per_hour_usd > 0) {
     const double seconds = r.wall_seconds > 0 ? r.wall_seconds : r.seconds;
@@ -193,7 +195,8 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
     if (s.tier_hit_rate >= 0) {
       stages.back()["gpu_tier"] = {{"hit_rate", s.tier_hit_rate},
                                    {"loaded_rows_per_batch", s.tier_loaded_rows},
-                                   {"written_back_rows_per_batch", s.tier_written_back_rows}};
+                                   {"written_back_rows_per_batch", s.tier_written_back_rows},
+                                   {"write_back_seconds", s.write_back_seconds}};
     }
   }
   nlohmann::ordered_json segments = nlohmann::ordered_json::array();

@@ -35,10 +35,11 @@ struct StageReport {
   std::string name, type, device;
   int64_t units = 0;
   double predicted_seconds = 0;  // the plan's seconds per batch for the stage
-  double measured_seconds = 0;   // per step: the busiest replica's busy time / steps
+  // Per step: the busiest replica's busy time / steps, its GPU tier's write-back aside.
+  double measured_seconds = 0;
   double ps_seconds = 0;         // of which waiting for the parameter servers
   double prefetch_seconds = 0;   // of which naming the step's keys to a GPU tier
-  double step_end_seconds = 0;   // of which ending the step (gradients out, a tier's write-back)
+  double step_end_seconds = 0;   // of which ending the step (the gradients out)
   double send_seconds = 0;       // per step: its time writing to other stages
   double idle_fraction = 0;      // of the busiest replica's time, waiting for work
   double pcie_bytes = 0;         // per step: the stage's device and GPU tier, both ways
@@ -46,6 +47,9 @@ struct StageReport {
   // it loaded and wrote back per step. -1: no tier.
   double tier_hit_rate = -1;
   double tier_loaded_rows = 0, tier_written_back_rows = 0;
+  // The busiest replica's seconds writing its GPU tier back to the servers, in all (at the end of
+  // each round of steps: before a checkpoint, a switch and the job's end).
+  double write_back_seconds = 0;
 };
 
 // A stretch of the job on one plan (docs/elastic.md): the first plan's from the start, then one

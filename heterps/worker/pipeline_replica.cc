@@ -189,10 +189,13 @@ class PipelineReplica::Impl {
   // the tier's write-back.
   absl::Status EndStep(int64_t step, bool write_back, const Cancelled& cancelled) {
     return OnComputeThread(true, cancelled, [this, step, write_back] {
-      const absl::Time start = absl::Now();
-      absl::Status status = policy_->EndStep(*stage_, step, replica_);
-      if (status.ok() && write_back && tier_ != nullptr) status = tier_->Flush();
+      absl::Time start = absl::Now();
+      HETERPS_RETURN_IF_ERROR(policy_->EndStep(*stage_, step, replica_));
       Charge(step_end_seconds_, start);
+      if (!write_back || tier_ == nullptr) return absl::OkStatus();
+      start = absl::Now();
+      absl::Status status = tier_->Flush();
+      Charge(write_back_seconds_, start);
       return status;
     });
   }
@@ -202,7 +205,7 @@ class PipelineReplica::Impl {
     return OnComputeThread(true, cancelled, [this] {
       const absl::Time start = absl::Now();
       absl::Status status = tier_->Flush();
-      Charge(step_end_seconds_, start);
+      Charge(write_back_seconds_, start);
       return status;
     });
   }
@@ -273,6 +276,7 @@ class PipelineReplica::Impl {
     s.busy_seconds = busy_seconds_;
     s.prefetch_seconds = prefetch_seconds_;
     s.step_end_seconds = step_end_seconds_;
+    s.write_back_seconds = write_back_seconds_;
     s.idle_seconds = idle_seconds_;
     s.send_seconds = send_seconds_;
     s.queue_depth = static_cast<int>(urgent_.size() + normal_.size());
@@ -586,6 +590,7 @@ class PipelineReplica::Impl {
   double busy_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double prefetch_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of busy_seconds_
   double step_end_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of busy_seconds_
+  double write_back_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of busy_seconds_
   double idle_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> micro_batches_{0};

@@ -118,10 +118,11 @@ struct ReplicaStats {
   double idle_seconds = 0;    // waiting for work
   double send_seconds = 0;    // handing activations and answers to the transport
   double ps_seconds = 0;      // of busy_seconds: waiting for the parameter servers
-  // Of busy_seconds: naming each step's keys to a GPU tier (which loads the rows it lacks), and
-  // ending the steps (the gradients to the servers, a tier's write-back). The rest is the
-  // micro-batches' forward and backward passes. ps_seconds overlaps all three.
-  double prefetch_seconds = 0, step_end_seconds = 0;
+  // Of busy_seconds: naming each step's keys to a GPU tier (which loads the rows it lacks),
+  // ending the steps (the gradients to the servers or the tier), and the tier's write-back of its
+  // rows to the servers (at the end of each round of steps, not every step). The rest is the
+  // micro-batches' forward and backward passes. ps_seconds overlaps all four.
+  double prefetch_seconds = 0, step_end_seconds = 0, write_back_seconds = 0;
   int queue_depth = 0;  // tasks waiting now
   int in_flight = 0;    // micro-batches between their forward and backward now
   // The stage's device and its GPU tier, if any: bytes over PCIe (both ways), the tier's keys

@@ -712,7 +712,9 @@ class Attempt::Impl {
                          stage.seconds_per_batch};
       for (size_t i = 0; i < end.size() && i < stats_start_.size(); ++i) {
         if (end[i].stage() != s) continue;
-        const double busy = end[i].busy_seconds() - stats_start_[i].busy_seconds();
+        const double write_back =
+            end[i].write_back_seconds() - stats_start_[i].write_back_seconds();
+        const double busy = end[i].busy_seconds() - stats_start_[i].busy_seconds() - write_back;
         const double idle = end[i].idle_seconds() - stats_start_[i].idle_seconds();
         const double send = end[i].send_seconds() - stats_start_[i].send_seconds();
         const double ps = end[i].ps_seconds() - stats_start_[i].ps_seconds();
@@ -725,6 +727,7 @@ class Attempt::Impl {
           report.step_end_seconds =
               (end[i].step_end_seconds() - stats_start_[i].step_end_seconds()) / steps;
           report.send_seconds = send / steps;
+          report.write_back_seconds = write_back;
           report.idle_fraction = busy + idle > 0 ? idle / (busy + idle) : 0;
           report.pcie_bytes = (end[i].pcie_bytes() - stats_start_[i].pcie_bytes()) / steps;
           const double hits = end[i].tier_hits() - stats_start_[i].tier_hits();

@@ -288,6 +288,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_ps_seconds(s.ps_seconds);
       reply->set_prefetch_seconds(s.prefetch_seconds);
       reply->set_step_end_seconds(s.step_end_seconds);
+      reply->set_write_back_seconds(s.write_back_seconds);
       reply->set_bytes_sent(bytes_sent_.load());
       reply->set_queue_depth(s.queue_depth);
       reply->set_in_flight(s.in_flight);
