@@ -160,6 +160,21 @@ TEST_F(GpuHostTest, AnAsynchronousJobWritesTheTierBackAtTheEnd) {
   EXPECT_EQ(tier["written_back_rows_per_batch"], tier["loaded_rows_per_batch"]);
 }
 
+// The README's command for the tier on the twin, planned here: the plan taken keeps stage 0 on
+// one replica (a faster limit would give it two, which the tier cannot serve).
+TEST_F(GpuHostTest, APlanMadeForTheTierKeepsStageZeroOnOneReplica) {
+  const std::string dir = Dir("gpu_planned");
+  const Outcome r =
+      Heterps({"train", "--data", data_, "--batch", "256", "--gpu-emulate", "1", "--gpu-cache-gib",
+               "0.001", "--job-dir", dir, "--metrics-out", dir + "/metrics.json"},
+              dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("GPU tier        twin:0"));
+  const json m = Metrics(dir);
+  EXPECT_EQ(m["stages"][0]["units"], 1);
+  EXPECT_FALSE(m["stages"][0]["gpu_tier"].is_null());
+}
+
 TEST_F(GpuHostTest, TheTierNeedsOneReplicaOfStageZero) {
   const std::string dir = Dir("gpu_refused");
   const Outcome r = Heterps(

@@ -128,9 +128,9 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
     const launcher::StageReport& s0 = r.stages[0];
     absl::StrAppendFormat(
         &out,
-        "  GPU tier        %s, %.0f MB: %.1f%% of the keys served from it; per step %s rows "
-        "loaded, %s written back (at the ends of rounds: %s in all, not in the per-step "
-        "figures)\n",
+        "  GPU tier        %s, %.0f MB: %.1f%% of the keys served from it; %s rows loaded per "
+        "step; written back at the ends of rounds: %s rows per step on average, %s in all "
+        "(outside the per-step figures)\n",
         job.settings.gpu_tier_device, job.settings.gpu_tier_bytes / 1e6, 100 * s0.tier_hit_rate,
         WithCommas(s0.tier_loaded_rows), WithCommas(s0.tier_written_back_rows),
         HumanSeconds(s0.write_back_seconds));

@@ -120,11 +120,13 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
     if (std::isfinite(x)) unit_seconds = x;
   }
   const double one_unit = spec.batch_size / std::max(unit_seconds, 1e-9);
+  const bool tier = flags.gpu_cache_gib > 0;
   std::vector<double> limits = {flags.throughput};
   if (flags.throughput <= 0) limits = {1.5 * one_unit, one_unit, 0.5 * one_unit};
+  if (flags.throughput <= 0 && tier) limits.push_back(0.25 * one_unit);
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create(flags.scheduler));
-  Planned out;
+  Planned out, first_feasible;
   out.profile = measured.profile;
   for (double limit : limits) {
     HETERPS_ASSIGN_OR_RETURN(
@@ -138,10 +140,14 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
     options.policy_out = policy_out;
     HETERPS_ASSIGN_OR_RETURN(sched::Plan plan, scheduler->Schedule(model, options));
     out.plan = sched::FromPlan(model, plan);
-    if (plan.feasible) return out;
-    out.why_not = plan.why.message;
+    if (!plan.feasible) {
+      out.why_not = plan.why.message;
+      continue;
+    }
+    if (!tier || out.plan.stages.empty() || out.plan.stages[0].units <= 1) return out;
+    if (!first_feasible.plan.feasible) first_feasible = out;
   }
-  return out;
+  return first_feasible.plan.feasible ? first_feasible : out;
 }
 
 }  // namespace heterps::tools

@@ -54,6 +54,10 @@ worker::BatchSources DataBatches(const config::ModelSpec& spec,
 // InvalidArgument naming the cluster when no type has a local device to profile. `policy_out`:
 // where a learned scheduler saves its policy (empty: nowhere), for the job's re-plans. The
 // profile runs on the first lines of `data_files` (the job's data; empty: random batches).
+// Without --throughput, plans for 1.5, 1 and 0.5 times one unit's speed are tried in turn, and
+// the first feasible one is taken; with a GPU tier (--gpu-cache-gib), whose stage 0 must be one
+// replica, a quarter is tried too, and the first feasible plan with one replica of stage 0 is
+// taken (else the first feasible one, which the job then refuses with the reason).
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
                                  const config::ClusterSpec& cluster, int64_t samples,
                                  const std::string& policy_out = "",
