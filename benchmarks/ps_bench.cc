@@ -23,11 +23,17 @@
 //    of their keys from a hot 10% of the rows; throughput against the same
 //    table all in memory, and the largest resident bytes seen against the
 //    budget. Target: within 10% of the budget.
+// 5. The client's key plan (ps::PlanKeys: a batch's distinct keys per server and where each
+//    position finds its key, the first thing every pull and push does) against the same plan
+//    made with an absl::flat_hash_map, as the client made it before, in the same run: one
+//    thread, batches of 4096 uniform keys and of 53,248 keys drawn as dlrm-small's 26 slots of
+//    2048 samples draw them (skewed), one server.
 //
 // Prints a table; with --markdown (default docs/benchmarks.md) also replaces
 // the ps-bench section.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -121,6 +128,47 @@ void Fill(ps::PsClient& client, int64_t rows, int dim) {
     for (int64_t i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(at + i);
     Check(client.Wait(client.PullSparse(0, keys, absl::MakeSpan(values))), "fill");
   }
+}
+
+// The key plan as the client made it with absl's hash map: the second implementation part 5
+// measures ps::PlanKeys against.
+ps::KeyPlan MapPlanKeys(absl::Span<const uint64_t> keys, int num_servers) {
+  ps::KeyPlan plan;
+  plan.keys.resize(num_servers);
+  plan.where.reserve(keys.size());
+  absl::flat_hash_map<uint64_t, std::pair<int, int>> seen;
+  seen.reserve(keys.size());
+  for (uint64_t key : keys) {
+    auto [it, fresh] = seen.try_emplace(key);
+    if (fresh) {
+      const int server = ps::ServerOf(key, num_servers);
+      it->second = {server, static_cast<int>(plan.keys[server].size())};
+      plan.keys[server].push_back(key);
+    }
+    plan.where.push_back(it->second);
+  }
+  return plan;
+}
+
+// Keys planned per second by `plan` over `batches` (the best of 5 passes), and checks that it
+// plans as MapPlanKeys does.
+double PlanRate(const std::vector<std::vector<uint64_t>>& batches,
+                ps::KeyPlan (*plan)(absl::Span<const uint64_t>, int)) {
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    size_t keys = 0;
+    const absl::Time start = absl::Now();
+    for (const std::vector<uint64_t>& batch : batches) keys += plan(batch, 1).where.size();
+    best = std::max(best, keys / absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  for (const std::vector<uint64_t>& batch : batches) {
+    const ps::KeyPlan a = plan(batch, 1), b = MapPlanKeys(batch, 1);
+    if (a.keys != b.keys || a.where != b.where) {
+      std::fprintf(stderr, "ps_bench: the key plans differ\n");
+      std::exit(1);
+    }
+  }
+  return best;
 }
 
 ps::SparseTableOptions TableOptions(const Flags& f, int64_t budget) {
@@ -258,6 +306,32 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(dir);
   }
 
+  // 5. The key plan.
+  double plan_small = 0, map_small = 0, plan_large = 0, map_large = 0;
+  if (run("plan")) {
+    uint64_t s = 1;
+    std::vector<std::vector<uint64_t>> small(200), large(20);
+    for (auto& batch : small) {
+      for (int i = 0; i < kBatch; ++i) batch.push_back(uniform(s));
+    }
+    // dlrm-small's draws: per sample, one id in each of 26 slots of 100,000, skewed to low ids
+    // (the square of a uniform), each slot's ids apart.
+    for (auto& batch : large) {
+      for (int i = 0; i < 2048; ++i) {
+        for (uint64_t slot = 0; slot < 26; ++slot) {
+          const double u = static_cast<double>(SplitMix(s) >> 11) / 9007199254740992.0;
+          batch.push_back(slot * 100000 + static_cast<uint64_t>(u * u * 100000));
+        }
+      }
+    }
+    plan_small = PlanRate(small, ps::PlanKeys);
+    map_small = PlanRate(small, MapPlanKeys);
+    plan_large = PlanRate(large, ps::PlanKeys);
+    map_large = PlanRate(large, MapPlanKeys);
+    std::fprintf(stderr, "key plan: %.3g / %.3g keys/s (4096), %.3g / %.3g (53,248)\n", plan_small,
+                 map_small, plan_large, map_large);
+  }
+
   const std::string table = absl::StrFormat(
       "| measure | figure | against | ratio | target |\n"
       "|---|---|---|---|---|\n"
@@ -275,11 +349,16 @@ int main(int argc, char** argv) {
       "memory, "
       "%.3g keys/s | %.2f | |\n"
       "| resident bytes, largest seen | %.1f MB | budget, %.1f MB | %.2f | <= "
-      "1.10 |\n",
+      "1.10 |\n"
+      "| client's key plan, 4096 uniform keys, 1 thread | %.3g keys/s | with absl's hash map, "
+      "%.3g keys/s | %.2f | |\n"
+      "| client's key plan, 53,248 keys of dlrm-small's 26 slots, 1 thread | %.3g keys/s | with "
+      "absl's hash map, %.3g keys/s | %.2f | |\n",
       gather, pull, pull / gather, push, push / gather, grpc_pull, grpc_pull / pull, grpc_push,
       grpc_push / push, bytes_per_row, row_bytes, bytes_per_row / row_bytes, 100 * tier_miss_rate,
       tier_rate, memory_rate, tier_rate / memory_rate, worst_budget_ratio * budget / 1e6,
-      budget / 1e6, worst_budget_ratio);
+      budget / 1e6, worst_budget_ratio, plan_small, map_small, plan_small / map_small, plan_large,
+      map_large, plan_large / map_large);
   const std::string section = absl::StrFormat(
       "```\nbuild/benchmarks/ps_bench --rows %d --dim %d --threads %d "
       "--seconds %g --tier-rows %d\n"

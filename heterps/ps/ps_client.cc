@@ -15,25 +15,33 @@ KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers) {
   if (n == 0) return plan;
   // An open-addressing set of the batch's keys (linear probing, at most half full), each entry
   // holding its key's index among its server's keys; the entry of the key kAhead positions on is
-  // fetched ahead, so that the cache misses of several keys overlap. The table is the calling
-  // thread's, kept between calls of the same size: an entry belongs to this call only if it
-  // carries this call's generation, so that nothing is cleared.
+  // fetched ahead, so that the cache misses of several keys overlap. A table of up to kKept
+  // entries is the calling thread's, kept between calls of the same size: an entry belongs to
+  // this call only if it carries this call's generation, so that nothing is cleared. A larger one
+  // (a batch of more than kKept / 2 keys, as a checkpoint's) is the call's own.
   struct Entry {
     uint64_t key;
     uint32_t generation;
     int32_t index;
   };
-  thread_local std::vector<Entry> table;
+  constexpr size_t kKept = size_t{1} << 18;  // 4 MiB a thread at most
+  thread_local std::vector<Entry> kept;
   thread_local uint32_t generation = 0;
   int shift = 64 - 4;  // the slot is the mixed key's top bits
   while ((size_t{1} << (64 - shift)) < 2 * n) --shift;
   const size_t mask = (size_t{1} << (64 - shift)) - 1;
-  if (table.size() != mask + 1 || ++generation == 0) {
-    table.assign(mask + 1, Entry{0, 0, 0});
-    generation = 1;
+  std::vector<Entry> own;
+  uint32_t now = 1;
+  if (mask + 1 > kKept) {
+    own.assign(mask + 1, Entry{0, 0, 0});
+  } else {
+    if (kept.size() != mask + 1 || ++generation == 0) {
+      kept.assign(mask + 1, Entry{0, 0, 0});
+      generation = 1;
+    }
+    now = generation;
   }
-  const uint32_t now = generation;
-  Entry* const entries = table.data();
+  Entry* const entries = mask + 1 > kKept ? own.data() : kept.data();
   const uint64_t servers = static_cast<uint64_t>(num_servers);
   for (auto& server_keys : plan.keys) server_keys.reserve(n / num_servers + n / (4 * num_servers));
   constexpr size_t kAhead = 16;

@@ -96,7 +96,8 @@ inline int ServerOf(uint64_t key, int num_servers) {
 
 // Distinct keys of a batch, grouped by server, and where each position of the batch finds its
 // key: the client-side work every implementation shares. Any thread may call PlanKeys; each keeps
-// a scratch table (16 bytes per slot, at least twice the batch's keys) between its calls.
+// a scratch table between its calls (16 bytes a slot, at least twice the batch's keys; at most
+// 4 MiB: a larger batch's table is freed when the call returns).
 struct KeyPlan {
   std::vector<std::vector<uint64_t>> keys;  // [server]: distinct keys, first-seen order
   std::vector<std::pair<int, int>> where;   // [position]: (server, index in keys[server])

@@ -27,7 +27,7 @@ SparseTableOptions Options(int64_t budget) {
 TEST(PlanKeysTest, MatchesItsDefinition) {
   std::mt19937_64 rng(7);
   for (int servers : {1, 2, 3, 8}) {
-    for (size_t n : {0, 1, 7, 8, 9, 16, 17, 1000, 4096, 53248}) {
+    for (size_t n : {0, 1, 7, 8, 9, 16, 17, 1000, 4096, 53248, 200000}) {
       for (uint64_t range : {uint64_t{5}, uint64_t{1000}, ~uint64_t{0}}) {
         std::vector<uint64_t> keys(n);
         for (uint64_t& k : keys) k = range == ~uint64_t{0} ? rng() : rng() % range;
