@@ -31,6 +31,7 @@ KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers) {
   while ((size_t{1} << (64 - shift)) < 2 * n) --shift;
   const size_t mask = (size_t{1} << (64 - shift)) - 1;
   std::vector<Entry> own;
+  std::vector<Entry>* table = &own;
   uint32_t now = 1;
   if (mask + 1 > kKept) {
     own.assign(mask + 1, Entry{0, 0, 0});
@@ -39,9 +40,10 @@ KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers) {
       kept.assign(mask + 1, Entry{0, 0, 0});
       generation = 1;
     }
+    table = &kept;
     now = generation;
   }
-  Entry* const entries = mask + 1 > kKept ? own.data() : kept.data();
+  Entry* const entries = table->data();
   const uint64_t servers = static_cast<uint64_t>(num_servers);
   for (auto& server_keys : plan.keys) server_keys.reserve(n / num_servers + n / (4 * num_servers));
   constexpr size_t kAhead = 16;
