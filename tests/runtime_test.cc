@@ -129,6 +129,38 @@ TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
   EXPECT_GT(spills, 10000);
   EXPECT_EQ(Metrics(tiered)["parameter_digest"], b["parameter_digest"]);
   EXPECT_EQ(Metrics(tiered)["losses"], b["losses"]);
+  // Both stages with dense layers, stage 0's two replicas holding theirs between them (checkpoints
+  // and an evaluation inside the run: the held parameters are written back at each), against the
+  // same job with the dense parameters through the servers: the same to the bit.
+  json held_runs[2];
+  for (const bool on_servers : {false, true}) {
+    const std::string dense = Dir(on_servers ? "dense_on_servers" : "dense_held");
+    std::vector<std::string> args = {"train",
+                                     "--data",
+                                     data_,
+                                     "--batch",
+                                     "256",
+                                     "--cluster",
+                                     kCluster,
+                                     "--plan",
+                                     "tests/specs/runtime/two-stages-dense.json",
+                                     "--job-dir",
+                                     dense,
+                                     "--metrics-out",
+                                     dense + "/metrics.json",
+                                     "--checkpoint-every",
+                                     "30",
+                                     "--eval-interval",
+                                     "40"};
+    if (on_servers) args.push_back("--dense-on-servers");
+    r = Heterps(args, dense);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    held_runs[on_servers] = Metrics(dense);
+  }
+  EXPECT_EQ(held_runs[0]["parameter_digest"], held_runs[1]["parameter_digest"]);
+  EXPECT_EQ(held_runs[0]["losses"], held_runs[1]["losses"]);
+  EXPECT_EQ(held_runs[0]["evals"], held_runs[1]["evals"]);
+  ASSERT_NO_FATAL_FAILURE(ExpectTheSameRun(a, held_runs[0]));
   // The coordinator's view, as `heterps status` shows it.
   r = Heterps({"status", job}, job);
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -191,6 +191,9 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_flag("--gpu-tf32", flags.job.gpu_tf32,
                 "GPU stages' matrix products in TensorFloat-32: faster, less precise (off by "
                 "default; the eval AUC says what it costs)");
+  cmd->add_flag("--dense-on-servers", flags.job.dense_on_servers,
+                "Synchronous jobs: the dense parameters through the parameter servers every step "
+                "instead of held by each stage's replicas (the same values; slower)");
   cmd->add_option("--gpu-cache-device", flags.gpu_cache_device,
                   "The GPU of the tier (default: the plan's first GPU, else this host's)");
   cmd->add_option("--cluster-watch", flags.cluster_watch,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "heterps/base/status_macros.h"
 #include "heterps/ps/sparse_table.h"
 
 namespace heterps::ps {
@@ -93,6 +94,54 @@ absl::Status DenseTable::Write(int block, const BlockData& data) {
   b.value = data.value;
   b.state = data.state;
   b.steps = data.steps;
+  return absl::OkStatus();
+}
+
+absl::Status DenseTable::CheckRange(int block, int64_t offset, int64_t count) const {
+  if (block < 0 || block >= num_blocks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dense table: no block ", block, " (it has ", num_blocks(), ")"));
+  }
+  const int64_t size = blocks_[block]->size;
+  if (offset < 0 || count < 0 || offset > size || count > size - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("dense table: block ", block, " has ", size,
+                                                   " floats, not [", offset, ", ", offset + count,
+                                                   ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DenseTable::ReadSlice(int block, int64_t offset, int64_t count,
+                                   DenseSlice* out) const {
+  HETERPS_RETURN_IF_ERROR(CheckRange(block, offset, count));
+  const Block& b = *blocks_[block];
+  const int k = StateFloats(options_.optimizer.kind);
+  absl::MutexLock lock(&b.mu);
+  out->value.assign(b.value.begin() + offset, b.value.begin() + offset + count);
+  out->state.resize(static_cast<size_t>(k * count));
+  for (int j = 0; j < k; ++j) {
+    std::copy_n(b.state.begin() + j * b.size + offset, count, out->state.begin() + j * count);
+  }
+  out->steps = b.steps;
+  return absl::OkStatus();
+}
+
+absl::Status DenseTable::WriteSlice(int block, int64_t offset, const DenseSlice& slice) {
+  const int64_t count = static_cast<int64_t>(slice.value.size());
+  HETERPS_RETURN_IF_ERROR(CheckRange(block, offset, count));
+  const int k = StateFloats(options_.optimizer.kind);
+  if (slice.state.size() != static_cast<size_t>(k * count)) {
+    return absl::InvalidArgumentError(absl::StrCat("dense table: block ", block, ": a slice of ",
+                                                   count, " floats with ", slice.state.size(),
+                                                   " of state, expected ", k * count));
+  }
+  Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  std::copy(slice.value.begin(), slice.value.end(), b.value.begin() + offset);
+  for (int j = 0; j < k; ++j) {
+    std::copy_n(slice.state.begin() + j * count, count, b.state.begin() + j * b.size + offset);
+  }
+  b.steps = slice.steps;
   return absl::OkStatus();
 }
 

@@ -17,6 +17,16 @@
 
 namespace heterps::ps {
 
+// A range of a dense block with its optimizer state, for a client that applies the optimizer
+// itself (a synchronous stage's replicas; docs/runtime.md, "Dense parameters on the replicas").
+struct DenseSlice {
+  std::vector<float> value;  // the block's floats [offset, offset + count)
+  // Each state array's same range, one after the other: StateFloats(kind) * count floats (Adam:
+  // m's range, then v's).
+  std::vector<float> state;
+  int64_t steps = 0;  // the block's update count
+};
+
 struct DenseTableOptions {
   std::vector<int64_t> block_sizes;  // floats per block, each > 0
   OptimizerOptions optimizer;        // applied on push
@@ -45,6 +55,12 @@ class DenseTable {
   absl::StatusOr<BlockData> Read(int block) const;
   absl::Status Write(int block, const BlockData& data);
 
+  // Floats [offset, offset + count) of block `block` with their state (DenseSlice), and their
+  // replacement; Write sets the block's update count to the slice's. InvalidArgument for a range
+  // outside the block or a slice of the wrong size.
+  absl::Status ReadSlice(int block, int64_t offset, int64_t count, DenseSlice* out) const;
+  absl::Status WriteSlice(int block, int64_t offset, const DenseSlice& slice);
+
  private:
   struct Block {
     int64_t size = 0;
@@ -55,6 +71,7 @@ class DenseTable {
   };
   explicit DenseTable(const DenseTableOptions& options) : options_(options) {}
   absl::Status CheckBlock(int block, size_t floats) const;
+  absl::Status CheckRange(int block, int64_t offset, int64_t count) const;
 
   DenseTableOptions options_;
   std::vector<std::unique_ptr<Block>> blocks_;

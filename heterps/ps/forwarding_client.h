@@ -58,6 +58,13 @@ class ForwardingPsClient : public PsClient {
   Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override {
     return target_->ImportRows(table, keys, rows);
   }
+  Ticket ExportDense(int table, int block, int64_t offset, int64_t count,
+                     DenseSlice* out) override {
+    return target_->ExportDense(table, block, offset, count, out);
+  }
+  Ticket ImportDense(int table, int block, int64_t offset, const DenseSlice& slice) override {
+    return target_->ImportDense(table, block, offset, slice);
+  }
   absl::Status Prefetch(int table, absl::Span<const uint64_t> keys) override {
     return target_->Prefetch(table, keys);
   }

@@ -220,6 +220,20 @@ Ticket InProcessPsClient::PushDense(int table, int block, absl::Span<const float
                            : t->Push(block, grads));
 }
 
+Ticket InProcessPsClient::ExportDense(int table, int block, int64_t offset, int64_t count,
+                                      DenseSlice* out) {
+  DenseTable* t = dense(table);
+  return Done(t == nullptr ? absl::NotFoundError(absl::StrCat("no dense table ", table))
+                           : t->ReadSlice(block, offset, count, out));
+}
+
+Ticket InProcessPsClient::ImportDense(int table, int block, int64_t offset,
+                                      const DenseSlice& slice) {
+  DenseTable* t = dense(table);
+  return Done(t == nullptr ? absl::NotFoundError(absl::StrCat("no dense table ", table))
+                           : t->WriteSlice(block, offset, slice));
+}
+
 namespace {
 
 // The rows of `batch` at positions `at` (of `floats_per_row` floats each) appended to `out`.

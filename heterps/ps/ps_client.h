@@ -74,6 +74,13 @@ class PsClient {
   virtual Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) = 0;
   // Replaces the rows of distinct `keys` with `rows` (shaped as ExportRows').
   virtual Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) = 0;
+  // Floats [offset, offset + count) of dense block `block` with their optimizer state and the
+  // block's update count (DenseSlice), for clients that apply the dense optimizer themselves (a
+  // synchronous stage's replicas); and their replacement, which also sets the block's count.
+  // `out` and `slice` must stay valid until Wait. InvalidArgument for a range outside the block.
+  virtual Ticket ExportDense(int table, int block, int64_t offset, int64_t count,
+                             DenseSlice* out) = 0;
+  virtual Ticket ImportDense(int table, int block, int64_t offset, const DenseSlice& slice) = 0;
   // A hint: the keys of `table` the coming pulls and pushes will touch (a tier loads them ahead).
   // The default ignores it.
   virtual absl::Status Prefetch(int table, absl::Span<const uint64_t> keys) {
@@ -134,6 +141,8 @@ class InProcessPsClient : public PsClient {
   absl::Status Commit() override;
   Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override;
   Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override;
+  Ticket ExportDense(int table, int block, int64_t offset, int64_t count, DenseSlice* out) override;
+  Ticket ImportDense(int table, int block, int64_t offset, const DenseSlice& slice) override;
   absl::Status Wait(Ticket ticket) override;
 
   // Every table of server `server`, for checkpoints.

@@ -6,13 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "heterps/base/log.h"
+#include "heterps/base/status_macros.h"
 
 namespace heterps::worker {
 namespace {
 
 class SyncPolicy : public GradientPolicy {
  public:
-  explicit SyncPolicy(const Stage& stage) : stage_(stage) {}
+  SyncPolicy(const Stage& stage, DenseGroup* dense, std::function<bool()> cancelled)
+      : stage_(stage), dense_(dense), cancelled_(std::move(cancelled)) {}
 
   bool PullBefore(int64_t step, int64_t pulled_step, int) const override {
     return step != pulled_step;
@@ -51,11 +53,17 @@ class SyncPolicy : public GradientPolicy {
       pool_.push_back(std::move(it->second));
       it = finished_.erase(it);
     }
-    return stage.Accumulate(total_, part);
+    if (dense_ == nullptr) return stage.Accumulate(total_, part);
+    HETERPS_RETURN_IF_ERROR(stage.Accumulate(total_, part, /*dense=*/false));
+    return stage.UpdateDense([&](std::vector<AlignedFloats>& values) {
+      return dense_->Step(step, total_.dense, values, cancelled_);
+    });
   }
 
  private:
   const Stage& stage_;
+  DenseGroup* const dense_;
+  const std::function<bool()> cancelled_;
   std::map<std::pair<int64_t, int64_t>, ParameterGrads> finished_;  // (step, order)
   std::vector<ParameterGrads> pool_;
   StepGrads total_;
@@ -83,8 +91,12 @@ class AsyncPolicy : public GradientPolicy {
 
 }  // namespace
 
-std::unique_ptr<GradientPolicy> MakeGradientPolicy(Consistency mode, const Stage& stage) {
-  if (mode == Consistency::kSync) return std::make_unique<SyncPolicy>(stage);
+std::unique_ptr<GradientPolicy> MakeGradientPolicy(Consistency mode, const Stage& stage,
+                                                   DenseGroup* dense,
+                                                   std::function<bool()> cancelled) {
+  if (mode == Consistency::kSync) {
+    return std::make_unique<SyncPolicy>(stage, dense, std::move(cancelled));
+  }
   return std::make_unique<AsyncPolicy>(stage);
 }
 

@@ -10,6 +10,10 @@
 //                         this replica's part (Accumulate); the
 //                         coordinator commits
 //
+// With a DenseGroup (synchronous jobs whose stages hold their dense parameters), the dense part
+// of a step's sums goes to the group's exchange instead of the servers, and the parameters are
+// pulled only once, by the group's Load (the replica asks loaded()).
+//
 // So a synchronous step is applied once, whichever replica ran what and when, and bit for bit the
 // same as the single-process run's.
 //
@@ -17,9 +21,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
+#include "heterps/worker/dense_group.h"
 #include "heterps/worker/job.h"
 #include "heterps/worker/stage.h"
 
@@ -40,7 +46,11 @@ class GradientPolicy {
   virtual absl::Status EndStep(Stage& stage, int64_t step, int part) = 0;
 };
 
-// The policy of `mode` for a replica of `stage` (which must outlive it).
-std::unique_ptr<GradientPolicy> MakeGradientPolicy(Consistency mode, const Stage& stage);
+// The policy of `mode` for a replica of `stage` (which, with `dense`, must outlive it). `dense`
+// (synchronous only; null: the dense parameters through the servers) holds the stage's dense
+// parameters; `cancelled` tells its exchange to give up waiting.
+std::unique_ptr<GradientPolicy> MakeGradientPolicy(Consistency mode, const Stage& stage,
+                                                   DenseGroup* dense = nullptr,
+                                                   std::function<bool()> cancelled = nullptr);
 
 }  // namespace heterps::worker

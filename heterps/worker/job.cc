@@ -279,7 +279,8 @@ std::string JobToJson(const JobSpec& job) {
                  {"max_restarts", s.max_restarts},
                  {"gpu_tier_device", s.gpu_tier_device},
                  {"gpu_tier_bytes", s.gpu_tier_bytes},
-                 {"gpu_tf32", s.gpu_tf32}}}};
+                 {"gpu_tf32", s.gpu_tf32},
+                 {"dense_on_servers", s.dense_on_servers}}}};
   return root.dump(1) + "\n";
 }
 
@@ -324,6 +325,7 @@ absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view 
   HETERPS_ASSIGN_OR_RETURN(out.gpu_tier_device, s.String("gpu_tier_device"));
   HETERPS_ASSIGN_OR_RETURN(out.gpu_tier_bytes, s.Int("gpu_tier_bytes", 0));
   HETERPS_ASSIGN_OR_RETURN(out.gpu_tf32, s.Bool("gpu_tf32"));
+  HETERPS_ASSIGN_OR_RETURN(out.dense_on_servers, s.Bool("dense_on_servers"));
   HETERPS_RETURN_IF_ERROR(CheckSettings(out));
   if (job.files.empty()) return root.Error("files", "no data files");
   absl::Status plan_ok = CheckPlan(job.plan, job.model);

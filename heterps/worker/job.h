@@ -62,6 +62,11 @@ struct JobSettings {
   // GPU stages' GEMMs in TensorFloat-32: faster, less precise; off unless asked for (the host
   // twin computes in FP32 whatever this says).
   bool gpu_tf32 = false;
+  // Synchronous jobs: every stage's dense parameters go through the parameter servers (each
+  // step's pull, the gradients' sum in the commit) rather than being held by the stage's replicas,
+  // which exchange the step's gradient sums among themselves (worker/dense_group.h). The values
+  // are the same to the bit either way; kept for comparison.
+  bool dense_on_servers = false;
 };
 
 struct JobSpec {

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/dense/default_backends.h"
 #include "heterps/gpu/device.h"
@@ -67,13 +68,15 @@ struct Outcome {
 
 class PipelineReplica::Impl {
  public:
-  Impl(const JobSpec& job, int stage, int replica, ps::PsClient* client, Downstream* downstream)
+  Impl(const JobSpec& job, int stage, int replica, ps::PsClient* client, Downstream* downstream,
+       DensePeers* peers)
       : job_(job),
         stage_index_(stage),
         replica_(replica),
         name_(absl::StrCat("stage ", stage, " replica ", replica)),
         client_(client),
-        downstream_(downstream) {}
+        downstream_(downstream),
+        peers_(peers) {}
 
   absl::Status Init() {
     const sched::RunStage& mine = job_.plan.stages[stage_index_];
@@ -94,7 +97,14 @@ class PipelineReplica::Impl {
       return absl::InvalidArgumentError(
           absl::StrCat(name_, ": the next stage's replicas are not all known"));
     }
-    policy_ = MakeGradientPolicy(job_.settings.mode, *stage_);
+    if (peers_ != nullptr && job_.settings.mode == Consistency::kSync &&
+        !job_.settings.dense_on_servers && !stage_->dense_blocks().empty()) {
+      dense_ = std::make_unique<DenseGroup>(kDenseTable, stage_->dense_blocks(),
+                                            job_.settings.tables.dense_optimizer, replica_,
+                                            job_.replicas(stage_index_), peers_, client_);
+    }
+    policy_ = MakeGradientPolicy(job_.settings.mode, *stage_, dense_.get(),
+                                 [this] { return stopping_.load(); });
     if (stage_index_ == 0) {
       train_reader_ =
           std::make_unique<ShardReader>(job_.Reader(replica_, data::ReaderOptions::Part::kTrain));
@@ -186,28 +196,45 @@ class PipelineReplica::Impl {
   }
 
   // Runs the policy's EndStep on the compute thread and waits for it; with `write_back`, then
-  // the tier's write-back.
+  // the write-back of the tier and the dense parameters.
   absl::Status EndStep(int64_t step, bool write_back, const Cancelled& cancelled) {
     return OnComputeThread(true, cancelled, [this, step, write_back] {
-      absl::Time start = absl::Now();
+      const absl::Time start = absl::Now();
       HETERPS_RETURN_IF_ERROR(policy_->EndStep(*stage_, step, replica_));
       Charge(step_end_seconds_, start);
-      if (!write_back || tier_ == nullptr) return absl::OkStatus();
-      start = absl::Now();
-      absl::Status status = tier_->Flush();
-      Charge(write_back_seconds_, start);
-      return status;
+      return write_back ? WriteBackHere() : absl::OkStatus();
     });
   }
 
   absl::Status WriteBack(const Cancelled& cancelled) {
-    if (tier_ == nullptr) return absl::OkStatus();
-    return OnComputeThread(true, cancelled, [this] {
-      const absl::Time start = absl::Now();
-      absl::Status status = tier_->Flush();
-      Charge(write_back_seconds_, start);
-      return status;
-    });
+    if (tier_ == nullptr && dense_ == nullptr) return absl::OkStatus();
+    return OnComputeThread(true, cancelled, [this] { return WriteBackHere(); });
+  }
+
+  // On the compute thread: the tier's rows and the dense parameters the stage holds, to the
+  // servers.
+  absl::Status WriteBackHere() {
+    if (tier_ == nullptr && dense_ == nullptr) return absl::OkStatus();
+    const absl::Time start = absl::Now();
+    absl::Status status;
+    if (tier_ != nullptr) status.Update(tier_->Flush());
+    if (dense_ != nullptr) status.Update(dense_->WriteBack(stage_->dense_values()));
+    Charge(write_back_seconds_, start);
+    return status;
+  }
+
+  void OnDense(DenseMessage message) {
+    if (dense_ == nullptr) {
+      base::LogLine(absl::StrCat(name_, ": dropped a dense message of replica ", message.from,
+                                 " (this stage's dense parameters are on the servers)"));
+      return;
+    }
+    dense_->Deliver(std::move(message));
+  }
+  bool holds_dense() const { return dense_ != nullptr; }
+  // A step this replica failed: the stage's other replicas stop waiting for its dense part.
+  void AbortDense(int64_t step, const absl::Status& why) {
+    if (dense_ != nullptr) dense_->Abort(step, why);
   }
 
   // Names a step's keys to the tier, on the compute thread before the step's micro-batches.
@@ -424,7 +451,13 @@ class PipelineReplica::Impl {
 
   absl::Status MaybePull(int64_t step) {
     if (!policy_->PullBefore(step, pulled_step_, in_flight_)) return absl::OkStatus();
-    HETERPS_RETURN_IF_ERROR(stage_->PullParameters());
+    if (dense_ == nullptr) {
+      HETERPS_RETURN_IF_ERROR(stage_->PullParameters());
+    } else if (!dense_->loaded()) {
+      // Held by the stage's replicas: loaded once, then updated by the exchange.
+      HETERPS_RETURN_IF_ERROR(
+          stage_->UpdateDense([this](std::vector<AlignedFloats>& v) { return dense_->Load(v); }));
+    }
     pulled_step_ = step;
     return absl::OkStatus();
   }
@@ -575,10 +608,12 @@ class PipelineReplica::Impl {
   const std::string name_;
   ps::PsClient* client_;  // the parameter servers, or the tier in front of them
   Downstream* const downstream_;
+  DensePeers* const peers_;  // the stage's other replicas; null: dense parameters on the servers
   std::unique_ptr<dense::DenseBackend> backend_;  // the stage's device
   std::unique_ptr<gpu::Device> tier_device_;
   std::unique_ptr<ps::GpuTier> tier_;
   std::unique_ptr<Stage> stage_;
+  std::unique_ptr<DenseGroup> dense_;  // the stage's dense parameters, when its replicas hold them
   std::unique_ptr<GradientPolicy> policy_;
   std::unique_ptr<ShardReader> train_reader_;  // stage 0, used under step_mu_
   absl::Mutex step_mu_;                        // one RunStep or Evaluate at a time
@@ -588,8 +623,8 @@ class PipelineReplica::Impl {
   absl::Mutex mu_;
   std::deque<std::function<void()>> urgent_ ABSL_GUARDED_BY(mu_), normal_ ABSL_GUARDED_BY(mu_);
   double busy_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  double prefetch_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of busy_seconds_
-  double step_end_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of busy_seconds_
+  double prefetch_seconds_ ABSL_GUARDED_BY(mu_) = 0;    // of busy_seconds_
+  double step_end_seconds_ ABSL_GUARDED_BY(mu_) = 0;    // of busy_seconds_
   double write_back_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of busy_seconds_
   double idle_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
@@ -618,25 +653,30 @@ PipelineReplica::~PipelineReplica() { Stop(); }
 absl::StatusOr<std::unique_ptr<PipelineReplica>> PipelineReplica::Create(const JobSpec& job,
                                                                          int stage, int replica,
                                                                          ps::PsClient* client,
-                                                                         Downstream* downstream) {
+                                                                         Downstream* downstream,
+                                                                         DensePeers* peers) {
   if (stage < 0 || stage >= job.stages() || replica < 0 || replica >= job.replicas(stage)) {
     return absl::InvalidArgumentError(
         absl::StrCat("replica ", replica, " of stage ", stage, " is not in the job's plan"));
   }
-  auto impl = std::make_unique<Impl>(job, stage, replica, client, downstream);
+  auto impl = std::make_unique<Impl>(job, stage, replica, client, downstream, peers);
   HETERPS_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<PipelineReplica>(new PipelineReplica(std::move(impl)));
 }
 
 absl::StatusOr<StepOutcome> PipelineReplica::RunStep(const StepRequest& request,
                                                      const Cancelled& cancelled) {
-  return impl_->RunStep(request, cancelled);
+  absl::StatusOr<StepOutcome> out = impl_->RunStep(request, cancelled);
+  if (!out.ok()) impl_->AbortDense(request.step, out.status());
+  return out;
 }
 absl::StatusOr<EvalOutcome> PipelineReplica::Evaluate(int64_t step, const Cancelled& cancelled) {
   return impl_->Evaluate(step, cancelled);
 }
-absl::Status PipelineReplica::Flush(int64_t step, const Cancelled& cancelled) {
-  return impl_->EndStep(step, false, cancelled);
+absl::Status PipelineReplica::Flush(int64_t step, bool write_back, const Cancelled& cancelled) {
+  absl::Status status = impl_->EndStep(step, write_back, cancelled);
+  if (!status.ok()) impl_->AbortDense(step, status);
+  return status;
 }
 absl::Status PipelineReplica::WriteBack(const Cancelled& cancelled) {
   return impl_->WriteBack(cancelled);
@@ -651,6 +691,8 @@ void PipelineReplica::OnAnswer(int target, std::shared_ptr<Answer> answer) {
 void PipelineReplica::OnDownstreamLost(int target, absl::Status why) {
   impl_->OnDownstreamLost(target, std::move(why));
 }
+void PipelineReplica::OnDense(DenseMessage message) { impl_->OnDense(std::move(message)); }
+bool PipelineReplica::holds_dense() const { return impl_->holds_dense(); }
 ReplicaStats PipelineReplica::stats() const { return impl_->stats(); }
 const std::string& PipelineReplica::name() const { return impl_->name(); }
 void PipelineReplica::Stop() { impl_->Stop(); }

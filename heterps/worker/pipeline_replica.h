@@ -21,8 +21,14 @@
 // names every step's keys to it before the step runs, and has it write back where the coordinator
 // asks (at the end of every round of steps).
 //
-// Thread safety: every method may be called from any thread; Receive, OnAnswer and
-// OnDownstreamLost only queue work.
+// Dense parameters: in a synchronous job given the stage's DensePeers, the stage's replicas hold
+// the stage's dense parameters (worker/dense_group.h): loaded from the parameter servers at the
+// replica's first step, exchanged among the replicas at the end of every step, written back to
+// the servers where the coordinator asks (the same points as the GPU tier's). Otherwise (no
+// peers, an asynchronous job, the job's dense_on_servers) every step pulls them from the servers.
+//
+// Thread safety: every method may be called from any thread; Receive, OnAnswer,
+// OnDownstreamLost and OnDense only queue work.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "heterps/ps/ps_client.h"
+#include "heterps/worker/dense_group.h"
 #include "heterps/worker/job.h"
 #include "heterps/worker/stage.h"
 
@@ -101,6 +108,8 @@ struct StepRequest {
   // them back at every step would only cost time (25,000 rows and 6 MB of PCIe a step on a GPU).
   bool write_back = false;
 };
+// What the replica writes back at the end of a step: a GPU tier's rows (stage 0) and the dense
+// parameters its stage holds.
 struct StepOutcome {
   double loss_sum = 0;  // over the share's samples
   int64_t samples = 0;
@@ -119,9 +128,10 @@ struct ReplicaStats {
   double send_seconds = 0;    // handing activations and answers to the transport
   double ps_seconds = 0;      // of busy_seconds: waiting for the parameter servers
   // Of busy_seconds: naming each step's keys to a GPU tier (which loads the rows it lacks),
-  // ending the steps (the gradients to the servers or the tier), and the tier's write-back of its
-  // rows to the servers (at the end of each round of steps, not every step). The rest is the
-  // micro-batches' forward and backward passes. ps_seconds overlaps all four.
+  // ending the steps (the gradients to the servers or the tier, the dense exchange among the
+  // stage's replicas), and the write-back of the tier's rows and the dense parameters to the
+  // servers (at the end of each round of steps, not every step). The rest is the micro-batches'
+  // forward and backward passes. ps_seconds overlaps all four.
   double prefetch_seconds = 0, step_end_seconds = 0, write_back_seconds = 0;
   int queue_depth = 0;  // tasks waiting now
   int in_flight = 0;    // micro-batches between their forward and backward now
@@ -134,12 +144,15 @@ struct ReplicaStats {
 class PipelineReplica {
  public:
   // Replica `replica` of stage `stage` of `job` (which, with `client` and `downstream`, must
-  // outlive it). `downstream` is null for the last stage. InvalidArgument when the stage or the
-  // replica is not the job's, or the stage cannot be built (an untrainable layer, a device this
-  // build cannot run).
+  // outlive it). `downstream` is null for the last stage. `peers` (which must outlive it too)
+  // reaches the other replicas of the stage, whose dense parameters they then hold with this one
+  // (above); null: the dense parameters through the servers. InvalidArgument when the stage or
+  // the replica is not the job's, or the stage cannot be built (an untrainable layer, a device
+  // this build cannot run).
   static absl::StatusOr<std::unique_ptr<PipelineReplica>> Create(const JobSpec& job, int stage,
                                                                  int replica, ps::PsClient* client,
-                                                                 Downstream* downstream);
+                                                                 Downstream* downstream,
+                                                                 DensePeers* peers = nullptr);
   ~PipelineReplica();  // Stop()
 
   // A caller's way to give up waiting: true when it has gone (a cancelled call).
@@ -150,10 +163,11 @@ class PipelineReplica {
   absl::StatusOr<StepOutcome> RunStep(const StepRequest& request, const Cancelled& cancelled);
   // Stage 0: the click probabilities of this replica's held-out lines, after `step` steps.
   absl::StatusOr<EvalOutcome> Evaluate(int64_t step, const Cancelled& cancelled);
-  // The later stages: ends step `step` here (synchronous training: sends this replica's part).
-  absl::Status Flush(int64_t step, const Cancelled& cancelled);
-  // Stage 0: writes what its GPU tier holds back to the parameter servers (nothing without one),
-  // between steps.
+  // The later stages: ends step `step` here (synchronous training: sends this replica's part);
+  // with `write_back`, then writes back the dense parameters the stage holds.
+  absl::Status Flush(int64_t step, bool write_back, const Cancelled& cancelled);
+  // Writes what the replica holds back to the parameter servers (a GPU tier's rows, the dense
+  // parameters its stage holds; nothing without either), between steps.
   absl::Status WriteBack(const Cancelled& cancelled);
 
   // From the transport: a micro-batch from the previous stage, to answer through `from`.
@@ -163,6 +177,11 @@ class PipelineReplica {
   void OnAnswer(int target, std::shared_ptr<Answer> answer);
   // From the transport: next-stage replica `target` has gone; what it held fails with `why`.
   void OnDownstreamLost(int target, absl::Status why);
+  // From the transport: a message of another replica of this stage's dense exchange (dropped,
+  // with a log line, by a replica whose stage holds no dense parameters).
+  void OnDense(DenseMessage message);
+  // Whether this replica's stage holds its dense parameters (above).
+  bool holds_dense() const;
 
   ReplicaStats stats() const;
   // "stage 1 replica 0", for messages.

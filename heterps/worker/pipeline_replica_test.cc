@@ -119,7 +119,7 @@ class PipelineTest : public ::testing::Test {
     for (int r = 0; r < 2; ++r) {
       if (!out[r].ok()) return out[r].status();
     }
-    if (absl::Status flushed = last_->Flush(step, nullptr); !flushed.ok()) return flushed;
+    if (absl::Status flushed = last_->Flush(step, false, nullptr); !flushed.ok()) return flushed;
     if (absl::Status committed = client.Commit(); !committed.ok()) return committed;
     return (out[0]->loss_sum + out[1]->loss_sum) / (out[0]->samples + out[1]->samples);
   }
@@ -222,7 +222,7 @@ TEST_F(PipelineTest, AsyncStepsTrain) {
       loss += out->loss_sum / 256;
     }
     // Asynchronous: applied as they came; nothing waits for a commit.
-    ASSERT_TRUE(last_->Flush(step, nullptr).ok());
+    ASSERT_TRUE(last_->Flush(step, false, nullptr).ok());
     (step == 0 ? first : last) = loss;
   }
   EXPECT_LT(last, first);

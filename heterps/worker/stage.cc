@@ -252,6 +252,11 @@ struct Stage::Impl {
     const std::vector<ps::Ticket> tickets = std::move(pulling);
     pulling.clear();
     HETERPS_RETURN_IF_ERROR(WaitAll(client, tickets, &ps_seconds));
+    return HandParameters();
+  }
+
+  // Hands `params` to the dense segments.
+  absl::Status HandParameters() {
     std::vector<const float*> pointers;
     for (Part& part : parts) {
       if (part.kind != Part::Kind::kDense) continue;
@@ -493,6 +498,31 @@ int64_t Stage::dense_parameters() const {
   return total;
 }
 
+std::vector<std::pair<int, int64_t>> Stage::dense_blocks() const {
+  std::vector<std::pair<int, int64_t>> out;
+  for (size_t b = 0; b < impl_->blocks.size(); ++b) {
+    out.emplace_back(impl_->blocks[b], static_cast<int64_t>(impl_->params[b].size()));
+  }
+  return out;
+}
+
+const std::vector<AlignedFloats>& Stage::dense_values() const { return impl_->params; }
+
+absl::Status Stage::UpdateDense(
+    const std::function<absl::Status(std::vector<AlignedFloats>& values)>& update) {
+  HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
+  std::vector<size_t> sizes;
+  for (const AlignedFloats& p : impl_->params) sizes.push_back(p.size());
+  HETERPS_RETURN_IF_ERROR(update(impl_->params));
+  for (size_t b = 0; b < impl_->params.size(); ++b) {
+    if (b >= sizes.size() || impl_->params[b].size() != sizes[b]) {
+      return absl::InternalError(absl::StrCat("dense block ", impl_->blocks[b], " has ",
+                                              impl_->params[b].size(), " floats after an update"));
+    }
+  }
+  return impl_->HandParameters();
+}
+
 absl::Status Stage::PullParameters() {
   // A pull no call has waited for yet writes the same buffers: it completes first.
   HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
@@ -622,7 +652,7 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
   return WaitAll(client, tickets, &impl_->ps_seconds);
 }
 
-absl::Status Stage::Accumulate(const StepGrads& grads, int part) {
+absl::Status Stage::Accumulate(const StepGrads& grads, int part, bool dense) {
   ps::PsClient* client = impl_->client;
   std::vector<ps::Ticket> tickets;
   for (size_t e = 0; e < grads.sparse.size(); ++e) {
@@ -630,7 +660,7 @@ absl::Status Stage::Accumulate(const StepGrads& grads, int part) {
     tickets.push_back(client->AccumulateSparse(impl_->tables[e], grads.sparse[e].keys,
                                                grads.sparse[e].grads, part));
   }
-  for (size_t b = 0; b < grads.dense.size(); ++b) {
+  for (size_t b = 0; dense && b < grads.dense.size(); ++b) {
     tickets.push_back(client->AccumulateDense(kDenseTable, impl_->blocks[b], grads.dense[b], part));
   }
   return WaitAll(client, tickets, &impl_->ps_seconds);

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -150,6 +151,8 @@ class Stage {
   bool passes_labels() const;
   // Dense parameters of this stage's fc layers (floats).
   int64_t dense_parameters() const;
+  // The stage's dense blocks in dense table kDenseTable, in order: (block id, floats).
+  std::vector<std::pair<int, int64_t>> dense_blocks() const;
 
   // Starts pulling this stage's dense parameters; the forward passes that follow use them. The
   // pull completes in the next call that needs them (the first dense layer of the next Forward,
@@ -157,6 +160,15 @@ class Stage {
   // lookups; its errors (a server down) are that call's. Errors here: those of an earlier pull
   // that no call had waited for.
   absl::Status PullParameters();
+  // The dense parameters the forward passes use now (those of the last completed pull or
+  // UpdateDense), one buffer per block of dense_blocks().
+  const std::vector<AlignedFloats>& dense_values() const;
+  // Runs `update` on the stage's dense parameters (one buffer per block of dense_blocks(), in
+  // order; a pull in flight completed first), then hands them to the dense layers: the way a
+  // caller that holds the parameters itself (worker/dense_group.h) loads and updates them
+  // instead of PullParameters. `update`'s error is returned and the layers keep what they had.
+  absl::Status UpdateDense(
+      const std::function<absl::Status(std::vector<AlignedFloats>& values)>& update);
   // Names the keys the coming micro-batches (`in`, a whole share of a step) will look up, per
   // embedding table, to the client (PsClient::Prefetch: a tier loads them ahead).
   absl::Status Prefetch(const Activations& in);
@@ -183,7 +195,9 @@ class Stage {
   // Pushes `grads`: the servers apply them now (one update per key and block).
   absl::Status Push(const ParameterGrads& grads);
   // Sends `grads` as contribution `part` of the current step: the servers sum them until Commit.
-  absl::Status Accumulate(const StepGrads& grads, int part);
+  // Without `dense`, only the embedding rows' gradients (the caller updates the dense parameters
+  // itself: UpdateDense).
+  absl::Status Accumulate(const StepGrads& grads, int part, bool dense = true);
 
   // Seconds spent waiting for the parameter servers (pulls, pushes), since the stage was made.
   double ps_seconds() const;

@@ -334,8 +334,9 @@ class Attempt::Impl {
   }
 
   // Synchronous: each step run by every stage-0 replica, flushed by every replica of the later
-  // stages (stage 0 flushes at the end of its step), committed. A GPU tier writes back at the
-  // round's last step, or after the step where a stop or a switch ends the round early.
+  // stages (stage 0 flushes at the end of its step), committed. A GPU tier and the dense
+  // parameters the stages hold are written back at the round's last step, or after the step where
+  // a stop or a switch ends the round early.
   absl::Status SyncSteps(int64_t from, int64_t to) {
     const int k = layout_.replicas[0];
     std::vector<Workers::Replica*> later;
@@ -352,6 +353,7 @@ class Attempt::Impl {
       HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(later.size()), [&](int i) {
         worker_wire::FlushRequest request;
         request.set_step(step);
+        request.set_write_back(step + 1 == to);
         worker_wire::FlushReply reply;
         return workers_->Call(*later[i], absl::StrCat("Flush ", step),
                               [&](grpc::ClientContext& ctx, auto& stub) {
@@ -373,16 +375,24 @@ class Attempt::Impl {
     return absl::OkStatus();
   }
 
-  // Every stage-0 replica's GPU tier written back to the parameter servers (none without a tier).
+  // What the replicas hold written back to the parameter servers: every stage-0 replica's GPU
+  // tier, and the dense parameters of every stage that holds them (synchronous jobs, unless
+  // dense_on_servers). Nothing without either.
   absl::Status WriteBack() {
-    if (job_.settings.gpu_tier_device.empty()) return absl::OkStatus();
-    return ParallelFor(layout_.replicas[0], [&](int r) {
+    const bool dense =
+        job_.settings.mode == worker::Consistency::kSync && !job_.settings.dense_on_servers;
+    std::vector<Workers::Replica*> targets;
+    for (Workers::Replica& r : workers_->all()) {
+      if (dense || (r.stage == 0 && !job_.settings.gpu_tier_device.empty())) {
+        targets.push_back(&r);
+      }
+    }
+    return ParallelFor(static_cast<int>(targets.size()), [&](int i) {
       worker_wire::WriteBackRequest request;
       worker_wire::WriteBackReply reply;
-      return workers_->Call(*workers_->stage(0)[r], "WriteBack",
-                            [&](grpc::ClientContext& ctx, auto& stub) {
-                              return stub.WriteBack(&ctx, request, &reply);
-                            });
+      return workers_->Call(*targets[i], "WriteBack", [&](grpc::ClientContext& ctx, auto& stub) {
+        return stub.WriteBack(&ctx, request, &reply);
+      });
     });
   }
 

@@ -130,7 +130,9 @@ class Node {
       const wire::StageAddresses& s = reply_.stages(stage + 1);
       next.assign(s.replicas().begin(), s.replicas().end());
     }
-    return worker_->Configure(job_, stage, role_.replica(), std::move(next), ps_client_.get());
+    const wire::StageAddresses& mine = reply_.stages(stage);
+    return worker_->Configure(job_, stage, role_.replica(), std::move(next),
+                              {mine.replicas().begin(), mine.replicas().end()}, ps_client_.get());
   }
 
   // Until the coordinator says stop, is gone for orphan_timeout, or `stop` turns true.

@@ -535,6 +535,55 @@ Ticket GrpcPsClient::PullDense(int table, int block, absl::Span<float> values) {
   return c->Launch(std::make_shared<Call>(), {std::move(task)});
 }
 
+Ticket GrpcPsClient::ExportDense(int table, int block, int64_t offset, int64_t count,
+                                 DenseSlice* out) {
+  Impl* c = impl_.get();
+  const int s = table % num_servers();
+  Task task = [c, s, table, block, offset, count, out]() -> absl::Status {
+    DenseSliceRequest request;
+    request.set_table(table);
+    request.set_block(block);
+    request.set_offset(offset);
+    request.set_count(count);
+    DenseSliceMessage reply;
+    const std::string what = absl::StrCat("ExportDense table ", table, " block ", block);
+    HETERPS_RETURN_IF_ERROR(c->Rpc(s, what, [&](grpc::ClientContext& ctx) {
+      return c->stubs[s]->ExportDense(&ctx, request, &reply);
+    }));
+    if (reply.value().size() != static_cast<size_t>(count) * sizeof(float) ||
+        reply.state().size() % sizeof(float) != 0 ||
+        (count > 0 && reply.state().size() % (count * sizeof(float)) != 0)) {
+      return absl::InternalError(absl::StrCat(c->Where(s), ": ", what, ": a malformed answer"));
+    }
+    out->value.resize(count);
+    out->state.resize(reply.state().size() / sizeof(float));
+    std::memcpy(out->value.data(), reply.value().data(), reply.value().size());
+    std::memcpy(out->state.data(), reply.state().data(), reply.state().size());
+    out->steps = reply.steps();
+    return absl::OkStatus();
+  };
+  return c->Launch(std::make_shared<Call>(), {std::move(task)});
+}
+
+Ticket GrpcPsClient::ImportDense(int table, int block, int64_t offset, const DenseSlice& slice) {
+  Impl* c = impl_.get();
+  const int s = table % num_servers();
+  Task task = [c, s, table, block, offset, &slice]() -> absl::Status {
+    DenseSliceMessage request;
+    request.set_table(table);
+    request.set_block(block);
+    request.set_offset(offset);
+    request.set_value(ToBytes<float>(slice.value));
+    request.set_state(ToBytes<float>(slice.state));
+    request.set_steps(slice.steps);
+    PushReply reply;
+    return c->Rpc(
+        s, absl::StrCat("ImportDense table ", table, " block ", block),
+        [&](grpc::ClientContext& ctx) { return c->stubs[s]->ImportDense(&ctx, request, &reply); });
+  };
+  return c->Launch(std::make_shared<Call>(), {std::move(task)});
+}
+
 Ticket GrpcPsClient::PushDense(int table, int block, absl::Span<const float> grads) {
   return SendDense<float>(table, block, grads, false, 0);
 }

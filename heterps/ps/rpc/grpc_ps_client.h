@@ -76,6 +76,8 @@ class GrpcPsClient : public PsClient {
   absl::Status Commit() override;
   Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override;
   Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override;
+  Ticket ExportDense(int table, int block, int64_t offset, int64_t count, DenseSlice* out) override;
+  Ticket ImportDense(int table, int block, int64_t offset, const DenseSlice& slice) override;
   absl::Status Wait(Ticket ticket) override;
 
   // Every shard writes a checkpoint of `step` under its data directory

@@ -134,6 +134,79 @@ TEST(GrpcPsTest, AnswersExactlyLikeTheInProcessClient) {
   EXPECT_THAT((*stats)[1].dense_tables, ::testing::ElementsAre(3));
 }
 
+// ExportDense and ImportDense against the block's whole data (DenseTable::Read): the range of
+// the values and of each state array, the update count; a slice written back replaces that range
+// alone, through the service as in process.
+TEST(GrpcPsTest, DenseSlicesReadAndWriteTheirRangeAndNothingElse) {
+  auto servers = StartServers(2, "slices");
+  auto remote = GrpcPsClient::Connect(ClientOptions(servers));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  InProcessPsClient local(2);
+  ASSERT_TRUE((*remote)->CreateDenseTable(3, Dense()).ok());
+  ASSERT_TRUE(local.CreateDenseTable(3, Dense()).ok());
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal;
+  for (int step = 0; step < 3; ++step) {  // a state that is not the initial one
+    std::vector<float> g(Dense().block_sizes[1]);
+    for (float& x : g) x = normal(rng);
+    ASSERT_TRUE(local.Wait(local.PushDense(3, 1, g)).ok());
+    ASSERT_TRUE((*remote)->Wait((*remote)->PushDense(3, 1, g)).ok());
+  }
+  const int64_t size = Dense().block_sizes[1], offset = 1234, count = 40000;
+  auto whole = local.dense(3)->Read(1);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  DenseSlice a, b;
+  ASSERT_TRUE(local.Wait(local.ExportDense(3, 1, offset, count, &a)).ok());
+  absl::Status exported = (*remote)->Wait((*remote)->ExportDense(3, 1, offset, count, &b));
+  ASSERT_TRUE(exported.ok()) << exported;
+  ASSERT_EQ(a.value.size(), static_cast<size_t>(count));
+  ASSERT_EQ(a.state.size(), static_cast<size_t>(2 * count));  // Adam: m, then v
+  for (int64_t i = 0; i < count; ++i) {
+    ASSERT_EQ(a.value[i], whole->value[offset + i]) << i;
+    ASSERT_EQ(a.state[i], whole->state[offset + i]) << i;
+    ASSERT_EQ(a.state[count + i], whole->state[size + offset + i]) << i;
+  }
+  EXPECT_EQ(a.steps, 3);
+  EXPECT_EQ(a.value, b.value);
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.steps, b.steps);
+
+  for (float& x : a.value) x += 1;
+  for (float& x : a.state) x *= 2;
+  a.steps = 7;
+  ASSERT_TRUE(local.Wait(local.ImportDense(3, 1, offset, a)).ok());
+  absl::Status imported = (*remote)->Wait((*remote)->ImportDense(3, 1, offset, a));
+  ASSERT_TRUE(imported.ok()) << imported;
+  auto after = local.dense(3)->Read(1);
+  ASSERT_TRUE(after.ok());
+  for (int64_t i = 0; i < size; ++i) {
+    const bool in = i >= offset && i < offset + count;
+    ASSERT_EQ(after->value[i], in ? whole->value[i] + 1 : whole->value[i]) << i;
+    ASSERT_EQ(after->state[i], in ? 2 * whole->state[i] : whole->state[i]) << i;
+    ASSERT_EQ(after->state[size + i], in ? 2 * whole->state[size + i] : whole->state[size + i]);
+  }
+  EXPECT_EQ(after->steps, 7);
+  std::vector<float> x(size), y(size);
+  ASSERT_TRUE(local.Wait(local.PullDense(3, 1, absl::MakeSpan(x))).ok());
+  ASSERT_TRUE((*remote)->Wait((*remote)->PullDense(3, 1, absl::MakeSpan(y))).ok());
+  EXPECT_EQ(x, y);
+  DenseSlice c;
+  ASSERT_TRUE((*remote)->Wait((*remote)->ExportDense(3, 1, 0, 1, &c)).ok());
+  EXPECT_EQ(c.steps, 7);
+
+  // A range outside the block, a slice of the wrong shape: clear errors, nothing written.
+  absl::Status outside = (*remote)->Wait((*remote)->ExportDense(3, 1, size - 5, 6, &c));
+  EXPECT_EQ(outside.code(), absl::StatusCode::kInvalidArgument) << outside;
+  EXPECT_THAT(outside.message(), HasSubstr("70000 floats"));
+  DenseSlice bad = a;
+  bad.state.pop_back();
+  absl::Status shape = (*remote)->Wait((*remote)->ImportDense(3, 1, offset, bad));
+  EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument) << shape;
+  EXPECT_FALSE(local.Wait(local.ImportDense(3, 1, size - 10, a)).ok());
+  ASSERT_TRUE((*remote)->Wait((*remote)->PullDense(3, 1, absl::MakeSpan(y))).ok());
+  EXPECT_EQ(x, y);
+}
+
 TEST(GrpcPsTest, AccumulatedPushesCommitLikeTheInProcessClient) {
   auto servers = StartServers(2, "accumulate");
   GrpcPsClientOptions options = ClientOptions(servers);

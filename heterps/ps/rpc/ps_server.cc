@@ -196,6 +196,45 @@ class PsServer::Service final : public ParameterServer::Service {
     });
   }
 
+  grpc::Status ExportDense(grpc::ServerContext* ctx, const DenseSliceRequest* request,
+                           DenseSliceMessage* reply) override {
+    return Serve(ctx, "ExportDense", [&]() -> absl::Status {
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
+      DenseSlice slice;
+      HETERPS_RETURN_IF_ERROR(
+          table->ReadSlice(request->block(), request->offset(), request->count(), &slice));
+      reply->set_table(request->table());
+      reply->set_block(request->block());
+      reply->set_offset(request->offset());
+      reply->set_value(internal::ToBytes<float>(slice.value));
+      reply->set_state(internal::ToBytes<float>(slice.state));
+      reply->set_steps(slice.steps);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status ImportDense(grpc::ServerContext* ctx, const DenseSliceMessage* request,
+                           PushReply*) override {
+    return Serve(ctx, "ImportDense", [&]() -> absl::Status {
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
+      HETERPS_ASSIGN_OR_RETURN(const size_t count,
+                               internal::CountOf<float>(request->value(), "dense slice values"));
+      HETERPS_ASSIGN_OR_RETURN(const size_t state,
+                               internal::CountOf<float>(request->state(), "dense slice state"));
+      DenseSlice slice;
+      slice.value.resize(count);
+      slice.state.resize(state);
+      slice.steps = request->steps();
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<float>(request->value(), absl::MakeSpan(slice.value), "dense slice values"));
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<float>(request->state(), absl::MakeSpan(slice.state), "dense slice state"));
+      return table->WriteSlice(request->block(), request->offset(), slice);
+    });
+  }
+
   grpc::Status PullDense(grpc::ServerContext* ctx, const PullDenseRequest* request,
                          grpc::ServerWriter<DenseChunk>* writer) override {
     return Serve(ctx, "PullDense", [&]() -> absl::Status {

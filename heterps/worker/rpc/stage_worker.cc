@@ -1,6 +1,7 @@
 #include "heterps/worker/rpc/stage_worker.h"
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -161,6 +162,64 @@ class StreamDownstream : public Downstream {
   std::vector<std::unique_ptr<Peer>> peers_;
 };
 
+// The other replicas of this stage, each reached by unary ShareDense calls on a channel opened at
+// its first use.
+class GrpcDensePeers : public DensePeers {
+ public:
+  GrpcDensePeers(std::vector<std::string> addresses, std::string token,
+                 const heterps::rpc::JobTls& tls, int stage, std::atomic<int64_t>* bytes_sent)
+      : addresses_(std::move(addresses)),
+        token_(std::move(token)),
+        channel_(heterps::rpc::JobChannel(tls)),
+        stage_(stage),
+        bytes_sent_(bytes_sent),
+        stubs_(addresses_.size()) {}
+
+  absl::Status Send(int target, const DenseMessage& message) override {
+    if (target < 0 || target >= static_cast<int>(addresses_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no replica ", target, " in stage ", stage_));
+    }
+    wire::Worker::Stub* stub;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stubs_[target] == nullptr) {
+        stubs_[target] =
+            wire::Worker::NewStub(heterps::rpc::NewChannel(addresses_[target], channel_));
+      }
+      stub = stubs_[target].get();
+    }
+    wire::DenseShare request;
+    request.set_step(message.step);
+    request.set_from(message.from);
+    const bool values = message.kind == DenseMessage::Kind::kValues;
+    request.set_values(values);
+    if (message.kind == DenseMessage::Kind::kAbort) request.set_abort(message.error);
+    request.set_data(values ? std::string(reinterpret_cast<const char*>(message.values.data()),
+                                          message.values.size() * sizeof(float))
+                            : std::string(reinterpret_cast<const char*>(message.grads.data()),
+                                          message.grads.size() * sizeof(double)));
+    *bytes_sent_ += request.ByteSizeLong();
+    grpc::ClientContext ctx;
+    if (!token_.empty()) ctx.AddMetadata(base::kTokenHeader, token_);
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(5)));
+    wire::DenseShareReply reply;
+    const grpc::Status status = stub->ShareDense(&ctx, request, &reply);
+    if (status.ok()) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat("stage ", stage_, " replica ", target, " (",
+                                               addresses_[target],
+                                               "): ShareDense: ", status.error_message()));
+  }
+
+ private:
+  const std::vector<std::string> addresses_;
+  const std::string token_;
+  const heterps::rpc::ChannelOptions channel_;
+  const int stage_;
+  std::atomic<int64_t>* bytes_sent_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<wire::Worker::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+};
+
 }  // namespace
 
 class StageWorker::Impl final : public wire::Worker::Service {
@@ -183,13 +242,21 @@ class StageWorker::Impl final : public wire::Worker::Service {
   const std::string& address() const { return address_; }
 
   absl::Status Configure(const JobSpec& job, int stage, int replica, std::vector<std::string> next,
-                         ps::PsClient* client) {
+                         std::vector<std::string> same, ps::PsClient* client) {
+    if (stage >= 0 && stage < job.stages() &&
+        static_cast<int>(same.size()) != job.replicas(stage)) {
+      return absl::InvalidArgumentError(absl::StrCat("stage ", stage, " has ", job.replicas(stage),
+                                                     " replicas; ", same.size(),
+                                                     " addresses were given"));
+    }
     if (stage + 1 < job.stages()) {
       downstream_ = std::make_unique<StreamDownstream>(std::move(next), options_.token,
                                                        options_.tls, stage + 1, &bytes_sent_);
     }
-    HETERPS_ASSIGN_OR_RETURN(
-        replica_, PipelineReplica::Create(job, stage, replica, client, downstream_.get()));
+    peers_ = std::make_unique<GrpcDensePeers>(std::move(same), options_.token, options_.tls, stage,
+                                              &bytes_sent_);
+    HETERPS_ASSIGN_OR_RETURN(replica_, PipelineReplica::Create(job, stage, replica, client,
+                                                               downstream_.get(), peers_.get()));
     if (downstream_ != nullptr) downstream_->set_replica(replica_.get());
     stage_ = stage;
     replica_index_ = replica;
@@ -229,7 +296,39 @@ class StageWorker::Impl final : public wire::Worker::Service {
 
   grpc::Status Flush(grpc::ServerContext* ctx, const wire::FlushRequest* request,
                      wire::FlushReply*) override {
-    return Serve(ctx, "Flush", [&] { return replica_->Flush(request->step(), Cancelled(ctx)); });
+    return Serve(ctx, "Flush", [&] {
+      return replica_->Flush(request->step(), request->write_back(), Cancelled(ctx));
+    });
+  }
+
+  grpc::Status ShareDense(grpc::ServerContext* ctx, const wire::DenseShare* request,
+                          wire::DenseShareReply*) override {
+    return Serve(ctx, "ShareDense", [&]() -> absl::Status {
+      DenseMessage message;
+      message.step = request->step();
+      message.from = request->from();
+      const std::string& data = request->data();
+      if (!request->abort().empty()) {
+        message.kind = DenseMessage::Kind::kAbort;
+        message.error = request->abort();
+      } else if (request->values()) {
+        message.kind = DenseMessage::Kind::kValues;
+        if (data.size() % sizeof(float) != 0) {
+          return absl::InvalidArgumentError("ShareDense: values not a whole number of floats");
+        }
+        message.values.resize(data.size() / sizeof(float));
+        std::memcpy(message.values.data(), data.data(), data.size());
+      } else {
+        message.kind = DenseMessage::Kind::kGradients;
+        if (data.size() % sizeof(double) != 0) {
+          return absl::InvalidArgumentError("ShareDense: sums not a whole number of doubles");
+        }
+        message.grads.resize(data.size() / sizeof(double));
+        std::memcpy(message.grads.data(), data.data(), data.size());
+      }
+      replica_->OnDense(std::move(message));
+      return absl::OkStatus();
+    });
   }
 
   grpc::Status WriteBack(grpc::ServerContext* ctx, const wire::WriteBackRequest*,
@@ -330,6 +429,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
   int stage_ = 0, replica_index_ = 0;
   ps::PsClient* ps_client_ = nullptr;
   std::unique_ptr<StreamDownstream> downstream_;
+  std::unique_ptr<GrpcDensePeers> peers_;
   std::unique_ptr<PipelineReplica> replica_;
 };
 
@@ -346,8 +446,9 @@ absl::StatusOr<std::unique_ptr<StageWorker>> StageWorker::Start(const StageWorke
 std::string StageWorker::address() const { return impl_->address(); }
 
 absl::Status StageWorker::Configure(const JobSpec& job, int stage, int replica,
-                                    std::vector<std::string> next, ps::PsClient* client) {
-  return impl_->Configure(job, stage, replica, std::move(next), client);
+                                    std::vector<std::string> next, std::vector<std::string> same,
+                                    ps::PsClient* client) {
+  return impl_->Configure(job, stage, replica, std::move(next), std::move(same), client);
 }
 
 void StageWorker::Shutdown() { impl_->Shutdown(); }

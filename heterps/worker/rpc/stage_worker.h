@@ -6,7 +6,8 @@
 //
 //   HETERPS_ASSIGN_OR_RETURN(auto worker, StageWorker::Start({.token = token}));
 //   ... register worker->address() with the coordinator, receive the job and its peers ...
-//   HETERPS_RETURN_IF_ERROR(worker->Configure(job, stage, replica, next_stage_addresses, client));
+//   HETERPS_RETURN_IF_ERROR(worker->Configure(job, stage, replica, next_stage_addresses,
+//                                             this_stage_addresses, client));
 //   ... serve until the job ends ...
 //   worker->Shutdown();
 //
@@ -43,10 +44,12 @@ class StageWorker {
   std::string address() const;
 
   // Sets the replica up as replica `replica` of stage `stage` of `job`, the next stage's replicas
-  // at `next` (empty for the last stage). `job` and `client` must outlive the worker.
-  // InvalidArgument when the replica is not the job's or its stage cannot be built.
+  // at `next` (empty for the last stage), its own stage's at `same` (this one's included: the
+  // dense exchange of a synchronous job, worker/dense_group.h). `job` and `client` must outlive
+  // the worker. InvalidArgument when the replica is not the job's, its stage cannot be built, or
+  // `same` does not list the stage's replicas.
   absl::Status Configure(const JobSpec& job, int stage, int replica, std::vector<std::string> next,
-                         ps::PsClient* client);
+                         std::vector<std::string> same, ps::PsClient* client);
 
   // Stops serving and the compute thread; micro-batches in flight are dropped.
   void Shutdown();
