@@ -13,6 +13,7 @@
 #include "heterps/cost/cost_model.h"
 #include "heterps/ps/rpc/grpc_ps_client.h"
 #include "heterps/ps/rpc/ps_server.h"
+#include "heterps/worker/dense_group.h"
 #include "heterps/worker/model.h"
 #include "heterps/worker/profile.h"
 #include "heterps/worker/stage.h"
@@ -62,6 +63,16 @@ class TempDir {
   std::string path_;
 };
 
+// The replicas' dense exchange, thread to thread: Send delivers at once.
+class ThreadPeers : public DensePeers {
+ public:
+  std::vector<DenseGroup*> groups;
+  absl::Status Send(int target, const DenseMessage& message) override {
+    groups[target]->Deliver(message);
+    return absl::OkStatus();
+  }
+};
+
 // The median seconds of a synchronous step of the whole model by `options.replicas` replicas
 // (threads, a GrpcPsClient each) through a PsServer on loopback, on `batch`-sample batches of
 // `next`.
@@ -78,6 +89,7 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
   struct Replica {
     std::unique_ptr<ps::rpc::GrpcPsClient> client;
     std::unique_ptr<Stage> stage;
+    std::unique_ptr<DenseGroup> dense;  // the dense parameters held by the replicas
     data::Batch part;
     Activations input;
     ParameterGrads grads;
@@ -85,6 +97,8 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
     absl::Status status;
   };
   const int k = options.replicas;
+  const bool held = options.synchronous && !options.dense_on_servers;
+  ThreadPeers peers;
   std::vector<Replica> replicas(k);
   const int last = static_cast<int>(spec.layers.size()) - 1;
   for (int r = 0; r < k; ++r) {
@@ -96,6 +110,12 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
     HETERPS_ASSIGN_OR_RETURN(rep.stage, Stage::Create(spec, 0, last, rep.client.get()));
     rep.grads = rep.stage->NewGrads();
     rep.sums = rep.stage->NewStepGrads();
+    if (held) {
+      rep.dense = std::make_unique<DenseGroup>(kDenseTable, rep.stage->dense_blocks(),
+                                               options.model_options.dense_optimizer, r, k, &peers,
+                                               rep.client.get());
+      peers.groups.push_back(rep.dense.get());
+    }
   }
   std::vector<double> seconds;
   data::Batch data;
@@ -105,10 +125,19 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
     if (!more) break;
     // Replica r's share: the job's rows r, r + k, ... (one micro-batch each).
     const std::vector<MicroBatch> shares = MicroBatches(0, data.size, {k, (data.size + k - 1) / k});
+    if (held && static_cast<int>(shares.size()) != k) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("wire profile: a batch of ", data.size, " samples for ", k, " replicas"));
+    }
     const float scale = 1.0f / static_cast<float>(data.size);
     const absl::Time start = absl::Now();
     const auto run = [&](Replica& rep, const MicroBatch& share) {
-      rep.status = rep.stage->PullParameters();
+      if (!held) {
+        rep.status = rep.stage->PullParameters();
+      } else if (!rep.dense->loaded()) {
+        rep.status = rep.stage->UpdateDense(
+            [&](std::vector<AlignedFloats>& values) { return rep.dense->Load(values); });
+      }
       if (!rep.status.ok()) return;
       rep.part.Clear();
       for (int row : share.rows) rep.part.Append(data, row);
@@ -122,7 +151,11 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
       }
       rep.sums.Clear();
       rep.sums.Add(rep.grads);
-      rep.status = rep.stage->Accumulate(rep.sums, share.replica);
+      rep.status = rep.stage->Accumulate(rep.sums, share.replica, !held);
+      if (!rep.status.ok() || !held) return;
+      rep.status = rep.stage->UpdateDense([&](std::vector<AlignedFloats>& values) {
+        return rep.dense->Step(i, rep.sums.dense, values, nullptr);
+      });
     };
     std::vector<std::thread> threads;
     for (size_t s = 1; s < shares.size(); ++s) {

@@ -11,11 +11,15 @@
 //     (what the profile's entries hold);
 //   - a synchronous step of the whole model as a job of `replicas` replicas runs it on this host:
 //     a PsServer on loopback in this process, each replica a thread with a GrpcPsClient of its
-//     own that pulls the dense parameters, runs forward and backward on its share of the batch
-//     and accumulates its rows' and dense gradients as its part; then the commit (asynchronous:
-//     each pushes its gradients, no commit). The calls are the distributed job's
-//     (Stage::PullParameters, ForwardBackward, Accumulate or Push), and the replicas share the
-//     host's cores with the server as the job's processes do.
+//     own that runs forward and backward on its share of the batch, accumulates its rows'
+//     gradients as its part and exchanges its dense sums with the other replicas (a DenseGroup,
+//     the job's replicas holding the dense parameters); then the commit. With dense_on_servers,
+//     each replica pulls the dense parameters every step and accumulates their gradients with its
+//     rows' instead; asynchronous, each pushes its gradients, no commit. The calls are the
+//     distributed job's (Stage::PullParameters, ForwardBackward, Accumulate or Push,
+//     DenseGroup::Step), and the replicas share the host's cores with the server as the job's
+//     processes do. One difference: the dense exchange goes from thread to thread here, over
+//     loopback gRPC between the job's processes (a few hundred KB a step at dlrm-small's size).
 // FitWire turns the points into a type's network figures: with k replicas and the type's beta,
 // one unit's time per batch is X(B) = step(B) k / (1 + beta (k - 1)) (the inverse of ET_s(k)), of
 // which the layers take layer(B); the rest, wire(B) = X(B) - layer(B), is what the cost model's
@@ -64,6 +68,9 @@ struct WireOptions {
   // false: as an asynchronous job, each replica pushing its gradients (Stage::Push: the server
   // applies them as they come) and no commit.
   bool synchronous = true;
+  // Synchronous: the dense parameters through the server, as a job with dense_on_servers
+  // (worker/job.h); otherwise held by the replicas (above).
+  bool dense_on_servers = false;
   // > 0: the layers' time at the given batch as the profile's entries measured it, used for that
   // point instead of measuring again (so that the fit is against the figures the model plans
   // with; run to run the layers' sum moves by 10-20% on a shared host).
