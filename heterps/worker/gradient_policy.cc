@@ -54,9 +54,11 @@ class SyncPolicy : public GradientPolicy {
       it = finished_.erase(it);
     }
     if (dense_ == nullptr) return stage.Accumulate(total_, part);
-    HETERPS_RETURN_IF_ERROR(stage.Accumulate(total_, part, /*dense=*/false));
-    return stage.UpdateDense([&](std::vector<AlignedFloats>& values) {
-      return dense_->Step(step, total_.dense, values, cancelled_);
+    // The rows travel to the servers while the replicas exchange their dense sums.
+    return stage.Accumulate(total_, part, /*dense=*/false, [&] {
+      return stage.UpdateDense([&](std::vector<AlignedFloats>& values) {
+        return dense_->Step(step, total_.dense, values, cancelled_);
+      });
     });
   }
 

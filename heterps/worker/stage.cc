@@ -652,7 +652,8 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
   return WaitAll(client, tickets, &impl_->ps_seconds);
 }
 
-absl::Status Stage::Accumulate(const StepGrads& grads, int part, bool dense) {
+absl::Status Stage::Accumulate(const StepGrads& grads, int part, bool dense,
+                               const std::function<absl::Status()>& meanwhile) {
   ps::PsClient* client = impl_->client;
   std::vector<ps::Ticket> tickets;
   for (size_t e = 0; e < grads.sparse.size(); ++e) {
@@ -663,7 +664,9 @@ absl::Status Stage::Accumulate(const StepGrads& grads, int part, bool dense) {
   for (size_t b = 0; dense && b < grads.dense.size(); ++b) {
     tickets.push_back(client->AccumulateDense(kDenseTable, impl_->blocks[b], grads.dense[b], part));
   }
-  return WaitAll(client, tickets, &impl_->ps_seconds);
+  absl::Status status = meanwhile ? meanwhile() : absl::OkStatus();
+  status.Update(WaitAll(client, tickets, &impl_->ps_seconds));
+  return status;
 }
 
 double Stage::ps_seconds() const { return impl_->ps_seconds; }

@@ -196,8 +196,10 @@ class Stage {
   absl::Status Push(const ParameterGrads& grads);
   // Sends `grads` as contribution `part` of the current step: the servers sum them until Commit.
   // Without `dense`, only the embedding rows' gradients (the caller updates the dense parameters
-  // itself: UpdateDense).
-  absl::Status Accumulate(const StepGrads& grads, int part, bool dense = true);
+  // itself: UpdateDense). `meanwhile` (if any) runs while they travel; its error is returned
+  // first.
+  absl::Status Accumulate(const StepGrads& grads, int part, bool dense = true,
+                          const std::function<absl::Status()>& meanwhile = nullptr);
 
   // Seconds spent waiting for the parameter servers (pulls, pushes), since the stage was made.
   double ps_seconds() const;
