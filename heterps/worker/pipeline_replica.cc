@@ -231,7 +231,6 @@ class PipelineReplica::Impl {
     }
     dense_->Deliver(std::move(message));
   }
-  bool holds_dense() const { return dense_ != nullptr; }
   // A step this replica failed: the stage's other replicas stop waiting for its dense part.
   void AbortDense(int64_t step, const absl::Status& why) {
     if (dense_ != nullptr) dense_->Abort(step, why);
@@ -692,7 +691,6 @@ void PipelineReplica::OnDownstreamLost(int target, absl::Status why) {
   impl_->OnDownstreamLost(target, std::move(why));
 }
 void PipelineReplica::OnDense(DenseMessage message) { impl_->OnDense(std::move(message)); }
-bool PipelineReplica::holds_dense() const { return impl_->holds_dense(); }
 ReplicaStats PipelineReplica::stats() const { return impl_->stats(); }
 const std::string& PipelineReplica::name() const { return impl_->name(); }
 void PipelineReplica::Stop() { impl_->Stop(); }

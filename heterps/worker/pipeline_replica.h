@@ -180,8 +180,6 @@ class PipelineReplica {
   // From the transport: a message of another replica of this stage's dense exchange (dropped,
   // with a log line, by a replica whose stage holds no dense parameters).
   void OnDense(DenseMessage message);
-  // Whether this replica's stage holds its dense parameters (above).
-  bool holds_dense() const;
 
   ReplicaStats stats() const;
   // "stage 1 replica 0", for messages.
