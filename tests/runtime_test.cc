@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -135,23 +136,10 @@ TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
   json held_runs[2];
   for (const bool on_servers : {false, true}) {
     const std::string dense = Dir(on_servers ? "dense_on_servers" : "dense_held");
-    std::vector<std::string> args = {"train",
-                                     "--data",
-                                     data_,
-                                     "--batch",
-                                     "256",
-                                     "--cluster",
-                                     kCluster,
-                                     "--plan",
-                                     "tests/specs/runtime/two-stages-dense.json",
-                                     "--job-dir",
-                                     dense,
-                                     "--metrics-out",
-                                     dense + "/metrics.json",
-                                     "--checkpoint-every",
-                                     "30",
-                                     "--eval-interval",
-                                     "40"};
+    std::vector<std::string> args =
+        TwoStages(dense, {"--checkpoint-every", "30", "--eval-interval", "40"});
+    *(std::find(args.begin(), args.end(), "--plan") + 1) =
+        "tests/specs/runtime/two-stages-dense.json";
     if (on_servers) args.push_back("--dense-on-servers");
     r = Heterps(args, dense);
     ASSERT_EQ(r.exit_code, 0) << r.err;
