@@ -19,9 +19,8 @@ template <typename T>
 absl::Status Copy(const std::string& bytes, size_t n, const char* what, std::vector<T>* out) {
   // By division: a count from a peer times the size may overflow.
   if (bytes.size() % sizeof(T) != 0 || bytes.size() / sizeof(T) != n) {
-    return absl::InvalidArgumentError(absl::StrCat("micro-batch ", what, ": ", bytes.size(),
-                                                   " bytes where ", n, " values of ", sizeof(T),
-                                                   " bytes belong"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", bytes.size(), " bytes where ", n,
+                                                   " values of ", sizeof(T), " bytes belong"));
   }
   out->resize(n);
   if (n > 0) std::memcpy(out->data(), bytes.data(), bytes.size());
@@ -74,11 +73,13 @@ absl::Status DecodeForward(const wire::Forward& in, ForwardHeader* header, Activ
   if (in.size() < 0) return absl::InvalidArgumentError("micro-batch of a negative size");
   out->size = in.size();
   const size_t n = static_cast<size_t>(in.size());
-  HETERPS_RETURN_IF_ERROR(Copy(in.labels(), in.labels().empty() ? 0 : n, "labels", &out->labels));
-  // The keys' shape is checked where they are looked up (Stage), against the model's slots.
-  HETERPS_RETURN_IF_ERROR(Copy(in.keys(), in.keys().size() / sizeof(uint64_t), "keys", &out->keys));
   HETERPS_RETURN_IF_ERROR(
-      Copy(in.offsets(), in.offsets().size() / sizeof(int32_t), "offsets", &out->offsets));
+      Copy(in.labels(), in.labels().empty() ? 0 : n, "micro-batch labels", &out->labels));
+  // The keys' shape is checked where they are looked up (Stage), against the model's slots.
+  HETERPS_RETURN_IF_ERROR(
+      Copy(in.keys(), in.keys().size() / sizeof(uint64_t), "micro-batch keys", &out->keys));
+  HETERPS_RETURN_IF_ERROR(Copy(in.offsets(), in.offsets().size() / sizeof(int32_t),
+                               "micro-batch offsets", &out->offsets));
   HETERPS_RETURN_IF_ERROR(FromTensor(in.dense(), in.size(), "dense activations", &out->dense));
   return FromTensor(in.vectors(), in.size(), "embedding vectors", &out->vectors);
 }
@@ -105,7 +106,8 @@ absl::Status DecodeAnswer(const wire::Backward& in, Answer* out) {
   out->error = in.error();
   if (!out->error.empty()) return absl::OkStatus();
   const size_t floats = in.probabilities().size() / sizeof(float);
-  HETERPS_RETURN_IF_ERROR(Copy(in.probabilities(), floats, "probabilities", &out->probabilities));
+  HETERPS_RETURN_IF_ERROR(
+      Copy(in.probabilities(), floats, "micro-batch probabilities", &out->probabilities));
   if (!in.has_dense()) return absl::OkStatus();
   const int64_t rows = in.dense().rows();
   HETERPS_RETURN_IF_ERROR(FromTensor(in.dense(), rows, "dense gradients", &out->grads.dense));
@@ -114,6 +116,39 @@ absl::Status DecodeAnswer(const wire::Backward& in, Answer* out) {
     return absl::OkStatus();
   }
   return FromTensor(in.vectors(), rows, "vector gradients", &out->grads.vectors);
+}
+
+void EncodeDense(const DenseMessage& message, wire::DenseShare* out) {
+  out->set_step(message.step);
+  out->set_from(message.from);
+  switch (message.kind) {
+    case DenseMessage::Kind::kGradients:
+      out->set_data(Bytes(message.grads.data(), message.grads.size()));
+      break;
+    case DenseMessage::Kind::kValues:
+      out->set_values(true);
+      out->set_data(Bytes(message.values.data(), message.values.size()));
+      break;
+    case DenseMessage::Kind::kAbort:
+      out->set_abort(message.error);
+      break;
+  }
+}
+
+absl::Status DecodeDense(const wire::DenseShare& in, DenseMessage* out) {
+  out->step = in.step();
+  out->from = in.from();
+  if (!in.abort().empty()) {
+    out->kind = DenseMessage::Kind::kAbort;
+    out->error = in.abort();
+    return absl::OkStatus();
+  }
+  if (in.values()) {
+    out->kind = DenseMessage::Kind::kValues;
+    return Copy(in.data(), in.data().size() / sizeof(float), "dense exchange values", &out->values);
+  }
+  out->kind = DenseMessage::Kind::kGradients;
+  return Copy(in.data(), in.data().size() / sizeof(double), "dense exchange sums", &out->grads);
 }
 
 }  // namespace heterps::worker::rpc

@@ -24,4 +24,9 @@ absl::Status DecodeForward(const wire::Forward& in, ForwardHeader* header, Activ
 void EncodeAnswer(const AnswerView& answer, wire::Backward* out);
 absl::Status DecodeAnswer(const wire::Backward& in, Answer* out);
 
+// A message of the dense exchange among a stage's replicas into a DenseShare, and back (the data
+// checked to be whole values).
+void EncodeDense(const DenseMessage& message, wire::DenseShare* out);
+absl::Status DecodeDense(const wire::DenseShare& in, DenseMessage* out);
+
 }  // namespace heterps::worker::rpc

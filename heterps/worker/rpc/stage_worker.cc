@@ -1,7 +1,6 @@
 #include "heterps/worker/rpc/stage_worker.h"
 
 #include <atomic>
-#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -189,15 +188,7 @@ class GrpcDensePeers : public DensePeers {
       stub = stubs_[target].get();
     }
     wire::DenseShare request;
-    request.set_step(message.step);
-    request.set_from(message.from);
-    const bool values = message.kind == DenseMessage::Kind::kValues;
-    request.set_values(values);
-    if (message.kind == DenseMessage::Kind::kAbort) request.set_abort(message.error);
-    request.set_data(values ? std::string(reinterpret_cast<const char*>(message.values.data()),
-                                          message.values.size() * sizeof(float))
-                            : std::string(reinterpret_cast<const char*>(message.grads.data()),
-                                          message.grads.size() * sizeof(double)));
+    EncodeDense(message, &request);
     *bytes_sent_ += request.ByteSizeLong();
     grpc::ClientContext ctx;
     if (!token_.empty()) ctx.AddMetadata(base::kTokenHeader, token_);
@@ -305,27 +296,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
                           wire::DenseShareReply*) override {
     return Serve(ctx, "ShareDense", [&]() -> absl::Status {
       DenseMessage message;
-      message.step = request->step();
-      message.from = request->from();
-      const std::string& data = request->data();
-      if (!request->abort().empty()) {
-        message.kind = DenseMessage::Kind::kAbort;
-        message.error = request->abort();
-      } else if (request->values()) {
-        message.kind = DenseMessage::Kind::kValues;
-        if (data.size() % sizeof(float) != 0) {
-          return absl::InvalidArgumentError("ShareDense: values not a whole number of floats");
-        }
-        message.values.resize(data.size() / sizeof(float));
-        std::memcpy(message.values.data(), data.data(), data.size());
-      } else {
-        message.kind = DenseMessage::Kind::kGradients;
-        if (data.size() % sizeof(double) != 0) {
-          return absl::InvalidArgumentError("ShareDense: sums not a whole number of doubles");
-        }
-        message.grads.resize(data.size() / sizeof(double));
-        std::memcpy(message.grads.data(), data.data(), data.size());
-      }
+      HETERPS_RETURN_IF_ERROR(DecodeDense(*request, &message));
       replica_->OnDense(std::move(message));
       return absl::OkStatus();
     });
