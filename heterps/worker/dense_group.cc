@@ -35,7 +35,7 @@ DenseGroup::DenseGroup(int table, std::vector<std::pair<int, int64_t>> blocks,
       client_(client),
       timeout_(timeout) {
   for (const auto& [id, size] : blocks_) total_ += size;
-  mine_ = Pieces(replica_);
+  for (int r = 0; r < replicas_; ++r) pieces_.push_back(Pieces(r));
 }
 
 std::vector<DenseGroup::Piece> DenseGroup::Pieces(int r) const {
@@ -60,9 +60,9 @@ absl::Status DenseGroup::Load(std::vector<AlignedFloats>& values) {
     values[b].resize(blocks_[b].second);
     tickets.push_back(client_->PullDense(table_, blocks_[b].first, absl::MakeSpan(values[b])));
   }
-  std::vector<ps::DenseSlice> slices(mine_.size());
-  for (size_t i = 0; i < mine_.size(); ++i) {
-    const Piece& p = mine_[i];
+  std::vector<ps::DenseSlice> slices(mine().size());
+  for (size_t i = 0; i < mine().size(); ++i) {
+    const Piece& p = mine()[i];
     tickets.push_back(
         client_->ExportDense(table_, blocks_[p.block].first, p.offset, p.count, &slices[i]));
   }
@@ -93,7 +93,7 @@ absl::Status DenseGroup::Step(int64_t step, const std::vector<std::vector<double
     m.from = replica_;
     m.kind = DenseMessage::Kind::kGradients;
     m.grads.resize(RangeSize(c));
-    for (const Piece& p : Pieces(c)) {
+    for (const Piece& p : pieces_[c]) {
       std::copy_n(sums[p.block].begin() + p.offset, p.count, m.grads.begin() + p.at);
     }
     HETERPS_RETURN_IF_ERROR(peers_->Send(c, m));
@@ -110,9 +110,9 @@ absl::Status DenseGroup::Step(int64_t step, const std::vector<std::vector<double
   // The parts added in replica order, rounded once, the optimizer applied: a server's commit.
   std::vector<double> sum;
   std::vector<float> rounded;
-  for (size_t i = 0; i < mine_.size(); ++i) {
-    const Piece& p = mine_[i];
-    sum.assign(p.count, 0.0);
+  for (size_t i = 0; i < mine().size(); ++i) {
+    const Piece& p = mine()[i];
+    sum.resize(p.count);
     size_t next = 0;  // of parts, which are ordered by sender
     for (int q = 0; q < replicas_; ++q) {
       const double* part =
@@ -135,7 +135,7 @@ absl::Status DenseGroup::Step(int64_t step, const std::vector<std::vector<double
     m.from = replica_;
     m.kind = DenseMessage::Kind::kValues;
     m.values.resize(RangeSize(replica_));
-    for (const Piece& p : mine_) {
+    for (const Piece& p : mine()) {
       std::copy_n(values[p.block].begin() + p.offset, p.count, m.values.begin() + p.at);
     }
     for (int c = 0; c < replicas_; ++c) {
@@ -149,7 +149,7 @@ absl::Status DenseGroup::Step(int64_t step, const std::vector<std::vector<double
                                                      m.values.size(), " values for its ",
                                                      RangeSize(m.from)));
     }
-    for (const Piece& p : Pieces(m.from)) {
+    for (const Piece& p : pieces_[m.from]) {
       std::copy_n(m.values.begin() + p.at, p.count, values[p.block].begin() + p.offset);
     }
   }
@@ -162,10 +162,10 @@ absl::Status DenseGroup::Step(int64_t step, const std::vector<std::vector<double
 
 absl::Status DenseGroup::WriteBack(const std::vector<AlignedFloats>& values) {
   if (!loaded_) return absl::OkStatus();  // nothing changed since the servers' values
-  std::vector<ps::DenseSlice> slices(mine_.size());
+  std::vector<ps::DenseSlice> slices(mine().size());
   std::vector<ps::Ticket> tickets;
-  for (size_t i = 0; i < mine_.size(); ++i) {
-    const Piece& p = mine_[i];
+  for (size_t i = 0; i < mine().size(); ++i) {
+    const Piece& p = mine()[i];
     slices[i].value.assign(values[p.block].begin() + p.offset,
                            values[p.block].begin() + p.offset + p.count);
     slices[i].state = state_[i];
@@ -244,6 +244,13 @@ absl::Status DenseGroup::Await(int64_t step, DenseMessage::Kind kind, const Canc
   }
   auto node = inbox_.extract(key);
   *out = std::move(node.mapped());
+  for (const DenseMessage& m : *out) {
+    if (m.from < 0 || m.from >= replicas_ || m.from == replica_) {
+      return absl::InvalidArgumentError(absl::StrCat("dense group: step ", step,
+                                                     ": a message from replica ", m.from,
+                                                     ", not another of the stage's ", replicas_));
+    }
+  }
   std::sort(out->begin(), out->end(),
             [](const DenseMessage& a, const DenseMessage& b) { return a.from < b.from; });
   return absl::OkStatus();

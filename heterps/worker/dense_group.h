@@ -29,7 +29,8 @@
 // the last checkpoint, which was written after a write-back.
 //
 // Errors: a peer that cannot be reached (Unavailable from DensePeers, naming it), a peer that
-// sends a part of the wrong size (InvalidArgument naming it), a step whose parts do not all come
+// sends a part of the wrong size or names a replica that is not another of the stage's
+// (InvalidArgument naming it), a step whose parts do not all come
 // within `timeout` (DeadlineExceeded naming the replicas that did not send), the caller giving up
 // (Cancelled), the servers' errors on Load and WriteBack. A failed step leaves the values
 // undefined: the job restarts from its last checkpoint (docs/runtime.md, "Failures").
@@ -108,7 +109,6 @@ class DenseGroup {
   void Abort(int64_t step, const absl::Status& why);
 
   bool loaded() const { return loaded_; }
-  int replica() const { return replica_; }
   // Floats of the stage's dense values in replica r's range.
   int64_t RangeSize(int r) const { return RangeEnd(r) - RangeBegin(r); }
 
@@ -134,10 +134,11 @@ class DenseGroup {
   DensePeers* const peers_;
   ps::PsClient* const client_;
   const absl::Duration timeout_;
-  int64_t total_ = 0;  // floats of all blocks
-  std::vector<Piece> mine_;
-  std::vector<std::vector<float>> state_;  // per piece of mine_: its DenseSlice state
-  std::vector<int64_t> steps_;             // per piece of mine_: its block's update count
+  int64_t total_ = 0;                       // floats of all blocks
+  std::vector<std::vector<Piece>> pieces_;  // per replica: its range's pieces
+  const std::vector<Piece>& mine() const { return pieces_[replica_]; }
+  std::vector<std::vector<float>> state_;  // per piece of mine(): its DenseSlice state
+  std::vector<int64_t> steps_;             // per piece of mine(): its block's update count
   bool loaded_ = false;
 
   absl::Mutex mu_;

@@ -158,9 +158,18 @@ TEST(DenseGroupTest, APeerThatFailsIsAClearErrorNotAHang) {
   other.join();
   EXPECT_EQ(bad_a.code(), absl::StatusCode::kInvalidArgument) << bad_a;
   EXPECT_THAT(bad_a.message(), HasSubstr("replica 1 sent"));
-  // The caller gives up.
+  // A message naming a replica the stage does not have.
   peers.corrupt = false;
-  absl::Status cancelled = a.Step(4, sums, va, [] { return true; });
+  DenseMessage stray;
+  stray.step = 4;
+  stray.from = 5;
+  stray.grads.assign(a.RangeSize(0), 0.5);
+  a.Deliver(stray);
+  absl::Status unknown = a.Step(4, sums, va, nullptr);
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument) << unknown;
+  EXPECT_THAT(unknown.message(), HasSubstr("from replica 5"));
+  // The caller gives up.
+  absl::Status cancelled = a.Step(5, sums, va, [] { return true; });
   EXPECT_EQ(cancelled.code(), absl::StatusCode::kCancelled) << cancelled;
 }
 
