@@ -1,7 +1,10 @@
 // A PsClient that hands every call to another: the base of clients that wrap one (the GPU
 // embedding tier in front of the parameter servers, docs/gpu.md; counting or fault-injecting
 // clients in tests), which override only what they change. The stages reach embeddings and dense
-// parameters through the PsClient interface alone, so a wrapper sees all their traffic.
+// parameters through the PsClient interface alone, so a wrapper sees all their traffic. Every
+// call is forwarded as it came, the several-block dense calls included: a wrapper that changes
+// PullDense or PushDense changes PullDenseBlocks or PushDenseBlocks as well (or hands them to
+// PsClient's, which make one PullDense or PushDense per block).
 //
 //   class CountingClient : public ForwardingPsClient {
 //    public:
@@ -43,6 +46,14 @@ class ForwardingPsClient : public PsClient {
   }
   Ticket PushDense(int table, int block, absl::Span<const float> grads) override {
     return target_->PushDense(table, block, grads);
+  }
+  std::vector<Ticket> PullDenseBlocks(int table, absl::Span<const int> blocks,
+                                      absl::Span<const absl::Span<float>> values) override {
+    return target_->PullDenseBlocks(table, blocks, values);
+  }
+  std::vector<Ticket> PushDenseBlocks(int table, absl::Span<const int> blocks,
+                                      absl::Span<const absl::Span<const float>> grads) override {
+    return target_->PushDenseBlocks(table, blocks, grads);
   }
   Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                           int part) override {

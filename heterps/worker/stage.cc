@@ -526,9 +526,11 @@ absl::Status Stage::UpdateDense(
 absl::Status Stage::PullParameters() {
   // A pull no call has waited for yet writes the same buffers: it completes first.
   HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
-  for (size_t b = 0; b < impl_->blocks.size(); ++b) {
-    impl_->pulling.push_back(
-        impl_->client->PullDense(kDenseTable, impl_->blocks[b], absl::MakeSpan(impl_->params[b])));
+  // One call for every block where the client can (the servers hold them in one table).
+  std::vector<absl::Span<float>> values;
+  for (AlignedFloats& p : impl_->params) values.push_back(absl::MakeSpan(p));
+  for (const ps::Ticket t : impl_->client->PullDenseBlocks(kDenseTable, impl_->blocks, values)) {
+    impl_->pulling.push_back(t);
   }
   return absl::OkStatus();
 }
@@ -646,9 +648,11 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
     tickets.push_back(
         client->PushSparse(impl_->tables[e], grads.sparse[e].keys, grads.sparse[e].grads));
   }
-  for (size_t b = 0; b < grads.dense.size(); ++b) {
-    tickets.push_back(client->PushDense(kDenseTable, impl_->blocks[b], grads.dense[b]));
-  }
+  std::vector<absl::Span<const float>> dense;
+  for (const AlignedFloats& g : grads.dense) dense.push_back(absl::MakeConstSpan(g));
+  const std::vector<ps::Ticket> pushes = client->PushDenseBlocks(
+      kDenseTable, absl::MakeConstSpan(impl_->blocks).subspan(0, dense.size()), dense);
+  tickets.insert(tickets.end(), pushes.begin(), pushes.end());
   return WaitAll(client, tickets, &impl_->ps_seconds);
 }
 

@@ -143,6 +143,10 @@ class DeferredDenseClient : public ps::ForwardingPsClient {
     travelling_.push_back({table, block, values});
     return kDeferred - static_cast<ps::Ticket>(travelling_.size());
   }
+  std::vector<ps::Ticket> PullDenseBlocks(int table, absl::Span<const int> blocks,
+                                          absl::Span<const absl::Span<float>> values) override {
+    return PsClient::PullDenseBlocks(table, blocks, values);  // a deferred PullDense per block
+  }
   ps::Ticket PullSparse(int table, absl::Span<const uint64_t> keys,
                         absl::Span<float> values) override {
     if (!travelling_.empty()) ++overlapped_;

@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
@@ -504,35 +505,65 @@ Ticket GrpcPsClient::SendSparse(int table, absl::Span<const uint64_t> keys,
 }
 
 Ticket GrpcPsClient::PullDense(int table, int block, absl::Span<float> values) {
+  return PullDenseBlocks(table, absl::MakeConstSpan(&block, 1), absl::MakeConstSpan(&values, 1))[0];
+}
+
+std::vector<Ticket> GrpcPsClient::PullDenseBlocks(int table, absl::Span<const int> blocks,
+                                                  absl::Span<const absl::Span<float>> values) {
   Impl* c = impl_.get();
+  if (blocks.empty()) return {};
+  const std::string what =
+      absl::StrCat("PullDense table ", table, blocks.size() > 1 ? " blocks " : " block ",
+                   absl::StrJoin(blocks, ","));
+  if (values.size() != blocks.size()) {
+    return {c->Launch(std::make_shared<Call>(), {},
+                      absl::InvalidArgumentError(absl::StrCat(
+                          what, ": ", values.size(), " buffers for ", blocks.size(), " blocks")))};
+  }
   const int s = table % num_servers();
-  Task task = [c, s, table, block, values]() -> absl::Status {
-    PullDenseRequest request;
-    request.set_table(table);
-    request.set_block(block);
-    const std::string what = absl::StrCat("PullDense table ", table, " block ", block);
+  PullDenseRequest request;
+  request.set_table(table);
+  request.set_block(blocks[0]);
+  for (size_t i = 1; i < blocks.size(); ++i) request.add_more_blocks(blocks[i]);
+  std::vector<absl::Span<float>> out(values.begin(), values.end());
+  Task task = [c, s, request, out, what]() -> absl::Status {
+    size_t expected = 0;
+    for (const absl::Span<float>& o : out) expected += o.size();
     size_t got = 0;
     HETERPS_RETURN_IF_ERROR(c->Rpc(s, what, [&](grpc::ClientContext& ctx) {
       got = 0;
       auto reader = c->stubs[s]->PullDense(&ctx, request);
       DenseChunk chunk;
       while (reader->Read(&chunk)) {
+        // The blocks' floats arrive end to end: each chunk lands in the buffers it spans.
         const size_t floats = chunk.values().size() / sizeof(float);
-        if (got + floats <= values.size()) {
-          std::memcpy(values.data() + got, chunk.values().data(), floats * sizeof(float));
+        if (got + floats <= expected) {
+          const char* from = chunk.values().data();
+          size_t at = got, left = floats, start = 0;
+          for (const absl::Span<float>& o : out) {
+            if (left == 0) break;
+            if (at < start + o.size()) {
+              const size_t n = std::min(left, start + o.size() - at);
+              std::memcpy(o.data() + (at - start), from, n * sizeof(float));
+              from += n * sizeof(float);
+              at += n;
+              left -= n;
+            }
+            start += o.size();
+          }
         }
         got += floats;
       }
       return reader->Finish();
     }));
-    if (got != values.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(c->Where(s), ": ", what, ": the call passed ",
-                                                     values.size(), " floats, the block has ",
-                                                     got > values.size() ? "more" : "fewer"));
+    if (got != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          c->Where(s), ": ", what, ": the call passed ", expected, " floats, the ",
+          out.size() > 1 ? "blocks have " : "block has ", got > expected ? "more" : "fewer"));
     }
     return absl::OkStatus();
   };
-  return c->Launch(std::make_shared<Call>(), {std::move(task)});
+  return {c->Launch(std::make_shared<Call>(), {std::move(task)})};
 }
 
 Ticket GrpcPsClient::ExportDense(int table, int block, int64_t offset, int64_t count,
@@ -585,12 +616,20 @@ Ticket GrpcPsClient::ImportDense(int table, int block, int64_t offset, const Den
 }
 
 Ticket GrpcPsClient::PushDense(int table, int block, absl::Span<const float> grads) {
-  return SendDense<float>(table, block, grads, false, 0);
+  return SendDense<float>(table, absl::MakeConstSpan(&block, 1), absl::MakeConstSpan(&grads, 1),
+                          false, 0);
+}
+
+std::vector<Ticket> GrpcPsClient::PushDenseBlocks(int table, absl::Span<const int> blocks,
+                                                  absl::Span<const absl::Span<const float>> grads) {
+  if (blocks.empty()) return {};
+  return {SendDense<float>(table, blocks, grads, false, 0)};
 }
 
 Ticket GrpcPsClient::AccumulateDense(int table, int block, absl::Span<const double> grads,
                                      int part) {
-  return SendDense<double>(table, block, grads, true, part);
+  return SendDense<double>(table, absl::MakeConstSpan(&block, 1), absl::MakeConstSpan(&grads, 1),
+                           true, part);
 }
 
 absl::Status GrpcPsClient::Commit() {
@@ -604,38 +643,55 @@ absl::Status GrpcPsClient::Commit() {
 }
 
 template <typename T>
-Ticket GrpcPsClient::SendDense(int table, int block, absl::Span<const T> grads, bool accumulate,
+Ticket GrpcPsClient::SendDense(int table, absl::Span<const int> blocks,
+                               absl::Span<const absl::Span<const T>> grads, bool accumulate,
                                int part) {
   Impl* c = impl_.get();
+  const std::string what =
+      absl::StrCat(accumulate ? "AccumulateDense table " : "PushDense table ", table,
+                   blocks.size() > 1 ? " blocks " : " block ", absl::StrJoin(blocks, ","));
+  if (grads.size() != blocks.size()) {
+    return c->Launch(std::make_shared<Call>(), {},
+                     absl::InvalidArgumentError(absl::StrCat(
+                         what, ": ", grads.size(), " gradients for ", blocks.size(), " blocks")));
+  }
   const int s = table % num_servers();
-  const PushId id = c->NextPushId();
-  Task task = [c, s, table, block, grads, id, accumulate, part]() -> absl::Status {
-    return c->Rpc(s,
-                  absl::StrCat(accumulate ? "AccumulateDense table " : "PushDense table ", table,
-                               " block ", block),
-                  [&](grpc::ClientContext& ctx) {
-                    PushReply reply;
-                    auto writer = c->stubs[s]->PushDense(&ctx, &reply);
-                    const size_t chunk = c->ChunkFloats() * sizeof(float) / sizeof(T);
-                    size_t at = 0;
-                    do {  // one message at least, which names the table and the block
-                      PushDenseChunk message;
-                      if (at == 0) {
-                        message.set_table(table);
-                        message.set_block(block);
-                        *message.mutable_id() = id;
-                        message.set_accumulate(accumulate);
-                        message.set_part(part);
-                      }
-                      const size_t n = std::min(chunk, grads.size() - at);
-                      *message.mutable_grads() =
-                          ToBytes<T>(absl::MakeConstSpan(grads.data() + at, n));
-                      at += n;
-                      if (!writer->Write(message)) break;
-                    } while (at < grads.size());
-                    writer->WritesDone();
-                    return writer->Finish();
-                  });
+  PushDenseChunk first;  // names the table, the blocks and the push
+  first.set_table(table);
+  first.set_block(blocks[0]);
+  for (size_t i = 1; i < blocks.size(); ++i) first.add_more_blocks(blocks[i]);
+  *first.mutable_id() = c->NextPushId();
+  first.set_accumulate(accumulate);
+  first.set_part(part);
+  std::vector<absl::Span<const T>> parts(grads.begin(), grads.end());
+  Task task = [c, s, first, parts, what]() -> absl::Status {
+    return c->Rpc(s, what, [&](grpc::ClientContext& ctx) {
+      PushReply reply;
+      auto writer = c->stubs[s]->PushDense(&ctx, &reply);
+      const size_t chunk = c->ChunkFloats() * sizeof(float) / sizeof(T);
+      // The blocks' gradients end to end, cut into messages of `chunk` values; one message at
+      // least, the first.
+      PushDenseChunk message = first;
+      size_t room = chunk;
+      bool ok = true;
+      for (const absl::Span<const T>& g : parts) {
+        for (size_t at = 0; ok && at < g.size();) {
+          const size_t n = std::min(room, g.size() - at);
+          message.mutable_grads()->append(reinterpret_cast<const char*>(g.data() + at),
+                                          n * sizeof(T));
+          at += n;
+          room -= n;
+          if (room == 0) {
+            ok = writer->Write(message);
+            message.Clear();
+            room = chunk;
+          }
+        }
+      }
+      if (ok && (room < chunk || message.has_id())) writer->Write(message);
+      writer->WritesDone();
+      return writer->Finish();
+    });
   };
   return c->Launch(std::make_shared<Call>(), {std::move(task)});
 }

@@ -70,6 +70,11 @@ class GrpcPsClient : public PsClient {
                     absl::Span<const float> grads) override;
   Ticket PullDense(int table, int block, absl::Span<float> values) override;
   Ticket PushDense(int table, int block, absl::Span<const float> grads) override;
+  // One call each way for all the blocks (PullDense and PushDense name the further blocks).
+  std::vector<Ticket> PullDenseBlocks(int table, absl::Span<const int> blocks,
+                                      absl::Span<const absl::Span<float>> values) override;
+  std::vector<Ticket> PushDenseBlocks(int table, absl::Span<const int> blocks,
+                                      absl::Span<const absl::Span<const float>> grads) override;
   Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                           int part) override;
   Ticket AccumulateDense(int table, int block, absl::Span<const double> grads, int part) override;
@@ -100,8 +105,10 @@ class GrpcPsClient : public PsClient {
   Ticket SendSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                     bool accumulate, int part);
   // T: float (a push) or double (an accumulating part).
+  // One stream for `blocks`, grads[i] the values of blocks[i], end to end.
   template <typename T>
-  Ticket SendDense(int table, int block, absl::Span<const T> grads, bool accumulate, int part);
+  Ticket SendDense(int table, absl::Span<const int> blocks,
+                   absl::Span<const absl::Span<const T>> grads, bool accumulate, int part);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -113,14 +113,45 @@ TEST(GrpcPsTest, AnswersExactlyLikeTheInProcessClient) {
       ASSERT_TRUE((*remote)->Wait(t2).ok());
       ASSERT_TRUE((*remote)->Wait(t1).ok());
     }
-    for (int block : {0, 1}) {
-      std::vector<float> x(Dense().block_sizes[block]), y(x.size());
-      ASSERT_TRUE(local.Wait(local.PullDense(3, block, absl::MakeSpan(x))).ok());
-      ASSERT_TRUE((*remote)->Wait((*remote)->PullDense(3, block, absl::MakeSpan(y))).ok());
-      ASSERT_EQ(x, y) << "step " << step << " block " << block;
-      for (float& g : x) g = normal(rng);
-      ASSERT_TRUE(local.Wait(local.PushDense(3, block, x)).ok());
-      ASSERT_TRUE((*remote)->Wait((*remote)->PushDense(3, block, x)).ok());
+    if (step % 2 == 0) {
+      for (int block : {0, 1}) {
+        std::vector<float> x(Dense().block_sizes[block]), y(x.size());
+        ASSERT_TRUE(local.Wait(local.PullDense(3, block, absl::MakeSpan(x))).ok());
+        ASSERT_TRUE((*remote)->Wait((*remote)->PullDense(3, block, absl::MakeSpan(y))).ok());
+        ASSERT_EQ(x, y) << "step " << step << " block " << block;
+        for (float& g : x) g = normal(rng);
+        ASSERT_TRUE(local.Wait(local.PushDense(3, block, x)).ok());
+        ASSERT_TRUE((*remote)->Wait((*remote)->PushDense(3, block, x)).ok());
+      }
+    } else {
+      // Both blocks in one call each way, in either order, the messages' chunks spanning the
+      // boundary between the blocks: the same as a call per block.
+      const std::vector<int> pull_order = {1, 0}, push_order = {0, 1};
+      std::vector<std::vector<float>> x(2), y(2);
+      std::vector<absl::Span<float>> into;
+      for (int i = 0; i < 2; ++i) {
+        x[i].resize(Dense().block_sizes[pull_order[i]]);
+        y[i].resize(x[i].size());
+        ASSERT_TRUE(local.Wait(local.PullDense(3, pull_order[i], absl::MakeSpan(x[i]))).ok());
+        into.push_back(absl::MakeSpan(y[i]));
+      }
+      const std::vector<Ticket> pulls = (*remote)->PullDenseBlocks(3, pull_order, into);
+      ASSERT_EQ(pulls.size(), 1u);
+      absl::Status pulled = (*remote)->Wait(pulls[0]);
+      ASSERT_TRUE(pulled.ok()) << pulled;
+      ASSERT_EQ(x, y) << "step " << step;
+      std::vector<std::vector<float>> g(2);
+      std::vector<absl::Span<const float>> grads;
+      for (int i = 0; i < 2; ++i) {
+        g[i].resize(Dense().block_sizes[push_order[i]]);
+        for (float& v : g[i]) v = normal(rng);
+        ASSERT_TRUE(local.Wait(local.PushDense(3, push_order[i], g[i])).ok());
+        grads.push_back(g[i]);
+      }
+      const std::vector<Ticket> pushes = (*remote)->PushDenseBlocks(3, push_order, grads);
+      ASSERT_EQ(pushes.size(), 1u);
+      absl::Status pushed = (*remote)->Wait(pushes[0]);
+      ASSERT_TRUE(pushed.ok()) << pushed;
     }
   }
   auto stats = (*remote)->Stats();
@@ -290,6 +321,33 @@ TEST(GrpcPsTest, MisorderedServersAndBadCallsAreClearErrors) {
   status = (*client)->Wait((*client)->PullSparse(5, keys, absl::MakeSpan(row)));
   EXPECT_THAT(status.message(), HasSubstr("no sparse table 5"));
   EXPECT_EQ((*client)->Wait(12345).code(), absl::StatusCode::kNotFound);
+
+  // Dense blocks in one call: a block the table lacks, buffers that do not match the blocks.
+  ASSERT_TRUE((*client)->CreateDenseTable(3, Dense()).ok());
+  const auto wait_one = [&](const std::vector<Ticket>& tickets) {
+    EXPECT_EQ(tickets.size(), 1u);
+    return tickets.empty() ? absl::InternalError("no ticket") : (*client)->Wait(tickets[0]);
+  };
+  std::vector<float> small(3), large(70000), before(70000), after(70000);
+  ASSERT_TRUE((*client)->Wait((*client)->PullDense(3, 1, absl::MakeSpan(before))).ok());
+  std::vector<absl::Span<float>> two = {absl::MakeSpan(small), absl::MakeSpan(large)};
+  status = wait_one((*client)->PullDenseBlocks(3, {0, 7}, two));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("dense table 3 has no block 7 (it has 2)"));
+  status = wait_one((*client)->PullDenseBlocks(3, {0, 1}, {absl::MakeSpan(small)}));
+  EXPECT_THAT(status.message(), HasSubstr("PullDense table 3 blocks 0,1: 1 buffers for 2 blocks"));
+  std::vector<float> short_block(69999);
+  status = wait_one(
+      (*client)->PullDenseBlocks(3, {0, 1}, {absl::MakeSpan(small), absl::MakeSpan(short_block)}));
+  EXPECT_THAT(status.message(),
+              HasSubstr("blocks 0,1: the call passed 70002 floats, the blocks have more"));
+  // A push whose gradients fall short applies nothing, not even to the block it covers.
+  status = wait_one((*client)->PushDenseBlocks(
+      3, {1, 0}, {absl::MakeConstSpan(large), absl::MakeConstSpan(small.data(), 2)}));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("push dense table 3 blocks 1,0"));
+  ASSERT_TRUE((*client)->Wait((*client)->PullDense(3, 1, absl::MakeSpan(after))).ok());
+  EXPECT_EQ(before, after);
 }
 
 TEST(GrpcPsTest, ARetriedPushIsAppliedOnce) {

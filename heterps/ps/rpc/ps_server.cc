@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -242,9 +243,16 @@ class PsServer::Service final : public ParameterServer::Service {
       {
         absl::ReaderMutexLock snapshot(&snapshot_mu_);
         HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
-        HETERPS_RETURN_IF_ERROR(CheckBlock(*table, request->table(), request->block()));
-        values.resize(table->block_size(request->block()));
-        HETERPS_RETURN_IF_ERROR(table->Pull(request->block(), absl::MakeSpan(values)));
+        HETERPS_ASSIGN_OR_RETURN(
+            const std::vector<int> blocks,
+            BlocksOf(*table, request->table(), request->block(), request->more_blocks()));
+        values.resize(FloatsOf(*table, blocks));
+        size_t at = 0;
+        for (const int block : blocks) {
+          const size_t n = table->block_size(block);
+          HETERPS_RETURN_IF_ERROR(table->Pull(block, absl::MakeSpan(values.data() + at, n)));
+          at += n;
+        }
       }
       for (size_t at = 0; at < values.size(); at += kDenseChunkFloats) {
         DenseChunk chunk;
@@ -265,34 +273,57 @@ class PsServer::Service final : public ParameterServer::Service {
       // The table and block are checked before the rest of the stream is read, and the stream
       // may hold no more than the block: a client cannot make the server hold what it will refuse.
       HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(first.table()));
-      HETERPS_RETURN_IF_ERROR(CheckBlock(*table, first.table(), first.block()));
+      HETERPS_ASSIGN_OR_RETURN(const std::vector<int> blocks,
+                               BlocksOf(*table, first.table(), first.block(), first.more_blocks()));
       // An accumulating part comes in doubles (ps_client.h).
       const size_t width = first.accumulate() ? sizeof(double) : sizeof(float);
-      const size_t limit = table->block_size(first.block()) * width;
+      const size_t floats = FloatsOf(*table, blocks);
+      const size_t limit = floats * width;
       HETERPS_RETURN_IF_ERROR(CheckMemory(first.accumulate() ? static_cast<int64_t>(limit) : 0));
       std::string grads_bytes = first.grads();
       PushDenseChunk chunk;
       while (grads_bytes.size() <= limit && reader->Read(&chunk)) grads_bytes += chunk.grads();
+      const std::string what =
+          absl::StrCat("push dense table ", first.table(),
+                       blocks.size() > 1 ? " blocks " : " block ", absl::StrJoin(blocks, ","));
       if (grads_bytes.size() > limit) {
-        return absl::InvalidArgumentError(absl::StrCat("push dense table ", first.table(),
-                                                       " block ", first.block(), ": more than ",
-                                                       limit, " bytes of gradients"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": more than ", limit, " bytes of gradients"));
       }
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
-      const std::string what =
-          absl::StrCat("push dense table ", first.table(), " block ", first.block());
+      // Each block's update in the order named; the sizes were checked before any is applied.
       if (first.accumulate()) {
-        std::vector<double> part(table->block_size(first.block()));
-        HETERPS_RETURN_IF_ERROR(FromBytes<double>(grads_bytes, absl::MakeSpan(part), what));
+        std::vector<double> parts(floats);
+        HETERPS_RETURN_IF_ERROR(FromBytes<double>(grads_bytes, absl::MakeSpan(parts), what));
         return pushes_.Once(
             first.id(),
-            [&] { return pending_.AddDense(first.table(), first.block(), first.part(), part); },
+            [&]() -> absl::Status {
+              size_t at = 0;
+              for (const int block : blocks) {
+                const size_t n = table->block_size(block);
+                HETERPS_RETURN_IF_ERROR(pending_.AddDense(
+                    first.table(), block, first.part(), absl::MakeConstSpan(parts.data() + at, n)));
+                at += n;
+              }
+              return absl::OkStatus();
+            },
             duplicates_);
       }
-      std::vector<float> grads(table->block_size(first.block()));
+      std::vector<float> grads(floats);
       HETERPS_RETURN_IF_ERROR(FromBytes<float>(grads_bytes, absl::MakeSpan(grads), what));
       return pushes_.Once(
-          first.id(), [&] { return table->Push(first.block(), grads); }, duplicates_);
+          first.id(),
+          [&]() -> absl::Status {
+            size_t at = 0;
+            for (const int block : blocks) {
+              const size_t n = table->block_size(block);
+              HETERPS_RETURN_IF_ERROR(
+                  table->Push(block, absl::MakeConstSpan(grads.data() + at, n)));
+              at += n;
+            }
+            return absl::OkStatus();
+          },
+          duplicates_);
     });
   }
 
@@ -580,6 +611,20 @@ class PsServer::Service final : public ParameterServer::Service {
                                                      " (it has ", table.num_blocks(), ")"));
     }
     return absl::OkStatus();
+  }
+  // The blocks one dense call names (`block`, then `more`), each checked.
+  static absl::StatusOr<std::vector<int>> BlocksOf(
+      const DenseTable& table, int id, int block,
+      const google::protobuf::RepeatedField<int32_t>& more) {
+    std::vector<int> blocks{block};
+    blocks.insert(blocks.end(), more.begin(), more.end());
+    for (const int b : blocks) HETERPS_RETURN_IF_ERROR(CheckBlock(table, id, b));
+    return blocks;
+  }
+  static size_t FloatsOf(const DenseTable& table, const std::vector<int>& blocks) {
+    size_t floats = 0;
+    for (const int b : blocks) floats += table.block_size(b);
+    return floats;
   }
 
   // Each job's checkpoints apart: a job never prunes or loads another's.
