@@ -55,11 +55,14 @@ std::vector<DenseGroup::Piece> DenseGroup::Pieces(int r) const {
 
 absl::Status DenseGroup::Load(std::vector<AlignedFloats>& values) {
   values.resize(blocks_.size());
-  std::vector<ps::Ticket> tickets;
+  std::vector<int> ids;
+  std::vector<absl::Span<float>> into;
   for (size_t b = 0; b < blocks_.size(); ++b) {
     values[b].resize(blocks_[b].second);
-    tickets.push_back(client_->PullDense(table_, blocks_[b].first, absl::MakeSpan(values[b])));
+    ids.push_back(blocks_[b].first);
+    into.push_back(absl::MakeSpan(values[b]));
   }
+  std::vector<ps::Ticket> tickets = client_->PullDenseBlocks(table_, ids, into);
   std::vector<ps::DenseSlice> slices(mine().size());
   for (size_t i = 0; i < mine().size(); ++i) {
     const Piece& p = mine()[i];

@@ -334,6 +334,11 @@ TEST(GrpcPsTest, MisorderedServersAndBadCallsAreClearErrors) {
   status = wait_one((*client)->PullDenseBlocks(3, {0, 7}, two));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(status.message(), HasSubstr("dense table 3 has no block 7 (it has 2)"));
+  status = wait_one((*client)->PullDenseBlocks(3, {1, 1}, two));
+  EXPECT_THAT(status.message(), HasSubstr("dense table 3: block 1 named twice in one call"));
+  status = wait_one((*client)->PullDenseBlocks(
+      3, {0, 1, 0}, {absl::MakeSpan(small), absl::MakeSpan(large), absl::MakeSpan(small)}));
+  EXPECT_THAT(status.message(), HasSubstr("dense table 3: a call names 3 blocks, the table has 2"));
   status = wait_one((*client)->PullDenseBlocks(3, {0, 1}, {absl::MakeSpan(small)}));
   EXPECT_THAT(status.message(), HasSubstr("PullDense table 3 blocks 0,1: 1 buffers for 2 blocks"));
   std::vector<float> short_block(69999);

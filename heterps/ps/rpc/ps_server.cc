@@ -612,13 +612,28 @@ class PsServer::Service final : public ParameterServer::Service {
     }
     return absl::OkStatus();
   }
-  // The blocks one dense call names (`block`, then `more`), each checked.
+  // The blocks one dense call names (`block`, then `more`), each checked, and each named once:
+  // a call never asks for more than the table holds (a pull naming one block a million times
+  // would otherwise make the server allocate a million copies of it).
   static absl::StatusOr<std::vector<int>> BlocksOf(
       const DenseTable& table, int id, int block,
       const google::protobuf::RepeatedField<int32_t>& more) {
+    if (more.size() >= table.num_blocks()) {
+      return absl::InvalidArgumentError(absl::StrCat("dense table ", id, ": a call names ",
+                                                     more.size() + 1, " blocks, the table has ",
+                                                     table.num_blocks()));
+    }
     std::vector<int> blocks{block};
     blocks.insert(blocks.end(), more.begin(), more.end());
-    for (const int b : blocks) HETERPS_RETURN_IF_ERROR(CheckBlock(table, id, b));
+    std::vector<bool> named(table.num_blocks(), false);
+    for (const int b : blocks) {
+      HETERPS_RETURN_IF_ERROR(CheckBlock(table, id, b));
+      if (named[b]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("dense table ", id, ": block ", b, " named twice in one call"));
+      }
+      named[b] = true;
+    }
     return blocks;
   }
   static size_t FloatsOf(const DenseTable& table, const std::vector<int>& blocks) {
