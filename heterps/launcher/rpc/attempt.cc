@@ -336,13 +336,15 @@ class Attempt::Impl {
   // Synchronous: each step run by every stage-0 replica, flushed by every replica of the later
   // stages (stage 0 flushes at the end of its step), committed. A GPU tier and the dense
   // parameters the stages hold are written back at the round's last step, or after the step where
-  // a stop or a switch ends the round early.
+  // a stop or a switch ends the round early. Where the later stages send the servers no part of
+  // a step (LaterStagesSendNoParts), their flush and the commit run together.
   absl::Status SyncSteps(int64_t from, int64_t to) {
     const int k = layout_.replicas[0];
     std::vector<Workers::Replica*> later;
     for (Workers::Replica& r : workers_->all()) {
       if (r.stage > 0) later.push_back(&r);
     }
+    const bool together = !later.empty() && LaterStagesSendNoParts();
     for (int64_t step = from; step < to; ++step) {
       HETERPS_RETURN_IF_ERROR(CheckAlive());
       std::vector<std::pair<double, int64_t>> parts(k);
@@ -350,7 +352,9 @@ class Attempt::Impl {
         HETERPS_ASSIGN_OR_RETURN(parts[r], RunStep(r, step, step + 1 == to));
         return absl::OkStatus();
       }));
-      HETERPS_RETURN_IF_ERROR(ParallelFor(static_cast<int>(later.size()), [&](int i) {
+      const int flushes = static_cast<int>(later.size());
+      HETERPS_RETURN_IF_ERROR(ParallelFor(flushes + (together ? 1 : 0), [&](int i) {
+        if (i == flushes) return ps_->Commit();
         worker_wire::FlushRequest request;
         request.set_step(step);
         request.set_write_back(step + 1 == to);
@@ -360,7 +364,7 @@ class Attempt::Impl {
                                 return stub.Flush(&ctx, request, &reply);
                               });
       }));
-      HETERPS_RETURN_IF_ERROR(ps_->Commit());
+      if (!together) HETERPS_RETURN_IF_ERROR(ps_->Commit());
       double loss = 0;
       int64_t samples = 0;
       for (const auto& [l, n] : parts) {
@@ -373,6 +377,21 @@ class Attempt::Impl {
       }
     }
     return absl::OkStatus();
+  }
+
+  // Whether no stage after the first sends the servers a part of a step when flushed: none holds
+  // an embedding layer, and their dense parameters are held by their replicas (not
+  // dense_on_servers). Their flush then touches nothing the commit applies (a write-back at a
+  // round's end writes the dense table, which then has no parts pending), so the two may overlap.
+  bool LaterStagesSendNoParts() const {
+    if (job_.settings.dense_on_servers) return false;
+    for (int s = 1; s < job_.stages(); ++s) {
+      const sched::RunStage& stage = job_.plan.stages[s];
+      for (int l = stage.first; l <= stage.last; ++l) {
+        if (job_.model.layers[l].kind == config::LayerKind::kEmbedding) return false;
+      }
+    }
+    return true;
   }
 
   // What the replicas hold written back to the parameter servers: every stage-0 replica's GPU
