@@ -47,13 +47,11 @@ class ForwardingPsClient : public PsClient {
   Ticket PushDense(int table, int block, absl::Span<const float> grads) override {
     return target_->PushDense(table, block, grads);
   }
-  std::vector<Ticket> PullDenseBlocks(int table, absl::Span<const int> blocks,
-                                      absl::Span<const absl::Span<float>> values) override {
-    return target_->PullDenseBlocks(table, blocks, values);
+  std::vector<Ticket> PullDenseBlocks(int table, absl::Span<const DensePull> blocks) override {
+    return target_->PullDenseBlocks(table, blocks);
   }
-  std::vector<Ticket> PushDenseBlocks(int table, absl::Span<const int> blocks,
-                                      absl::Span<const absl::Span<const float>> grads) override {
-    return target_->PushDenseBlocks(table, blocks, grads);
+  std::vector<Ticket> PushDenseBlocks(int table, absl::Span<const DensePush> blocks) override {
+    return target_->PushDenseBlocks(table, blocks);
   }
   Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                           int part) override {

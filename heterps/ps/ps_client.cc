@@ -208,24 +208,15 @@ CheckpointTables InProcessPsClient::Tables(int server) {
   return tables;
 }
 
-std::vector<Ticket> PsClient::PullDenseBlocks(int table, absl::Span<const int> blocks,
-                                              absl::Span<const absl::Span<float>> values) {
+std::vector<Ticket> PsClient::PullDenseBlocks(int table, absl::Span<const DensePull> blocks) {
   std::vector<Ticket> tickets;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    // A block without a span pulls into none: PullDense names the size that does not match.
-    tickets.push_back(
-        PullDense(table, blocks[i], i < values.size() ? values[i] : absl::Span<float>()));
-  }
+  for (const DensePull& b : blocks) tickets.push_back(PullDense(table, b.block, b.values));
   return tickets;
 }
 
-std::vector<Ticket> PsClient::PushDenseBlocks(int table, absl::Span<const int> blocks,
-                                              absl::Span<const absl::Span<const float>> grads) {
+std::vector<Ticket> PsClient::PushDenseBlocks(int table, absl::Span<const DensePush> blocks) {
   std::vector<Ticket> tickets;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    tickets.push_back(
-        PushDense(table, blocks[i], i < grads.size() ? grads[i] : absl::Span<const float>()));
-  }
+  for (const DensePush& b : blocks) tickets.push_back(PushDense(table, b.block, b.grads));
   return tickets;
 }
 

@@ -41,6 +41,17 @@ namespace heterps::ps {
 
 using Ticket = int64_t;
 
+// One block of a several-block dense call (PsClient::PullDenseBlocks, PushDenseBlocks): the
+// block, and the caller's floats for it.
+struct DensePull {
+  int block = 0;
+  absl::Span<float> values;  // filled by the pull: the block's size
+};
+struct DensePush {
+  int block = 0;
+  absl::Span<const float> grads;  // the block's gradient: the block's size
+};
+
 class PsClient {
  public:
   virtual ~PsClient() = default;
@@ -57,15 +68,15 @@ class PsClient {
   // Dense tables live whole on server table % num_servers.
   virtual Ticket PullDense(int table, int block, absl::Span<float> values) = 0;
   virtual Ticket PushDense(int table, int block, absl::Span<const float> grads) = 0;
-  // Several blocks of dense table `table` at once: values[i] receives block blocks[i]; grads[i]
-  // is block blocks[i]'s gradient (applied as PushDense would, in the order given). Returns the
-  // tickets to wait for: one where the client sends the blocks together (the gRPC client: one
+  // Several blocks of dense table `table` at once, each named once (a server refuses a block
+  // named twice): every DensePull's values receive its block; every DensePush's gradient is
+  // applied to its block as PushDense would, in the order given. Each span must have its block's
+  // size (InvalidArgument naming the block otherwise, and a push then applies nothing). Returns
+  // the tickets to wait for: one where the client sends the blocks together (the gRPC client: one
   // call each way instead of one per block), one per block otherwise (the default: PullDense and
   // PushDense per block). Only the floats the spans point to need to outlive the call.
-  virtual std::vector<Ticket> PullDenseBlocks(int table, absl::Span<const int> blocks,
-                                              absl::Span<const absl::Span<float>> values);
-  virtual std::vector<Ticket> PushDenseBlocks(int table, absl::Span<const int> blocks,
-                                              absl::Span<const absl::Span<const float>> grads);
+  virtual std::vector<Ticket> PullDenseBlocks(int table, absl::Span<const DensePull> blocks);
+  virtual std::vector<Ticket> PushDenseBlocks(int table, absl::Span<const DensePush> blocks);
   // Like the pushes, but the servers hold the gradients as contribution `part` (>= 0) until
   // Commit (pending.h: sums over parts in part order). A part sends each table (each block) once
   // per step. A dense part comes in doubles (a sum of micro-batches' float gradients, not yet

@@ -55,14 +55,12 @@ std::vector<DenseGroup::Piece> DenseGroup::Pieces(int r) const {
 
 absl::Status DenseGroup::Load(std::vector<AlignedFloats>& values) {
   values.resize(blocks_.size());
-  std::vector<int> ids;
-  std::vector<absl::Span<float>> into;
+  std::vector<ps::DensePull> pulls;
   for (size_t b = 0; b < blocks_.size(); ++b) {
     values[b].resize(blocks_[b].second);
-    ids.push_back(blocks_[b].first);
-    into.push_back(absl::MakeSpan(values[b]));
+    pulls.push_back({blocks_[b].first, absl::MakeSpan(values[b])});
   }
-  std::vector<ps::Ticket> tickets = client_->PullDenseBlocks(table_, ids, into);
+  std::vector<ps::Ticket> tickets = client_->PullDenseBlocks(table_, pulls);
   std::vector<ps::DenseSlice> slices(mine().size());
   for (size_t i = 0; i < mine().size(); ++i) {
     const Piece& p = mine()[i];

@@ -67,6 +67,11 @@ struct JobSettings {
   // which exchange the step's gradient sums among themselves (worker/dense_group.h). The values
   // are the same to the bit either way; kept for comparison.
   bool dense_on_servers = false;
+
+  // Whether the stages' replicas hold their dense parameters: a synchronous job, unless
+  // dense_on_servers (the rule the replicas, the coordinator's write-back and the overlap of the
+  // later stages' flush with the commit all follow).
+  bool dense_on_replicas() const { return mode == Consistency::kSync && !dense_on_servers; }
 };
 
 struct JobSpec {

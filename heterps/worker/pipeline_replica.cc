@@ -97,8 +97,7 @@ class PipelineReplica::Impl {
       return absl::InvalidArgumentError(
           absl::StrCat(name_, ": the next stage's replicas are not all known"));
     }
-    if (peers_ != nullptr && job_.settings.mode == Consistency::kSync &&
-        !job_.settings.dense_on_servers && !stage_->dense_blocks().empty()) {
+    if (peers_ != nullptr && job_.settings.dense_on_replicas() && !stage_->dense_blocks().empty()) {
       dense_ = std::make_unique<DenseGroup>(kDenseTable, stage_->dense_blocks(),
                                             job_.settings.tables.dense_optimizer, replica_,
                                             job_.replicas(stage_index_), peers_, client_);

@@ -527,9 +527,11 @@ absl::Status Stage::PullParameters() {
   // A pull no call has waited for yet writes the same buffers: it completes first.
   HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
   // One call for every block where the client can (the servers hold them in one table).
-  std::vector<absl::Span<float>> values;
-  for (AlignedFloats& p : impl_->params) values.push_back(absl::MakeSpan(p));
-  for (const ps::Ticket t : impl_->client->PullDenseBlocks(kDenseTable, impl_->blocks, values)) {
+  std::vector<ps::DensePull> pulls;
+  for (size_t b = 0; b < impl_->blocks.size(); ++b) {
+    pulls.push_back({impl_->blocks[b], absl::MakeSpan(impl_->params[b])});
+  }
+  for (const ps::Ticket t : impl_->client->PullDenseBlocks(kDenseTable, pulls)) {
     impl_->pulling.push_back(t);
   }
   return absl::OkStatus();
@@ -648,10 +650,11 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
     tickets.push_back(
         client->PushSparse(impl_->tables[e], grads.sparse[e].keys, grads.sparse[e].grads));
   }
-  std::vector<absl::Span<const float>> dense;
-  for (const AlignedFloats& g : grads.dense) dense.push_back(absl::MakeConstSpan(g));
-  const std::vector<ps::Ticket> pushes = client->PushDenseBlocks(
-      kDenseTable, absl::MakeConstSpan(impl_->blocks).subspan(0, dense.size()), dense);
+  std::vector<ps::DensePush> dense;
+  for (size_t b = 0; b < grads.dense.size(); ++b) {
+    dense.push_back({impl_->blocks[b], absl::MakeConstSpan(grads.dense[b])});
+  }
+  const std::vector<ps::Ticket> pushes = client->PushDenseBlocks(kDenseTable, dense);
   tickets.insert(tickets.end(), pushes.begin(), pushes.end());
   return WaitAll(client, tickets, &impl_->ps_seconds);
 }

@@ -143,9 +143,9 @@ class DeferredDenseClient : public ps::ForwardingPsClient {
     travelling_.push_back({table, block, values});
     return kDeferred - static_cast<ps::Ticket>(travelling_.size());
   }
-  std::vector<ps::Ticket> PullDenseBlocks(int table, absl::Span<const int> blocks,
-                                          absl::Span<const absl::Span<float>> values) override {
-    return PsClient::PullDenseBlocks(table, blocks, values);  // a deferred PullDense per block
+  std::vector<ps::Ticket> PullDenseBlocks(int table,
+                                          absl::Span<const ps::DensePull> blocks) override {
+    return PsClient::PullDenseBlocks(table, blocks);  // a deferred PullDense per block
   }
   ps::Ticket PullSparse(int table, absl::Span<const uint64_t> keys,
                         absl::Span<float> values) override {

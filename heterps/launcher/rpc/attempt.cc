@@ -384,7 +384,7 @@ class Attempt::Impl {
   // dense_on_servers). Their flush then touches nothing the commit applies (a write-back at a
   // round's end writes the dense table, which then has no parts pending), so the two may overlap.
   bool LaterStagesSendNoParts() const {
-    if (job_.settings.dense_on_servers) return false;
+    if (!job_.settings.dense_on_replicas()) return false;
     for (int s = 1; s < job_.stages(); ++s) {
       const sched::RunStage& stage = job_.plan.stages[s];
       for (int l = stage.first; l <= stage.last; ++l) {
@@ -398,8 +398,7 @@ class Attempt::Impl {
   // tier, and the dense parameters of every stage that holds them (synchronous jobs, unless
   // dense_on_servers). Nothing without either.
   absl::Status WriteBack() {
-    const bool dense =
-        job_.settings.mode == worker::Consistency::kSync && !job_.settings.dense_on_servers;
+    const bool dense = job_.settings.dense_on_replicas();
     std::vector<Workers::Replica*> targets;
     for (Workers::Replica& r : workers_->all()) {
       if (dense || (r.stage == 0 && !job_.settings.gpu_tier_device.empty())) {

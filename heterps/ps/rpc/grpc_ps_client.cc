@@ -505,27 +505,27 @@ Ticket GrpcPsClient::SendSparse(int table, absl::Span<const uint64_t> keys,
 }
 
 Ticket GrpcPsClient::PullDense(int table, int block, absl::Span<float> values) {
-  return PullDenseBlocks(table, absl::MakeConstSpan(&block, 1), absl::MakeConstSpan(&values, 1))[0];
+  return PullDenseBlocks(table, {DensePull{block, values}})[0];
 }
 
-std::vector<Ticket> GrpcPsClient::PullDenseBlocks(int table, absl::Span<const int> blocks,
-                                                  absl::Span<const absl::Span<float>> values) {
+std::vector<Ticket> GrpcPsClient::PullDenseBlocks(int table, absl::Span<const DensePull> blocks) {
   Impl* c = impl_.get();
   if (blocks.empty()) return {};
-  const std::string what =
-      absl::StrCat("PullDense table ", table, blocks.size() > 1 ? " blocks " : " block ",
-                   absl::StrJoin(blocks, ","));
-  if (values.size() != blocks.size()) {
-    return {c->Launch(std::make_shared<Call>(), {},
-                      absl::InvalidArgumentError(absl::StrCat(
-                          what, ": ", values.size(), " buffers for ", blocks.size(), " blocks")))};
+  std::vector<int> ids;
+  std::vector<absl::Span<float>> out;
+  for (const DensePull& b : blocks) {
+    ids.push_back(b.block);
+    out.push_back(b.values);
   }
+  const std::string what = absl::StrCat(
+      "PullDense table ", table, ids.size() > 1 ? " blocks " : " block ", absl::StrJoin(ids, ","));
   const int s = table % num_servers();
+  // The server checks each block's size against the one the call passes.
   PullDenseRequest request;
   request.set_table(table);
-  request.set_block(blocks[0]);
-  for (size_t i = 1; i < blocks.size(); ++i) request.add_more_blocks(blocks[i]);
-  std::vector<absl::Span<float>> out(values.begin(), values.end());
+  request.set_block(ids[0]);
+  for (size_t i = 1; i < ids.size(); ++i) request.add_more_blocks(ids[i]);
+  for (const absl::Span<float>& o : out) request.add_sizes(static_cast<int64_t>(o.size()));
   Task task = [c, s, request, out, what]() -> absl::Status {
     size_t expected = 0;
     for (const absl::Span<float>& o : out) expected += o.size();
@@ -616,14 +616,18 @@ Ticket GrpcPsClient::ImportDense(int table, int block, int64_t offset, const Den
 }
 
 Ticket GrpcPsClient::PushDense(int table, int block, absl::Span<const float> grads) {
-  return SendDense<float>(table, absl::MakeConstSpan(&block, 1), absl::MakeConstSpan(&grads, 1),
-                          false, 0);
+  return SendDense<float>(table, {block}, {grads}, false, 0);
 }
 
-std::vector<Ticket> GrpcPsClient::PushDenseBlocks(int table, absl::Span<const int> blocks,
-                                                  absl::Span<const absl::Span<const float>> grads) {
+std::vector<Ticket> GrpcPsClient::PushDenseBlocks(int table, absl::Span<const DensePush> blocks) {
   if (blocks.empty()) return {};
-  return {SendDense<float>(table, blocks, grads, false, 0)};
+  std::vector<int> ids;
+  std::vector<absl::Span<const float>> grads;
+  for (const DensePush& b : blocks) {
+    ids.push_back(b.block);
+    grads.push_back(b.grads);
+  }
+  return {SendDense<float>(table, ids, grads, false, 0)};
 }
 
 Ticket GrpcPsClient::AccumulateDense(int table, int block, absl::Span<const double> grads,
@@ -650,16 +654,12 @@ Ticket GrpcPsClient::SendDense(int table, absl::Span<const int> blocks,
   const std::string what =
       absl::StrCat(accumulate ? "AccumulateDense table " : "PushDense table ", table,
                    blocks.size() > 1 ? " blocks " : " block ", absl::StrJoin(blocks, ","));
-  if (grads.size() != blocks.size()) {
-    return c->Launch(std::make_shared<Call>(), {},
-                     absl::InvalidArgumentError(absl::StrCat(
-                         what, ": ", grads.size(), " gradients for ", blocks.size(), " blocks")));
-  }
   const int s = table % num_servers();
-  PushDenseChunk first;  // names the table, the blocks and the push
+  PushDenseChunk first;  // names the table, the blocks, their sizes and the push
   first.set_table(table);
   first.set_block(blocks[0]);
   for (size_t i = 1; i < blocks.size(); ++i) first.add_more_blocks(blocks[i]);
+  for (const absl::Span<const T>& g : grads) first.add_sizes(static_cast<int64_t>(g.size()));
   *first.mutable_id() = c->NextPushId();
   first.set_accumulate(accumulate);
   first.set_part(part);

@@ -71,10 +71,8 @@ class GrpcPsClient : public PsClient {
   Ticket PullDense(int table, int block, absl::Span<float> values) override;
   Ticket PushDense(int table, int block, absl::Span<const float> grads) override;
   // One call each way for all the blocks (PullDense and PushDense name the further blocks).
-  std::vector<Ticket> PullDenseBlocks(int table, absl::Span<const int> blocks,
-                                      absl::Span<const absl::Span<float>> values) override;
-  std::vector<Ticket> PushDenseBlocks(int table, absl::Span<const int> blocks,
-                                      absl::Span<const absl::Span<const float>> grads) override;
+  std::vector<Ticket> PullDenseBlocks(int table, absl::Span<const DensePull> blocks) override;
+  std::vector<Ticket> PushDenseBlocks(int table, absl::Span<const DensePush> blocks) override;
   Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                           int part) override;
   Ticket AccumulateDense(int table, int block, absl::Span<const double> grads, int part) override;
@@ -105,7 +103,7 @@ class GrpcPsClient : public PsClient {
   Ticket SendSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                     bool accumulate, int part);
   // T: float (a push) or double (an accumulating part).
-  // One stream for `blocks`, grads[i] the values of blocks[i], end to end.
+  // One stream for `blocks` (as many as `grads`), grads[i] the values of blocks[i], end to end.
   template <typename T>
   Ticket SendDense(int table, absl::Span<const int> blocks,
                    absl::Span<const absl::Span<const T>> grads, bool accumulate, int part);

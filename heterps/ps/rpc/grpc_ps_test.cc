@@ -128,27 +128,27 @@ TEST(GrpcPsTest, AnswersExactlyLikeTheInProcessClient) {
       // boundary between the blocks: the same as a call per block.
       const std::vector<int> pull_order = {1, 0}, push_order = {0, 1};
       std::vector<std::vector<float>> x(2), y(2);
-      std::vector<absl::Span<float>> into;
+      std::vector<DensePull> into;
       for (int i = 0; i < 2; ++i) {
         x[i].resize(Dense().block_sizes[pull_order[i]]);
         y[i].resize(x[i].size());
         ASSERT_TRUE(local.Wait(local.PullDense(3, pull_order[i], absl::MakeSpan(x[i]))).ok());
-        into.push_back(absl::MakeSpan(y[i]));
+        into.push_back({pull_order[i], absl::MakeSpan(y[i])});
       }
-      const std::vector<Ticket> pulls = (*remote)->PullDenseBlocks(3, pull_order, into);
+      const std::vector<Ticket> pulls = (*remote)->PullDenseBlocks(3, into);
       ASSERT_EQ(pulls.size(), 1u);
       absl::Status pulled = (*remote)->Wait(pulls[0]);
       ASSERT_TRUE(pulled.ok()) << pulled;
       ASSERT_EQ(x, y) << "step " << step;
       std::vector<std::vector<float>> g(2);
-      std::vector<absl::Span<const float>> grads;
+      std::vector<DensePush> grads;
       for (int i = 0; i < 2; ++i) {
         g[i].resize(Dense().block_sizes[push_order[i]]);
         for (float& v : g[i]) v = normal(rng);
         ASSERT_TRUE(local.Wait(local.PushDense(3, push_order[i], g[i])).ok());
-        grads.push_back(g[i]);
+        grads.push_back({push_order[i], g[i]});
       }
-      const std::vector<Ticket> pushes = (*remote)->PushDenseBlocks(3, push_order, grads);
+      const std::vector<Ticket> pushes = (*remote)->PushDenseBlocks(3, grads);
       ASSERT_EQ(pushes.size(), 1u);
       absl::Status pushed = (*remote)->Wait(pushes[0]);
       ASSERT_TRUE(pushed.ok()) << pushed;
@@ -330,27 +330,37 @@ TEST(GrpcPsTest, MisorderedServersAndBadCallsAreClearErrors) {
   };
   std::vector<float> small(3), large(70000), before(70000), after(70000);
   ASSERT_TRUE((*client)->Wait((*client)->PullDense(3, 1, absl::MakeSpan(before))).ok());
-  std::vector<absl::Span<float>> two = {absl::MakeSpan(small), absl::MakeSpan(large)};
-  status = wait_one((*client)->PullDenseBlocks(3, {0, 7}, two));
+  const auto pull = [&](int a, int b) {
+    return std::vector<DensePull>{{a, absl::MakeSpan(small)}, {b, absl::MakeSpan(large)}};
+  };
+  status = wait_one((*client)->PullDenseBlocks(3, pull(0, 7)));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(status.message(), HasSubstr("dense table 3 has no block 7 (it has 2)"));
-  status = wait_one((*client)->PullDenseBlocks(3, {1, 1}, two));
+  status = wait_one((*client)->PullDenseBlocks(3, pull(1, 1)));
   EXPECT_THAT(status.message(), HasSubstr("dense table 3: block 1 named twice in one call"));
   status = wait_one((*client)->PullDenseBlocks(
-      3, {0, 1, 0}, {absl::MakeSpan(small), absl::MakeSpan(large), absl::MakeSpan(small)}));
+      3, {{0, absl::MakeSpan(small)}, {1, absl::MakeSpan(large)}, {0, absl::MakeSpan(small)}}));
   EXPECT_THAT(status.message(), HasSubstr("dense table 3: a call names 3 blocks, the table has 2"));
-  status = wait_one((*client)->PullDenseBlocks(3, {0, 1}, {absl::MakeSpan(small)}));
-  EXPECT_THAT(status.message(), HasSubstr("PullDense table 3 blocks 0,1: 1 buffers for 2 blocks"));
-  std::vector<float> short_block(69999);
-  status = wait_one(
-      (*client)->PullDenseBlocks(3, {0, 1}, {absl::MakeSpan(small), absl::MakeSpan(short_block)}));
-  EXPECT_THAT(status.message(),
-              HasSubstr("blocks 0,1: the call passed 70002 floats, the blocks have more"));
-  // A push whose gradients fall short applies nothing, not even to the block it covers.
-  status = wait_one((*client)->PushDenseBlocks(
-      3, {1, 0}, {absl::MakeConstSpan(large), absl::MakeConstSpan(small.data(), 2)}));
+  // Buffers swapped between the blocks: the total is right, each block's size is not.
+  status = wait_one((*client)->PullDenseBlocks(3, pull(1, 0)));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(status.message(), HasSubstr("push dense table 3 blocks 1,0"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("dense table 3 block 1 has 70000 floats, the call passed 3"));
+  std::vector<float> short_block(69999);
+  status = wait_one((*client)->PullDenseBlocks(
+      3, {{0, absl::MakeSpan(small)}, {1, absl::MakeSpan(short_block)}}));
+  EXPECT_THAT(status.message(),
+              HasSubstr("dense table 3 block 1 has 70000 floats, the call passed 69999"));
+  // A push whose gradients do not fit its blocks applies nothing, not even to the block it fits;
+  // swapped gradients likewise.
+  status = wait_one((*client)->PushDenseBlocks(
+      3, {{1, absl::MakeConstSpan(large)}, {0, absl::MakeConstSpan(small.data(), 2)}}));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("dense table 3 block 0 has 3 floats, the call passed 2"));
+  status = wait_one((*client)->PushDenseBlocks(
+      3, {{0, absl::MakeConstSpan(large)}, {1, absl::MakeConstSpan(small)}}));
+  EXPECT_THAT(status.message(),
+              HasSubstr("dense table 3 block 0 has 3 floats, the call passed 70000"));
   ASSERT_TRUE((*client)->Wait((*client)->PullDense(3, 1, absl::MakeSpan(after))).ok());
   EXPECT_EQ(before, after);
 }

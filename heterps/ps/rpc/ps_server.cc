@@ -243,9 +243,9 @@ class PsServer::Service final : public ParameterServer::Service {
       {
         absl::ReaderMutexLock snapshot(&snapshot_mu_);
         HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
-        HETERPS_ASSIGN_OR_RETURN(
-            const std::vector<int> blocks,
-            BlocksOf(*table, request->table(), request->block(), request->more_blocks()));
+        HETERPS_ASSIGN_OR_RETURN(const std::vector<int> blocks,
+                                 BlocksOf(*table, request->table(), request->block(),
+                                          request->more_blocks(), request->sizes()));
         values.resize(FloatsOf(*table, blocks));
         size_t at = 0;
         for (const int block : blocks) {
@@ -273,8 +273,9 @@ class PsServer::Service final : public ParameterServer::Service {
       // The table and block are checked before the rest of the stream is read, and the stream
       // may hold no more than the block: a client cannot make the server hold what it will refuse.
       HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(first.table()));
-      HETERPS_ASSIGN_OR_RETURN(const std::vector<int> blocks,
-                               BlocksOf(*table, first.table(), first.block(), first.more_blocks()));
+      HETERPS_ASSIGN_OR_RETURN(
+          const std::vector<int> blocks,
+          BlocksOf(*table, first.table(), first.block(), first.more_blocks(), first.sizes()));
       // An accumulating part comes in doubles (ps_client.h).
       const size_t width = first.accumulate() ? sizeof(double) : sizeof(float);
       const size_t floats = FloatsOf(*table, blocks);
@@ -291,7 +292,9 @@ class PsServer::Service final : public ParameterServer::Service {
             absl::StrCat(what, ": more than ", limit, " bytes of gradients"));
       }
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
-      // Each block's update in the order named; the sizes were checked before any is applied.
+      // Each block's update in the order named. The sizes were checked before any is applied, and
+      // neither update can fail after that: a push that failed part way would be forgotten by
+      // the push log and its retry would apply the first blocks again.
       if (first.accumulate()) {
         std::vector<double> parts(floats);
         HETERPS_RETURN_IF_ERROR(FromBytes<double>(grads_bytes, absl::MakeSpan(parts), what));
@@ -614,10 +617,13 @@ class PsServer::Service final : public ParameterServer::Service {
   }
   // The blocks one dense call names (`block`, then `more`), each checked, and each named once:
   // a call never asks for more than the table holds (a pull naming one block a million times
-  // would otherwise make the server allocate a million copies of it).
+  // would otherwise make the server allocate a million copies of it). Where the call passes
+  // `sizes`, each block must have its size: blocks whose sizes were swapped would otherwise
+  // exchange their floats unnoticed, the total being right.
   static absl::StatusOr<std::vector<int>> BlocksOf(
       const DenseTable& table, int id, int block,
-      const google::protobuf::RepeatedField<int32_t>& more) {
+      const google::protobuf::RepeatedField<int32_t>& more,
+      const google::protobuf::RepeatedField<int64_t>& sizes) {
     if (more.size() >= table.num_blocks()) {
       return absl::InvalidArgumentError(absl::StrCat("dense table ", id, ": a call names ",
                                                      more.size() + 1, " blocks, the table has ",
@@ -633,6 +639,19 @@ class PsServer::Service final : public ParameterServer::Service {
             absl::StrCat("dense table ", id, ": block ", b, " named twice in one call"));
       }
       named[b] = true;
+    }
+    if (sizes.empty()) return blocks;
+    if (sizes.size() != static_cast<int>(blocks.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("dense table ", id, ": a call names ",
+                                                     blocks.size(), " blocks and ", sizes.size(),
+                                                     " sizes"));
+    }
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (sizes[i] != table.block_size(blocks[i])) {
+        return absl::InvalidArgumentError(absl::StrCat("dense table ", id, " block ", blocks[i],
+                                                       " has ", table.block_size(blocks[i]),
+                                                       " floats, the call passed ", sizes[i]));
+      }
     }
     return blocks;
   }
