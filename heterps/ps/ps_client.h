@@ -71,7 +71,8 @@ class PsClient {
   // Several blocks of dense table `table` at once, each named once (a server refuses a block
   // named twice): every DensePull's values receive its block; every DensePush's gradient is
   // applied to its block as PushDense would, in the order given. Each span must have its block's
-  // size (InvalidArgument naming the block otherwise, and a push then applies nothing). Returns
+  // size (InvalidArgument naming the block otherwise; the gRPC client's push then applies none of
+  // its blocks, the default's the others). Returns
   // the tickets to wait for: one where the client sends the blocks together (the gRPC client: one
   // call each way instead of one per block), one per block otherwise (the default: PullDense and
   // PushDense per block). Only the floats the spans point to need to outlive the call.
