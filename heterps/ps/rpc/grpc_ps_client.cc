@@ -632,8 +632,7 @@ std::vector<Ticket> GrpcPsClient::PushDenseBlocks(int table, absl::Span<const De
 
 Ticket GrpcPsClient::AccumulateDense(int table, int block, absl::Span<const double> grads,
                                      int part) {
-  return SendDense<double>(table, absl::MakeConstSpan(&block, 1), absl::MakeConstSpan(&grads, 1),
-                           true, part);
+  return SendDense<double>(table, {block}, {grads}, true, part);
 }
 
 absl::Status GrpcPsClient::Commit() {

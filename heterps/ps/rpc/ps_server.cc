@@ -247,12 +247,9 @@ class PsServer::Service final : public ParameterServer::Service {
                                  BlocksOf(*table, request->table(), request->block(),
                                           request->more_blocks(), request->sizes()));
         values.resize(FloatsOf(*table, blocks));
-        size_t at = 0;
-        for (const int block : blocks) {
-          const size_t n = table->block_size(block);
-          HETERPS_RETURN_IF_ERROR(table->Pull(block, absl::MakeSpan(values.data() + at, n)));
-          at += n;
-        }
+        HETERPS_RETURN_IF_ERROR(ForEachBlock(
+            *table, blocks, values.data(),
+            [&](int block, absl::Span<float> out) { return table->Pull(block, out); }));
       }
       for (size_t at = 0; at < values.size(); at += kDenseChunkFloats) {
         DenseChunk chunk;
@@ -300,15 +297,11 @@ class PsServer::Service final : public ParameterServer::Service {
         HETERPS_RETURN_IF_ERROR(FromBytes<double>(grads_bytes, absl::MakeSpan(parts), what));
         return pushes_.Once(
             first.id(),
-            [&]() -> absl::Status {
-              size_t at = 0;
-              for (const int block : blocks) {
-                const size_t n = table->block_size(block);
-                HETERPS_RETURN_IF_ERROR(pending_.AddDense(
-                    first.table(), block, first.part(), absl::MakeConstSpan(parts.data() + at, n)));
-                at += n;
-              }
-              return absl::OkStatus();
+            [&] {
+              return ForEachBlock(
+                  *table, blocks, parts.data(), [&](int block, absl::Span<double> part) {
+                    return pending_.AddDense(first.table(), block, first.part(), part);
+                  });
             },
             duplicates_);
       }
@@ -316,15 +309,10 @@ class PsServer::Service final : public ParameterServer::Service {
       HETERPS_RETURN_IF_ERROR(FromBytes<float>(grads_bytes, absl::MakeSpan(grads), what));
       return pushes_.Once(
           first.id(),
-          [&]() -> absl::Status {
-            size_t at = 0;
-            for (const int block : blocks) {
-              const size_t n = table->block_size(block);
-              HETERPS_RETURN_IF_ERROR(
-                  table->Push(block, absl::MakeConstSpan(grads.data() + at, n)));
-              at += n;
-            }
-            return absl::OkStatus();
+          [&] {
+            return ForEachBlock(*table, blocks, grads.data(), [&](int block, absl::Span<float> g) {
+              return table->Push(block, g);
+            });
           },
           duplicates_);
     });
@@ -654,6 +642,18 @@ class PsServer::Service final : public ParameterServer::Service {
       }
     }
     return blocks;
+  }
+  // Calls f(block, its values) for each of `blocks`, whose values lie end to end from `data` (the
+  // order a several-block call carries them in); stops at the first error.
+  template <typename T, typename F>
+  static absl::Status ForEachBlock(const DenseTable& table, const std::vector<int>& blocks, T* data,
+                                   F f) {
+    for (const int block : blocks) {
+      const size_t n = table.block_size(block);
+      HETERPS_RETURN_IF_ERROR(f(block, absl::Span<T>(data, n)));
+      data += n;
+    }
+    return absl::OkStatus();
   }
   static size_t FloatsOf(const DenseTable& table, const std::vector<int>& blocks) {
     size_t floats = 0;
