@@ -276,10 +276,9 @@ class ModelParser {
       }
       if (layer.rows == 0) {
         if (!all) {
-          return reader.Error(
+          return reader.Missing(
               "rows",
-              "missing required field (or declare buckets for every one of the layer's slots in "
-              "the data section)");
+              " (or declare buckets for every one of the layer's slots in the data section)");
         }
         layer.rows = static_cast<int64_t>(std::ceil(total / static_cast<double>(layer.slots)));
       } else if (all && static_cast<double>(layer.rows) > static_cast<double>(most) + 1) {

@@ -141,8 +141,13 @@ std::vector<BadSpec> BadModels() {
        "m.yaml:23: layers[5].kind: unknown value 'softmax' (expected one of: input, embedding, "
        "mlp, fc, interaction, logloss, custom)"},
       {"unknown layer field", Edit(g, "    dim: 4\n", "    dim: 4\n    dims: 4\n"),
-       "m.yaml:12: layers[1].dims: unknown field (expected one of: dim, ids_per_slot, kind, name, "
-       "pooling, rows, slots)"},
+       "m.yaml:12: layers[1].dims: unknown field, did you mean 'dim'? (expected one of: dim, "
+       "ids_per_slot, kind, name, pooling, rows, slots)"},
+      {"typo in a required field", Edit(g, "batch_size: 64", "batch_sise: 64"),
+       "m.yaml:2: batch_sise: unknown field, did you mean 'batch_size'? (a required field)"},
+      {"typo in a required layer field", Edit(g, "    rows: 100\n", "    rosw: 100\n"),
+       "m.yaml:10: layers[1].rosw: unknown field, did you mean 'rows'? (expected one of: dim, "
+       "ids_per_slot, kind, name, pooling, rows, slots)"},
       {"missing rows", Edit(g, "    rows: 100\n", ""),
        "m.yaml:8: layers[1].rows: missing required field (or declare buckets for every one of "
        "the layer's slots in the data section)"},
@@ -187,8 +192,8 @@ std::vector<BadSpec> BadModels() {
       {"custom unknown field",
        Edit(g, "    kind: fc\n    in: 7\n    out: 1\n",
             "    kind: custom\n    in: 7\n    out: 1\n    flops: 10\n    flop: 1\n"),
-       "m.yaml:23: layers[4].flop: unknown field (expected one of: activation_bytes, flops, in, "
-       "kind, name, out, params)"},
+       "m.yaml:23: layers[4].flop: unknown field, did you mean 'flops'? (expected one of: "
+       "activation_bytes, flops, in, kind, name, out, params)"},
       {"a name that is not UTF-8", Edit(g, "name: top", "name: \xff\xfe"),
        "m.yaml:18: not UTF-8 text (byte 260 of the file)"},
       {"a cut UTF-8 sequence", g + "# caf\xc3", "m.yaml:24: not UTF-8 text (byte 336 of the file)"},
@@ -265,10 +270,8 @@ TEST(ModelSpecTest, ALayoutThatDoesNotFitTheModelNamesColumnAndField) {
       {WithData(Edit(kFitting, "max_ids: 8", "max_ids: 0")),
        "m.yaml:31: data.columns[3].max_ids: must be >= 1, got 0"},
       {WithData(Edit(kFitting, "role: dense,", "role: dense, typo: 1,")),
-       "m.yaml:29: data.columns[1].typo: unknown field (expected one of: buckets, count, ids, "
-       "max_ids, "
-       "name, "
-       "role, separator, transform, type)"},
+       "m.yaml:29: data.columns[1].typo: unknown field, did you mean 'type'? (expected one of: "
+       "buckets, count, ids, max_ids, name, role, separator, transform, type)"},
       {Edit(WithData(kFitting), "delimiter: \",\"", "delimiter: \";;\""),
        "m.yaml:26: data.delimiter: must be one character (or \"tab\"), not a line end"},
   };
@@ -354,6 +357,9 @@ std::vector<BadSpec> BadClusters() {
   return {
       {"no price", Edit(g, "    price_per_hour: 0.5\n", ""),
        "c.yaml:3: types[0].price_per_hour: missing required field"},
+      {"typo in the price", Edit(g, "    price_per_hour: 0.5\n", "    price_per_hr: 0.5\n"),
+       "c.yaml:10: types[0].price_per_hr: unknown field, did you mean 'price_per_hour'? (a "
+       "required field)"},
       {"zero price", Edit(g, "price_per_hour: 0.5", "price_per_hour: 0"),
        "c.yaml:10: types[0].price_per_hour: must be > 0, got 0"},
       {"bad kind", Edit(g, "kind: cpu", "kind: tpu"),

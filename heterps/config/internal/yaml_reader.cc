@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "heterps/base/spelling.h"
 
 namespace heterps::config::internal {
 
@@ -116,7 +117,7 @@ absl::StatusOr<std::string> MapReader::String(absl::string_view key, const char*
   HETERPS_ASSIGN_OR_RETURN(const Field* field, Find(key));
   if (field == nullptr) {
     if (default_value != nullptr) return std::string(default_value);
-    return Error(key, "missing required field");
+    return Missing(key);
   }
   if (!field->value.IsScalar()) return Error(key, "must be a string");
   return field->value.Scalar();
@@ -137,7 +138,7 @@ absl::StatusOr<double> MapReader::Number(absl::string_view key, const NumberRule
   HETERPS_ASSIGN_OR_RETURN(const Field* field, Find(key));
   if (field == nullptr) {
     if (!rule.required) return rule.default_value;
-    return Error(key, "missing required field");
+    return Missing(key);
   }
   if (!field->value.IsScalar()) return Error(key, "must be a number");
   const std::string& text = field->value.Scalar();
@@ -171,16 +172,31 @@ absl::StatusOr<int64_t> MapReader::Integer(absl::string_view key, const NumberRu
 
 absl::StatusOr<YAML::Node> MapReader::Node(absl::string_view key) {
   HETERPS_ASSIGN_OR_RETURN(const Field* field, Find(key));
-  if (field == nullptr) return Error(key, "missing required field");
+  if (field == nullptr) return Missing(key);
   return field->value;
+}
+
+absl::Status MapReader::Missing(absl::string_view key, absl::string_view more) const {
+  // A field of the mapping that nobody asked for and that is a typo of `key` is the mistake to
+  // show: "missing" alone would point at the wrong line.
+  const std::vector<std::string> wanted = {std::string(key)};
+  for (const std::string& k : order_) {
+    if (fields_.at(k).read || asked_.count(k) > 0) continue;
+    if (!base::Nearest(k, wanted).empty()) {
+      return Error(k, absl::StrCat("unknown field, did you mean '", key, "'? (a required field)"));
+    }
+  }
+  return Error(key, absl::StrCat("missing required field", more));
 }
 
 absl::Status MapReader::Finish() const {
   for (const std::string& key : order_) {
     if (fields_.at(key).read) continue;
     std::vector<std::string> known(asked_.begin(), asked_.end());
-    return Error(key,
-                 absl::StrCat("unknown field (expected one of: ", absl::StrJoin(known, ", "), ")"));
+    const std::string nearest = base::Nearest(key, known);
+    return Error(key, absl::StrCat("unknown field", nearest.empty() ? "" : ", did you mean '",
+                                   nearest, nearest.empty() ? "" : "'?",
+                                   " (expected one of: ", absl::StrJoin(known, ", "), ")"));
   }
   return absl::OkStatus();
 }

@@ -78,7 +78,12 @@ class MapReader {
 
   // An error about `key` at its line (or the mapping's line if absent).
   absl::Status Error(absl::string_view key, absl::string_view problem) const;
-  // Fails on the first field that was never read.
+  // The error for a required `key` that is absent: "missing required field" + `more` at the
+  // mapping's line; but where the mapping has a field nobody asked for that is a typo of `key`
+  // (base::Nearest), "unknown field, did you mean '<key>'? (a required field)" at that field.
+  absl::Status Missing(absl::string_view key, absl::string_view more = "") const;
+  // Fails on the first field that was never read, suggesting the nearest known field where one
+  // is a typo away.
   absl::Status Finish() const;
 
  private:
