@@ -15,7 +15,9 @@ CLI::App* AddGenDataCommand(CLI::App& app, GenDataFlags& flags) {
       "Write synthetic data (Criteo's layout, or a model spec's data section) from a planted "
       "teacher model");
   cmd->add_option("--rows", flags.rows, "Rows to write")->required()->check(Positive());
-  cmd->add_option("--out", flags.out, "The TSV file (FILE.teacher.json is written beside it)")
+  cmd->add_option("--out", flags.out,
+                  "The data file, gzip or zstd compressed where it ends in .gz or .zst "
+                  "(FILE.teacher.json is written beside it)")
       ->required();
   cmd->add_option("--seed", flags.seed, "Seed of the teacher and the draws (default 1)");
   cmd->add_option("--vocab", flags.vocab, "Ids per categorical slot (default 100000)")

@@ -7,6 +7,7 @@
 #include "heterps/base/file.h"
 #include "heterps/base/fnv.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/data/byte_sink.h"
 #include "heterps/data/line_source.h"
 #include "heterps/data/synthetic.h"
 #include "nlohmann/json.hpp"
@@ -43,7 +44,11 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::Mode
             .string()};
   }
   const std::string& path = file.paths.front();
-  if (auto sidecar = base::ReadTextFile(path + ".teacher.json"); sidecar.ok()) {
+  // The sidecar of the file's own name, or of its uncompressed name: `gzip train.tsv` leaves
+  // train.tsv.teacher.json beside train.tsv.gz.
+  for (const std::string& named : {path, data::UncompressedName(path)}) {
+    auto sidecar = base::ReadTextFile(named + ".teacher.json");
+    if (!sidecar.ok()) continue;
     auto json = nlohmann::json::parse(*sidecar, nullptr, false);
     if (json.is_object() && json.contains("teacher_auc") && std::filesystem::exists(path)) {
       file.teacher_auc = json.value("teacher_auc", -1.0);

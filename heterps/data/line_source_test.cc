@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/base/file.h"
+#include "heterps/data/byte_sink.h"
 #include "heterps/data/reader.h"
 
 namespace heterps::data {
@@ -242,6 +243,84 @@ TEST_F(LineSourceTest, ReaderAndCountLinesReadCompressedFilesAsPlainOnes) {
   EXPECT_THAT(got.status().message(), HasSubstr("truncated"));
   EXPECT_THAT(got.status().message(), HasSubstr("(after line "));
   EXPECT_FALSE(CountLines({cut}).ok());
+}
+
+// A file written by its name's compression reads back byte for byte: by ByteSource, and a gzip
+// one by zlib's own gzread (what zcat uses) too.
+TEST_F(LineSourceTest, SinksWriteWhatTheirNamesSay) {
+  std::mt19937 rng(3);
+  std::string text;
+  while (text.size() < (3 << 20))
+    absl::StrAppend(&text, rng() % 2, "\t", rng(), "\tab", rng() % 97, "\n");
+  const std::vector<std::pair<std::string, Compression>> names = {{"w.tsv", Compression::kNone},
+                                                                  {"w.tsv.gz", Compression::kGzip},
+                                                                  {"w.tsv.zst", Compression::kZstd},
+                                                                  {"w.zstd", Compression::kZstd}};
+  for (const auto& [name, compression] : names) {
+    const std::string path = (dir_ / name).string();
+    absl::StatusOr<std::unique_ptr<ByteSink>> sink = ByteSink::Create(path);
+    ASSERT_TRUE(sink.ok()) << sink.status();
+    EXPECT_EQ((*sink)->compression(), compression);
+    for (size_t at = 0; at < text.size();) {  // pieces of every size, an empty one included
+      const size_t n = std::min<size_t>(text.size() - at, rng() % 200000);
+      ASSERT_TRUE((*sink)->Append(absl::string_view(text).substr(at, n)).ok());
+      at += n;
+    }
+    EXPECT_FALSE(std::filesystem::exists(path)) << "visible before Close: " << name;
+    ASSERT_TRUE((*sink)->Close().ok()) << name;
+    EXPECT_EQ(std::filesystem::directory_iterator(dir_)->path().string().find(".tmp-"),
+              std::string::npos);
+    absl::StatusOr<std::unique_ptr<ByteSource>> source = ByteSource::Open(path);
+    ASSERT_TRUE(source.ok()) << source.status();
+    EXPECT_EQ((*source)->compression(), compression) << name;
+    std::string back(text.size() + 1, '\0');
+    size_t got = 0;
+    while (true) {
+      absl::StatusOr<size_t> n = (*source)->Read(back.data() + got, back.size() - got);
+      ASSERT_TRUE(n.ok()) << n.status();
+      if (*n == 0) break;
+      got += *n;
+    }
+    back.resize(got);
+    EXPECT_TRUE(back == text) << name;
+    if (compression == Compression::kNone) {
+      EXPECT_EQ(std::filesystem::file_size(path), text.size());
+    } else {
+      EXPECT_LT(std::filesystem::file_size(path), text.size() / 2) << name << " is not compressed";
+    }
+    if (compression == Compression::kGzip) {
+      gzFile gz = gzopen(path.c_str(), "rb");
+      ASSERT_NE(gz, nullptr);
+      std::string zlib(text.size() + 1, '\0');
+      const int n = gzread(gz, zlib.data(), static_cast<unsigned>(zlib.size()));
+      gzclose(gz);
+      ASSERT_EQ(n, static_cast<int>(text.size()));
+      zlib.resize(n);
+      EXPECT_TRUE(zlib == text);
+    }
+    std::filesystem::remove(path);
+  }
+  EXPECT_EQ(UncompressedName("a/train.tsv.gz"), "a/train.tsv");
+  EXPECT_EQ(UncompressedName("train.tsv.zst"), "train.tsv");
+  EXPECT_EQ(UncompressedName("train.tsv"), "train.tsv");
+  EXPECT_EQ(UncompressedName(".gz"), ".gz");
+}
+
+// A sink given up without Close leaves nothing behind, and the old file as it was.
+TEST_F(LineSourceTest, AnUnclosedSinkLeavesTheOldFile) {
+  const std::string path = Write("old.tsv.gz", Gzip("1\t2\n"));
+  {
+    absl::StatusOr<std::unique_ptr<ByteSink>> sink = ByteSink::Create(path);
+    ASSERT_TRUE(sink.ok());
+    ASSERT_TRUE((*sink)->Append("0\t9\n").ok());
+  }
+  EXPECT_THAT(*Lines(path), ElementsAre("1\t2"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_),
+                          std::filesystem::directory_iterator()),
+            1);
+  absl::StatusOr<std::unique_ptr<ByteSink>> nowhere = ByteSink::Create("/nonexistent/dir/x.gz");
+  ASSERT_FALSE(nowhere.ok());
+  EXPECT_THAT(nowhere.status().message(), HasSubstr("/nonexistent/dir/x.gz: cannot create"));
 }
 
 }  // namespace

@@ -1,14 +1,10 @@
 #include "heterps/data/synthetic.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -18,6 +14,7 @@
 #include "heterps/base/mix_key.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/data/auc.h"
+#include "heterps/data/byte_sink.h"
 #include "heterps/data/criteo.h"
 #include "nlohmann/json.hpp"
 
@@ -122,11 +119,7 @@ absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
   // A multi-hot field holds 0 .. 2m ids, uniformly (m = ids_per_slot, rounded), at most max_ids.
   const int64_t longest = std::max<int64_t>(1, std::llround(2 * options.ids_per_slot));
 
-  const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
-  std::FILE* out = std::fopen(tmp.c_str(), "wb");
-  if (out == nullptr) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
-  }
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> out, ByteSink::Create(path));
   std::mt19937_64 rng(options.seed);
   std::uniform_real_distribution<double> uniform(0, 1);
   std::normal_distribution<double> normal;
@@ -141,8 +134,7 @@ absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
   }
   std::vector<std::string> dense_text(dense), slot_text(slots);
   int64_t positives = 0;
-  bool ok = true;
-  for (int64_t row = 0; row < options.rows && ok; ++row) {
+  for (int64_t row = 0; row < options.rows; ++row) {
     double logit = teacher.bias;
     for (int j = 0; j < dense; ++j) {
       dense_text[j].clear();
@@ -224,18 +216,12 @@ absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
     }
     buffer += '\n';
     if (buffer.size() > (1 << 20) || row + 1 == options.rows) {
-      ok = std::fwrite(buffer.data(), 1, buffer.size(), out) == buffer.size();
+      HETERPS_RETURN_IF_ERROR(out->Append(buffer));
       buffer.clear();
       if (options.progress) options.progress(row + 1);
     }
   }
-  ok = std::fflush(out) == 0 && fsync(fileno(out)) == 0 && ok;
-  ok = std::fclose(out) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat(path, ": write failed: ", reason));
-  }
+  HETERPS_RETURN_IF_ERROR(out->Close());
   SyntheticSummary summary;
   summary.rows = options.rows;
   summary.positive_rate = static_cast<double>(positives) / options.rows;

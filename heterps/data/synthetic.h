@@ -52,7 +52,8 @@ struct SyntheticSummary {
   double teacher_auc = 0;
 };
 
-// Writes `path` (atomically: a temporary name, then renamed) and `path`.teacher.json.
+// Writes `path` (atomically: a temporary name, then renamed; gzip or zstd compressed where its
+// name ends in .gz, .zst or .zstd: byte_sink.h) and `path`.teacher.json.
 absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
                                                 const std::string& path);
 
