@@ -35,8 +35,9 @@ int RunPareto(const PlanFlags& flags) {
   const double hi = top->workload().throughput_limit;
   const double lo = flags.pareto_from > 0 ? flags.pareto_from : hi / 100;
   if (!(lo < hi)) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrFormat("--pareto-from (%g) must be below the throughput limit (%g)", lo, hi)));
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--pareto-from (", HumanNumber(lo),
+                                                        ") must be below the throughput limit (",
+                                                        HumanNumber(hi), ")")));
   }
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   json frontier = json::array();

@@ -100,7 +100,7 @@ std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
   std::string out = absl::StrFormat(
       "%s on %s: %s samples/s needed, %s samples; scheduler %s (%s, %s, %d plans evaluated)\n\n",
       model.model().name, model.cluster().name, WithCommas(model.workload().throughput_limit),
-      absl::StrFormat("%.4g", model.workload().samples), plan.scheduler,
+      WithCommas(model.workload().samples), plan.scheduler,
       plan.certified_optimal ? std::string("certified optimal")
       : plan.optimality_gap() >= 0
           ? absl::StrFormat("not certified, at most %.2f%% above the optimum",
@@ -261,8 +261,9 @@ int RunPlan(const PlanFlags& flags) {
     // A shortfall of 0.36% is not "0% over", nor one of 35,000x a 7-digit percentage.
     const double s = plan->why.shortfall;
     const std::string over = s < 0.001 ? std::string("less than 0.1% over")
-                             : s < 1   ? absl::StrFormat("%.1f%% over", 100 * s)
-                                       : absl::StrFormat("needs %.3gx what is there", 1 + s);
+                             : s < 1
+                                 ? absl::StrFormat("%.1f%% over", 100 * s)
+                                 : absl::StrCat("needs ", HumanNumber(1 + s), "x what is there");
     std::cerr << absl::StrFormat("heterps: no feasible plan (%s constraint, %s): %s\n",
                                  plan->why.constraint, over, plan->why.message);
     return 1;

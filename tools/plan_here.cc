@@ -7,11 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/sched/default_schedulers.h"
 #include "heterps/worker/profile.h"
 #include "tools/cli_common.h"
+#include "tools/table.h"
 #include "tools/train_common.h"
 
 namespace heterps::tools {
@@ -141,6 +143,15 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
     options.policy_out = policy_out;
     HETERPS_ASSIGN_OR_RETURN(sched::Plan plan, scheduler->Schedule(model, options));
     out.plan = sched::FromPlan(model, plan);
+    if (flags.throughput <= 0) {
+      std::vector<std::string> tried;
+      for (double l : limits) tried.push_back(absl::StrCat(HumanNumber(l / one_unit), "x"));
+      out.limit_origin = absl::StrFormat(
+          "the limit: %sx the %s samples/s that one unit of %s measured on this host, the "
+          "first of %s that a plan meets; --throughput sets it",
+          HumanNumber(limit / one_unit), WithCommas(one_unit), cpu->name,
+          absl::StrJoin(tried, ", "));
+    }
     if (!plan.feasible) {
       out.why_not = plan.why.message;
       continue;

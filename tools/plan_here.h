@@ -25,6 +25,9 @@ struct Planned {
   sched::RunPlan plan;
   std::string why_not;                   // when no plan is feasible
   std::optional<cost::Profile> profile;  // what the plan was made with
+  // Where the throughput limit came from when no --throughput gave it (one line for the user),
+  // else empty.
+  std::string limit_origin;
 };
 
 // This host's wire (worker::ProfileWire at `batch`) measured with as many replicas as `cpu` has

@@ -33,16 +33,6 @@ std::string Table::Render() const {
   return out;
 }
 
-std::string WithCommas(double value) {
-  std::string digits = absl::StrFormat("%.0f", std::fabs(value));
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return value < 0 ? "-" + out : out;
-}
-
 std::string HumanSeconds(double seconds) {
   if (seconds >= 2 * 86400) return absl::StrFormat("%.1f days", seconds / 86400);
   if (seconds >= 3600) return absl::StrFormat("%.2f h", seconds / 3600);

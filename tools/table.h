@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "heterps/base/numbers.h"
+
 namespace heterps::tools {
 
 class Table {
@@ -20,8 +22,8 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// 1234567.8 -> "1,234,568".
-std::string WithCommas(double value);
+using base::HumanNumber;  // heterps/base/numbers.h: the one style of numbers
+using base::WithCommas;
 // Seconds as "2.37 h", "14.2 min", "35.1 s", "12.3 ms".
 std::string HumanSeconds(double seconds);
 

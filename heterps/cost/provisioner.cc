@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "heterps/base/numbers.h"
 
 namespace heterps::cost {
 namespace {
@@ -31,10 +32,10 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
     if (best > e_max) {
       double reach = model.batch() / best;
       return {"throughput", best / e_max - 1,
-              absl::StrFormat("stage %d (%s) reaches at most %.0f samples/s with all %d units; "
-                              "the limit is %.0f",
-                              s, DescribeStage(model, stages[s]), reach, type.units,
-                              model.workload().throughput_limit)};
+              absl::StrFormat("stage %d (%s) reaches at most %s samples/s with all %d units; "
+                              "the limit is %s",
+                              s, DescribeStage(model, stages[s]), base::WithCommas(reach),
+                              type.units, base::WithCommas(model.workload().throughput_limit))};
     }
   }
   if (model.prices_ps() && !std::isfinite(model.CheapestPsRate(e_max))) {
@@ -57,9 +58,10 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
                               Gib(model.table_bytes()))};
     }
     return {"parameter servers", fastest / e_max - 1,
-            absl::StrFormat("the parameter servers reach at most %.0f samples/s (%s, all "
-                            "units); the limit is %.0f",
-                            model.batch() / fastest, type, model.workload().throughput_limit)};
+            absl::StrFormat("the parameter servers reach at most %s samples/s (%s, all "
+                            "units); the limit is %s",
+                            base::WithCommas(model.batch() / fastest), type,
+                            base::WithCommas(model.workload().throughput_limit))};
   }
   // Every stage can meet the limit alone; together they need more units of a type than exist.
   std::vector<int64_t> need(model.num_types(), 0);
@@ -82,10 +84,10 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
         if (over < shortfall) {
           shortfall = over;
           message = absl::StrFormat(
-              "the parameter servers need %d units of %s to reach %.0f samples/s, beside the "
+              "the parameter servers need %d units of %s to reach %s samples/s, beside the "
               "stages' %d; %d are available",
-              shards, model.type(t).name, model.workload().throughput_limit, need[t],
-              model.type(t).units);
+              shards, model.type(t).name, base::WithCommas(model.workload().throughput_limit),
+              need[t], model.type(t).units);
         }
       }
       return {"units", shortfall, message};
@@ -94,9 +96,10 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
   for (int t = 0; t < model.num_types(); ++t) {
     if (need[t] > model.type(t).units) {
       return {"units", static_cast<double>(need[t]) / model.type(t).units - 1,
-              absl::StrFormat("its stages on %s need %d units together to reach %.0f samples/s; "
+              absl::StrFormat("its stages on %s need %d units together to reach %s samples/s; "
                               "%d are available",
-                              model.type(t).name, need[t], model.workload().throughput_limit,
+                              model.type(t).name, need[t],
+                              base::WithCommas(model.workload().throughput_limit),
                               model.type(t).units)};
     }
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "heterps/base/log.h"
+#include "heterps/base/numbers.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/launcher/cluster_state.h"
@@ -65,8 +66,8 @@ std::vector<std::string> Differences(const config::ClusterSpec& before,
       out.push_back(absl::StrCat(t.name, ": ", old.units, " -> ", t.units, " units"));
     }
     if (old.price_per_hour != t.price_per_hour) {
-      out.push_back(absl::StrFormat("%s: $%.4g -> $%.4g per hour", t.name, old.price_per_hour,
-                                    t.price_per_hour));
+      out.push_back(absl::StrCat(t.name, ": $", base::HumanNumber(old.price_per_hour), " -> $",
+                                 base::HumanNumber(t.price_per_hour), " per hour"));
     }
   }
   for (const config::ResourceType& t : before.types) {
@@ -206,7 +207,8 @@ class ElasticReplanner final : public Replanner {
         if (control_.throughput > 0) {
           limit_ = control_.throughput;
           deadline_.reset();
-          reasons_.push_back(absl::StrFormat("throughput limit %.0f samples/s", limit_));
+          reasons_.push_back(
+              absl::StrCat("throughput limit ", base::WithCommas(limit_), " samples/s"));
         } else if (control_.deadline) {
           deadline_ = control_.deadline;
           reasons_.push_back(absl::StrCat("deadline ", absl::FormatTime(*deadline_)));

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
+#include "heterps/base/numbers.h"
 #include "heterps/sched/schedulers.h"
 
 namespace heterps::sched {
@@ -20,9 +21,9 @@ class BruteScheduler : public Scheduler {
     const int64_t limit = options.max_plans > 0 ? options.max_plans : kBruteDefaultMaxPlans;
     if (plans > static_cast<double>(limit)) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "brute force would evaluate %.3g plans (%d types ^ %d layers), more than its limit of "
-          "%d; use the exact scheduler, or raise the limit with --max-plans",
-          plans, num_types, num_layers, limit));
+          "brute force would evaluate %s plans (%d types ^ %d layers), more than its limit of "
+          "%s; use the exact scheduler, or raise the limit with --max-plans",
+          base::WithCommas(plans), num_types, num_layers, base::WithCommas(limit)));
     }
     base::Deadline deadline(options.time_limit_seconds);
     std::vector<int> assignment(num_layers, 0);

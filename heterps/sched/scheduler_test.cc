@@ -117,7 +117,7 @@ TEST(SchedulerTest, InfeasibleInstanceSaysWhichConstraintAndByHowMuch) {
   EXPECT_EQ(plan.why.constraint, "throughput");
   EXPECT_GT(plan.why.shortfall, 10);
   EXPECT_THAT(plan.why.message, ::testing::HasSubstr("even the fastest plan fails"));
-  EXPECT_THAT(plan.why.message, ::testing::HasSubstr("the limit is 1000000000000"));
+  EXPECT_THAT(plan.why.message, ::testing::HasSubstr("the limit is 1,000,000,000,000"));
 }
 
 TEST(SchedulerTest, LayerThatFitsNowhereIsAMemoryProblem) {

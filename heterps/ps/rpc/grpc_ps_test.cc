@@ -414,18 +414,19 @@ TEST(GrpcPsTest, ServersRefuseWhatTheyWouldNotHoldBeforeHoldingIt) {
   wide.mutable_sparse()->set_dim(1 << 28);
   grpc::Status s = create(wide);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("dim 268435456 is over the limit of 4096"));
+  EXPECT_THAT(s.error_message(), HasSubstr("dim 268,435,456 is over the limit of 4,096"));
   CreateTableRequest shards;
   shards.set_table(0);
   shards.mutable_sparse()->set_dim(8);
   shards.mutable_sparse()->set_lock_shards(100000000);
-  EXPECT_THAT(create(shards).error_message(), HasSubstr("lock_shards 100000000 is over the limit"));
+  EXPECT_THAT(create(shards).error_message(),
+              HasSubstr("lock_shards 100,000,000 is over the limit"));
   CreateTableRequest huge;
   huge.set_table(0);
   huge.mutable_dense()->add_block_sizes(int64_t{1} << 40);
   s = create(huge);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("is over the limit of 1073741824"));
+  EXPECT_THAT(s.error_message(), HasSubstr("is over the limit of 1,073,741,824"));
 
   auto push = [&](int table, int chunks) {
     grpc::ClientContext context;

@@ -22,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "heterps/base/host.h"
 #include "heterps/base/log.h"
+#include "heterps/base/numbers.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/ps/checkpoint.h"
 #include "heterps/ps/pending.h"
@@ -445,8 +446,9 @@ class PsServer::Service final : public ParameterServer::Service {
   // What one table may ask of a server, checked before anything is allocated.
   static absl::Status CheckLimits(const CreateTableRequest& request) {
     auto over = [&](absl::string_view what, int64_t value, int64_t limit) {
-      return absl::InvalidArgumentError(absl::StrCat("table ", request.table(), ": ", what, " ",
-                                                     value, " is over the limit of ", limit));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table ", request.table(), ": ", what, " ", base::WithCommas(static_cast<double>(value)),
+          " is over the limit of ", base::WithCommas(static_cast<double>(limit))));
     };
     if (request.has_sparse()) {
       const auto& s = request.sparse();
