@@ -121,6 +121,16 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetrics(const TrainFlags& flag
       });
 }
 
+// A finished job's endpoint stays up until a scraper has read how the job ended (status.json's
+// state, "done" or "failed"), or for --metrics-linger seconds.
+void ServeFinalMetrics(MetricsHttp* metrics, const TrainFlags& flags) {
+  if (metrics == nullptr || flags.metrics_linger <= 0) return;
+  std::fflush(stdout);
+  std::fprintf(stderr, "heterps: serving the final metrics until the next scrape (at most %s)\n",
+               HumanSeconds(flags.metrics_linger).c_str());
+  metrics->ServeFinal(absl::Seconds(flags.metrics_linger));
+}
+
 // A stage planned on a device this host or build cannot run goes to this host's CPU, and the
 // user is told.
 void PlaceStages(sched::RunPlan& plan, const config::ModelSpec& spec) {
@@ -340,7 +350,9 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   PlaceStages(planned->plan, model->spec);
   absl::StatusOr<worker::JobSpec> job = JobFrom(flags, *model, *cluster, planned->plan, *data);
   if (!job.ok()) return Fail(job.status());
-  std::printf("%s\n", RenderPlan(*job, *cluster).c_str());
+  std::printf("%s", RenderPlan(*job, *cluster).c_str());
+  if (!planned->limit_origin.empty()) std::printf("(%s)\n", planned->limit_origin.c_str());
+  std::printf("\n");
   std::fflush(stdout);
   if (!launch.local && launch.world > 0) {
     const launcher::JobLayout layout = launcher::MakeLayout(*job);
@@ -403,6 +415,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   }
   if (!result.ok()) {
     report.Finish(nullptr, "failed", std::string(result.status().message())).IgnoreError();
+    ServeFinalMetrics(metrics->get(), flags);
     return Fail(
         absl::Status(result.status().code(),
                      absl::StrCat(result.status().message(), " (job directory ", *job_dir, ")")));
@@ -426,6 +439,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
     absl::Status written = WriteMetrics(flags.metrics_out, result->job, *result, *data);
     if (!written.ok()) return Fail(written);
   }
+  ServeFinalMetrics(metrics->get(), flags);
   return 0;
 }
 

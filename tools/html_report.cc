@@ -20,9 +20,13 @@ window.addEventListener('error', e => errors.push(String(e.message)));
 const charts = [];
 const $ = id => document.getElementById(id);
 const fmt = x => x == null ? '-' : (Math.abs(x) >= 100 ? Math.round(x).toLocaleString('en') : Number(x).toPrecision(4));
+// Dollars: cents from a dollar up, four significant digits below (a short run costs fractions of a
+// cent).
+const usd = x => x == null ? '-' : '$' + (Math.abs(x) >= 1 ? x.toLocaleString('en', {minimumFractionDigits: 2, maximumFractionDigits: 2}) : Number(x).toPrecision(3));
 function chart(id, config) {
   try {
-    config.options = Object.assign({animation: false, responsive: false,
+    // Each canvas fills its grid cell (.chart sets the height).
+    config.options = Object.assign({animation: false, responsive: true, maintainAspectRatio: false,
                                     plugins: {legend: {position: 'bottom'}}}, config.options || {});
     charts.push(new Chart($(id), config));
   } catch (e) { errors.push(id + ': ' + e.message); }
@@ -46,13 +50,26 @@ check.textContent = `ReportCheck charts=${charts.length} drawn=${drawn} errors=$
 // The job report's script: reads REPORT and draws.
 constexpr char kScript[] = R"js(
 const R = REPORT, M = R.metrics, S = R.status || {};
+// The plans the job ran, each from its start (seconds), and what the run had spent by time t: the
+// sum over plans of $/hour times the hours each ran before t.
+const plans = R.plans && R.plans.length ? R.plans : [{seconds: 0, plan: R.plan}];
+const lastSeconds = () => R.series.length ? R.series[R.series.length - 1].seconds : 0;
+function spent(t) {
+  let usd = 0;
+  plans.forEach((e, i) => {
+    const end = i + 1 < plans.length ? Math.min(t, plans[i + 1].seconds) : t;
+    if (end > e.seconds) usd += (e.plan.cost_per_hour_usd || 0) * (end - e.seconds) / 3600;
+  });
+  return usd;
+}
 $('title').textContent = `${R.model} — ${R.state}` + (R.error ? `: ${R.error}` : '');
 const facts = [['state', R.state], ['step', S.step != null ? `${S.step} / ${S.total_steps}` : '-'],
   ['samples/s', fmt(M ? M.samples_per_second : S.samples_per_second)],
   ['predicted samples/s', fmt(R.plan.predicted_samples_per_second)],
   ['train logloss', fmt(M ? M.train_logloss : S.loss)], ['eval logloss', fmt(M && M.eval_logloss)],
   ['eval AUC', fmt(M && M.eval_auc)], ["teacher's AUC", fmt(M && M.teacher_auc)],
-  ['restarts', M ? M.restarts : S.restarts], ['$/hour', fmt(R.plan.cost_per_hour_usd)],
+  ['restarts', M ? M.restarts : S.restarts], ['$/hour', usd(R.plan.cost_per_hour_usd)],
+  ['cost of the run', M && M.cost_usd != null ? usd(M.cost_usd) : `${usd(spent(lastSeconds()))} so far`],
   ['scheduler', R.plan.scheduler], ['updated', R.updated]];
 $('facts').innerHTML = facts.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join('');
 $('pipeline').innerHTML = R.plan.stages.map((s, i) =>
@@ -61,9 +78,10 @@ $('pipeline').innerHTML = R.plan.stages.map((s, i) =>
   `predicted ${fmt(1000 * s.predicted_seconds_per_batch)} ms/batch</div>`).join('<div class="arrow">→</div>');
 // An elastic job's plans, each from the time it started.
 if (R.plans && R.plans.length > 1) {
-  $('plans').innerHTML = '<tr><th>from (s)</th><th>$/hour</th><th>predicted samples/s</th><th>stages</th></tr>' +
-    R.plans.map(e => `<tr><td>${fmt(e.seconds)}</td><td>${fmt(e.plan.cost_per_hour_usd)}</td>` +
-      `<td>${fmt(e.plan.predicted_samples_per_second)}</td>` +
+  const segs = M && M.segments && M.segments.length == R.plans.length ? M.segments : null;
+  $('plans').innerHTML = '<tr><th>from (s)</th><th>$/hour</th><th>predicted samples/s</th><th>cost</th><th>stages</th></tr>' +
+    R.plans.map((e, i) => `<tr><td>${fmt(e.seconds)}</td><td>${usd(e.plan.cost_per_hour_usd)}</td>` +
+      `<td>${fmt(e.plan.predicted_samples_per_second)}</td><td>${segs ? usd(segs[i].cost_usd) : '-'}</td>` +
       `<td>${e.plan.stages.map(s => s.units + ' × ' + s.type).join(' → ')}</td></tr>`).join('');
 } else {
   $('plans-section').style.display = 'none';
@@ -105,6 +123,23 @@ chart('throughput', {type: 'line', data: {datasets: [
    pointRadius: 7, pointStyle: 'triangle', showLine: false}]},
   options: {scales: {x: {type: 'linear', title: {display: true, text: 'seconds'}}, y: {beginAtZero: true}},
             plugins: {tooltip: {callbacks: {label: c => c.raw.label || `${fmt(c.raw.y)} samples/s`}}}}});
+
+// What the run cost as it went, one colour per plan (an elastic job's segments), scaled so that it
+// ends at the job's own account of its cost (the ledger's, which also counts the time before the
+// first step and after the last progress point).
+const times = [0].concat(R.series.map(p => p.seconds)).concat(plans.map(e => e.seconds)).sort((a, b) => a - b);
+const scale = M && M.cost_usd > 0 && spent(tEnd) > 0 ? M.cost_usd / spent(tEnd) : 1;
+const palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b'];
+chart('cost', {type: 'line', data: {datasets: plans.map((e, i) => {
+  const end = i + 1 < plans.length ? plans[i + 1].seconds : tEnd;
+  const pts = times.filter(t => t >= e.seconds && t <= end).map(t => ({x: t, y: scale * spent(t)}));
+  const segment = M && M.segments && M.segments.length == plans.length ? M.segments[i].cost_usd : null;
+  return {label: `plan ${i + 1}: ${usd(e.plan.cost_per_hour_usd)}/hour` + (segment != null ? `, ${usd(segment)}` : ''),
+          data: pts, borderColor: palette[i % palette.length], backgroundColor: palette[i % palette.length] + '40',
+          fill: 'origin', pointRadius: 0};
+})}, options: {scales: {x: {type: 'linear', title: {display: true, text: 'seconds'}},
+                        y: {beginAtZero: true, title: {display: true, text: 'dollars spent'}}},
+               plugins: {tooltip: {callbacks: {label: c => usd(c.raw.y)}}}}});
 
 // Stages: predicted against measured time per batch.
 const stageRows = M && M.stages ? M.stages : R.plan.stages;
@@ -178,13 +213,18 @@ if (R.frontier && R.frontier.length) {
 }
 )js";
 
+// The page uses the window's width: the facts beside the plan, the charts two (or more) abreast
+// on a wide screen and one above the other on a narrow one.
 constexpr char kStyle[] = R"css(
-body { font-family: sans-serif; margin: 24px; color: #222; }
-h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
+body { font-family: sans-serif; margin: 20px 28px; color: #222; }
+h1 { font-size: 22px; margin: 0 0 12px; } h2 { font-size: 16px; margin: 0 0 8px; }
 table { border-collapse: collapse; } th, td { padding: 3px 10px; text-align: left; border-bottom: 1px solid #ddd; }
+.top { display: flex; flex-wrap: wrap; gap: 12px 40px; align-items: flex-start; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 28px 36px; margin-top: 24px; }
+.chart { position: relative; height: 300px; }
 .stage { display: inline-block; border: 1px solid #888; border-radius: 6px; padding: 8px; margin: 4px; vertical-align: middle; font-size: 13px; }
 .arrow { display: inline-block; font-size: 22px; vertical-align: middle; }
-#report-check { color: #999; font-size: 11px; margin-top: 30px; }
+#report-check { display: none; }
 )css";
 
 }  // namespace
@@ -275,6 +315,15 @@ absl::Status JobReport::Write(const nlohmann::ordered_json& metrics, const std::
 
 namespace {
 
+// One chart in the page's grid: its title and canvas `id`; `section` names the cell (for a
+// script that hides it), `after` follows the canvas.
+std::string ChartCell(absl::string_view id, absl::string_view title, absl::string_view section = "",
+                      absl::string_view after = "") {
+  return absl::StrCat("<section", section.empty() ? "" : absl::StrCat(" id=\"", section, "\""),
+                      "><h2>", title, "</h2><div class=\"chart\"><canvas id=\"", id,
+                      "\"></canvas></div>", after, "</section>\n");
+}
+
 // The page around a script: Chart.js inlined, `body`, then REPORT = `data` and `script`.
 std::string Page(const nlohmann::ordered_json& data, bool refresh, absl::string_view title,
                  absl::string_view body, absl::string_view script) {
@@ -284,11 +333,12 @@ std::string Page(const nlohmann::ordered_json& data, bool refresh, absl::string_
       {{"</", "<\\/"}});
   const std::string_view chartjs = embedded::chart();
   return absl::StrCat(
-      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n",
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
       refresh ? "<meta http-equiv=\"refresh\" content=\"5\">\n" : "", "<title>", title,
       "</title>\n<style>", kStyle, "</style>\n<script>",
       absl::string_view(chartjs.data(), chartjs.size()),
-      "</script>\n</head><body>\n<h1 id=\"title\"></h1>\n<table id=\"facts\"></table>\n", body,
+      "</script>\n</head><body>\n<h1 id=\"title\"></h1>\n", body,
       "<div id=\"report-check\"></div>\n<script>\nconst REPORT = ", json, ";\n", kPrelude, script,
       kCheck, "</script>\n</body></html>\n");
 }
@@ -297,28 +347,29 @@ std::string Page(const nlohmann::ordered_json& data, bool refresh, absl::string_
 
 std::string PlanReportHtml(const nlohmann::ordered_json& data) {
   return Page(data, false, "heterps plan",
-              "<h2>The plan</h2><div id=\"pipeline\"></div>\n"
-              "<h2>Its cost beside the baselines'</h2>"
-              "<canvas id=\"costs\" width=\"900\" height=\"220\"></canvas>\n"
-              "<div id=\"frontier-section\"><h2>Cost against throughput: the frontier</h2>"
-              "<canvas id=\"frontier\" width=\"900\" height=\"320\"></canvas></div>\n",
+              absl::StrCat("<div class=\"top\"><table id=\"facts\"></table>"
+                           "<div><h2>The plan</h2><div id=\"pipeline\"></div></div></div>\n"
+                           "<div class=\"grid\">",
+                           ChartCell("costs", "Its cost beside the baselines'"),
+                           ChartCell("frontier", "Cost against throughput: the frontier",
+                                     "frontier-section"),
+                           "</div>\n"),
               kPlanScript);
 }
 
 std::string JobReport::Html(const nlohmann::ordered_json& data, bool refresh) {
   return Page(
       data, refresh, "heterps job report",
-      "<h2>The plan</h2><div id=\"pipeline\"></div>\n"
-      "<div id=\"plans-section\"><h2>Plans the job ran</h2><table id=\"plans\"></table></div>\n"
-      "<h2>Loss and AUC against samples</h2><canvas id=\"loss\" width=\"900\" "
-      "height=\"320\"></canvas>\n"
-      "<h2>Throughput</h2><canvas id=\"throughput\" width=\"900\" height=\"280\"></canvas>\n"
-      "<h2>Stages: predicted against measured time per batch</h2>"
-      "<canvas id=\"stages\" width=\"900\" height=\"260\"></canvas>\n"
-      "<h2>Where each replica's time goes</h2><canvas id=\"replicas\" width=\"900\" "
-      "height=\"280\"></canvas>\n"
-      "<h2>Parameter servers</h2><canvas id=\"tiers\" width=\"900\" height=\"260\"></canvas>\n"
-      "<table id=\"tier-table\"></table>\n",
+      absl::StrCat(
+          "<div class=\"top\"><table id=\"facts\"></table><div><h2>The plan</h2>"
+          "<div id=\"pipeline\"></div>\n<div id=\"plans-section\"><h2>Plans the job ran</h2>"
+          "<table id=\"plans\"></table></div></div></div>\n<div class=\"grid\">",
+          ChartCell("loss", "Loss and AUC against samples"), ChartCell("throughput", "Throughput"),
+          ChartCell("cost", "What the run cost"),
+          ChartCell("stages", "Stages: predicted against measured time per batch"),
+          ChartCell("replicas", "Where each replica's time goes"),
+          ChartCell("tiers", "Parameter servers", "", "<table id=\"tier-table\"></table>"),
+          "</div>\n"),
       kScript);
 }
 

@@ -8,12 +8,14 @@
 //
 // The page draws: training loss against samples (the eval logloss and AUC, each evaluation's
 // during training and the end's, and the synthetic teacher's AUC, once known); samples/s over time
-// against the plan's prediction, with restarts and plan switches marked; each stage's predicted
+// against the plan's prediction, with restarts and plan switches marked; the dollars the run spent
+// as it went, one colour per plan it ran (the job's own account at the end); each stage's predicted
 // against measured time per batch, and its busy time split into computing, parameter servers,
 // sending and idle; the plan as a pipeline of stages (layers, type, device, units, $/hour); the
-// parameter servers' rows in memory and on SSD per table, with hit rates. A check at the end of the
-// page (ReportCheck) says whether every chart drew data and whether any script failed, for a
-// headless browser to read.
+// parameter servers' rows in memory and on SSD per table, with hit rates. The charts fill the
+// window's width, two or more abreast where it is wide. A hidden element (#report-check, its
+// data-charts, data-drawn and data-errors) says whether every chart drew data and whether any
+// script failed, for a headless browser to read.
 //
 // Errors writing the file are kept (last_error) but never stop the job: the report is a view.
 //

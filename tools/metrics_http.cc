@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/token.h"
@@ -20,6 +22,10 @@ struct MetricsHttp::Impl {
   httplib::Server server;
   std::thread thread;
   int port = 0;
+  std::string port_file;  // removed at stop; empty: none
+  absl::Mutex mu;
+  int64_t started ABSL_GUARDED_BY(mu) = 0;   // scrapes begun
+  int64_t answered ABSL_GUARDED_BY(mu) = 0;  // scrapes answered, in the order they began
 };
 
 MetricsHttp::MetricsHttp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -27,9 +33,19 @@ MetricsHttp::MetricsHttp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 MetricsHttp::~MetricsHttp() {
   impl_->server.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+  if (!impl_->port_file.empty()) std::remove(impl_->port_file.c_str());
 }
 
 int MetricsHttp::port() const { return impl_->port; }
+
+void MetricsHttp::RemoveOnStop(std::string path) { impl_->port_file = std::move(path); }
+
+bool MetricsHttp::ServeFinal(absl::Duration at_most) {
+  absl::MutexLock lock(&impl_->mu);
+  const int64_t begun = impl_->started;
+  auto answered = [&]() ABSL_SHARED_LOCKS_REQUIRED(impl_->mu) { return impl_->answered > begun; };
+  return impl_->mu.AwaitWithTimeout(absl::Condition(&answered), at_most);
+}
 
 absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const MetricsHttpOptions& options,
                                                                 Render render) {
@@ -46,8 +62,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const MetricsHtt
   }
   auto impl = std::make_unique<Impl>();
   const std::string token = loopback ? "" : options.token;
-  impl->server.Get("/metrics", [render = std::move(render), token](const httplib::Request& request,
-                                                                   httplib::Response& response) {
+  Impl* raw = impl.get();
+  impl->server.Get("/metrics", [render = std::move(render), token, raw](
+                                   const httplib::Request& request, httplib::Response& response) {
     if (!token.empty()) {
       const std::string auth = request.get_header_value("Authorization");
       const std::string want = "Bearer " + token;
@@ -59,7 +76,18 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const MetricsHtt
         return;
       }
     }
+    int64_t mine = 0;
+    {
+      absl::MutexLock lock(&raw->mu);
+      mine = ++raw->started;
+    }
     absl::StatusOr<std::string> text = render();
+    {
+      // The latest scrape answered, by the order they began: ServeFinal waits for one begun
+      // after its call, since one begun earlier may have read "running".
+      absl::MutexLock lock(&raw->mu);
+      raw->answered = std::max(raw->answered, mine);
+    }
     if (!text.ok()) {
       response.status = 503;
       response.set_content(absl::StrCat("metrics: ", text.status().message(), "\n"), "text/plain");
@@ -84,7 +112,6 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const MetricsHtt
                                                options.port, ": ",
                                                errno != 0 ? std::strerror(errno) : "bind failed"));
   }
-  Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
   // stop() before the loop runs would be lost: the destructor waits for it to be running.
   for (int i = 0; i < 5000 && !impl->server.is_running(); ++i) {
@@ -102,6 +129,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetricsIfAsked(const MetricsHt
   if (!port_file.empty()) {
     HETERPS_RETURN_IF_ERROR(
         base::WriteFileAtomically(port_file, absl::StrCat(server->port(), "\n")));
+    server->RemoveOnStop(port_file);
   }
   std::fprintf(stderr, "heterps: metrics on http://%s:%d/metrics\n", options.host.c_str(),
                server->port());

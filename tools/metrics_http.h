@@ -12,8 +12,13 @@
 // <token>` (compared in constant time; 401 otherwise), as Prometheus's `authorization` setting
 // sends it. The server stops when the object is destroyed.
 //
+// The end of a job: `ServeFinal` keeps the endpoint up until one scrape has read what `render`
+// gives now (the end state, "done" or "failed") or a time has passed, so that a scraper sees how
+// the job ended rather than a last "running" and then a refused connection. The port file that
+// ServeMetricsIfAsked wrote is removed when the object is destroyed.
+//
 // Thread safety: `render` is called from the server's threads, several at a time if scrapes
-// overlap; it must be thread-safe.
+// overlap; it must be thread-safe. The methods are for the thread that started the server.
 #pragma once
 
 #include <functional>
@@ -21,6 +26,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace heterps::tools {
 
@@ -42,6 +48,13 @@ class MetricsHttp {
 
   int port() const;
 
+  // Blocks until a scrape that began after this call has been answered, or for `at_most`: how
+  // long a finished job stays scrapeable. True when a scrape came.
+  bool ServeFinal(absl::Duration at_most);
+
+  // Removes `path` when the server stops (its port file).
+  void RemoveOnStop(std::string path);
+
  private:
   struct Impl;
   explicit MetricsHttp(std::unique_ptr<Impl> impl);
@@ -49,8 +62,8 @@ class MetricsHttp {
 };
 
 // What the commands do with --metrics-port: nothing (nullptr) when `options.port` < 0; else the
-// endpoint, started with `render`, its port written to `port_file` (unless empty) and its address
-// said on stderr.
+// endpoint, started with `render`, its port written to `port_file` (unless empty; removed when
+// the endpoint stops) and its address said on stderr.
 absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetricsIfAsked(const MetricsHttpOptions& options,
                                                                  const std::string& port_file,
                                                                  MetricsHttp::Render render);

@@ -146,6 +146,10 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--metrics-host", flags.metrics_host,
                   "Address of --metrics-port (default 127.0.0.1; elsewhere a scrape sends the "
                   "job's token as a bearer token)");
+  cmd->add_option("--metrics-linger", flags.metrics_linger,
+                  "After the job, keep --metrics-port up until one scrape has read its end state, "
+                  "for at most this many seconds (default 30; 0: stop at once)")
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--mode", flags.job.mode,
                   "sync: every step's updates applied before the next (default); async: "
                   "parameter-server style")

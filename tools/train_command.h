@@ -43,6 +43,7 @@ struct TrainFlags {
   std::string metrics_out;
   int metrics_port = -1;                   // -1: no /metrics endpoint; 0: any free port
   std::string metrics_host = "127.0.0.1";  // beyond loopback, scrapes carry the job's token
+  double metrics_linger = 30;  // seconds the endpoint waits, after the job, for a final scrape
   // The job's settings, bound straight from the flags (--mode, --micro-batch, --ps-shards,
   // --epochs, --eval-fraction, --skip-bad-lines, --seed, --checkpoint-every, --max-restarts); the
   // tables' optimizers are filled from the flags above (ModelOptionsFrom).

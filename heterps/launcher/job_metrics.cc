@@ -99,7 +99,7 @@ std::string JobStatusToPrometheus(const JobStatus& s) {
   Family(&out, "heterps_job_generation", "gauge", "The plan's generation (grows at each re-plan)")
       .Add(static_cast<double>(s.generation));
   Family(&out, "heterps_step", "gauge", "Training steps done").Add(static_cast<double>(s.step));
-  Family(&out, "heterps_steps_total", "gauge", "Training steps of the whole job")
+  Family(&out, "heterps_job_steps", "gauge", "Training steps of the whole job, done or not")
       .Add(static_cast<double>(s.total_steps));
   Family(&out, "heterps_samples_total", "counter", "Training samples done")
       .Add(static_cast<double>(s.samples));
