@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "embedded/heterps_examples.h"
 #include "heterps/base/file.h"
+#include "heterps/base/numbers.h"
 #include "heterps/config/cluster_spec.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/cost_model.h"
@@ -114,6 +115,26 @@ Plan MakePlan(const std::string& json) {
   plan.json = json;
   plan.data = py::module_::import("json").attr("loads")(json);
   return plan;
+}
+
+// "<heterps.Plan exact: $1,234.56 for the job, $12.30/hour, 3 stages, 1,000,000 samples/s>", or
+// for a plan that meets no limit "<heterps.Plan auto: infeasible: <the reason>>".
+std::string PlanRepr(const Plan& p) {
+  const std::string scheduler = py::str(p.Get("scheduler")).cast<std::string>();
+  if (!p.Get("feasible").cast<bool>()) {
+    std::string why = "no reason given";
+    const py::object infeasible = p.Get("infeasible");
+    if (py::isinstance<py::dict>(infeasible) && infeasible.cast<py::dict>().contains("reason")) {
+      why = py::str(infeasible["reason"]).cast<std::string>();
+    }
+    return absl::StrCat("<heterps.Plan ", scheduler, ": infeasible: ", why, ">");
+  }
+  const size_t stages = py::len(p.Get("stages"));
+  return absl::StrCat("<heterps.Plan ", scheduler, ": ",
+                      base::HumanUsd(p.Get("cost_usd").cast<double>()), " for the job, ",
+                      base::HumanUsd(p.Get("cost_per_hour_usd").cast<double>()), "/hour, ", stages,
+                      stages == 1 ? " stage, " : " stages, ",
+                      base::WithCommas(p.Get("throughput").cast<double>()), " samples/s>");
 }
 
 struct PlanRequest {
@@ -228,11 +249,7 @@ PYBIND11_MODULE(_core, m) {
             if (!s.ok()) Raise(s);
           },
           py::arg("path"), "Writes the plan's JSON, for `heterps train --plan`")
-      .def("__repr__", [](const Plan& p) {
-        return absl::StrCat("<heterps.Plan ", py::str(p.Get("scheduler")).cast<std::string>(),
-                            ": $", py::str(p.Get("cost_usd")).cast<std::string>(),
-                            ", feasible=", py::str(p.Get("feasible")).cast<std::string>(), ">");
-      });
+      .def("__repr__", &PlanRepr);
 
   m.def("load_model", &LoadModel, py::arg("spec"), py::arg("batch_size") = 0,
         "A model spec from a YAML file's path or from a dict of the same fields; batch_size > 0 "

@@ -25,6 +25,8 @@ PACKAGES=(
   openssl               # tests: a self-signed certificate for the TLS test
   libbenchmark-dev      # micro-benchmarks
   openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)
+  prometheus            # tests: promtool lints the /metrics exposition (the server is not started)
+  python3-venv          # tests: the Python wheel installed into a fresh virtual environment
   patchelf              # scripts/bundle.sh: a relocatable bundle for GPU hosts
 )
 if [[ "${1:-}" == "--fuzz" ]]; then

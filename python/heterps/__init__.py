@@ -11,22 +11,36 @@ read its status and metrics.
     print(result["eval_auc"], heterps.status("/tmp/job")["state"])
 
 Planning runs in this process (the same C++ as `heterps plan`); `train` runs the `heterps train`
-command of this build as a child process, as a job is run from the shell. Errors are exceptions
-with the library's message: ValueError for bad input, FileNotFoundError for a missing file,
-RuntimeError otherwise (for `train`: the command's one-line error).
+command as a child process, as a job is run from the shell: the one the `HETERPS_CLI`
+environment variable names, else the one installed with the package (`heterps/bin/heterps`,
+inside the wheel the build writes), else the first `heterps` on PATH. Errors are exceptions with the library's message:
+ValueError for bad input, FileNotFoundError for a missing file, RuntimeError otherwise (for
+`train`: the command's one-line error).
 """
 
 import json
 import os
+import shutil
 import subprocess
 
-from . import _build
 from ._core import Cluster, Model, Plan, load_cluster, load_model, pareto, plan, schedulers
 
 __all__ = ["Cluster", "Model", "Plan", "load_cluster", "load_model", "pareto", "plan",
            "schedulers", "status", "metrics", "train", "CLI"]
 
-CLI = _build.CLI  # the command line of this build
+__version__ = "@PROJECT_VERSION@"
+
+
+def _find_cli():
+    """The `heterps` command `train` runs: see the module's docstring. None where there is none."""
+    inside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "heterps")
+    for candidate in (os.environ.get("HETERPS_CLI"), inside, shutil.which("heterps")):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+CLI = _find_cli()  # the command line `train` runs
 
 
 def _read_json(path):
@@ -70,6 +84,9 @@ def train(plan=None, *, model=None, cluster=None, data=None, job_dir, single_pro
     rows). Other keyword arguments are the command's flags: `batch=256` is `--batch 256`,
     `skip_bad_lines=True` is `--skip-bad-lines`. RuntimeError with the command's error when it
     fails."""
+    if CLI is None:
+        raise RuntimeError("no heterps command: install the wheel the build writes "
+                           "(build/python/dist/), set HETERPS_CLI, or put heterps on PATH")
     os.makedirs(job_dir, exist_ok=True)
     args = [CLI, "train", "--metrics-out", os.path.join(job_dir, "metrics.json")]
     # One process has no job directory of its own: its metrics go to job_dir all the same.

@@ -1,9 +1,12 @@
 """The Python package against the command line it shares its C++ with (run by ctest, from the
 source directory, with PYTHONPATH=build/python)."""
 
+import glob
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -74,6 +77,14 @@ class PlanTest(unittest.TestCase):
                             throughput=1e12, scheduler="exact", time_limit=5)
         self.assertFalse(plan.feasible)
         self.assertIn("even the fastest plan fails", plan.data["infeasible"]["reason"])
+        self.assertEqual(repr(plan), "<heterps.Plan exact: infeasible: " +
+                         plan.data["infeasible"]["reason"] + ">")
+
+    def test_a_feasible_plan_prints_its_cost_and_speed(self):
+        plan = heterps.plan(heterps.load_model(MODEL), heterps.load_cluster(None),
+                            throughput=1e6, scheduler="exact", time_limit=10)
+        self.assertRegex(repr(plan), r"^<heterps\.Plan exact: \$[0-9.,]+ for the job, "
+                         r"\$[0-9.,]+/hour, [0-9]+ stages?, [0-9,]+ samples/s>$")
 
     def test_the_frontier_costs_more_for_more_throughput(self):
         model, cluster = heterps.load_model(MODEL), heterps.load_cluster(None)
@@ -105,6 +116,54 @@ class TrainTest(unittest.TestCase):
                 heterps.train(job_dir=d, data="/nonexistent.tsv", single_process=True)
         with self.assertRaises(FileNotFoundError):
             heterps.status("/nonexistent-job")
+
+
+class WheelTest(unittest.TestCase):
+    """The wheel the build writes, installed by pip into a fresh virtual environment and used from
+    a directory far from the build: nothing in it points back into the build tree."""
+
+    def test_the_wheel_installs_and_trains_anywhere(self):
+        dist = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(heterps.__file__))),
+                            "dist")
+        wheels = glob.glob(os.path.join(dist, "heterps-*.whl"))
+        self.assertEqual(len(wheels), 1, f"one wheel in {dist}")
+        with tempfile.TemporaryDirectory() as d:
+            env = os.path.join(d, "env")
+            made = subprocess.run([sys.executable, "-m", "venv", env], capture_output=True,
+                                  text=True)
+            if made.returncode != 0 and "ensurepip" in made.stdout + made.stderr:
+                self.skipTest("no venv with pip here (scripts/deps.sh installs python3-venv)")
+            self.assertEqual(made.returncode, 0, made.stderr)
+            python = os.path.join(env, "bin", "python")
+            clean = {k: v for k, v in os.environ.items()
+                     if k not in ("PYTHONPATH", "HETERPS_CLI")}
+            clean["PATH"] = "/usr/bin:/bin"
+            pip = subprocess.run([python, "-m", "pip", "install", "--no-index", "--no-deps",
+                                  "--disable-pip-version-check", "-q", wheels[0]],
+                                 capture_output=True, text=True, env=clean)
+            self.assertEqual(pip.returncode, 0, pip.stderr)
+            script = (
+                "import heterps, json, os, sys\n"
+                "plan = heterps.plan(heterps.load_model('dlrm-small.yaml', batch_size=256),\n"
+                "                    heterps.load_cluster(None), throughput=1e12,\n"
+                "                    scheduler='greedy', time_limit=5)\n"
+                "m = heterps.train(job_dir='job', single_process=True, rows=3000, batch=256)\n"
+                "print(json.dumps({'file': heterps.__file__, 'cli': heterps.CLI,\n"
+                "                  'version': heterps.__version__, 'repr': repr(plan),\n"
+                "                  'auc': m['eval_auc']}))\n")
+            work = os.path.join(d, "work")
+            os.makedirs(work)
+            shutil.copy(MODEL, os.path.join(work, "dlrm-small.yaml"))
+            done = subprocess.run([python, "-c", script], capture_output=True, text=True,
+                                  cwd=work, env=clean)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            self.assertTrue(got["file"].startswith(env), got["file"])
+            self.assertTrue(got["cli"].startswith(env), got["cli"])
+            self.assertEqual(got["version"], heterps.__version__)
+            self.assertNotIn("@", got["version"])
+            self.assertIn(": infeasible: ", got["repr"])
+            self.assertGreater(got["auc"], 0.5)
 
 
 class ExampleTest(unittest.TestCase):
