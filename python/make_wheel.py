@@ -3,6 +3,7 @@ module and the `heterps` command (bin/heterps), so that `pip install heterps-*.w
 this build's shared libraries are (the same distribution), with no path into the build tree.
 
     python3 make_wheel.py PACKAGE_DIR CLI VERSION OUT_DIR
+    python3 make_wheel.py --name VERSION      (prints the wheel's file name)
 
 A wheel is a zip file with a .dist-info directory (PEP 427, PEP 376's RECORD); this writes one
 with the standard library alone, so the build needs no setuptools, wheel or network. The tags are
@@ -26,6 +27,11 @@ def tags():
 def record_line(name, data):
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{name},sha256={digest},{len(data)}"
+
+
+def wheel_name(version):
+    python, abi, platform = tags()
+    return f"heterps-{version}-{python}-{abi}-{platform}.whl"
 
 
 def main(package_dir, cli, version, out_dir):
@@ -56,7 +62,7 @@ def main(package_dir, cli, version, out_dir):
     for old in os.listdir(out_dir):
         if old.endswith(".whl"):
             os.remove(os.path.join(out_dir, old))
-    target = os.path.join(out_dir, f"heterps-{version}-{python}-{abi}-{platform}.whl")
+    target = os.path.join(out_dir, wheel_name(version))
     partial = target + ".partial"
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as z:
         for name, data, executable in files:
@@ -68,6 +74,9 @@ def main(package_dir, cli, version, out_dir):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--name":
+        print(wheel_name(sys.argv[2]))
+        sys.exit(0)
     if len(sys.argv) != 5:
         sys.exit("usage: make_wheel.py PACKAGE_DIR CLI VERSION OUT_DIR")
     main(*sys.argv[1:])

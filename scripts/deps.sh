@@ -25,7 +25,7 @@ PACKAGES=(
   openssl               # tests: a self-signed certificate for the TLS test
   libbenchmark-dev      # micro-benchmarks
   openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)
-  prometheus            # tests: promtool lints the /metrics exposition (the server is not started)
+  prometheus            # tests: promtool lints the /metrics exposition (its server is kept off)
   python3-venv          # tests: the Python wheel installed into a fresh virtual environment
   patchelf              # scripts/bundle.sh: a relocatable bundle for GPU hosts
 )
@@ -43,4 +43,9 @@ if ((${#missing[@]})); then
   [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  # Only promtool is wanted of the prometheus package: where systemd started the server that it
+  # installed just now, stop it and keep it from starting at boot.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [[ -d /run/systemd/system ]]; then
+    $SUDO systemctl disable --now prometheus >&2 2>/dev/null || true
+  fi
 fi

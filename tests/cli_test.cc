@@ -314,7 +314,7 @@ TEST(CliTest, GenDataWritesDataAndTheTeacherSidecar) {
   const std::string out = TempPath("gen.tsv");
   Result r = RunCli("gen-data --rows 3000 --seed 4 --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("wrote 3000 rows to " + out));
+  EXPECT_THAT(r.out, HasSubstr("wrote 3,000 rows to " + out));
   EXPECT_THAT(r.out, HasSubstr("teacher AUC 0."));
   EXPECT_EQ(r.err, "");  // no progress bar when stderr is not a terminal
   std::istringstream lines(Slurp(out));

@@ -219,7 +219,7 @@ TEST_F(ElasticTest, APriceDropSwitchesOnlyWhenItPaysAndBadUpdatesChangeNothing) 
   ASSERT_EQ(m["segments"].size(), 2u) << m.dump(1) << job.err();
   EXPECT_THAT(m["segments"][1]["plan"].get<std::string>(), HasSubstr("cpu-spot x1"));
   EXPECT_THAT(m["segments"][1]["reason"].get<std::string>(),
-              HasSubstr("cpu-spot: $0.0995 -> $0.01"));
+              HasSubstr("cpu-spot: $0.0995 -> $0.0100"));
   EXPECT_NEAR(m["segments"][1]["cost_per_hour_usd"].get<double>(), 0.01, 1e-9);
   EXPECT_GT(m["first_plan_cost_usd"].get<double>(), 0);
   EXPECT_GT(m["switch_cost_usd"].get<double>(), 0);

@@ -122,13 +122,14 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetrics(const TrainFlags& flag
 }
 
 // A finished job's endpoint stays up until a scraper has read how the job ended (status.json's
-// state, "done" or "failed"), or for --metrics-linger seconds.
-void ServeFinalMetrics(MetricsHttp* metrics, const TrainFlags& flags) {
+// state, "done" or "failed"), for at most --metrics-linger seconds, or until a stop signal.
+void ServeFinalMetrics(MetricsHttp* metrics, const TrainFlags& flags,
+                       const std::atomic<bool>* stop) {
   if (metrics == nullptr || flags.metrics_linger <= 0) return;
   std::fflush(stdout);
   std::fprintf(stderr, "heterps: serving the final metrics until the next scrape (at most %s)\n",
                HumanSeconds(flags.metrics_linger).c_str());
-  metrics->ServeFinal(absl::Seconds(flags.metrics_linger));
+  metrics->ServeFinal(absl::Seconds(flags.metrics_linger), stop);
 }
 
 // A stage planned on a device this host or build cannot run goes to this host's CPU, and the
@@ -413,12 +414,19 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
                  std::string(result.status().message()).c_str(), job_dir->c_str());
     return 128 + signals.received();
   }
+  {
+    // The job has ended: a signal from now on stops the wait for a final scrape, and nothing
+    // rewrites the state the job ended in.
+    absl::MutexLock lock(&stop_mu);
+    stop_dir.clear();
+  }
   if (!result.ok()) {
     report.Finish(nullptr, "failed", std::string(result.status().message())).IgnoreError();
-    ServeFinalMetrics(metrics->get(), flags);
-    return Fail(
+    const int code = Fail(
         absl::Status(result.status().code(),
                      absl::StrCat(result.status().message(), " (job directory ", *job_dir, ")")));
+    ServeFinalMetrics(metrics->get(), flags, signals.flag());
+    return code;
   }
   std::printf("%s", Summary(result->job, *result, *data, *job_dir).c_str());
   if (absl::Status s = report.Finish(MetricsJson(result->job, *result, *data), "done"); s.ok()) {
@@ -439,7 +447,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
     absl::Status written = WriteMetrics(flags.metrics_out, result->job, *result, *data);
     if (!written.ok()) return Fail(written);
   }
-  ServeFinalMetrics(metrics->get(), flags);
+  ServeFinalMetrics(metrics->get(), flags, signals.flag());
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "heterps/config/model_spec.h"
 #include "heterps/data/synthetic.h"
 #include "tools/cli_common.h"
+#include "tools/table.h"
 
 namespace heterps::tools {
 
@@ -16,7 +17,7 @@ CLI::App* AddGenDataCommand(CLI::App& app, GenDataFlags& flags) {
       "teacher model");
   cmd->add_option("--rows", flags.rows, "Rows to write")->required()->check(Positive());
   cmd->add_option("--out", flags.out,
-                  "The data file, gzip or zstd compressed where it ends in .gz or .zst "
+                  "The data file, gzip or zstd compressed where it ends in .gz, .zst or .zstd "
                   "(FILE.teacher.json is written beside it)")
       ->required();
   cmd->add_option("--seed", flags.seed, "Seed of the teacher and the draws (default 1)");
@@ -49,13 +50,14 @@ int RunGenData(const GenDataFlags& flags) {
   ProgressLine progress(true);
   options.progress = [&](int64_t rows) {
     progress.Show(
-        absl::StrFormat("writing %s %d / %d rows", Bar(rows, flags.rows), rows, flags.rows));
+        absl::StrFormat("writing %s %s / %s rows", Bar(rows, flags.rows), WithCommas(rows),
+                        WithCommas(flags.rows)));
   };
   absl::StatusOr<data::SyntheticSummary> summary = data::WriteSynthetic(options, flags.out);
   progress.Clear();
   if (!summary.ok()) return Fail(summary.status());
-  std::printf("wrote %lld rows to %s: %.1f%% positive, teacher AUC %.4f (%s.teacher.json)\n",
-              static_cast<long long>(summary->rows), flags.out.c_str(),
+  std::printf("wrote %s rows to %s: %.1f%% positive, teacher AUC %.4f (%s.teacher.json)\n",
+              WithCommas(summary->rows).c_str(), flags.out.c_str(),
               100 * summary->positive_rate, summary->teacher_auc, flags.out.c_str());
   return 0;
 }

@@ -20,7 +20,7 @@ window.addEventListener('error', e => errors.push(String(e.message)));
 const charts = [];
 const $ = id => document.getElementById(id);
 const fmt = x => x == null ? '-' : (Math.abs(x) >= 100 ? Math.round(x).toLocaleString('en') : Number(x).toPrecision(4));
-// Dollars: cents from a dollar up, four significant digits below (a short run costs fractions of a
+// Dollars: cents from a dollar up, three significant digits below (a short run costs fractions of a
 // cent).
 const usd = x => x == null ? '-' : '$' + (Math.abs(x) >= 1 ? x.toLocaleString('en', {minimumFractionDigits: 2, maximumFractionDigits: 2}) : Number(x).toPrecision(3));
 function chart(id, config) {
@@ -74,7 +74,7 @@ const facts = [['state', R.state], ['step', S.step != null ? `${S.step} / ${S.to
 $('facts').innerHTML = facts.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join('');
 $('pipeline').innerHTML = R.plan.stages.map((s, i) =>
   `<div class="stage"><b>stage ${i}</b><br>${s.layers}<br>${s.units} × ${s.type}` +
-  `${s.device ? ' (' + s.device + ')' : ''}<br>$${fmt(s.usd_per_hour)}/hour<br>` +
+  `${s.device ? ' (' + s.device + ')' : ''}<br>${usd(s.usd_per_hour)}/hour<br>` +
   `predicted ${fmt(1000 * s.predicted_seconds_per_batch)} ms/batch</div>`).join('<div class="arrow">→</div>');
 // An elastic job's plans, each from the time it started.
 if (R.plans && R.plans.length > 1) {
@@ -181,17 +181,17 @@ const R = REPORT, P = R.plan;
 $('title').textContent = `${P.model} on ${P.cluster}: ${fmt(P.throughput_limit)} samples/s needed`;
 const gap = P.certified_optimal ? 'certified optimal' : P.optimality_gap != null ? `at most ${(100 * P.optimality_gap).toFixed(2)}% above the optimum` : 'not certified';
 $('facts').innerHTML = [['scheduler', `${P.scheduler} (${gap})`], ['feasible', P.feasible ? 'yes' : 'no: ' + (P.infeasible ? P.infeasible.reason : '')],
-  ['pipeline samples/s', fmt(P.throughput)], ['job cost', '$' + fmt(P.cost_usd)], ['$/hour', fmt(P.cost_per_hour_usd)],
-  ['job hours', fmt(P.job_seconds / 3600)], ['lower bound', '$' + fmt(P.lower_bound_usd)]]
+  ['pipeline samples/s', fmt(P.throughput)], ['job cost', usd(P.cost_usd)], ['$/hour', usd(P.cost_per_hour_usd)],
+  ['job hours', fmt(P.job_seconds / 3600)], ['lower bound', usd(P.lower_bound_usd)]]
   .map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join('');
 $('pipeline').innerHTML = P.stages.map(s =>
   `<div class="stage"><b>stage ${s.index}</b><br>${s.layers[0]}..${s.layers[s.layers.length - 1]}<br>` +
-  `${s.units} × ${s.type}<br>$${fmt(s.usd_per_hour)}/hour<br>${fmt(1000 * s.seconds_per_batch)} ms/batch</div>`)
+  `${s.units} × ${s.type}<br>${usd(s.usd_per_hour)}/hour<br>${fmt(1000 * s.seconds_per_batch)} ms/batch</div>`)
   .join('<div class="arrow">→</div>');
 const S = P.parameter_servers;  // the shards that hold the tables, beside the pipeline
 if (S) {
   $('pipeline').innerHTML += `<div class="arrow">|</div><div class="stage"><b>parameter servers</b><br>` +
-    `${fmt(S.table_gib)} GiB of tables<br>${S.shards} × ${S.type}<br>$${fmt(S.usd_per_hour)}/hour<br>` +
+    `${fmt(S.table_gib)} GiB of tables<br>${S.shards} × ${S.type}<br>${usd(S.usd_per_hour)}/hour<br>` +
     `${fmt(1000 * S.seconds_per_batch)} ms/batch` +
     (S.ssd_gib_per_shard > 0 ? `<br>${fmt(S.ssd_gib_per_shard)} GiB/shard on SSD, ${(100 * S.hit_rate).toFixed(1)}% from memory` : '') +
     `</div>`;
@@ -220,7 +220,7 @@ body { font-family: sans-serif; margin: 20px 28px; color: #222; }
 h1 { font-size: 22px; margin: 0 0 12px; } h2 { font-size: 16px; margin: 0 0 8px; }
 table { border-collapse: collapse; } th, td { padding: 3px 10px; text-align: left; border-bottom: 1px solid #ddd; }
 .top { display: flex; flex-wrap: wrap; gap: 12px 40px; align-items: flex-start; }
-.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 28px 36px; margin-top: 24px; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(520px, 100%), 1fr)); gap: 28px 36px; margin-top: 24px; }
 .chart { position: relative; height: 300px; }
 .stage { display: inline-block; border: 1px solid #888; border-radius: 6px; padding: 8px; margin: 4px; vertical-align: middle; font-size: 13px; }
 .arrow { display: inline-block; font-size: 22px; vertical-align: middle; }

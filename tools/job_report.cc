@@ -71,8 +71,8 @@ std::string RenderPlan(const worker::JobSpec& job, const config::ClusterSpec& cl
   }
   out += table.Render();
   if (plan.throughput > 0) {
-    absl::StrAppendFormat(&out, "\npipeline %s samples/s predicted, $%.2f/hour\n",
-                          WithCommas(plan.throughput), plan.cost_per_hour_usd);
+    absl::StrAppendFormat(&out, "\npipeline %s samples/s predicted, %s/hour\n",
+                          WithCommas(plan.throughput), base::HumanUsd(plan.cost_per_hour_usd));
   }
   return out;
 }
@@ -137,8 +137,9 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
   }
   if (r.segments.size() <= 1 && plan.cost_per_hour_usd > 0) {
     const double seconds = r.wall_seconds > 0 ? r.wall_seconds : r.seconds;
-    absl::StrAppendFormat(&out, "  plan cost       $%.2f/hour; $%.4f for this run's %s\n",
-                          plan.cost_per_hour_usd, plan.cost_per_hour_usd * seconds / 3600,
+    absl::StrAppendFormat(&out, "  plan cost       %s/hour; %s for this run's %s\n",
+                          base::HumanUsd(plan.cost_per_hour_usd),
+                          base::HumanUsd(plan.cost_per_hour_usd * seconds / 3600),
                           HumanSeconds(seconds));
   }
   if (r.segments.size() > 1) absl::StrAppend(&out, Segments(r));

@@ -40,11 +40,17 @@ int MetricsHttp::port() const { return impl_->port; }
 
 void MetricsHttp::RemoveOnStop(std::string path) { impl_->port_file = std::move(path); }
 
-bool MetricsHttp::ServeFinal(absl::Duration at_most) {
+bool MetricsHttp::ServeFinal(absl::Duration at_most, const std::atomic<bool>* stop) {
+  const absl::Time end = absl::Now() + at_most;
   absl::MutexLock lock(&impl_->mu);
   const int64_t begun = impl_->started;
   auto answered = [&]() ABSL_SHARED_LOCKS_REQUIRED(impl_->mu) { return impl_->answered > begun; };
-  return impl_->mu.AwaitWithTimeout(absl::Condition(&answered), at_most);
+  // In slices, so that a stop signal ends the wait within one.
+  while (absl::Now() < end && (stop == nullptr || !stop->load())) {
+    const absl::Duration slice = std::min(end - absl::Now(), absl::Milliseconds(50));
+    if (impl_->mu.AwaitWithTimeout(absl::Condition(&answered), slice)) return true;
+  }
+  return answered();
 }
 
 absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const MetricsHttpOptions& options,
@@ -82,18 +88,17 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const MetricsHtt
       mine = ++raw->started;
     }
     absl::StatusOr<std::string> text = render();
-    {
-      // The latest scrape answered, by the order they began: ServeFinal waits for one begun
-      // after its call, since one begun earlier may have read "running".
-      absl::MutexLock lock(&raw->mu);
-      raw->answered = std::max(raw->answered, mine);
-    }
     if (!text.ok()) {
       response.status = 503;
       response.set_content(absl::StrCat("metrics: ", text.status().message(), "\n"), "text/plain");
       return;
     }
     response.set_content(*text, "text/plain; version=0.0.4; charset=utf-8");
+    // The latest scrape answered with the text, by the order they began: ServeFinal waits for
+    // one begun after its call, since one begun earlier may have read "running". (The server
+    // finishes writing a response it has begun before it stops.)
+    absl::MutexLock lock(&raw->mu);
+    raw->answered = std::max(raw->answered, mine);
   });
   // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a second server on a
   // taken port binds and shares its scrapes instead of failing.

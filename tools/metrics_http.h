@@ -21,6 +21,7 @@
 // overlap; it must be thread-safe. The methods are for the thread that started the server.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -48,9 +49,10 @@ class MetricsHttp {
 
   int port() const;
 
-  // Blocks until a scrape that began after this call has been answered, or for `at_most`: how
-  // long a finished job stays scrapeable. True when a scrape came.
-  bool ServeFinal(absl::Duration at_most);
+  // Blocks until a scrape that began after this call has been answered with the text (not a
+  // 503), for at most `at_most`, or until `*stop` (if given) turns true: how long a finished job
+  // stays scrapeable. True when such a scrape came.
+  bool ServeFinal(absl::Duration at_most, const std::atomic<bool>* stop = nullptr);
 
   // Removes `path` when the server stops (its port file).
   void RemoveOnStop(std::string path);

@@ -63,7 +63,7 @@ int RunPareto(const PlanFlags& flags) {
                            plan->job_seconds, plan->certified_optimal, stages);
     if (plan->feasible) {
       table.AddRow({WithCommas(limit), WithCommas(plan->throughput),
-                    absl::StrFormat("$%.2f", plan->cost_usd),
+                    base::HumanUsd(plan->cost_usd),
                     absl::StrFormat("%.2f", plan->cost_per_hour_usd),
                     HumanSeconds(plan->job_seconds), stages,
                     plan->certified_optimal ? "yes" : "no"});

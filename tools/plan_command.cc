@@ -98,7 +98,7 @@ namespace {
 
 std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
   std::string out = absl::StrFormat(
-      "%s on %s: %s samples/s needed, %s samples; scheduler %s (%s, %s, %d plans evaluated)\n\n",
+      "%s on %s: %s samples/s needed, %s samples; scheduler %s (%s, %s, %s plans evaluated)\n\n",
       model.model().name, model.cluster().name, WithCommas(model.workload().throughput_limit),
       WithCommas(model.workload().samples), plan.scheduler,
       plan.certified_optimal ? std::string("certified optimal")
@@ -106,7 +106,7 @@ std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
           ? absl::StrFormat("not certified, at most %.2f%% above the optimum",
                             100 * plan.optimality_gap())
           : std::string("not certified"),
-      HumanSeconds(plan.search_seconds), plan.plans_evaluated);
+      HumanSeconds(plan.search_seconds), WithCommas(plan.plans_evaluated));
   Table table({"stage", "layers", "type", "units", "time/batch", "samples/s", "$/hour"},
               {true, false, false, true, true, true, true});
   for (size_t s = 0; s < plan.stages.size(); ++s) {
@@ -138,9 +138,9 @@ std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
   }
   out += table.Render();
   if (plan.feasible) {
-    out += absl::StrFormat("\npipeline %s samples/s, job %s, cost $%s ($%.2f/hour)\n",
+    out += absl::StrFormat("\npipeline %s samples/s, job %s, cost %s (%s/hour)\n",
                            WithCommas(plan.throughput), HumanSeconds(plan.job_seconds),
-                           absl::StrFormat("%.2f", plan.cost_usd), plan.cost_per_hour_usd);
+                           base::HumanUsd(plan.cost_usd), base::HumanUsd(plan.cost_per_hour_usd));
   }
   return out;
 }
@@ -225,8 +225,8 @@ int RunPlan(const PlanFlags& flags) {
   ProgressLine progress(!flags.json);
   sched::SchedulerOptions options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
     progress.Show(
-        absl::StrFormat("searching: %d plans evaluated, best %s", n,
-                        std::isfinite(best) ? absl::StrFormat("$%.2f", best) : "none yet"));
+        absl::StrFormat("searching: %s plans evaluated, best %s", WithCommas(n),
+                        std::isfinite(best) ? base::HumanUsd(best) : "none yet"));
   });
   absl::StatusOr<sched::Plan> plan = (*scheduler)->Schedule(*model, options);
   if (plan.ok() && plan->feasible && plan->lower_bound_usd <= 0) {
@@ -252,9 +252,9 @@ int RunPlan(const PlanFlags& flags) {
   std::cout << (flags.json ? json : RenderPlan(*model, *plan)) << std::flush;
   if (!plan->feasible && plan->cut_short) {
     std::cerr << absl::StrFormat(
-        "heterps: no feasible plan found before the time limit (%d plans evaluated in %.1f s); "
+        "heterps: no feasible plan found before the time limit (%s plans evaluated in %s); "
         "the search was cut short, so one may exist: raise --time-limit\n",
-        plan->plans_evaluated, plan->search_seconds);
+        WithCommas(plan->plans_evaluated), HumanSeconds(plan->search_seconds));
     return 1;
   }
   if (!plan->feasible) {

@@ -148,9 +148,10 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
       for (double l : limits) tried.push_back(absl::StrCat(HumanNumber(l / one_unit), "x"));
       out.limit_origin = absl::StrFormat(
           "the limit: %sx the %s samples/s that one unit of %s measured on this host, the "
-          "first of %s that a plan meets; --throughput sets it",
+          "first of %s that a plan meets%s; --throughput sets it",
           HumanNumber(limit / one_unit), WithCommas(one_unit), cpu->name,
-          absl::StrJoin(tried, ", "));
+          absl::StrJoin(tried, ", "),
+          tier ? " with the GPU tier's stage on one replica (else the first feasible)" : "");
     }
     if (!plan.feasible) {
       out.why_not = plan.why.message;

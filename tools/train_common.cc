@@ -12,6 +12,7 @@
 #include "heterps/data/synthetic.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
+#include "tools/table.h"
 
 namespace heterps::tools {
 
@@ -63,7 +64,8 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::Mode
   ProgressLine progress(true);
   options.progress = [&](int64_t rows) {
     progress.Show(
-        absl::StrFormat("generating %s %d / %d rows", Bar(rows, flags.rows), rows, flags.rows));
+        absl::StrFormat("generating %s %s / %s rows", Bar(rows, flags.rows), WithCommas(rows),
+                        WithCommas(flags.rows)));
   };
   HETERPS_ASSIGN_OR_RETURN(data::SyntheticSummary summary, data::WriteSynthetic(options, path));
   file.teacher_auc = summary.teacher_auc;

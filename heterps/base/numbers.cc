@@ -35,7 +35,12 @@ std::string HumanNumber(double value) {
 
 std::string HumanUsd(double usd) {
   if (!std::isfinite(usd)) return "$" + NonFinite(usd);
-  if (std::fabs(usd) < 1) return "$" + absl::StrFormat("%.3g", usd);
+  if (usd == 0) return "$0.00";
+  if (std::fabs(usd) < 1) {
+    // Three significant digits in fixed notation: $0.0123, $0.0000510 (never 5.1e-05).
+    const int digits = std::min(12, 2 - static_cast<int>(std::floor(std::log10(std::fabs(usd)))));
+    return absl::StrFormat("%s$%.*f", usd < 0 ? "-" : "", digits, std::fabs(usd));
+  }
   const double cents = std::round(std::fabs(usd) * 100);
   return absl::StrFormat("%s$%s.%02d", usd < 0 ? "-" : "", WithCommas(std::floor(cents / 100)),
                          static_cast<int>(std::fmod(cents, 100)));

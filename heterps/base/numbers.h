@@ -24,7 +24,8 @@ std::string WithCommas(double value);
 // without trailing zeros ("999", "7.57", "1.5", "0.0123", "0").
 std::string HumanNumber(double value);
 
-// Dollars: "$1,234.56", "$12.04", and below a dollar three significant digits ("$0.0123").
+// Dollars: "$1,234.56", "$12.04", and below a dollar three significant digits in fixed notation
+// ("$0.0123", "$0.0000510": a short job costs fractions of a cent); "$0.00" for nothing.
 std::string HumanUsd(double usd);
 
 }  // namespace heterps::base

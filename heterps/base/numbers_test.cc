@@ -41,6 +41,10 @@ TEST(NumbersTest, DollarsShowCentsOrThreeDigits) {
   EXPECT_EQ(HumanUsd(0.0123456), "$0.0123");
   EXPECT_EQ(HumanUsd(1.999), "$2.00");
   EXPECT_EQ(HumanUsd(-3.5), "-$3.50");
+  EXPECT_EQ(HumanUsd(0.000051), "$0.0000510");
+  EXPECT_EQ(HumanUsd(0.1), "$0.100");
+  EXPECT_EQ(HumanUsd(0), "$0.00");
+  EXPECT_EQ(HumanUsd(-0.25), "-$0.250");
 }
 
 }  // namespace

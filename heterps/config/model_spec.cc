@@ -340,7 +340,6 @@ class ModelParser {
     }
     // Absent (0): taken from the data section's buckets (FitRows).
     HETERPS_ASSIGN_OR_RETURN(layer.rows, reader.Integer("rows", NumberRule{false, 0, 0, true}));
-    embeddings_.push_back(reader);
     HETERPS_ASSIGN_OR_RETURN(layer.dim, reader.Integer("dim", Positive()));
     NumberRule slots_rule{false, static_cast<double>(shape_.sparse_slots), 0, true};
     HETERPS_ASSIGN_OR_RETURN(layer.slots, reader.Integer("slots", slots_rule));
@@ -355,6 +354,7 @@ class ModelParser {
     shape_.vector_dim = shape_.vectors == 0 || shape_.vector_dim == layer.dim ? layer.dim : -1;
     shape_.vectors += layer.slots;
     shape_.vector_floats += layer.slots * layer.dim;
+    embeddings_.push_back(reader);  // every field asked: FitRows's messages see them all
     return absl::OkStatus();
   }
 

@@ -141,7 +141,10 @@ std::vector<BadSpec> BadModels() {
        "m.yaml:23: layers[5].kind: unknown value 'softmax' (expected one of: input, embedding, "
        "mlp, fc, interaction, logloss, custom)"},
       {"unknown layer field", Edit(g, "    dim: 4\n", "    dim: 4\n    dims: 4\n"),
-       "m.yaml:12: layers[1].dims: unknown field, did you mean 'dim'? (expected one of: dim, "
+       "m.yaml:12: layers[1].dims: unknown field (expected one of: dim, ids_per_slot, kind, name, "
+       "pooling, rows, slots)"},
+      {"typo in an optional field", Edit(g, "    dim: 4\n", "    dim: 4\n    poolng: mean\n"),
+       "m.yaml:12: layers[1].poolng: unknown field, did you mean 'pooling'? (expected one of: dim, "
        "ids_per_slot, kind, name, pooling, rows, slots)"},
       {"typo in a required field", Edit(g, "batch_size: 64", "batch_sise: 64"),
        "m.yaml:2: batch_sise: unknown field, did you mean 'batch_size'? (a required field)"},
@@ -192,8 +195,8 @@ std::vector<BadSpec> BadModels() {
       {"custom unknown field",
        Edit(g, "    kind: fc\n    in: 7\n    out: 1\n",
             "    kind: custom\n    in: 7\n    out: 1\n    flops: 10\n    flop: 1\n"),
-       "m.yaml:23: layers[4].flop: unknown field, did you mean 'flops'? (expected one of: "
-       "activation_bytes, flops, in, kind, name, out, params)"},
+       "m.yaml:23: layers[4].flop: unknown field (expected one of: activation_bytes, flops, in, "
+       "kind, name, out, params)"},
       {"a name that is not UTF-8", Edit(g, "name: top", "name: \xff\xfe"),
        "m.yaml:18: not UTF-8 text (byte 260 of the file)"},
       {"a cut UTF-8 sequence", g + "# caf\xc3", "m.yaml:24: not UTF-8 text (byte 336 of the file)"},
@@ -270,8 +273,8 @@ TEST(ModelSpecTest, ALayoutThatDoesNotFitTheModelNamesColumnAndField) {
       {WithData(Edit(kFitting, "max_ids: 8", "max_ids: 0")),
        "m.yaml:31: data.columns[3].max_ids: must be >= 1, got 0"},
       {WithData(Edit(kFitting, "role: dense,", "role: dense, typo: 1,")),
-       "m.yaml:29: data.columns[1].typo: unknown field, did you mean 'type'? (expected one of: "
-       "buckets, count, ids, max_ids, name, role, separator, transform, type)"},
+       "m.yaml:29: data.columns[1].typo: unknown field (expected one of: buckets, count, ids, "
+       "max_ids, name, role, separator, transform, type)"},
       {Edit(WithData(kFitting), "delimiter: \",\"", "delimiter: \";;\""),
        "m.yaml:26: data.delimiter: must be one character (or \"tab\"), not a line end"},
   };

@@ -34,8 +34,8 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
       return {"throughput", best / e_max - 1,
               absl::StrFormat("stage %d (%s) reaches at most %s samples/s with all %d units; "
                               "the limit is %s",
-                              s, DescribeStage(model, stages[s]), base::WithCommas(reach),
-                              type.units, base::WithCommas(model.workload().throughput_limit))};
+                              s, DescribeStage(model, stages[s]), base::HumanNumber(reach),
+                              type.units, base::HumanNumber(model.workload().throughput_limit))};
     }
   }
   if (model.prices_ps() && !std::isfinite(model.CheapestPsRate(e_max))) {
@@ -60,8 +60,8 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
     return {"parameter servers", fastest / e_max - 1,
             absl::StrFormat("the parameter servers reach at most %s samples/s (%s, all "
                             "units); the limit is %s",
-                            base::WithCommas(model.batch() / fastest), type,
-                            base::WithCommas(model.workload().throughput_limit))};
+                            base::HumanNumber(model.batch() / fastest), type,
+                            base::HumanNumber(model.workload().throughput_limit))};
   }
   // Every stage can meet the limit alone; together they need more units of a type than exist.
   std::vector<int64_t> need(model.num_types(), 0);
@@ -86,7 +86,7 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
           message = absl::StrFormat(
               "the parameter servers need %d units of %s to reach %s samples/s, beside the "
               "stages' %d; %d are available",
-              shards, model.type(t).name, base::WithCommas(model.workload().throughput_limit),
+              shards, model.type(t).name, base::HumanNumber(model.workload().throughput_limit),
               need[t], model.type(t).units);
         }
       }
@@ -99,7 +99,7 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
               absl::StrFormat("its stages on %s need %d units together to reach %s samples/s; "
                               "%d are available",
                               model.type(t).name, need[t],
-                              base::WithCommas(model.workload().throughput_limit),
+                              base::HumanNumber(model.workload().throughput_limit),
                               model.type(t).units)};
     }
   }

@@ -37,7 +37,14 @@ class GzipSink : public ByteSink {
   ~GzipSink() override {
     if (ok_) deflateEnd(&z_);
   }
-  absl::Status Append(absl::string_view bytes) override { return Deflate(bytes, Z_NO_FLUSH); }
+  absl::Status Append(absl::string_view bytes) override {
+    // zlib counts its input in 32 bits.
+    constexpr size_t kPiece = size_t{1} << 30;
+    for (size_t at = 0; at < bytes.size(); at += kPiece) {
+      if (absl::Status s = Deflate(bytes.substr(at, kPiece), Z_NO_FLUSH); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
 
  protected:
   absl::Status Finish() override { return Deflate("", Z_FINISH); }

@@ -195,7 +195,7 @@ TEST(ReplannerTest, APriceDropSwitchesWhenItSavesMoreThanTheSwitchCosts) {
   const std::optional<PlanSwitch> next = f.replanner->Check(At(10'000'000, 5));
   ASSERT_TRUE(next.has_value()) << f.Log();
   EXPECT_FALSE(next->required);
-  EXPECT_THAT(next->reason, HasSubstr("cpu-spot: $0.0995 -> $0.01 per hour"));
+  EXPECT_THAT(next->reason, HasSubstr("cpu-spot: $0.0995 -> $0.0100 per hour"));
   ASSERT_EQ(next->job.stages(), 1);
   EXPECT_EQ(next->job.plan.stages[0].type, "cpu-spot");
   // The same figures on both types: the same rate, a tenth of the price.

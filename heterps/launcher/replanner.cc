@@ -66,8 +66,8 @@ std::vector<std::string> Differences(const config::ClusterSpec& before,
       out.push_back(absl::StrCat(t.name, ": ", old.units, " -> ", t.units, " units"));
     }
     if (old.price_per_hour != t.price_per_hour) {
-      out.push_back(absl::StrCat(t.name, ": $", base::HumanNumber(old.price_per_hour), " -> $",
-                                 base::HumanNumber(t.price_per_hour), " per hour"));
+      out.push_back(absl::StrCat(t.name, ": ", base::HumanUsd(old.price_per_hour), " -> ",
+                                 base::HumanUsd(t.price_per_hour), " per hour"));
     }
   }
   for (const config::ResourceType& t : before.types) {
@@ -208,7 +208,7 @@ class ElasticReplanner final : public Replanner {
           limit_ = control_.throughput;
           deadline_.reset();
           reasons_.push_back(
-              absl::StrCat("throughput limit ", base::WithCommas(limit_), " samples/s"));
+              absl::StrCat("throughput limit ", base::HumanNumber(limit_), " samples/s"));
         } else if (control_.deadline) {
           deadline_ = control_.deadline;
           reasons_.push_back(absl::StrCat("deadline ", absl::FormatTime(*deadline_)));
@@ -393,11 +393,7 @@ std::string DescribePlan(const worker::JobSpec& job) {
   return absl::StrCat(absl::StrJoin(stages, " | "), "; ", job.settings.ps_shards, " ps");
 }
 
-std::string FormatUsd(double usd) {
-  const double magnitude = usd < 0 ? -usd : usd;
-  const int digits = magnitude >= 1 ? 2 : magnitude >= 0.01 ? 4 : 6;
-  return absl::StrFormat("$%.*f", digits, usd);
-}
+std::string FormatUsd(double usd) { return base::HumanUsd(usd); }
 
 std::unique_ptr<Replanner> NewElasticReplanner(ElasticOptions options) {
   return std::make_unique<ElasticReplanner>(std::move(options));

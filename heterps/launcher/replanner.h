@@ -115,7 +115,7 @@ std::optional<double> PlanCostPerHour(const sched::RunPlan& plan,
 // "input..emb cpu x2 | top mlp gpu x1; 3 ps".
 std::string DescribePlan(const worker::JobSpec& job);
 
-// US dollars for people: "$12.34", "$0.0123", "$0.000051" (small jobs cost fractions of a cent).
+// US dollars for people: base::HumanUsd ("$12.34", "$0.0123", "$0.0000510").
 std::string FormatUsd(double usd);
 
 }  // namespace heterps::launcher

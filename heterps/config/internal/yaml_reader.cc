@@ -193,7 +193,12 @@ absl::Status MapReader::Finish() const {
   for (const std::string& key : order_) {
     if (fields_.at(key).read) continue;
     std::vector<std::string> known(asked_.begin(), asked_.end());
-    const std::string nearest = base::Nearest(key, known);
+    // A suggestion the mapping already has would send the user to a field that is there.
+    std::vector<std::string> absent;
+    for (const std::string& k : known) {
+      if (fields_.count(k) == 0) absent.push_back(k);
+    }
+    const std::string nearest = base::Nearest(key, absent);
     return Error(key, absl::StrCat("unknown field", nearest.empty() ? "" : ", did you mean '",
                                    nearest, nearest.empty() ? "" : "'?",
                                    " (expected one of: ", absl::StrJoin(known, ", "), ")"));
