@@ -446,6 +446,9 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   r = RunCli("train --tls --tls-cert c.pem --tls-key k.pem");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--tls excludes --tls-cert"));
+  r = RunCli("train --cluster-state /nonexistent/dir/state.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--cluster-state /nonexistent/dir/state.json: no directory"));
   r = RunCli("train --threads 2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--threads requires --single-process"));
@@ -471,6 +474,26 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
     const auto metrics = nlohmann::json::parse(Slurp(out));
     EXPECT_EQ(metrics["skipped_lines"], 1) << mode;
     EXPECT_EQ(metrics["train_samples"], 2 * 18000) << mode;
+  }
+  // Bad labels on held-out lines only (every 10th with --eval-fraction 0.1): skipped, counted and
+  // named like training lines (this once ended the single process with SIGSEGV).
+  const std::string held = TempPath("held-out-bad.tsv");
+  {
+    std::ifstream in(data);
+    std::ofstream out(held);
+    std::string line;
+    for (int n = 1; n <= 2000 && std::getline(in, line); ++n) {
+      if (n % 10 == 0 && n <= 30) line = "x" + line.substr(line.find('\t'));
+      out << line << "\n";
+    }
+  }
+  for (const char* mode : {"--single-process ", ""}) {
+    const std::string out = TempPath(std::string("held") + (*mode ? "-single" : "") + ".json");
+    r = RunCli(std::string("train ") + mode + "--data " + held +
+               " --batch 256 --eval-fraction 0.1 --skip-bad-lines --metrics-out " + out);
+    ASSERT_EQ(r.exit_code, 0) << mode << r.err;
+    EXPECT_THAT(r.out, HasSubstr("skipped lines   3 (first: " + held + ":10: ")) << mode;
+    EXPECT_EQ(nlohmann::json::parse(Slurp(out))["skipped_lines"], 3) << mode;
   }
 }
 

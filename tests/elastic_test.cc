@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,13 @@ TEST_F(ElasticTest, ASwitchToAnotherCutAndShardCountTrainsWhatTheFirstPlanWould)
   EXPECT_EQ(report["plan"], report["plans"][1]["plan"]);
   EXPECT_NE(report["plans"][0]["plan"], report["plans"][1]["plan"]);
   EXPECT_EQ(report["plans"][1]["plan"]["stages"][1]["type"], "cpu-b");
+  // A finished job reads no more requests: ctl says so and leaves none behind.
+  const std::string control = dir + "/control.json";  // launcher::JobControlPath
+  std::filesystem::remove(control);
+  const Outcome late = Heterps({"ctl", dir, "--throughput", "1000"}, dir + "/..");
+  EXPECT_EQ(late.exit_code, 2);
+  EXPECT_THAT(late.err, HasSubstr("the job has ended (done)"));
+  EXPECT_FALSE(std::filesystem::exists(control));
   testing::ExpectNoneLeft(dir);
 }
 
@@ -169,6 +177,7 @@ TEST_F(ElasticTest, APreemptedTypeIsPlannedAroundAndBothSegmentsAreAccounted) {
   const json processes = json::parse(Slurp(dir + "/processes.json"));
   kill(processes["ranks"]["5"].get<int>(), SIGKILL);
   ASSERT_EQ(job.Wait(), 0) << job.err();
+  EXPECT_THAT(job.err(), HasSubstr("--cluster-state " + state + " does not exist yet"));
   const json m = Metrics(dir);
   ASSERT_EQ(m["segments"].size(), 2u) << m.dump(1);
   const std::string second = m["segments"][1]["plan"];

@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "heterps/base/env.h"
 #include "heterps/launcher/cluster_state.h"
+#include "heterps/launcher/job_status.h"
 #include "tools/cli_common.h"
 
 namespace heterps::tools {
@@ -36,6 +37,13 @@ int RunCtl(const CtlFlags& flags) {
   if (!env->FileExists(flags.job_dir + "/job.json")) {
     return Fail(absl::NotFoundError(
         absl::StrCat(flags.job_dir, ": not a job directory (it has no job.json)")));
+  }
+  // A job that has ended reads no more requests: one left behind would be read by nothing, or
+  // mistaken for a new one. A stopped job is resumable, and reads it when it resumes.
+  if (absl::StatusOr<launcher::JobStatus> status = launcher::ReadJobStatus(env, flags.job_dir);
+      status.ok() && (status->state == "done" || status->state == "failed")) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        flags.job_dir, ": the job has ended (", status->state, "); nothing would read the request")));
   }
   launcher::JobControl control;
   control.throughput = flags.throughput;

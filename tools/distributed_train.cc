@@ -318,7 +318,19 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
       std::printf("device %s\n", line.c_str());
     }
   }
-  if (!flags.cluster_state.empty() && base::DefaultEnv()->FileExists(flags.cluster_state)) {
+  if (!flags.cluster_state.empty() && !base::DefaultEnv()->FileExists(flags.cluster_state)) {
+    // A controller may write the file later; a directory that is not there is a mistyped path.
+    const std::filesystem::path parent =
+        std::filesystem::path(flags.cluster_state).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent)) {
+      return Fail(absl::NotFoundError(absl::StrCat("--cluster-state ", flags.cluster_state,
+                                                   ": no directory ", parent.string())));
+    }
+    std::fprintf(stderr,
+                 "heterps: --cluster-state %s does not exist yet: the job starts on the spec's "
+                 "figures and reads it when it appears\n",
+                 flags.cluster_state.c_str());
+  } else if (!flags.cluster_state.empty()) {
     // The catalog of now: what the state file says when the job starts is what it plans with.
     absl::StatusOr<std::string> text = base::ReadFile(base::DefaultEnv(), flags.cluster_state);
     if (!text.ok()) return Fail(text.status());

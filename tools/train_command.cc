@@ -62,8 +62,11 @@ int RunSingleProcess(const TrainFlags& flags) {
       WithCommas(result->samples_per_second), flags.threads, flags.threads == 1 ? "" : "s",
       result->peak_rss_bytes / 1e6);
   if (result->skipped_lines > 0) {
-    absl::StrAppend(&summary, "  skipped lines   ", result->skipped_lines,
-                    " (first: ", result->first_bad_lines.front(), ")\n");
+    absl::StrAppend(&summary, "  skipped lines   ", WithCommas(result->skipped_lines));
+    if (!result->first_bad_lines.empty()) {
+      absl::StrAppend(&summary, " (first: ", result->first_bad_lines.front(), ")");
+    }
+    absl::StrAppend(&summary, "\n");
   }
   std::printf("%s", summary.c_str());
   if (!flags.metrics_out.empty()) {

@@ -10,6 +10,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "heterps/base/status_macros.h"
 
 namespace heterps::data {
 
@@ -190,6 +192,17 @@ LineSource::LineSource(std::unique_ptr<ByteSource> source, size_t buffer_bytes)
     : source_(std::move(source)), buffer_(std::max<size_t>(buffer_bytes, 16)) {}
 
 absl::StatusOr<bool> LineSource::Next(absl::string_view* line) {
+  HETERPS_ASSIGN_OR_RETURN(const bool more, NextRaw(line));
+  // A UTF-8 byte-order mark (as some editors and spreadsheet exports write) is not data: left on,
+  // it would make the first header name or the first label unreadable.
+  if (more && first_) {
+    first_ = false;
+    absl::ConsumePrefix(line, "\xEF\xBB\xBF");
+  }
+  return more;
+}
+
+absl::StatusOr<bool> LineSource::NextRaw(absl::string_view* line) {
   carry_.clear();
   while (true) {
     if (begin_ < end_) {

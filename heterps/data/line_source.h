@@ -62,7 +62,8 @@ class LineSource {
   explicit LineSource(std::unique_ptr<ByteSource> source, size_t buffer_bytes = 1 << 20);
 
   // The next line without its '\n' into `line` (valid until the next call), true; false at the
-  // end. A last line without a '\n' is a line; an empty file has none. Errors: the source's.
+  // end. A last line without a '\n' is a line; an empty file has none; a UTF-8 byte-order mark
+  // at the start of the content is dropped. Errors: the source's.
   absl::StatusOr<bool> Next(absl::string_view* line);
 
   const ByteSource& source() const { return *source_; }
@@ -73,6 +74,9 @@ class LineSource {
   size_t begin_ = 0, end_ = 0;  // unread bytes: buffer_[begin_, end_)
   std::string carry_;           // the start of a line that crosses a refill
   bool eof_ = false;
+  bool first_ = true;  // no line returned yet
+
+  absl::StatusOr<bool> NextRaw(absl::string_view* line);
 };
 
 // The files `args` name, in order: each argument a file, or a glob pattern (with *, ? or [)

@@ -263,11 +263,22 @@ absl::StatusOr<LineParser> LineParser::Create(const Schema& schema, absl::string
   std::vector<absl::string_view> names;
   SplitFields(header, schema.delimiter, &names);
   absl::flat_hash_map<std::string, int> field_of;
+  absl::flat_hash_map<std::string, int> twice;  // a name the header gives again: its second field
   for (size_t f = 0; f < names.size(); ++f) {
-    field_of.try_emplace(std::string(absl::StripAsciiWhitespace(names[f])), static_cast<int>(f));
+    std::string name(absl::StripAsciiWhitespace(names[f]));
+    if (!field_of.try_emplace(name, static_cast<int>(f)).second) {
+      twice.try_emplace(std::move(name), static_cast<int>(f));
+    }
   }
   for (size_t i = 0; i < schema.columns.size(); ++i) {
     auto it = field_of.find(schema.columns[i].name);
+    if (auto again = twice.find(schema.columns[i].name); again != twice.end()) {
+      // Which of the two the data section means cannot be known.
+      return Bad("header", absl::StrCat("column \"", schema.columns[i].name,
+                                        "\" of the data section is named twice in the header "
+                                        "(fields ",
+                                        it->second + 1, " and ", again->second + 1, ")"));
+    }
     if (it == field_of.end()) {
       return Bad("header", absl::StrCat("column \"", schema.columns[i].name,
                                         "\" of the data section is not in the header"));

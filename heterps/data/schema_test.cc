@@ -209,6 +209,25 @@ TEST_F(SchemaReaderTest, HeaderColumnsByNameEmptyLinesAndALastLineWithoutNewline
   options.files = {Write("noheader.csv", "click,price\n1,2\n")};
   status = ReadAll(options).second;
   EXPECT_THAT(status.message(), HasSubstr("noheader.csv:1: header: column \"visits\""));
+  // A column the data section names, named twice by the header: which one is meant is unknown.
+  options.files = {Write("twice.csv",
+                         "note,tags,city,user,site,visits,price,price,click\n"
+                         "n,a,x,1,a,3,1.5,9,1\n")};
+  status = ReadAll(options).second;
+  EXPECT_THAT(status.message(), HasSubstr("twice.csv:1: header: column \"price\" of the data "
+                                          "section is named twice in the header (fields 7 and 8)"));
+  // A name the data section does not use may repeat.
+  options.files = {Write("extra.csv",
+                         "note,tags,city,user,site,visits,price,extra,click,extra\n"
+                         "n,a,x,1,a,3,1.5,?,1,?\n")};
+  EXPECT_TRUE(ReadAll(options).second.ok());
+  // A UTF-8 byte-order mark before the header (spreadsheet exports write one) is not data.
+  options.files = {Write("bom.csv", "\xEF\xBB\xBF" + text)};
+  auto [with_bom, bom_status] = ReadAll(options);
+  ASSERT_TRUE(bom_status.ok()) << bom_status;
+  ASSERT_EQ(with_bom.size(), 1u);
+  EXPECT_EQ(with_bom[0].labels, b.labels);
+  EXPECT_EQ(with_bom[0].keys, b.keys);
 }
 
 TEST_F(SchemaReaderTest, AHeaderNobodyDeclaredIsNamedAsSuch) {
@@ -219,6 +238,12 @@ TEST_F(SchemaReaderTest, AHeaderNobodyDeclaredIsNamedAsSuch) {
   const absl::Status status = ReadAll(options).second;
   EXPECT_THAT(status.message(), HasSubstr("undeclared.csv:1: click: \"click\" is not 0 or 1"));
   EXPECT_THAT(status.message(), HasSubstr("looks like a header: declare `header: true`"));
+  // Without a header, a byte-order mark does not stand in front of the first label.
+  options.files = {Write("bom.csv", "\xEF\xBB\xBF" "1,1.5,3,a,1,x,y,z\n0,2,4,b,2,y,z,w\n")};
+  auto [batches, bom] = ReadAll(options);
+  ASSERT_TRUE(bom.ok()) << bom;
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_THAT(batches[0].labels, ElementsAre(1, 0));
 }
 
 // Criteo lines as the synthetic generator writes them, read with the built-in layout and with the

@@ -191,6 +191,7 @@ class PipelineReplica::Impl {
     out.probabilities = std::move(waiter->probabilities);
     out.labels = std::move(waiter->labels);
     out.skipped_lines = reader.skipped();
+    out.first_bad_line = reader.first_bad();
     return out;
   }
 

@@ -119,6 +119,7 @@ struct StepOutcome {
 struct EvalOutcome {
   std::vector<float> probabilities, labels;  // per held-out sample of this replica
   int64_t skipped_lines = 0;
+  std::string first_bad_line;  // the first of them, if any
 };
 
 struct ReplicaStats {

@@ -138,7 +138,13 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
       scores.insert(scores.end(), p.begin(), p.end());
       labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
     }
-    result.skipped_lines += reader->stats().skipped;  // held-out bad lines
+    // Held-out bad lines: counted, and named where the training lines left room among the first.
+    const data::ReaderStats held_out = reader->stats();
+    result.skipped_lines += held_out.skipped;
+    for (const std::string& line : held_out.first_bad) {
+      if (result.first_bad_lines.size() >= 10) break;
+      result.first_bad_lines.push_back(line);
+    }
     HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, data::Evaluate(scores, labels));
     result.eval_samples = eval.samples;
     result.eval_loss = eval.logloss;

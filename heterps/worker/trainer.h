@@ -56,7 +56,7 @@ struct TrainResult {
   double seconds = 0;             // training, not evaluation
   double samples_per_second = 0;  // training samples / seconds
   int64_t skipped_lines = 0;      // bad lines skipped (kSkip)
-  std::vector<std::string> first_bad_lines;
+  std::vector<std::string> first_bad_lines;  // the first 10 named, training lines' first
   int64_t dense_parameters = 0;
   int64_t sparse_rows = 0;  // embedding rows held at the end (every row any batch touched)
   // Bytes of the parameters and their optimizer state: every held row's key, value and state,

@@ -574,8 +574,11 @@ class Attempt::Impl {
   absl::Status Evaluate() {
     if (job_.eval_every() <= 0) return absl::OkStatus();
     int64_t skipped = 0;
-    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, EvaluateHeldOut(result_.steps, &skipped));
+    std::string first_bad;
+    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval,
+                             EvaluateHeldOut(result_.steps, &skipped, &first_bad));
     result_.skipped_lines += skipped;
+    if (result_.first_bad_line.empty()) result_.first_bad_line = first_bad;
     result_.eval_samples = eval.samples;
     result_.eval_loss = eval.logloss;
     result_.eval_auc = eval.auc;
@@ -587,7 +590,8 @@ class Attempt::Impl {
     if (job_.eval_every() <= 0) return absl::OkStatus();
     int64_t skipped = 0;
     const absl::Time start = absl::Now();
-    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, EvaluateHeldOut(step, &skipped));
+    std::string first_bad;
+    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, EvaluateHeldOut(step, &skipped, &first_bad));
     eval_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
     const EvalPoint point{step, step * job_.batch_size(), eval.logloss, eval.auc};
     result_.evals.push_back(point);
@@ -607,8 +611,9 @@ class Attempt::Impl {
   }
 
   // Every stage-0 replica's share of the held-out lines through the model at `step`'s
-  // parameters; `skipped`: the bad held-out lines skipped.
-  absl::StatusOr<data::Evaluation> EvaluateHeldOut(int64_t step, int64_t* skipped) {
+  // parameters; `skipped`: the bad held-out lines skipped, `first_bad` the first of them named.
+  absl::StatusOr<data::Evaluation> EvaluateHeldOut(int64_t step, int64_t* skipped,
+                                                   std::string* first_bad) {
     std::vector<Workers::Replica*> first = workers_->stage(0);
     std::vector<worker_wire::EvalReply> replies(first.size());
     {
@@ -661,6 +666,7 @@ class Attempt::Impl {
       scores.insert(scores.end(), p, p + n);
       labels.insert(labels.end(), y, y + n);
       *skipped += reply.skipped();
+      if (first_bad->empty()) *first_bad = reply.first_bad_line();
     }
     return data::Evaluate(scores, labels);
   }

@@ -317,6 +317,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_labels(std::string(reinterpret_cast<const char*>(out.labels.data()),
                                     out.labels.size() * sizeof(float)));
       reply->set_skipped(out.skipped_lines);
+      reply->set_first_bad_line(out.first_bad_line);
       return absl::OkStatus();
     });
   }
