@@ -459,7 +459,8 @@ TEST_F(RuntimeTest, BadJobsAreOneClearErrorAndLeaveNothingRunning) {
       {"node", "--coordinator", taken, "--rank", "1", "--world", "6", "--connect-timeout", "1"},
       dir);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("cannot reach the coordinator at " + taken));
+  EXPECT_THAT(r.err, HasSubstr("heterps: error: rank 1: cannot reach the coordinator at " + taken));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // said once
 }
 
 }  // namespace

@@ -57,7 +57,9 @@ int RunCtl(const CtlFlags& flags) {
     control.deadline = when;
   }
   if (!flags.plan_path.empty()) {
-    absl::StatusOr<std::string> text = base::ReadFile(env, flags.plan_path, size_t{16} << 20);
+    // The request carries the plan: it must fit what the job reads (kMaxClusterStateBytes).
+    absl::StatusOr<std::string> text =
+        base::ReadFile(env, flags.plan_path, launcher::kMaxClusterStateBytes - 4096);
     if (!text.ok()) return Fail(text.status());
     control.plan_json = *text;
     control.plan_source = flags.plan_path;

@@ -332,7 +332,8 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
                  flags.cluster_state.c_str());
   } else if (!flags.cluster_state.empty()) {
     // The catalog of now: what the state file says when the job starts is what it plans with.
-    absl::StatusOr<std::string> text = base::ReadFile(base::DefaultEnv(), flags.cluster_state);
+    absl::StatusOr<std::string> text = base::ReadFile(base::DefaultEnv(), flags.cluster_state,
+                                                      launcher::kMaxClusterStateBytes);
     if (!text.ok()) return Fail(text.status());
     absl::StatusOr<launcher::ClusterState> state =
         launcher::ParseClusterState(*text, flags.cluster_state, *cluster);

@@ -119,8 +119,8 @@ int RunNode(const NodeFlags& flags) {
   base::SetLogRole(absl::StrCat("rank ", rank));
   const absl::Status status = launcher::rpc::RunNode(options, &stop_requested);
   if (!status.ok()) {
-    base::LogLine(std::string(status.message()));
-    return Fail(status);
+    // One line, naming the rank (a launcher merges every rank's stderr).
+    return Fail(absl::Status(status.code(), absl::StrCat("rank ", rank, ": ", status.message())));
   }
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "heterps/base/numbers.h"
 #include "heterps/base/status_macros.h"
 
 namespace heterps::base {
@@ -296,7 +297,8 @@ absl::StatusOr<std::string> ReadFile(Env* env, const std::string& path, size_t m
     if (n == 0) return text;
     if (text.size() + n > max_bytes) {
       return absl::ResourceExhaustedError(
-          absl::StrCat(path, ": larger than ", max_bytes, " bytes, the most this file may hold"));
+          absl::StrCat(path, ": larger than ", WithCommas(static_cast<double>(max_bytes)),
+                       " bytes, the most this file may hold"));
     }
     text.append(chunk.data(), n);
   }

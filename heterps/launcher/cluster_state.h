@@ -18,6 +18,7 @@
 // Thread safety: plain values and functions of their arguments.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,6 +58,10 @@ struct JobControl {
   std::string plan_source;             // where plan_json came from, for messages
   int ps_shards = 0;                   // parameter servers of that plan; 0: sized for it
 };
+
+// The most a cluster-state file, a watched cluster spec or a control request may hold, when the
+// job starts and while it runs: larger ones are refused (a state is a few lines per type).
+inline constexpr size_t kMaxClusterStateBytes = size_t{1} << 20;
 
 // <job_dir>/control.json, written atomically.
 absl::Status WriteJobControl(base::Env* env, const std::string& job_dir, const JobControl& control);

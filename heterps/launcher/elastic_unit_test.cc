@@ -216,6 +216,27 @@ TEST(ReplannerTest, ASwitchThatCostsMoreThanItSavesIsNotMade) {
   EXPECT_THAT(f.Log(), HasSubstr("to switch, against"));
 }
 
+// A state file too large to be one is refused with one line, once, and the job carries on; the
+// same file cut back to size is read.
+TEST(ReplannerTest, AnOversizedStateIsRefusedInOneLine) {
+  Fixture f("oversized");
+  f.Start();
+  const std::string padding(kMaxClusterStateBytes, ' ');
+  Write(f.dir + "/state.json",
+        R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.01}]})" + padding);
+  EXPECT_FALSE(f.replanner->Check(At(10'000'000)).has_value());
+  EXPECT_FALSE(f.replanner->Check(At(10'000'000)).has_value());
+  const std::string log = f.Log();
+  EXPECT_THAT(log, HasSubstr("state.json: larger than 1,048,576 bytes"));
+  EXPECT_THAT(log, HasSubstr("the job carries on as it was"));
+  EXPECT_EQ(log.find("larger than"), log.rfind("larger than")) << "said twice: " << log;
+  Write(f.dir + "/state.json",
+        R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.01}]})");
+  const std::optional<PlanSwitch> next = f.replanner->Check(At(10'000'000));
+  ASSERT_TRUE(next.has_value()) << f.Log();
+  EXPECT_THAT(next->reason, HasSubstr("$0.0100 per hour"));
+}
+
 // A plan that has just started, with no steps measured yet, is priced at its prediction corrected
 // by the last plan's measured/predicted ratio, not at its raw prediction.
 TEST(ReplannerTest, ANewPlanIsPricedWithTheLastCalibration) {

@@ -23,22 +23,8 @@ namespace {
 struct Watched {
   std::string path;
   std::optional<std::string> text;  // nullopt: absent
+  std::string refused;              // why the file is refused now (said once), else empty
 };
-
-// Reads `w` again; true when it changed (appeared, vanished or was rewritten).
-bool Changed(base::Env* env, Watched& w) {
-  if (w.path.empty()) return false;
-  std::optional<std::string> now;
-  if (env->FileExists(w.path)) {
-    absl::StatusOr<std::string> text = base::ReadFile(env, w.path, size_t{1} << 20);
-    // Unreadable for now (a writer without an atomic rename, say): looked at again next time.
-    if (!text.ok()) return false;
-    now = std::move(*text);
-  }
-  if (now == w.text) return false;
-  w.text = std::move(now);
-  return true;
-}
 
 bool SameLayout(const worker::JobSpec& a, const worker::JobSpec& b) {
   if (a.stages() != b.stages() || a.settings.ps_shards != b.settings.ps_shards) return false;
@@ -85,9 +71,9 @@ class ElasticReplanner final : public Replanner {
     control_file_.path = o_.control;
     // What is there when the job starts is what it was planned with (the first Check compares
     // against it): a state file already present applies from the start.
-    Changed(o_.env, spec_file_);
-    Changed(o_.env, control_file_);
-    if (Changed(o_.env, state_file_) && state_file_.text) {
+    Changed(spec_file_);
+    Changed(control_file_);
+    if (Changed(state_file_) && state_file_.text) {
       absl::StatusOr<ClusterState> state =
           ParseClusterState(*state_file_.text, o_.cluster_state, base_);
       if (state.ok()) {
@@ -142,6 +128,30 @@ class ElasticReplanner final : public Replanner {
   }
 
  private:
+  // Reads `w` again; true when it changed (appeared, vanished or was rewritten). A file larger
+  // than kMaxClusterStateBytes is refused with one line, said once for as long as it stays so;
+  // one that cannot be read just now (a writer without an atomic rename, say) is looked at again
+  // next time.
+  bool Changed(Watched& w) {
+    if (w.path.empty()) return false;
+    std::optional<std::string> now;
+    if (o_.env->FileExists(w.path)) {
+      absl::StatusOr<std::string> text = base::ReadFile(o_.env, w.path, kMaxClusterStateBytes);
+      if (!text.ok()) {
+        if (absl::IsResourceExhausted(text.status()) && w.refused != text.status().message()) {
+          w.refused = std::string(text.status().message());
+          Log(absl::StrCat("refused: ", w.refused, "; the job carries on as it was"));
+        }
+        return false;
+      }
+      now = std::move(*text);
+    }
+    w.refused.clear();
+    if (now == w.text) return false;
+    w.text = std::move(now);
+    return true;
+  }
+
   void Log(const std::string& line) const {
     if (o_.log) {
       o_.log(line);
@@ -166,7 +176,7 @@ class ElasticReplanner final : public Replanner {
   void Poll() {
     const config::ClusterSpec before = Catalog();
     bool spec_changed = false;
-    if (Changed(o_.env, spec_file_)) {
+    if (Changed(spec_file_)) {
       if (!spec_file_.text) {
         Log(absl::StrCat("refused: ", o_.cluster_watch,
                          " is gone; the job keeps the catalog it has"));
@@ -183,7 +193,7 @@ class ElasticReplanner final : public Replanner {
         }
       }
     }
-    if (Changed(o_.env, state_file_) || spec_changed) {
+    if (Changed(state_file_) || spec_changed) {
       if (!state_file_.text) {
         state_ = {};
       } else {
@@ -198,7 +208,7 @@ class ElasticReplanner final : public Replanner {
       }
     }
     for (std::string& d : Differences(before, Catalog())) reasons_.push_back(std::move(d));
-    if (Changed(o_.env, control_file_) && control_file_.text) {
+    if (Changed(control_file_) && control_file_.text) {
       absl::StatusOr<JobControl> control = ParseJobControl(*control_file_.text, o_.control);
       if (!control.ok()) {
         Log(absl::StrCat("refused: ", control.status().message(), "; the job carries on"));

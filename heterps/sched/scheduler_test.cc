@@ -160,10 +160,11 @@ TEST(ExactSchedulerTest, HonoursTheTimeLimit) {
   options.time_limit_seconds = 0.05;
   Plan plan = Schedule("exact", model, options);
   // Either it certified within the limit, or it stopped near it and says so: within the limit
-  // and the time one bound or one provisioning takes past it (well under 0.1 s here), with room
-  // for a loaded machine.
+  // and the time one bound or one provisioning takes past it (well under 0.1 s here), with a
+  // wide margin for a loaded machine (0.25 s was passed at 0.316 s under load); unbounded, the
+  // search of this instance runs for minutes.
   if (!plan.certified_optimal) {
-    EXPECT_LT(plan.search_seconds, 0.05 + 0.25);
+    EXPECT_LT(plan.search_seconds, 0.05 + 2.0);
   }
   ExpectValid(model, plan);
 }

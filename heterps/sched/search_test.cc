@@ -249,9 +249,10 @@ TEST(SearchSchedulerTest, HonoursTheTimeLimit) {
     const auto start = std::chrono::steady_clock::now();
     Plan plan = Schedule(name, model, options);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    // The limit and one evaluation past it (well under 0.1 s), with room for a loaded machine.
-    EXPECT_LT(took.count(), 0.01 + 0.25);
-    EXPECT_LT(plan.search_seconds, 0.01 + 0.25);
+    // The limit and one evaluation past it (well under 0.1 s), with a wide margin for a loaded
+    // machine; a search that ignored the limit would run to its billion plans.
+    EXPECT_LT(took.count(), 0.01 + 2.0);
+    EXPECT_LT(plan.search_seconds, 0.01 + 2.0);
     EXPECT_GT(plan.plans_evaluated, 0);
     ExpectValid(model, plan);
   }
