@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "heterps/base/numbers.h"
+
 namespace heterps::base {
 
 int EditDistance(absl::string_view a, absl::string_view b) {
@@ -33,6 +36,14 @@ std::string Nearest(absl::string_view word, const std::vector<std::string>& know
     if (d < best_distance) best = k, best_distance = d;
   }
   return best;
+}
+
+std::string Quote(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return absl::StrCat("'", text, "'");
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+  return absl::StrCat("'", text.substr(0, cut), "...' (", WithCommas(static_cast<double>(text.size())),
+                      " bytes)");
 }
 
 }  // namespace heterps::base

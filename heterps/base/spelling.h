@@ -22,4 +22,9 @@ int EditDistance(absl::string_view a, absl::string_view b);
 // the first in `known`. Empty when none is.
 std::string Nearest(absl::string_view word, const std::vector<std::string>& known);
 
+// `text` in single quotes for a message, cut to its first `max_bytes` bytes (at a UTF-8
+// character boundary) when longer, with how long it was: 'abc...' (10,485,760 bytes). An input
+// is quoted, never echoed whole.
+std::string Quote(absl::string_view text, size_t max_bytes = 64);
+
 }  // namespace heterps::base

@@ -130,8 +130,8 @@ absl::StatusOr<std::string> MapReader::Choice(absl::string_view key,
   for (const std::string& choice : choices) {
     if (value == choice) return value;
   }
-  return Error(key, absl::StrCat("unknown value '", value,
-                                 "' (expected one of: ", absl::StrJoin(choices, ", "), ")"));
+  return Error(key, absl::StrCat("unknown value ", base::Quote(value),
+                                 " (expected one of: ", absl::StrJoin(choices, ", "), ")"));
 }
 
 absl::StatusOr<double> MapReader::Number(absl::string_view key, const NumberRule& rule) {
