@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "heterps/base/mix_key.h"
+#include "heterps/base/status_macros.h"
 #include "heterps/base/xxhash.h"
 #include "heterps/data/criteo.h"
 
@@ -80,8 +81,8 @@ absl::Status ParseDense(const Column& column, absl::string_view text, float* out
   return absl::OkStatus();
 }
 
-// One id of a sparse or multi-hot field, not empty.
-absl::Status ParseId(const Column& column, absl::string_view text, uint64_t* value) {
+// One id of a sparse or multi-hot field, not empty, as written.
+absl::Status ParseIdValue(const Column& column, absl::string_view text, uint64_t* value) {
   switch (column.ids) {
     case IdFormat::kHex: {
       text = TrimSpaces(text);
@@ -115,6 +116,15 @@ absl::Status ParseId(const Column& column, absl::string_view text, uint64_t* val
       *value = XXH3_64bits(text.data(), text.size());
       return absl::OkStatus();
   }
+  return absl::OkStatus();
+}
+
+// One id of a sparse or multi-hot field, not empty: its value, kept apart from kMissing (the
+// empty field's): the one id whose value is kMissing (decimal -1, hex ffffffffffffffff) takes
+// kMissingId's instead. Every key is unchanged but that one's.
+absl::Status ParseId(const Column& column, absl::string_view text, uint64_t* value) {
+  HETERPS_RETURN_IF_ERROR(ParseIdValue(column, text, value));
+  if (*value == kMissing) *value = kMissingId;
   return absl::OkStatus();
 }
 

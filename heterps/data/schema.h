@@ -18,7 +18,8 @@
 //   (log1p: log(1 + max(x, 0)); none: x). Empty: 0. Not finite: an error;
 // - sparse: one id (hex of at most 16 digits, a decimal integer, or any string), the table key
 //   SlotKey(slot, value) where value is the number, or XXH3-64 of a string's bytes, taken modulo
-//   the column's `buckets` when it declares some. Empty: the value kMissing, a key of its own;
+//   the column's `buckets` when it declares some. Empty: the value kMissing, a key of its own
+//   (an id whose value would be kMissing, as -1 is, takes kMissingId instead);
 // - multi_hot: ids separated by `separator`, each as for sparse, empty ones dropped, the first
 //   `max_ids` kept. Empty: no ids (the slot pools to a zero vector);
 // - ignore: nothing (only the field count is checked).
@@ -39,6 +40,10 @@
 namespace heterps::data {
 
 inline constexpr uint64_t kMissing = ~uint64_t{0};  // the value of an empty sparse field
+// The value an id whose value would be kMissing (decimal -1, hex ffffffffffffffff) takes instead,
+// so that it never shares the empty field's key: a value no data set is likely to hold (the
+// first 64 bits of the SHA-256 of "heterps missing"; in 64 bits some id must share it).
+inline constexpr uint64_t kMissingId = 0x164eea8e0d025ef6ull;
 
 // The key of value `value` in slot `slot`: MixKey(value ^ MixKey(slot + 1)), stable across runs,
 // hosts and versions, and different in different slots for equal values.

@@ -84,6 +84,16 @@ TEST(SchemaTest, EveryColumnTypeBecomesWhatTheContractSays) {
   // log1p of a negative count is 0, as for Criteo.
   ASSERT_TRUE(parser->Parse("0,-3.5,-4,1,2,x,y,", &e).ok());
   EXPECT_THAT(e.dense, ElementsAre(-3.5f, 0.0f));
+  // The ids whose value is the empty field's (decimal -1, 16 hex f's) keep a key of their own,
+  // and every other id its usual one.
+  ASSERT_TRUE(parser->Parse("0,0,0,ffffffffffffffff,-1,x,y,", &e).ok());
+  EXPECT_NE(e.keys[0], SlotKey(0, kMissing));
+  EXPECT_NE(e.keys[1], SlotKey(1, kMissing));
+  EXPECT_EQ(e.keys[0], SlotKey(0, kMissingId));
+  EXPECT_EQ(e.keys[1], SlotKey(1, kMissingId));
+  ASSERT_TRUE(parser->Parse("0,0,0,fffffffffffffffe,-2,x,y,", &e).ok());
+  EXPECT_EQ(e.keys[0], SlotKey(0, 0xfffffffffffffffeull));
+  EXPECT_EQ(e.keys[1], SlotKey(1, static_cast<uint64_t>(-2)));
 }
 
 TEST(SchemaTest, BucketsFoldIdsIntoTheSlotsVocabulary) {
