@@ -298,6 +298,19 @@ TEST(MetricsTest, ARunningJobIsScrapedAndItsReportDraws) {
   EXPECT_EQ(job.Wait(), 0) << job.err();
   EXPECT_THAT(job.err(), HasSubstr("serving the final metrics until the next scrape"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/metrics.port"));
+  // The job directory and everything the job wrote in it (checkpoints, logs, the report) are
+  // this user's alone.
+  using std::filesystem::perms;
+  const perms others = perms::group_all | perms::others_all;
+  EXPECT_EQ(std::filesystem::status(dir).permissions() & others, perms::none);
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "out" || name == "err") continue;  // the test's own capture of the command
+    ++files;
+    EXPECT_EQ(entry.status().permissions() & others, perms::none) << entry.path();
+  }
+  EXPECT_GT(files, 5);
   // An evaluation every 40 steps but the last (the end's is the job's own).
   const nlohmann::json metrics = testing::Metrics(dir);
   const int64_t steps = metrics.at("steps").get<int64_t>();

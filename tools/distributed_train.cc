@@ -41,14 +41,24 @@ namespace {
 // Exit code 1: no feasible plan.
 constexpr int kNoPlan = 1;
 
-// The job directory: the given one, or a new one under the system's temporary directory.
+// The job directory: the given one, or a new one under the system's temporary directory;
+// private to this user, as is everything the job writes from now on (checkpoints, logs, the
+// report): umask 077 for this process and the roles it starts.
 absl::StatusOr<std::string> PrepareJobDir(const TrainFlags& flags) {
   std::string dir = flags.job_dir;
   if (dir.empty()) {
     dir =
         (std::filesystem::temp_directory_path() / absl::StrCat("heterps-job-", getpid())).string();
   }
+  umask(077);
   HETERPS_RETURN_IF_ERROR(base::DefaultEnv()->CreateDirs(dir));
+  std::error_code error;
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(dir, ": cannot make the job directory private: ", error.message()));
+  }
   return dir;
 }
 

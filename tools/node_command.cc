@@ -1,6 +1,7 @@
 #include "tools/node_command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -64,6 +65,7 @@ int RunNode(const NodeFlags& flags) {
                      ": give --rank and --world (world >= 2), or start under "
                      "mpirun or Slurm")));
   }
+  umask(077);  // what the role writes (a shard's checkpoints) is private to this user
   if (rank == 0) {
     const size_t colon = flags.coordinator.rfind(':');
     int port = 0;
