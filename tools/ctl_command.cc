@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "heterps/base/env.h"
+#include "heterps/cost/cost_model.h"
 #include "heterps/launcher/cluster_state.h"
 #include "heterps/launcher/job_status.h"
 #include "tools/cli_common.h"
@@ -26,7 +27,7 @@ CLI::App* AddCtlCommand(CLI::App& app, CtlFlags& flags) {
       cmd->add_option("--plan", flags.plan_path, "Switch to this plan (from heterps plan)");
   cmd->add_option("--ps-shards", flags.ps_shards,
                   "With --plan: parameter servers of the new plan (default: sized for it)")
-      ->check(CLI::Range(1, 64))
+      ->check(CLI::Range(int64_t{1}, cost::kMaxPsShards))
       ->needs(plan);
   throughput->excludes(deadline);
   return cmd;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "heterps/base/file.h"
+#include "heterps/cost/cost_model.h"
 #include "heterps/worker/trainer.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
@@ -164,9 +165,9 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "so that the run is that job's (with --replicas)")
       ->check(NonNegative());
   cmd->add_option("--ps-shards", flags.job.ps_shards,
-                  "Parameter-server processes (default: the plan's servers where it names them, "
-                  "else sized from the plan)")
-      ->check(NonNegative());
+                  "Parameter-server processes, at most 64 (default: the plan's servers where it "
+                  "names them, else sized from the plan)")
+      ->check(CLI::Range(int64_t{0}, cost::kMaxPsShards));
   cmd->add_option("--checkpoint-every", flags.job.checkpoint_every,
                   "Steps between checkpoints; 0: none (default 100)")
       ->check(NonNegative());

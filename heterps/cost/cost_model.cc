@@ -102,7 +102,7 @@ void CostModel::BuildPsModel() {
   const double e_max = max_bottleneck_seconds();
   std::vector<PsPoint> points;
   for (int t : ps_types_) {
-    for (int64_t n = 1; n <= cluster_.types[t].units; ++n) {
+    for (int64_t n = 1; n <= std::min<int64_t>(cluster_.types[t].units, kMaxPsShards); ++n) {
       const PsTier ps = Ps(t, n);
       if (ps.seconds_per_batch <= e_max) {
         points.push_back({ps.seconds_per_batch, ps.usd_per_hour, t, n});
@@ -160,7 +160,7 @@ PsTier CostModel::Ps(int t, int64_t n) const {
 }
 
 int64_t CostModel::MinPsShards(int t, double e, int64_t max_shards) const {
-  max_shards = std::min<int64_t>(max_shards, cluster_.types[t].units);
+  max_shards = std::min({max_shards, cluster_.types[t].units, kMaxPsShards});
   if (max_shards < 1 || !(Ps(t, max_shards).seconds_per_batch <= e)) return 0;
   int64_t lo = 1, hi = max_shards;  // ET_ps is non-increasing in the shards
   while (lo < hi) {

@@ -32,6 +32,11 @@ namespace heterps::cost {
 
 inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+// The most parameter-server shards a job may have. The one limit: the cost model never prices
+// more (so no scheduler proposes more), and the runtime refuses more wherever a count is given
+// (a plan file, `--ps-shards`, a job description, `heterps ctl`).
+inline constexpr int64_t kMaxPsShards = 64;
+
 // What the job must achieve.
 struct Workload {
   // TL: the training throughput the plan must reach, samples/s. Must be > 0.
@@ -141,7 +146,8 @@ class CostModel {
   // n shards on type t: their memory and SSD budgets, hit rate, ET_ps and price. O(embedding
   // layers).
   PsTier Ps(int t, int64_t n) const;
-  // The fewest shards of type t, at most `max_shards`, with ET_ps <= e (0 if none). O(log units).
+  // The fewest shards of type t, at most `max_shards` (and kMaxPsShards), with ET_ps <= e (0 if
+  // none). O(log units).
   int64_t MinPsShards(int t, double e, int64_t max_shards) const;
   // The cheapest parameter servers with ET_ps <= e when `used[t]` units of each type are taken
   // by the stages (ties: the faster); type -1 if none fits. With prices_ps() false: type -1 and

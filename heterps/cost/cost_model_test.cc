@@ -157,6 +157,26 @@ CostModel PsModel(double throughput) {
   return *cm;
 }
 
+// No more shards than the runtime runs (kMaxPsShards), however many units a type has: a limit
+// that needs more is out of the servers' reach, and the frontier stops at the limit.
+TEST(CostModelTest, ShardsStopAtTheRuntimesLimit) {
+  std::string types = kPsTypes;
+  const std::string from = "price_per_hour: 3, units: 8";
+  types.replace(types.find(from), from.size(), "price_per_hour: 3, units: 200");
+  auto model = config::ParseModelSpec(kPsModel, "ps.yaml");
+  auto cluster = config::ParseClusterSpec(types, "ps-types.yaml");
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  auto cm = CostModel::Create(*model, *cluster, {1e6, 1e9});
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  // ET_ps falls with every shard, so each bottleneck below needs exactly that many.
+  ASSERT_LT(cm->Ps(1, 100).seconds_per_batch, cm->Ps(1, 64).seconds_per_batch);
+  EXPECT_EQ(cm->MinPsShards(1, cm->Ps(1, 64).seconds_per_batch, 200), kMaxPsShards);
+  EXPECT_EQ(cm->MinPsShards(1, cm->Ps(1, 100).seconds_per_batch, 200), 0);
+  const PsTier fastest = cm->CheapestPs(cm->Ps(1, 64).seconds_per_batch, {});
+  EXPECT_LE(fastest.shards, kMaxPsShards);
+  EXPECT_FALSE(std::isfinite(cm->CheapestPsRate(cm->Ps(1, 100).seconds_per_batch)));
+}
+
 TEST(CostModelTest, GoldenParameterServers) {
   const CostModel cm = PsModel(1e6);
   ASSERT_TRUE(cm.prices_ps());

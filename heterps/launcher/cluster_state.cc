@@ -7,6 +7,7 @@
 #include "heterps/base/json.h"
 #include "heterps/base/spelling.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/cost/cost_model.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::launcher {
@@ -116,8 +117,9 @@ absl::StatusOr<JobControl> ParseJobControl(absl::string_view text, absl::string_
     HETERPS_ASSIGN_OR_RETURN(control.plan_source, root.StringOr("plan_source", "control plan"));
   }
   HETERPS_ASSIGN_OR_RETURN(control.ps_shards, root.IntOr("ps_shards", 0));
-  if (control.ps_shards < 0 || control.ps_shards > 64) {
-    return root.Error("ps_shards", absl::StrCat(control.ps_shards, " is out of range [0, 64]"));
+  if (control.ps_shards < 0 || control.ps_shards > cost::kMaxPsShards) {
+    return root.Error("ps_shards", absl::StrCat(control.ps_shards, " is out of range [0, ",
+                                                cost::kMaxPsShards, "]"));
   }
   return control;
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/cost/cost_model.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::sched {
@@ -199,8 +200,8 @@ absl::StatusOr<RunPlan> ReadRunPlan(absl::string_view json_text, absl::string_vi
       return bad(absl::StrCat(path, ".type: '", servers.type, "' is not a type of cluster ",
                               cluster.name, " (", cluster.source, ")"));
     }
-    if (servers.shards < 1 || servers.shards > 64) {
-      return bad(absl::StrCat(path, ".shards: ", servers.shards, " (1 to 64)"));
+    if (servers.shards < 1 || servers.shards > cost::kMaxPsShards) {
+      return bad(absl::StrCat(path, ".shards: ", servers.shards, " (1 to ", cost::kMaxPsShards, ")"));
     }
     if (!(memory_gib >= 0) || !(ssd_gib >= 0)) {
       return bad(absl::StrCat(path, ": memory_gib_per_shard and ssd_gib_per_shard must be >= 0"));

@@ -8,6 +8,7 @@
 #include "heterps/base/fnv.h"
 #include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/cost/cost_model.h"
 #include "heterps/cost/ps_sizing.h"
 #include "nlohmann/json.hpp"
 
@@ -50,8 +51,9 @@ absl::Status CheckPlan(const sched::RunPlan& plan, const config::ModelSpec& mode
 
 absl::Status CheckSettings(const JobSettings& s) {
   if (s.micro_batch < 0) return Bad(absl::StrCat("micro-batch ", s.micro_batch, " < 0"));
-  if (s.ps_shards < 0 || s.ps_shards > 1024) {
-    return Bad(absl::StrCat("parameter servers ", s.ps_shards, " outside 0..1024"));
+  if (s.ps_shards < 0 || s.ps_shards > cost::kMaxPsShards) {
+    return Bad(
+        absl::StrCat("parameter servers ", s.ps_shards, " outside 0..", cost::kMaxPsShards));
   }
   if (s.epochs < 1) return Bad(absl::StrCat("epochs ", s.epochs, " < 1"));
   if (!(s.eval_fraction >= 0 && s.eval_fraction <= 0.5)) {
@@ -304,7 +306,7 @@ absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view 
   if (!consistency.ok()) return s.Error("mode", consistency.status().message());
   out.mode = *consistency;
   HETERPS_ASSIGN_OR_RETURN(out.micro_batch, s.Int("micro_batch", 1));
-  HETERPS_ASSIGN_OR_RETURN(int64_t shards, s.Int("ps_shards", 1, 1024));
+  HETERPS_ASSIGN_OR_RETURN(int64_t shards, s.Int("ps_shards", 1, cost::kMaxPsShards));
   out.ps_shards = static_cast<int>(shards);
   HETERPS_ASSIGN_OR_RETURN(int64_t epochs, s.Int("epochs", 1, INT32_MAX));
   out.epochs = static_cast<int>(epochs);
