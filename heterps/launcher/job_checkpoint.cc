@@ -4,6 +4,7 @@
 #include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/token.h"
+#include "heterps/cost/cost_model.h"
 #include "heterps/ps/checkpoint.h"
 #include "nlohmann/json.hpp"
 
@@ -50,8 +51,9 @@ absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
   HETERPS_ASSIGN_OR_RETURN(c.step, root.Int("step", 0));
   HETERPS_ASSIGN_OR_RETURN(c.losses, root.Doubles("losses"));
   HETERPS_ASSIGN_OR_RETURN(c.ps_shards, root.IntOr("ps_shards", 0));
-  if (c.ps_shards < 0 || c.ps_shards > 1024) {
-    return root.Error("ps_shards", absl::StrCat(c.ps_shards, " is out of range [0, 1024]"));
+  if (c.ps_shards < 0 || c.ps_shards > cost::kMaxPsShards) {
+    return root.Error("ps_shards", absl::StrCat(c.ps_shards, " is out of range [0, ",
+                                                cost::kMaxPsShards, "]"));
   }
   HETERPS_ASSIGN_OR_RETURN(c.job_id, root.StringOr("job_id", ""));
   if (root.Has("identity")) {
