@@ -2,11 +2,13 @@
 
 #include <charconv>
 #include <cmath>
+#include <deque>
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "heterps/base/mix_key.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/xxhash.h"
@@ -128,15 +130,57 @@ absl::Status ParseId(const Column& column, absl::string_view text, uint64_t* val
   return absl::OkStatus();
 }
 
-// The fields of a line (a trailing "\r" dropped) into `out`.
-void SplitFields(absl::string_view line, char delimiter, std::vector<absl::string_view>* out) {
+// The fields of a line (a trailing "\r" dropped) into `out`. A field that begins with a double
+// quote is quoted as RFC 4180 says: it may hold the delimiter, and "" inside stands for one
+// quote; its value is the text between the quotes, unescaped into `scratch` where it holds ""
+// (the views stay valid until the next call with the same scratch). False for a quoted field
+// that is not closed, or whose closing quote is followed by something other than the delimiter.
+bool SplitFields(absl::string_view line, char delimiter, std::vector<absl::string_view>* out,
+                 std::deque<std::string>* scratch) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   out->clear();
+  scratch->clear();
+  if (line.find('"') == absl::string_view::npos) {  // the usual line: no quotes at all
+    for (size_t start = 0;;) {
+      const size_t end = line.find(delimiter, start);
+      if (end == absl::string_view::npos) {
+        out->push_back(line.substr(start));
+        return true;
+      }
+      out->push_back(line.substr(start, end - start));
+      start = end + 1;
+    }
+  }
   for (size_t start = 0;;) {
+    if (start < line.size() && line[start] == '"') {
+      // Quoted: up to the quote that is not doubled.
+      size_t at = start + 1;
+      bool doubled = false;
+      while (true) {
+        const size_t quote = line.find('"', at);
+        if (quote == absl::string_view::npos) return false;
+        if (quote + 1 < line.size() && line[quote + 1] == '"') {
+          doubled = true;
+          at = quote + 2;
+          continue;
+        }
+        absl::string_view value = line.substr(start + 1, quote - start - 1);
+        if (doubled) {
+          scratch->push_back(absl::StrReplaceAll(value, {{"\"\"", "\""}}));
+          value = scratch->back();
+        }
+        out->push_back(value);
+        if (quote + 1 == line.size()) return true;
+        if (line[quote + 1] != delimiter) return false;
+        start = quote + 2;
+        break;
+      }
+      continue;
+    }
     const size_t end = line.find(delimiter, start);
     if (end == absl::string_view::npos) {
       out->push_back(line.substr(start));
-      return;
+      return true;
     }
     out->push_back(line.substr(start, end - start));
     start = end + 1;
@@ -271,7 +315,11 @@ absl::StatusOr<LineParser> LineParser::Create(const Schema& schema, absl::string
   p.fields_ = static_cast<int>(schema.columns.size());
   if (!schema.header) return p;
   std::vector<absl::string_view> names;
-  SplitFields(header, schema.delimiter, &names);
+  std::deque<std::string> unescaped;
+  if (!SplitFields(header, schema.delimiter, &names, &unescaped)) {
+    return Bad("header", "a quoted name is not closed, or its closing quote is not followed by the "
+                         "delimiter");
+  }
   absl::flat_hash_map<std::string, int> field_of;
   absl::flat_hash_map<std::string, int> twice;  // a name the header gives again: its second field
   for (size_t f = 0; f < names.size(); ++f) {
@@ -301,7 +349,11 @@ absl::StatusOr<LineParser> LineParser::Create(const Schema& schema, absl::string
 
 absl::Status LineParser::Parse(absl::string_view line, Example* out) const {
   thread_local std::vector<absl::string_view> fields;
-  SplitFields(line, delimiter_, &fields);
+  thread_local std::deque<std::string> unescaped;
+  if (!SplitFields(line, delimiter_, &fields, &unescaped)) {
+    return Bad("line", "a quoted field is not closed, or its closing quote is not followed by the "
+                       "delimiter (a field cannot hold a line break)");
+  }
   if (static_cast<int>(fields.size()) < fields_) {
     return Bad("line", absl::StrCat("has ", fields.size(), " fields, expected ", fields_));
   }
@@ -358,7 +410,8 @@ absl::Status LineParser::Parse(absl::string_view line, Example* out) const {
 
 bool LineParser::LooksLikeHeader(absl::string_view line) const {
   std::vector<absl::string_view> fields;
-  SplitFields(line, delimiter_, &fields);
+  std::deque<std::string> unescaped;
+  if (!SplitFields(line, delimiter_, &fields, &unescaped)) return false;
   for (size_t i = 0; i < columns_.size(); ++i) {
     if (columns_[i].role != ColumnRole::kLabel) continue;
     if (field_of_[i] >= static_cast<int>(fields.size())) return false;

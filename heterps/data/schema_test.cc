@@ -96,6 +96,30 @@ TEST(SchemaTest, EveryColumnTypeBecomesWhatTheContractSays) {
   EXPECT_EQ(e.keys[1], SlotKey(1, static_cast<uint64_t>(-2)));
 }
 
+// Quoted fields as RFC 4180 writes them (pandas, spreadsheets): a delimiter inside quotes, a
+// doubled quote for a quote; the value is what the quotes hold.
+TEST(SchemaTest, QuotedFieldsHoldDelimitersAndQuotes) {
+  auto parser = LineParser::Create(Shop(false));
+  ASSERT_TRUE(parser.ok()) << parser.status();
+  Example e;
+  ASSERT_TRUE(
+      parser->Parse("1,\"2.5\",260,ff,7,\"New York, NY\",\"a|b\",\"say \"\"hi\"\", then go\"\r", &e).ok());
+  EXPECT_THAT(e.dense, ElementsAre(2.5f, static_cast<float>(std::log1p(260.0))));
+  EXPECT_THAT(e.keys, ElementsAre(SlotKey(0, 0xff), SlotKey(1, 7),
+                                  SlotKey(2, StringId("New York, NY")), SlotKey(3, StringId("a")),
+                                  SlotKey(3, StringId("b"))));
+  ASSERT_TRUE(parser->Parse("1,2,3,ff,7,\"say \"\"hi\"\"\",,\"\"", &e).ok());
+  EXPECT_EQ(e.keys[2], SlotKey(2, StringId("say \"hi\"")));
+  // Not closed, or something after the closing quote: the line is bad, and says why.
+  for (const char* bad : {"1,2,3,ff,7,\"New York,x,y", "1,2,3,ff,7,\"New\" York,x,y"}) {
+    const absl::Status s = parser->Parse(bad, &e);
+    EXPECT_THAT(s.message(), HasSubstr("a quoted field is not closed")) << bad;
+  }
+  // A quote inside an unquoted field is a character like any other.
+  ASSERT_TRUE(parser->Parse("1,2,3,ff,7,5\" screen,x,y", &e).ok());
+  EXPECT_EQ(e.keys[2], SlotKey(2, StringId("5\" screen")));
+}
+
 TEST(SchemaTest, BucketsFoldIdsIntoTheSlotsVocabulary) {
   Schema schema = Shop(false);
   schema.columns[4].buckets = 10;  // user (decimal)
