@@ -497,6 +497,34 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   }
 }
 
+// The spec's optimizer section reaches the tables: its rate trains exactly as the same --lr, a
+// flag overrides it, and Adagrad's initial accumulator changes the run.
+TEST(CliTest, TheSpecsOptimizerSettingsTrain) {
+  const std::string data = TempPath("optimizer.tsv");
+  ASSERT_EQ(RunCli("gen-data --rows 4000 --seed 3 --out " + data).exit_code, 0);
+  std::string base = Slurp("examples/models/dlrm-small.yaml");
+  ASSERT_FALSE(base.empty());
+  auto spec = [&](const std::string& name, const std::string& section) {
+    const std::string path = TempPath(name);
+    std::ofstream(path) << base << "\n" << section;
+    return path;
+  };
+  auto losses = [&](const std::string& args) {
+    const std::string out = TempPath("optimizer-metrics.json");
+    Result r = RunCli("train --single-process --batch 256 --data " + data + " --metrics-out " +
+                      out + " " + args);
+    EXPECT_EQ(r.exit_code, 0) << args << r.err;
+    return nlohmann::json::parse(Slurp(out))["losses"];
+  };
+  const std::string lr = spec("lr.yaml", "optimizer:\n  embeddings: {lr: 0.2}\n");
+  const std::string acc = spec("acc.yaml", "optimizer:\n  embeddings: {initial_accumulator: 1}\n");
+  const auto defaults = losses("");
+  EXPECT_EQ(losses("--model " + lr), losses("--lr 0.2"));
+  EXPECT_NE(losses("--model " + lr), defaults);
+  EXPECT_EQ(losses("--model " + lr + " --lr 0.05"), defaults);  // 0.05 x 256 / 256: the default
+  EXPECT_NE(losses("--model " + acc), defaults);
+}
+
 TEST(CliTest, ProfileWritesWhatThePlannerReads) {
   const std::string profile = TempPath("profile.json");
   // This host's CPU and, for testing, the host twin of a GPU: every layer measured on both.

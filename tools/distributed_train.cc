@@ -183,7 +183,7 @@ absl::StatusOr<worker::JobSpec> JobFrom(const TrainFlags& flags, const ModelText
                                         const config::ClusterSpec& cluster,
                                         const sched::RunPlan& plan, const DataFile& data) {
   worker::JobSettings settings = flags.job;
-  HETERPS_ASSIGN_OR_RETURN(settings.tables, ModelOptionsFrom(flags, model.spec.batch_size));
+  HETERPS_ASSIGN_OR_RETURN(settings.tables, ModelOptionsFrom(flags, model.spec, model.spec.batch_size));
   // The parameter servers the plan priced (heterps plan), unless the flags say otherwise: its
   // shards, and its memory budget where the rest of the tables go to the SSD tier (the budget is
   // per table on each shard: the shard's, shared by its tables).

@@ -103,7 +103,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
     wire.batches = batches;
     wire.synchronous = flags.job.mode == worker::Consistency::kSync;
     wire.dense_on_servers = flags.job.dense_on_servers;
-    HETERPS_ASSIGN_OR_RETURN(wire.model_options, ModelOptionsFrom(flags, spec.batch_size));
+    HETERPS_ASSIGN_OR_RETURN(wire.model_options, ModelOptionsFrom(flags, spec, spec.batch_size));
     HETERPS_RETURN_IF_ERROR(AddWireProfile(spec, static_cast<int>(spec.batch_size),
                                            measured.total_seconds, *cpu, local, wire, progress,
                                            &measured.profile)

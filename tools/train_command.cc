@@ -29,7 +29,7 @@ int RunSingleProcess(const TrainFlags& flags) {
   options.eval_fraction = flags.job.eval_fraction;
   options.bad_lines = flags.job.bad_lines;
   absl::StatusOr<worker::ModelOptions> model =
-      ModelOptionsFrom(flags, flags.batch > 0 ? flags.batch : spec->batch_size);
+      ModelOptionsFrom(flags, *spec, flags.batch > 0 ? flags.batch : spec->batch_size);
   if (!model.ok()) return Fail(model.status());
   options.model = *model;
   absl::StatusOr<DataFile> file = PrepareData(flags, *spec);
@@ -125,13 +125,17 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
       ->check(Positive());
   cmd->add_option("--batch", flags.batch, "Samples per step (default: the spec's batch_size)")
       ->check(NonNegative());
-  cmd->add_option("--optimizer", flags.optimizer, "Embedding optimizer: sgd, adagrad, adam");
+  cmd->add_option("--optimizer", flags.optimizer,
+                  "Embedding optimizer: sgd, adagrad, adam (default: the spec's, else adagrad)");
   cmd->add_option("--lr", flags.lr,
-                  "Embedding learning rate (default 0.05 x batch / 256: 0.4 at the batch of 2048)")
+                  "Embedding learning rate (default: the spec's, else 0.05 x batch / 256: 0.4 at "
+                  "the batch of 2048)")
       ->check(Finite())
       ->check(Positive());
-  cmd->add_option("--dense-optimizer", flags.dense_optimizer, "Dense optimizer (default adam)");
-  cmd->add_option("--dense-lr", flags.dense_lr, "Dense learning rate (default 0.001)")
+  cmd->add_option("--dense-optimizer", flags.dense_optimizer,
+                  "Dense optimizer (default: the spec's, else adam)");
+  cmd->add_option("--dense-lr", flags.dense_lr,
+                  "Dense learning rate (default: the spec's, else 0.001)")
       ->check(Finite())
       ->check(Positive());
   cmd->add_option("--seed", flags.job.tables.seed, "Seed of the parameters and the synthetic data");

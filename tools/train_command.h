@@ -36,10 +36,12 @@ struct TrainFlags {
   std::vector<std::string> data = {"synthetic"};  // files or globs, plain, gzip or zstd
   int64_t rows = 200000;
   int batch = 0;  // 0: the spec's
-  std::string optimizer = "adagrad";
-  double lr = 0;  // 0: 0.05 x batch / 256 (the mean loss's gradients shrink with the batch)
-  std::string dense_optimizer = "adam";
-  double dense_lr = 0.001;
+  // Empty or 0: the spec's `optimizer` section, else the defaults (adagrad at 0.05 x batch / 256,
+  // as the mean loss's gradients shrink with the batch; adam at 0.001).
+  std::string optimizer;
+  double lr = 0;
+  std::string dense_optimizer;
+  double dense_lr = 0;
   std::string metrics_out;
   int metrics_port = -1;                   // -1: no /metrics endpoint; 0: any free port
   std::string metrics_host = "127.0.0.1";  // beyond loopback, scrapes carry the job's token

@@ -74,20 +74,37 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::Mode
 
 namespace {
 
-absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& name, double lr,
+// One optimizer: the flag's kind and rate where given, else the spec's, else the defaults; the
+// spec's other settings over ps::OptimizerOptions' defaults.
+absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& flag_kind, double flag_lr,
+                                               const config::OptimizerSpec& spec,
+                                               const char* default_kind, double default_lr,
                                                const char* flag) {
+  const std::string name =
+      !flag_kind.empty() ? flag_kind : !spec.kind.empty() ? spec.kind : default_kind;
   absl::StatusOr<ps::OptimizerKind> kind = ps::ParseOptimizerKind(name);
-  if (!kind.ok())
+  if (!kind.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": ", kind.status().message()));
+  }
   ps::OptimizerOptions options;
   options.kind = *kind;
-  options.learning_rate = static_cast<float>(lr);
+  options.learning_rate = static_cast<float>(flag_lr > 0              ? flag_lr
+                                             : spec.learning_rate > 0 ? spec.learning_rate
+                                                                      : default_lr);
+  if (spec.initial_accumulator >= 0) {
+    options.initial_accumulator = static_cast<float>(spec.initial_accumulator);
+  }
+  if (spec.beta1 >= 0) options.beta1 = static_cast<float>(spec.beta1);
+  if (spec.beta2 >= 0) options.beta2 = static_cast<float>(spec.beta2);
+  if (spec.epsilon > 0) options.epsilon = static_cast<float>(spec.epsilon);
   return options;
 }
 
 }  // namespace
 
-absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags, int64_t batch) {
+absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags,
+                                                      const config::ModelSpec& spec,
+                                                      int64_t batch) {
   worker::ModelOptions options;
   options.seed = flags.job.tables.seed;
   options.sparse_memory_budget_bytes = flags.ps_memory_mib > 0
@@ -96,10 +113,13 @@ absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags, i
   // Adagrad's first steps move a row by about lr times its gradient over sqrt(initial
   // accumulator), and a mean loss's gradients are 1 / batch per sample: scaling the rate with the
   // batch keeps what one sample moves a row by the same at every batch size.
-  const double lr = flags.lr > 0 ? flags.lr : 0.05 * static_cast<double>(batch) / 256.0;
-  HETERPS_ASSIGN_OR_RETURN(options.sparse_optimizer, Optimizer(flags.optimizer, lr, "--optimizer"));
+  HETERPS_ASSIGN_OR_RETURN(
+      options.sparse_optimizer,
+      Optimizer(flags.optimizer, flags.lr, spec.embedding_optimizer, "adagrad",
+                0.05 * static_cast<double>(batch) / 256.0, "--optimizer"));
   HETERPS_ASSIGN_OR_RETURN(options.dense_optimizer,
-                           Optimizer(flags.dense_optimizer, flags.dense_lr, "--dense-optimizer"));
+                           Optimizer(flags.dense_optimizer, flags.dense_lr, spec.dense_optimizer,
+                                     "adam", 0.001, "--dense-optimizer"));
   return options;
 }
 

@@ -19,8 +19,10 @@ struct DataFile {
 // in `spec`'s data layout (made once, then reused).
 absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::ModelSpec& spec);
 
-// The tables' optimizers and seed from the flags, for mini-batches of `batch` samples (the
-// embeddings' default learning rate grows with it); InvalidArgument naming a bad optimizer flag.
-absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags, int64_t batch);
+// The tables' optimizers and seed, for mini-batches of `batch` samples: each setting from its
+// flag where given, else from the spec's `optimizer` section, else the default (the embeddings'
+// default learning rate grows with the batch); InvalidArgument naming a bad optimizer flag.
+absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags,
+                                                      const config::ModelSpec& spec, int64_t batch);
 
 }  // namespace heterps::tools

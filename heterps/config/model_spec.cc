@@ -56,6 +56,10 @@ class ModelParser {
     if (has_data) {
       HETERPS_ASSIGN_OR_RETURN(data, top.Node("data"));
     }
+    if (top.Has("optimizer")) {
+      HETERPS_ASSIGN_OR_RETURN(YAML::Node optimizer, top.Node("optimizer"));
+      HETERPS_RETURN_IF_ERROR(ParseOptimizers(optimizer, model));
+    }
     HETERPS_RETURN_IF_ERROR(top.Finish());
     if (!layers.IsSequence() || layers.size() == 0) {
       return top.Error("layers", "must be a non-empty list of layers");
@@ -77,6 +81,36 @@ class ModelParser {
   }
 
  private:
+  // optimizer: {embeddings: {...}, dense: {...}}, each part optional.
+  absl::Status ParseOptimizers(const YAML::Node& node, ModelSpec& model) {
+    HETERPS_ASSIGN_OR_RETURN(MapReader reader, MapReader::Create(node, source_, "optimizer"));
+    for (auto [key, out] : {std::pair<const char*, OptimizerSpec*>{"embeddings",
+                                                                    &model.embedding_optimizer},
+                            {"dense", &model.dense_optimizer}}) {
+      if (!reader.Has(key)) continue;
+      HETERPS_ASSIGN_OR_RETURN(YAML::Node part, reader.Node(key));
+      HETERPS_ASSIGN_OR_RETURN(*out, ParseOptimizer(part, absl::StrCat("optimizer.", key)));
+    }
+    return reader.Finish();
+  }
+
+  absl::StatusOr<OptimizerSpec> ParseOptimizer(const YAML::Node& node, const std::string& path) {
+    HETERPS_ASSIGN_OR_RETURN(MapReader reader, MapReader::Create(node, source_, path));
+    OptimizerSpec o;
+    if (reader.Has("kind")) {
+      HETERPS_ASSIGN_OR_RETURN(o.kind, reader.Choice("kind", {"sgd", "adagrad", "adam"}));
+    }
+    HETERPS_ASSIGN_OR_RETURN(o.learning_rate, reader.Number("lr", NumberRule{false, 0, 0, true}));
+    HETERPS_ASSIGN_OR_RETURN(o.initial_accumulator,
+                             reader.Number("initial_accumulator", NumberRule{false, -1, 0, false}));
+    const NumberRule beta{false, -1, 0, false, 1};
+    HETERPS_ASSIGN_OR_RETURN(o.beta1, reader.Number("beta1", beta));
+    HETERPS_ASSIGN_OR_RETURN(o.beta2, reader.Number("beta2", beta));
+    HETERPS_ASSIGN_OR_RETURN(o.epsilon, reader.Number("epsilon", NumberRule{false, -1, 0, true}));
+    HETERPS_RETURN_IF_ERROR(reader.Finish());
+    return o;
+  }
+
   absl::Status ParseLayer(const YAML::Node& node, const std::string& path, ModelSpec& model) {
     HETERPS_ASSIGN_OR_RETURN(MapReader reader, MapReader::Create(node, source_, path));
     LayerSpec layer;

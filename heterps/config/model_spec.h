@@ -71,6 +71,17 @@ struct LayerSpec {
   int64_t vector_dim_in = 0, vector_dim_out = 0;
 };
 
+// One optimizer's settings as the spec's `optimizer` section gives them (docs/config.md). A
+// figure left out is the command line's (`--lr`, `--dense-lr`) or heterps' default; the
+// parameter server applies them (ps::OptimizerOptions).
+struct OptimizerSpec {
+  std::string kind;                          // "sgd", "adagrad", "adam"; empty: not given
+  double learning_rate = 0;                  // > 0; 0: not given
+  double initial_accumulator = -1;           // adagrad, >= 0; < 0: not given (default 0.1)
+  double beta1 = -1, beta2 = -1;             // adam, in [0, 1); < 0: not given (0.9, 0.999)
+  double epsilon = -1;                       // adagrad and adam, > 0; < 0: not given (1e-8)
+};
+
 struct ModelSpec {
   std::string name;
   std::string source;      // file the spec came from, for messages
@@ -81,6 +92,8 @@ struct ModelSpec {
   // and the embedding layers (a multi-hot column is looked up by multi-hot layers only).
   data::Schema data = data::CriteoSchema();
   bool data_declared = false;
+  // The spec's `optimizer` section: the embeddings' optimizer and the dense layers'.
+  OptimizerSpec embedding_optimizer, dense_optimizer;
 
   // Index of the layer called `name`, or -1.
   int FindLayer(absl::string_view name) const;

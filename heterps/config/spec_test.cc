@@ -57,6 +57,28 @@ std::string Edit(std::string text, const std::string& from, const std::string& t
   return text;
 }
 
+TEST(ModelSpecTest, OptimizerSettingsAreReadAndTheRestLeftToTheDefaults) {
+  auto spec = ParseModelSpec(
+      Edit(kGoodModel, "name: m\n",
+           "name: m\noptimizer:\n  embeddings: {kind: adagrad, lr: 0.2, initial_accumulator: 0}\n"
+           "  dense: {beta1: 0.8, beta2: 0.99, epsilon: 1e-6}\n"),
+      "m.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->embedding_optimizer.kind, "adagrad");
+  EXPECT_EQ(spec->embedding_optimizer.learning_rate, 0.2);
+  EXPECT_EQ(spec->embedding_optimizer.initial_accumulator, 0);
+  EXPECT_LT(spec->embedding_optimizer.epsilon, 0);  // not given
+  EXPECT_EQ(spec->dense_optimizer.kind, "");
+  EXPECT_EQ(spec->dense_optimizer.learning_rate, 0);
+  EXPECT_EQ(spec->dense_optimizer.beta1, 0.8);
+  EXPECT_EQ(spec->dense_optimizer.beta2, 0.99);
+  EXPECT_EQ(spec->dense_optimizer.epsilon, 1e-6);
+  auto plain = ParseModelSpec(kGoodModel, "m.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->embedding_optimizer.kind, "");
+  EXPECT_EQ(plain->embedding_optimizer.learning_rate, 0);
+}
+
 TEST(ModelSpecTest, ParsesAndDerivesShapes) {
   auto model = ParseModelSpec(kGoodModel, "m.yaml");
   ASSERT_TRUE(model.ok()) << model.status();
@@ -135,8 +157,9 @@ std::vector<BadSpec> BadModels() {
        "m.yaml:2: batch_size: must be a number, got 'lots'"},
       {"fraction batch", Edit(g, "batch_size: 64", "batch_size: 6.5"),
        "m.yaml:2: batch_size: must be a whole number, got '6.5'"},
-      {"unknown top field", Edit(g, "name: m\n", "name: m\noptimizer: adam\n"),
-       "m.yaml:2: optimizer: unknown field (expected one of: batch_size, data, layers, name)"},
+      {"unknown top field", Edit(g, "name: m\n", "name: m\nsolver: adam\n"),
+       "m.yaml:2: solver: unknown field (expected one of: batch_size, data, layers, name, "
+       "optimizer)"},
       {"unknown kind", Edit(g, "kind: logloss", "kind: softmax"),
        "m.yaml:23: layers[5].kind: unknown value 'softmax' (expected one of: input, embedding, "
        "mlp, fc, interaction, logloss, custom)"},
@@ -146,6 +169,13 @@ std::vector<BadSpec> BadModels() {
       {"typo in an optional field", Edit(g, "    dim: 4\n", "    dim: 4\n    poolng: mean\n"),
        "m.yaml:12: layers[1].poolng: unknown field, did you mean 'pooling'? (expected one of: dim, "
        "ids_per_slot, kind, name, pooling, rows, slots)"},
+      {"optimizer kind", Edit(g, "name: m\n", "name: m\noptimizer: {dense: {kind: lamb}}\n"),
+       "m.yaml:2: optimizer.dense.kind: unknown value 'lamb' (expected one of: sgd, adagrad, adam)"},
+      {"optimizer beta", Edit(g, "name: m\n", "name: m\noptimizer: {dense: {beta2: 1}}\n"),
+       "m.yaml:2: optimizer.dense.beta2: must be < 1, got 1"},
+      {"optimizer part", Edit(g, "name: m\n", "name: m\noptimizer: {embedding: {lr: 1}}\n"),
+       "m.yaml:2: optimizer.embedding: unknown field, did you mean 'embeddings'? (expected one of: "
+       "dense, embeddings)"},
       {"typo in a required field", Edit(g, "batch_size: 64", "batch_sise: 64"),
        "m.yaml:2: batch_sise: unknown field, did you mean 'batch_size'? (a required field)"},
       {"typo in a required layer field", Edit(g, "    rows: 100\n", "    rosw: 100\n"),
