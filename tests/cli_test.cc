@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -523,6 +524,30 @@ TEST(CliTest, TheSpecsOptimizerSettingsTrain) {
   EXPECT_NE(losses("--model " + lr), defaults);
   EXPECT_EQ(losses("--model " + lr + " --lr 0.05"), defaults);  // 0.05 x 256 / 256: the default
   EXPECT_NE(losses("--model " + acc), defaults);
+}
+
+// A label derived from a rating by a threshold: gen-data writes ratings on either side of it, and
+// training reads them as labels.
+TEST(CliTest, ALabelThresholdTrainsOnRatings) {
+  std::string spec = Slurp("examples/models/movielens-genres.yaml");
+  const std::string from = "{name: liked, role: label}";
+  ASSERT_NE(spec.find(from), std::string::npos);
+  spec.replace(spec.find(from), from.size(), "{name: rating, role: label, threshold: 4}");
+  const std::string path = TempPath("ratings.yaml"), data = TempPath("ratings.csv");
+  std::ofstream(path) << spec;
+  Result r = RunCli("gen-data --model " + path + " --rows 6000 --out " + data);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(Slurp(data));
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line.substr(0, 7), "rating,");
+  std::set<std::string> ratings;
+  while (std::getline(lines, line)) ratings.insert(line.substr(0, line.find(',')));
+  EXPECT_EQ(ratings, (std::set<std::string>{"3", "4"}));
+  r = RunCli("train --single-process --batch 256 --model " + path + " --data " + data);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("eval AUC        0."));
+  EXPECT_THAT(r.out, HasSubstr("(the teacher's: 0."));
 }
 
 TEST(CliTest, ProfileWritesWhatThePlannerReads) {

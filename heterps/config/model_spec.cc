@@ -206,6 +206,7 @@ class ModelParser {
       }
       return absl::OkStatus();
     };
+    HETERPS_RETURN_IF_ERROR(only("threshold", role == "label", "label"));
     HETERPS_RETURN_IF_ERROR(only("type", dense, "dense"));
     HETERPS_RETURN_IF_ERROR(only("transform", dense, "dense"));
     HETERPS_RETURN_IF_ERROR(only("ids", ids, "sparse and multi_hot"));
@@ -218,7 +219,13 @@ class ModelParser {
       HETERPS_ASSIGN_OR_RETURN(YAML::Node node, reader.Node("buckets"));
       HETERPS_RETURN_IF_ERROR(ParseBuckets(node, reader, i, buckets));
     }
-    if (role == "label") column.role = data::ColumnRole::kLabel;
+    if (role == "label") {
+      column.role = data::ColumnRole::kLabel;
+      if (reader.Has("threshold")) {
+        HETERPS_ASSIGN_OR_RETURN(column.threshold,
+                                 reader.Number("threshold", NumberRule{false, 0}));
+      }
+    }
     if (role == "ignore") column.role = data::ColumnRole::kIgnore;
     if (dense) {
       column.role = data::ColumnRole::kDense;

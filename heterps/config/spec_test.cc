@@ -304,7 +304,9 @@ TEST(ModelSpecTest, ALayoutThatDoesNotFitTheModelNamesColumnAndField) {
        "m.yaml:31: data.columns[3].max_ids: must be >= 1, got 0"},
       {WithData(Edit(kFitting, "role: dense,", "role: dense, typo: 1,")),
        "m.yaml:29: data.columns[1].typo: unknown field (expected one of: buckets, count, ids, "
-       "max_ids, name, role, separator, transform, type)"},
+       "max_ids, name, role, separator, threshold, transform, type)"},
+      {WithData(Edit(kFitting, "role: dense,", "role: dense, threshold: 4,")),
+       "m.yaml:29: data.columns[1].threshold: only for label columns"},
       {Edit(WithData(kFitting), "delimiter: \",\"", "delimiter: \";;\""),
        "m.yaml:26: data.delimiter: must be one character (or \"tab\"), not a line end"},
   };

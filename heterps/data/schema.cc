@@ -48,6 +48,18 @@ bool ParseWhole(absl::string_view text, int64_t* out) {
 }
 
 absl::Status ParseLabel(const Column& column, absl::string_view text, float* out) {
+  if (column.threshold.has_value()) {
+    const absl::string_view number = TrimSpaces(text);
+    double value = 0;
+    auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+    if (number.empty() || ec != std::errc() || ptr != number.data() + number.size() ||
+        !std::isfinite(value)) {
+      return Bad(column.name, absl::StrCat(Quoted(text), " is not a number (the label is 1 from ",
+                                           *column.threshold, " up)"));
+    }
+    *out = value >= *column.threshold ? 1.0f : 0.0f;
+    return absl::OkStatus();
+  }
   int64_t x = -1;
   if (!ParseWhole(TrimSpaces(text), &x) || (x != 0 && x != 1)) {
     return Bad(column.name, absl::StrCat(Quoted(text), " is not 0 or 1"));

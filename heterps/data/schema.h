@@ -13,7 +13,8 @@
 // every file), the fields no column names are ignored, and a line has as many fields as the header.
 //
 // What a field becomes:
-// - label: 0 or 1 (also written 0.0 or 1.0);
+// - label: 0 or 1 (also written 0.0 or 1.0); with a threshold, any number, the label 1 where it
+//   is >= the threshold;
 // - dense: a number (`integer`: a whole number, possibly written as 260.0), then the transform
 //   (log1p: log(1 + max(x, 0)); none: x). Empty: 0. Not finite: an error;
 // - sparse: one id (hex of at most 16 digits, a decimal integer, or any string), the table key
@@ -30,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,9 @@ struct Column {
   // kSparse, kMultiHot: ids hashed into this many values (the id's value modulo `buckets`), the
   // slot's vocabulary; 0: every value its own key.
   uint64_t buckets = 0;
+  // kLabel: the field is a number, and the label is 1 where it is >= this (a rating of 4 or more,
+  // a click count of 1 or more); unset: the field is the label itself, 0 or 1.
+  std::optional<double> threshold = std::nullopt;
   int line = 0;  // line of the declaration in `Schema::source`, 0 if none
 };
 

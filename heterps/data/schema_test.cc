@@ -120,6 +120,22 @@ TEST(SchemaTest, QuotedFieldsHoldDelimitersAndQuotes) {
   EXPECT_EQ(e.keys[2], SlotKey(2, StringId("5\" screen")));
 }
 
+// A label derived from a number by a threshold: a rating of 4 or more is a positive.
+TEST(SchemaTest, AThresholdMakesALabelOfANumber) {
+  Schema schema = Shop(false);
+  schema.columns[0].threshold = 4;
+  auto parser = LineParser::Create(schema);
+  ASSERT_TRUE(parser.ok()) << parser.status();
+  Example e;
+  for (const auto& [rating, label] : std::vector<std::pair<std::string, float>>{
+           {"4", 1}, {"4.5", 1}, {" 5 ", 1}, {"3.99", 0}, {"0", 0}, {"-2", 0}}) {
+    ASSERT_TRUE(parser->Parse(rating + ",1,2,ff,7,x,y,z", &e).ok()) << rating;
+    EXPECT_EQ(e.label, label) << rating;
+  }
+  const absl::Status bad = parser->Parse("five,1,2,ff,7,x,y,z", &e);
+  EXPECT_THAT(bad.message(), HasSubstr("click: \"five\" is not a number (the label is 1 from 4 up)"));
+}
+
 TEST(SchemaTest, BucketsFoldIdsIntoTheSlotsVocabulary) {
   Schema schema = Shop(false);
   schema.columns[4].buckets = 10;  // user (decimal)

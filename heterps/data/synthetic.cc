@@ -200,7 +200,12 @@ absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
       if (i > 0) buffer += schema.delimiter;
       switch (schema.columns[i].role) {
         case ColumnRole::kLabel:
-          buffer += click ? '1' : '0';
+          if (schema.columns[i].threshold.has_value()) {  // a number on the right side of it
+            const double t = *schema.columns[i].threshold;
+            absl::StrAppend(&buffer, click ? t : t - 1);
+          } else {
+            buffer += click ? '1' : '0';
+          }
           break;
         case ColumnRole::kDense:
           buffer += dense_text[index[i]];
