@@ -152,17 +152,6 @@ bool SplitFields(absl::string_view line, char delimiter, std::vector<absl::strin
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   out->clear();
   scratch->clear();
-  if (line.find('"') == absl::string_view::npos) {  // the usual line: no quotes at all
-    for (size_t start = 0;;) {
-      const size_t end = line.find(delimiter, start);
-      if (end == absl::string_view::npos) {
-        out->push_back(line.substr(start));
-        return true;
-      }
-      out->push_back(line.substr(start, end - start));
-      start = end + 1;
-    }
-  }
   for (size_t start = 0;;) {
     if (start < line.size() && line[start] == '"') {
       // Quoted: up to the quote that is not doubled.
