@@ -71,8 +71,8 @@ class ElasticTest : public ::testing::Test {
     auto it = references->find(epochs);
     if (it != references->end()) return it->second;
     const std::string dir = Dir(absl::StrCat("elastic_reference_", epochs));
-    const Outcome r = Heterps(PlanA(dir, {"--epochs", std::to_string(epochs)}), dir,
-                              absl::Seconds(300));
+    const Outcome r =
+        Heterps(PlanA(dir, {"--epochs", std::to_string(epochs)}), dir, absl::Seconds(300));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return references->emplace(epochs, Metrics(dir)).first->second;
   }

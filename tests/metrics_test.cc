@@ -248,11 +248,10 @@ int CheckAttribute(const std::string& dom, const std::string& name) {
 TEST(MetricsTest, ARunningJobIsScrapedAndItsReportDraws) {
   const std::string dir = testing::Dir("metrics-job");
   const int port = testing::FreePort();
-  testing::Background job(
-      {"train", "--rows", "60000", "--batch", "256", "--job-dir", dir, "--metrics-port",
-       std::to_string(port), "--eval-interval", "40", "--metrics-out", dir + "/metrics.json",
-       "--metrics-linger", "120"},
-      dir);
+  testing::Background job({"train", "--rows", "60000", "--batch", "256", "--job-dir", dir,
+                           "--metrics-port", std::to_string(port), "--eval-interval", "40",
+                           "--metrics-out", dir + "/metrics.json", "--metrics-linger", "120"},
+                          dir);
   httplib::Client client("127.0.0.1", port);
   std::map<std::string, double> seen;
   std::string running;
@@ -283,15 +282,16 @@ TEST(MetricsTest, ARunningJobIsScrapedAndItsReportDraws) {
   // 20 ms, the job ends long before that, and the port file goes with the endpoint.
   std::map<std::string, double> end;
   absl::Time done_seen = absl::InfiniteFuture();
-  job.WaitFor([&] {  // until the command ends
-    auto r = client.Get("/metrics");
-    if (r && r->status == 200) end = ParseExposition(r->body);
-    if (end.count("heterps_job_state{state=\"done\"}") > 0) {
-      done_seen = std::min(done_seen, absl::Now());
-    }
-    return false;
-  },
-              absl::Seconds(240));
+  job.WaitFor(
+      [&] {  // until the command ends
+        auto r = client.Get("/metrics");
+        if (r && r->status == 200) end = ParseExposition(r->body);
+        if (end.count("heterps_job_state{state=\"done\"}") > 0) {
+          done_seen = std::min(done_seen, absl::Now());
+        }
+        return false;
+      },
+      absl::Seconds(240));
   ASSERT_GT(end.count("heterps_job_state{state=\"done\"}"), 0u) << job.err();
   EXPECT_LT(absl::Now() - done_seen, absl::Seconds(60)) << "the endpoint outlived its last scrape";
   EXPECT_EQ(end.at("heterps_step"), end.at("heterps_job_steps"));

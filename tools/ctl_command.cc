@@ -43,8 +43,9 @@ int RunCtl(const CtlFlags& flags) {
   // mistaken for a new one. A stopped job is resumable, and reads it when it resumes.
   if (absl::StatusOr<launcher::JobStatus> status = launcher::ReadJobStatus(env, flags.job_dir);
       status.ok() && (status->state == "done" || status->state == "failed")) {
-    return Fail(absl::FailedPreconditionError(absl::StrCat(
-        flags.job_dir, ": the job has ended (", status->state, "); nothing would read the request")));
+    return Fail(absl::FailedPreconditionError(absl::StrCat(flags.job_dir, ": the job has ended (",
+                                                           status->state,
+                                                           "); nothing would read the request")));
   }
   launcher::JobControl control;
   control.throughput = flags.throughput;

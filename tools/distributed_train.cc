@@ -183,7 +183,8 @@ absl::StatusOr<worker::JobSpec> JobFrom(const TrainFlags& flags, const ModelText
                                         const config::ClusterSpec& cluster,
                                         const sched::RunPlan& plan, const DataFile& data) {
   worker::JobSettings settings = flags.job;
-  HETERPS_ASSIGN_OR_RETURN(settings.tables, ModelOptionsFrom(flags, model.spec, model.spec.batch_size));
+  HETERPS_ASSIGN_OR_RETURN(settings.tables,
+                           ModelOptionsFrom(flags, model.spec, model.spec.batch_size));
   // The parameter servers the plan priced (heterps plan), unless the flags say otherwise: its
   // shards, and its memory budget where the rest of the tables go to the SSD tier (the budget is
   // per table on each shard: the shard's, shared by its tables).
@@ -330,8 +331,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   }
   if (!flags.cluster_state.empty() && !base::DefaultEnv()->FileExists(flags.cluster_state)) {
     // A controller may write the file later; a directory that is not there is a mistyped path.
-    const std::filesystem::path parent =
-        std::filesystem::path(flags.cluster_state).parent_path();
+    const std::filesystem::path parent = std::filesystem::path(flags.cluster_state).parent_path();
     if (!parent.empty() && !std::filesystem::is_directory(parent)) {
       return Fail(absl::NotFoundError(absl::StrCat("--cluster-state ", flags.cluster_state,
                                                    ": no directory ", parent.string())));
@@ -342,8 +342,8 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
                  flags.cluster_state.c_str());
   } else if (!flags.cluster_state.empty()) {
     // The catalog of now: what the state file says when the job starts is what it plans with.
-    absl::StatusOr<std::string> text = base::ReadFile(base::DefaultEnv(), flags.cluster_state,
-                                                      launcher::kMaxClusterStateBytes);
+    absl::StatusOr<std::string> text =
+        base::ReadFile(base::DefaultEnv(), flags.cluster_state, launcher::kMaxClusterStateBytes);
     if (!text.ok()) return Fail(text.status());
     absl::StatusOr<launcher::ClusterState> state =
         launcher::ParseClusterState(*text, flags.cluster_state, *cluster);
@@ -445,9 +445,9 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   }
   if (!result.ok()) {
     report.Finish(nullptr, "failed", std::string(result.status().message())).IgnoreError();
-    const int code = Fail(
-        absl::Status(result.status().code(),
-                     absl::StrCat(result.status().message(), " (job directory ", *job_dir, ")")));
+    const int code =
+        Fail(absl::Status(result.status().code(), absl::StrCat(result.status().message(),
+                                                               " (job directory ", *job_dir, ")")));
     ServeFinalMetrics(metrics->get(), flags, signals.flag());
     return code;
   }

@@ -49,16 +49,15 @@ int RunGenData(const GenDataFlags& flags) {
   }
   ProgressLine progress(true);
   options.progress = [&](int64_t rows) {
-    progress.Show(
-        absl::StrFormat("writing %s %s / %s rows", Bar(rows, flags.rows), WithCommas(rows),
-                        WithCommas(flags.rows)));
+    progress.Show(absl::StrFormat("writing %s %s / %s rows", Bar(rows, flags.rows),
+                                  WithCommas(rows), WithCommas(flags.rows)));
   };
   absl::StatusOr<data::SyntheticSummary> summary = data::WriteSynthetic(options, flags.out);
   progress.Clear();
   if (!summary.ok()) return Fail(summary.status());
   std::printf("wrote %s rows to %s: %.1f%% positive, teacher AUC %.4f (%s.teacher.json)\n",
-              WithCommas(summary->rows).c_str(), flags.out.c_str(),
-              100 * summary->positive_rate, summary->teacher_auc, flags.out.c_str());
+              WithCommas(summary->rows).c_str(), flags.out.c_str(), 100 * summary->positive_rate,
+              summary->teacher_auc, flags.out.c_str());
   return 0;
 }
 

@@ -120,9 +120,9 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
   }
   absl::StrAppendFormat(&out, "\n  restarts        %d\n", r.restarts);
   if (r.skipped_lines > 0) {
-    absl::StrAppend(&out, "  skipped lines   ", WithCommas(r.skipped_lines),
-                    r.first_bad_line.empty() ? "" : absl::StrCat(" (first: ", r.first_bad_line, ")"),
-                    "\n");
+    absl::StrAppend(
+        &out, "  skipped lines   ", WithCommas(r.skipped_lines),
+        r.first_bad_line.empty() ? "" : absl::StrCat(" (first: ", r.first_bad_line, ")"), "\n");
   }
   for (const std::string& failure : r.failures) absl::StrAppend(&out, "    after: ", failure, "\n");
   if (!r.stages.empty() && r.stages[0].tier_hit_rate >= 0) {

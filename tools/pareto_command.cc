@@ -62,8 +62,7 @@ int RunPareto(const PlanFlags& flags) {
                            plan->throughput, plan->cost_usd, plan->cost_per_hour_usd,
                            plan->job_seconds, plan->certified_optimal, stages);
     if (plan->feasible) {
-      table.AddRow({WithCommas(limit), WithCommas(plan->throughput),
-                    base::HumanUsd(plan->cost_usd),
+      table.AddRow({WithCommas(limit), WithCommas(plan->throughput), base::HumanUsd(plan->cost_usd),
                     absl::StrFormat("%.2f", plan->cost_per_hour_usd),
                     HumanSeconds(plan->job_seconds), stages,
                     plan->certified_optimal ? "yes" : "no"});

@@ -224,9 +224,8 @@ int RunPlan(const PlanFlags& flags) {
   }
   ProgressLine progress(!flags.json);
   sched::SchedulerOptions options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
-    progress.Show(
-        absl::StrFormat("searching: %s plans evaluated, best %s", WithCommas(n),
-                        std::isfinite(best) ? base::HumanUsd(best) : "none yet"));
+    progress.Show(absl::StrFormat("searching: %s plans evaluated, best %s", WithCommas(n),
+                                  std::isfinite(best) ? base::HumanUsd(best) : "none yet"));
   });
   absl::StatusOr<sched::Plan> plan = (*scheduler)->Schedule(*model, options);
   if (plan.ok() && plan->feasible && plan->lower_bound_usd <= 0) {

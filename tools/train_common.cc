@@ -63,9 +63,8 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::Mode
   options.schema = spec.data;
   ProgressLine progress(true);
   options.progress = [&](int64_t rows) {
-    progress.Show(
-        absl::StrFormat("generating %s %s / %s rows", Bar(rows, flags.rows), WithCommas(rows),
-                        WithCommas(flags.rows)));
+    progress.Show(absl::StrFormat("generating %s %s / %s rows", Bar(rows, flags.rows),
+                                  WithCommas(rows), WithCommas(flags.rows)));
   };
   HETERPS_ASSIGN_OR_RETURN(data::SyntheticSummary summary, data::WriteSynthetic(options, path));
   file.teacher_auc = summary.teacher_auc;
@@ -80,8 +79,9 @@ absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& flag_kind, dou
                                                const config::OptimizerSpec& spec,
                                                const char* default_kind, double default_lr,
                                                const char* flag) {
-  const std::string name =
-      !flag_kind.empty() ? flag_kind : !spec.kind.empty() ? spec.kind : default_kind;
+  const std::string name = !flag_kind.empty()   ? flag_kind
+                           : !spec.kind.empty() ? spec.kind
+                                                : default_kind;
   absl::StatusOr<ps::OptimizerKind> kind = ps::ParseOptimizerKind(name);
   if (!kind.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": ", kind.status().message()));
@@ -113,10 +113,9 @@ absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags,
   // Adagrad's first steps move a row by about lr times its gradient over sqrt(initial
   // accumulator), and a mean loss's gradients are 1 / batch per sample: scaling the rate with the
   // batch keeps what one sample moves a row by the same at every batch size.
-  HETERPS_ASSIGN_OR_RETURN(
-      options.sparse_optimizer,
-      Optimizer(flags.optimizer, flags.lr, spec.embedding_optimizer, "adagrad",
-                0.05 * static_cast<double>(batch) / 256.0, "--optimizer"));
+  HETERPS_ASSIGN_OR_RETURN(options.sparse_optimizer,
+                           Optimizer(flags.optimizer, flags.lr, spec.embedding_optimizer, "adagrad",
+                                     0.05 * static_cast<double>(batch) / 256.0, "--optimizer"));
   HETERPS_ASSIGN_OR_RETURN(options.dense_optimizer,
                            Optimizer(flags.dense_optimizer, flags.dense_lr, spec.dense_optimizer,
                                      "adam", 0.001, "--dense-optimizer"));

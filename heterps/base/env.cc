@@ -296,9 +296,9 @@ absl::StatusOr<std::string> ReadFile(Env* env, const std::string& path, size_t m
     HETERPS_ASSIGN_OR_RETURN(const size_t n, file->Read(chunk.size(), chunk.data()));
     if (n == 0) return text;
     if (text.size() + n > max_bytes) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(path, ": larger than ", WithCommas(static_cast<double>(max_bytes)),
-                       " bytes, the most this file may hold"));
+      return absl::ResourceExhaustedError(absl::StrCat(path, ": larger than ",
+                                                       WithCommas(static_cast<double>(max_bytes)),
+                                                       " bytes, the most this file may hold"));
     }
     text.append(chunk.data(), n);
   }

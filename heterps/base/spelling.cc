@@ -42,8 +42,8 @@ std::string Quote(absl::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return absl::StrCat("'", text, "'");
   size_t cut = max_bytes;
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
-  return absl::StrCat("'", text.substr(0, cut), "...' (", WithCommas(static_cast<double>(text.size())),
-                      " bytes)");
+  return absl::StrCat("'", text.substr(0, cut), "...' (",
+                      WithCommas(static_cast<double>(text.size())), " bytes)");
 }
 
 }  // namespace heterps::base

@@ -53,7 +53,10 @@ TEST(SpellingTest, NearestIsATypoOrNothing) {
 TEST(SpellingTest, QuotesAreCut) {
   EXPECT_EQ(Quote("cpu-spot"), "'cpu-spot'");
   EXPECT_EQ(Quote(std::string(10 << 20, 'x'), 4), "'xxxx...' (10,485,760 bytes)");
-  EXPECT_EQ(Quote("ab\xc3\xa9" "cd", 3), "'ab...' (6 bytes)");  // not inside the two bytes of é
+  EXPECT_EQ(Quote("ab\xc3\xa9"
+                  "cd",
+                  3),
+            "'ab...' (6 bytes)");  // not inside the two bytes of é
 }
 
 }  // namespace

@@ -84,9 +84,9 @@ class ModelParser {
   // optimizer: {embeddings: {...}, dense: {...}}, each part optional.
   absl::Status ParseOptimizers(const YAML::Node& node, ModelSpec& model) {
     HETERPS_ASSIGN_OR_RETURN(MapReader reader, MapReader::Create(node, source_, "optimizer"));
-    for (auto [key, out] : {std::pair<const char*, OptimizerSpec*>{"embeddings",
-                                                                    &model.embedding_optimizer},
-                            {"dense", &model.dense_optimizer}}) {
+    for (auto [key, out] :
+         {std::pair<const char*, OptimizerSpec*>{"embeddings", &model.embedding_optimizer},
+          {"dense", &model.dense_optimizer}}) {
       if (!reader.Has(key)) continue;
       HETERPS_ASSIGN_OR_RETURN(YAML::Node part, reader.Node(key));
       HETERPS_ASSIGN_OR_RETURN(*out, ParseOptimizer(part, absl::StrCat("optimizer.", key)));

@@ -170,7 +170,8 @@ std::vector<BadSpec> BadModels() {
        "m.yaml:12: layers[1].poolng: unknown field, did you mean 'pooling'? (expected one of: dim, "
        "ids_per_slot, kind, name, pooling, rows, slots)"},
       {"optimizer kind", Edit(g, "name: m\n", "name: m\noptimizer: {dense: {kind: lamb}}\n"),
-       "m.yaml:2: optimizer.dense.kind: unknown value 'lamb' (expected one of: sgd, adagrad, adam)"},
+       "m.yaml:2: optimizer.dense.kind: unknown value 'lamb' (expected one of: sgd, adagrad, "
+       "adam)"},
       {"optimizer beta", Edit(g, "name: m\n", "name: m\noptimizer: {dense: {beta2: 1}}\n"),
        "m.yaml:2: optimizer.dense.beta2: must be < 1, got 1"},
       {"optimizer part", Edit(g, "name: m\n", "name: m\noptimizer: {embedding: {lr: 1}}\n"),

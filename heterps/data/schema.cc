@@ -318,8 +318,9 @@ absl::StatusOr<LineParser> LineParser::Create(const Schema& schema, absl::string
   std::vector<absl::string_view> names;
   std::deque<std::string> unescaped;
   if (!SplitFields(header, schema.delimiter, &names, &unescaped)) {
-    return Bad("header", "a quoted name is not closed, or its closing quote is not followed by the "
-                         "delimiter");
+    return Bad("header",
+               "a quoted name is not closed, or its closing quote is not followed by the "
+               "delimiter");
   }
   absl::flat_hash_map<std::string, int> field_of;
   absl::flat_hash_map<std::string, int> twice;  // a name the header gives again: its second field
@@ -352,8 +353,9 @@ absl::Status LineParser::Parse(absl::string_view line, Example* out) const {
   thread_local std::vector<absl::string_view> fields;
   thread_local std::deque<std::string> unescaped;
   if (!SplitFields(line, delimiter_, &fields, &unescaped)) {
-    return Bad("line", "a quoted field is not closed, or its closing quote is not followed by the "
-                       "delimiter (a field cannot hold a line break)");
+    return Bad("line",
+               "a quoted field is not closed, or its closing quote is not followed by the "
+               "delimiter (a field cannot hold a line break)");
   }
   if (static_cast<int>(fields.size()) < fields_) {
     return Bad("line", absl::StrCat("has ", fields.size(), " fields, expected ", fields_));

@@ -103,11 +103,12 @@ TEST(SchemaTest, QuotedFieldsHoldDelimitersAndQuotes) {
   ASSERT_TRUE(parser.ok()) << parser.status();
   Example e;
   ASSERT_TRUE(
-      parser->Parse("1,\"2.5\",260,ff,7,\"New York, NY\",\"a|b\",\"say \"\"hi\"\", then go\"\r", &e).ok());
+      parser->Parse("1,\"2.5\",260,ff,7,\"New York, NY\",\"a|b\",\"say \"\"hi\"\", then go\"\r", &e)
+          .ok());
   EXPECT_THAT(e.dense, ElementsAre(2.5f, static_cast<float>(std::log1p(260.0))));
-  EXPECT_THAT(e.keys, ElementsAre(SlotKey(0, 0xff), SlotKey(1, 7),
-                                  SlotKey(2, StringId("New York, NY")), SlotKey(3, StringId("a")),
-                                  SlotKey(3, StringId("b"))));
+  EXPECT_THAT(e.keys,
+              ElementsAre(SlotKey(0, 0xff), SlotKey(1, 7), SlotKey(2, StringId("New York, NY")),
+                          SlotKey(3, StringId("a")), SlotKey(3, StringId("b"))));
   ASSERT_TRUE(parser->Parse("1,2,3,ff,7,\"say \"\"hi\"\"\",,\"\"", &e).ok());
   EXPECT_EQ(e.keys[2], SlotKey(2, StringId("say \"hi\"")));
   // Not closed, or something after the closing quote: the line is bad, and says why.
@@ -133,7 +134,8 @@ TEST(SchemaTest, AThresholdMakesALabelOfANumber) {
     EXPECT_EQ(e.label, label) << rating;
   }
   const absl::Status bad = parser->Parse("five,1,2,ff,7,x,y,z", &e);
-  EXPECT_THAT(bad.message(), HasSubstr("click: \"five\" is not a number (the label is 1 from 4 up)"));
+  EXPECT_THAT(bad.message(),
+              HasSubstr("click: \"five\" is not a number (the label is 1 from 4 up)"));
 }
 
 TEST(SchemaTest, BucketsFoldIdsIntoTheSlotsVocabulary) {
@@ -289,7 +291,9 @@ TEST_F(SchemaReaderTest, AHeaderNobodyDeclaredIsNamedAsSuch) {
   EXPECT_THAT(status.message(), HasSubstr("undeclared.csv:1: click: \"click\" is not 0 or 1"));
   EXPECT_THAT(status.message(), HasSubstr("looks like a header: declare `header: true`"));
   // Without a header, a byte-order mark does not stand in front of the first label.
-  options.files = {Write("bom.csv", "\xEF\xBB\xBF" "1,1.5,3,a,1,x,y,z\n0,2,4,b,2,y,z,w\n")};
+  options.files = {Write("bom.csv",
+                         "\xEF\xBB\xBF"
+                         "1,1.5,3,a,1,x,y,z\n0,2,4,b,2,y,z,w\n")};
   auto [batches, bom] = ReadAll(options);
   ASSERT_TRUE(bom.ok()) << bom;
   ASSERT_EQ(batches.size(), 1u);

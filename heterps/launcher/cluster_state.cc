@@ -29,8 +29,8 @@ absl::StatusOr<ClusterState> ParseClusterState(absl::string_view text, absl::str
     TypeState out;
     HETERPS_ASSIGN_OR_RETURN(out.name, t.String("name"));
     if (cluster.FindType(out.name) < 0) {
-      return t.Error("name", absl::StrCat(base::Quote(out.name), " is not a type of ", cluster.name, " (",
-                                          cluster.source, ")"));
+      return t.Error("name", absl::StrCat(base::Quote(out.name), " is not a type of ", cluster.name,
+                                          " (", cluster.source, ")"));
     }
     if (!seen.insert(out.name).second) {
       return t.Error("name", absl::StrCat(base::Quote(out.name), " is named twice"));
@@ -90,7 +90,8 @@ absl::StatusOr<JobControl> ParseJobControl(absl::string_view text, absl::string_
       root.OnlyKeys({"format", "throughput", "deadline", "plan", "plan_source", "ps_shards"}));
   HETERPS_ASSIGN_OR_RETURN(std::string format, root.String("format"));
   if (format != kControlFormat) {
-    return root.Error("format", absl::StrCat(base::Quote(format), ", expected '", kControlFormat, "'"));
+    return root.Error("format",
+                      absl::StrCat(base::Quote(format), ", expected '", kControlFormat, "'"));
   }
   JobControl control;
   HETERPS_ASSIGN_OR_RETURN(control.throughput, root.DoubleOr("throughput", 0));
@@ -102,7 +103,8 @@ absl::StatusOr<JobControl> ParseJobControl(absl::string_view text, absl::string_
     absl::Time t;
     std::string why;
     if (!absl::ParseTime(absl::RFC3339_full, when, &t, &why)) {
-      return root.Error("deadline", absl::StrCat(base::Quote(when), " is not an RFC 3339 time: ", why));
+      return root.Error("deadline",
+                        absl::StrCat(base::Quote(when), " is not an RFC 3339 time: ", why));
     }
     control.deadline = t;
   }

@@ -52,8 +52,8 @@ absl::StatusOr<std::optional<JobCheckpoint>> ReadJobCheckpoint(base::Env* env,
   HETERPS_ASSIGN_OR_RETURN(c.losses, root.Doubles("losses"));
   HETERPS_ASSIGN_OR_RETURN(c.ps_shards, root.IntOr("ps_shards", 0));
   if (c.ps_shards < 0 || c.ps_shards > cost::kMaxPsShards) {
-    return root.Error("ps_shards", absl::StrCat(c.ps_shards, " is out of range [0, ",
-                                                cost::kMaxPsShards, "]"));
+    return root.Error("ps_shards",
+                      absl::StrCat(c.ps_shards, " is out of range [0, ", cost::kMaxPsShards, "]"));
   }
   HETERPS_ASSIGN_OR_RETURN(c.job_id, root.StringOr("job_id", ""));
   if (root.Has("identity")) {

@@ -201,7 +201,8 @@ absl::StatusOr<RunPlan> ReadRunPlan(absl::string_view json_text, absl::string_vi
                               cluster.name, " (", cluster.source, ")"));
     }
     if (servers.shards < 1 || servers.shards > cost::kMaxPsShards) {
-      return bad(absl::StrCat(path, ".shards: ", servers.shards, " (1 to ", cost::kMaxPsShards, ")"));
+      return bad(
+          absl::StrCat(path, ".shards: ", servers.shards, " (1 to ", cost::kMaxPsShards, ")"));
     }
     if (!(memory_gib >= 0) || !(ssd_gib >= 0)) {
       return bad(absl::StrCat(path, ": memory_gib_per_shard and ssd_gib_per_shard must be >= 0"));

@@ -52,8 +52,7 @@ absl::Status CheckPlan(const sched::RunPlan& plan, const config::ModelSpec& mode
 absl::Status CheckSettings(const JobSettings& s) {
   if (s.micro_batch < 0) return Bad(absl::StrCat("micro-batch ", s.micro_batch, " < 0"));
   if (s.ps_shards < 0 || s.ps_shards > cost::kMaxPsShards) {
-    return Bad(
-        absl::StrCat("parameter servers ", s.ps_shards, " outside 0..", cost::kMaxPsShards));
+    return Bad(absl::StrCat("parameter servers ", s.ps_shards, " outside 0..", cost::kMaxPsShards));
   }
   if (s.epochs < 1) return Bad(absl::StrCat("epochs ", s.epochs, " < 1"));
   if (!(s.eval_fraction >= 0 && s.eval_fraction <= 0.5)) {

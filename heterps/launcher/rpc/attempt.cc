@@ -591,7 +591,8 @@ class Attempt::Impl {
     int64_t skipped = 0;
     const absl::Time start = absl::Now();
     std::string first_bad;
-    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, EvaluateHeldOut(step, &skipped, &first_bad));
+    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval,
+                             EvaluateHeldOut(step, &skipped, &first_bad));
     eval_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
     const EvalPoint point{step, step * job_.batch_size(), eval.logloss, eval.auc};
     result_.evals.push_back(point);
