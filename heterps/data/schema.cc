@@ -32,28 +32,28 @@ absl::string_view TrimSpaces(absl::string_view text) {
   return text;
 }
 
+// A finite number, the whole of `text`.
+bool ParseFinite(absl::string_view text, double* out) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
+  return ec == std::errc() && ptr == end && std::isfinite(*out);
+}
+
 // A whole number, written as one (-3) or as an integral float (260.0, 2.6e2).
 bool ParseWhole(absl::string_view text, int64_t* out) {
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, *out);
   if (ec == std::errc() && ptr == end) return true;
   double x = 0;
-  auto [fptr, fec] = std::from_chars(text.data(), end, x);
-  if (fec != std::errc() || fptr != end || !std::isfinite(x) || x != std::floor(x) ||
-      std::fabs(x) >= 9.2e18) {
-    return false;
-  }
+  if (!ParseFinite(text, &x) || x != std::floor(x) || std::fabs(x) >= 9.2e18) return false;
   *out = static_cast<int64_t>(x);
   return true;
 }
 
 absl::Status ParseLabel(const Column& column, absl::string_view text, float* out) {
   if (column.threshold.has_value()) {
-    const absl::string_view number = TrimSpaces(text);
     double value = 0;
-    auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-    if (number.empty() || ec != std::errc() || ptr != number.data() + number.size() ||
-        !std::isfinite(value)) {
+    if (!ParseFinite(TrimSpaces(text), &value)) {
       return Bad(column.name, absl::StrCat(Quoted(text), " is not a number (the label is 1 from ",
                                            *column.threshold, " up)"));
     }
@@ -81,11 +81,8 @@ absl::Status ParseDense(const Column& column, absl::string_view text, float* out
       return absl::OkStatus();
     }
     x = static_cast<double>(whole);
-  } else if (!text.empty()) {
-    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
-    if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(x)) {
-      return Bad(column.name, absl::StrCat(Quoted(text), " is not a finite number"));
-    }
+  } else if (!text.empty() && !ParseFinite(text, &x)) {
+    return Bad(column.name, absl::StrCat(Quoted(text), " is not a finite number"));
   }
   if (column.transform == Transform::kLog1p) x = x <= 0 ? 0.0 : std::log1p(x);
   if (std::fabs(x) > std::numeric_limits<float>::max()) {
