@@ -1,5 +1,5 @@
-// A job's TLS: one certificate and key that every role of the job serves with and every role
-// trusts. `heterps train --tls` makes a self-signed one for each job (NewJobTls); a user may give
+// A job's TLS: one certificate and key that every role of the job serves with, shows as a client
+// and trusts (mutual TLS: the certificate is the job's CA, rpc.h). `heterps train --tls` makes a self-signed one for each job (NewJobTls); a user may give
 // their own (`--tls-cert`, `--tls-key`). The certificate names kJobTlsName, which every channel
 // of the job checks whatever address it dials (rpc.h, JobChannel): the roles' addresses are not
 // known when it is made. Declared without gRPC's headers, for the command line.

@@ -91,6 +91,8 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
   if (!options.tls_ca_pem.empty()) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = options.tls_ca_pem;
+    ssl.pem_cert_chain = options.tls_cert_pem;
+    ssl.pem_private_key = options.tls_key_pem;
     credentials = grpc::SslCredentials(ssl);
   }
   grpc::ChannelArguments args;
@@ -111,6 +113,8 @@ ChannelOptions JobChannel(const JobTls& tls) {
   if (tls.enabled()) {
     options.tls_ca_pem = tls.cert_pem;
     options.tls_target_name = kJobTlsName;
+    options.tls_cert_pem = tls.cert_pem;
+    options.tls_key_pem = tls.key_pem;
   }
   return options;
 }
@@ -209,6 +213,10 @@ absl::StatusOr<Server> StartServer(const Endpoint& endpoint,
     }
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({endpoint.tls_key_pem, endpoint.tls_cert_pem});
+    // Mutual TLS: the token alone does not let a client in; its certificate must be the job's.
+    ssl.pem_root_certs = endpoint.tls_client_ca_pem.empty() ? endpoint.tls_cert_pem
+                                                             : endpoint.tls_client_ca_pem;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
     credentials = grpc::SslServerCredentials(ssl);
   }
   Server out;

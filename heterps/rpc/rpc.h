@@ -73,6 +73,9 @@ struct ChannelOptions {
   std::string tls_ca_pem;       // PEM roots to verify the server with; empty: no TLS
   std::string tls_target_name;  // with TLS: the name the server's certificate must carry, where
                                 // not the address's host (a job's: kJobTlsName)
+  // With TLS: the certificate chain and key this side presents (both or neither). A job's
+  // servers accept no client without its certificate (mutual TLS: StartServer).
+  std::string tls_cert_pem, tls_key_pem;
   int max_send_bytes = kMaxMessageBytes;
   // Reconnect quickly: the peers of a job are on a local network, and a restarted process comes
   // back on a new port within seconds.
@@ -80,13 +83,17 @@ struct ChannelOptions {
 };
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
                                           const ChannelOptions& options = ChannelOptions());
-// The options of a channel between two roles of a job with `tls` (plaintext without).
+// The options of a channel between two roles of a job with `tls` (plaintext without): the
+// server checked against the job's certificate by kJobTlsName, and the job's certificate shown.
 ChannelOptions JobChannel(const JobTls& tls);
 
 struct Endpoint {
   std::string host = "127.0.0.1";         // loopback unless told otherwise
   int port = 0;                           // 0: a free port
   std::string tls_cert_pem, tls_key_pem;  // both or neither
+  // With TLS, every client must show a certificate that chains to these PEM roots (mutual TLS);
+  // empty: to tls_cert_pem itself, the job's certificate being its own CA (job_tls.h).
+  std::string tls_client_ca_pem;
   int max_message_bytes = kMaxMessageBytes;
 };
 

@@ -223,6 +223,8 @@ class Attempt::Impl {
     const heterps::rpc::ChannelOptions channel = heterps::rpc::JobChannel(o_.tls);
     options.tls_ca_pem = channel.tls_ca_pem;
     options.tls_target_name = channel.tls_target_name;
+    options.tls_cert_pem = channel.tls_cert_pem;
+    options.tls_key_pem = channel.tls_key_pem;
     HETERPS_ASSIGN_OR_RETURN(ps_, ps::rpc::GrpcPsClient::Connect(options));
     std::vector<std::vector<std::string>> replicas(layout_.replicas.size());
     for (size_t s = 0; s < replicas.size(); ++s) {

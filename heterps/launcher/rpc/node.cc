@@ -120,6 +120,8 @@ class Node {
     const heterps::rpc::ChannelOptions channel = heterps::rpc::JobChannel(o_.tls);
     ps.tls_ca_pem = channel.tls_ca_pem;
     ps.tls_target_name = channel.tls_target_name;
+    ps.tls_cert_pem = channel.tls_cert_pem;
+    ps.tls_key_pem = channel.tls_key_pem;
     HETERPS_ASSIGN_OR_RETURN(ps_client_, ps::rpc::GrpcPsClient::Connect(ps));
     const int stage = role_.stage();
     if (stage < 0 || stage >= reply_.stages_size()) {

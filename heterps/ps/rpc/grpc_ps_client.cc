@@ -220,6 +220,8 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
   heterps::rpc::ChannelOptions channel;
   channel.tls_ca_pem = options.tls_ca_pem;
   channel.tls_target_name = options.tls_target_name;
+  channel.tls_cert_pem = options.tls_cert_pem;
+  channel.tls_key_pem = options.tls_key_pem;
   channel.max_send_bytes = options.max_message_bytes;
   for (const std::string& server : options.servers) {
     impl->stubs.push_back(ParameterServer::NewStub(heterps::rpc::NewChannel(server, channel)));

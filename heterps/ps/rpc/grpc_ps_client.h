@@ -45,6 +45,8 @@ struct GrpcPsClientOptions {
   std::string token;                 // the job's token; empty if the servers have none
   std::string tls_ca_pem;            // PEM root certificates; non-empty: TLS to every server
   std::string tls_target_name;       // the name the servers' certificates carry, if not their host
+  // The certificate chain and key this client shows (the servers require one: mutual TLS).
+  std::string tls_cert_pem, tls_key_pem;
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration rpc_timeout = absl::Seconds(30);
   int max_attempts = 4;  // per RPC, for UNAVAILABLE only

@@ -613,12 +613,25 @@ TEST(GrpcPsTest, TlsServersSpeakOnlyTls) {
   client_options.token = kToken;
   client_options.connect_timeout = absl::Seconds(2);
   client_options.tls_ca_pem = *cert;
+  client_options.tls_cert_pem = *cert;
+  client_options.tls_key_pem = *key;
   auto client = GrpcPsClient::Connect(client_options);
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
   std::vector<uint64_t> keys = {1, 2};
   std::vector<float> values(16);
   EXPECT_TRUE((*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(values))).ok());
+
+  // Mutual TLS: a client that trusts the server but shows no certificate, or another one, gets
+  // nowhere, token or not.
+  client_options.tls_cert_pem.clear();
+  client_options.tls_key_pem.clear();
+  EXPECT_FALSE(GrpcPsClient::Connect(client_options).ok());
+  absl::StatusOr<heterps::rpc::JobTls> stranger = heterps::rpc::NewJobTls();
+  ASSERT_TRUE(stranger.ok());
+  client_options.tls_cert_pem = stranger->cert_pem;
+  client_options.tls_key_pem = stranger->key_pem;
+  EXPECT_FALSE(GrpcPsClient::Connect(client_options).ok());
 
   client_options.tls_ca_pem.clear();  // plaintext to a TLS server: no connection
   auto plaintext = GrpcPsClient::Connect(client_options);
@@ -651,6 +664,8 @@ TEST(GrpcPsTest, AJobsOwnCertificateLetsInItsRolesAndNoOneElse) {
     o.connect_timeout = absl::Seconds(1);
     o.tls_ca_pem = channel.tls_ca_pem;
     o.tls_target_name = channel.tls_target_name;
+    o.tls_cert_pem = channel.tls_cert_pem;
+    o.tls_key_pem = channel.tls_key_pem;
     return GrpcPsClient::Connect(o);
   };
   auto client = connect((*server)->address(), heterps::rpc::JobChannel(*tls));
@@ -666,6 +681,16 @@ TEST(GrpcPsTest, AJobsOwnCertificateLetsInItsRolesAndNoOneElse) {
   heterps::rpc::ChannelOptions by_host;  // trusted, but checked against 127.0.0.1
   by_host.tls_ca_pem = tls->cert_pem;
   EXPECT_FALSE(connect((*server)->address(), by_host).ok());
+  // Trusting the job's certificate is not enough: a client must show it (mutual TLS). Neither
+  // no certificate nor another job's, which the server cannot chain to its own, gets in.
+  heterps::rpc::ChannelOptions anonymous = heterps::rpc::JobChannel(*tls);
+  anonymous.tls_cert_pem.clear();
+  anonymous.tls_key_pem.clear();
+  EXPECT_FALSE(connect((*server)->address(), anonymous).ok());
+  heterps::rpc::ChannelOptions impostor = heterps::rpc::JobChannel(*tls);
+  impostor.tls_cert_pem = other->cert_pem;
+  impostor.tls_key_pem = other->key_pem;
+  EXPECT_FALSE(connect((*server)->address(), impostor).ok());
 }
 
 }  // namespace
