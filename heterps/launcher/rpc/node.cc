@@ -1,5 +1,6 @@
 #include "heterps/launcher/rpc/node.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -51,19 +52,43 @@ class Node {
     heterps::rpc::PrepareCall(ctx, o_.token, timeout);
   }
 
+  // `call` (Hello or Register: both may be repeated) until it gives something other than
+  // UNAVAILABLE or `timeout` has passed, with backoff from 100 ms to 1 s: a coordinator that is
+  // still starting, or a connection that a loaded host drops before its HTTP/2 settings ("before
+  // receiving SETTINGS frame"), is tried again rather than ending the process.
+  template <typename Call>
+  grpc::Status CallUntil(absl::Duration timeout, const Call& call) {
+    const absl::Time deadline = absl::Now() + timeout;
+    absl::Duration backoff = absl::Milliseconds(100);
+    for (;;) {
+      grpc::ClientContext ctx;
+      heterps::rpc::PrepareCall(ctx, o_.token, deadline - absl::Now());
+      ctx.set_wait_for_ready(true);
+      const grpc::Status status = call(ctx);
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+          absl::Now() + backoff >= deadline) {
+        return status;
+      }
+      absl::SleepFor(backoff);
+      backoff = std::min(2 * backoff, absl::Seconds(1));
+    }
+  }
+
   absl::Status Hello() {
-    grpc::ClientContext ctx;
-    Prepare(ctx, o_.connect_timeout);
-    ctx.set_wait_for_ready(true);
     wire::HelloRequest request;
     request.set_rank(o_.rank);
     request.set_world(o_.world);
     wire::HelloReply reply;
-    const grpc::Status status = stub_->Hello(&ctx, request, &reply);
-    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return absl::UnavailableError(absl::StrCat("cannot reach the coordinator at ", o_.coordinator,
-                                                 " within ",
-                                                 absl::FormatDuration(o_.connect_timeout)));
+    const grpc::Status status = CallUntil(o_.connect_timeout, [&](grpc::ClientContext& ctx) {
+      return stub_->Hello(&ctx, request, &reply);
+    });
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+        status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      const bool why = status.error_code() == grpc::StatusCode::UNAVAILABLE;
+      return absl::UnavailableError(
+          absl::StrCat("cannot reach the coordinator at ", o_.coordinator, " within ",
+                       absl::FormatDuration(o_.connect_timeout), why ? " (" : "",
+                       why ? status.error_message() : "", why ? ")" : ""));
     }
     HETERPS_RETURN_IF_ERROR(FromGrpc(status, absl::StrCat("coordinator ", o_.coordinator)));
     if ((o_.generation >= 0 && reply.generation() != o_.generation) ||
@@ -102,13 +127,14 @@ class Node {
   }
 
   absl::Status Register(const std::string& address) {
-    grpc::ClientContext ctx;
-    Prepare(ctx, absl::Minutes(10));
     wire::RegisterRequest request;
     request.set_rank(o_.rank);
     request.set_generation(generation_);
     request.set_address(address);
-    return FromGrpc(stub_->Register(&ctx, request, &reply_),
+    return FromGrpc(CallUntil(absl::Minutes(10),
+                              [&](grpc::ClientContext& ctx) {
+                                return stub_->Register(&ctx, request, &reply_);
+                              }),
                     absl::StrCat("coordinator ", o_.coordinator, ": Register"));
   }
 
