@@ -232,7 +232,13 @@ absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool h
     bool first_empty = true;  // the file's first line is empty (a header counts either way)
     bool open = false;        // a line is begun and not ended
     while (true) {
-      HETERPS_ASSIGN_OR_RETURN(const size_t got, in->Read(buffer.data(), buffer.size()));
+      absl::StatusOr<size_t> read = in->Read(buffer.data(), buffer.size());
+      if (!read.ok()) {  // as the reader says it (a truncated file)
+        return absl::Status(
+            read.status().code(),
+            absl::StrCat(read.status().message(), " (after line ", in_file - open, ")"));
+      }
+      const size_t got = *read;
       if (got == 0) break;
       const char* p = buffer.data();
       const char* const end = p + got;

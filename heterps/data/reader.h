@@ -67,7 +67,8 @@ int64_t EvalEvery(double eval_fraction);
 
 // Data lines in the files (see Sharding; a fast pass that parses nothing), for progress, ETA and
 // step counts: with `header`, each file's first line is not one. NotFound naming the first file
-// that cannot be opened.
+// that cannot be opened; a file that cannot be read to its end (DataLoss: truncated) is named
+// with the last whole line read, "(after line N)", as the reader names it.
 absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header = false);
 
 // Ids per sample of every slot, averaged over the first `max_lines` (>= 1) data lines of `files`
