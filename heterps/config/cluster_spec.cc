@@ -80,6 +80,13 @@ absl::string_view DeviceKindName(DeviceKind kind) {
   return kind == DeviceKind::kGpu ? "gpu" : "cpu";
 }
 
+bool SameHardware(const ResourceType& a, const ResourceType& b) {
+  return a.kind == b.kind && a.flops == b.flops && a.mem_bandwidth == b.mem_bandwidth &&
+         a.lookup_rate == b.lookup_rate && a.memory == b.memory && a.network == b.network &&
+         a.overhead == b.overhead && a.latency == b.latency && a.dp_loss == b.dp_loss &&
+         a.ssd_bytes == b.ssd_bytes && a.ssd_read_rate == b.ssd_read_rate;
+}
+
 int ClusterSpec::FindType(absl::string_view name) const {
   for (size_t i = 0; i < types.size(); ++i) {
     if (types[i].name == name) return static_cast<int>(i);

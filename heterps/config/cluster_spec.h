@@ -46,6 +46,11 @@ struct ResourceType {
   std::string local_device;  // "cpu" or "cuda:N" when this host has the type; empty otherwise
 };
 
+// Whether two types are the same machine: every figure but the name, the price, the units and
+// where it is (local_device) equal. Another market or price for the same hardware (spot and
+// on-demand) is such a pair; a profile's measurements of one are the other's (docs/cost_model.md).
+bool SameHardware(const ResourceType& a, const ResourceType& b);
+
 struct ClusterSpec {
   std::string name;
   std::string source;  // file the spec came from, for messages

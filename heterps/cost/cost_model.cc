@@ -236,6 +236,23 @@ absl::Status CostModel::ApplyProfile(const Profile& profile) {
     profiled_[t][l] = true;
     measured_[t][l] = e.seconds_per_batch;
   }
+  // A type of the same hardware as a measured one (another price or market for the same
+  // machine) is measured too: like is compared with like, not a measurement with a datasheet.
+  const auto measured_any = [&](size_t t) {
+    return std::find(profiled_[t].begin(), profiled_[t].end(), true) != profiled_[t].end();
+  };
+  for (size_t t = 0; t < cluster_.types.size(); ++t) {
+    if (measured_any(t)) continue;
+    for (size_t u = 0; u < cluster_.types.size(); ++u) {
+      if (u != t && measured_any(u) && config::SameHardware(cluster_.types[t], cluster_.types[u])) {
+        profiled_[t] = profiled_[u];
+        measured_[t] = measured_[u];
+        break;
+      }
+    }
+  }
+  std::vector<bool> wired(cluster_.types.size(), false);
+  std::vector<config::ResourceType> as_specified = cluster_.types;
   for (size_t i = 0; i < profile.wire.size(); ++i) {
     const WireEntry& w = profile.wire[i];
     const int t = cluster_.FindType(w.type);
@@ -247,7 +264,17 @@ absl::Status CostModel::ApplyProfile(const Profile& profile) {
     }
     cluster_.types[t].network = w.bytes_per_second;
     cluster_.types[t].latency = w.seconds_per_message;
+    wired[t] = true;
     wire_.push_back(w);
+  }
+  for (size_t t = 0; t < wired.size(); ++t) {
+    for (size_t u = 0; u < wired.size() && !wired[t]; ++u) {
+      if (wired[u] && config::SameHardware(as_specified[t], as_specified[u])) {
+        cluster_.types[t].network = cluster_.types[u].network;
+        cluster_.types[t].latency = cluster_.types[u].latency;
+        wired[t] = true;
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -308,6 +308,44 @@ TEST(CostModelTest, ProfileOverridesAndCalibrates) {
   EXPECT_NE(bad.status().message().find("wire[0].type: no type 'nope'"), std::string::npos);
 }
 
+// Two markets of one machine (spot beside on-demand) are predicted alike: the measured type's
+// measurements and wire figures are the other's; a type of other hardware keeps its own model.
+TEST(CostModelTest, ATypeOfTheSameHardwareTakesTheMeasuredOnesFigures) {
+  auto model = config::ParseModelSpec(kTinyModel, "tiny.yaml");
+  auto cluster = config::ParseClusterSpec(R"(
+name: markets
+types:
+  - {name: box, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 1,
+     network_gbps: 8, overhead_us: 10, price_per_hour: 2, units: 4, dp_loss: 0.1}
+  - {name: box-spot, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 1,
+     network_gbps: 8, overhead_us: 10, price_per_hour: 0.7, units: 9, dp_loss: 0.1}
+  - {name: bigger, kind: cpu, tflops: 2, mem_gbs: 100, lookup_mrows: 100, memory_gib: 1,
+     network_gbps: 8, overhead_us: 10, price_per_hour: 2, units: 4, dp_loss: 0.1}
+)",
+                                          "markets.yaml");
+  ASSERT_TRUE(model.ok() && cluster.ok()) << cluster.status();
+  CostModel plain = *CostModel::Create(*model, *cluster, {1e6, 1e9});
+  Profile profile{
+      "tiny", 100, "test", {{"fc0", "box", 3 * plain.LayerSeconds(1, 0)}}, {{"box", 2.5e8, 3e-4}}};
+  CostModel measured = *CostModel::Create(*model, *cluster, {1e6, 1e9}, &profile);
+  for (int l = 0; l < measured.num_layers(); ++l) {
+    EXPECT_EQ(measured.LayerSeconds(l, 1), measured.LayerSeconds(l, 0)) << l;
+    EXPECT_EQ(measured.IsProfiled(l, 1), measured.IsProfiled(l, 0)) << l;
+    EXPECT_EQ(measured.LayerSeconds(l, 2), plain.LayerSeconds(l, 2)) << l;
+  }
+  EXPECT_NEAR(measured.LayerSeconds(2, 1), 3 * plain.LayerSeconds(2, 1), 1e-15);  // calibrated
+  EXPECT_DOUBLE_EQ(measured.type(1).network, 2.5e8);
+  EXPECT_DOUBLE_EQ(measured.type(1).latency, 3e-4);
+  EXPECT_DOUBLE_EQ(measured.type(2).network, plain.type(2).network);
+  EXPECT_EQ(measured.Stage(0, 3, 1).comm, measured.Stage(0, 3, 0).comm);
+  EXPECT_EQ(measured.wire().size(), 1u);  // what the profile says, not what was lent
+  // A type measured itself keeps its own measurements.
+  profile.entries.push_back({"fc0", "box-spot", 5 * plain.LayerSeconds(1, 1)});
+  CostModel both = *CostModel::Create(*model, *cluster, {1e6, 1e9}, &profile);
+  EXPECT_NEAR(both.LayerSeconds(1, 1), 5 * plain.LayerSeconds(1, 1), 1e-15);
+  EXPECT_NEAR(both.LayerSeconds(1, 0), 3 * plain.LayerSeconds(1, 0), 1e-15);
+}
+
 // A wire entry replaces the type's network figures: DT = bytes / W + messages lat, with the
 // measured W and lat, for the stages and for the parameter servers alike.
 TEST(CostModelTest, WireEntryReplacesTheNetworkFigures) {
