@@ -202,6 +202,10 @@ TEST(ReplannerTest, APriceDropSwitchesWhenItSavesMoreThanTheSwitchCosts) {
   EXPECT_NEAR(next->new_usd / next->keep_usd, 0.1, 1e-3);
   EXPECT_NEAR(next->switch_usd, 5 * 0.10 / 3600, 1e-12);
   EXPECT_GT(next->keep_usd - next->new_usd - next->switch_usd, 0.05 * next->keep_usd);
+  // The switch is in the log (replan.log) beside the decisions that kept the plan.
+  EXPECT_THAT(f.logged.back(), HasSubstr("cpu-spot: $0.0995 -> $0.0100 per hour: switching to "));
+  EXPECT_THAT(f.logged.back(), HasSubstr(DescribePlan(next->job)));
+  EXPECT_THAT(f.logged.back(), HasSubstr(" for the samples left, the switch "));
 }
 
 TEST(ReplannerTest, ASwitchThatCostsMoreThanItSavesIsNotMade) {
@@ -340,20 +344,20 @@ TEST(SegmentLedgerTest, CostsIntegrateThePricesOfEveryStretch) {
   prices.now = 3.6;  // $0.001 a second
   prices.first = 3.6;
   ledger.Begin(f.job, "start", 0, t0, t0);
-  ledger.Step(100, at(10));  // the start-up: 10 s
-  ledger.Step(100, at(20));
+  ledger.Step(0, 100, at(10));  // the start-up: 10 s
+  ledger.Step(1, 100, at(20));
   prices.now = 7.2;
   prices.first = 7.2;
-  ledger.Step(100, at(30));
-  ledger.Checkpointed(0.5);
+  ledger.Step(2, 100, at(30));
+  ledger.Checkpointed(3, 0.5);
   EXPECT_NEAR(ledger.samples_per_second(), 200.0 / 20, 1e-9);
   EXPECT_NEAR(ledger.switch_seconds(), 10 + 2 * 0.5, 1e-9);
   ledger.Trigger(at(31));
   ledger.End(at(35));
   prices.now = 1.8;
   ledger.Begin(f.job, "cheaper", 3, at(31), at(35));
-  ledger.Step(100, at(45));
-  ledger.Step(100, at(55));
+  ledger.Step(3, 100, at(45));
+  ledger.Step(4, 100, at(55));
   ledger.End(at(60));
   JobResult r;
   ledger.Fill(&r);
@@ -381,11 +385,43 @@ TEST(SegmentLedgerTest, CostsIntegrateThePricesOfEveryStretch) {
   Prices gone;
   SegmentLedger lost(&gone);
   lost.Begin(f.job, "start", 0, t0, t0);
-  lost.Step(100, at(1));
+  lost.Step(0, 100, at(1));
   lost.End(at(2));
   JobResult r2;
   lost.Fill(&r2);
   EXPECT_LT(r2.first_plan_cost_usd, 0);
+}
+
+// A restart from a checkpoint trains its steps again: they are counted once in the segments'
+// steps and samples and in the first plan's account, and their time stays paid.
+TEST(SegmentLedgerTest, StepsTrainedAgainAfterARestartAreCountedOnce) {
+  Fixture f("rollback");
+  Prices prices;
+  prices.now = 3.6;
+  prices.first = 3.6;
+  SegmentLedger ledger(&prices), straight(&prices);
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  auto at = [&](double s) { return t0 + absl::Seconds(s); };
+  ledger.Begin(f.job, "start", 0, t0, t0);
+  straight.Begin(f.job, "start", 0, t0, t0);
+  for (int step = 0; step < 5; ++step) {
+    ledger.Step(step, 100, at(step + 1));
+    straight.Step(step, 100, at(step + 1));
+    if (step == 1) ledger.Checkpointed(2, 0.1);  // the checkpoint of step 2: steps 0 and 1
+  }
+  ledger.RolledBack(2);  // steps 2 .. 4 are lost and trained again
+  for (int step = 2; step < 5; ++step) ledger.Step(step, 100, at(step + 4));
+  ledger.End(at(9));
+  straight.End(at(5));
+  JobResult r, s;
+  ledger.Fill(&r);
+  straight.Fill(&s);
+  EXPECT_EQ(r.segments[0].steps, 5);
+  EXPECT_EQ(r.segments[0].samples, 500);
+  EXPECT_NEAR(r.cost_usd, 0.009, 1e-12);  // 9 s at $0.001 a second: the lost steps paid
+  EXPECT_NEAR(s.cost_usd, 0.005, 1e-12);
+  EXPECT_NEAR(r.first_plan_cost_usd - r.segments[0].switch_cost_usd,
+              500 * 3.6 / r.segments[0].samples_per_second / 3600, 1e-12);
 }
 
 }  // namespace

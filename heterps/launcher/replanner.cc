@@ -352,9 +352,21 @@ class ElasticReplanner final : public Replanner {
       return keep_going(requested ? "the requested plan is the running one"
                                   : "the running plan is still the best");
     }
-    if (out.required) return out;
+    // A switch is a decision too: replan.log records it beside those that kept the plan.
+    const auto switching = [&]() -> std::optional<PlanSwitch> {
+      Log(absl::StrCat(why, ": switching to ", DescribePlan(out.job),
+                       out.required && current_ok ? " (requested)"
+                       : out.required             ? " (the current plan cannot go on)"
+                                      : absl::StrCat(" (", FormatUsd(out.new_usd), " instead of ",
+                                                     FormatUsd(out.keep_usd),
+                                                     " for the samples left, the "
+                                                     "switch ",
+                                                     FormatUsd(out.switch_usd), ")")));
+      return out;
+    };
+    if (out.required) return switching();
     const double saving = out.keep_usd - out.new_usd - out.switch_usd;
-    if (saving > o_.threshold * out.keep_usd) return out;
+    if (saving > o_.threshold * out.keep_usd) return switching();
     return keep_going(absl::StrCat(DescribePlan(out.job), " would cost ", FormatUsd(out.new_usd),
                                    " plus ", FormatUsd(out.switch_usd), " to switch, against ",
                                    FormatUsd(out.keep_usd), " on the current plan, over the ",

@@ -35,11 +35,27 @@ void SegmentLedger::Begin(const worker::JobSpec& job, const std::string& reason,
   samples_after_first_ = 0;
   usd_at_trigger_ = -1;
   switch_tail_usd_ = 0;
+  since_checkpoint_.clear();
 }
 
-void SegmentLedger::Checkpointed(double seconds) {
+void SegmentLedger::Checkpointed(int64_t step, double seconds) {
   checkpoint_seconds_ = seconds;
   if (usd_at_trigger_ >= 0) switch_checkpoint_seconds_ = seconds;  // the switch's own
+  since_checkpoint_.erase(std::remove_if(since_checkpoint_.begin(), since_checkpoint_.end(),
+                                         [step](const Counted& c) { return c.step < step; }),
+                          since_checkpoint_.end());
+}
+
+void SegmentLedger::RolledBack(int64_t step) {
+  if (!open_) return;
+  JobSegment& s = segments_.back();
+  while (!since_checkpoint_.empty() && since_checkpoint_.back().step >= step) {
+    const Counted& c = since_checkpoint_.back();
+    --s.steps;
+    s.samples -= c.samples;
+    first_sample_usd_per_hour_ -= c.first_sample_usd_per_hour;
+    since_checkpoint_.pop_back();
+  }
 }
 
 void SegmentLedger::Loaded(double seconds) {
@@ -52,7 +68,7 @@ void SegmentLedger::Trigger(absl::Time now) {
   usd_at_trigger_ = segments_.back().cost_usd;
 }
 
-void SegmentLedger::Step(int64_t samples, absl::Time now) {
+void SegmentLedger::Step(int64_t step, int64_t samples, absl::Time now) {
   if (!open_) return;
   Accrue(now);
   JobSegment& s = segments_.back();
@@ -68,13 +84,16 @@ void SegmentLedger::Step(int64_t samples, absl::Time now) {
   last_step_at_ = now;
   ++s.steps;
   s.samples += samples;
+  Counted counted{step, samples, 0};
   if (replanner_ == nullptr) {
-    first_sample_usd_per_hour_ += static_cast<double>(samples) * plan_rate_;
+    counted.first_sample_usd_per_hour = static_cast<double>(samples) * plan_rate_;
   } else if (const std::optional<double> first = replanner_->FirstPlanCostPerHour()) {
-    first_sample_usd_per_hour_ += static_cast<double>(samples) * *first;
+    counted.first_sample_usd_per_hour = static_cast<double>(samples) * *first;
   } else {
     first_possible_ = false;
   }
+  first_sample_usd_per_hour_ += counted.first_sample_usd_per_hour;
+  since_checkpoint_.push_back(counted);
 }
 
 void SegmentLedger::End(absl::Time now) {

@@ -33,10 +33,14 @@ class SegmentLedger {
   // The running segment is to give way (a switch was decided at `now`): what it costs from now
   // on is the switch's.
   void Trigger(absl::Time now);
-  // A step of `samples` samples ended at `now`.
-  void Step(int64_t samples, absl::Time now);
-  // A checkpoint took `seconds` to write (a switch reads as much back).
-  void Checkpointed(double seconds);
+  // Step `step` (of the whole job) of `samples` samples ended at `now`.
+  void Step(int64_t step, int64_t samples, absl::Time now);
+  // The checkpoint of step `step` took `seconds` to write (a switch reads as much back).
+  void Checkpointed(int64_t step, double seconds);
+  // The job goes on from the checkpoint of step `step` (a restart): the steps from `step` on
+  // that the running segment had counted leave its steps and samples, and the first plan's
+  // account, since they are trained again (their time stays paid).
+  void RolledBack(int64_t step);
   // The running segment's processes loaded a checkpoint in `seconds`.
   void Loaded(double seconds);
   // The current segment ends at `now`.
@@ -56,6 +60,12 @@ class SegmentLedger {
  private:
   void Accrue(absl::Time now);
 
+  // A step of the running segment since its last checkpoint, for RolledBack.
+  struct Counted {
+    int64_t step = 0, samples = 0;
+    double first_sample_usd_per_hour = 0;  // its share of first_sample_usd_per_hour_
+  };
+
   const Replanner* replanner_;
   double plan_rate_ = 0;  // the plan's own USD per hour (no re-planner)
   std::vector<JobSegment> segments_;
@@ -71,6 +81,7 @@ class SegmentLedger {
   // not have run.
   double first_sample_usd_per_hour_ = 0;
   bool first_possible_ = true;
+  std::vector<Counted> since_checkpoint_;
 };
 
 }  // namespace heterps::launcher

@@ -492,7 +492,7 @@ class Attempt::Impl {
   }
 
   void StepDone(int64_t step, double loss, int64_t samples) {
-    ledger_.Step(samples, absl::Now());
+    ledger_.Step(step, samples, absl::Now());
     result_.losses.resize(step + 1, 0.0);
     result_.losses[step] = loss;
     samples_ += samples;
@@ -558,7 +558,7 @@ class Attempt::Impl {
         JobFileError(WriteJobCheckpoint(o_.env, o_.job_dir,
                                         {step, std::move(losses), layout_.ps_shards,
                                          service_.job_id(), worker::JobIdentity(job_)})));
-    ledger_.Checkpointed(absl::ToDoubleSeconds(absl::Now() - start));
+    ledger_.Checkpointed(step, absl::ToDoubleSeconds(absl::Now() - start));
     return absl::OkStatus();
   }
 

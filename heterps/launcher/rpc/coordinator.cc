@@ -55,6 +55,20 @@ std::string TypeOf(const worker::JobSpec& job, const JobLayout& layout, int rank
   return job.plan.stages[stage].type;
 }
 
+// The role that ended, if one did: at once, or, for a failure that may be a death seen from a
+// peer (UNAVAILABLE, a deadline), within `wait`.
+std::optional<RoleLauncher::DeadRole> AwaitDead(RoleLauncher& launcher, const absl::Status& why,
+                                                absl::Duration wait) {
+  const bool maybe_death =
+      absl::IsUnavailable(why) || absl::IsDeadlineExceeded(why) || absl::IsUnknown(why);
+  const absl::Time deadline = absl::Now() + (maybe_death ? wait : absl::ZeroDuration());
+  for (;;) {
+    if (std::optional<RoleLauncher::DeadRole> dead = launcher.Dead()) return dead;
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
 void Tell(const RunOptions& o, const JobProgress& p) {
   if (o.progress) {
     o.progress(p);
@@ -149,8 +163,10 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
     absl::Time trigger = attempt.switch_trigger();
     if (status.ok() && !next) break;
     if (!status.ok()) {
+      // A death often shows first as a peer's UNAVAILABLE: the launcher is given a moment to
+      // see the process end, so that the loss is counted against its type whatever the timing.
       std::optional<RoleLauncher::DeadRole> dead;
-      if (o.launcher != nullptr) dead = o.launcher->Dead();
+      if (o.launcher != nullptr) dead = AwaitDead(*o.launcher, status, absl::Seconds(2));
       service.Stop();
       if (o.launcher == nullptr || !Recoverable(status)) break;
       if (o.stop != nullptr && o.stop->load()) break;  // asked to stop: no restart
@@ -161,6 +177,7 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
         break;
       }
       step = c->has_value() ? (*c)->step : 0;
+      ledger.RolledBack(step);
       // The re-planner hears of the loss, and may prefer another plan to a restart.
       if (o.replanner != nullptr) {
         if (dead) o.replanner->RoleLost(TypeOf(job, layout, dead->rank));
@@ -213,8 +230,8 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
     job_json = worker::JobToJson(job);
     HETERPS_RETURN_IF_ERROR(base::WriteFileAtomically(o.env, o.job_dir + "/job.json", job_json));
     service.Relayout(generation + 1, job_json, layout, o.launcher == nullptr);
+    ledger.End(absl::Now());  // the old plan's last stretch, at its prices
     o.replanner->Running(job);
-    ledger.End(absl::Now());
     ledger.Begin(job, next->reason, step, trigger, absl::Now());
     result.ps_shards = layout.ps_shards;
     restarts = 0;
