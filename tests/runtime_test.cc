@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -300,6 +301,29 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   EXPECT_THAT(hung_status.out, HasSubstr("has run for"));
   EXPECT_EQ(slow.Wait(), 0) << slow.err();
   EXPECT_EQ(Metrics(hung)["parameter_digest"], reference["parameter_digest"]);
+
+  // A parameter server stopped the same way: the coordinator, waiting on it, still rewrites
+  // status.json every few seconds (the servers' figures as last seen), and the job ends as the
+  // uninterrupted one once the server goes on.
+  const std::string ps_hung = Dir("hung_server");
+  testing::Background held(TwoStages(ps_hung, {"--checkpoint-every", "20", "--micro-batch", "64"}),
+                           ps_hung);
+  ASSERT_TRUE(held.WaitFor([&] { return testing::CheckpointStep(ps_hung) >= 20; }));
+  const int shard0 = json::parse(Slurp(ps_hung + "/processes.json"))["ranks"]["1"].get<int>();
+  kill(shard0, SIGSTOP);
+  std::set<std::string> rewrites;  // the distinct "updated" stamps seen while it is stopped
+  const bool rewritten = held.WaitFor(
+      [&] {
+        const json s = json::parse(Slurp(ps_hung + "/status.json"), nullptr, false);
+        if (!s.is_object()) return false;
+        rewrites.insert(s.value("updated", ""));
+        return s.value("step_seconds", 0.0) >= 8 && rewrites.size() >= 3;
+      },
+      absl::Seconds(20));
+  kill(shard0, SIGCONT);
+  EXPECT_TRUE(rewritten) << rewrites.size() << " rewrites while the server was stopped";
+  EXPECT_EQ(held.Wait(), 0) << held.err();
+  EXPECT_EQ(Metrics(ps_hung)["parameter_digest"], reference["parameter_digest"]);
 
   // kill -9 of `heterps train` itself: every role ends with it (the parent-death signal) within
   // seconds, and the same command resumes to the uninterrupted run's result.

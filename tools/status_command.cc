@@ -54,6 +54,14 @@ int RunStatus(const StatusFlags& flags) {
                          ": the coordinator may be stopped or its host unreachable");
       } else if (s.phase == "evaluating") {
         // An evaluation is one long pass: no step to compare it with.
+      } else if (s.phase == "checkpointing") {
+        if (s.step_seconds > 10) {
+          note = absl::StrCat(
+              "the checkpoint of step ", s.step, " has been written for ",
+              absl::FormatDuration(absl::Seconds(static_cast<int64_t>(s.step_seconds))),
+              ": it may hang (a parameter server stopped or unreachable; the job gives up on it "
+              "after its RPC deadline and restarts from the last checkpoint)");
+        }
       } else if (const double typical =
                      s.step > 0 && s.samples_per_second > 0
                          ? static_cast<double>(s.samples) / s.step / s.samples_per_second
@@ -76,6 +84,7 @@ int RunStatus(const StatusFlags& flags) {
     std::printf(" (plan: %s)", WithCommas(s.predicted_samples_per_second).c_str());
   }
   if (s.state == "running" && s.phase == "evaluating") std::printf(", evaluating");
+  if (s.state == "running" && s.phase == "checkpointing") std::printf(", writing a checkpoint");
   std::printf(", loss %.4f", s.loss);
   if (s.eval_step >= 0) {
     std::printf(", eval AUC %.4f after step %lld", s.eval_auc, static_cast<long long>(s.eval_step));

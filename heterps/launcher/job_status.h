@@ -56,7 +56,9 @@ struct JobStatus {
   // How long the step in progress has run, seconds (while running: the status is rewritten every
   // few seconds while a step runs long, so that a hung step shows here).
   double step_seconds = 0;
-  std::string phase;  // while running: "training", or "evaluating" the held-out lines
+  // While running: "training", "evaluating" the held-out lines, or "checkpointing" (writing the
+  // checkpoint of `step`, step_seconds long so far).
+  std::string phase;
   // The latest evaluation on the held-out lines (JobSettings::eval_interval, and the end's): the
   // steps trained before it; -1 for none yet.
   int64_t eval_step = -1;

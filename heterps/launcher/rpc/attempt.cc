@@ -122,8 +122,9 @@ std::pair<int64_t, int64_t> Share(int64_t lo, int64_t hi, int r, int k) {
 // What status.json says of the job's progress.
 struct StatusPoint {
   std::string state = "running";
-  std::string phase = "training";            // or "evaluating" (the held-out lines)
+  std::string phase = "training";  // or "evaluating" (the held-out lines), "checkpointing"
   int64_t step = 0, total = 0, samples = 0;  // steps done, in all; samples done
+  int64_t samples_before = 0;  // trained before this attempt (a resume): not in samples/s
   double seconds = 0;                        // training seconds behind `samples` (for samples/s)
   double loss = 0;
   std::optional<EvalPoint> eval;  // the latest evaluation
@@ -250,6 +251,8 @@ class Attempt::Impl {
       progress_ = StatusPoint();
       progress_.step = done;
       progress_.total = total;
+      // The samples of the steps a checkpoint holds: whole passes, then whole batches.
+      progress_.samples_before = done / per_pass_ * train_lines + done % per_pass_ * batch;
       progress_.step_started = start;
       if (!result_.evals.empty()) progress_.eval = result_.evals.back();
     }
@@ -278,6 +281,13 @@ class Attempt::Impl {
       }
       if (end < total && !switch_ && !stopped_ && eval_every > 0 && end % eval_every == 0) {
         HETERPS_RETURN_IF_ERROR(EvaluateDuringTraining(end));
+      }
+      if (stopped_) {  // status.json shows the step the job stopped at, not the last written
+        {
+          absl::MutexLock lock(&status_mu_);
+          progress_.step = end;
+        }
+        WriteStatus(Snapshot());
       }
       if (switch_ || stopped_) return absl::OkStatus();
       from = end;
@@ -549,7 +559,20 @@ class Attempt::Impl {
 
   absl::Status Checkpoint(int64_t step) {
     const absl::Time start = absl::Now();
-    HETERPS_RETURN_IF_ERROR(ps_->SaveCheckpoint(step));
+    {
+      // A server that does not answer holds the save up to its RPC deadline: status.json says
+      // what the job waits for, and for how long (the heartbeat goes on rewriting it).
+      absl::MutexLock lock(&status_mu_);
+      progress_.phase = "checkpointing";
+      progress_.step_started = start;
+    }
+    absl::Status saved = ps_->SaveCheckpoint(step);
+    {
+      absl::MutexLock lock(&status_mu_);
+      progress_.phase = "training";
+      progress_.step_started = absl::Now();
+    }
+    HETERPS_RETURN_IF_ERROR(saved);
     std::vector<double> losses(
         result_.losses.begin(),
         result_.losses.begin() +
@@ -710,18 +733,21 @@ class Attempt::Impl {
       r.tier_misses = s.tier_misses();
       r.ps_rpcs = heterps::rpc::FromProto(s.ps_rpcs());
     }
-    if (absl::StatusOr<std::vector<ps::rpc::ShardStats>> ps = ps_->Stats(); ps.ok()) {
-      for (const ps::rpc::ShardStats& shard : *ps) {
-        status.parameter_servers.push_back(ToShardStatus(shard));
-      }
+    // A server that does not answer within 2 s (stopped, or busy with a long call) leaves the
+    // servers' figures as they were last seen: the status itself is written on time.
+    if (absl::StatusOr<std::vector<ps::rpc::ShardStats>> ps = ps_->Stats(absl::Seconds(2));
+        ps.ok()) {
+      last_shards_.clear();
+      for (const ps::rpc::ShardStats& shard : *ps) last_shards_.push_back(ToShardStatus(shard));
     }
+    status.parameter_servers = last_shards_;
     status.state = p.state;
     status.pid = getpid();
     status.generation = generation_;
     status.restarts = result_.restarts;
     status.step = p.step;
     status.total_steps = p.total;
-    status.samples = p.samples;
+    status.samples = p.samples_before + p.samples;
     status.samples_per_second = p.seconds > 0 ? p.samples / p.seconds : 0.0;
     status.predicted_samples_per_second = job_.plan.throughput;
     status.loss = p.loss;
@@ -784,7 +810,8 @@ class Attempt::Impl {
     StatusPoint done;
     done.state = "done";
     done.step = done.total = result_.steps;
-    done.samples = result_.train_samples;
+    done.samples = samples_;  // this attempt's, over its seconds; the steps before as before
+    done.samples_before = std::max<int64_t>(0, result_.train_samples - samples_);
     done.seconds = result_.seconds;
     done.loss = result_.train_loss;
     if (result_.eval_samples > 0) {
@@ -812,6 +839,7 @@ class Attempt::Impl {
   absl::Time train_start_;
   absl::Mutex write_mu_;   // one status writer at a time
   absl::Mutex status_mu_;  // after write_mu_ where both are held
+  std::vector<ShardStatus> last_shards_ ABSL_GUARDED_BY(write_mu_);  // the servers, last seen
   StatusPoint progress_ ABSL_GUARDED_BY(status_mu_);
   absl::Time last_status_ ABSL_GUARDED_BY(status_mu_) = absl::InfinitePast();
   absl::Mutex skipped_mu_;

@@ -100,20 +100,23 @@ struct GrpcPsClient::Impl {
 
   // Runs `rpc` against `shard`, retrying UNAVAILABLE; the error names the shard
   // and `what`. Each attempt is counted under the method, `what`'s first word.
+  // `timeout` (not 0): each attempt's deadline instead of rpc_timeout, and one attempt only.
   absl::Status Rpc(int shard, absl::string_view what,
-                   const std::function<grpc::Status(grpc::ClientContext&)>& rpc) const {
+                   const std::function<grpc::Status(grpc::ClientContext&)>& rpc,
+                   absl::Duration timeout = absl::ZeroDuration()) const {
     const absl::string_view method = what.substr(0, what.find(' '));
     absl::Duration backoff = options.initial_backoff;
+    const int max_attempts = timeout > absl::ZeroDuration() ? 1 : options.max_attempts;
     grpc::Status status;
     int attempt = 1;
     for (;; ++attempt) {
       grpc::ClientContext context;
-      Prepare(context, options.rpc_timeout);
+      Prepare(context, timeout > absl::ZeroDuration() ? timeout : options.rpc_timeout);
       const absl::Time start = absl::Now();
       status = rpc(context);
       call_stats.Record(method, status.ok(), absl::Now() - start);
       if (status.ok()) return absl::OkStatus();
-      if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= options.max_attempts) {
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= max_attempts) {
         break;
       }
       absl::SleepFor(backoff);
@@ -761,14 +764,15 @@ absl::StatusOr<uint64_t> GrpcPsClient::Digest() {
   return sum;
 }
 
-absl::StatusOr<std::vector<ShardStats>> GrpcPsClient::Stats() {
+absl::StatusOr<std::vector<ShardStats>> GrpcPsClient::Stats(absl::Duration timeout) {
   Impl* c = impl_.get();
   std::vector<ShardStats> stats(num_servers());
   HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [&](int s) -> absl::Status {
     StatsReply reply;
-    HETERPS_RETURN_IF_ERROR(c->Rpc(s, "Stats", [&](grpc::ClientContext& ctx) {
-      return c->stubs[s]->Stats(&ctx, StatsRequest(), &reply);
-    }));
+    HETERPS_RETURN_IF_ERROR(c->Rpc(
+        s, "Stats",
+        [&](grpc::ClientContext& ctx) { return c->stubs[s]->Stats(&ctx, StatsRequest(), &reply); },
+        timeout));
     ShardStats& out = stats[s];
     out.shard = reply.shard();
     for (const SparseStats& t : reply.sparse()) {

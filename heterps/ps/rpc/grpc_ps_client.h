@@ -93,7 +93,10 @@ class GrpcPsClient : public PsClient {
   // shards must agree on.
   absl::StatusOr<int64_t> LoadCheckpoint(std::optional<int64_t> step = std::nullopt,
                                          int from_shards = 0);
-  absl::StatusOr<std::vector<ShardStats>> Stats();
+  // Every shard's figures, each call within `timeout` (0: rpc_timeout) and tried once where a
+  // timeout is given: a caller that reports on a job (status.json) must not wait on a server that
+  // does not answer.
+  absl::StatusOr<std::vector<ShardStats>> Stats(absl::Duration timeout = absl::ZeroDuration());
   // The calls this client made, by method, every attempt of a retried call counted.
   std::vector<base::MethodStats> CallStats() const override;
   // The digest of every parameter on every shard (checkpoint.h, DigestTables): the shards' sum.
