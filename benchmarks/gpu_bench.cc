@@ -217,7 +217,7 @@ nlohmann::json Tier(gpu::Device* device, int64_t batch, int64_t rows, double sec
       Check(servers.CreateSparseTable(0, table), "table");
       const int64_t budget = static_cast<int64_t>(share * rows) * ps::TierRowBytes(table);
       auto tier = Check(ps::GpuTier::Create(&servers, device, {budget}), "tier");
-      Check(tier->AddTable(0, table), "tier table");
+      Check(tier->AddTables({{0, table, rows}}), "tier table");
       std::mt19937_64 rng(1);
       std::vector<float> values(n * table.dim);
       int64_t hits = 0, total = 0, loaded = 0;
@@ -257,7 +257,7 @@ std::pair<double, double> TierRate(gpu::Device* device, int64_t batch, int64_t r
   Check(servers.CreateSparseTable(0, table), "table");
   auto tier = Check(
       ps::GpuTier::Create(&servers, device, {(resident + 1) * ps::TierRowBytes(table)}), "tier");
-  Check(tier->AddTable(0, table), "tier table");
+  Check(tier->AddTables({{0, table, rows}}), "tier table");
   std::mt19937_64 rng(2);
   std::vector<uint64_t> all(resident);
   for (int64_t i = 0; i < resident; ++i) all[i] = static_cast<uint64_t>(i);

@@ -347,15 +347,17 @@ class PipelineReplica::Impl {
         tier_, ps::GpuTier::Create(client_, tier_device_.get(), {job_.settings.gpu_tier_bytes}));
     int table = 0;
     const sched::RunStage& mine = job_.plan.stages[0];
+    std::vector<ps::TierTable> tables;
     for (int l = 0; l < static_cast<int>(job_.model.layers.size()); ++l) {
       const config::LayerSpec& layer = job_.model.layers[l];
       if (layer.kind != config::LayerKind::kEmbedding) continue;
       if (l >= mine.first && l <= mine.last) {
-        HETERPS_RETURN_IF_ERROR(
-            tier_->AddTable(table, EmbeddingTableOptions(layer, table, job_.settings.tables)));
+        tables.push_back({table, EmbeddingTableOptions(layer, table, job_.settings.tables),
+                          std::max<int64_t>(layer.rows, 1)});
       }
       ++table;
     }
+    HETERPS_RETURN_IF_ERROR(tier_->AddTables(tables));
     client_ = tier_.get();
     return absl::OkStatus();
   }

@@ -1,5 +1,9 @@
 #include "heterps/ps/gpu/gpu_tier.h"
 
+#include <algorithm>
+#include <set>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/ps/gpu/tier_engine.h"
@@ -31,15 +35,46 @@ GpuTier::GpuTier(PsClient* target, gpu::Device* device, const GpuTierOptions& op
 
 GpuTier::~GpuTier() = default;
 
-absl::Status GpuTier::AddTable(int table, const SparseTableOptions& options) {
-  // The budget is shared equally; a table added later gets what is left of its share.
-  ++tables_;
-  const int64_t capacity = options_.memory_budget_bytes / tables_ / TierRowBytes(options);
-  if (capacity < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("GPU tier: ", options_.memory_budget_bytes,
-                                                   " bytes hold no row of table ", table));
+std::vector<int64_t> SplitTierBudget(int64_t budget_bytes, const std::vector<TierTable>& tables) {
+  __int128 total = 0;  // bytes of every row of every table
+  for (const TierTable& t : tables) {
+    total += static_cast<__int128>(std::max<int64_t>(t.rows, 0)) * TierRowBytes(t.options);
   }
-  return engine_->AddTable(table, options, capacity);
+  std::vector<int64_t> capacity;
+  for (const TierTable& t : tables) {
+    const int64_t rows = std::max<int64_t>(t.rows, 0);
+    // rows x budget / total, rounded down: the table's bytes are its share of the budget.
+    capacity.push_back(total <= budget_bytes
+                           ? rows
+                           : static_cast<int64_t>(static_cast<__int128>(rows) *
+                                                  std::max<int64_t>(budget_bytes, 0) / total));
+  }
+  return capacity;
+}
+
+absl::Status GpuTier::AddTables(const std::vector<TierTable>& tables) {
+  if (added_) return absl::InvalidArgumentError("GPU tier: the tables are added once");
+  added_ = true;
+  std::set<int> seen;
+  for (const TierTable& t : tables) {
+    if (t.rows < 1 || !seen.insert(t.table).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GPU tier: table ", t.table, t.rows < 1 ? " has no rows" : " is named twice"));
+    }
+  }
+  const std::vector<int64_t> capacity = SplitTierBudget(options_.memory_budget_bytes, tables);
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (capacity[i] < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPU tier: ", options_.memory_budget_bytes, " bytes for ", tables.size(),
+                       " tables hold no row of table ", tables[i].table));
+    }
+  }
+  for (size_t i = 0; i < tables.size(); ++i) {
+    HETERPS_RETURN_IF_ERROR(engine_->AddTable(tables[i].table, tables[i].options, capacity[i]));
+    reserved_bytes_ += capacity[i] * TierRowBytes(tables[i].options);
+  }
+  return absl::OkStatus();
 }
 
 Ticket GpuTier::Done(absl::Status status) {
@@ -99,6 +134,7 @@ GpuTierStats GpuTier::stats() const {
   const gpu::DeviceCounters c = device_->counters();
   s.host_to_device_bytes = c.host_to_device_bytes;
   s.device_to_host_bytes = c.device_to_host_bytes;
+  s.reserved_bytes = reserved_bytes_;
   return s;
 }
 

@@ -3,7 +3,8 @@
 // embeddings in GPU memory"). It wraps the PsClient of a stage replica:
 //
 //   HETERPS_ASSIGN_OR_RETURN(auto tier, GpuTier::Create(&grpc_client, device, {budget}));
-//   HETERPS_RETURN_IF_ERROR(tier->AddTable(0, table_options));   // as the servers created it
+//   HETERPS_RETURN_IF_ERROR(tier->AddTables({{0, table_options, rows}}));   // as the servers made
+//   them
 //   ... the stage pulls and pushes through *tier ...
 //
 // The window. Before a step the replica names the keys the step will touch (Prefetch): the tier
@@ -31,6 +32,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -42,9 +44,26 @@ namespace heterps::ps {
 
 struct GpuTierOptions {
   // Device memory for resident rows (keys, values, optimizer state, bookkeeping), bytes, shared
-  // equally by the tables. Required (> 0).
+  // by the tables (AddTables). Required (> 0).
   int64_t memory_budget_bytes = 0;
 };
+
+// A sparse table that gets rows on the device.
+struct TierTable {
+  int table = 0;
+  SparseTableOptions options;  // as the servers created it (its dim and optimizer)
+  int64_t rows = 0;            // the rows it can ever hold (the layer's `rows`), > 0
+};
+
+// Bytes a resident row of `options`' table takes on the device.
+int64_t TierRowBytes(const SparseTableOptions& options);
+
+// How a budget is split between tables (one place, for the tier and its tests): in proportion to
+// the tables' whole sizes (rows x TierRowBytes), so that every table can hold the same share of
+// its rows (all of them where the budget holds every table whole). The rows' bytes (capacity x
+// TierRowBytes) sum to at most `budget_bytes`, whatever the tables' sizes and order. Capacities
+// in the order of `tables`; 0 for a table whose share holds no row.
+std::vector<int64_t> SplitTierBudget(int64_t budget_bytes, const std::vector<TierTable>& tables);
 
 struct GpuTierStats {
   int64_t hits = 0, misses = 0;  // keys pulled: served from the device, or passed through
@@ -52,6 +71,7 @@ struct GpuTierStats {
   int64_t written_back_rows = 0;
   int64_t evicted_rows = 0;
   int64_t resident_rows = 0;
+  int64_t reserved_bytes = 0;  // device memory the tables' rows take: at most the budget
   int64_t host_to_device_bytes = 0, device_to_host_bytes = 0;  // over PCIe
 };
 
@@ -66,9 +86,10 @@ class GpuTier : public ForwardingPsClient {
                                                          const GpuTierOptions& options);
   ~GpuTier() override;
 
-  // Sparse table `table`, created on the servers with `options` (its dim and optimizer), gets
-  // rows on the device. Call before the first pull; tables not added pass through.
-  absl::Status AddTable(int table, const SparseTableOptions& options);
+  // `tables` get rows on the device, the budget split between them (SplitTierBudget). Call once,
+  // before the first pull; tables not added pass through. InvalidArgument for a second call, a
+  // table without rows or named twice, and a table whose share holds no row.
+  absl::Status AddTables(const std::vector<TierTable>& tables);
 
   Ticket PullSparse(int table, absl::Span<const uint64_t> keys, absl::Span<float> values) override;
   Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
@@ -91,7 +112,8 @@ class GpuTier : public ForwardingPsClient {
   gpu::Device* const device_;
   const GpuTierOptions options_;
   std::unique_ptr<TierEngine> engine_;
-  int tables_ = 0;
+  bool added_ = false;
+  int64_t reserved_bytes_ = 0;
   absl::Mutex mu_;
   std::map<Ticket, absl::Status> done_ ABSL_GUARDED_BY(mu_);
   Ticket next_ ABSL_GUARDED_BY(mu_) = -1;

@@ -63,7 +63,7 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
   auto tier =
       GpuTier::Create(&behind, device->get(), {c.budget_rows * TierRowBytes(Options(c.kind))});
   ASSERT_TRUE(tier.ok()) << tier.status();
-  ASSERT_TRUE((*tier)->AddTable(0, Options(c.kind)).ok());
+  ASSERT_TRUE((*tier)->AddTables({{0, Options(c.kind), 300}}).ok());
 
   std::mt19937_64 rng(5);
   std::discrete_distribution<int> zipf = [] {
@@ -136,8 +136,68 @@ TEST(GpuTierOptionsTest, Refusals) {
             absl::StatusCode::kInvalidArgument);
   auto tier = GpuTier::Create(&behind, device->get(), {10});
   ASSERT_TRUE(tier.ok());
-  EXPECT_THAT((*tier)->AddTable(0, Options(OptimizerKind::kSgd)).message(),
+  EXPECT_THAT((*tier)->AddTables({{0, Options(OptimizerKind::kSgd), 100}}).message(),
               ::testing::HasSubstr("hold no row"));
+  auto again = GpuTier::Create(&behind, device->get(), {1 << 20});
+  ASSERT_TRUE(again.ok());
+  EXPECT_THAT((*again)->AddTables({{0, Options(OptimizerKind::kSgd), 0}}).message(),
+              ::testing::HasSubstr("has no rows"));
+  auto twice = GpuTier::Create(&behind, device->get(), {1 << 20});
+  EXPECT_THAT(
+      (*twice)
+          ->AddTables({{0, Options(OptimizerKind::kSgd), 5}, {0, Options(OptimizerKind::kSgd), 5}})
+          .message(),
+      ::testing::HasSubstr("named twice"));
+}
+
+// Several tables share the budget: the rows' bytes never pass it, whatever the tables' sizes,
+// dims, optimizers and order (each table holding the same share of its rows), and a budget that
+// holds every table whole gives each all its rows.
+TEST(GpuTierOptionsTest, TablesShareTheBudgetAndNeverPassIt) {
+  auto device = gpu::OpenDevice("twin:0", {});
+  ASSERT_TRUE(device.ok());
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<TierTable> tables(1 + rng() % 26);
+    int64_t whole = 0;
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const OptimizerKind kinds[] = {OptimizerKind::kSgd, OptimizerKind::kAdagrad,
+                                     OptimizerKind::kAdam};
+      tables[i].table = static_cast<int>(i);
+      tables[i].options = Options(kinds[rng() % 3]);
+      tables[i].options.dim = 1 + static_cast<int>(rng() % 64);
+      tables[i].rows = 1 + static_cast<int64_t>(rng() % 1'000'000);
+      whole += tables[i].rows * TierRowBytes(tables[i].options);
+    }
+    const int64_t budget = trial % 10 == 0 ? whole + static_cast<int64_t>(rng() % 1000)
+                                           : 1 + static_cast<int64_t>(rng() % whole);
+    const std::vector<int64_t> capacity = SplitTierBudget(budget, tables);
+    int64_t bytes = 0;
+    for (size_t i = 0; i < tables.size(); ++i) {
+      ASSERT_GE(capacity[i], 0);
+      ASSERT_LE(capacity[i], tables[i].rows);
+      bytes += capacity[i] * TierRowBytes(tables[i].options);
+      if (budget >= whole) {
+        EXPECT_EQ(capacity[i], tables[i].rows);
+      } else {
+        // The same share of its rows as the budget is of the whole, to a row.
+        EXPECT_NEAR(static_cast<double>(capacity[i]),
+                    static_cast<double>(tables[i].rows) * budget / whole, 1.0);
+      }
+    }
+    EXPECT_LE(bytes, budget) << "trial " << trial << ": " << tables.size() << " tables";
+  }
+  // Through a tier, the reserved bytes say the same: 26 tables of three sizes.
+  InProcessPsClient behind(1);
+  const int64_t budget = 4 << 20;
+  auto tier = GpuTier::Create(&behind, device->get(), {budget});
+  ASSERT_TRUE(tier.ok());
+  std::vector<TierTable> tables;
+  for (int t = 0; t < 26; ++t)
+    tables.push_back({t, Options(OptimizerKind::kAdagrad), 1000 << (t % 3)});
+  ASSERT_TRUE((*tier)->AddTables(tables).ok());
+  EXPECT_LE((*tier)->stats().reserved_bytes, budget);
+  EXPECT_GT((*tier)->stats().reserved_bytes, budget * 0.99);
 }
 
 }  // namespace

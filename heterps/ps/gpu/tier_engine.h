@@ -30,9 +30,6 @@ class TierEngine {
   virtual GpuTierStats stats() const = 0;
 };
 
-// Bytes a resident row of `options`' table takes on the device.
-int64_t TierRowBytes(const SparseTableOptions& options);
-
 // The baseline a tier's lookups are measured against (gpu_bench): `n` random rows of `dim` floats
 // gathered out of a `rows`-row table in the device's memory, `repeats` times; rows per second.
 absl::StatusOr<double> RawGatherRowsPerSecond(gpu::Device* device, int64_t rows, int64_t dim,
