@@ -201,7 +201,7 @@ TEST_F(ElasticTest, APriceDropSwitchesOnlyWhenItPaysAndBadUpdatesChangeNothing) 
   Write(state, R"({"types": [{"name": "cpu-spot", "units": 0}]})");
   // clang-format off
   const std::vector<std::string> args = {
-      "train", "--data", data_, "--batch", "256", "--epochs", "3",
+      "train", "--data", data_, "--batch", "256", "--epochs", "8",
       "--cluster", "tests/specs/runtime/local-spot.yaml",
       "--plan", "tests/specs/runtime/one-stage.json", "--ps-shards", "1",
       "--checkpoint-every", "10", "--scheduler", "exact", "--throughput", "100",
@@ -219,10 +219,15 @@ TEST_F(ElasticTest, APriceDropSwitchesOnlyWhenItPaysAndBadUpdatesChangeNothing) 
   ASSERT_TRUE(logged("types[0].units: -2 is out of range")) << job.err();
   Write(state, R"({"types": [{"name": "gpu-x", "units": 4}]})");
   ASSERT_TRUE(logged("'gpu-x' is not a type of local-spot")) << job.err();
+  // A state that no longer names the spot type gives it back the spec's figures (1 unit at the
+  // on-demand price: no cheaper, so no switch): the state at the start is not kept for ever.
+  Write(state, R"({"types": [{"name": "cpu-a", "units": 1}]})");
+  ASSERT_TRUE(logged("cpu-spot: 0 -> 1 units")) << job.err();
   // The spot type appears, a hair cheaper: not worth a switch.
   Write(state, R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.0995}]})");
-  ASSERT_TRUE(logged("keeping the current plan")) << job.err();
-  EXPECT_THAT(Slurp(dir + "/replan.log"), HasSubstr("would cost"));
+  ASSERT_TRUE(logged("would cost")) << job.err();
+  EXPECT_THAT(Slurp(dir + "/replan.log"), HasSubstr("-> $0.0995 per hour"));
+  EXPECT_THAT(Slurp(dir + "/replan.log"), HasSubstr("keeping the current plan"));
   EXPECT_THAT(job.err(), Not(HasSubstr("switching at step")));
   // Then a tenth of the price: worth it.
   Write(state, R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.01}]})");

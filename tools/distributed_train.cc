@@ -257,13 +257,16 @@ class ReportingReplanner final : public launcher::Replanner {
 // The job's re-planner (launcher/replanner.h): the catalog, profile and scheduler the job was
 // planned with, the files that change them, and the user's settings for every new plan. Its
 // decisions go to stderr and to <job_dir>/replan.log.
+// `as_specified`: the catalog as the spec (and the local devices) say, before the state file:
+// the re-planner applies the state file itself, every version of it to the spec's figures.
 std::unique_ptr<launcher::Replanner> NewReplanner(
-    const TrainFlags& flags, const ModelTextAndSpec& model, const config::ClusterSpec& cluster,
-    const Planned& planned, const DataFile& data, const worker::JobSpec& job,
-    const std::string& job_dir, const std::string& policy, ProgressLine& progress) {
+    const TrainFlags& flags, const ModelTextAndSpec& model, const config::ClusterSpec& as_specified,
+    const config::ClusterSpec& cluster, const Planned& planned, const DataFile& data,
+    const worker::JobSpec& job, const std::string& job_dir, const std::string& policy,
+    ProgressLine& progress) {
   launcher::ElasticOptions o;
   o.model = job.model;
-  o.cluster = cluster;
+  o.cluster = as_specified;
   o.cluster_watch = flags.cluster_watch;
   o.cluster_state = flags.cluster_state;
   o.control = launcher::JobControlPath(job_dir);
@@ -329,6 +332,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
       std::printf("device %s\n", line.c_str());
     }
   }
+  const config::ClusterSpec as_specified = *cluster;
   if (!flags.cluster_state.empty() && !base::DefaultEnv()->FileExists(flags.cluster_state)) {
     // A controller may write the file later; a directory that is not there is a mistyped path.
     const std::filesystem::path parent = std::filesystem::path(flags.cluster_state).parent_path();
@@ -427,7 +431,8 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   }
   options.stop = signals.flag();
   const auto replanner = std::make_unique<ReportingReplanner>(
-      NewReplanner(flags, *model, *cluster, *planned, *data, *job, *job_dir, policy, progress),
+      NewReplanner(flags, *model, as_specified, *cluster, *planned, *data, *job, *job_dir, policy,
+                   progress),
       &report, *cluster);
   options.replanner = replanner.get();
   absl::StatusOr<launcher::JobResult> result = launcher::rpc::RunJob(*job, options);
