@@ -57,9 +57,10 @@ int RunStatus(const StatusFlags& flags) {
       } else if (s.phase == "checkpointing") {
         if (s.step_seconds > 10) {
           note = absl::StrCat(
-              "the checkpoint of step ", s.step, " has been written for ",
+              "writing the checkpoint of step ", s.step, " has taken ",
               absl::FormatDuration(absl::Seconds(static_cast<int64_t>(s.step_seconds))),
-              ": it may hang (a parameter server stopped or unreachable; the job gives up on it "
+              " so far: it may hang (a parameter server stopped or unreachable; the job gives up "
+              "on it "
               "after its RPC deadline and restarts from the last checkpoint)");
         }
       } else if (const double typical =

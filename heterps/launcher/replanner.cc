@@ -355,8 +355,8 @@ class ElasticReplanner final : public Replanner {
     // A switch is a decision too: replan.log records it beside those that kept the plan.
     const auto switching = [&]() -> std::optional<PlanSwitch> {
       Log(absl::StrCat(why, ": switching to ", DescribePlan(out.job),
-                       out.required && current_ok ? " (requested)"
-                       : out.required             ? " (the current plan cannot go on)"
+                       requested      ? " (requested)"
+                       : out.required ? " (the current plan cannot go on)"
                                       : absl::StrCat(" (", FormatUsd(out.new_usd), " instead of ",
                                                      FormatUsd(out.keep_usd),
                                                      " for the samples left, the "

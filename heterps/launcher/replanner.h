@@ -84,7 +84,10 @@ class Replanner {
 
 struct ElasticOptions {
   config::ModelSpec model;      // the job's
-  config::ClusterSpec cluster;  // the catalog the job was planned on
+  // The catalog as its spec says, before any cluster state: the re-planner applies the state
+  // file to it, every version of the file to these figures (the one there at the start
+  // included, which is what the job was planned with).
+  config::ClusterSpec cluster;
   // The files watched (empty: none). cluster_watch: a cluster spec that replaces `cluster`
   // whenever it changes (read by load_cluster); cluster_state: units and prices
   // (cluster_state.h); control: the job's control file.

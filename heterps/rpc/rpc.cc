@@ -214,8 +214,7 @@ absl::StatusOr<Server> StartServer(const Endpoint& endpoint,
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({endpoint.tls_key_pem, endpoint.tls_cert_pem});
     // Mutual TLS: the token alone does not let a client in; its certificate must be the job's.
-    ssl.pem_root_certs = endpoint.tls_client_ca_pem.empty() ? endpoint.tls_cert_pem
-                                                             : endpoint.tls_client_ca_pem;
+    ssl.pem_root_certs = endpoint.tls_cert_pem;
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
     credentials = grpc::SslServerCredentials(ssl);
   }

@@ -90,10 +90,9 @@ ChannelOptions JobChannel(const JobTls& tls);
 struct Endpoint {
   std::string host = "127.0.0.1";         // loopback unless told otherwise
   int port = 0;                           // 0: a free port
-  std::string tls_cert_pem, tls_key_pem;  // both or neither
-  // With TLS, every client must show a certificate that chains to these PEM roots (mutual TLS);
-  // empty: to tls_cert_pem itself, the job's certificate being its own CA (job_tls.h).
-  std::string tls_client_ca_pem;
+  // Both or neither. With them, every client must show a certificate that chains to
+  // tls_cert_pem (mutual TLS: a job's certificate is its own CA, job_tls.h).
+  std::string tls_cert_pem, tls_key_pem;
   int max_message_bytes = kMaxMessageBytes;
 };
 

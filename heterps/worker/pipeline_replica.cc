@@ -352,8 +352,9 @@ class PipelineReplica::Impl {
       const config::LayerSpec& layer = job_.model.layers[l];
       if (layer.kind != config::LayerKind::kEmbedding) continue;
       if (l >= mine.first && l <= mine.last) {
+        // `rows` per slot: the table holds each of its slots' ids apart.
         tables.push_back({table, EmbeddingTableOptions(layer, table, job_.settings.tables),
-                          std::max<int64_t>(layer.rows, 1)});
+                          std::max<int64_t>(layer.rows * std::max<int64_t>(layer.slots, 1), 1)});
       }
       ++table;
     }

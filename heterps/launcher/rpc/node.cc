@@ -52,18 +52,20 @@ class Node {
     heterps::rpc::PrepareCall(ctx, o_.token, timeout);
   }
 
-  // `call` (Hello or Register: both may be repeated) until it gives something other than
-  // UNAVAILABLE or `timeout` has passed, with backoff from 100 ms to 1 s: a coordinator that is
-  // still starting, or a connection that a loaded host drops before its HTTP/2 settings ("before
-  // receiving SETTINGS frame"), is tried again rather than ending the process.
+  // `call` (Hello or Register: both may be repeated) again while it gives UNAVAILABLE, for up to
+  // `retry_for`, with backoff from 100 ms to 1 s: a coordinator that is still starting, or a
+  // connection that a loaded host drops before its HTTP/2 settings ("before receiving SETTINGS
+  // frame"), is tried again rather than ending the process. Each call's deadline: `call_timeout`;
+  // 0: what is left of `retry_for`, the call waiting for the channel meanwhile (wait-for-ready).
   template <typename Call>
-  grpc::Status CallUntil(absl::Duration timeout, const Call& call) {
-    const absl::Time deadline = absl::Now() + timeout;
+  grpc::Status CallUntil(absl::Duration retry_for, absl::Duration call_timeout, const Call& call) {
+    const absl::Time deadline = absl::Now() + retry_for;
     absl::Duration backoff = absl::Milliseconds(100);
     for (;;) {
       grpc::ClientContext ctx;
-      heterps::rpc::PrepareCall(ctx, o_.token, deadline - absl::Now());
-      ctx.set_wait_for_ready(true);
+      const bool wait = call_timeout == absl::ZeroDuration();
+      heterps::rpc::PrepareCall(ctx, o_.token, wait ? deadline - absl::Now() : call_timeout);
+      ctx.set_wait_for_ready(wait);
       const grpc::Status status = call(ctx);
       if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
           absl::Now() + backoff >= deadline) {
@@ -79,9 +81,9 @@ class Node {
     request.set_rank(o_.rank);
     request.set_world(o_.world);
     wire::HelloReply reply;
-    const grpc::Status status = CallUntil(o_.connect_timeout, [&](grpc::ClientContext& ctx) {
-      return stub_->Hello(&ctx, request, &reply);
-    });
+    const grpc::Status status =
+        CallUntil(o_.connect_timeout, absl::ZeroDuration(),
+                  [&](grpc::ClientContext& ctx) { return stub_->Hello(&ctx, request, &reply); });
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
         status.error_code() == grpc::StatusCode::UNAVAILABLE) {
       const bool why = status.error_code() == grpc::StatusCode::UNAVAILABLE;
@@ -131,7 +133,9 @@ class Node {
     request.set_rank(o_.rank);
     request.set_generation(generation_);
     request.set_address(address);
-    return FromGrpc(CallUntil(absl::Minutes(10),
+    // The call waits (up to 10 minutes) for every rank to register; a coordinator that is gone
+    // fails it at once, and only a connection lost for less than the connect timeout is retried.
+    return FromGrpc(CallUntil(o_.connect_timeout, absl::Minutes(10),
                               [&](grpc::ClientContext& ctx) {
                                 return stub_->Register(&ctx, request, &reply_);
                               }),

@@ -52,7 +52,7 @@ struct GpuTierOptions {
 struct TierTable {
   int table = 0;
   SparseTableOptions options;  // as the servers created it (its dim and optimizer)
-  int64_t rows = 0;            // the rows it can ever hold (the layer's `rows`), > 0
+  int64_t rows = 0;            // the rows it can ever hold (a layer's `rows` times its slots), > 0
 };
 
 // Bytes a resident row of `options`' table takes on the device.
