@@ -442,9 +442,17 @@ void ExactSearch::LimitedDp(int from, const std::vector<int64_t>& left,
 // lower bound on the constrained optimum for every lambda >= 0. Polyak steps towards the
 // incumbent (or, without one, towards twice the relaxed value); the step shrinks when the bound
 // stalls.
+// The target is fixed for the fit and bounds every multiplier. Where no plan fits the units the
+// dual grows without limit: a target that followed the bound doubled the multipliers at every
+// step, the warm start carried them (to 1e25) into fits where plans do fit, and there the bound,
+// the difference of two such numbers, was rounding noise above the optimum (a dearer plan was
+// certified). A unit priced above the whole target prunes as well as any dearer one.
 double ExactSearch::FitMultipliers(double relaxed) {
   constexpr int kIterations = 40;
   if (lambda_.empty()) lambda_.assign(num_types_, 0.0);
+  const double target = std::isfinite(dfs_best_) ? dfs_best_ : 2 * relaxed;
+  const double ceiling = std::max({target, relaxed, 0.0});
+  for (double& l : lambda_) l = std::min(l, ceiling);
   std::vector<int64_t> full(num_types_), usage;
   for (int t = 0; t < num_types_; ++t) full[t] = units_[t];
   std::vector<double> g, best_lambda = lambda_;
@@ -471,10 +479,10 @@ double ExactSearch::FitMultipliers(double relaxed) {
       stalled = 0;
     }
     if (norm == 0) break;  // the plan respects availability: the bound is as good as it gets
-    double target = std::isfinite(dfs_best_) ? dfs_best_ : 2 * std::max(relaxed, best);
     double step = theta * std::max(target - value, 1e-12 * target) / norm;
     for (int t = 0; t < num_types_; ++t) {
-      lambda_[t] = std::max(0.0, lambda_[t] + step * static_cast<double>(usage[t] - full[t]));
+      lambda_[t] = std::clamp(lambda_[t] + step * static_cast<double>(usage[t] - full[t]), 0.0,
+                              ceiling);
     }
   }
   lambda_ = best_lambda;

@@ -83,6 +83,102 @@ TEST(ExactSchedulerTest, NoPlanBeatsTheCertifiedOptimumOfScalingInstances) {
   }
 }
 
+// A tight instance that no single type can serve, so the search starts without an incumbent. At
+// the bottlenecks where the servers' shards on t0 leave too few of its units for any plan, the
+// Lagrangian dual is unbounded; its multipliers, chasing a target of twice the bound so far,
+// doubled at every step and, warm-started, reached 1e25, and the next ranges' duals (the
+// difference of two such numbers) were rounding noise far above the optimum: the range holding
+// the optimum's bottleneck was set aside and a plan 1.0% dearer ($57.99, not $57.40) certified.
+TEST(ExactSchedulerTest, CertifiesTheOptimumAfterAnUnboundedDual) {
+  auto model = config::ParseModelSpec(R"(name: unbounded-dual
+batch_size: 64
+layers:
+  - {name: in, kind: input, dense: 6, sparse: 6}
+  - {name: emb, kind: embedding, rows: 330345, dim: 46}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: fc0, kind: fc, in: 282, out: 157, activation: relu}
+  - {name: logit, kind: fc, in: 157, out: 1}
+  - {name: loss, kind: logloss}
+)",
+                                      "unbounded-dual-model");
+  auto cluster = config::ParseClusterSpec(R"(name: unbounded-dual
+types:
+  - {name: t0, kind: cpu, tflops: 2.462, mem_gbs: 418.6, lookup_mrows: 373.6, memory_gib: 0.7699, network_gbps: 82.48, overhead_us: 3.52, price_per_hour: 4.786, units: 4, dp_loss: 0.0368}
+  - {name: t1, kind: cpu, tflops: 1.601, mem_gbs: 53.39, lookup_mrows: 87.52, memory_gib: 1.745, network_gbps: 6.399, overhead_us: 12, price_per_hour: 0.3096, units: 3, dp_loss: 0.147}
+  - {name: t2, kind: cpu, tflops: 3.827, mem_gbs: 213.3, lookup_mrows: 856.2, memory_gib: 44.84, network_gbps: 6.061, overhead_us: 2.66, price_per_hour: 4.543, units: 8, dp_loss: 0.00401}
+  - {name: t3, kind: gpu, tflops: 13.25, mem_gbs: 810.9, lookup_mrows: 720.5, memory_gib: 0.1307, network_gbps: 6.879, overhead_us: 12.4, price_per_hour: 28.6, units: 7, dp_loss: 0.00663}
+)",
+                                          "unbounded-dual-cluster");
+  ASSERT_TRUE(model.ok() && cluster.ok()) << model.status() << cluster.status();
+  auto cm = cost::CostModel::Create(*model, *cluster, {1030279.5860980194, 4.37e9});
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  ASSERT_TRUE(cm->prices_ps());
+  const Plan brute = Schedule("brute", *cm);
+  const Plan exact = Schedule("exact", *cm);
+  ASSERT_TRUE(brute.feasible);
+  EXPECT_TRUE(exact.certified_optimal);
+  EXPECT_NEAR(exact.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd)
+      << "exact " << PlanLine(*cm, exact) << "\nbrute " << PlanLine(*cm, brute);
+}
+
+// Catalogs where several CPU types can hold the servers, the servers priced, loose to tight
+// limits (often no homogeneous plan is feasible, and the search starts without an incumbent): no
+// plan one move from exact's certified optimum (any run of layers moved to any type, the stages
+// and the servers provisioned exactly) is cheaper, nor, where it is small enough, any plan at all.
+TEST(ExactSchedulerTest, NoMoveBeatsTheCertifiedOptimumWithSeveralServerTypes) {
+  std::mt19937_64 rng(2027);
+  int checked = 0, moves = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    InstanceShape shape{4 + static_cast<int>(rng() % 5), 3 + static_cast<int>(rng() % 3),
+                        2 + static_cast<int>(rng() % 9)};
+    auto instance = MakeRandomInstance(rng, shape);
+    // Every type but the last a CPU type, so that the servers have several to choose from and
+    // share their units with the stages.
+    for (size_t t = 0; t + 1 < instance.cluster.types.size(); ++t) {
+      instance.cluster.types[t].kind = config::DeviceKind::kCpu;
+    }
+    for (double fraction : {0.3, 0.7, 0.95}) {
+      const cost::CostModel model =
+          testing::WithRelativeLimit(instance.model, instance.cluster, fraction);
+      if (!model.prices_ps()) continue;
+      int hosts = 0;  // types whose units can hold the tables
+      for (int t = 0; t < model.num_types(); ++t) {
+        hosts += model.HostsPs(t) &&
+                 std::isfinite(model.Ps(t, model.type(t).units).seconds_per_batch);
+      }
+      if (hosts < 2) continue;
+      const Plan exact = Schedule("exact", model);
+      if (!exact.feasible) continue;
+      ++checked;
+      SCOPED_TRACE("trial " + std::to_string(trial) + " fraction " + std::to_string(fraction) +
+                   "\n" + instance.model_yaml + instance.cluster_yaml +
+                   "(every type but the last a CPU type)\nexact " + PlanLine(model, exact));
+      ASSERT_TRUE(exact.certified_optimal);
+      const int layers = model.num_layers(), types = model.num_types();
+      for (int i = 0; i < layers; ++i) {
+        for (int j = i; j < layers; ++j) {
+          for (int t = 0; t < types; ++t) {
+            std::vector<int> assignment = exact.assignment;
+            std::fill(assignment.begin() + i, assignment.begin() + j + 1, t);
+            if (assignment == exact.assignment) continue;
+            const Plan plan = MakePlan(model, assignment);
+            ++moves;
+            if (!plan.feasible) continue;
+            ASSERT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9)) << PlanLine(model, plan);
+          }
+        }
+      }
+      if (std::pow(types, layers) <= 20000) {
+        const Plan brute = Schedule("brute", model);
+        ASSERT_NEAR(exact.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd)
+            << "brute " << PlanLine(model, brute);
+      }
+    }
+  }
+  std::cout << checked << " certified optima checked, " << moves << " moves\n";
+  EXPECT_GT(checked, 150);
+}
+
 TEST(SchedulerTest, EveryPlanIsValidAndNeverBeatsTheOptimum) {
   std::mt19937_64 rng(99);
   const std::vector<std::string> names = DefaultSchedulers().Names();
