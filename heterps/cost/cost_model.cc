@@ -238,21 +238,25 @@ absl::Status CostModel::ApplyProfile(const Profile& profile) {
   }
   // A type of the same hardware as a measured one (another price or market for the same
   // machine) is measured too: like is compared with like, not a measurement with a datasheet.
-  const auto measured_any = [&](size_t t) {
-    return std::find(profiled_[t].begin(), profiled_[t].end(), true) != profiled_[t].end();
-  };
-  for (size_t t = 0; t < cluster_.types.size(); ++t) {
-    if (measured_any(t)) continue;
-    for (size_t u = 0; u < cluster_.types.size(); ++u) {
-      if (u != t && measured_any(u) && config::SameHardware(cluster_.types[t], cluster_.types[u])) {
-        profiled_[t] = profiled_[u];
-        measured_[t] = measured_[u];
-        break;
+  // `lend(has, copy)`: copy(t, u) for each type t that lacks what `has` says and the first type
+  // u of the same hardware (as the spec gives it) that has it.
+  const std::vector<config::ResourceType> specified = cluster_.types;
+  const auto lend = [&](const auto& has, const auto& copy) {
+    for (size_t t = 0; t < specified.size(); ++t) {
+      for (size_t u = 0; u < specified.size() && !has(t); ++u) {
+        if (u != t && has(u) && config::SameHardware(specified[t], specified[u])) copy(t, u);
       }
     }
-  }
+  };
+  lend(
+      [&](size_t t) {
+        return std::find(profiled_[t].begin(), profiled_[t].end(), true) != profiled_[t].end();
+      },
+      [&](size_t t, size_t u) {
+        profiled_[t] = profiled_[u];
+        measured_[t] = measured_[u];
+      });
   std::vector<bool> wired(cluster_.types.size(), false);
-  std::vector<config::ResourceType> as_specified = cluster_.types;
   for (size_t i = 0; i < profile.wire.size(); ++i) {
     const WireEntry& w = profile.wire[i];
     const int t = cluster_.FindType(w.type);
@@ -267,15 +271,12 @@ absl::Status CostModel::ApplyProfile(const Profile& profile) {
     wired[t] = true;
     wire_.push_back(w);
   }
-  for (size_t t = 0; t < wired.size(); ++t) {
-    for (size_t u = 0; u < wired.size() && !wired[t]; ++u) {
-      if (wired[u] && config::SameHardware(as_specified[t], as_specified[u])) {
-        cluster_.types[t].network = cluster_.types[u].network;
-        cluster_.types[t].latency = cluster_.types[u].latency;
-        wired[t] = true;
-      }
-    }
-  }
+  lend([&](size_t t) { return wired[t]; },
+       [&](size_t t, size_t u) {
+         cluster_.types[t].network = cluster_.types[u].network;
+         cluster_.types[t].latency = cluster_.types[u].latency;
+         wired[t] = true;
+       });
   return absl::OkStatus();
 }
 

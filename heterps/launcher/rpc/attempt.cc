@@ -221,11 +221,7 @@ class Attempt::Impl {
     ps::rpc::GrpcPsClientOptions options;
     for (int s = 0; s < layout_.ps_shards; ++s) options.servers.push_back(addresses[1 + s]);
     options.token = o_.token;
-    const heterps::rpc::ChannelOptions channel = heterps::rpc::JobChannel(o_.tls);
-    options.tls_ca_pem = channel.tls_ca_pem;
-    options.tls_target_name = channel.tls_target_name;
-    options.tls_cert_pem = channel.tls_cert_pem;
-    options.tls_key_pem = channel.tls_key_pem;
+    options.UseJobTls(o_.tls);
     HETERPS_ASSIGN_OR_RETURN(ps_, ps::rpc::GrpcPsClient::Connect(options));
     std::vector<std::vector<std::string>> replicas(layout_.replicas.size());
     for (size_t s = 0; s < replicas.size(); ++s) {
@@ -557,21 +553,21 @@ class Attempt::Impl {
     std::thread thread_;
   };
 
+  // What the job does from now on ("training", "evaluating", "checkpointing"): status.json's
+  // phase, and its step_seconds counted from here.
+  void Phase(const char* phase) {
+    absl::MutexLock lock(&status_mu_);
+    progress_.phase = phase;
+    progress_.step_started = absl::Now();
+  }
+
   absl::Status Checkpoint(int64_t step) {
     const absl::Time start = absl::Now();
-    {
-      // A server that does not answer holds the save up to its RPC deadline: status.json says
-      // what the job waits for, and for how long (the heartbeat goes on rewriting it).
-      absl::MutexLock lock(&status_mu_);
-      progress_.phase = "checkpointing";
-      progress_.step_started = start;
-    }
+    // A server that does not answer holds the save up to its RPC deadline: status.json says
+    // what the job waits for, and for how long (the heartbeat goes on rewriting it).
+    Phase("checkpointing");
     absl::Status saved = ps_->SaveCheckpoint(step);
-    {
-      absl::MutexLock lock(&status_mu_);
-      progress_.phase = "training";
-      progress_.step_started = absl::Now();
-    }
+    Phase("training");
     HETERPS_RETURN_IF_ERROR(saved);
     std::vector<double> losses(
         result_.losses.begin(),
@@ -642,11 +638,7 @@ class Attempt::Impl {
                                                    std::string* first_bad) {
     std::vector<Workers::Replica*> first = workers_->stage(0);
     std::vector<worker_wire::EvalReply> replies(first.size());
-    {
-      absl::MutexLock lock(&status_mu_);
-      progress_.phase = "evaluating";
-      progress_.step_started = absl::Now();
-    }
+    Phase("evaluating");
     WriteStatus(Snapshot());
     // Between steps a dead process is noticed before the next one (CheckAlive); an evaluation
     // is one long call per replica, so a watcher looks while it runs and cancels it.
@@ -675,10 +667,7 @@ class Attempt::Impl {
     evaluated.Notify();
     watcher.join();
     workers_->Resume();
-    {
-      absl::MutexLock lock(&status_mu_);
-      progress_.phase = "training";
-    }
+    Phase("training");
     if (dead) return absl::UnavailableError(*dead);
     HETERPS_RETURN_IF_ERROR(ran);
     std::vector<float> scores, labels;

@@ -86,11 +86,12 @@ class Node {
                   [&](grpc::ClientContext& ctx) { return stub_->Hello(&ctx, request, &reply); });
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
         status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      const bool why = status.error_code() == grpc::StatusCode::UNAVAILABLE;
-      return absl::UnavailableError(
-          absl::StrCat("cannot reach the coordinator at ", o_.coordinator, " within ",
-                       absl::FormatDuration(o_.connect_timeout), why ? " (" : "",
-                       why ? status.error_message() : "", why ? ")" : ""));
+      const std::string why = status.error_code() == grpc::StatusCode::UNAVAILABLE
+                                  ? absl::StrCat(" (", status.error_message(), ")")
+                                  : "";
+      return absl::UnavailableError(absl::StrCat("cannot reach the coordinator at ", o_.coordinator,
+                                                 " within ",
+                                                 absl::FormatDuration(o_.connect_timeout), why));
     }
     HETERPS_RETURN_IF_ERROR(FromGrpc(status, absl::StrCat("coordinator ", o_.coordinator)));
     if ((o_.generation >= 0 && reply.generation() != o_.generation) ||
@@ -147,11 +148,7 @@ class Node {
     ps::rpc::GrpcPsClientOptions ps;
     ps.servers.assign(reply_.ps().begin(), reply_.ps().end());
     ps.token = o_.token;
-    const heterps::rpc::ChannelOptions channel = heterps::rpc::JobChannel(o_.tls);
-    ps.tls_ca_pem = channel.tls_ca_pem;
-    ps.tls_target_name = channel.tls_target_name;
-    ps.tls_cert_pem = channel.tls_cert_pem;
-    ps.tls_key_pem = channel.tls_key_pem;
+    ps.UseJobTls(o_.tls);
     HETERPS_ASSIGN_OR_RETURN(ps_client_, ps::rpc::GrpcPsClient::Connect(ps));
     const int stage = role_.stage();
     if (stage < 0 || stage >= reply_.stages_size()) {

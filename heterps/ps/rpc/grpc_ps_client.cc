@@ -208,6 +208,14 @@ struct GrpcPsClient::Impl {
 GrpcPsClient::GrpcPsClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GrpcPsClient::~GrpcPsClient() = default;
 
+void GrpcPsClientOptions::UseJobTls(const heterps::rpc::JobTls& tls) {
+  const heterps::rpc::ChannelOptions channel = heterps::rpc::JobChannel(tls);
+  tls_ca_pem = channel.tls_ca_pem;
+  tls_target_name = channel.tls_target_name;
+  tls_cert_pem = channel.tls_cert_pem;
+  tls_key_pem = channel.tls_key_pem;
+}
+
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
     const GrpcPsClientOptions& options) {
   if (options.servers.empty()) return absl::InvalidArgumentError("no parameter servers given");

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rpc/ps_server.h"
+#include "heterps/rpc/job_tls.h"
 
 namespace heterps::ps::rpc {
 
@@ -53,6 +54,10 @@ struct GrpcPsClientOptions {
   absl::Duration initial_backoff = absl::Milliseconds(50);
   int max_message_bytes = 4 << 20;  // batches are split to stay below it
   int threads = 0;                  // RPC threads; 0: 2 per server, at least 4
+
+  // The TLS of a job's roles (rpc::JobChannel): the servers checked against the job's certificate
+  // by its name, and that certificate shown.
+  void UseJobTls(const heterps::rpc::JobTls& tls);
 };
 
 class GrpcPsClient : public PsClient {
