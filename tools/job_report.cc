@@ -119,6 +119,7 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
                           r.samples_per_second / plan.throughput);
   }
   absl::StrAppendFormat(&out, "\n  restarts        %d\n", r.restarts);
+  absl::StrAppendFormat(&out, "  parameters      digest %016x\n", r.parameter_digest);
   if (r.skipped_lines > 0) {
     absl::StrAppend(
         &out, "  skipped lines   ", WithCommas(r.skipped_lines),

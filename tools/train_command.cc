@@ -25,6 +25,7 @@ int RunSingleProcess(const TrainFlags& flags) {
   options.epochs = flags.job.epochs;
   options.batch_size = flags.batch;
   options.threads = flags.threads;
+  options.block_size = flags.job.block_size;
   options.micro_batching = {flags.replicas, flags.job.micro_batch};
   options.eval_fraction = flags.job.eval_fraction;
   options.bad_lines = flags.job.bad_lines;
@@ -55,13 +56,14 @@ int RunSingleProcess(const TrainFlags& flags) {
       "  eval logloss    %.4f\n"
       "  eval AUC        %.4f%s\n"
       "  samples/s       %s (%d thread%s)\n"
-      "  peak memory     %.0f MB\n",
+      "  peak memory     %.0f MB\n"
+      "  parameters      digest %016x\n",
       spec->name, WithCommas(result->train_samples), flags.job.epochs,
       flags.job.epochs == 1 ? "" : "s", WithCommas(result->eval_samples),
       WithCommas(result->dense_parameters), result->train_loss, result->eval_loss, result->eval_auc,
       file->teacher_auc >= 0 ? absl::StrFormat("   (the teacher's: %.4f)", file->teacher_auc) : "",
       WithCommas(result->samples_per_second), flags.threads, flags.threads == 1 ? "" : "s",
-      result->peak_rss_bytes / 1e6);
+      result->peak_rss_bytes / 1e6, result->parameter_digest);
   if (result->skipped_lines > 0) {
     absl::StrAppend(&summary, "  skipped lines   ", WithCommas(result->skipped_lines));
     if (!result->first_bad_lines.empty()) {
@@ -86,10 +88,12 @@ int RunSingleProcess(const TrainFlags& flags) {
         {"samples_per_second", result->samples_per_second},
         {"seconds", result->seconds},
         {"threads", flags.threads},
+        {"block_size", flags.job.block_size},
         {"micro_batch", flags.job.micro_batch},
         {"replicas", flags.replicas},
         {"peak_rss_bytes", result->peak_rss_bytes},
         {"skipped_lines", result->skipped_lines},
+        {"parameter_digest", absl::StrFormat("%016x", result->parameter_digest)},
         {"losses", result->losses}};
     absl::Status written = base::WriteFileAtomically(flags.metrics_out, metrics.dump(2) + "\n");
     if (!written.ok()) return Fail(written);
@@ -163,10 +167,15 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "parameter-server style")
       ->transform(CLI::CheckedTransformer(std::map<std::string, worker::Consistency>{
           {"sync", worker::Consistency::kSync}, {"async", worker::Consistency::kAsync}}));
+  cmd->add_option("--block-size", flags.job.block_size,
+                  "Samples per block: a synchronous step's gradients are summed block by block "
+                  "in a fixed order, so that the run is the same whatever the plan's layout "
+                  "(default 32)")
+      ->check(Positive());
   cmd->add_option("--micro-batch", flags.job.micro_batch,
-                  "Samples per micro-batch (default: a quarter of a stage-0 replica's share); "
-                  "--single-process: form the gradients in a synchronous job's micro-batches, "
-                  "so that the run is that job's (with --replicas)")
+                  "Samples per micro-batch, whole blocks (default: a quarter of a stage-0 "
+                  "replica's share); --single-process: cut the steps as a job's replicas would "
+                  "(with --replicas; the result is the same)")
       ->check(NonNegative());
   cmd->add_option("--ps-shards", flags.job.ps_shards,
                   "Parameter-server processes, at most 64 (default: the plan's servers where it "
@@ -247,7 +256,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
   threads->needs(single);
   cmd->add_option("--replicas", flags.replicas,
                   "--single-process with --micro-batch: the stage-0 replicas of the job whose "
-                  "micro-batches to form (default 1)")
+                  "cut of the steps to follow (default 1; the result is the same)")
       ->check(Positive())
       ->needs(single)
       ->needs(cmd->get_option("--micro-batch"));

@@ -98,7 +98,13 @@ struct CriteoReader::Impl {
             options.eval_every > 0 && number % options.eval_every == options.eval_every - 1;
         ++number;
         if (eval != (options.part == ReaderOptions::Part::kEval)) continue;
-        if (mine++ % options.world != options.rank) continue;
+        const int64_t at = mine++;
+        if (options.cycle > 0) {
+          const int64_t position = at % options.cycle;
+          if (position < options.cycle_begin || position >= options.cycle_end) continue;
+        } else if (at % options.world != options.rank) {
+          continue;
+        }
         if (absl::Status s = parser->Parse(line, &example); !s.ok()) {
           std::string message = absl::StrCat(path, ":", line_in_file, ": ", s.message());
           if (line_in_file == 1 && parser->LooksLikeHeader(line)) {

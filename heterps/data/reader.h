@@ -14,7 +14,8 @@
 //
 // Sharding: data lines are numbered from 0 across the files in order; rank r of w parses the lines
 // whose number is r modulo w, so the ranks read disjoint parts that together cover everything,
-// and every batch but each rank's last is full. Files are read sequentially, never held whole.
+// and every batch but each rank's last is full (or, with a cycle, the lines at given positions of
+// every cycle of lines). Files are read sequentially, never held whole.
 // Data lines are the lines but the empty ones (nothing, or a lone "\r") and, when the schema has a
 // header, each file's first line; a last line without a newline counts.
 //
@@ -48,6 +49,10 @@ struct ReaderOptions {
   Schema schema = CriteoSchema();
   int rank = 0;
   int world = 1;
+  // With cycle > 0, rank and world are not used: the part's line n is this reader's when n modulo
+  // `cycle` lies in [cycle_begin, cycle_end) (a replica's consecutive share of every step).
+  int64_t cycle = 0;
+  int64_t cycle_begin = 0, cycle_end = 0;
   int batch_size = 2048;
   BadLinePolicy bad_lines = BadLinePolicy::kStop;
   int queue_batches = 4;   // parsed batches kept ready ahead of Next

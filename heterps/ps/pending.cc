@@ -5,8 +5,16 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "heterps/ps/block_tree.h"
 
 namespace heterps::ps {
+namespace {
+
+void AddDoubles(std::vector<double>& into, const std::vector<double>& more) {
+  for (size_t i = 0; i < into.size(); ++i) into[i] += more[i];
+}
+
+}  // namespace
 
 void PendingUpdates::AddSparse(int table, int part, absl::Span<const uint64_t> keys,
                                absl::Span<const float> grads) {
@@ -65,25 +73,42 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
     const int groups = static_cast<int>(std::max<size_t>(
         1, std::min({static_cast<size_t>(std::max(threads, 1)),
                      static_cast<size_t>(table->lock_shards()), total / kRowsPerThread})));
-    // Group g: the keys whose lock shard is g modulo `groups`. Sums per key over the parts, in
-    // part order; keys in first-seen order.
+    // Group g: the keys whose lock shard is g modulo `groups`. A key's contributions merged up the
+    // block tree (a repeated key within a part added in arrival order first); keys in first-seen
+    // order.
     std::vector<absl::Status> statuses(groups);
     auto apply = [&](int g) {
       absl::flat_hash_map<uint64_t, size_t> index;
       std::vector<uint64_t> keys;
-      std::vector<float> sums;
-      for (const auto& [part, rows] : parts) {
-        for (size_t i = 0; i < rows.keys.size(); ++i) {
-          if (groups > 1 && table->LockShardOf(rows.keys[i]) % groups != g) continue;
-          auto [at, fresh] = index.try_emplace(rows.keys[i], keys.size());
+      // Per key: its contributions, (part, offset of its row in `rows`).
+      std::vector<std::vector<std::pair<int, size_t>>> parts_of;
+      std::vector<float> rows;
+      for (const auto& [part, contribution] : parts) {
+        for (size_t i = 0; i < contribution.keys.size(); ++i) {
+          if (groups > 1 && table->LockShardOf(contribution.keys[i]) % groups != g) continue;
+          auto [at, fresh] = index.try_emplace(contribution.keys[i], keys.size());
           if (fresh) {
-            keys.push_back(rows.keys[i]);
-            sums.resize(sums.size() + dim, 0.0f);
+            keys.push_back(contribution.keys[i]);
+            parts_of.emplace_back();
           }
-          float* sum = sums.data() + at->second * dim;
-          const float* grad = rows.grads.data() + i * dim;
-          for (int d = 0; d < dim; ++d) sum[d] += grad[d];
+          std::vector<std::pair<int, size_t>>& mine = parts_of[at->second];
+          const float* grad = contribution.grads.data() + i * dim;
+          if (!mine.empty() && mine.back().first == part) {
+            float* row = rows.data() + mine.back().second;
+            for (int d = 0; d < dim; ++d) row[d] += grad[d];
+            continue;
+          }
+          mine.emplace_back(part, rows.size());
+          rows.insert(rows.end(), grad, grad + dim);
         }
+      }
+      std::vector<float> sums(keys.size() * dim);
+      for (size_t k = 0; k < keys.size(); ++k) {
+        std::vector<std::pair<int, size_t>>& mine = parts_of[k];
+        MergeNodes(&mine, /*to_root=*/true, [&](size_t& left, size_t right) {
+          for (int d = 0; d < dim; ++d) rows[left + d] += rows[right + d];
+        });
+        std::copy_n(rows.data() + mine.front().second, dim, sums.data() + k * dim);
       }
       statuses[g] = table->Push(keys, sums);
     };
@@ -99,14 +124,10 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
       status.Update(absl::NotFoundError(absl::StrCat("commit: no dense table ", where.first)));
       continue;
     }
-    std::vector<double> sum;
-    for (const auto& [part, grads] : parts) {
-      if (sum.empty()) {
-        sum = grads;
-      } else {
-        for (size_t i = 0; i < sum.size(); ++i) sum[i] += grads[i];
-      }
-    }
+    std::vector<std::pair<int, std::vector<double>>> nodes(std::make_move_iterator(parts.begin()),
+                                                           std::make_move_iterator(parts.end()));
+    MergeNodes(&nodes, /*to_root=*/true, AddDoubles);
+    const std::vector<double>& sum = nodes.front().second;
     const std::vector<float> rounded(sum.begin(), sum.end());
     status.Update(it->second->Push(where.second, rounded));
   }

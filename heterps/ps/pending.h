@@ -6,12 +6,14 @@
 //   pending.AddSparse(0, /*part=*/0, keys, grads);   // from replica 0
 //   HETERPS_RETURN_IF_ERROR(pending.Apply(tables)); // one update per key and per dense block
 //
-// Each contribution belongs to a `part` (a replica, say). Apply sums a key's (or a block's)
-// gradients over the parts in increasing part order, whatever order they arrived in, and then
-// applies one optimizer update with the sum: the result does not depend on timing, so a run is
-// reproducible and a run restarted from a checkpoint ends where an uninterrupted one does. Within
-// one part, a sparse contribution's keys should be distinct (clients sum repeats first); a part
-// that contributes twice to a table has the second added after the first.
+// Each contribution belongs to a `part`: a node of the step's block tree (block_tree.h), which a
+// holder of some of the step's blocks sends. Apply merges a key's (or a block element's)
+// contributions up that tree, whatever order they arrived in, and then applies one optimizer
+// update with the sum: the result does not depend on timing or on who computed which blocks, so a
+// run is reproducible, a run restarted from a checkpoint ends where an uninterrupted one does, and
+// a job equals the single process to the bit. Within one part, a sparse contribution's keys should
+// be distinct (clients sum repeats first); a part that contributes twice to a table has the second
+// added after the first.
 //
 // Thread safety: every method may be called concurrently.
 #pragma once
@@ -35,11 +37,9 @@ class PendingUpdates {
   // grads: keys.size() * dim floats of sparse table `table`.
   void AddSparse(int table, int part, absl::Span<const uint64_t> keys,
                  absl::Span<const float> grads);
-  // grads: the whole of block `block` of dense table `table`, in double: the parts are summed in
-  // double and rounded to float once, so that the sum does not depend on how a step's
-  // micro-batches were grouped into parts (up to double rounding: exact while a block element's
-  // addends lie within 2^29 of each other). InvalidArgument if an earlier contribution to the
-  // block had another size.
+  // grads: the whole of block `block` of dense table `table`, in double: the parts are merged in
+  // double and rounded to float once. InvalidArgument if an earlier contribution to the block had
+  // another size.
   absl::Status AddDense(int table, int block, int part, absl::Span<const double> grads);
 
   // Applies every pending gradient to `tables` and forgets them all, even on error. Errors: a

@@ -1,5 +1,6 @@
 #include "heterps/ps/ps_client.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -7,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "heterps/ps/block_tree.h"
 #include "heterps/ps/rocksdb_store.h"
 
 namespace heterps::ps {
@@ -211,6 +213,144 @@ TEST(PsClientTest, AccumulatedPartsCommitAsOnePush) {
   EXPECT_EQ(db, dd);
   // A gradient of the wrong size is refused.
   EXPECT_FALSE(forward.Wait(forward.AccumulateDense(1, 0, std::vector<double>(4), 0)).ok());
+}
+
+TEST(BlockTreeTest, CoverNodesCoverARangeWithAlignedNodes) {
+  for (int64_t begin = 0; begin < 40; ++begin) {
+    for (int64_t end = begin; end < 70; ++end) {
+      int64_t next = begin;
+      const std::vector<int> nodes = CoverNodes(begin, end);
+      for (int part : nodes) {
+        EXPECT_EQ(NodeFirstBlock(part), next) << begin << " " << end;
+        next += int64_t{1} << NodeLevel(part);
+      }
+      EXPECT_EQ(next, end);
+      int log = 0;
+      while ((int64_t{1} << log) < end - begin + 1) ++log;
+      EXPECT_LE(static_cast<int>(nodes.size()), 2 * log) << begin << " " << end;
+    }
+  }
+  EXPECT_EQ(NodePart(0, 5), 5);  // block b alone is part b
+  EXPECT_EQ(NodeParent(NodePart(0, 5)), NodePart(1, 2));
+}
+
+// The servers' commit of a step's block tree does not depend on who held which blocks or in what
+// order the nodes arrived: holders cut the step's blocks at random (consecutive or dealt out),
+// each merges what it can of its own blocks (per key: the nodes whose blocks hold the key) and
+// sends its nodes in a random order; every commit equals one push of the tree's root sums, to the
+// bit.
+TEST(BlockTreeTest, AnyHoldersAndArrivalOrderCommitTheSameSums) {
+  constexpr int kDim = 4, kKeys = 12;
+  DenseTableOptions dense;
+  dense.block_sizes = {7};
+  dense.optimizer.kind = OptimizerKind::kAdam;
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> normal;
+  for (int trial = 0; trial < 30; ++trial) {
+    const int64_t blocks = 1 + static_cast<int64_t>(rng() % 37);
+    // Each block's leaf: some keys' float sums (magnitudes apart, so that the order of the
+    // additions shows in the rounding) and the dense sums (float values, in double).
+    std::vector<std::map<uint64_t, std::vector<float>>> sparse(blocks);
+    std::vector<std::vector<double>> dense_leaf(blocks);
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (uint64_t k = 0; k < kKeys; ++k) {
+        if (rng() % 3 != 0) continue;
+        std::vector<float>& row = sparse[b][k];
+        for (int d = 0; d < kDim; ++d) row.push_back(normal(rng) * (b % 3 == 0 ? 1e4f : 1e-2f));
+      }
+      for (int i = 0; i < 7; ++i) dense_leaf[b].push_back(normal(rng) * (b % 2 ? 1e5 : 1e-3));
+    }
+    auto add_floats = [](std::vector<float>& a, const std::vector<float>& b) {
+      for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+    };
+    auto add_doubles = [](std::vector<double>& a, const std::vector<double>& b) {
+      for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+    };
+    // The root, from the leaves.
+    InProcessPsClient pushed(2);
+    ASSERT_TRUE(pushed.CreateSparseTable(0, Options(0)).ok());
+    ASSERT_TRUE(pushed.CreateDenseTable(1, dense).ok());
+    std::vector<uint64_t> keys;
+    std::vector<float> sums;
+    for (uint64_t k = 0; k < kKeys; ++k) {
+      std::vector<std::pair<int, std::vector<float>>> leaves;
+      for (int64_t b = 0; b < blocks; ++b) {
+        if (sparse[b].count(k)) leaves.emplace_back(NodePart(0, b), sparse[b][k]);
+      }
+      if (leaves.empty()) continue;
+      MergeNodes(&leaves, /*to_root=*/true, add_floats);
+      ASSERT_EQ(leaves.size(), 1u);
+      keys.push_back(k);
+      sums.insert(sums.end(), leaves[0].second.begin(), leaves[0].second.end());
+    }
+    std::vector<std::pair<int, std::vector<double>>> dense_nodes;
+    for (int64_t b = 0; b < blocks; ++b) dense_nodes.emplace_back(NodePart(0, b), dense_leaf[b]);
+    std::shuffle(dense_nodes.begin(), dense_nodes.end(), rng);
+    MergeNodes(&dense_nodes, /*to_root=*/true, add_doubles);
+    const std::vector<float> rounded(dense_nodes[0].second.begin(), dense_nodes[0].second.end());
+    ASSERT_TRUE(pushed.Wait(pushed.PushSparse(0, keys, sums)).ok());
+    ASSERT_TRUE(pushed.Wait(pushed.PushDense(1, 0, rounded)).ok());
+
+    for (const bool consecutive : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "trial " << trial << ", " << blocks << " blocks, "
+                                      << (consecutive ? "consecutive" : "dealt"));
+      // Holder of each block.
+      const int holders = 1 + static_cast<int>(rng() % 5);
+      std::vector<int> holder(blocks);
+      for (int64_t b = 0; b < blocks; ++b) {
+        holder[b] = consecutive ? static_cast<int>(b * holders / blocks)
+                                : static_cast<int>(rng() % holders);
+      }
+      // (holder, part, key or -1 for the dense block) -> its values, sent in a random order.
+      struct Send {
+        int part;
+        int64_t key;  // -1: dense
+        std::vector<float> sparse;
+        std::vector<double> dense;
+      };
+      std::vector<Send> sends;
+      for (int h = 0; h < holders; ++h) {
+        for (uint64_t k = 0; k < kKeys; ++k) {
+          std::vector<std::pair<int, std::vector<float>>> mine;
+          for (int64_t b = 0; b < blocks; ++b) {
+            if (holder[b] == h && sparse[b].count(k)) mine.emplace_back(b, sparse[b][k]);
+          }
+          std::shuffle(mine.begin(), mine.end(), rng);
+          MergeNodes(&mine, /*to_root=*/false, add_floats);
+          for (auto& [part, row] : mine) sends.push_back({part, static_cast<int64_t>(k), row, {}});
+        }
+        std::vector<std::pair<int, std::vector<double>>> mine;
+        for (int64_t b = 0; b < blocks; ++b) {
+          if (holder[b] == h) mine.emplace_back(b, dense_leaf[b]);
+        }
+        MergeNodes(&mine, /*to_root=*/false, add_doubles);
+        for (auto& [part, values] : mine) sends.push_back({part, -1, {}, values});
+      }
+      std::shuffle(sends.begin(), sends.end(), rng);
+      InProcessPsClient committed(2);
+      ASSERT_TRUE(committed.CreateSparseTable(0, Options(0)).ok());
+      ASSERT_TRUE(committed.CreateDenseTable(1, dense).ok());
+      for (const Send& send : sends) {
+        if (send.key < 0) {
+          ASSERT_TRUE(committed.Wait(committed.AccumulateDense(1, 0, send.dense, send.part)).ok());
+        } else {
+          const std::vector<uint64_t> key = {static_cast<uint64_t>(send.key)};
+          ASSERT_TRUE(
+              committed.Wait(committed.AccumulateSparse(0, key, send.sparse, send.part)).ok());
+        }
+      }
+      ASSERT_TRUE(committed.Commit().ok());
+      std::vector<uint64_t> all(kKeys);
+      for (uint64_t k = 0; k < kKeys; ++k) all[k] = k;
+      std::vector<float> want(kKeys * kDim), got(kKeys * kDim), want_dense(7), got_dense(7);
+      ASSERT_TRUE(pushed.Wait(pushed.PullSparse(0, all, absl::MakeSpan(want))).ok());
+      ASSERT_TRUE(committed.Wait(committed.PullSparse(0, all, absl::MakeSpan(got))).ok());
+      EXPECT_EQ(got, want);
+      ASSERT_TRUE(pushed.Wait(pushed.PullDense(1, 0, absl::MakeSpan(want_dense))).ok());
+      ASSERT_TRUE(committed.Wait(committed.PullDense(1, 0, absl::MakeSpan(got_dense))).ok());
+      EXPECT_EQ(got_dense, want_dense);
+    }
+  }
 }
 
 // A commit split by lock shard over several threads applies the same update to every row as one

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/ps/block_tree.h"
 
 namespace heterps::worker {
 namespace {
@@ -78,53 +79,75 @@ absl::Status DenseGroup::Load(std::vector<AlignedFloats>& values) {
   return absl::OkStatus();
 }
 
-absl::Status DenseGroup::Step(int64_t step, const std::vector<std::vector<double>>& sums,
+absl::Status DenseGroup::Step(int64_t step, const StepGrads& sums,
                               std::vector<AlignedFloats>& values, const Cancelled& cancelled) {
   if (!loaded_) return absl::FailedPreconditionError("dense group: Step before Load");
-  if (sums.size() != blocks_.size() || values.size() != blocks_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("dense group: ", sums.size(), " sums and ",
-                                                   values.size(), " value blocks for ",
-                                                   blocks_.size(), " blocks"));
+  for (const auto& [part, node] : sums.nodes) {
+    if (node.dense.size() != blocks_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dense group: node ", part, " has ", node.dense.size(), " blocks for ", blocks_.size()));
+    }
   }
-  // Every other replica gets this one's sums over its range.
+  if (values.size() != blocks_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dense group: ", values.size(), " value blocks for ", blocks_.size()));
+  }
+  // Replica c's range of node `node`'s sums, appended to `out`.
+  auto range_of = [&](int c, const StepGrads::Node& node, std::vector<double>* out) {
+    const size_t at = out->size();
+    out->resize(at + RangeSize(c));
+    for (const Piece& p : pieces_[c]) {
+      std::copy_n(node.dense[p.block].begin() + p.offset, p.count, out->begin() + at + p.at);
+    }
+  };
+  // Every other replica gets this one's nodes over its range.
   for (int c = 0; c < replicas_; ++c) {
     if (c == replica_) continue;
     DenseMessage m;
     m.step = step;
     m.from = replica_;
     m.kind = DenseMessage::Kind::kGradients;
-    m.grads.resize(RangeSize(c));
-    for (const Piece& p : pieces_[c]) {
-      std::copy_n(sums[p.block].begin() + p.offset, p.count, m.grads.begin() + p.at);
+    for (const auto& [part, node] : sums.nodes) {
+      m.parts.push_back(part);
+      range_of(c, node, &m.grads);
     }
     HETERPS_RETURN_IF_ERROR(peers_->Send(c, m));
   }
   std::vector<DenseMessage> parts;
   HETERPS_RETURN_IF_ERROR(Await(step, DenseMessage::Kind::kGradients, cancelled, &parts));
+  const int64_t mine_size = RangeSize(replica_);
   for (const DenseMessage& m : parts) {
-    if (static_cast<int64_t>(m.grads.size()) != RangeSize(replica_)) {
-      return absl::InvalidArgumentError(absl::StrCat("dense group: replica ", m.from, " sent ",
-                                                     m.grads.size(), " gradient sums for replica ",
-                                                     replica_, "'s ", RangeSize(replica_)));
+    if (static_cast<int64_t>(m.grads.size()) != mine_size * static_cast<int64_t>(m.parts.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dense group: replica ", m.from, " sent ", m.grads.size(), " gradient sums for ",
+          m.parts.size(), " nodes of replica ", replica_, "'s ", mine_size));
     }
   }
-  // The parts added in replica order, rounded once, the optimizer applied: a server's commit.
-  std::vector<double> sum;
+  // Every replica's nodes merged up the block tree, rounded once, the optimizer applied: a
+  // server's commit.
+  std::vector<std::pair<int, std::vector<double>>> nodes;
+  for (const auto& [part, node] : sums.nodes) {
+    nodes.emplace_back(part, std::vector<double>());
+    range_of(replica_, node, &nodes.back().second);
+  }
+  for (const DenseMessage& m : parts) {
+    for (size_t i = 0; i < m.parts.size(); ++i) {
+      nodes.emplace_back(m.parts[i], std::vector<double>(m.grads.begin() + i * mine_size,
+                                                         m.grads.begin() + (i + 1) * mine_size));
+    }
+  }
+  if (nodes.empty()) {
+    return absl::InternalError(absl::StrCat("dense group: step ", step, ": no replica sent sums"));
+  }
+  ps::MergeNodes(&nodes, /*to_root=*/true,
+                 [](std::vector<double>& into, const std::vector<double>& more) {
+                   for (size_t i = 0; i < into.size(); ++i) into[i] += more[i];
+                 });
+  const std::vector<double>& sum = nodes.front().second;
   std::vector<float> rounded;
   for (size_t i = 0; i < mine().size(); ++i) {
     const Piece& p = mine()[i];
-    sum.resize(p.count);
-    size_t next = 0;  // of parts, which are ordered by sender
-    for (int q = 0; q < replicas_; ++q) {
-      const double* part =
-          q == replica_ ? sums[p.block].data() + p.offset : parts[next++].grads.data() + p.at;
-      if (q == 0) {
-        std::copy_n(part, p.count, sum.begin());
-      } else {
-        for (int64_t j = 0; j < p.count; ++j) sum[j] += part[j];
-      }
-    }
-    rounded.assign(sum.begin(), sum.end());
+    rounded.assign(sum.begin() + p.at, sum.begin() + p.at + p.count);
     ++steps_[i];
     ps::ApplyUpdate(optimizer_, values[p.block].data() + p.offset, state_[i].data(), rounded.data(),
                     static_cast<int>(p.count), steps_[i]);

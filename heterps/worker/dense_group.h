@@ -12,14 +12,14 @@
 // Every replica keeps all of the stage's dense values. Laid end to end (the stage's blocks in
 // order), they are cut into as many equal ranges as the stage has replicas; replica r owns range
 // r and that range's optimizer state. At the end of a step each replica sends every other its
-// gradient sums over the receiver's range (in double: the sums of its micro-batches, StepGrads);
-// each owner adds the parts in replica order, rounds to float once and applies the optimizer to
-// its range, then sends the updated range to every other replica. That is, element by element,
-// what a parameter server's Commit does with the same parts (ps/pending.h: the parts added in part
-// order, then one update of the block), so the values are the same to the bit whether the
-// servers or the replicas hold them (runtime_test checks the digests). Each replica sends
-// 2 (n - 1) messages a step, (n - 1) / n of the gradients in double and of the values in float,
-// and runs the optimizer on 1/n of the parameters.
+// gradient sums over the receiver's range (in double: the nodes of the step's block tree its
+// micro-batches made, StepGrads); each owner merges every replica's nodes up the tree
+// (ps/block_tree.h), rounds to float once and applies the optimizer to its range, then sends the
+// updated range to every other replica. That is, element by element, what a parameter server's
+// Commit does with the same nodes (ps/pending.h), so the values are the same to the bit whether
+// the servers or the replicas hold them (runtime_test checks the digests). Each replica sends
+// 2 (n - 1) messages a step, (n - 1) / n of the gradients in double (once per node it holds) and
+// of the values in float, and runs the optimizer on 1/n of the parameters.
 //
 // The parameter servers' dense table stays the home of the parameters between the job's
 // generations of processes: a group loads the values and its range's state from it (Load, at the
@@ -64,7 +64,10 @@ struct DenseMessage {
   int64_t step = 0;
   int from = 0;  // the sending replica
   Kind kind = Kind::kGradients;
-  std::vector<double> grads;  // kGradients: the sender's sums over the receiver's range
+  // kGradients: the sender's nodes (their parts), and each node's sums over the receiver's range,
+  // one after another.
+  std::vector<int> parts;
+  std::vector<double> grads;
   std::vector<float> values;  // kValues: the sender's own range, updated
   std::string error;          // kAbort: why
 };
@@ -92,10 +95,11 @@ class DenseGroup {
   // Reads every block's values from the servers into `values` (one buffer per block, resized),
   // and this replica's range's optimizer state and update counts.
   absl::Status Load(std::vector<AlignedFloats>& values);
-  // Step `step`'s exchange (see above): `sums` are this replica's gradient sums over the step, one
-  // per block (as StepGrads::dense); `values` the stage's values, updated in place.
-  absl::Status Step(int64_t step, const std::vector<std::vector<double>>& sums,
-                    std::vector<AlignedFloats>& values, const Cancelled& cancelled);
+  // Step `step`'s exchange (see above): `sums` are this replica's nodes of the step (their dense
+  // sums; a replica that ran none of the step's micro-batches has none); `values` the stage's
+  // values, updated in place.
+  absl::Status Step(int64_t step, const StepGrads& sums, std::vector<AlignedFloats>& values,
+                    const Cancelled& cancelled);
   // Writes this replica's range of `values`, with its optimizer state and update counts, to the
   // servers.
   absl::Status WriteBack(const std::vector<AlignedFloats>& values);

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "heterps/ps/block_tree.h"
 
 namespace heterps::worker {
 namespace {
@@ -69,18 +70,28 @@ void ExpectSameAsTheServers(int n, ps::OptimizerKind kind, int steps) {
   std::mt19937_64 rng(11);
   std::normal_distribution<double> normal;
   for (int step = 0; step < steps; ++step) {
-    std::vector<std::vector<std::vector<double>>> sums(n);
+    // Replica r holds 1 to 3 consecutive blocks of the step (a node or several of its tree), some
+    // replicas none.
+    std::vector<StepGrads> sums(n);
+    int64_t next_block = 0;
     for (int r = 0; r < n; ++r) {
-      for (int64_t size : options.block_sizes) {
-        std::vector<double> s(size);
-        // Magnitudes apart, so that the order of the additions shows in the rounding.
-        for (double& x : s) x = normal(rng) * (r % 2 == 0 ? 1e-3 : 1e3);
-        sums[r].push_back(std::move(s));
+      const int64_t blocks = (r + step) % 4 == 3 ? 0 : 1 + (r + step) % 3;
+      for (int part : ps::CoverNodes(next_block, next_block + blocks)) {
+        StepGrads::Node node;
+        for (int64_t size : options.block_sizes) {
+          std::vector<double> s(size);
+          // Magnitudes apart, so that the order of the additions shows in the rounding.
+          for (double& x : s) x = normal(rng) * (part % 2 == 0 ? 1e-3 : 1e3);
+          node.dense.push_back(std::move(s));
+        }
+        for (size_t b = 0; b < options.block_sizes.size(); ++b) {
+          ASSERT_TRUE(servers.Wait(servers.AccumulateDense(kTable, b, node.dense[b], part)).ok());
+        }
+        sums[r].nodes.emplace_back(part, std::move(node));
       }
-      for (size_t b = 0; b < options.block_sizes.size(); ++b) {
-        ASSERT_TRUE(servers.Wait(servers.AccumulateDense(kTable, b, sums[r][b], r)).ok());
-      }
+      next_block += blocks;
     }
+    ASSERT_GT(next_block, 0);
     ASSERT_TRUE(servers.Commit().ok());
     std::vector<std::thread> threads;
     std::vector<absl::Status> status(n);
@@ -132,8 +143,9 @@ TEST(DenseGroupTest, APeerThatFailsIsAClearErrorNotAHang) {
   std::vector<AlignedFloats> va, vb;
   ASSERT_TRUE(a.Load(va).ok());
   ASSERT_TRUE(b.Load(vb).ok());
-  std::vector<std::vector<double>> sums;
-  for (int64_t size : options.block_sizes) sums.emplace_back(size, 0.5);
+  StepGrads sums;
+  sums.nodes.emplace_back(0, StepGrads::Node());
+  for (int64_t size : options.block_sizes) sums.nodes[0].second.dense.emplace_back(size, 0.5);
 
   // The other replica never sends: a deadline naming it.
   absl::Status alone = a.Step(0, sums, va, nullptr);
@@ -163,6 +175,7 @@ TEST(DenseGroupTest, APeerThatFailsIsAClearErrorNotAHang) {
   DenseMessage stray;
   stray.step = 4;
   stray.from = 5;
+  stray.parts = {1};
   stray.grads.assign(a.RangeSize(0), 0.5);
   a.Deliver(stray);
   absl::Status unknown = a.Step(4, sums, va, nullptr);

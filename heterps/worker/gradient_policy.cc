@@ -1,6 +1,5 @@
 #include "heterps/worker/gradient_policy.h"
 
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -20,54 +19,56 @@ class SyncPolicy : public GradientPolicy {
     return step != pulled_step;
   }
 
-  ParameterGrads* GradsFor(int64_t step, int64_t order) override {
-    auto [it, fresh] = finished_.try_emplace({step, order});
-    if (fresh) {
-      if (!pool_.empty()) {
-        it->second = std::move(pool_.back());
-        pool_.pop_back();
-      } else {
-        it->second = stage_.NewGrads();
-      }
-    }
-    it->second.Clear();
-    return &it->second;
+  ParameterGrads* GradsFor(int64_t, int64_t) override {
+    if (scratch_.dense.empty() && scratch_.sparse.empty()) scratch_ = stage_.NewGrads();
+    return &scratch_;
   }
 
-  absl::Status AfterBackward(Stage&, ParameterGrads*) override { return absl::OkStatus(); }
-
-  // Sums the step's micro-batches in order (the map's order), so that the sum does not depend on
-  // when each finished; the dense sums in double (StepGrads), so that it does not depend on which
-  // replica ran which micro-batch either.
-  absl::Status EndStep(Stage& stage, int64_t step, int part) override {
-    if (total_.dense.empty() && total_.sparse.empty()) total_ = stage.NewStepGrads();
-    total_.Clear();
-    for (auto it = finished_.begin(); it != finished_.end();) {
-      if (it->first.first == step) {
-        total_.Add(it->second);
-      } else {
-        // Synchronous steps never overlap; leftovers are of a step a failure cut short.
-        base::LogLine(absl::StrCat("dropped the gradients of micro-batch ", it->first.second,
-                                   " of step ", it->first.first, " at the end of step ", step));
+  // Adds the micro-batch's blocks to the step's tree at once: whatever order the micro-batches
+  // finish in, the tree's nodes are the same.
+  absl::Status AfterBackward(Stage&, int64_t step, int64_t first_block,
+                             ParameterGrads* grads) override {
+    if (step != step_) {
+      // Synchronous steps never overlap; leftovers are of a step a failure cut short.
+      if (!total_.nodes.empty()) {
+        base::LogLine(absl::StrCat("dropped the gradients of step ", step_, " at step ", step));
       }
-      pool_.push_back(std::move(it->second));
-      it = finished_.erase(it);
+      total_ = stage_.NewStepGrads();
+      step_ = step;
     }
-    if (dense_ == nullptr) return stage.Accumulate(total_, part);
-    // The rows travel to the servers while the replicas exchange their dense sums.
-    return stage.Accumulate(total_, part, /*dense=*/false, [&] {
-      return stage.UpdateDense([&](std::vector<AlignedFloats>& values) {
-        return dense_->Step(step, total_.dense, values, cancelled_);
+    total_.Add(first_block, *grads);
+    return absl::OkStatus();
+  }
+
+  absl::Status EndStep(Stage& stage, int64_t step, bool whole) override {
+    if (step != step_) {
+      // No micro-batch of this step came here: nothing to send, but the stage's dense exchange
+      // still needs this replica.
+      total_ = stage_.NewStepGrads();
+      step_ = step;
+    }
+    if (whole) total_.MergeAll();
+    absl::Status status;
+    if (dense_ == nullptr) {
+      status = stage.Accumulate(total_);
+    } else {
+      // The rows travel to the servers while the replicas exchange their dense sums.
+      status = stage.Accumulate(total_, /*dense=*/false, [&] {
+        return stage.UpdateDense([&](std::vector<AlignedFloats>& values) {
+          return dense_->Step(step, total_, values, cancelled_);
+        });
       });
-    });
+    }
+    total_.Clear();
+    return status;
   }
 
  private:
   const Stage& stage_;
   DenseGroup* const dense_;
   const std::function<bool()> cancelled_;
-  std::map<std::pair<int64_t, int64_t>, ParameterGrads> finished_;  // (step, order)
-  std::vector<ParameterGrads> pool_;
+  ParameterGrads scratch_;
+  int64_t step_ = -1;  // of total_
   StepGrads total_;
 };
 
@@ -82,10 +83,10 @@ class AsyncPolicy : public GradientPolicy {
     scratch_.Clear();
     return &scratch_;
   }
-  absl::Status AfterBackward(Stage& stage, ParameterGrads* grads) override {
+  absl::Status AfterBackward(Stage& stage, int64_t, int64_t, ParameterGrads* grads) override {
     return stage.Push(*grads);
   }
-  absl::Status EndStep(Stage&, int64_t, int) override { return absl::OkStatus(); }
+  absl::Status EndStep(Stage&, int64_t, bool) override { return absl::OkStatus(); }
 
  private:
   ParameterGrads scratch_;

@@ -10,6 +10,7 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/cost/ps_sizing.h"
+#include "heterps/ps/block_tree.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::worker {
@@ -51,6 +52,11 @@ absl::Status CheckPlan(const sched::RunPlan& plan, const config::ModelSpec& mode
 
 absl::Status CheckSettings(const JobSettings& s) {
   if (s.micro_batch < 0) return Bad(absl::StrCat("micro-batch ", s.micro_batch, " < 0"));
+  if (s.block_size < 1) return Bad(absl::StrCat("block size ", s.block_size, " < 1"));
+  if (s.micro_batch % s.block_size != 0) {
+    return Bad(absl::StrCat("micro-batch ", s.micro_batch, " is not a multiple of the block size ",
+                            s.block_size, " (a micro-batch holds whole blocks)"));
+  }
   if (s.ps_shards < 0 || s.ps_shards > cost::kMaxPsShards) {
     return Bad(absl::StrCat("parameter servers ", s.ps_shards, " outside 0..", cost::kMaxPsShards));
   }
@@ -173,12 +179,37 @@ absl::StatusOr<Consistency> ParseConsistency(absl::string_view name) {
       absl::StrCat("consistency mode '", name, "': expected sync or async"));
 }
 
+std::pair<int64_t, int64_t> ShareBlocks(int64_t batch, int64_t block_size, int r, int k) {
+  const int64_t blocks = (batch + block_size - 1) / block_size;
+  return {blocks * r / k, blocks * (r + 1) / k};
+}
+
+std::pair<int64_t, int64_t> StepShare(int64_t j, int64_t batch, int64_t hi, int64_t block_size,
+                                      int r, int k) {
+  const auto [first, end] = ShareBlocks(batch, block_size, r, k);
+  const int64_t begin = std::min(first * block_size, batch);
+  const int64_t stop = std::min(end * block_size, batch);
+  const int64_t lo = j * batch;
+  return {j * (stop - begin), std::max<int64_t>(0, std::min(lo + stop, hi) - (lo + begin))};
+}
+
+std::pair<int64_t, int64_t> JobSpec::ShareBlocks(int replica) const {
+  return worker::ShareBlocks(batch_size(), settings.block_size, replica, replicas(0));
+}
+
 data::ReaderOptions JobSpec::Reader(int replica, data::ReaderOptions::Part part) const {
   data::ReaderOptions read;
   read.files = files;
   read.schema = model.data;
   read.rank = replica;
   read.world = replicas(0);
+  if (part == data::ReaderOptions::Part::kTrain) {
+    // Consecutive whole blocks of every step.
+    const auto [first, end] = ShareBlocks(replica);
+    read.cycle = batch_size();
+    read.cycle_begin = std::min(first * settings.block_size, batch_size());
+    read.cycle_end = std::min(end * settings.block_size, batch_size());
+  }
   read.batch_size = static_cast<int>(settings.micro_batch);
   read.bad_lines = settings.bad_lines;
   read.eval_every = eval_every();
@@ -207,9 +238,14 @@ absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& pl
   HETERPS_RETURN_IF_ERROR(CheckTier(job));
   JobSettings& s = job.settings;
   if (s.micro_batch == 0) {
-    const int64_t share = (job.model.batch_size + job.replicas(0) - 1) / job.replicas(0);
+    const int64_t blocks = (job.model.batch_size + s.block_size - 1) / s.block_size;
+    const int64_t share = (blocks + job.replicas(0) - 1) / job.replicas(0);
     const int64_t parts = job.stages() == 1 ? 1 : 2 * job.stages();
-    s.micro_batch = std::max<int64_t>(1, (share + parts - 1) / parts);
+    s.micro_batch = s.block_size * std::max<int64_t>(1, (share + parts - 1) / parts);
+  }
+  if ((job.model.batch_size + s.block_size - 1) / s.block_size > ps::kMaxStepBlocks) {
+    return Bad(absl::StrCat("a batch of ", job.model.batch_size, " samples makes more than ",
+                            ps::kMaxStepBlocks, " blocks of ", s.block_size));
   }
   if (s.ps_shards == 0) {
     // The type that runs the first embedding layer holds the tables' traffic.
@@ -241,7 +277,8 @@ std::vector<std::string> JobIdentity(const JobSpec& job) {
           absl::StrCat("sparse_optimizer=", OptimizerToJson(s.tables.sparse_optimizer).dump()),
           absl::StrCat("dense_optimizer=", OptimizerToJson(s.tables.dense_optimizer).dump()),
           absl::StrCat("seed=", s.tables.seed),
-          absl::StrCat("mode=", ConsistencyName(s.mode))};
+          absl::StrCat("mode=", ConsistencyName(s.mode)),
+          absl::StrCat("block_size=", s.block_size)};
 }
 
 std::string JobToJson(const JobSpec& job) {
@@ -266,6 +303,7 @@ std::string JobToJson(const JobSpec& job) {
                {"files", job.files},
                {"settings",
                 {{"mode", std::string(ConsistencyName(s.mode))},
+                 {"block_size", s.block_size},
                  {"micro_batch", s.micro_batch},
                  {"ps_shards", s.ps_shards},
                  {"epochs", s.epochs},
@@ -304,6 +342,7 @@ absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view 
   absl::StatusOr<Consistency> consistency = ParseConsistency(mode);
   if (!consistency.ok()) return s.Error("mode", consistency.status().message());
   out.mode = *consistency;
+  HETERPS_ASSIGN_OR_RETURN(out.block_size, s.Int("block_size", 1));
   HETERPS_ASSIGN_OR_RETURN(out.micro_batch, s.Int("micro_batch", 1));
   HETERPS_ASSIGN_OR_RETURN(int64_t shards, s.Int("ps_shards", 1, cost::kMaxPsShards));
   out.ps_shards = static_cast<int>(shards);

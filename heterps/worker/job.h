@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,8 +43,13 @@ absl::StatusOr<Consistency> ParseConsistency(absl::string_view name);
 // What the user decides about a job, before and apart from the plan.
 struct JobSettings {
   Consistency mode = Consistency::kSync;
-  // Samples per micro-batch; 0: one micro-batch per stage-0 replica and step when the plan has
-  // one stage, else two per stage (enough for every stage of the pipeline to have work).
+  // Samples per block (ps/block_tree.h): a step's gradients are formed block by block and the
+  // blocks combined in a fixed tree, so that a synchronous run does not depend on its layout. A
+  // stage-0 replica reads consecutive whole blocks of every step (ShareBlocks).
+  int64_t block_size = kDefaultBlockSize;
+  // Samples per micro-batch, a multiple of block_size; 0: one micro-batch per stage-0 replica and
+  // step when the plan has one stage, else two per stage (enough for every stage of the pipeline
+  // to have work), rounded up to whole blocks.
   int64_t micro_batch = 0;
   int ps_shards = 0;           // parameter-server processes; 0: cost::SizeParameterServers
   int epochs = 1;              // passes over the training lines
@@ -74,6 +80,17 @@ struct JobSettings {
   bool dense_on_replicas() const { return mode == Consistency::kSync && !dense_on_servers; }
 };
 
+// The blocks [first, end) of a step of `batch` samples, cut in blocks of `block_size`, that
+// replica r of k reads: consecutive, as even as whole blocks allow, in replica order. The step's
+// lines [first * block_size, min(end * block_size, batch)) are the replica's; a short last step of
+// a pass keeps the same cut (a replica may then get fewer samples, or none).
+std::pair<int64_t, int64_t> ShareBlocks(int64_t batch, int64_t block_size, int r, int k);
+
+// The share of step j of a pass (its lines [j * batch, hi)) of stage-0 replica r of k: where it
+// starts in the replica's own lines of the pass (JobSpec::Reader), and how many.
+std::pair<int64_t, int64_t> StepShare(int64_t j, int64_t batch, int64_t hi, int64_t block_size,
+                                      int r, int k);
+
 struct JobSpec {
   std::string model_yaml;    // the model spec's text, with the job's batch size in it
   std::string model_source;  // where it came from, for messages
@@ -85,6 +102,8 @@ struct JobSpec {
   int64_t batch_size() const { return model.batch_size; }
   int stages() const { return static_cast<int>(plan.stages.size()); }
   int replicas(int stage) const { return static_cast<int>(plan.stages[stage].units); }
+  // The blocks [first, end) of every step that stage-0 replica `replica` reads (ShareBlocks).
+  std::pair<int64_t, int64_t> ShareBlocks(int replica) const;
   // Line n of the data is held out when n % eval_every == eval_every - 1; 0: no held-out lines.
   int64_t eval_every() const { return data::EvalEvery(settings.eval_fraction); }
   // How stage-0 replica `replica` reads `part` of the data, `batch` samples at a time.

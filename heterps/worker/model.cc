@@ -3,30 +3,30 @@
 #include <algorithm>
 
 #include "heterps/base/status_macros.h"
+#include "heterps/worker/job.h"
 
 namespace heterps::worker {
 
-std::vector<MicroBatch> MicroBatches(int64_t first_line, int n, const MicroBatching& m) {
+std::vector<MicroBatch> MicroBatches(int64_t n, int64_t block_size, const MicroBatching& m) {
   std::vector<MicroBatch> out;
   for (int r = 0; r < m.replicas; ++r) {
-    // This replica's rows: the lines of [first_line, first_line + n) that are r mod replicas.
-    const int first = static_cast<int>(((r - first_line) % m.replicas + m.replicas) % m.replicas);
-    std::vector<int> share;
-    for (int i = first; i < n; i += m.replicas) share.push_back(i);
-    for (size_t begin = 0; begin < share.size(); begin += m.micro_batch) {
-      const size_t end = std::min(share.size(), begin + static_cast<size_t>(m.micro_batch));
-      out.push_back({r, std::vector<int>(share.begin() + begin, share.begin() + end)});
+    const auto [first, end] = ShareBlocks(n, block_size, r, m.replicas);
+    const int64_t begin = std::min(first * block_size, n), stop = std::min(end * block_size, n);
+    const int64_t size = m.micro_batch > 0 ? m.micro_batch : std::max<int64_t>(stop - begin, 1);
+    for (int64_t at = begin; at < stop; at += size) {
+      out.push_back({r, at, std::min(size, stop - at), at / block_size});
     }
   }
   return out;
 }
 
 Model::Model(std::unique_ptr<Stage> stage, ps::PsClient* client)
-    : stage_(std::move(stage)),
-      client_(client),
-      grads_(stage_->NewGrads()),
-      part_grads_(stage_->NewGrads()),
-      step_grads_(stage_->NewStepGrads()) {}
+    : stage_(std::move(stage)), client_(client), grads_(stage_->NewGrads()) {}
+
+void Model::set_block_size(int64_t rows) {
+  block_size_ = rows;
+  stage_->set_block_rows(rows);
+}
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const config::ModelSpec& spec,
                                                      ps::PsClient* client,
@@ -40,33 +40,32 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const config::ModelSpec& sp
   return std::unique_ptr<Model>(new Model(std::move(stage), client));
 }
 
-absl::StatusOr<double> Model::TrainStep(const data::Batch& batch, int64_t first_line) {
+absl::StatusOr<double> Model::TrainStep(const data::Batch& batch) {
   HETERPS_RETURN_IF_ERROR(stage_->PullParameters());
   const float scale = 1.0f / static_cast<float>(batch.size);
-  double sum = 0;
-  if (micro_batching_.micro_batch <= 0) {
+  if (block_size_ <= 0) {
     InputActivations(batch, 0, batch.size, &input_);
-    grads_.Clear();
-    HETERPS_ASSIGN_OR_RETURN(sum, stage_->ForwardBackward(0, input_, scale, nullptr, &grads_));
+    HETERPS_ASSIGN_OR_RETURN(const double sum,
+                             stage_->ForwardBackward(0, input_, scale, nullptr, &grads_));
     HETERPS_RETURN_IF_ERROR(stage_->Push(grads_));
     return sum / batch.size;
   }
-  const std::vector<MicroBatch> parts = MicroBatches(first_line, batch.size, micro_batching_);
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i == 0 || parts[i].replica != parts[i - 1].replica) step_grads_.Clear();
-    part_.Clear();
-    for (int r : parts[i].rows) part_.Append(batch, r);
-    InputActivations(part_, 0, part_.size, &input_);
-    part_grads_.Clear();
-    HETERPS_ASSIGN_OR_RETURN(const double part,
-                             stage_->ForwardBackward(0, input_, scale, nullptr, &part_grads_));
-    sum += part;
-    step_grads_.Add(part_grads_);
-    if (i + 1 == parts.size() || parts[i + 1].replica != parts[i].replica) {
-      HETERPS_RETURN_IF_ERROR(stage_->Accumulate(step_grads_, parts[i].replica));
-    }
+  const std::vector<MicroBatch> parts = MicroBatches(batch.size, block_size_, micro_batching_);
+  step_grads_.resize(micro_batching_.replicas);
+  for (StepGrads& g : step_grads_) g = stage_->NewStepGrads();
+  step_losses_.clear();
+  for (const MicroBatch& part : parts) {
+    InputActivations(batch, part.begin, part.size, &input_);
+    HETERPS_RETURN_IF_ERROR(
+        stage_->ForwardBackward(0, input_, scale, nullptr, &grads_, &block_losses_).status());
+    step_losses_.insert(step_losses_.end(), block_losses_.begin(), block_losses_.end());
+    step_grads_[part.replica].Add(part.first_block, grads_);
   }
+  if (step_grads_.size() == 1) step_grads_[0].MergeAll();
+  for (const StepGrads& g : step_grads_) HETERPS_RETURN_IF_ERROR(stage_->Accumulate(g));
   HETERPS_RETURN_IF_ERROR(client_->Commit());
+  double sum = 0;
+  for (double loss : step_losses_) sum += loss;  // in block order
   return sum / batch.size;
 }
 

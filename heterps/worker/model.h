@@ -7,16 +7,17 @@
 //   HETERPS_ASSIGN_OR_RETURN(double loss, model->TrainStep(batch));
 //
 // A training step pulls the dense parameters, runs forward, the logloss and backward on the whole
-// batch, pushes the embedding and dense gradients (the servers apply their optimizers: one update
+// batch, sends the embedding and dense gradients (the servers apply their optimizers: one update
 // per key and per block) and returns once they are applied, so the next step sees them.
 //
-// With a MicroBatching, a step forms and applies its gradients the way a synchronous job of that
-// layout does: one forward and backward per micro-batch (the same rows, in the same order, as the
-// job's), each stage-0 replica's micro-batches summed as that replica's part (StepGrads: the dense
-// sums in double), the parts accumulated on the servers and committed. When the job's embedding
-// layers are in its first stage (so that its parts are the stage-0 replicas'), every float
-// operation is the job's and the two runs are equal to the bit, step after step, over any number
-// of epochs. docs/runtime.md, "Synchronous mode".
+// With a block size (set_block_size), a step forms its gradients the way a synchronous job does:
+// block by block, the blocks combined in the step's fixed tree (ps/block_tree.h), accumulated on
+// the servers and committed. Every float operation is then the job's, whatever the job's layout
+// (its replicas, stages, micro-batches): the two runs are equal to the bit, step after step, over
+// any number of epochs (docs/runtime.md, "Synchronous mode"). A MicroBatching cuts the step the
+// way a job of that layout does, to show that it makes no difference. Without a block size, the
+// step's gradients are pushed (the servers sum a key's repeats in arrival order): what several
+// threads training at once (Hogwild) need.
 //
 // Thread safety: one thread at a time per Model (several Models may share one client).
 #pragma once
@@ -34,22 +35,23 @@
 
 namespace heterps::worker {
 
-// How a synchronous job splits a mini-batch: `replicas` stage-0 replicas, replica r taking the
-// pass's lines r, r + replicas, r + 2 replicas, ... in order, each splitting its share of a step
-// into micro-batches of `micro_batch` samples (the last one shorter).
+// How a synchronous job splits a mini-batch: `replicas` stage-0 replicas, each taking its
+// consecutive blocks of the step (ShareBlocks, job.h) and cutting them into micro-batches of
+// `micro_batch` samples (whole blocks; the step's last may be shorter).
 struct MicroBatching {
   int replicas = 1;
-  int64_t micro_batch = 0;  // 0: none, the whole batch at once
+  int64_t micro_batch = 0;  // 0: each replica's share at once
 };
 
-// The micro-batches of the mini-batch of a pass's lines [first_line, first_line + n), replica by
-// replica, in each replica's order: the replica and the rows' indices into the mini-batch
-// (0..n-1, increasing). Needs replicas >= 1 and micro_batch >= 1.
+// The micro-batches of a step of n samples in blocks of `block_size`, replica by replica, in
+// block order: the replica, the rows [begin, begin + size) of the step, and the first block.
+// Needs replicas >= 1, block_size >= 1 and micro_batch a multiple of block_size.
 struct MicroBatch {
   int replica = 0;
-  std::vector<int> rows;
+  int64_t begin = 0, size = 0;
+  int64_t first_block = 0;
 };
-std::vector<MicroBatch> MicroBatches(int64_t first_line, int n, const MicroBatching& m);
+std::vector<MicroBatch> MicroBatches(int64_t n, int64_t block_size, const MicroBatching& m);
 
 class Model {
  public:
@@ -60,13 +62,14 @@ class Model {
                                                        ps::PsClient* client,
                                                        dense::DenseBackend* backend = nullptr);
 
-  // Forms the gradients of the steps that follow in the micro-batches of `m` (see above).
+  // Forms the steps' gradients block by block, in blocks of `rows` samples (0: pushes them).
+  void set_block_size(int64_t rows);
+  // Runs the steps in the micro-batches of `m` (with a block size; see above).
   void set_micro_batching(const MicroBatching& m) { micro_batching_ = m; }
 
-  // One training step on the batch of a pass's lines [first_line, first_line + batch.size)
-  // (first_line matters only with a MicroBatching); returns the batch's mean logloss before the
-  // update.
-  absl::StatusOr<double> TrainStep(const data::Batch& batch, int64_t first_line = 0);
+  // One training step on `batch`; returns the batch's mean logloss before the update (with a
+  // block size, its blocks' sums added in block order).
+  absl::StatusOr<double> TrainStep(const data::Batch& batch);
   // Click probabilities of a batch's samples, without updating anything.
   absl::Status Predict(const data::Batch& batch, std::vector<float>* probabilities);
 
@@ -84,11 +87,11 @@ class Model {
   ps::PsClient* client_;
   ParameterGrads grads_;
   Activations input_, output_;
+  int64_t block_size_ = 0;
   MicroBatching micro_batching_;
-  // With micro_batching_: one micro-batch's rows and gradients, the step's sums.
-  data::Batch part_;
-  ParameterGrads part_grads_;
-  StepGrads step_grads_;
+  // With a block size: each replica's nodes of the step, the step's blocks' losses.
+  std::vector<StepGrads> step_grads_;
+  std::vector<double> block_losses_, step_losses_;
 };
 
 }  // namespace heterps::worker

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -32,14 +33,16 @@ constexpr int kEvalChunk = 16;
 struct Waiter {
   absl::Mutex mu;
   int64_t pending ABSL_GUARDED_BY(mu) = 0;
-  double loss_sum ABSL_GUARDED_BY(mu) = 0;
+  // Training: each micro-batch's blocks' losses, by its first block (so that they are added in
+  // block order, whatever order the micro-batches finish in).
+  std::map<int64_t, std::vector<double>> block_losses ABSL_GUARDED_BY(mu);
   absl::Status status ABSL_GUARDED_BY(mu);
   std::vector<float> probabilities ABSL_GUARDED_BY(mu), labels ABSL_GUARDED_BY(mu);
 
-  void Done(const absl::Status& s, double loss) {
+  void Done(const absl::Status& s, int64_t first_block = 0, absl::Span<const double> losses = {}) {
     absl::MutexLock lock(&mu);
     status.Update(s);
-    loss_sum += loss;
+    if (!losses.empty()) block_losses[first_block].assign(losses.begin(), losses.end());
     --pending;
   }
   // Until every micro-batch is done, `stop` turns true, or the caller gives up.
@@ -102,6 +105,7 @@ class PipelineReplica::Impl {
                                             job_.settings.tables.dense_optimizer, replica_,
                                             job_.replicas(stage_index_), peers_, client_);
     }
+    if (job_.settings.mode == Consistency::kSync) stage_->set_block_rows(job_.settings.block_size);
     policy_ = MakeGradientPolicy(job_.settings.mode, *stage_, dense_.get(),
                                  [this] { return stopping_.load(); });
     if (stage_index_ == 0) {
@@ -137,9 +141,11 @@ class PipelineReplica::Impl {
       absl::MutexLock lock(&waiter->mu);
       waiter->pending = parts;
     }
+    const int64_t first_block = job_.ShareBlocks(replica_).first;
     for (int64_t m = 0; m < parts; ++m) {
       const auto [begin, size] = Part(n, m);
-      ForwardHeader header{request.step, 0, Order(m), true, request.scale};
+      ForwardHeader header{request.step, 0, first_block + begin / job_.settings.block_size, true,
+                           request.scale};
       Enqueue(false, [this, batch, begin = begin, size = size, waiter, header] {
         LocalForward(*batch, begin, size, waiter, header);
       });
@@ -151,8 +157,11 @@ class PipelineReplica::Impl {
     StepOutcome out;
     {
       absl::MutexLock lock(&waiter->mu);
-      out.loss_sum = waiter->loss_sum;
+      for (const auto& [block, losses] : waiter->block_losses) {
+        out.block_losses.insert(out.block_losses.end(), losses.begin(), losses.end());
+      }
     }
+    for (double loss : out.block_losses) out.loss_sum += loss;
     out.samples = n;
     out.skipped_lines = train_reader_->skipped();
     out.first_bad_line = train_reader_->first_bad();
@@ -179,7 +188,7 @@ class PipelineReplica::Impl {
       }
       for (int64_t m = 0; m < parts; ++m) {
         const auto [begin, size] = Part(n, m);
-        ForwardHeader header{step, 0, Order(sequence++), false, 0};
+        ForwardHeader header{step, 0, sequence++, false, 0};
         Enqueue(false, [this, batch, begin = begin, size = size, waiter, header] {
           LocalForward(*batch, begin, size, waiter, header);
         });
@@ -200,7 +209,8 @@ class PipelineReplica::Impl {
   absl::Status EndStep(int64_t step, bool write_back, const Cancelled& cancelled) {
     return OnComputeThread(true, cancelled, [this, step, write_back] {
       const absl::Time start = absl::Now();
-      HETERPS_RETURN_IF_ERROR(policy_->EndStep(*stage_, step, replica_));
+      HETERPS_RETURN_IF_ERROR(
+          policy_->EndStep(*stage_, step, /*whole=*/job_.replicas(stage_index_) == 1));
       Charge(step_end_seconds_, start);
       return write_back ? WriteBackHere() : absl::OkStatus();
     });
@@ -391,8 +401,6 @@ class PipelineReplica::Impl {
     const int64_t begin = m * mb;
     return {begin, std::min(mb, n - begin)};
   }
-  // The place of this replica's m-th micro-batch among every stage-0 replica's.
-  int64_t Order(int64_t m) const { return m * job_.replicas(0) + replica_; }
 
   // ---- The compute thread ----
 
@@ -488,7 +496,7 @@ class PipelineReplica::Impl {
   void RunForward(Record r) {
     ++micro_batches_;
     absl::Status pulled = MaybePull(r.header.step);
-    if (!pulled.ok()) return Finish(r, pulled, 0, nullptr);
+    if (!pulled.ok()) return Finish(r, pulled);
     r.ctx = AcquireContext();
     ActivationGrads* d_in = stage_index_ == 0 ? nullptr : &d_in_;
     if (stage_->has_loss()) {
@@ -498,14 +506,17 @@ class PipelineReplica::Impl {
       }
       ParameterGrads* grads = policy_->GradsFor(r.header.step, r.header.order);
       absl::StatusOr<double> loss =
-          stage_->ForwardBackward(r.ctx, *r.in, r.header.scale, d_in, grads);
+          stage_->ForwardBackward(r.ctx, *r.in, r.header.scale, d_in, grads, &block_losses_);
       absl::Status status = loss.status();
-      if (status.ok()) status = policy_->AfterBackward(*stage_, grads);
-      return Finish(r, status, loss.ok() ? *loss : 0, d_in);
+      if (status.ok()) {
+        status = policy_->AfterBackward(*stage_, r.header.step, r.header.order, grads);
+      }
+      if (!status.ok()) return Finish(r, status);
+      return Finish(r, status, *loss, block_losses_, d_in);
     }
     const absl::Status ran = r.header.train ? stage_->Forward(r.ctx, *r.in, &out_)
                                             : stage_->Predict(r.ctx, *r.in, &out_);
-    if (!ran.ok()) return Finish(r, ran, 0, nullptr);
+    if (!ran.ok()) return Finish(r, ran);
     if (!r.header.train) ReleaseContext(r);  // evaluation keeps nothing for a backward
     ForwardHeader header = r.header;
     header.id = next_tag_++;
@@ -526,7 +537,7 @@ class PipelineReplica::Impl {
     records_.erase(it);
     --in_flight_;
     if (!answer.error.empty()) {
-      return Finish(r, absl::UnavailableError(answer.error), 0, nullptr);
+      return Finish(r, absl::UnavailableError(answer.error));
     }
     if (!r.header.train) {
       return FinishEval(r, absl::OkStatus(), answer.probabilities.data(),
@@ -535,8 +546,9 @@ class PipelineReplica::Impl {
     ActivationGrads* d_in = stage_index_ == 0 ? nullptr : &d_in_;
     ParameterGrads* grads = policy_->GradsFor(r.header.step, r.header.order);
     absl::Status status = stage_->Backward(r.ctx, answer.grads, d_in, grads);
-    if (status.ok()) status = policy_->AfterBackward(*stage_, grads);
-    Finish(r, status, answer.loss_sum, d_in);
+    if (status.ok()) status = policy_->AfterBackward(*stage_, r.header.step, r.header.order, grads);
+    if (!status.ok()) return Finish(r, status);
+    Finish(r, status, answer.loss_sum, answer.block_losses, d_in);
   }
 
   // Fails the record sent as `tag`, if it is still waiting.
@@ -546,20 +558,22 @@ class PipelineReplica::Impl {
     Record r = std::move(it->second);
     records_.erase(it);
     --in_flight_;
-    Finish(r, status, 0, nullptr);
+    Finish(r, status);
   }
 
   // Answers a training micro-batch: to the local waiter, or upstream.
-  void Finish(Record& r, const absl::Status& status, double loss, const ActivationGrads* d_in) {
+  void Finish(Record& r, const absl::Status& status, double loss = 0,
+              absl::Span<const double> block_losses = {}, const ActivationGrads* d_in = nullptr) {
     ReleaseContext(r);
     Recycle(r);
-    if (r.waiter != nullptr) return r.waiter->Done(status, loss);
+    if (r.waiter != nullptr) return r.waiter->Done(status, r.header.order, block_losses);
     AnswerView answer;
     answer.id = r.up_id;
     if (!status.ok()) {
       answer.error = absl::StrCat(name_, ": ", status.ToString());
     } else {
       answer.loss_sum = loss;
+      answer.block_losses = block_losses;
       answer.grads = d_in;
     }
     SendUp(r, answer);
@@ -581,7 +595,7 @@ class PipelineReplica::Impl {
         }
       }
       Recycle(r);
-      return r.waiter->Done(status, 0);
+      return r.waiter->Done(status);
     }
     Recycle(r);
     AnswerView answer;
@@ -646,6 +660,7 @@ class PipelineReplica::Impl {
   std::vector<std::unique_ptr<Activations>> spare_;
   Activations out_, prefetch_;
   ActivationGrads d_in_;
+  std::vector<double> block_losses_;
 };
 
 PipelineReplica::PipelineReplica(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

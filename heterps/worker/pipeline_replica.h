@@ -7,8 +7,9 @@
 //
 // A replica computes on one thread (one unit of its type): a queue of tasks, gradients and
 // answers before new forward passes, so that micro-batches in flight finish and free their
-// memory first. Stage 0 reads its share of every mini-batch (RunStep), cuts it into
-// micro-batches and sends each forward; a later stage receives micro-batches from the replicas of
+// memory first. Stage 0 reads its share of every mini-batch (RunStep: in a synchronous job,
+// consecutive whole blocks of the step, JobSpec::ShareBlocks), cuts it into micro-batches (whole
+// blocks) and sends each forward; a later stage receives micro-batches from the replicas of
 // the stage before it (Receive), runs them and passes them on to replica `order mod replicas` of
 // the next stage (Downstream), or, at the last stage, runs the loss and answers with the
 // gradients (Upstream). The answers come back the same way (OnAnswer), and each stage runs its
@@ -51,8 +52,9 @@ namespace heterps::worker {
 struct ForwardHeader {
   int64_t step = 0;
   int64_t id = 0;     // the sender's number for it; the answer carries it back
-  int64_t order = 0;  // its place in its step, every replica counted: it picks the next stage's
-                      // replica and the order in which gradients are summed
+  // Training: its first block in its step (ps/block_tree.h), which places its gradients in the
+  // step's sums and picks the next stage's replica; evaluation: its place in the replica's lines.
+  int64_t order = 0;
   bool train = true;  // false: evaluation, forward only
   float scale = 0;    // training: 1 / the mini-batch's samples (the loss's gradient)
 };
@@ -61,6 +63,7 @@ struct ForwardHeader {
 struct Answer {
   int64_t id = 0;
   double loss_sum = 0;               // training: the micro-batch's summed loss
+  std::vector<double> block_losses;  // training: summed over each of its blocks
   ActivationGrads grads;             // training: gradients of what was sent
   std::vector<float> probabilities;  // evaluation: one per sample
   std::string error;                 // set when a later stage failed the micro-batch
@@ -71,6 +74,7 @@ struct Answer {
 struct AnswerView {
   int64_t id = 0;
   double loss_sum = 0;
+  absl::Span<const double> block_losses;
   const ActivationGrads* grads = nullptr;
   absl::Span<const float> probabilities;
   std::string error;
@@ -111,7 +115,8 @@ struct StepRequest {
 // What the replica writes back at the end of a step: a GPU tier's rows (stage 0) and the dense
 // parameters its stage holds.
 struct StepOutcome {
-  double loss_sum = 0;  // over the share's samples
+  double loss_sum = 0;               // over the share's samples: block_losses added in order
+  std::vector<double> block_losses;  // the share's blocks', in block order
   int64_t samples = 0;
   int64_t skipped_lines = 0;   // bad lines this replica skipped in this pass so far
   std::string first_bad_line;  // the pass's first of them

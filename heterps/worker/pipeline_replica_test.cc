@@ -5,11 +5,13 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/base/file.h"
 #include "heterps/data/auc.h"
 #include "heterps/data/synthetic.h"
+#include "heterps/ps/checkpoint.h"
 #include "heterps/worker/trainer.h"
 
 namespace heterps::worker {
@@ -25,6 +27,7 @@ class LocalUpstream : public Upstream {
     auto answer = std::make_shared<Answer>();
     answer->id = view.id;
     answer->loss_sum = view.loss_sum;
+    answer->block_losses.assign(view.block_losses.begin(), view.block_losses.end());
     if (view.grads != nullptr) answer->grads = *view.grads;
     answer->probabilities.assign(view.probabilities.begin(), view.probabilities.end());
     answer->error = view.error;
@@ -53,10 +56,10 @@ class LocalDownstream : public Downstream {
   bool broken = false;
 };
 
-// The share of mini-batch lines [lo, hi) of stage-0 replica r of k: (offset, count).
-std::pair<int64_t, int64_t> Share(int64_t lo, int64_t hi, int r, int k) {
-  auto before = [&](int64_t n) { return n > r ? (n - r + k - 1) / k : 0; };
-  return {before(lo), before(hi) - before(lo)};
+// The share of step j (lines [j * 256, hi) of the pass) of stage-0 replica r of 2: (offset,
+// count).
+std::pair<int64_t, int64_t> Share(int64_t j, int64_t hi, int r) {
+  return StepShare(j, 256, hi, kDefaultBlockSize, r, 2);
 }
 
 class PipelineTest : public ::testing::Test {
@@ -105,13 +108,13 @@ class PipelineTest : public ::testing::Test {
   }
 
   // One synchronous step over lines [lo, hi): both stage-0 replicas, the flush, the commit. The
-  // step's mean loss.
+  // step's mean loss (its blocks' in block order).
   absl::StatusOr<double> SyncStep(ps::PsClient& client, int64_t step, int64_t lo, int64_t hi) {
     absl::StatusOr<StepOutcome> out[2];
     std::vector<std::thread> threads;
     for (int r = 0; r < 2; ++r) {
       threads.emplace_back([&, r] {
-        const auto [offset, count] = Share(lo, hi, r, 2);
+        const auto [offset, count] = Share(step, hi, r);
         out[r] = first_[r]->RunStep({step, 0, offset, count, 1.0f / (hi - lo)}, nullptr);
       });
     }
@@ -121,7 +124,11 @@ class PipelineTest : public ::testing::Test {
     }
     if (absl::Status flushed = last_->Flush(step, false, nullptr); !flushed.ok()) return flushed;
     if (absl::Status committed = client.Commit(); !committed.ok()) return committed;
-    return (out[0]->loss_sum + out[1]->loss_sum) / (out[0]->samples + out[1]->samples);
+    double loss = 0;
+    for (int r = 0; r < 2; ++r) {
+      for (double l : out[r]->block_losses) loss += l;
+    }
+    return loss / (out[0]->samples + out[1]->samples);
   }
 
   static std::string data_;
@@ -131,31 +138,29 @@ class PipelineTest : public ::testing::Test {
 
 std::string PipelineTest::data_;
 
-// MicroBatches, the single process's copy of the job's layout, against Share and the replicas'
-// split of their shares into micro-batches.
-TEST(MicroBatchesTest, AreTheJobsSharesSplitIntoMicroBatches) {
+// MicroBatches, the single process's copy of the job's layout: consecutive, whole blocks, each
+// replica's within its ShareBlocks, every sample once, in order.
+TEST(MicroBatchesTest, CutEachReplicasBlocksIntoMicroBatches) {
   for (const int k : {1, 2, 3, 4}) {
-    for (const int64_t micro : {1, 5, 32, 1000}) {
-      for (const int64_t lo : {0, 1, 7, 256, 1001}) {
-        for (const int n : {1, 2, 100, 255, 256}) {
-          std::vector<MicroBatch> want;
-          for (int r = 0; r < k; ++r) {
-            const auto [offset, count] = Share(lo, lo + n, r, k);
-            for (int64_t begin = 0; begin < count; begin += micro) {
-              MicroBatch m{r, {}};
-              for (int64_t p = begin; p < std::min(count, begin + micro); ++p) {
-                // Position p of replica r's share is its (offset + p)-th line of the pass.
-                m.rows.push_back(static_cast<int>((offset + p) * k + r - lo));
-              }
-              want.push_back(m);
+    for (const int64_t block : {1, 4, 32}) {
+      for (const int64_t blocks_per_micro : {0, 1, 3}) {
+        for (const int64_t n : {1, 2, 100, 255, 256}) {
+          const std::vector<MicroBatch> got = MicroBatches(n, block, {k, block * blocks_per_micro});
+          int64_t next = 0;
+          for (const MicroBatch& m : got) {
+            SCOPED_TRACE(absl::StrCat(k, " ", block, " ", blocks_per_micro, " ", n));
+            EXPECT_EQ(m.begin, next);
+            EXPECT_EQ(m.first_block * block, m.begin);
+            const auto [first, end] = ShareBlocks(n, block, m.replica, k);
+            EXPECT_GE(m.first_block, first);
+            EXPECT_LE(m.begin + m.size, std::min(end * block, n));
+            if (blocks_per_micro > 0) {
+              EXPECT_LE(m.size, block * blocks_per_micro);
             }
+            EXPECT_TRUE(m.size % block == 0 || m.begin + m.size == n);
+            next = m.begin + m.size;
           }
-          const std::vector<MicroBatch> got = MicroBatches(lo, n, {k, micro});
-          ASSERT_EQ(got.size(), want.size()) << k << " " << micro << " " << lo << " " << n;
-          for (size_t i = 0; i < got.size(); ++i) {
-            EXPECT_EQ(got[i].replica, want[i].replica);
-            EXPECT_EQ(got[i].rows, want[i].rows) << k << " " << micro << " " << lo << " " << n;
-          }
+          EXPECT_EQ(next, n);
         }
       }
     }
@@ -169,23 +174,24 @@ TEST_F(PipelineTest, SyncStepsEqualTheSingleProcessRun) {
   Wire(job, &client);
   ASSERT_FALSE(HasFatalFailure());
 
+  // The plain single process, and one that cuts its steps as the job does: both equal to the bit.
   TrainOptions single;
   single.files = {data_};
   single.eval_fraction = 0.1;
   auto expected = Train(job.model, single);
   ASSERT_TRUE(expected.ok()) << expected.status();
-  // The single process that forms its gradients in the job's micro-batches: equal to the bit.
   single.micro_batching = {2, job.settings.micro_batch};
   auto same = Train(job.model, single);
   ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->losses, expected->losses);
+  EXPECT_EQ(same->parameter_digest, expected->parameter_digest);
   const int64_t train_lines = expected->train_samples;
   ASSERT_EQ(expected->steps, (train_lines + 255) / 256);
   for (int64_t step = 0; step < expected->steps; ++step) {
     const int64_t lo = step * 256, hi = std::min(lo + 256, train_lines);
     auto loss = SyncStep(client, step, lo, hi);
     ASSERT_TRUE(loss.ok()) << loss.status();
-    EXPECT_NEAR(*loss, expected->losses[step], 1e-5 * expected->losses[step]) << "step " << step;
-    EXPECT_EQ(*loss, same->losses[step]) << "step " << step;
+    EXPECT_EQ(*loss, expected->losses[step]) << "step " << step;
   }
   // Evaluation through the pipeline: each replica's held-out lines.
   std::vector<float> scores, labels;
@@ -198,7 +204,11 @@ TEST_F(PipelineTest, SyncStepsEqualTheSingleProcessRun) {
   auto eval = data::Evaluate(scores, labels);
   ASSERT_TRUE(eval.ok());
   EXPECT_EQ(eval->samples, expected->eval_samples);
-  EXPECT_NEAR(eval->auc, expected->eval_auc, 1e-4);
+  EXPECT_NEAR(eval->auc, expected->eval_auc, 1e-6);
+  // Every parameter, the rows the evaluation looked up included.
+  uint64_t digest = 0;
+  for (int s = 0; s < client.num_servers(); ++s) digest += *ps::DigestTables(client.Tables(s));
+  EXPECT_EQ(digest, expected->parameter_digest);
   const ReplicaStats stats = last_->stats();
   EXPECT_GT(stats.micro_batches, 0);
   EXPECT_GT(stats.busy_seconds, 0);
@@ -216,7 +226,7 @@ TEST_F(PipelineTest, AsyncStepsTrain) {
     const int64_t lo = step * 256, hi = lo + 256;
     double loss = 0;
     for (int r = 0; r < 2; ++r) {
-      const auto [offset, count] = Share(lo, hi, r, 2);
+      const auto [offset, count] = Share(step, hi, r);
       auto out = first_[r]->RunStep({step, 0, offset, count, 1.0f / 256}, nullptr);
       ASSERT_TRUE(out.ok()) << out.status();
       loss += out->loss_sum / 256;

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/dense/cpu/cpu_backend.h"
+#include "heterps/ps/block_tree.h"
 
 namespace heterps::worker {
 namespace {
@@ -154,11 +156,16 @@ void InputActivations(const data::Batch& batch, int64_t begin, int64_t n, Activa
   out->vectors.resize(n, 0);
 }
 
-void ParameterGrads::Clear() {
-  for (AlignedFloats& block : dense) std::fill(block.begin(), block.end(), 0.0f);
+void ParameterGrads::Reset(int64_t n) {
+  blocks = n;
+  for (size_t f = 0; f < dense.size(); ++f) {
+    dense[f].resize(static_cast<size_t>(n * floats[f]));
+    std::fill(dense[f].begin(), dense[f].end(), 0.0f);
+  }
   for (Rows& rows : sparse) {
     rows.keys.clear();
     rows.grads.clear();
+    rows.ends.assign(static_cast<size_t>(n), 0);
   }
 }
 
@@ -168,33 +175,92 @@ void ParameterGrads::Add(const ParameterGrads& other) {
         Eigen::Map<const Eigen::ArrayXf>(other.dense[b].data(), other.dense[b].size());
   }
   for (size_t e = 0; e < sparse.size(); ++e) {
-    sparse[e].keys.insert(sparse[e].keys.end(), other.sparse[e].keys.begin(),
-                          other.sparse[e].keys.end());
-    sparse[e].grads.insert(sparse[e].grads.end(), other.sparse[e].grads.begin(),
-                           other.sparse[e].grads.end());
+    Rows& mine = sparse[e];
+    const Rows& more = other.sparse[e];
+    const size_t dim = more.keys.empty() ? 0 : more.grads.size() / more.keys.size();
+    Rows merged;
+    size_t at = 0, other_at = 0;
+    for (size_t j = 0; j < mine.ends.size(); ++j) {
+      merged.keys.insert(merged.keys.end(), mine.keys.begin() + at,
+                         mine.keys.begin() + mine.ends[j]);
+      merged.grads.insert(merged.grads.end(), mine.grads.begin() + at * dim,
+                          mine.grads.begin() + mine.ends[j] * dim);
+      merged.keys.insert(merged.keys.end(), more.keys.begin() + other_at,
+                         more.keys.begin() + more.ends[j]);
+      merged.grads.insert(merged.grads.end(), more.grads.begin() + other_at * dim,
+                          more.grads.begin() + more.ends[j] * dim);
+      at = mine.ends[j];
+      other_at = more.ends[j];
+      merged.ends.push_back(merged.keys.size());
+    }
+    mine = std::move(merged);
   }
 }
 
-void StepGrads::Clear() {
-  for (std::vector<double>& block : dense) std::fill(block.begin(), block.end(), 0.0);
-  for (ParameterGrads::Rows& rows : sparse) {
-    rows.keys.clear();
-    rows.grads.clear();
+namespace {
+
+// A block tree node's sums plus a sibling's: the dense sums added, each key's sums added, keys
+// only the sibling has appended.
+void AddNode(StepGrads::Node& into, const StepGrads::Node& more) {
+  for (size_t b = 0; b < into.dense.size(); ++b) {
+    Eigen::Map<Eigen::ArrayXd>(into.dense[b].data(), into.dense[b].size()) +=
+        Eigen::Map<const Eigen::ArrayXd>(more.dense[b].data(), more.dense[b].size());
+  }
+  for (size_t e = 0; e < into.sparse.size(); ++e) {
+    StepGrads::Sparse& mine = into.sparse[e];
+    const StepGrads::Sparse& theirs = more.sparse[e];
+    if (theirs.keys.empty()) continue;
+    const size_t dim = theirs.sums.size() / theirs.keys.size();
+    absl::flat_hash_map<uint64_t, size_t> index;
+    for (size_t k = 0; k < mine.keys.size(); ++k) index.emplace(mine.keys[k], k);
+    for (size_t k = 0; k < theirs.keys.size(); ++k) {
+      const float* sum = theirs.sums.data() + k * dim;
+      auto it = index.find(theirs.keys[k]);
+      if (it == index.end()) {
+        mine.keys.push_back(theirs.keys[k]);
+        mine.sums.insert(mine.sums.end(), sum, sum + dim);
+        continue;
+      }
+      float* into_sum = mine.sums.data() + it->second * dim;
+      for (size_t d = 0; d < dim; ++d) into_sum[d] += sum[d];
+    }
   }
 }
 
-void StepGrads::Add(const ParameterGrads& micro_batch) {
-  for (size_t b = 0; b < dense.size(); ++b) {
-    Eigen::Map<Eigen::ArrayXd>(dense[b].data(), dense[b].size()) +=
-        Eigen::Map<const Eigen::ArrayXf>(micro_batch.dense[b].data(), micro_batch.dense[b].size())
-            .cast<double>();
+}  // namespace
+
+void StepGrads::Add(int64_t first_block, const ParameterGrads& micro_batch) {
+  absl::flat_hash_map<uint64_t, size_t> index;
+  for (int64_t j = 0; j < micro_batch.blocks; ++j) {
+    Node leaf;
+    for (size_t f = 0; f < micro_batch.dense.size(); ++f) {
+      const float* g = micro_batch.dense_block(f, j);
+      leaf.dense.emplace_back(g, g + micro_batch.floats[f]);
+    }
+    leaf.sparse.resize(micro_batch.sparse.size());
+    for (size_t e = 0; e < micro_batch.sparse.size(); ++e) {
+      const ParameterGrads::Rows& rows = micro_batch.sparse[e];
+      const size_t dim = static_cast<size_t>(dims[e]);
+      Sparse& sums = leaf.sparse[e];
+      index.clear();
+      // The block's rows, each key's summed in order from 0.
+      for (size_t i = j == 0 ? 0 : rows.ends[j - 1]; i < rows.ends[j]; ++i) {
+        auto [it, fresh] = index.try_emplace(rows.keys[i], sums.keys.size());
+        if (fresh) {
+          sums.keys.push_back(rows.keys[i]);
+          sums.sums.resize(sums.sums.size() + dim, 0.0f);
+        }
+        float* sum = sums.sums.data() + it->second * dim;
+        const float* grad = rows.grads.data() + i * dim;
+        for (size_t d = 0; d < dim; ++d) sum[d] += grad[d];
+      }
+    }
+    nodes.emplace_back(ps::NodePart(0, first_block + j), std::move(leaf));
   }
-  for (size_t e = 0; e < sparse.size(); ++e) {
-    const ParameterGrads::Rows& rows = micro_batch.sparse[e];
-    sparse[e].keys.insert(sparse[e].keys.end(), rows.keys.begin(), rows.keys.end());
-    sparse[e].grads.insert(sparse[e].grads.end(), rows.grads.begin(), rows.grads.end());
-  }
+  ps::MergeNodes(&nodes, /*to_root=*/false, AddNode);
 }
+
+void StepGrads::MergeAll() { ps::MergeNodes(&nodes, /*to_root=*/true, AddNode); }
 
 // A run of the stage's layers: the input (nothing to do), one embedding layer (rows pulled
 // from the parameter servers, on this host) or a segment of consecutive dense layers (on the
@@ -225,6 +291,16 @@ struct Context {
   const Matrix<float>* out_vectors = nullptr;
   Matrix<float> d_top;  // a copy of the gradient given to Backward (the segments consume it)
   int64_t size = 0;
+  // Blocks: the micro-batch's, and the segments' context for each (a block runs through a
+  // segment on its own).
+  int64_t blocks = 1;
+  std::vector<int> segment_contexts;
+  // Per part, per block (with several blocks): what entered a dense part (kept until backward:
+  // the segments point into it) and the gradient its backward starts from (consumed).
+  std::vector<std::vector<Matrix<float>>> block_dense, block_vectors;
+  Matrix<float> block_d;
+  // Per part: its output and the gradients of its inputs, the blocks' joined.
+  std::vector<Matrix<float>> joined_out, joined_d_dense, joined_d_vectors;
 };
 
 struct Stage::Impl {
@@ -241,6 +317,8 @@ struct Stage::Impl {
   std::vector<std::unique_ptr<Context>> contexts;
   std::vector<std::string> layer_names;  // the stage's layers but the input, in order
   bool timing = false;
+  int64_t block_rows = 0;  // samples per block; 0: a micro-batch is one block
+  int next_segment_context = 0;
   std::vector<double> embedding_seconds;  // per embedding layer
   double ps_seconds = 0;                  // waiting for the parameter servers
   // The dense pull PullParameters started and no call has waited for yet: it writes `params`.
@@ -275,14 +353,62 @@ struct Stage::Impl {
       c->vectors_out.resize(parts.size());
       c->keys.resize(tables.size());
       c->offsets.resize(tables.size());
+      c->block_dense.resize(parts.size());
+      c->block_vectors.resize(parts.size());
+      c->joined_out.resize(parts.size());
+      c->joined_d_dense.resize(parts.size());
+      c->joined_d_vectors.resize(parts.size());
     }
     return *c;
+  }
+
+  int64_t BlocksOf(int64_t n) const {
+    return block_rows <= 0 || n <= block_rows ? 1 : (n + block_rows - 1) / block_rows;
+  }
+  // Block j of a micro-batch of n samples: its first sample and its samples.
+  std::pair<int64_t, int64_t> BlockRange(int64_t n, int64_t j) const {
+    if (block_rows <= 0) return {0, n};
+    const int64_t begin = j * block_rows;
+    return {begin, std::min(block_rows, n - begin)};
+  }
+
+  // Runs dense part p (its segment) on the context's micro-batch, block by block: each block's
+  // samples on their own, so that what a sample's outputs and a block's gradients are does not
+  // depend on the micro-batch around them.
+  absl::StatusOr<const Matrix<float>*> RunSegment(Context& c, size_t p, const Matrix<float>& dense,
+                                                  const Matrix<float>& vectors, bool train) {
+    dense::DenseSegment& segment = *parts[p].segment;
+    if (c.blocks == 1) return segment.Forward(c.segment_contexts[0], dense, vectors, train);
+    std::vector<Matrix<float>>& in_dense = c.block_dense[p];
+    std::vector<Matrix<float>>& in_vectors = c.block_vectors[p];
+    in_dense.resize(c.blocks);
+    in_vectors.resize(c.blocks);
+    Matrix<float>& out = c.joined_out[p];
+    for (int64_t j = 0; j < c.blocks; ++j) {
+      const auto [begin, rows] = BlockRange(c.size, j);
+      in_dense[j] = dense.middleRows(begin, rows);
+      if (vectors.cols() > 0) {
+        in_vectors[j] = vectors.middleRows(begin, rows);
+      } else {
+        in_vectors[j].resize(rows, 0);
+      }
+      HETERPS_ASSIGN_OR_RETURN(
+          const Matrix<float>* o,
+          segment.Forward(c.segment_contexts[j], in_dense[j], in_vectors[j], train));
+      if (j == 0) out.resize(c.size, o->cols());
+      out.middleRows(begin, rows) = *o;
+    }
+    return &out;
   }
 
   // Runs the parts on `in`; leaves the result in c.out_dense and c.out_vectors.
   absl::Status Run(int ctx, Context& c, const Activations& in, bool train) {
     const int64_t n = in.size;
     c.size = n;
+    c.blocks = BlocksOf(n);
+    while (static_cast<int64_t>(c.segment_contexts.size()) < c.blocks) {
+      c.segment_contexts.push_back(next_segment_context++);
+    }
     c.empty.resize(n, 0);
     const Matrix<float>* dense = &in.dense;
     const Matrix<float>* vectors = in.vectors.cols() > 0 ? &in.vectors : &c.empty;
@@ -304,8 +430,8 @@ struct Stage::Impl {
       } else if (part.kind == Part::Kind::kDense) {
         HETERPS_RETURN_IF_ERROR(AwaitParameters());
         const bool consumes = part.segment->consumes_vectors();
-        HETERPS_ASSIGN_OR_RETURN(
-            dense, part.segment->Forward(ctx, *dense, consumes ? *vectors : c.empty, train));
+        HETERPS_ASSIGN_OR_RETURN(dense,
+                                 RunSegment(c, p, *dense, consumes ? *vectors : c.empty, train));
         if (consumes) vectors = &c.empty;
       }
     }
@@ -343,6 +469,49 @@ struct Stage::Impl {
     return absl::OkStatus();
   }
 
+  // Backward of dense part p from `d` (its output's gradient; consumed; null for the segment with
+  // the loss), block by block as RunSegment ran it, each block's parameter gradients into its own
+  // block of `grads`.
+  absl::StatusOr<dense::DenseSegment::InputGrads> BackSegment(Context& c, size_t p,
+                                                              Matrix<float>* d, bool wanted,
+                                                              ParameterGrads* grads) {
+    Part& part = parts[p];
+    std::vector<float*> blocks;
+    auto block_grads = [&](int64_t j) {
+      blocks.clear();
+      for (int b : part.blocks) {
+        blocks.push_back(grads->dense[b].data() + j * grads->floats[b]);
+      }
+      return absl::MakeSpan(blocks);
+    };
+    if (c.blocks == 1) {
+      return part.segment->Backward(c.segment_contexts[0], d, wanted, block_grads(0));
+    }
+    dense::DenseSegment::InputGrads out;
+    for (int64_t j = 0; j < c.blocks; ++j) {
+      const auto [begin, rows] = BlockRange(c.size, j);
+      Matrix<float>* d_block = nullptr;
+      if (d != nullptr) {
+        c.block_d = d->middleRows(begin, rows);
+        d_block = &c.block_d;
+      }
+      HETERPS_ASSIGN_OR_RETURN(
+          const dense::DenseSegment::InputGrads g,
+          part.segment->Backward(c.segment_contexts[j], d_block, wanted, block_grads(j)));
+      if (g.dense != nullptr) {
+        if (j == 0) c.joined_d_dense[p].resize(c.size, g.dense->cols());
+        c.joined_d_dense[p].middleRows(begin, rows) = *g.dense;
+        out.dense = &c.joined_d_dense[p];
+      }
+      if (g.vectors != nullptr) {
+        if (j == 0) c.joined_d_vectors[p].resize(c.size, g.vectors->cols());
+        c.joined_d_vectors[p].middleRows(begin, rows) = *g.vectors;
+        out.vectors = &c.joined_d_vectors[p];
+      }
+    }
+    return out;
+  }
+
   // Backward through the parts from the gradients of what left the stage (d_out_dense may be
   // consumed; null for the stage with the loss, whose last segment starts from its loss).
   absl::Status Back(int ctx, Context& c, Matrix<float>* d_out_dense,
@@ -352,19 +521,16 @@ struct Stage::Impl {
     const Matrix<float>* d_vectors = &d_out_vectors;
     const Matrix<float>* d_dense_in = nullptr;  // the gradient of the last segment's input
     int64_t vector_cols = d_vectors->cols();    // leading columns still owed to earlier parts
-    std::vector<float*> blocks;
     for (size_t p = parts.size(); p-- > 0;) {
       Part& part = parts[p];
       if (part.kind == Part::Kind::kDense) {
         // The gradient of the segment's dense input goes to an earlier segment, or out.
         bool wanted = d_in != nullptr;
         for (size_t q = 0; q < p; ++q) wanted |= parts[q].kind == Part::Kind::kDense;
-        blocks.clear();
-        for (int b : part.blocks) blocks.push_back(grads->dense[b].data());
         Matrix<float>* d = d_dense_in == nullptr ? d_dense : &c.d_top;
         if (d_dense_in != nullptr) c.d_top = *d_dense_in;  // the segments consume what they get
-        HETERPS_ASSIGN_OR_RETURN(dense::DenseSegment::InputGrads g,
-                                 part.segment->Backward(ctx, d, wanted, absl::MakeSpan(blocks)));
+        HETERPS_ASSIGN_OR_RETURN(const dense::DenseSegment::InputGrads g,
+                                 BackSegment(c, p, d, wanted, grads));
         d_dense_in = g.dense;
         if (part.segment->consumes_vectors()) {
           d_vectors = g.vectors;
@@ -398,6 +564,13 @@ struct Stage::Impl {
               for (int64_t j = 0; j < part.dim; ++j) g[j] = d[s * part.dim + j] * scale;
             }
           }
+        }
+        // Where each block's rows end.
+        for (int64_t j = 0; j < c.blocks; ++j) {
+          const auto [begin, n] = BlockRange(c.size, j);
+          const int64_t end = begin + n;
+          const int64_t before = offsets.empty() ? end * part.slots : offsets[end * part.slots];
+          rows.ends[j] = at / part.dim + static_cast<size_t>(before);
         }
         if (timing) embedding_seconds[part.local] += absl::ToDoubleSeconds(absl::Now() - start);
       }
@@ -573,7 +746,8 @@ absl::Status Stage::Forward(int ctx, const Activations& in, Activations* out) {
 }
 
 absl::StatusOr<double> Stage::ForwardBackward(int ctx, const Activations& in, float scale,
-                                              ActivationGrads* d_in, ParameterGrads* grads) {
+                                              ActivationGrads* d_in, ParameterGrads* grads,
+                                              std::vector<double>* block_losses) {
   if (!impl_->loss) return absl::FailedPreconditionError("ForwardBackward needs the loss layer");
   if (static_cast<int64_t>(in.labels.size()) != in.size) {
     return absl::InvalidArgumentError(
@@ -581,8 +755,17 @@ absl::StatusOr<double> Stage::ForwardBackward(int ctx, const Activations& in, fl
   }
   Context& c = impl_->ContextOf(ctx);
   HETERPS_RETURN_IF_ERROR(impl_->Run(ctx, c, in, /*train=*/true));
-  HETERPS_ASSIGN_OR_RETURN(const double loss,
-                           impl_->parts.back().segment->Loss(ctx, in.labels.data(), scale));
+  double loss = 0;
+  if (block_losses != nullptr) block_losses->clear();
+  for (int64_t j = 0; j < c.blocks; ++j) {
+    const int64_t begin = impl_->BlockRange(c.size, j).first;
+    HETERPS_ASSIGN_OR_RETURN(
+        const double block,
+        impl_->parts.back().segment->Loss(c.segment_contexts[j], in.labels.data() + begin, scale));
+    loss += block;
+    if (block_losses != nullptr) block_losses->push_back(block);
+  }
+  grads->Reset(c.blocks);
   HETERPS_RETURN_IF_ERROR(impl_->Back(ctx, c, nullptr, c.empty, d_in, grads));
   return loss;
 }
@@ -605,6 +788,7 @@ absl::Status Stage::Backward(int ctx, const ActivationGrads& d_out, ActivationGr
   HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
   const Matrix<float>& d_vectors = d_out.vectors.cols() > 0 ? d_out.vectors : c.empty;
   c.d_top = d_out.dense;  // the segments consume it
+  grads->Reset(c.blocks);
   return impl_->Back(ctx, c, &c.d_top, d_vectors, d_in, grads);
 }
 
@@ -628,17 +812,25 @@ absl::Status Stage::Predict(int ctx, const Activations& in, Activations* out) {
   return absl::OkStatus();
 }
 
+void Stage::set_block_rows(int64_t rows) { impl_->block_rows = rows; }
+int64_t Stage::block_rows() const { return impl_->block_rows; }
+
 ParameterGrads Stage::NewGrads() const {
   ParameterGrads grads;
-  for (const AlignedFloats& p : impl_->params) grads.dense.emplace_back(p.size(), 0.0f);
+  for (const AlignedFloats& p : impl_->params) {
+    grads.floats.push_back(static_cast<int64_t>(p.size()));
+    grads.dense.emplace_back(p.size(), 0.0f);
+  }
   grads.sparse.resize(impl_->tables.size());
+  grads.Reset(1);
   return grads;
 }
 
 StepGrads Stage::NewStepGrads() const {
   StepGrads grads;
-  for (const AlignedFloats& p : impl_->params) grads.dense.emplace_back(p.size(), 0.0);
-  grads.sparse.resize(impl_->tables.size());
+  for (const Part& part : impl_->parts) {
+    if (part.kind == Part::Kind::kEmbedding) grads.dims.push_back(part.dim);
+  }
   return grads;
 }
 
@@ -650,26 +842,42 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
     tickets.push_back(
         client->PushSparse(impl_->tables[e], grads.sparse[e].keys, grads.sparse[e].grads));
   }
+  // Several blocks' gradients summed in block order.
+  std::vector<AlignedFloats> sums;
   std::vector<ps::DensePush> dense;
   for (size_t b = 0; b < grads.dense.size(); ++b) {
-    dense.push_back({impl_->blocks[b], absl::MakeConstSpan(grads.dense[b])});
+    if (grads.blocks == 1) {
+      dense.push_back({impl_->blocks[b], absl::MakeConstSpan(grads.dense[b])});
+      continue;
+    }
+    sums.emplace_back(grads.dense_block(b, 0), grads.dense_block(b, 0) + grads.floats[b]);
+    for (int64_t j = 1; j < grads.blocks; ++j) {
+      const float* more = grads.dense_block(b, j);
+      for (int64_t i = 0; i < grads.floats[b]; ++i) sums.back()[i] += more[i];
+    }
+  }
+  for (size_t b = 0; grads.blocks > 1 && b < grads.dense.size(); ++b) {
+    dense.push_back({impl_->blocks[b], absl::MakeConstSpan(sums[b])});
   }
   const std::vector<ps::Ticket> pushes = client->PushDenseBlocks(kDenseTable, dense);
   tickets.insert(tickets.end(), pushes.begin(), pushes.end());
   return WaitAll(client, tickets, &impl_->ps_seconds);
 }
 
-absl::Status Stage::Accumulate(const StepGrads& grads, int part, bool dense,
+absl::Status Stage::Accumulate(const StepGrads& grads, bool dense,
                                const std::function<absl::Status()>& meanwhile) {
   ps::PsClient* client = impl_->client;
   std::vector<ps::Ticket> tickets;
-  for (size_t e = 0; e < grads.sparse.size(); ++e) {
-    if (grads.sparse[e].keys.empty()) continue;
-    tickets.push_back(client->AccumulateSparse(impl_->tables[e], grads.sparse[e].keys,
-                                               grads.sparse[e].grads, part));
-  }
-  for (size_t b = 0; dense && b < grads.dense.size(); ++b) {
-    tickets.push_back(client->AccumulateDense(kDenseTable, impl_->blocks[b], grads.dense[b], part));
+  for (const auto& [part, node] : grads.nodes) {
+    for (size_t e = 0; e < node.sparse.size(); ++e) {
+      if (node.sparse[e].keys.empty()) continue;
+      tickets.push_back(client->AccumulateSparse(impl_->tables[e], node.sparse[e].keys,
+                                                 node.sparse[e].sums, part));
+    }
+    for (size_t b = 0; dense && b < node.dense.size(); ++b) {
+      tickets.push_back(
+          client->AccumulateDense(kDenseTable, impl_->blocks[b], node.dense[b], part));
+    }
   }
   absl::Status status = meanwhile ? meanwhile() : absl::OkStatus();
   status.Update(WaitAll(client, tickets, &impl_->ps_seconds));

@@ -67,6 +67,9 @@ struct ModelOptions {
   int64_t sparse_memory_budget_bytes = 0;  // per table and server; 0: all rows in memory
 };
 
+// Samples per block of a synchronous step unless a job says otherwise (ps/block_tree.h).
+inline constexpr int64_t kDefaultBlockSize = 32;
+
 // The dense table that holds every fc layer's parameters.
 inline constexpr int kDenseTable = 1 << 20;
 
@@ -104,32 +107,58 @@ struct ActivationGrads {
 // Samples [begin, begin + n) of a reader's batch as the activations entering the first layer.
 void InputActivations(const data::Batch& batch, int64_t begin, int64_t n, Activations* out);
 
-// The gradients of a stage's parameters, over one micro-batch or summed over several.
+// The gradients of a stage's parameters over one micro-batch, block by block: with a block size
+// (Stage::set_block_rows), the micro-batch's samples are cut into blocks of that many (the last
+// may be shorter) and each block's gradients are kept apart, so that a step's sums can be formed
+// in an order the samples alone fix (ps/block_tree.h).
 struct ParameterGrads {
-  std::vector<AlignedFloats> dense;  // per fc layer of the stage: its block's floats
+  int64_t blocks = 1;
+  // Per fc layer of the stage: `blocks` gradients of its block's floats, one after another.
+  std::vector<AlignedFloats> dense;
   struct Rows {
     std::vector<uint64_t> keys;  // may repeat: pushes sum a repeated key's gradients
     std::vector<float> grads;    // keys.size() * dim
+    std::vector<size_t> ends;    // per block: the rows of the blocks up to its end
   };
   std::vector<Rows> sparse;  // per embedding layer of the stage
+  std::vector<int64_t> floats;  // per fc layer: one block's gradient floats
 
-  // Zeroes the dense sums and empties the rows, keeping the memory.
-  void Clear();
-  // Adds `other` (of the same stage): dense sums added, rows appended after this one's.
+  // Zeroes the dense sums and empties the rows for `blocks` blocks, keeping the memory.
+  void Reset(int64_t blocks);
+  void Clear() { Reset(blocks); }
+  // Adds `other` (of the same stage and blocks): dense sums added, rows appended after this
+  // one's block by block.
   void Add(const ParameterGrads& other);
+  // The dense gradient of fc layer `fc` in block `block`.
+  const float* dense_block(size_t fc, int64_t block) const {
+    return dense[fc].data() + block * floats[fc];
+  }
 };
 
-// A synchronous step's gradients, summed over its micro-batches: the dense sums in double, so that
-// a sum does not depend on how the micro-batches were grouped (into replicas, into the parts the
-// servers add) beyond double rounding, which is exact while a parameter's micro-batch gradients
-// lie within 2^29 of each other. Rounded to float once, by the servers (ps::PendingUpdates).
+// A synchronous step's gradients, as the nodes of its block tree (ps/block_tree.h) that this
+// holder's blocks make: block b of a micro-batch whose first block is f is leaf f + b; two
+// sibling nodes both here merge at once. A node holds, per fc layer, the dense sums in double
+// (rounded to float once, by whoever adds the last node: ps::PendingUpdates, DenseGroup), and per
+// embedding layer, each key's float sum. A leaf's sums run over the block's samples in order
+// (a key's occurrences in sample and slot order, from 0).
 struct StepGrads {
-  std::vector<std::vector<double>> dense;    // per fc layer of the stage
-  std::vector<ParameterGrads::Rows> sparse;  // per embedding layer: rows in the order added
+  struct Sparse {
+    std::vector<uint64_t> keys;  // distinct
+    std::vector<float> sums;     // keys.size() * dim
+  };
+  struct Node {
+    std::vector<std::vector<double>> dense;  // per fc layer of the stage
+    std::vector<Sparse> sparse;              // per embedding layer of the stage
+  };
+  std::vector<std::pair<int, Node>> nodes;  // (part, node), merged as far as they go, by part
+  std::vector<int64_t> dims;                // per embedding layer: its dim
 
-  void Clear();  // keeps the memory
-  // Adds one micro-batch's gradients (of the same stage).
-  void Add(const ParameterGrads& micro_batch);
+  void Clear() { nodes.clear(); }
+  // Adds one micro-batch's gradients (of the same stage), its first block being `first_block`
+  // of the step.
+  void Add(int64_t first_block, const ParameterGrads& micro_batch);
+  // Merges every node into one: the holder has all of the step's blocks.
+  void MergeAll();
 };
 
 class Stage {
@@ -177,28 +206,38 @@ class Stage {
   // Not for the stage with the loss. Errors: the client's (a server down).
   absl::Status Forward(int ctx, const Activations& in, Activations* out);
   // The stage with the loss: forward, the loss and backward in one. Returns the loss summed over
-  // the micro-batch; the gradients are those of `scale` times that sum (scale: 1 / the
-  // mini-batch's size). Writes d_in (unless null: the first stage) and adds into `grads`.
+  // the micro-batch (its blocks' sums added in block order; each block's in `block_losses` unless
+  // null); the gradients are those of `scale` times that sum (scale: 1 / the mini-batch's size).
+  // Writes d_in (unless null: the first stage) and `grads` (reset to the micro-batch's blocks).
   absl::StatusOr<double> ForwardBackward(int ctx, const Activations& in, float scale,
-                                         ActivationGrads* d_in, ParameterGrads* grads);
+                                         ActivationGrads* d_in, ParameterGrads* grads,
+                                         std::vector<double>* block_losses = nullptr);
   // Backward of context `ctx`'s micro-batch, from the gradients of what left the stage. Writes
-  // d_in (unless null) and adds into `grads`.
+  // d_in (unless null) and `grads` (reset to the micro-batch's blocks).
   absl::Status Backward(int ctx, const ActivationGrads& d_out, ActivationGrads* d_in,
                         ParameterGrads* grads);
   // Forward without training (evaluation): the context keeps nothing for a Backward. The stage
   // with the loss writes the click probabilities into out->dense (size x 1).
   absl::Status Predict(int ctx, const Activations& in, Activations* out);
 
+  // Samples per block (ps/block_tree.h): the dense segments run each block of a micro-batch on
+  // its own and keep each block's gradients apart. 0 (the default): a micro-batch is one block.
+  // A micro-batch of a synchronous job holds whole blocks but for the step's last.
+  void set_block_rows(int64_t rows);
+  int64_t block_rows() const;
+
   // An empty ParameterGrads (StepGrads) shaped for this stage.
   ParameterGrads NewGrads() const;
   StepGrads NewStepGrads() const;
-  // Pushes `grads`: the servers apply them now (one update per key and block).
+  // Pushes `grads` (its blocks summed in block order): the servers apply them now (one update per
+  // key and block).
   absl::Status Push(const ParameterGrads& grads);
-  // Sends `grads` as contribution `part` of the current step: the servers sum them until Commit.
+  // Sends `grads`, each node as the contribution of its part, to the current step: the servers
+  // merge them until Commit.
   // Without `dense`, only the embedding rows' gradients (the caller updates the dense parameters
   // itself: UpdateDense). `meanwhile` (if any) runs while they travel; its error is returned
   // first.
-  absl::Status Accumulate(const StepGrads& grads, int part, bool dense = true,
+  absl::Status Accumulate(const StepGrads& grads, bool dense = true,
                           const std::function<absl::Status()>& meanwhile = nullptr);
 
   // Seconds spent waiting for the parameter servers (pulls, pushes), since the stage was made.

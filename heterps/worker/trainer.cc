@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/data/auc.h"
+#include "heterps/ps/checkpoint.h"
 #include "heterps/ps/ps_client.h"
 
 namespace heterps::worker {
@@ -31,11 +32,25 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
         "train: epochs and threads must be >= 1 and eval_fraction in [0, 0.5]");
   }
   const MicroBatching& micro = options.micro_batching;
-  if (micro.micro_batch < 0 || micro.replicas < 1 ||
-      (micro.micro_batch > 0 && options.threads != 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "train: micro-batches of ", micro.micro_batch, " samples over ", micro.replicas,
-        " replicas: needs micro_batch >= 0, replicas >= 1 and, with micro-batches, 1 thread"));
+  if (options.block_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("train: block size ", options.block_size, " < 1"));
+  }
+  if (micro.micro_batch < 0 || micro.replicas < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("train: micro-batches of ", micro.micro_batch,
+                                                   " samples over ", micro.replicas,
+                                                   " replicas: needs micro_batch >= 0 and "
+                                                   "replicas >= 1"));
+  }
+  if (micro.micro_batch % options.block_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("train: a micro-batch of ", micro.micro_batch,
+                                                   " samples is not a multiple of the block size ",
+                                                   options.block_size,
+                                                   " (a micro-batch holds whole blocks)"));
+  }
+  if ((micro.micro_batch > 0 || micro.replicas > 1) && options.threads != 1) {
+    return absl::InvalidArgumentError(
+        "train: micro-batches and replicas cut a step as a synchronous job does, on 1 thread");
   }
   const int batch_size =
       options.batch_size > 0 ? options.batch_size : static_cast<int>(spec.batch_size);
@@ -53,7 +68,10 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   std::vector<std::unique_ptr<Model>> models;
   for (int t = 0; t < options.threads; ++t) {
     HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client));
-    model->set_micro_batching(micro);
+    if (options.threads == 1) {
+      model->set_block_size(options.block_size);
+      model->set_micro_batching(micro);
+    }
     models.push_back(std::move(model));
   }
 
@@ -76,17 +94,15 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     auto work = [&](Model* model) {
       for (;;) {
         data::Batch batch;
-        int64_t first_line = 0;  // in the pass
         {
           absl::MutexLock lock(&mu);
           if (!failure.ok()) return;
           absl::StatusOr<bool> more = reader->Next(&batch);
           if (!more.ok()) failure = more.status();
           if (!more.ok() || !*more) return;
-          first_line = epoch_samples;
           epoch_samples += batch.size;
         }
-        absl::StatusOr<double> loss = model->TrainStep(batch, first_line);
+        absl::StatusOr<double> loss = model->TrainStep(batch);
         absl::MutexLock lock(&mu);
         if (!loss.ok()) {
           failure.Update(loss.status());
@@ -151,6 +167,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     result.eval_auc = eval.auc;
   }
   result.peak_rss_bytes = PeakRss();
+  HETERPS_ASSIGN_OR_RETURN(result.parameter_digest, ps::DigestTables(client.Tables(0)));
   const int64_t dense_state = 1 + ps::StateFloats(options.model.dense_optimizer.kind);
   result.parameter_bytes = result.dense_parameters * dense_state * 4;
   for (int table = 0; ps::SparseTable* t = client.sparse(table, 0); ++table) {

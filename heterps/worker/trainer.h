@@ -43,8 +43,13 @@ struct TrainOptions {
   double eval_fraction = 0.1;  // in (0, 0.5]; 0: no evaluation
   data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
   ModelOptions model;
-  // Gradients formed in a synchronous job's micro-batches (Model::set_micro_batching), so that
-  // the run is that job's up to the float sums noted there; needs threads == 1.
+  // With one thread, a step's gradients are formed in blocks of this many samples, combined in
+  // the step's fixed tree (Model::set_block_size): the run is then a synchronous job's of the
+  // same batch and block size, to the bit, whatever that job's layout. Several threads push
+  // their steps' gradients as they come (Hogwild).
+  int64_t block_size = kDefaultBlockSize;
+  // The step cut the way a job of that layout cuts it (Model::set_micro_batching): no difference
+  // to the result, which tests show; needs threads == 1 and micro_batch a multiple of block_size.
   MicroBatching micro_batching;
   std::function<void(const TrainProgress&)> progress;
 };
@@ -63,6 +68,7 @@ struct TrainResult {
   // and the dense parameters with theirs.
   int64_t parameter_bytes = 0;
   int64_t peak_rss_bytes = 0;
+  uint64_t parameter_digest = 0;  // ps::DigestTables over every parameter at the end
   std::vector<double> losses;  // every step's, in order (with one thread)
 };
 

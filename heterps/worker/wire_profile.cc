@@ -90,7 +90,6 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
     std::unique_ptr<ps::rpc::GrpcPsClient> client;
     std::unique_ptr<Stage> stage;
     std::unique_ptr<DenseGroup> dense;  // the dense parameters held by the replicas
-    data::Batch part;
     Activations input;
     ParameterGrads grads;
     StepGrads sums;
@@ -123,8 +122,9 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
     tick();
     HETERPS_ASSIGN_OR_RETURN(const bool more, next(&data));
     if (!more) break;
-    // Replica r's share: the job's rows r, r + k, ... (one micro-batch each).
-    const std::vector<MicroBatch> shares = MicroBatches(0, data.size, {k, (data.size + k - 1) / k});
+    // Replica r's share: a block of consecutive samples (one micro-batch each).
+    const int64_t block = (data.size + k - 1) / k;
+    const std::vector<MicroBatch> shares = MicroBatches(data.size, block, {k, 0});
     if (held && static_cast<int>(shares.size()) != k) {
       return absl::FailedPreconditionError(
           absl::StrCat("wire profile: a batch of ", data.size, " samples for ", k, " replicas"));
@@ -139,10 +139,8 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
             [&](std::vector<AlignedFloats>& values) { return rep.dense->Load(values); });
       }
       if (!rep.status.ok()) return;
-      rep.part.Clear();
-      for (int row : share.rows) rep.part.Append(data, row);
-      InputActivations(rep.part, 0, rep.part.size, &rep.input);
-      rep.grads.Clear();
+      if (options.synchronous) rep.stage->set_block_rows(block);
+      InputActivations(data, share.begin, share.size, &rep.input);
       rep.status = rep.stage->ForwardBackward(0, rep.input, scale, nullptr, &rep.grads).status();
       if (!rep.status.ok()) return;
       if (!options.synchronous) {
@@ -150,11 +148,11 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
         return;
       }
       rep.sums.Clear();
-      rep.sums.Add(rep.grads);
-      rep.status = rep.stage->Accumulate(rep.sums, share.replica, !held);
+      rep.sums.Add(share.first_block, rep.grads);
+      rep.status = rep.stage->Accumulate(rep.sums, !held);
       if (!rep.status.ok() || !held) return;
       rep.status = rep.stage->UpdateDense([&](std::vector<AlignedFloats>& values) {
-        return rep.dense->Step(i, rep.sums.dense, values, nullptr);
+        return rep.dense->Step(i, rep.sums, values, nullptr);
       });
     };
     std::vector<std::thread> threads;

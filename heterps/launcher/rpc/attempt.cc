@@ -112,13 +112,6 @@ class Workers {
   std::vector<Replica> replicas_;
 };
 
-// The share of mini-batch lines [lo, hi) of stage-0 replica r of k: its position in its own
-// lines of the pass, and how many.
-std::pair<int64_t, int64_t> Share(int64_t lo, int64_t hi, int r, int k) {
-  auto before = [&](int64_t n) { return n > r ? (n - r + k - 1) / k : 0; };
-  return {before(lo), before(hi) - before(lo)};
-}
-
 // What status.json says of the job's progress.
 struct StatusPoint {
   std::string state = "running";
@@ -314,13 +307,19 @@ class Attempt::Impl {
     return absl::OkStatus();
   }
 
-  // Stage-0 replica r's part of step `step`: (loss sum, samples). Thread-safe.
-  absl::StatusOr<std::pair<double, int64_t>> RunStep(int r, int64_t step, bool write_back) {
+  // What stage-0 replica r ran of a step.
+  struct StepPart {
+    double loss = 0;                   // summed over its samples
+    std::vector<double> block_losses;  // per block of its share, in block order
+    int64_t samples = 0;
+  };
+  // Stage-0 replica r's part of step `step`. Thread-safe.
+  absl::StatusOr<StepPart> RunStep(int r, int64_t step, bool write_back) {
     const int k = layout_.replicas[0];
     const int64_t batch = job_.batch_size();
     const int64_t j = step % per_pass_;
     const int64_t lo = j * batch, hi = std::min(lo + batch, train_lines_);
-    const auto [offset, count] = Share(lo, hi, r, k);
+    const auto [offset, count] = worker::StepShare(j, batch, hi, job_.settings.block_size, r, k);
     worker_wire::StepRequest request;
     request.set_step(step);
     request.set_epoch(step / per_pass_);
@@ -338,7 +337,9 @@ class Attempt::Impl {
       seen = std::max(seen, reply.skipped_lines());
       if (first_bad_.empty()) first_bad_ = reply.first_bad_line();
     }
-    return std::make_pair(reply.loss_sum(), reply.samples());
+    return StepPart{reply.loss_sum(),
+                    std::vector<double>(reply.block_loss().begin(), reply.block_loss().end()),
+                    reply.samples()};
   }
 
   // Synchronous: each step run by every stage-0 replica, flushed by every replica of the later
@@ -355,7 +356,7 @@ class Attempt::Impl {
     const bool together = !later.empty() && LaterStagesSendNoParts();
     for (int64_t step = from; step < to; ++step) {
       HETERPS_RETURN_IF_ERROR(CheckAlive());
-      std::vector<std::pair<double, int64_t>> parts(k);
+      std::vector<StepPart> parts(k);
       HETERPS_RETURN_IF_ERROR(ParallelFor(k, [&](int r) -> absl::Status {
         HETERPS_ASSIGN_OR_RETURN(parts[r], RunStep(r, step, step + 1 == to));
         return absl::OkStatus();
@@ -373,11 +374,12 @@ class Attempt::Impl {
                               });
       }));
       if (!together) HETERPS_RETURN_IF_ERROR(ps_->Commit());
+      // The step's blocks' losses added in block order (the replicas' shares are consecutive).
       double loss = 0;
       int64_t samples = 0;
-      for (const auto& [l, n] : parts) {
-        loss += l;
-        samples += n;
+      for (const StepPart& part : parts) {
+        for (double l : part.block_losses) loss += l;
+        samples += part.samples;
       }
       StepDone(step, samples > 0 ? loss / samples : 0, samples);
       if (Stop(step + 1) || CheckPlan(step + 1)) {
@@ -475,15 +477,15 @@ class Attempt::Impl {
     absl::Status status = ParallelFor(k, [&](int r) -> absl::Status {
       for (int64_t step = from; step < to && !failed; ++step) {
         // The round's last step: what a tier holds goes back before the checkpoint (or the end).
-        absl::StatusOr<std::pair<double, int64_t>> part = RunStep(r, step, step + 1 == to);
+        absl::StatusOr<StepPart> part = RunStep(r, step, step + 1 == to);
         if (!part.ok()) {
           failed = true;
           return part.status();
         }
         absl::MutexLock lock(&mu);
         auto& [loss, samples, seen] = parts[step];
-        loss += part->first;
-        samples += part->second;
+        loss += part->loss;
+        samples += part->samples;
         ++seen;
       }
       return absl::OkStatus();

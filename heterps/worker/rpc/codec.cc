@@ -91,6 +91,7 @@ void EncodeAnswer(const AnswerView& answer, wire::Backward* out) {
     return;
   }
   out->set_loss_sum(answer.loss_sum);
+  for (double loss : answer.block_losses) out->add_block_loss(loss);
   if (answer.grads != nullptr) {
     ToTensor(answer.grads->dense, out->mutable_dense());
     ToTensor(answer.grads->vectors, out->mutable_vectors());
@@ -103,6 +104,7 @@ void EncodeAnswer(const AnswerView& answer, wire::Backward* out) {
 absl::Status DecodeAnswer(const wire::Backward& in, Answer* out) {
   out->id = in.id();
   out->loss_sum = in.loss_sum();
+  out->block_losses.assign(in.block_loss().begin(), in.block_loss().end());
   out->error = in.error();
   if (!out->error.empty()) return absl::OkStatus();
   const size_t floats = in.probabilities().size() / sizeof(float);
@@ -124,6 +126,7 @@ void EncodeDense(const DenseMessage& message, wire::DenseShare* out) {
   switch (message.kind) {
     case DenseMessage::Kind::kGradients:
       out->set_data(Bytes(message.grads.data(), message.grads.size()));
+      for (int part : message.parts) out->add_parts(part);
       break;
     case DenseMessage::Kind::kValues:
       out->set_values(true);
@@ -148,6 +151,7 @@ absl::Status DecodeDense(const wire::DenseShare& in, DenseMessage* out) {
     return Copy(in.data(), in.data().size() / sizeof(float), "dense exchange values", &out->values);
   }
   out->kind = DenseMessage::Kind::kGradients;
+  out->parts.assign(in.parts().begin(), in.parts().end());
   return Copy(in.data(), in.data().size() / sizeof(double), "dense exchange sums", &out->grads);
 }
 

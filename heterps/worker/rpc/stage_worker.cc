@@ -278,6 +278,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
                              request->scale(), request->write_back()},
                             Cancelled(ctx)));
       reply->set_loss_sum(out.loss_sum);
+      for (double loss : out.block_losses) reply->add_block_loss(loss);
       reply->set_samples(out.samples);
       reply->set_skipped_lines(out.skipped_lines);
       reply->set_first_bad_line(out.first_bad_line);
