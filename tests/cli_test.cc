@@ -456,13 +456,13 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   r = RunCli("train --micro-batch 32 --replicas 2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--replicas requires --single-process"));
-  r = RunCli("train --single-process --threads 2 --micro-batch 32 --data " + data);
+  r = RunCli("train --single-process --threads 2 --micro-batch 64 --data " + data);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("as a synchronous job does, on 1 thread"));
   r = RunCli("train --single-process --micro-batch 48 --data " + data);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err,
-              HasSubstr("a micro-batch of 48 samples is not a multiple of the block size 32"));
+              HasSubstr("a micro-batch of 48 samples is not a multiple of the block size 64"));
   // A bad line, then an empty one (skipped, and not counted as bad or as data).
   std::ofstream(data, std::ios::app) << "1\tnot a line\n\r\n";
   for (const char* mode : {"--single-process ", ""}) {

@@ -160,6 +160,50 @@ TEST_F(RuntimeTest, SyncTwoStagesTwoShardsReproduceTheSingleProcessRun) {
   EXPECT_THAT(r.err, HasSubstr("no status"));
 }
 
+// Over a whole epoch of 338 steps, with each optimizer on the embeddings and on the dense layers,
+// the two-stage job (2 stage-0 replicas, micro-batches of 64, blocks of 32, 2 shards) and the
+// plain single process are the same run to the bit.
+TEST_F(RuntimeTest, EveryOptimizerOverAWholeEpochEqualsTheSingleProcess) {
+  const std::string data = ::testing::TempDir() + "/runtime_test_epoch.tsv";
+  Outcome r =
+      Heterps({"gen-data", "--rows", "96000", "--seed", "5", "--out", data}, ::testing::TempDir());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& [sparse, dense] : {std::pair<std::string, std::string>{"sgd", "adagrad"},
+                                      {"adagrad", "adam"},
+                                      {"adam", "sgd"}}) {
+    SCOPED_TRACE(absl::StrCat(sparse, " on the embeddings, ", dense, " on the dense layers"));
+    const std::vector<std::string> common = {
+        "--data",      data,   "--batch",           "256", "--block-size", "32",
+        "--optimizer", sparse, "--dense-optimizer", dense};
+    const std::string single = Dir(absl::StrCat("epoch_single_", sparse));
+    std::vector<std::string> args = {"train", "--single-process", "--metrics-out",
+                                     single + "/metrics.json"};
+    args.insert(args.end(), common.begin(), common.end());
+    r = Heterps(args, single);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string job = Dir(absl::StrCat("epoch_job_", sparse));
+    args = {"train",
+            "--cluster",
+            kCluster,
+            "--plan",
+            kPlan,
+            "--ps-shards",
+            "2",
+            "--job-dir",
+            job,
+            "--micro-batch",
+            "64",
+            "--metrics-out",
+            job + "/metrics.json"};
+    args.insert(args.end(), common.begin(), common.end());
+    r = Heterps(args, job, absl::Seconds(300));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json a = Metrics(single), b = Metrics(job);
+    EXPECT_EQ(b["losses"].size(), 338u);
+    ASSERT_NO_FATAL_FAILURE(ExpectTheSameRun(a, b));
+  }
+}
+
 // Multi-hot slots across processes: the input stage hands ragged keys (values and offsets) to the
 // stage with the embedding, and the sync run still follows the single process step by step.
 TEST_F(RuntimeTest, MultiHotSlotsCrossStagesAndSyncStillEqualsTheSingleProcess) {
@@ -263,9 +307,16 @@ TEST_F(RuntimeTest, AKilledStageWorkerOrShardChangesNothingInTheEnd) {
   EXPECT_THAT(refused.err, HasSubstr("the unfinished job in this directory differs: epochs 2 (the "
                                      "checkpoint's: 1); seed 99"));
   EXPECT_THAT(refused.err, HasSubstr("--fresh"));
-  const Outcome resumed = Heterps(args, stopped);
+  // Resumed on another layout (one stage of one replica, 3 shards): the uninterrupted run's
+  // result to the bit.
+  std::vector<std::string> elsewhere = args;
+  *(std::find(elsewhere.begin(), elsewhere.end(), "--plan") + 1) =
+      "tests/specs/runtime/one-stage-two.json";
+  *(std::find(elsewhere.begin(), elsewhere.end(), "--ps-shards") + 1) = "3";
+  const Outcome resumed = Heterps(elsewhere, stopped);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_THAT(resumed.out + resumed.err, HasSubstr("resumed from the checkpoint of step"));
+  EXPECT_THAT(resumed.out, HasSubstr("1 stage, 3 parameter servers"));
   EXPECT_EQ(Metrics(stopped)["parameter_digest"], reference["parameter_digest"]);
 
   // TLS between every role, with a certificate made for the job: the same result, the key

@@ -170,7 +170,7 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--block-size", flags.job.block_size,
                   "Samples per block: a synchronous step's gradients are summed block by block "
                   "in a fixed order, so that the run is the same whatever the plan's layout "
-                  "(default 32)")
+                  "(default 64)")
       ->check(Positive());
   cmd->add_option("--micro-batch", flags.job.micro_batch,
                   "Samples per micro-batch, whole blocks (default: a quarter of a stage-0 "

@@ -13,7 +13,10 @@ namespace {
 class SyncPolicy : public GradientPolicy {
  public:
   SyncPolicy(const Stage& stage, DenseGroup* dense, std::function<bool()> cancelled)
-      : stage_(stage), dense_(dense), cancelled_(std::move(cancelled)) {}
+      : stage_(stage),
+        dense_(dense),
+        cancelled_(std::move(cancelled)),
+        total_(stage.NewStepGrads()) {}
 
   bool PullBefore(int64_t step, int64_t pulled_step, int) const override {
     return step != pulled_step;
@@ -33,7 +36,7 @@ class SyncPolicy : public GradientPolicy {
       if (!total_.nodes.empty()) {
         base::LogLine(absl::StrCat("dropped the gradients of step ", step_, " at step ", step));
       }
-      total_ = stage_.NewStepGrads();
+      total_.Clear();
       step_ = step;
     }
     total_.Add(first_block, *grads);
@@ -44,7 +47,7 @@ class SyncPolicy : public GradientPolicy {
     if (step != step_) {
       // No micro-batch of this step came here: nothing to send, but the stage's dense exchange
       // still needs this replica.
-      total_ = stage_.NewStepGrads();
+      total_.Clear();
       step_ = step;
     }
     if (whole) total_.MergeAll();

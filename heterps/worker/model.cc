@@ -51,8 +51,8 @@ absl::StatusOr<double> Model::TrainStep(const data::Batch& batch) {
     return sum / batch.size;
   }
   const std::vector<MicroBatch> parts = MicroBatches(batch.size, block_size_, micro_batching_);
-  step_grads_.resize(micro_batching_.replicas);
-  for (StepGrads& g : step_grads_) g = stage_->NewStepGrads();
+  step_grads_.resize(micro_batching_.replicas, stage_->NewStepGrads());
+  for (StepGrads& g : step_grads_) g.Clear();
   step_losses_.clear();
   for (const MicroBatch& part : parts) {
     InputActivations(batch, part.begin, part.size, &input_);

@@ -59,7 +59,7 @@ class LocalDownstream : public Downstream {
 // The share of step j (lines [j * 256, hi) of the pass) of stage-0 replica r of 2: (offset,
 // count).
 std::pair<int64_t, int64_t> Share(int64_t j, int64_t hi, int r) {
-  return StepShare(j, 256, hi, kDefaultBlockSize, r, 2);
+  return StepShare(j, 256, hi, 32, r, 2);
 }
 
 class PipelineTest : public ::testing::Test {
@@ -83,6 +83,7 @@ class PipelineTest : public ::testing::Test {
     plan.stages = {{0, emb, "a", "cpu", 2}, {emb + 1, last, "b", "cpu", 1}};
     JobSettings settings;
     settings.mode = mode;
+    settings.block_size = 32;
     settings.micro_batch = 32;
     settings.ps_shards = 2;
     settings.eval_fraction = eval_fraction;
@@ -177,6 +178,7 @@ TEST_F(PipelineTest, SyncStepsEqualTheSingleProcessRun) {
   // The plain single process, and one that cuts its steps as the job does: both equal to the bit.
   TrainOptions single;
   single.files = {data_};
+  single.block_size = job.settings.block_size;
   single.eval_fraction = 0.1;
   auto expected = Train(job.model, single);
   ASSERT_TRUE(expected.ok()) << expected.status();

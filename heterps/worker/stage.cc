@@ -202,7 +202,7 @@ namespace {
 // A block tree node's sums plus a sibling's: the dense sums added, each key's sums added, keys
 // only the sibling has appended.
 void AddNode(StepGrads::Node& into, const StepGrads::Node& more) {
-  for (size_t b = 0; b < into.dense.size(); ++b) {
+  for (size_t b = 0; b < more.dense.size(); ++b) {
     Eigen::Map<Eigen::ArrayXd>(into.dense[b].data(), into.dense[b].size()) +=
         Eigen::Map<const Eigen::ArrayXd>(more.dense[b].data(), more.dense[b].size());
   }
@@ -229,35 +229,82 @@ void AddNode(StepGrads::Node& into, const StepGrads::Node& more) {
 
 }  // namespace
 
-void StepGrads::Add(int64_t first_block, const ParameterGrads& micro_batch) {
-  absl::flat_hash_map<uint64_t, size_t> index;
-  for (int64_t j = 0; j < micro_batch.blocks; ++j) {
-    Node leaf;
-    for (size_t f = 0; f < micro_batch.dense.size(); ++f) {
-      const float* g = micro_batch.dense_block(f, j);
-      leaf.dense.emplace_back(g, g + micro_batch.floats[f]);
+void StepGrads::Clear() {
+  for (auto& [part, node] : nodes) spare_.push_back(std::move(node));
+  nodes.clear();
+}
+
+void StepGrads::LeafSparse(const ParameterGrads& micro_batch, int64_t j, size_t e, Sparse* out) {
+  const ParameterGrads::Rows& rows = micro_batch.sparse[e];
+  const size_t dim = static_cast<size_t>(dims[e]);
+  out->keys.clear();
+  out->sums.clear();
+  index_.clear();
+  // The block's rows, each key's summed in order from 0.
+  for (size_t i = j == 0 ? 0 : rows.ends[j - 1]; i < rows.ends[j]; ++i) {
+    auto [it, fresh] = index_.try_emplace(rows.keys[i], out->keys.size());
+    if (fresh) {
+      out->keys.push_back(rows.keys[i]);
+      out->sums.resize(out->sums.size() + dim, 0.0f);
     }
-    leaf.sparse.resize(micro_batch.sparse.size());
-    for (size_t e = 0; e < micro_batch.sparse.size(); ++e) {
-      const ParameterGrads::Rows& rows = micro_batch.sparse[e];
-      const size_t dim = static_cast<size_t>(dims[e]);
-      Sparse& sums = leaf.sparse[e];
-      index.clear();
-      // The block's rows, each key's summed in order from 0.
-      for (size_t i = j == 0 ? 0 : rows.ends[j - 1]; i < rows.ends[j]; ++i) {
-        auto [it, fresh] = index.try_emplace(rows.keys[i], sums.keys.size());
-        if (fresh) {
-          sums.keys.push_back(rows.keys[i]);
-          sums.sums.resize(sums.sums.size() + dim, 0.0f);
-        }
-        float* sum = sums.sums.data() + it->second * dim;
-        const float* grad = rows.grads.data() + i * dim;
-        for (size_t d = 0; d < dim; ++d) sum[d] += grad[d];
+    float* sum = out->sums.data() + it->second * dim;
+    const float* grad = rows.grads.data() + i * dim;
+    for (size_t d = 0; d < dim; ++d) sum[d] += grad[d];
+  }
+}
+
+void StepGrads::Add(int64_t first_block, const ParameterGrads& micro_batch) {
+  for (int64_t j = 0; j < micro_batch.blocks; ++j) {
+    int part = ps::NodePart(0, first_block + j);
+    Node node;
+    auto sibling = std::find_if(nodes.begin(), nodes.end(),
+                                [&](const auto& n) { return n.first == (part ^ 1); });
+    if (sibling != nodes.end()) {
+      // The leaf added straight into its sibling (in double, as a node of its own would be),
+      // which makes their parent.
+      node = std::move(sibling->second);
+      nodes.erase(sibling);
+      for (size_t f = 0; f < micro_batch.dense.size(); ++f) {
+        Eigen::Map<Eigen::ArrayXd>(node.dense[f].data(), micro_batch.floats[f]) +=
+            Eigen::Map<const Eigen::ArrayXf>(micro_batch.dense_block(f, j), micro_batch.floats[f])
+                .cast<double>();
+      }
+      leaf_.sparse.resize(micro_batch.sparse.size());
+      for (size_t e = 0; e < micro_batch.sparse.size(); ++e) {
+        LeafSparse(micro_batch, j, e, &leaf_.sparse[e]);
+      }
+      AddNode(node, leaf_);  // its sparse sums: leaf_ has no dense ones
+      part = ps::NodeParent(part);
+    } else {
+      // A node of its own, in the memory of an earlier one.
+      if (!spare_.empty()) {
+        node = std::move(spare_.back());
+        spare_.pop_back();
+      }
+      node.dense.resize(micro_batch.dense.size());
+      for (size_t f = 0; f < micro_batch.dense.size(); ++f) {
+        const float* g = micro_batch.dense_block(f, j);
+        node.dense[f].assign(g, g + micro_batch.floats[f]);
+      }
+      node.sparse.resize(micro_batch.sparse.size());
+      for (size_t e = 0; e < micro_batch.sparse.size(); ++e) {
+        LeafSparse(micro_batch, j, e, &node.sparse[e]);
       }
     }
-    nodes.emplace_back(ps::NodePart(0, first_block + j), std::move(leaf));
+    // Up the tree while the sibling is here.
+    for (;;) {
+      auto up = std::find_if(nodes.begin(), nodes.end(),
+                             [&](const auto& n) { return n.first == (part ^ 1); });
+      if (up == nodes.end()) break;
+      AddNode(node, up->second);
+      spare_.push_back(std::move(up->second));
+      nodes.erase(up);
+      part = ps::NodeParent(part);
+    }
+    auto at = std::lower_bound(nodes.begin(), nodes.end(), part,
+                               [](const auto& n, int p) { return n.first < p; });
+    nodes.emplace(at, part, std::move(node));
   }
-  ps::MergeNodes(&nodes, /*to_root=*/false, AddNode);
 }
 
 void StepGrads::MergeAll() { ps::MergeNodes(&nodes, /*to_root=*/true, AddNode); }

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "Eigen/Core"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/data/criteo.h"
@@ -68,7 +69,7 @@ struct ModelOptions {
 };
 
 // Samples per block of a synchronous step unless a job says otherwise (ps/block_tree.h).
-inline constexpr int64_t kDefaultBlockSize = 32;
+inline constexpr int64_t kDefaultBlockSize = 64;
 
 // The dense table that holds every fc layer's parameters.
 inline constexpr int kDenseTable = 1 << 20;
@@ -153,12 +154,20 @@ struct StepGrads {
   std::vector<std::pair<int, Node>> nodes;  // (part, node), merged as far as they go, by part
   std::vector<int64_t> dims;                // per embedding layer: its dim
 
-  void Clear() { nodes.clear(); }
+  void Clear();  // keeps the nodes' memory for the next step's
   // Adds one micro-batch's gradients (of the same stage), its first block being `first_block`
   // of the step.
   void Add(int64_t first_block, const ParameterGrads& micro_batch);
   // Merges every node into one: the holder has all of the step's blocks.
   void MergeAll();
+
+ private:
+  // Block j's sums of embedding layer e: each key's, in order from 0.
+  void LeafSparse(const ParameterGrads& micro_batch, int64_t j, size_t e, Sparse* out);
+
+  std::vector<Node> spare_;  // memory of nodes merged or cleared
+  Node leaf_;                // a block's sparse sums, before they join a node
+  absl::flat_hash_map<uint64_t, size_t> index_;
 };
 
 class Stage {

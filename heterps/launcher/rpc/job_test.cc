@@ -127,7 +127,7 @@ TEST(JobTest, ASwitchGivesTheSameProcessesNewRoles) {
   b.stages = {{0, cut, "cpu-a", "cpu", 1}, {cut + 1, last, "cpu-b", "cpu", 1}};
   worker::JobSettings settings;
   settings.ps_shards = 2;
-  settings.micro_batch = 32;
+  settings.micro_batch = 64;
   settings.checkpoint_every = 4;
   auto job_a =
       worker::MakeJob({*text, "dlrm-small.yaml", 256}, a, config::ClusterSpec(), {data}, settings);
