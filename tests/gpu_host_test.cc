@@ -105,6 +105,14 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   EXPECT_EQ(Metrics(plain)["parameter_digest"], b["parameter_digest"]);
   EXPECT_EQ(Metrics(plain)["stages"][0]["prefetch_seconds_per_batch"], 0.0);
   EXPECT_EQ(Metrics(plain)["losses"], b["losses"]);
+
+  // Another cut of the steps (micro-batches of 128 samples rather than 64): the same run to the
+  // bit, the GPU stage on the twin included (its segments run block by block as the CPU's do).
+  const std::string coarse = Dir("gpu_coarse");
+  r = Heterps(Mixed(coarse, true, {"--micro-batch", "128"}), coarse);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Metrics(coarse)["parameter_digest"], b["parameter_digest"]);
+  EXPECT_EQ(Metrics(coarse)["losses"], b["losses"]);
 }
 
 TEST_F(GpuHostTest, AKilledGpuStageChangesNothingInTheEnd) {

@@ -204,6 +204,29 @@ TEST_F(RuntimeTest, EveryOptimizerOverAWholeEpochEqualsTheSingleProcess) {
   }
 }
 
+// A later stage of two replicas, which hold its dense parameters between them: the micro-batches
+// go to them by where their blocks lie in the step, and one that gets none in a step (a whole
+// step in one micro-batch) still takes its part in the dense exchange; the run is the single
+// process's to the bit either way.
+TEST_F(RuntimeTest, ALaterStageOfTwoReplicasEqualsTheSingleProcess) {
+  const std::string single = Dir("wide_single");
+  Outcome r = Heterps({"train", "--single-process", "--data", data_, "--batch", "256",
+                       "--metrics-out", single + "/metrics.json"},
+                      single);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* micro : {"64", "256"}) {
+    SCOPED_TRACE(absl::StrCat("micro-batches of ", micro));
+    const std::string job = Dir(absl::StrCat("wide_", micro));
+    std::vector<std::string> args = TwoStages(job, {"--micro-batch", micro});
+    *(std::find(args.begin(), args.end(), "--plan") + 1) =
+        "tests/specs/runtime/two-stages-wide.json";
+    r = Heterps(args, job);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_NO_FATAL_FAILURE(ExpectTheSameRun(Metrics(single), Metrics(job)));
+    ExpectNoneLeft(job);
+  }
+}
+
 // Multi-hot slots across processes: the input stage hands ragged keys (values and offsets) to the
 // stage with the embedding, and the sync run still follows the single process step by step.
 TEST_F(RuntimeTest, MultiHotSlotsCrossStagesAndSyncStillEqualsTheSingleProcess) {

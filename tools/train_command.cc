@@ -172,10 +172,11 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "in a fixed order, so that the run is the same whatever the plan's layout "
                   "(default 64)")
       ->check(Positive());
-  cmd->add_option("--micro-batch", flags.job.micro_batch,
-                  "Samples per micro-batch, whole blocks (default: a quarter of a stage-0 "
-                  "replica's share); --single-process: cut the steps as a job's replicas would "
-                  "(with --replicas; the result is the same)")
+  cmd->add_option(
+         "--micro-batch", flags.job.micro_batch,
+         "Samples per micro-batch, whole blocks (default: a stage-0 replica's share, over "
+         "2 per stage in a pipeline); --single-process: cut the steps as a job's replicas would "
+         "(with --replicas; the result is the same)")
       ->check(NonNegative());
   cmd->add_option("--ps-shards", flags.job.ps_shards,
                   "Parameter-server processes, at most 64 (default: the plan's servers where it "

@@ -78,11 +78,11 @@ class PsClient {
   // PushDense per block). Only the floats the spans point to need to outlive the call.
   virtual std::vector<Ticket> PullDenseBlocks(int table, absl::Span<const DensePull> blocks);
   virtual std::vector<Ticket> PushDenseBlocks(int table, absl::Span<const DensePush> blocks);
-  // Like the pushes, but the servers hold the gradients as contribution `part` (>= 0) until
-  // Commit (pending.h: sums over parts in part order). A part sends each table (each block) once
-  // per step. A dense part comes in doubles (a sum of micro-batches' float gradients, not yet
-  // rounded): the servers add the parts in double and round once, so the sum does not depend on
-  // how the micro-batches were grouped into parts (docs/runtime.md, "Synchronous mode").
+  // Like the pushes, but the servers hold the gradients as contribution `part` (>= 0: a node of
+  // the step's block tree, block_tree.h) until Commit, which merges the parts up the tree
+  // (pending.h). A part sends each table (each block) once per step, its keys distinct. A dense
+  // part comes in doubles (its blocks' float gradients summed, not yet rounded), merged in double
+  // and rounded once (docs/runtime.md, "The same run whatever the layout").
   virtual Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys,
                                   absl::Span<const float> grads, int part) = 0;
   virtual Ticket AccumulateDense(int table, int block, absl::Span<const double> grads,

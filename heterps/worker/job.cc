@@ -53,7 +53,11 @@ absl::Status CheckPlan(const sched::RunPlan& plan, const config::ModelSpec& mode
 absl::Status CheckSettings(const JobSettings& s) {
   if (s.micro_batch < 0) return Bad(absl::StrCat("micro-batch ", s.micro_batch, " < 0"));
   if (s.block_size < 1) return Bad(absl::StrCat("block size ", s.block_size, " < 1"));
-  if (s.micro_batch % s.block_size != 0) {
+  if (s.micro_batch > (int64_t{1} << 30) || s.block_size > (int64_t{1} << 30)) {
+    return Bad(absl::StrCat("micro-batch ", s.micro_batch, " or block size ", s.block_size,
+                            " above 2^30 samples"));
+  }
+  if (s.mode == Consistency::kSync && s.micro_batch % s.block_size != 0) {
     return Bad(absl::StrCat("micro-batch ", s.micro_batch, " is not a multiple of the block size ",
                             s.block_size, " (a micro-batch holds whole blocks)"));
   }
@@ -243,9 +247,17 @@ absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& pl
     const int64_t parts = job.stages() == 1 ? 1 : 2 * job.stages();
     s.micro_batch = s.block_size * std::max<int64_t>(1, (share + parts - 1) / parts);
   }
-  if ((job.model.batch_size + s.block_size - 1) / s.block_size > ps::kMaxStepBlocks) {
+  const int64_t blocks = (job.model.batch_size + s.block_size - 1) / s.block_size;
+  if (blocks > ps::kMaxStepBlocks) {
     return Bad(absl::StrCat("a batch of ", job.model.batch_size, " samples makes more than ",
                             ps::kMaxStepBlocks, " blocks of ", s.block_size));
+  }
+  if (blocks < job.replicas(0)) {
+    return Bad(absl::StrCat("a batch of ", job.model.batch_size, " samples makes ", blocks,
+                            " block", blocks == 1 ? "" : "s", " of ", s.block_size, " for ",
+                            job.replicas(0),
+                            " replicas of the first stage, which each read whole blocks: lower "
+                            "the block size (--block-size) or raise the batch"));
   }
   if (s.ps_shards == 0) {
     // The type that runs the first embedding layer holds the tables' traffic.

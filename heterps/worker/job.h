@@ -132,7 +132,8 @@ std::string JobToJson(const JobSpec& job);
 
 // What a job resumed from a checkpoint must share with the job that wrote it, as "name=value"
 // lines: the model (its spec text, by a hash), the batch size, the data files, the passes, the
-// held-out share, the bad-line policy, the optimizers, the seed and the consistency mode. The plan,
+// held-out share, the bad-line policy, the optimizers, the seed, the consistency mode and the block
+// size. The plan,
 // the shards and the checkpoint policy may differ (a resume lays the job out anew).
 std::vector<std::string> JobIdentity(const JobSpec& job);
 absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view source);

@@ -209,6 +209,12 @@ class PipelineReplica::Impl {
   absl::Status EndStep(int64_t step, bool write_back, const Cancelled& cancelled) {
     return OnComputeThread(true, cancelled, [this, step, write_back] {
       const absl::Time start = absl::Now();
+      // A replica that ran none of the step's micro-batches (a short last step, a later stage's
+      // replica the step's blocks did not reach) still takes its part in the dense exchange.
+      if (dense_ != nullptr && !dense_->loaded()) {
+        HETERPS_RETURN_IF_ERROR(
+            stage_->UpdateDense([this](std::vector<AlignedFloats>& v) { return dense_->Load(v); }));
+      }
       HETERPS_RETURN_IF_ERROR(
           policy_->EndStep(*stage_, step, /*whole=*/job_.replicas(stage_index_) == 1));
       Charge(step_end_seconds_, start);
@@ -391,6 +397,17 @@ class PipelineReplica::Impl {
     pcie_bytes_ = pcie;
   }
 
+  // The next stage's replica for a micro-batch: in training, by where its first block lies in the
+  // step (consecutive blocks to one replica, so that a replica's blocks make few nodes of the
+  // step's tree, and every replica gets its share); in evaluation, in turn.
+  int TargetOf(const ForwardHeader& header) const {
+    const int k = downstream_->replicas();
+    if (!header.train) return static_cast<int>(header.order % k);
+    const int64_t blocks =
+        (job_.batch_size() + job_.settings.block_size - 1) / job_.settings.block_size;
+    return static_cast<int>(std::min<int64_t>(header.order * k / blocks, k - 1));
+  }
+
   // Micro-batches of a share of n samples, and where micro-batch m lies in it.
   int64_t Parts(int64_t n) const {
     const int64_t mb = job_.settings.micro_batch;
@@ -520,7 +537,7 @@ class PipelineReplica::Impl {
     if (!r.header.train) ReleaseContext(r);  // evaluation keeps nothing for a backward
     ForwardHeader header = r.header;
     header.id = next_tag_++;
-    r.downstream = static_cast<int>(r.header.order % downstream_->replicas());
+    r.downstream = TargetOf(r.header);
     const int target = r.downstream;
     records_.emplace(header.id, std::move(r));
     ++in_flight_;

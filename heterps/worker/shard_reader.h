@@ -5,9 +5,11 @@
 //   ShardReader reader(options);                     // options.rank = replica, .world = replicas
 //   HETERPS_ASSIGN_OR_RETURN(int64_t got, reader.Take(epoch, offset, 512, &batch));
 //
-// The replica's lines are those data::CriteoReader gives rank `rank` of `world` (line i of the
-// part goes to replica i mod world). Taking the next samples in order streams; a position behind
-// the current one, or in another pass, reopens the files and skips forward.
+// The replica's lines are those data::CriteoReader gives it (its options: rank `rank` of `world`,
+// line i of the part to replica i mod world; or, for a distributed job's training lines, a cycle:
+// the replica's consecutive blocks of every step, JobSpec::Reader). Taking the next samples in
+// order streams; a position behind the current one, or in another pass, reopens the files and skips
+// forward.
 //
 // Thread safety: one thread at a time.
 #pragma once

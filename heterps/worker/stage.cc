@@ -169,34 +169,6 @@ void ParameterGrads::Reset(int64_t n) {
   }
 }
 
-void ParameterGrads::Add(const ParameterGrads& other) {
-  for (size_t b = 0; b < dense.size(); ++b) {
-    Eigen::Map<Eigen::ArrayXf>(dense[b].data(), dense[b].size()) +=
-        Eigen::Map<const Eigen::ArrayXf>(other.dense[b].data(), other.dense[b].size());
-  }
-  for (size_t e = 0; e < sparse.size(); ++e) {
-    Rows& mine = sparse[e];
-    const Rows& more = other.sparse[e];
-    const size_t dim = more.keys.empty() ? 0 : more.grads.size() / more.keys.size();
-    Rows merged;
-    size_t at = 0, other_at = 0;
-    for (size_t j = 0; j < mine.ends.size(); ++j) {
-      merged.keys.insert(merged.keys.end(), mine.keys.begin() + at,
-                         mine.keys.begin() + mine.ends[j]);
-      merged.grads.insert(merged.grads.end(), mine.grads.begin() + at * dim,
-                          mine.grads.begin() + mine.ends[j] * dim);
-      merged.keys.insert(merged.keys.end(), more.keys.begin() + other_at,
-                         more.keys.begin() + more.ends[j]);
-      merged.grads.insert(merged.grads.end(), more.grads.begin() + other_at * dim,
-                          more.grads.begin() + more.ends[j] * dim);
-      at = mine.ends[j];
-      other_at = more.ends[j];
-      merged.ends.push_back(merged.keys.size());
-    }
-    mine = std::move(merged);
-  }
-}
-
 namespace {
 
 // A block tree node's sums plus a sibling's: the dense sums added, each key's sums added, keys

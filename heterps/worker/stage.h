@@ -32,8 +32,9 @@
 // layers of the whole spec) is block f of dense table kDenseTable, [W (out x in) | b (out)].
 // Forward passes use the dense parameters of the last PullParameters (which the first dense layer
 // waits for, the embedding lookups before it running meanwhile). Gradients are not pushed by
-// Backward: they are added into a ParameterGrads, which the caller pushes when the consistency mode
-// says so (Push: applied now; Accumulate: summed on the servers until Commit, ps_client.h).
+// Backward: they are written into a ParameterGrads (block by block), which the caller pushes when
+// the consistency mode says so (Push: applied now; Accumulate: the step's block tree nodes merged
+// on the servers until Commit, ps_client.h).
 //
 // Thread safety: one thread at a time per Stage (several Stages may share one client).
 #pragma once
@@ -127,9 +128,6 @@ struct ParameterGrads {
   // Zeroes the dense sums and empties the rows for `blocks` blocks, keeping the memory.
   void Reset(int64_t blocks);
   void Clear() { Reset(blocks); }
-  // Adds `other` (of the same stage and blocks): dense sums added, rows appended after this
-  // one's block by block.
-  void Add(const ParameterGrads& other);
   // The dense gradient of fc layer `fc` in block `block`.
   const float* dense_block(size_t fc, int64_t block) const {
     return dense[fc].data() + block * floats[fc];

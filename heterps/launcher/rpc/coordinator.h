@@ -15,11 +15,12 @@
 // launcher/job_checkpoint.h (the files of the job directory). This file restarts attempts.
 //
 // Steps. Step j of pass e covers training lines j*B .. (j+1)*B - 1 (the last one of a pass may be
-// smaller), where line i belongs to stage-0 replica i mod k: the same samples, in the same
-// mini-batches, as single-process training reads. Synchronous: every stage-0 replica runs its
-// share (RunStep), every replica then sends its part of the step's gradients (Flush), and the
-// parameter servers apply them (Commit), before the next step begins: the run equals the
-// single-process run up to float rounding, and equals itself to the bit. Asynchronous: the
+// smaller), cut into blocks, stage-0 replica r reading consecutive whole blocks of it
+// (worker::ShareBlocks): the same samples, in the same mini-batches, as single-process training
+// reads. Synchronous: every stage-0 replica runs its share (RunStep), every replica then sends its
+// nodes of the step's block tree (Flush), and the parameter servers merge and apply them
+// (Commit), before the next step begins: the run equals the single-process run, and itself, to
+// the bit (docs/runtime.md, "The same run whatever the layout"). Asynchronous: the
 // stage-0 replicas run their steps without waiting for each other, their gradients applied as
 // they come, and meet only at checkpoints.
 //

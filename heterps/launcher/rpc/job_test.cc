@@ -43,6 +43,15 @@ TEST(JobTest, TwoStagesOnThreadsReproduceTheSingleProcessRun) {
   auto job = worker::MakeJob({*text, "examples/models/dlrm-small.yaml", 512}, plan,
                              config::ClusterSpec(), {data}, settings);
   ASSERT_TRUE(job.ok()) << job.status();
+  // Blocks so large that a replica of the first stage would read none: refused, saying why.
+  worker::JobSettings coarse = settings;
+  coarse.block_size = 512;
+  coarse.micro_batch = 512;
+  auto refused = worker::MakeJob({*text, "examples/models/dlrm-small.yaml", 512}, plan,
+                                 config::ClusterSpec(), {data}, coarse);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("makes 1 block of 512 for 2 replicas of the first stage"));
   RunOptions options;
   options.job_dir = ::testing::TempDir() + "/job_test_dir";
   std::filesystem::remove_all(options.job_dir);
