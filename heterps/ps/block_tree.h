@@ -58,6 +58,11 @@ inline std::vector<int> CoverNodes(int64_t begin, int64_t end) {
   return out;
 }
 
+// The addition of dense nodes (a node's sums in double): `into` += `more`, element by element.
+inline void AddDoubles(std::vector<double>& into, const std::vector<double>& more) {
+  for (size_t i = 0; i < into.size(); ++i) into[i] += more[i];
+}
+
 // Merges `nodes` ((part, value) of disjoint block ranges, any order) up the tree: two siblings
 // that are both present become their parent, `add(left, right)` leaving left + right in `left`.
 // With `to_root`, a node whose sibling is absent also passes up unchanged, until one node is left:

@@ -8,13 +8,6 @@
 #include "heterps/ps/block_tree.h"
 
 namespace heterps::ps {
-namespace {
-
-void AddDoubles(std::vector<double>& into, const std::vector<double>& more) {
-  for (size_t i = 0; i < into.size(); ++i) into[i] += more[i];
-}
-
-}  // namespace
 
 void PendingUpdates::AddSparse(int table, int part, absl::Span<const uint64_t> keys,
                                absl::Span<const float> grads) {

@@ -139,10 +139,7 @@ absl::Status DenseGroup::Step(int64_t step, const StepGrads& sums,
   if (nodes.empty()) {
     return absl::InternalError(absl::StrCat("dense group: step ", step, ": no replica sent sums"));
   }
-  ps::MergeNodes(&nodes, /*to_root=*/true,
-                 [](std::vector<double>& into, const std::vector<double>& more) {
-                   for (size_t i = 0; i < into.size(); ++i) into[i] += more[i];
-                 });
+  ps::MergeNodes(&nodes, /*to_root=*/true, ps::AddDoubles);
   const std::vector<double>& sum = nodes.front().second;
   std::vector<float> rounded;
   for (size_t i = 0; i < mine().size(); ++i) {

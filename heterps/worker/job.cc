@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -183,16 +184,23 @@ absl::StatusOr<Consistency> ParseConsistency(absl::string_view name) {
       absl::StrCat("consistency mode '", name, "': expected sync or async"));
 }
 
+int64_t StepBlocks(int64_t batch, int64_t block_size) {
+  return (batch + block_size - 1) / block_size;
+}
+
 std::pair<int64_t, int64_t> ShareBlocks(int64_t batch, int64_t block_size, int r, int k) {
-  const int64_t blocks = (batch + block_size - 1) / block_size;
+  const int64_t blocks = StepBlocks(batch, block_size);
   return {blocks * r / k, blocks * (r + 1) / k};
+}
+
+std::pair<int64_t, int64_t> ShareLines(int64_t batch, int64_t block_size, int r, int k) {
+  const auto [first, end] = ShareBlocks(batch, block_size, r, k);
+  return {std::min(first * block_size, batch), std::min(end * block_size, batch)};
 }
 
 std::pair<int64_t, int64_t> StepShare(int64_t j, int64_t batch, int64_t hi, int64_t block_size,
                                       int r, int k) {
-  const auto [first, end] = ShareBlocks(batch, block_size, r, k);
-  const int64_t begin = std::min(first * block_size, batch);
-  const int64_t stop = std::min(end * block_size, batch);
+  const auto [begin, stop] = ShareLines(batch, block_size, r, k);
   const int64_t lo = j * batch;
   return {j * (stop - begin), std::max<int64_t>(0, std::min(lo + stop, hi) - (lo + begin))};
 }
@@ -209,10 +217,9 @@ data::ReaderOptions JobSpec::Reader(int replica, data::ReaderOptions::Part part)
   read.world = replicas(0);
   if (part == data::ReaderOptions::Part::kTrain) {
     // Consecutive whole blocks of every step.
-    const auto [first, end] = ShareBlocks(replica);
     read.cycle = batch_size();
-    read.cycle_begin = std::min(first * settings.block_size, batch_size());
-    read.cycle_end = std::min(end * settings.block_size, batch_size());
+    std::tie(read.cycle_begin, read.cycle_end) =
+        ShareLines(batch_size(), settings.block_size, replica, replicas(0));
   }
   read.batch_size = static_cast<int>(settings.micro_batch);
   read.bad_lines = settings.bad_lines;
@@ -241,13 +248,12 @@ absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& pl
   job.settings = settings;
   HETERPS_RETURN_IF_ERROR(CheckTier(job));
   JobSettings& s = job.settings;
+  const int64_t blocks = StepBlocks(job.model.batch_size, s.block_size);
   if (s.micro_batch == 0) {
-    const int64_t blocks = (job.model.batch_size + s.block_size - 1) / s.block_size;
     const int64_t share = (blocks + job.replicas(0) - 1) / job.replicas(0);
     const int64_t parts = job.stages() == 1 ? 1 : 2 * job.stages();
     s.micro_batch = s.block_size * std::max<int64_t>(1, (share + parts - 1) / parts);
   }
-  const int64_t blocks = (job.model.batch_size + s.block_size - 1) / s.block_size;
   if (blocks > ps::kMaxStepBlocks) {
     return Bad(absl::StrCat("a batch of ", job.model.batch_size, " samples makes more than ",
                             ps::kMaxStepBlocks, " blocks of ", s.block_size));

@@ -85,6 +85,10 @@ struct JobSettings {
 // lines [first * block_size, min(end * block_size, batch)) are the replica's; a short last step of
 // a pass keeps the same cut (a replica may then get fewer samples, or none).
 std::pair<int64_t, int64_t> ShareBlocks(int64_t batch, int64_t block_size, int r, int k);
+// The blocks of a step of `batch` samples: ceil(batch / block_size).
+int64_t StepBlocks(int64_t batch, int64_t block_size);
+// Replica r's lines of such a step, [begin, end) (ShareBlocks in samples).
+std::pair<int64_t, int64_t> ShareLines(int64_t batch, int64_t block_size, int r, int k);
 
 // The share of step j of a pass (its lines [j * batch, hi)) of stage-0 replica r of k: where it
 // starts in the replica's own lines of the pass (JobSpec::Reader), and how many.

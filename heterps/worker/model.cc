@@ -10,8 +10,7 @@ namespace heterps::worker {
 std::vector<MicroBatch> MicroBatches(int64_t n, int64_t block_size, const MicroBatching& m) {
   std::vector<MicroBatch> out;
   for (int r = 0; r < m.replicas; ++r) {
-    const auto [first, end] = ShareBlocks(n, block_size, r, m.replicas);
-    const int64_t begin = std::min(first * block_size, n), stop = std::min(end * block_size, n);
+    const auto [begin, stop] = ShareLines(n, block_size, r, m.replicas);
     const int64_t size = m.micro_batch > 0 ? m.micro_batch : std::max<int64_t>(stop - begin, 1);
     for (int64_t at = begin; at < stop; at += size) {
       out.push_back({r, at, std::min(size, stop - at), at / block_size});

@@ -403,8 +403,7 @@ class PipelineReplica::Impl {
   int TargetOf(const ForwardHeader& header) const {
     const int k = downstream_->replicas();
     if (!header.train) return static_cast<int>(header.order % k);
-    const int64_t blocks =
-        (job_.batch_size() + job_.settings.block_size - 1) / job_.settings.block_size;
+    const int64_t blocks = StepBlocks(job_.batch_size(), job_.settings.block_size);
     return static_cast<int>(std::min<int64_t>(header.order * k / blocks, k - 1));
   }
 
