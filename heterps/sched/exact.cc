@@ -17,6 +17,11 @@
 // incumbent but does not reach it, the search at E_hi with the range's budget (the incumbent over
 // c E_lo) sets the whole range aside if it finds no plan below it, instead of splitting the range
 // down to candidates that each prove the same.
+// A candidate's depth-first search visits at most a node limit (4096 at first); one that reaches
+// it proves nothing, and the candidate is set back and searched again with 4 times the limit,
+// the set-back candidates sharing the work equally with the ranges still open: one hard
+// bottleneck no longer holds up the rest (on 64 x 16 tight instances one search took the whole
+// time limit).
 // Every plan found is provisioned exactly by cost::Provision, so costs match brute force.
 //
 // The parameter servers, when priced, are one more stage of a free type: their ET values join the
@@ -34,6 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/sched/local_search.h"
 #include "heterps/sched/schedulers.h"
 
 namespace heterps::sched {
@@ -47,6 +53,11 @@ constexpr double kStrictly = 1 - 1e-12;
 // A range whose bound is within this factor of the incumbent is searched at its end before it is
 // split (Run).
 constexpr double kNear = 0.95;
+// A candidate's depth-first search first visits at most this many nodes (SchedulerOptions::
+// exact_first_nodes; about 0.1 s on a 64-layer, 16-type instance); each time it comes back, this
+// many times more.
+constexpr int64_t kFirstNodeLimit = 4096;
+constexpr int64_t kNodeLimitGrowth = 4;
 
 class ExactSearch {
  public:
@@ -92,10 +103,16 @@ class ExactSearch {
   void Dfs(int i, int prev, double cost);
   // Searches bottleneck e_hi for stage plans that, with the cheapest servers that leave room for
   // them, would cost less than the incumbent at bottleneck e_lo <= e_hi, and considers the plans
-  // it finds. Returns true if it proved that there are none (then no plan with its bottleneck in
-  // [e_lo, e_hi] beats the incumbent). With `first_only`, stops at the first plan found; else
-  // finds the cheapest at e_hi below that budget for each server choice.
-  bool Evaluate(double e_lo, double e_hi, bool first_only);
+  // it finds. With `first_only`, stops at the first plan found; else finds the cheapest at e_hi
+  // below that budget for each server choice. Each depth-first search visits at most
+  // `node_limit` nodes: one that reaches it proves nothing (kOpen), and the caller comes back
+  // with a larger limit once the easier candidates are done.
+  enum class Outcome {
+    kNone,  // proved: no plan with its bottleneck in [e_lo, e_hi] beats the incumbent
+    kDone,  // searched to the end (first_only: a plan found), the incumbent updated
+    kOpen,  // a search reached its node limit, or the time ran out
+  };
+  Outcome Evaluate(double e_lo, double e_hi, bool first_only, int64_t node_limit);
   // The cheapest plan at dfs_e_ that a beam of `width` partial plans per layer finds, each stage
   // within the units its type has left, ranked by cost so far plus the relaxed cost of the rest
   // (g_ of Relaxed(dfs_e_)). Empty if the beam ends with none.
@@ -168,6 +185,8 @@ class ExactSearch {
   double dfs_e_ = 0, dfs_best_ = 0;
   std::vector<int> dfs_current_, dfs_found_;
   bool dfs_first_only_ = false;  // Constrained stops at the first plan below its bound
+  int64_t dfs_nodes_ = 0, dfs_node_limit_ = 0;  // nodes visited by Constrained, and its limit
+  bool dfs_cut_ = false;                        // Constrained reached its node limit
   std::vector<int64_t> dfs_used_;
   std::vector<int64_t> dfs_k_;               // [i][j][t]: k_min(i..j, t, dfs_e_), 0 if none
   std::vector<std::vector<double>> dfs_g_;   // per depth: [m][prev] as g_, units left respected
@@ -323,7 +342,11 @@ std::vector<int> ExactSearch::Constrained(double e, double bound) {
 }
 
 void ExactSearch::Dfs(int i, int prev, double cost) {
-  if (timed_out_ || (dfs_first_only_ && !dfs_found_.empty())) return;
+  if (timed_out_ || dfs_cut_ || (dfs_first_only_ && !dfs_found_.empty())) return;
+  if (++dfs_nodes_ > dfs_node_limit_) {
+    dfs_cut_ = true;
+    return;
+  }
   if (++evaluated_ % 4096 == 0 && deadline_.Expired()) {
     timed_out_ = true;
     return;
@@ -512,14 +535,15 @@ std::vector<ExactSearch::Servers> ExactSearch::ServerChoices(double e) const {
   return choices;
 }
 
-bool ExactSearch::Evaluate(double e_lo, double e_hi, bool first_only) {
+ExactSearch::Outcome ExactSearch::Evaluate(double e_lo, double e_hi, bool first_only,
+                                           int64_t node_limit) {
   const double s = Relaxed(e_hi);
-  if (s == kInfinity) return true;
+  if (s == kInfinity) return Outcome::kNone;
   const std::vector<int> relaxed = RelaxedAssignment();
   const std::vector<Servers> choices = ServerChoices(e_hi);
   // Only plans whose bound c e_lo (S + rate) beats the incumbent matter.
   const double c = model_.JobCost(e_lo, 1.0);
-  bool none = true;
+  bool none = true, open = false;
   for (const Servers& servers : choices) {
     const double budget = best_.feasible ? best_.cost_usd / c - servers.rate : kInfinity;
     if (!(s < budget * kStrictly) || timed_out_) break;  // nor can any dearer choice
@@ -527,18 +551,23 @@ bool ExactSearch::Evaluate(double e_lo, double e_hi, bool first_only) {
     if (WithinUnits(relaxed, e_hi)) {
       // The stages' cheapest plan beside the cheapest servers that leave room for it.
       Consider(relaxed);
-      return false;
+      return Outcome::kDone;
     }
     dfs_first_only_ = first_only;
+    dfs_nodes_ = 0;
+    dfs_node_limit_ = node_limit;
+    dfs_cut_ = false;
     const std::vector<int> assignment = Constrained(e_hi, budget);
     dfs_first_only_ = false;
+    open = open || dfs_cut_;
     if (!assignment.empty()) {
       Consider(assignment);
       none = false;
       if (first_only) break;
     }
   }
-  return none && !timed_out_;
+  if (timed_out_ || open) return Outcome::kOpen;
+  return none ? Outcome::kNone : Outcome::kDone;
 }
 
 Plan ExactSearch::Run() {
@@ -564,26 +593,45 @@ Plan ExactSearch::Run() {
     // cand[hi] respects the units beside the cheapest servers.
     bool tightened = false;
     bool searched = false;  // Evaluate(cand[lo], cand[hi]) could not set it aside
+    int64_t node_limit = 0;  // of its depth-first searches (Evaluate)
     bool operator<(const Range& o) const { return bound > o.bound; }  // min-heap
   };
   std::priority_queue<Range> open;
+  const int64_t first_nodes =
+      options_.exact_first_nodes > 0 ? options_.exact_first_nodes : kFirstNodeLimit;
   if (!cand_.empty()) {
     size_t hi = cand_.size() - 1;
     double s = Relaxed(cand_[hi]);
     if (s < kInfinity) {
       const bool exact = RelaxedFits(cand_[hi]);
-      open.push({RangeCost(0, hi, s, 0), 0, hi, s, 0, exact});
+      open.push({RangeCost(0, hi, s, 0), 0, hi, s, 0, exact, false, first_nodes});
     }
   }
   double pending = kInfinity;  // the bound of the range being explored when time ran out
-  while (!open.empty() && !timed_out_) {
+  // Candidates whose search reached its node limit, lowest bound first, each searched again with
+  // a limit kNodeLimitGrowth times larger while the ranges in `open` go on, the two sharing the
+  // work (plans evaluated and nodes visited) equally: one hard candidate does not hold up all the
+  // easy ones (on deep, tight instances a single search could take the whole time limit), nor
+  // do the easy ones starve a hard one that holds the optimum. Nothing is set aside unproved, so
+  // the search stays exact.
+  std::priority_queue<Range> deferred;
+  int64_t fresh_work = 0, deferred_work = 0;
+  auto beats = [&](const Range& r) {
+    return !best_.feasible || r.bound < best_.cost_usd * kStrictly;
+  };
+  while (!timed_out_) {
     if (deadline_.Expired()) {
       timed_out_ = true;
       break;
     }
-    Range r = open.top();
-    if (best_.feasible && !(r.bound < best_.cost_usd * kStrictly)) break;
-    open.pop();
+    if (!deferred.empty() && !beats(deferred.top())) deferred = {};  // nor can any other
+    const bool open_done = open.empty() || !beats(open.top());
+    if (open_done && deferred.empty()) break;
+    const bool retry = !deferred.empty() && (open_done || deferred_work <= fresh_work);
+    std::priority_queue<Range>& from = retry ? deferred : open;
+    Range r = from.top();
+    from.pop();
+    const int64_t work_before = evaluated_;
     pending = r.bound;
     if (!r.tightened) {
       // Before splitting a range or searching a candidate, its Lagrangian bound: where the units
@@ -598,24 +646,33 @@ Plan ExactSearch::Run() {
         open.push(r);
       }
     } else if (r.lo == r.hi) {
-      Evaluate(cand_[r.lo], cand_[r.lo], false);
+      if (Evaluate(cand_[r.lo], cand_[r.lo], false, r.node_limit) == Outcome::kOpen &&
+          !timed_out_) {
+        r.node_limit *= kNodeLimitGrowth;
+        deferred.push(r);
+      }
     } else if (!r.searched && best_.feasible && r.bound >= kNear * best_.cost_usd) {
       // Within the Lagrangian bound's usual gap of the incumbent: one search at cand[hi] may set
       // the whole range aside. Else it comes back as it was, to be split.
       r.searched = true;
-      if (!Evaluate(cand_[r.lo], cand_[r.hi], true) && !timed_out_) open.push(r);
+      if (Evaluate(cand_[r.lo], cand_[r.hi], true, r.node_limit) != Outcome::kNone && !timed_out_) {
+        open.push(r);
+      }
     } else {
       size_t mid = r.lo + (r.hi - r.lo) / 2;
       // The upper half shares the range's end, and with it its Lagrangian bound; the lower half
       // keeps it too (it holds for every bottleneck up to cand[hi]), until its own is fitted.
-      open.push({RangeCost(mid + 1, r.hi, r.s_hi, r.v), mid + 1, r.hi, r.s_hi, r.v, true});
+      open.push({RangeCost(mid + 1, r.hi, r.s_hi, r.v), mid + 1, r.hi, r.s_hi, r.v, true, false,
+                 first_nodes});
       double s_mid = Relaxed(cand_[mid]);
       if (s_mid < kInfinity) {
         const bool exact = RelaxedFits(cand_[mid]);
         s_mid = std::max(s_mid, r.s_hi);
-        open.push({RangeCost(r.lo, mid, s_mid, r.v), r.lo, mid, s_mid, r.v, exact});
+        open.push(
+            {RangeCost(r.lo, mid, s_mid, r.v), r.lo, mid, s_mid, r.v, exact, false, first_nodes});
       }
     }
+    (retry ? deferred_work : fresh_work) += evaluated_ - work_before;
     if (!timed_out_) pending = kInfinity;
     if (options_.progress && evaluated_ % 256 < 2) {
       options_.progress(evaluated_, best_.feasible ? best_.cost_usd : kInfinity);
@@ -631,6 +688,7 @@ Plan ExactSearch::Run() {
   if (timed_out_) {
     bound = std::min(bound, pending);
     if (!open.empty()) bound = std::min(bound, open.top().bound);
+    if (!deferred.empty()) bound = std::min(bound, deferred.top().bound);
   }
   plan.lower_bound_usd = std::isfinite(bound) ? bound : 0;
   return plan;
@@ -806,9 +864,11 @@ class ExactScheduler : public Scheduler {
   absl::StatusOr<Plan> Schedule(const CostModel& model, const SchedulerOptions& options) override {
     base::Deadline clock(0);
     // A search that has not certified within a tenth of its time goes on seeded with its own
-    // relaxed and beam plans: without an incumbent that fits the units, a deep, tight instance
-    // spends its time on the first bottlenecks' searches and returns a plan dearer than the
-    // beam's. Most instances certify long before, and pay nothing for the seeds.
+    // relaxed and beam plans, improved by a local search (local_search.h) for at most a quarter
+    // of the time: without an incumbent that fits the units, a deep, tight instance spends its
+    // time on the first bottlenecks' searches and returns a plan dearer than the beam's, and the
+    // bound search alone reaches the cheaper plans too slowly. Most instances certify long
+    // before, and pay nothing for the seeds.
     const double limit = options.time_limit_seconds;
     SchedulerOptions first = options;
     if (limit > 0) first.time_limit_seconds = 0.1 * limit;
@@ -816,13 +876,14 @@ class ExactScheduler : public Scheduler {
     if (limit > 0 && !plan.certified_optimal) {
       SchedulerOptions seeded = options, quick = options;
       quick.time_limit_seconds = 0.05 * limit;
-      if (plan.feasible) seeded.incumbents.push_back(plan.assignment);
-      for (std::vector<int>& a : ExactSearch(model, quick).RelaxedAt(8)) {
-        seeded.incumbents.push_back(std::move(a));
-      }
-      for (std::vector<int>& a : ExactSearch(model, quick).BeamAt(8, 32)) {
-        seeded.incumbents.push_back(std::move(a));
-      }
+      PlanCache cache(model, std::numeric_limits<int64_t>::max());
+      if (plan.feasible) cache.Evaluate(plan.assignment);
+      for (const std::vector<int>& a : ExactSearch(model, quick).RelaxedAt(8)) cache.Evaluate(a);
+      for (const std::vector<int>& a : ExactSearch(model, quick).BeamAt(8, 32)) cache.Evaluate(a);
+      // A local search around the best of them: the bound search below prunes by the incumbent,
+      // and on deep, tight instances it proves too slowly to reach the better plans itself.
+      Polish(model, cache, base::Deadline(0.25 * limit), LocalSearchOptions{});
+      if (cache.have_best()) seeded.incumbents.push_back(cache.best().assignment);
       seeded.time_limit_seconds = std::max(0.05 * limit, limit - clock.Elapsed());
       const int64_t evaluated = plan.plans_evaluated;
       plan = ExactSearch(model, seeded).Run();

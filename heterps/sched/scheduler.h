@@ -40,6 +40,10 @@ struct SchedulerOptions {
   // evaluates them first, so that its result is never worse than the best of them. Others ignore
   // them. An assignment of the wrong length or with an unknown type is skipped.
   std::vector<std::vector<int>> incumbents;
+  // `exact` only: the nodes a candidate bottleneck's first depth-first search may visit before
+  // it is set back, to be searched again later with 4 times as many (0: 4096). The result is
+  // exact whatever the value; tests set 1 to take the set-back path everywhere.
+  int64_t exact_first_nodes = 0;
 };
 
 // Thread safety: a Scheduler object is used by one thread at a time; distinct objects are

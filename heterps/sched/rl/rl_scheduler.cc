@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <random>
 #include <string>
 #include <tuple>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "heterps/base/deadline.h"
+#include "heterps/sched/local_search.h"
 #include "heterps/sched/rl/features.h"
 #include "heterps/sched/rl/lstm_policy.h"
 #include "heterps/sched/schedulers.h"
@@ -19,71 +18,6 @@ namespace {
 
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
-
-std::string Key(const std::vector<int>& assignment) {
-  return std::string(assignment.begin(), assignment.end());
-}
-
-// Layers [first, last] on type t with the fewest units that meet the throughput limit: how many
-// (0 where even all of them do not), their price per hour and their seconds per batch (both
-// infinite where none). What the searches' estimates of a stage's cost start from.
-struct FewestUnits {
-  int64_t units = 0;
-  double usd_per_hour = cost::kInfinity;
-  double seconds = cost::kInfinity;
-};
-FewestUnits StageAtTheLimit(const cost::CostModel& model, int first, int last, int t) {
-  const double x = model.StageSeconds(first, last, t);
-  const int64_t k = std::isfinite(x) ? model.MinUnits(x, t, model.max_bottleneck_seconds()) : 0;
-  if (k == 0) return {};
-  const auto& type = model.type(t);
-  return {k, type.price_per_hour * static_cast<double>(k),
-          cost::CostModel::ExecSeconds(x, type.dp_loss, k)};
-}
-
-// Provisions plans once each, counts them against the budget, keeps the best.
-class Evaluator {
- public:
-  // `on_improvement` (may be empty) hears (plans evaluated, best cost or +inf) at every new best.
-  Evaluator(const cost::CostModel& model, int64_t budget,
-            std::function<void(int64_t, double)> on_improvement)
-      : model_(model), budget_(budget), on_improvement_(std::move(on_improvement)) {}
-
-  bool exhausted() const { return evaluated_ >= budget_; }
-  int64_t evaluated() const { return evaluated_; }
-  const Plan& best() const { return best_; }
-  bool have_best() const { return have_best_; }
-
-  // The plan for `assignment`, or nullptr when it is new and the budget is spent.
-  const Plan* Evaluate(const std::vector<int>& assignment) {
-    std::string key = Key(assignment);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return &it->second;
-    if (exhausted()) return nullptr;
-    ++evaluated_;
-    Plan plan = MakePlan(model_, assignment);
-    if (!have_best_ || Better(plan, best_)) {
-      best_ = plan;
-      have_best_ = true;
-      ++improvements_;
-      if (on_improvement_) {
-        on_improvement_(evaluated_, best_.feasible ? best_.cost_usd : cost::kInfinity);
-      }
-    }
-    return &cache_.emplace(std::move(key), std::move(plan)).first->second;
-  }
-  int64_t improvements() const { return improvements_; }
-
- private:
-  const cost::CostModel& model_;
-  const int64_t budget_;
-  std::function<void(int64_t, double)> on_improvement_;
-  int64_t evaluated_ = 0;
-  int64_t improvements_ = 0;
-  absl::flat_hash_map<std::string, Plan> cache_;
-  Plan best_;
-  bool have_best_ = false;
-};
 
 struct Adam {
   VectorXd m, v;
@@ -116,23 +50,13 @@ class RlScheduler : public Scheduler {
     return -std::log(plan.cost_usd / reference_cost_);
   }
   void Train(const cost::CostModel& model, const SchedulerOptions& options, LstmPolicy& policy,
-             Evaluator& evaluator, int64_t train_budget, const base::Deadline& deadline);
-  void Polish(const cost::CostModel& model, Evaluator& evaluator, const base::Deadline& deadline,
-              uint64_t seed);
-  void SeedSplits(const cost::CostModel& model, Evaluator& evaluator, int64_t budget);
-  // Re-solves each stage, and each pair of adjacent stages, of the best plan as one or two stages
-  // of any types.
-  void Rewindow(const cost::CostModel& model, Evaluator& evaluator, const base::Deadline& deadline);
+             PlanCache& evaluator, int64_t train_budget, const base::Deadline& deadline);
+  void SeedSplits(const cost::CostModel& model, PlanCache& evaluator, int64_t budget);
   // Supervised steps towards `best` before the policy is saved, so that the file makes the best
   // plan seen its most likely one; a warm start then samples around it.
   void Distill(const cost::CostModel& model, const std::vector<int>& best, LstmPolicy& policy);
-  std::vector<int> Descend(const cost::CostModel& model, Evaluator& evaluator,
-                           std::vector<int> start, const base::Deadline& deadline);
   // Orders each layer's types by the policy's mean probability in the last update.
   void RankTypes(const Tape& tape, int sampled);
-  // Every move of the local search from `current`, most promising kinds first.
-  std::vector<std::vector<int>> Moves(const cost::CostModel& model,
-                                      const std::vector<int>& current) const;
 
   RlOptions options_;
   double reference_cost_ = 0;
@@ -162,7 +86,7 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
     policy = std::move(*loaded);
   }
   const int64_t budget = options.max_plans > 0 ? options.max_plans : options_.default_budget;
-  Evaluator evaluator(model, budget, options.progress);
+  PlanCache evaluator(model, budget, options.progress);
   // The plans any user would try first (each type everywhere, the greedy plan) are evaluated
   // first; the cheapest feasible one is the reward's reference and the first plan to imitate.
   reference_cost_ = 0;
@@ -204,7 +128,12 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
   const int64_t train_budget =
       budget - static_cast<int64_t>(options_.polish_share * static_cast<double>(budget));
   Train(model, options, policy, evaluator, train_budget, deadline);
-  Polish(model, evaluator, deadline, options.seed);
+  LocalSearchOptions polish;
+  polish.types_per_move = options_.polish_types;
+  polish.window_plans = options_.window_plans;
+  polish.seed = options.seed;
+  polish.ranked = &ranked_;
+  Polish(model, evaluator, deadline, polish);
   if (!options.policy_out.empty()) {
     if (evaluator.have_best()) Distill(model, evaluator.best().assignment, policy);
     absl::Status saved = policy.Save(options.policy_out);
@@ -230,7 +159,7 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
 // evaluated: a pair's cost is not monotone in the cut (each side's units jump), so the cheapest
 // cut is often next to one where a side needs a unit more; 16 cuts spread evenly missed it. At most
 // `budget` new plans; the cheapest pairs first.
-void RlScheduler::SeedSplits(const cost::CostModel& model, Evaluator& evaluator, int64_t budget) {
+void RlScheduler::SeedSplits(const cost::CostModel& model, PlanCache& evaluator, int64_t budget) {
   const int L = model.num_layers(), T = model.num_types();
   if (L < 2 || T < 2 || budget <= 0) return;
   std::vector<std::pair<double, int>> cheap, saturated;
@@ -291,89 +220,8 @@ void RlScheduler::SeedSplits(const cost::CostModel& model, Evaluator& evaluator,
   }
 }
 
-// The layers of one stage of the best plan, or of two adjacent ones (a window), taken again as one
-// stage, or as two of any two types at any cut, the other stages and the servers kept as they
-// are: every choice is ranked by an estimate of the job's cost (each new stage with the fewest
-// units that meet the limit of what the other stages leave of its type; the hourly price of every
-// stage and the servers times the slowest one's seconds per batch), and the `window_plans`
-// cheapest are evaluated. Window by window, until no window improves the best plan. A plan whose
-// optimum chains several small pools (spot pools of one or two units) differs from a good plan of
-// another shape in several stages at once: single moves reach it only through plans that break a
-// type's units.
-void RlScheduler::Rewindow(const cost::CostModel& model, Evaluator& evaluator,
-                           const base::Deadline& deadline) {
-  const int T = model.num_types();
-  bool improved = true;
-  while (improved && evaluator.have_best() && evaluator.best().feasible && !evaluator.exhausted() &&
-         !deadline.Expired()) {
-    improved = false;
-    const Plan best = evaluator.best();
-    const int S = static_cast<int>(best.stages.size());
-    // Windows of one stage (split in two), then of two adjacent stages.
-    for (int w = 0; w < 2 * S - 1 && !improved; ++w) {
-      const int s = w < S ? w : w - S, width = w < S ? 1 : 2;
-      const int first = best.stages[s].spec.first, last = best.stages[s + width - 1].spec.last;
-      std::vector<int64_t> left(T);
-      for (int t = 0; t < T; ++t) left[t] = model.type(t).units;
-      double fixed_price = 0, fixed_seconds = 0;
-      for (int o = 0; o < S; ++o) {
-        if (o >= s && o < s + width) continue;
-        const PlanStage& st = best.stages[o];
-        left[st.spec.type] -= st.units;
-        fixed_price += model.type(st.spec.type).price_per_hour * static_cast<double>(st.units);
-        fixed_seconds = std::max(fixed_seconds, st.seconds_per_batch);
-      }
-      if (best.ps.type >= 0) {
-        left[best.ps.type] -= best.ps.shards;
-        fixed_price += best.ps.usd_per_hour;
-        fixed_seconds = std::max(fixed_seconds, best.ps.seconds_per_batch);
-      }
-      // Layers [i, j] on t at the limit, with none where the other stages leave too few units.
-      auto side = [&](int i, int j, int t) {
-        const FewestUnits s = StageAtTheLimit(model, i, j, t);
-        return s.units <= left[t] ? s : FewestUnits{};
-      };
-      const int n = last - first + 1;
-      // front[t][c], back[t][c]: layers [first, first + c - 1] and [first + c, last] on t.
-      std::vector<std::vector<FewestUnits>> front(T), back(T);
-      for (int t = 0; t < T; ++t) {
-        front[t].resize(n + 1);
-        back[t].resize(n + 1);
-        for (int c = 1; c <= n; ++c) front[t][c] = side(first, first + c - 1, t);
-        for (int c = 0; c < n; ++c) back[t][c] = side(first + c, last, t);
-      }
-      std::vector<std::tuple<double, int, int, int>> choices;  // {estimate, a, b, cut}
-      auto consider = [&](double price, double seconds, int a, int b, int cut) {
-        const double estimate = (fixed_price + price) * std::max(fixed_seconds, seconds);
-        if (std::isfinite(estimate)) choices.push_back({estimate, a, b, cut});
-      };
-      for (int a = 0; a < T; ++a) {
-        consider(front[a][n].usd_per_hour, front[a][n].seconds, a, a, n);
-        for (int b = 0; b < T; ++b) {
-          if (b == a) continue;
-          for (int c = 1; c < n; ++c) {
-            consider(front[a][c].usd_per_hour + back[b][c].usd_per_hour,
-                     std::max(front[a][c].seconds, back[b][c].seconds), a, b, c);
-          }
-        }
-      }
-      const size_t keep = std::min<size_t>(choices.size(), options_.window_plans);
-      std::partial_sort(choices.begin(), choices.begin() + keep, choices.end());
-      const int64_t before = evaluator.improvements();
-      for (size_t i = 0; i < keep && !evaluator.exhausted(); ++i) {
-        const auto [estimate, a, b, cut] = choices[i];
-        std::vector<int> assignment = best.assignment;
-        std::fill(assignment.begin() + first, assignment.begin() + first + cut, a);
-        std::fill(assignment.begin() + first + cut, assignment.begin() + last + 1, b);
-        evaluator.Evaluate(assignment);
-      }
-      improved = evaluator.improvements() > before;
-    }
-  }
-}
-
 void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& options,
-                        LstmPolicy& policy, Evaluator& evaluator, int64_t train_budget,
+                        LstmPolicy& policy, PlanCache& evaluator, int64_t train_budget,
                         const base::Deadline& deadline) {
   const PolicyInputs inputs = MakePolicyInputs(model);
   std::mt19937_64 rng(options.seed ^ 0x9e3779b97f4a7c15ull);
@@ -479,114 +327,6 @@ void RlScheduler::Distill(const cost::CostModel& model, const std::vector<int>& 
     const double norm = grad.norm();
     if (norm > options_.clip_norm) grad *= options_.clip_norm / norm;
     adam.Apply(policy.params(), grad, options_.learning_rate);
-  }
-}
-
-// The local search's neighbourhood of a plan, in this order: move a stage boundary by one layer;
-// give a whole stage any other type; split a stage, giving the layers from a cut point on (or up
-// to it) another type, taken from the policy's ranking of the layer concerned (the
-// `polish_types` it prefers, plus the neighbouring stages' types).
-std::vector<std::vector<int>> RlScheduler::Moves(const cost::CostModel& model,
-                                                 const std::vector<int>& current) const {
-  const std::vector<cost::StageSpec> stages = StagesOf(current);
-  auto candidates = [&](int layer, int s) {
-    std::vector<int> types;
-    auto add = [&](int t) {
-      if (t != stages[s].type && std::find(types.begin(), types.end(), t) == types.end()) {
-        types.push_back(t);
-      }
-    };
-    if (s > 0) add(stages[s - 1].type);
-    if (s + 1 < static_cast<int>(stages.size())) add(stages[s + 1].type);
-    const std::vector<int>& ranked = ranked_.empty() ? std::vector<int>() : ranked_[layer];
-    for (size_t i = 0;
-         i < ranked.size() && static_cast<int>(types.size()) < options_.polish_types + 2; ++i) {
-      add(ranked[i]);
-    }
-    for (int t = 0;
-         t < model.num_types() && static_cast<int>(types.size()) < options_.polish_types + 2; ++t) {
-      add(t);
-    }
-    return types;
-  };
-  std::vector<std::vector<int>> moves;
-  auto retype = [&](int first, int last, int t) {
-    std::vector<int> m = current;
-    std::fill(m.begin() + first, m.begin() + last + 1, t);
-    moves.push_back(std::move(m));
-  };
-  const int num_stages = static_cast<int>(stages.size());
-  for (int s = 0; s + 1 < num_stages; ++s) {
-    retype(stages[s].last, stages[s].last, stages[s + 1].type);
-    retype(stages[s + 1].first, stages[s + 1].first, stages[s].type);
-  }
-  for (int s = 0; s < num_stages; ++s) {
-    for (int t = 0; t < model.num_types(); ++t) {
-      if (t != stages[s].type) retype(stages[s].first, stages[s].last, t);
-    }
-  }
-  for (int s = 0; s < num_stages; ++s) {
-    for (int cut = stages[s].first + 1; cut <= stages[s].last; ++cut) {
-      for (int t : candidates(cut, s)) retype(cut, stages[s].last, t);
-      for (int t : candidates(cut - 1, s)) retype(stages[s].first, cut - 1, t);
-    }
-  }
-  return moves;
-}
-
-// First-improvement local search from `start` until no move helps; returns the local optimum.
-// Stops early when the budget or the time runs out.
-std::vector<int> RlScheduler::Descend(const cost::CostModel& model, Evaluator& evaluator,
-                                      std::vector<int> start, const base::Deadline& deadline) {
-  const Plan* here = evaluator.Evaluate(start);
-  if (here == nullptr) return start;
-  Plan current = *here;
-  bool improved = true;
-  while (improved && !deadline.Expired()) {
-    improved = false;
-    for (const std::vector<int>& m : Moves(model, current.assignment)) {
-      if (deadline.Expired()) break;
-      const Plan* next = evaluator.Evaluate(m);
-      if (next == nullptr) return current.assignment;
-      if (Better(*next, current)) {
-        current = *next;
-        improved = true;
-        break;
-      }
-    }
-  }
-  return current.assignment;
-}
-
-// Iterated local search: descend from the best plan; then, while budget and time remain, perturb
-// the best plan (retype one to three random segments, with types the policy ranks highly) and
-// descend again, until the kicks stop reaching new plans. The evaluator keeps the best plan.
-void RlScheduler::Polish(const cost::CostModel& model, Evaluator& evaluator,
-                         const base::Deadline& deadline, uint64_t seed) {
-  if (!evaluator.have_best()) return;
-  std::mt19937_64 rng(seed ^ 0x5bd1e9955bd1e995ull);
-  const int L = model.num_layers();
-  Rewindow(model, evaluator, deadline);
-  Descend(model, evaluator, evaluator.best().assignment, deadline);
-  Rewindow(model, evaluator, deadline);
-  // Kicks that reach no plan not yet seen: the neighbourhood of the best plan is exhausted.
-  constexpr int kFruitlessKicks = 64;
-  int fruitless = 0;
-  while (!evaluator.exhausted() && !deadline.Expired() && fruitless < kFruitlessKicks) {
-    const int64_t before = evaluator.evaluated();
-    std::vector<int> kick = evaluator.best().assignment;
-    const int changes = 1 + static_cast<int>(rng() % 3);
-    for (int c = 0; c < changes; ++c) {
-      int first = static_cast<int>(rng() % L), last = static_cast<int>(rng() % L);
-      if (first > last) std::swap(first, last);
-      const std::vector<int>& ranked = ranked_.empty() ? std::vector<int>() : ranked_[first];
-      const int pool = std::min<int>(static_cast<int>(ranked.size()), options_.polish_types);
-      const int t = pool > 0 && rng() % 2 == 0 ? ranked[rng() % pool]
-                                               : static_cast<int>(rng() % model.num_types());
-      std::fill(kick.begin() + first, kick.begin() + last + 1, t);
-    }
-    Descend(model, evaluator, kick, deadline);
-    fruitless = evaluator.evaluated() == before ? fruitless + 1 : 0;
   }
 }
 
