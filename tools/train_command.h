@@ -36,8 +36,8 @@ struct TrainFlags {
   std::vector<std::string> data = {"synthetic"};  // files or globs, plain, gzip or zstd
   int64_t rows = 200000;
   int batch = 0;  // 0: the spec's
-  // Empty or 0: the spec's `optimizer` section, else the defaults (adagrad at 0.05 x batch / 256,
-  // as the mean loss's gradients shrink with the batch; adam at 0.001).
+  // Empty or 0: the spec's `optimizer` section, else the defaults (adagrad at 0.05, sgd at
+  // 0.05 x batch / 256, as the mean loss's gradients shrink with the batch; adam at 0.001).
   std::string optimizer;
   double lr = 0;
   std::string dense_optimizer;

@@ -1,6 +1,7 @@
 #include "tools/train_common.h"
 
 #include <filesystem>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -73,12 +74,12 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::Mode
 
 namespace {
 
-// One optimizer: the flag's kind and rate where given, else the spec's, else the defaults; the
-// spec's other settings over ps::OptimizerOptions' defaults.
-absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& flag_kind, double flag_lr,
-                                               const config::OptimizerSpec& spec,
-                                               const char* default_kind, double default_lr,
-                                               const char* flag) {
+// One optimizer: the flag's kind and rate where given, else the spec's, else the defaults (the
+// rate: default_lr(kind)); the spec's other settings over ps::OptimizerOptions' defaults.
+absl::StatusOr<ps::OptimizerOptions> Optimizer(
+    const std::string& flag_kind, double flag_lr, const config::OptimizerSpec& spec,
+    const char* default_kind, const std::function<double(ps::OptimizerKind)>& default_lr,
+    const char* flag) {
   const std::string name = !flag_kind.empty()   ? flag_kind
                            : !spec.kind.empty() ? spec.kind
                                                 : default_kind;
@@ -90,7 +91,7 @@ absl::StatusOr<ps::OptimizerOptions> Optimizer(const std::string& flag_kind, dou
   options.kind = *kind;
   options.learning_rate = static_cast<float>(flag_lr > 0              ? flag_lr
                                              : spec.learning_rate > 0 ? spec.learning_rate
-                                                                      : default_lr);
+                                                                      : default_lr(*kind));
   if (spec.initial_accumulator >= 0) {
     options.initial_accumulator = static_cast<float>(spec.initial_accumulator);
   }
@@ -110,15 +111,20 @@ absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags,
   options.sparse_memory_budget_bytes = flags.ps_memory_mib > 0
                                            ? static_cast<int64_t>(flags.ps_memory_mib * (1 << 20))
                                            : flags.job.tables.sparse_memory_budget_bytes;
-  // Adagrad's first steps move a row by about lr times its gradient over sqrt(initial
-  // accumulator), and a mean loss's gradients are 1 / batch per sample: scaling the rate with the
-  // batch keeps what one sample moves a row by the same at every batch size.
+  // The embeddings' rate: Adagrad (its accumulator starting at 0) and Adam divide a gradient by
+  // its own running size, so their step does not shrink with the batch and 0.05 holds at every
+  // batch size (docs/benchmarks.md, "The first epoch on real data"); SGD's step is the gradient
+  // itself, 1 / batch per sample under a mean loss, so its rate grows with the batch.
+  auto sparse_lr = [batch](ps::OptimizerKind kind) {
+    return kind == ps::OptimizerKind::kSgd ? 0.05 * static_cast<double>(batch) / 256.0 : 0.05;
+  };
   HETERPS_ASSIGN_OR_RETURN(options.sparse_optimizer,
                            Optimizer(flags.optimizer, flags.lr, spec.embedding_optimizer, "adagrad",
-                                     0.05 * static_cast<double>(batch) / 256.0, "--optimizer"));
+                                     sparse_lr, "--optimizer"));
   HETERPS_ASSIGN_OR_RETURN(options.dense_optimizer,
-                           Optimizer(flags.dense_optimizer, flags.dense_lr, spec.dense_optimizer,
-                                     "adam", 0.001, "--dense-optimizer"));
+                           Optimizer(
+                               flags.dense_optimizer, flags.dense_lr, spec.dense_optimizer, "adam",
+                               [](ps::OptimizerKind) { return 0.001; }, "--dense-optimizer"));
   return options;
 }
 

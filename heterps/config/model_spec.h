@@ -77,7 +77,7 @@ struct LayerSpec {
 struct OptimizerSpec {
   std::string kind;                 // "sgd", "adagrad", "adam"; empty: not given
   double learning_rate = 0;         // > 0; 0: not given
-  double initial_accumulator = -1;  // adagrad, >= 0; < 0: not given (default 0.1)
+  double initial_accumulator = -1;  // adagrad, >= 0; < 0: not given (default 0)
   double beta1 = -1, beta2 = -1;    // adam, in [0, 1); < 0: not given (0.9, 0.999)
   double epsilon = -1;              // adagrad and adam, > 0; < 0: not given (1e-8)
 };

@@ -23,7 +23,7 @@ enum class OptimizerKind { kSgd, kAdagrad, kAdam };
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kAdagrad;
   float learning_rate = 0.01f;       // lr
-  float initial_accumulator = 0.1f;  // adagrad: starting value of a
+  float initial_accumulator = 0.0f;  // adagrad: starting value of a (PyTorch's default)
   float beta1 = 0.9f;                // adam
   float beta2 = 0.999f;              // adam
   float epsilon = 1e-8f;             // adagrad and adam
