@@ -885,7 +885,7 @@ class ExactScheduler : public Scheduler {
       Polish(model, cache, base::Deadline(0.25 * limit), LocalSearchOptions{});
       if (cache.have_best()) seeded.incumbents.push_back(cache.best().assignment);
       seeded.time_limit_seconds = std::max(0.05 * limit, limit - clock.Elapsed());
-      const int64_t evaluated = plan.plans_evaluated;
+      const int64_t evaluated = plan.plans_evaluated + cache.evaluated();
       plan = ExactSearch(model, seeded).Run();
       plan.plans_evaluated += evaluated;
     }
