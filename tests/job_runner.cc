@@ -32,8 +32,40 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
+namespace {
+
+// This run's directories: beside another run of the same tests on the machine (a second build's
+// suite, CI), each has its own, so that neither reads the other's processes.json.
+const std::string& RunRoot() {
+  static const std::string root = absl::StrCat(::testing::TempDir(), "/heterps_test_", getpid());
+  return root;
+}
+
+// Removes this run's directories at the end when every test passed (a failure's are kept).
+class RemoveRunRoot : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (!::testing::UnitTest::GetInstance()->Failed()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(RunRoot(), ignored);
+    }
+  }
+};
+const ::testing::Environment* const kRemoveRunRoot =
+    ::testing::AddGlobalTestEnvironment(new RemoveRunRoot);
+
+// Whether `pid` has ended: gone, or a zombie not yet reaped.
+bool Ended(int pid) {
+  if (kill(pid, 0) != 0) return true;
+  const std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+}
+
+}  // namespace
+
 std::string Dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/heterps_test_" + name;
+  const std::string dir = RunRoot() + "/" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -64,8 +96,8 @@ void ExpectNoneLeft(const std::string& job_dir) {
   const json processes = json::parse(Slurp(job_dir + "/processes.json"), nullptr, false);
   ASSERT_FALSE(processes.is_discarded()) << job_dir << "/processes.json";
   for (const auto& [rank, pid] : processes["ranks"].items()) {
-    EXPECT_NE(kill(pid.get<int>(), 0), 0) << "rank " << rank << " (pid " << pid << ") outlived "
-                                          << "its job";
+    EXPECT_TRUE(Ended(pid.get<int>())) << "rank " << rank << " (pid " << pid << ") outlived "
+                                       << "its job";
   }
 }
 
@@ -74,12 +106,7 @@ void ExpectAllEndWithin(const std::string& job_dir, absl::Duration limit) {
   ASSERT_FALSE(processes.is_discarded()) << job_dir << "/processes.json";
   const absl::Time deadline = absl::Now() + limit;
   for (const auto& [rank, pid] : processes["ranks"].items()) {
-    auto ended = [pid = pid.get<int>()] {
-      if (kill(pid, 0) != 0) return true;
-      const std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
-      const size_t paren = stat.rfind(')');
-      return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
-    };
+    auto ended = [pid = pid.get<int>()] { return Ended(pid); };
     while (!ended() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
     EXPECT_TRUE(ended()) << "rank " << rank << " (pid " << pid << ") outlived its coordinator by "
                          << absl::FormatDuration(limit);

@@ -440,6 +440,67 @@ TEST_F(RuntimeTest, MpirunStartsTheJobOnLocalhost) {
   EXPECT_EQ(m["ps_shards"], 1);
 }
 
+// SIGTERM to mpirun, which passes it to every rank (Slurm's scancel does the same): the shards
+// and stages serve on until the coordinator has written the stop's checkpoint, so the job stops
+// as `heterps train` does, and the same command resumes it from that step. (Open MPI 4 sends the
+// ranks SIGCONT at once, SIGTERM odls_base_sigkill_timeout seconds later and SIGKILL as long after
+// that: 3 s here, 1 s by default.) Before, the other ranks ended at once, the checkpoint failed
+// and the job was marked failed.
+TEST_F(RuntimeTest, AnMpirunJobStopsCleanlyAndResumesWhereItStopped) {
+  const std::string dir = Dir("mpirun_stop");
+  ASSERT_TRUE(base::WriteFileAtomically(dir + "/token", "mpirun-test-token\n").ok());
+  const std::string coordinator = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string command = absl::StrCat(
+      "exec mpirun --allow-run-as-root --oversubscribe --mca odls_base_sigkill_timeout 3 -n 5 ",
+      kBinary, " node --coordinator ", coordinator, " --token-file ", dir, "/token", " --data ",
+      data_, " --batch 256 --epochs 8 --cluster ", kCluster, " --plan ", kPlan,
+      " --ps-shards 1 --checkpoint-every 20 --job-dir ", dir, " >", dir, "/out 2>", dir, "/err");
+  auto job = base::Subprocess::Start({"/bin/sh", "-c", command});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (testing::CheckpointStep(dir) < 20 && (*job)->Running() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_GE(testing::CheckpointStep(dir), 20) << Slurp(dir + "/err");
+  (*job)->Signal(SIGTERM);
+  auto code = (*job)->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.ok()) << "mpirun still running";
+  const std::string err = Slurp(dir + "/err");
+  EXPECT_NE(*code, 0) << err;
+  EXPECT_THAT(err, HasSubstr("asked to stop"));
+  const std::string said = "stopped at step ";
+  const size_t at = err.find(said);
+  ASSERT_NE(at, std::string::npos) << err;
+  const int step = std::atoi(err.c_str() + at + said.size());
+  EXPECT_GT(step, 20);
+  EXPECT_EQ(testing::CheckpointStep(dir), step) << err;
+  EXPECT_THAT(Heterps({"status", dir}, dir).out, HasSubstr("stopped: step"));
+
+  auto again = base::Subprocess::Start({"/bin/sh", "-c", command});
+  ASSERT_TRUE(again.ok()) << again.status();
+  code = (*again)->Wait(absl::Seconds(300));
+  ASSERT_TRUE(code.ok()) << "mpirun still running";
+  EXPECT_EQ(*code, 0) << Slurp(dir + "/err");
+  EXPECT_THAT(Slurp(dir + "/out") + Slurp(dir + "/err"),
+              HasSubstr(absl::StrCat("resumed from the checkpoint of step ", step)));
+  // The report's progress counts the samples of the steps before the resume too (each of the 8
+  // passes may end in a short batch).
+  const std::string report = Slurp(dir + "/report.html");
+  int64_t last_step = 0, last_samples = 0;
+  for (size_t at = report.find("\"step\":"); at != std::string::npos;
+       at = report.find("\"step\":", at + 1)) {
+    int64_t point_step = 0, samples = 0;
+    if (std::sscanf(report.c_str() + at, "\"step\":%ld,\"samples\":%ld", &point_step, &samples) ==
+            2 &&
+        point_step > last_step) {
+      last_step = point_step;
+      last_samples = samples;
+    }
+  }
+  ASSERT_GT(last_step, step);
+  EXPECT_GT(last_samples, (last_step - 8) * 256) << "step " << last_step;
+}
+
 TEST_F(RuntimeTest, ACallWithoutTheTokenIsRefused) {
   const std::string dir = Dir("token");
   ASSERT_TRUE(base::WriteFileAtomically(dir + "/token", "the-real-token\n").ok());

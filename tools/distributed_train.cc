@@ -222,7 +222,7 @@ void ShowProgress(ProgressLine& progress, const launcher::JobProgress& p) {
     std::fprintf(stderr, "heterps: %s\n", p.event.c_str());
     return;
   }
-  const double rate = p.seconds > 0 ? p.samples / p.seconds : 0;
+  const double rate = p.samples_per_second;
   progress.Show(absl::StrFormat("step %d/%d %s %s samples, %s samples/s, loss %.4f%s", p.step,
                                 p.total_steps, Bar(p.step, p.total_steps), WithCommas(p.samples),
                                 WithCommas(rate), p.loss,

@@ -106,7 +106,9 @@ int RunNode(const NodeFlags& flags) {
     if (!token.ok()) return Fail(token.status());
     options.token = *token;
   }
-  // SIGTERM and SIGINT end the process cleanly: a thread waits for them.
+  // The first SIGTERM or SIGINT asks the job to stop cleanly (the role serves until the
+  // coordinator has written the stop's checkpoint); a second ends the process at once. A thread
+  // waits for them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -116,6 +118,9 @@ int RunNode(const NodeFlags& flags) {
     int signal = 0;
     sigwait(&signals, &signal);
     stop_requested = true;
+    sigwait(&signals, &signal);
+    base::LogLine("a second signal: ending now");
+    std::_Exit(128 + signal);
   });
   waiter.detach();
   base::SetLogRole(absl::StrCat("rank ", rank));

@@ -22,12 +22,13 @@ struct EvalPoint {
 
 struct JobProgress {
   int64_t step = 0, total_steps = 0;  // steps done, and in all
-  int64_t samples = 0;                // trained, this attempt included
+  int64_t samples = 0;                // trained, this attempt included (a resume's before it too)
   double seconds = 0;                 // since the job started
   double loss = 0;                    // moving average of the steps' losses
   int restarts = 0;
   std::string event;              // "restarting from step 40: rank 3 ...", or empty
   std::optional<EvalPoint> eval;  // set on the progress that reports an evaluation
+  double samples_per_second = 0;  // this attempt's samples over its training seconds
 };
 
 // What each stage did, against the plan's prediction.

@@ -194,7 +194,7 @@ class Attempt::Impl {
       const std::vector<int> missing = service_.Missing();
       if (missing.empty()) return absl::OkStatus();
       HETERPS_RETURN_IF_ERROR(CheckAlive());
-      if (o_.stop != nullptr && o_.stop->load()) {
+      if (service_.StopAsked(o_.stop)) {
         return absl::CancelledError(absl::StrCat("stopped on request while ", missing.size(),
                                                  " processes had not registered"));
       }
@@ -242,6 +242,7 @@ class Attempt::Impl {
       progress_.total = total;
       // The samples of the steps a checkpoint holds: whole passes, then whole batches.
       progress_.samples_before = done / per_pass_ * train_lines + done % per_pass_ * batch;
+      samples_before_ = progress_.samples_before;
       progress_.step_started = start;
       if (!result_.evals.empty()) progress_.eval = result_.evals.back();
     }
@@ -427,7 +428,7 @@ class Attempt::Impl {
   // Between steps: whether a stop was asked for (RunOptions::stop); the job then ends at `step`.
   // Never at the job's end.
   bool Stop(int64_t step) {
-    if (o_.stop == nullptr || !o_.stop->load() || step >= total_steps_ || stopped_) return stopped_;
+    if (!service_.StopAsked(o_.stop) || step >= total_steps_ || stopped_) return stopped_;
     stopped_ = true;
     stop_step_ = step;
     const std::string event = absl::StrCat("stopping at step ", step, ": writing its checkpoint");
@@ -499,6 +500,12 @@ class Attempt::Impl {
     return absl::OkStatus();
   }
 
+  // This attempt's samples over its training seconds (its evaluations left out).
+  double SamplesPerSecond() const {
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - train_start_) - eval_seconds_;
+    return seconds > 0 ? static_cast<double>(samples_) / seconds : 0;
+  }
+
   void StepDone(int64_t step, double loss, int64_t samples) {
     ledger_.Step(step, samples, absl::Now());
     result_.losses.resize(step + 1, 0.0);
@@ -506,9 +513,16 @@ class Attempt::Impl {
     samples_ += samples;
     average_ = step == 0 || average_ == 0 ? loss : 0.98 * average_ + 0.02 * loss;
     if (o_.progress) {
-      o_.progress({step + 1, total_steps_, samples_,
-                   absl::ToDoubleSeconds(absl::Now() - job_start_), average_, result_.restarts, "",
-                   std::nullopt});
+      JobProgress progress{step + 1,
+                           total_steps_,
+                           samples_before_ + samples_,
+                           absl::ToDoubleSeconds(absl::Now() - job_start_),
+                           average_,
+                           result_.restarts,
+                           "",
+                           std::nullopt};
+      progress.samples_per_second = SamplesPerSecond();
+      o_.progress(progress);
     }
     bool due = false;
     {
@@ -625,10 +639,16 @@ class Attempt::Impl {
       progress_.step_started = absl::Now();  // the next step starts after the evaluation
     }
     if (o_.progress) {
-      JobProgress progress{
-          step,     total_steps_,     samples_, absl::ToDoubleSeconds(absl::Now() - job_start_),
-          average_, result_.restarts, "",       std::nullopt};
+      JobProgress progress{step,
+                           total_steps_,
+                           samples_before_ + samples_,
+                           absl::ToDoubleSeconds(absl::Now() - job_start_),
+                           average_,
+                           result_.restarts,
+                           "",
+                           std::nullopt};
       progress.eval = point;
+      progress.samples_per_second = SamplesPerSecond();
       o_.progress(progress);
     }
     return absl::OkStatus();
@@ -825,6 +845,7 @@ class Attempt::Impl {
   std::vector<worker_wire::WorkerStats> stats_start_;
   int64_t steps_trained_ = 0;
   int64_t per_pass_ = 1, train_lines_ = 0, total_steps_ = 0, samples_ = 0;
+  int64_t samples_before_ = 0;  // the samples of the steps before this attempt's first
   double eval_seconds_ = 0;  // this attempt's evaluations between steps
   double average_ = 0;
   absl::Time train_start_;

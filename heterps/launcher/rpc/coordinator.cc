@@ -169,7 +169,7 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
       if (o.launcher != nullptr) dead = AwaitDead(*o.launcher, status, absl::Seconds(2));
       service.Stop();
       if (o.launcher == nullptr || !Recoverable(status)) break;
-      if (o.stop != nullptr && o.stop->load()) break;  // asked to stop: no restart
+      if (service.StopAsked(o.stop)) break;  // asked to stop: no restart
       o.launcher->StopAll(absl::ZeroDuration());
       absl::StatusOr<std::optional<JobCheckpoint>> c = ReadJobCheckpoint(o.env, o.job_dir);
       if (!c.ok()) {
@@ -247,7 +247,7 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   if (!status.ok()) {
     // `heterps status` says the job is over, and why.
-    const bool stopped = o.stop != nullptr && o.stop->load() && absl::IsCancelled(status);
+    const bool stopped = service.StopAsked(o.stop) && absl::IsCancelled(status);
     MarkJobEnded(o.env, o.job_dir, stopped ? "stopped" : "failed", std::string(status.message()))
         .IgnoreError();
     return status;

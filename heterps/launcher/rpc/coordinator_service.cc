@@ -1,6 +1,7 @@
 #include "heterps/launcher/rpc/coordinator_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "heterps/base/log.h"
 
 namespace heterps::launcher::rpc {
 
@@ -135,6 +136,13 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
                                            wire::HeartbeatReply* reply) {
   if (grpc::Status denied = auth_.Check(ctx, "Heartbeat"); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
+  // A process of this attempt that was signalled while the job runs (not one the coordinator's
+  // own launcher is stopping: that comes after Stop, or from an attempt before Reset).
+  if (request->stopping() && request->generation() == generation_ && !stopping_ &&
+      !stop_asked_.exchange(true)) {
+    base::LogLine(absl::StrCat("rank ", request->rank(),
+                               " was asked to stop: the job stops at its next step"));
+  }
   reply->set_stop(stopping_ || request->generation() != generation_);
   // A process of an attempt before a switch, under an external launcher: it is wanted again.
   reply->set_rejoin(rejoin_ && !stopping_ && request->generation() != generation_);

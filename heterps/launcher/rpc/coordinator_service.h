@@ -5,6 +5,7 @@
 // Thread safety: every method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,6 +39,12 @@ class CoordinatorService final : public wire::Coordinator::Service {
   // Waits up to `timeout` for every registered process to have heard that the job is over, so
   // that none is left asking a coordinator that has gone (and ending in error).
   void AwaitStopHeard(absl::Duration timeout);
+  // Whether the job was asked to stop: `stop` (rank 0's signal flag, may be null) or a
+  // heartbeat of a process of the current attempt that was asked while the job ran
+  // (HeartbeatRequest.stopping; not one this coordinator's launcher stops after Stop or Reset).
+  bool StopAsked(const std::atomic<bool>* stop) const {
+    return (stop != nullptr && stop->load()) || stop_asked_.load();
+  }
   // Ranks that have not registered yet.
   std::vector<int> Missing();
   // Where each rank serves (empty while it has not registered).
@@ -62,6 +69,7 @@ class CoordinatorService final : public wire::Coordinator::Service {
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);  // by rank
   std::vector<bool> told_ ABSL_GUARDED_BY(mu_);              // by rank: heard "stop"
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> stop_asked_{false};  // a process's heartbeat said it was asked to stop
 };
 
 }  // namespace heterps::launcher::rpc

@@ -164,15 +164,24 @@ class Node {
                               {mine.replicas().begin(), mine.replicas().end()}, ps_client_.get());
   }
 
-  // Until the coordinator says stop, is gone for orphan_timeout, or `stop` turns true.
+  // Until the coordinator says stop or is gone for orphan_timeout. Once `stop` turns true, the
+  // heartbeats ask the coordinator to stop the job, and the role serves on until it has: the
+  // job's stop checkpoint needs every shard (a launcher that signals every process, as mpirun
+  // and Slurm's scancel do, would otherwise end the shards before it is written).
   absl::Status Serve(const std::atomic<bool>* stop) {
     absl::Time last_answer = absl::Now();
-    while (stop == nullptr || !stop->load()) {
+    bool asked = false;
+    for (;;) {
+      if (!asked && stop != nullptr && stop->load()) {
+        asked = true;
+        base::LogLine("asked to stop: the job stops at its next step, with a checkpoint");
+      }
       grpc::ClientContext ctx;
       Prepare(ctx, absl::Seconds(2));
       wire::HeartbeatRequest request;
       request.set_rank(o_.rank);
       request.set_generation(generation_);
+      request.set_stopping(asked);
       wire::HeartbeatReply reply;
       const grpc::Status status = stub_->Heartbeat(&ctx, request, &reply);
       if (status.ok()) {
@@ -188,7 +197,6 @@ class Node {
       }
       absl::SleepFor(absl::Milliseconds(300));
     }
-    return absl::OkStatus();
   }
 
   void Shutdown() {

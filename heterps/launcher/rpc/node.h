@@ -7,9 +7,10 @@
 //   options.token = token;
 //   return RunNode(options, &stop).ok() ? 0 : 1;
 //
-// It ends when the coordinator says the job (or this attempt of it) is over, when the
-// coordinator stops answering for `orphan_timeout` (it is gone: no process outlives its job), or
-// when `stop` turns true (SIGTERM).
+// It ends when the coordinator says the job (or this attempt of it) is over, or when the
+// coordinator stops answering for `orphan_timeout` (it is gone: no process outlives its job).
+// When `stop` turns true (SIGTERM), it asks the coordinator to stop the job cleanly (at the next
+// step, with a checkpoint) and serves until told to end.
 //
 // Thread safety: RunNode blocks the calling thread; `stop` may be set from a signal handler.
 #pragma once
