@@ -105,8 +105,8 @@ class ExactSearch {
   // them, would cost less than the incumbent at bottleneck e_lo <= e_hi, and considers the plans
   // it finds. With `first_only`, stops at the first plan found; else finds the cheapest at e_hi
   // below that budget for each server choice. Each depth-first search visits at most
-  // `node_limit` nodes: one that reaches it proves nothing (kOpen), and the caller comes back
-  // with a larger limit once the easier candidates are done.
+  // `node_limit` nodes: one that reaches it proves nothing (kOpen), and the caller searches the
+  // candidate again later with a larger limit.
   enum class Outcome {
     kNone,  // proved: no plan with its bottleneck in [e_lo, e_hi] beats the incumbent
     kDone,  // searched to the end (first_only: a plan found), the incumbent updated

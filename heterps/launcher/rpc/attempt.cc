@@ -425,7 +425,8 @@ class Attempt::Impl {
     });
   }
 
-  // Between steps: whether a stop was asked for (RunOptions::stop); the job then ends at `step`.
+  // Between steps: whether a stop was asked for (RunOptions::stop, or a signalled rank's
+  // heartbeat); the job then ends at `step`.
   // Never at the job's end.
   bool Stop(int64_t step) {
     if (!service_.StopAsked(o_.stop) || step >= total_steps_ || stopped_) return stopped_;
