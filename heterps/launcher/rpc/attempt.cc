@@ -501,10 +501,19 @@ class Attempt::Impl {
     return absl::OkStatus();
   }
 
-  // This attempt's samples over its training seconds (its evaluations left out).
-  double SamplesPerSecond() const {
+  // The progress after `step` steps: the samples of the whole job (a resume's earlier steps
+  // included), the rate of this attempt's over its training seconds (evaluations left out).
+  JobProgress Progress(int64_t step) const {
+    JobProgress progress;
+    progress.step = step;
+    progress.total_steps = total_steps_;
+    progress.samples = samples_before_ + samples_;
+    progress.seconds = absl::ToDoubleSeconds(absl::Now() - job_start_);
+    progress.loss = average_;
+    progress.restarts = result_.restarts;
     const double seconds = absl::ToDoubleSeconds(absl::Now() - train_start_) - eval_seconds_;
-    return seconds > 0 ? static_cast<double>(samples_) / seconds : 0;
+    progress.samples_per_second = seconds > 0 ? static_cast<double>(samples_) / seconds : 0;
+    return progress;
   }
 
   void StepDone(int64_t step, double loss, int64_t samples) {
@@ -513,18 +522,7 @@ class Attempt::Impl {
     result_.losses[step] = loss;
     samples_ += samples;
     average_ = step == 0 || average_ == 0 ? loss : 0.98 * average_ + 0.02 * loss;
-    if (o_.progress) {
-      JobProgress progress{step + 1,
-                           total_steps_,
-                           samples_before_ + samples_,
-                           absl::ToDoubleSeconds(absl::Now() - job_start_),
-                           average_,
-                           result_.restarts,
-                           "",
-                           std::nullopt};
-      progress.samples_per_second = SamplesPerSecond();
-      o_.progress(progress);
-    }
+    if (o_.progress) o_.progress(Progress(step + 1));
     bool due = false;
     {
       absl::MutexLock lock(&status_mu_);
@@ -640,16 +638,8 @@ class Attempt::Impl {
       progress_.step_started = absl::Now();  // the next step starts after the evaluation
     }
     if (o_.progress) {
-      JobProgress progress{step,
-                           total_steps_,
-                           samples_before_ + samples_,
-                           absl::ToDoubleSeconds(absl::Now() - job_start_),
-                           average_,
-                           result_.restarts,
-                           "",
-                           std::nullopt};
+      JobProgress progress = Progress(step);
       progress.eval = point;
-      progress.samples_per_second = SamplesPerSecond();
       o_.progress(progress);
     }
     return absl::OkStatus();
