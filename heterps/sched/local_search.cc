@@ -14,6 +14,12 @@ std::string Key(const std::vector<int>& assignment) {
   return std::string(assignment.begin(), assignment.end());
 }
 
+// The types `layer` should try first (LocalSearchOptions::ranked); none where no ranking is given.
+const std::vector<int>& RankedTypes(const LocalSearchOptions& options, int layer) {
+  static const std::vector<int> kNone;
+  return options.ranked == nullptr || options.ranked->empty() ? kNone : (*options.ranked)[layer];
+}
+
 }  // namespace
 
 FewestUnits StageAtTheLimit(const cost::CostModel& model, int first, int last, int t) {
@@ -141,9 +147,7 @@ std::vector<std::vector<int>> LocalMoves(const cost::CostModel& model,
     };
     if (s > 0) add(stages[s - 1].type);
     if (s + 1 < static_cast<int>(stages.size())) add(stages[s + 1].type);
-    static const std::vector<int> kNone;
-    const std::vector<int>& ranked =
-        options.ranked == nullptr || options.ranked->empty() ? kNone : (*options.ranked)[layer];
+    const std::vector<int>& ranked = RankedTypes(options, layer);
     for (size_t i = 0;
          i < ranked.size() && static_cast<int>(types.size()) < options.types_per_move + 2; ++i) {
       add(ranked[i]);
@@ -225,9 +229,7 @@ void Polish(const cost::CostModel& model, PlanCache& evaluator, const base::Dead
     for (int c = 0; c < changes; ++c) {
       int first = static_cast<int>(rng() % L), last = static_cast<int>(rng() % L);
       if (first > last) std::swap(first, last);
-      static const std::vector<int> kNone;
-      const std::vector<int>& ranked =
-          options.ranked == nullptr || options.ranked->empty() ? kNone : (*options.ranked)[first];
+      const std::vector<int>& ranked = RankedTypes(options, first);
       const int pool = std::min<int>(static_cast<int>(ranked.size()), options.types_per_move);
       const int t = pool > 0 && rng() % 2 == 0 ? ranked[rng() % pool]
                                                : static_cast<int>(rng() % model.num_types());
