@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one list of what heterps needs from Debian 12. Installs only what is missing, so a machine
-# that already has everything needs no network. `--fuzz` adds clang and its libFuzzer runtime, for
-# scripts/fuzz.sh only (the build and the tests do not need them).
+# that already has everything needs no network. `--fuzz` adds clang's libFuzzer runtime, for
+# scripts/fuzz.sh only (the build and the tests do not need it).
 set -euo pipefail
 
 PACKAGES=(
@@ -28,9 +28,10 @@ PACKAGES=(
   prometheus            # tests: promtool lints the /metrics exposition (its server is kept off)
   python3-venv          # tests: the Python wheel installed into a fresh virtual environment
   patchelf              # scripts/bundle.sh: a relocatable bundle for GPU hosts
+  clang                 # tests: the thread-safety analysis of absl's lock annotations
 )
 if [[ "${1:-}" == "--fuzz" ]]; then
-  PACKAGES+=(clang libclang-rt-14-dev)   # libFuzzer (-fsanitize=fuzzer)
+  PACKAGES+=(libclang-rt-14-dev)   # libFuzzer (-fsanitize=fuzzer)
 fi
 
 missing=()

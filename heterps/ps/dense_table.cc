@@ -85,12 +85,12 @@ absl::StatusOr<DenseTable::BlockData> DenseTable::Read(int block) const {
 absl::Status DenseTable::Write(int block, const BlockData& data) {
   if (absl::Status s = CheckBlock(block, data.value.size()); !s.ok()) return s;
   Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
   if (data.state.size() != b.state.size()) {
     return absl::InvalidArgumentError(absl::StrCat("dense table: block ", block, " state has ",
                                                    data.state.size(), " floats, expected ",
                                                    b.state.size()));
   }
-  absl::MutexLock lock(&b.mu);
   b.value = data.value;
   b.state = data.state;
   b.steps = data.steps;

@@ -51,7 +51,9 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
     bytes_ = 0;
   }
   absl::Status status;
-  for (auto& [id, parts] : sparse) {
+  for (auto& [id, parts_of_table] : sparse) {
+    // Named apart from the structured binding: C++17 lambdas cannot capture a binding.
+    const std::map<int, Rows>& parts = parts_of_table;
     auto it = tables.sparse.find(id);
     if (it == tables.sparse.end()) {
       status.Update(absl::NotFoundError(absl::StrCat("commit: no sparse table ", id)));

@@ -645,13 +645,12 @@ SparseTableStats SparseTable::Stats() const {
   SparseTableStats total;
   for (const auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
-    const SparseTableStats& s = shard->stats;
     total.memory_rows += static_cast<int64_t>(shard->index.size());
-    total.cold_rows += s.cold_rows;
-    total.created += s.created;
-    total.hits += s.hits;
-    total.misses += s.misses;
-    total.spills += s.spills;
+    total.cold_rows += shard->stats.cold_rows;
+    total.created += shard->stats.created;
+    total.hits += shard->stats.hits;
+    total.misses += shard->stats.misses;
+    total.spills += shard->stats.spills;
   }
   total.memory_bytes = total.memory_rows * SlotBytes();
   return total;

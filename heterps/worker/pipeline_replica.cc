@@ -217,7 +217,7 @@ class PipelineReplica::Impl {
       }
       HETERPS_RETURN_IF_ERROR(
           policy_->EndStep(*stage_, step, /*whole=*/job_.replicas(stage_index_) == 1));
-      Charge(step_end_seconds_, start);
+      Charge(&Impl::step_end_seconds_, start);
       return write_back ? WriteBackHere() : absl::OkStatus();
     });
   }
@@ -235,7 +235,7 @@ class PipelineReplica::Impl {
     absl::Status status;
     if (tier_ != nullptr) status.Update(tier_->Flush());
     if (dense_ != nullptr) status.Update(dense_->WriteBack(stage_->dense_values()));
-    Charge(write_back_seconds_, start);
+    Charge(&Impl::write_back_seconds_, start);
     return status;
   }
 
@@ -260,15 +260,15 @@ class PipelineReplica::Impl {
       const absl::Time start = absl::Now();
       InputActivations(*batch, 0, n, &prefetch_);
       absl::Status status = stage_->Prefetch(prefetch_);
-      Charge(prefetch_seconds_, start);
+      Charge(&Impl::prefetch_seconds_, start);
       return status;
     });
   }
 
   // Adds the time since `start` to one of the busy time's parts.
-  void Charge(double& part, absl::Time start) {
+  void Charge(double Impl::*part, absl::Time start) {
     absl::MutexLock lock(&mu_);
-    part += absl::ToDoubleSeconds(absl::Now() - start);
+    this->*part += absl::ToDoubleSeconds(absl::Now() - start);
   }
 
   // Runs `task` on the compute thread (first in line when `urgent`) and waits for its status.

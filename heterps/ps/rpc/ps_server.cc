@@ -527,6 +527,13 @@ class PsServer::Service final : public ParameterServer::Service {
   // RESOURCE_EXHAUSTED saying what holds the memory otherwise. The sparse tables' resident bytes
   // are summed at most every 50 ms (each sum locks every table's shards); `tables_locked`: the
   // caller holds tables_mu_.
+  // The sparse tables' resident bytes now.
+  int64_t SparseBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_) {
+    int64_t bytes = 0;
+    for (const auto& [id, entry] : sparse_) bytes += entry.table->Stats().memory_bytes;
+    return bytes;
+  }
+
   absl::Status CheckMemory(int64_t adding, bool tables_locked = false)
       ABSL_LOCKS_EXCLUDED(usage_mu_) {
     const int64_t limit = options_.memory_limit_bytes;
@@ -541,14 +548,12 @@ class PsServer::Service final : public ParameterServer::Service {
     }
     if (stale) {
       int64_t sparse = 0;
-      auto sum = [&] {
-        for (const auto& [id, entry] : sparse_) sparse += entry.table->Stats().memory_bytes;
-      };
       if (tables_locked) {
-        sum();
+        tables_mu_.AssertHeld();
+        sparse = SparseBytes();
       } else {
         absl::MutexLock tables_lock(&tables_mu_);
-        sum();
+        sparse = SparseBytes();
       }
       absl::MutexLock lock(&usage_mu_);
       sparse_bytes_ = sparse;
