@@ -87,6 +87,47 @@ class Env {
   virtual void SleepFor(absl::Duration duration) = 0;
 };
 
+// An Env that passes every call to another (leveldb's EnvWrapper): a subclass overrides only what
+// it changes (base/testing/fault_env.h fails the writes, and reads through). `target` must
+// outlive the wrapper.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    return target_->NewWritableFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewLargeWritableFile(
+      const std::string& path) override {
+    return target_->NewLargeWritableFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) override {
+    return target_->NewSequentialFile(path);
+  }
+  absl::Status RenameFile(const std::string& from, const std::string& to) override {
+    return target_->RenameFile(from, to);
+  }
+  absl::Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
+  absl::Status RemoveAll(const std::string& path) override { return target_->RemoveAll(path); }
+  absl::Status CreateDirs(const std::string& path) override { return target_->CreateDirs(path); }
+  absl::Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override {
+    return target_->ListDir(path);
+  }
+  bool FileExists(const std::string& path) override { return target_->FileExists(path); }
+  bool IsDirectory(const std::string& path) override { return target_->IsDirectory(path); }
+  absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
+    return target_->FileSize(path);
+  }
+  absl::Time Now() override { return target_->Now(); }
+  void SleepFor(absl::Duration duration) override { target_->SleepFor(duration); }
+
+ private:
+  Env* const target_;
+};
+
 // The operating system itself (POSIX). Lives for the whole process.
 Env* DefaultEnv();
 

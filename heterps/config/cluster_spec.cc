@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "heterps/base/file.h"
+#include "heterps/base/env.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/config/internal/yaml_reader.h"
 
@@ -122,8 +122,8 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
   return cluster;
 }
 
-absl::StatusOr<ClusterSpec> LoadClusterSpec(const std::string& path) {
-  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
+absl::StatusOr<ClusterSpec> LoadClusterSpec(const std::string& path, base::Env* env) {
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, path));
   return ParseClusterSpec(text, path);
 }
 

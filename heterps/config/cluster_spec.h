@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "heterps/base/env.h"
 
 namespace heterps::config {
 
@@ -63,7 +64,8 @@ struct ClusterSpec {
 // Parses and validates a cluster spec; errors as for ParseModelSpec.
 absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text, absl::string_view source);
 
-// Reads and parses a file; NotFound if it cannot be read.
-absl::StatusOr<ClusterSpec> LoadClusterSpec(const std::string& path);
+// Reads and parses a file through `env`; NotFound if it cannot be read.
+absl::StatusOr<ClusterSpec> LoadClusterSpec(const std::string& path,
+                                            base::Env* env = base::DefaultEnv());
 
 }  // namespace heterps::config

@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "heterps/base/file.h"
+#include "heterps/base/env.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/config/internal/yaml_reader.h"
 
@@ -597,8 +597,8 @@ absl::Status UseMeasuredIds(const std::vector<double>& per_slot, ModelSpec* spec
   return absl::OkStatus();
 }
 
-absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path) {
-  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
+absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path, base::Env* env) {
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, path));
   return ParseModelSpec(text, path);
 }
 

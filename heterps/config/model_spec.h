@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "heterps/base/env.h"
 #include "heterps/data/schema.h"
 
 namespace heterps::config {
@@ -111,8 +112,9 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view yaml_text, absl::stri
 // the input.
 absl::Status UseMeasuredIds(const std::vector<double>& per_slot, ModelSpec* spec);
 
-// Reads and parses a file; NotFound if it cannot be read.
-absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path);
+// Reads and parses a file through `env`; NotFound if it cannot be read.
+absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path,
+                                        base::Env* env = base::DefaultEnv());
 
 // The spec's text with its top-level `batch_size` set to `batch_size` (> 0), every other byte
 // and every line where it was, so that errors found in the result name the lines of the original

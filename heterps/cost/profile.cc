@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "heterps/base/file.h"
+#include "heterps/base/env.h"
 #include "heterps/base/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -104,8 +104,8 @@ absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_v
   return profile;
 }
 
-absl::StatusOr<Profile> LoadProfile(const std::string& path) {
-  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
+absl::StatusOr<Profile> LoadProfile(const std::string& path, base::Env* env) {
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, path));
   return ParseProfile(text, path);
 }
 

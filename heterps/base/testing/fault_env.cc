@@ -112,57 +112,41 @@ absl::Status FaultEnv::Check(const std::string& path, absl::string_view what, Fa
 
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const std::string& path) {
   HETERPS_RETURN_IF_ERROR(Check(path, "cannot create", nullptr));
-  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target_->NewWritableFile(path));
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target()->NewWritableFile(path));
   return std::make_unique<FaultWritableFile>(this, path, std::move(file));
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewLargeWritableFile(
     const std::string& path) {
   HETERPS_RETURN_IF_ERROR(Check(path, "cannot create", nullptr));
-  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target_->NewLargeWritableFile(path));
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
+                           target()->NewLargeWritableFile(path));
   return std::make_unique<FaultWritableFile>(this, path, std::move(file));
-}
-
-absl::StatusOr<std::unique_ptr<SequentialFile>> FaultEnv::NewSequentialFile(
-    const std::string& path) {
-  return target_->NewSequentialFile(path);
 }
 
 absl::Status FaultEnv::RenameFile(const std::string& from, const std::string& to) {
   HETERPS_RETURN_IF_ERROR(Check(to, absl::StrCat("cannot rename ", from, " to it"), nullptr));
-  return target_->RenameFile(from, to);
+  return target()->RenameFile(from, to);
 }
 
 absl::Status FaultEnv::RemoveFile(const std::string& path) {
   HETERPS_RETURN_IF_ERROR(Check(path, "cannot remove", nullptr));
-  return target_->RemoveFile(path);
+  return target()->RemoveFile(path);
 }
 
 absl::Status FaultEnv::RemoveAll(const std::string& path) {
   HETERPS_RETURN_IF_ERROR(Check(path, "cannot remove", nullptr));
-  return target_->RemoveAll(path);
+  return target()->RemoveAll(path);
 }
 
 absl::Status FaultEnv::CreateDirs(const std::string& path) {
   HETERPS_RETURN_IF_ERROR(Check(path, "cannot create the directory", nullptr));
-  return target_->CreateDirs(path);
+  return target()->CreateDirs(path);
 }
 
 absl::Status FaultEnv::SyncDir(const std::string& path) {
   HETERPS_RETURN_IF_ERROR(Check(path, "fsync failed", nullptr));
-  return target_->SyncDir(path);
+  return target()->SyncDir(path);
 }
-
-absl::StatusOr<std::vector<std::string>> FaultEnv::ListDir(const std::string& path) {
-  return target_->ListDir(path);
-}
-
-bool FaultEnv::FileExists(const std::string& path) { return target_->FileExists(path); }
-bool FaultEnv::IsDirectory(const std::string& path) { return target_->IsDirectory(path); }
-absl::StatusOr<uint64_t> FaultEnv::FileSize(const std::string& path) {
-  return target_->FileSize(path);
-}
-absl::Time FaultEnv::Now() { return target_->Now(); }
-void FaultEnv::SleepFor(absl::Duration duration) { target_->SleepFor(duration); }
 
 }  // namespace heterps::base::testing

@@ -25,11 +25,11 @@
 
 namespace heterps::base::testing {
 
-class FaultEnv : public Env {
+class FaultEnv : public EnvWrapper {
  public:
   enum class Fault { kDiskFull, kIoError, kCrash };
 
-  explicit FaultEnv(Env* target) : target_(target) {}
+  explicit FaultEnv(Env* target) : EnvWrapper(target) {}
 
   // Operation number `n` (0-based, counting from now on: creating a file, appending, syncing,
   // closing, renaming, removing, creating a directory, syncing a directory) fails with `fault`.
@@ -49,26 +49,17 @@ class FaultEnv : public Env {
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewLargeWritableFile(
       const std::string& path) override;
-  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
-      const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status RemoveFile(const std::string& path) override;
   absl::Status RemoveAll(const std::string& path) override;
   absl::Status CreateDirs(const std::string& path) override;
   absl::Status SyncDir(const std::string& path) override;
-  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
-  bool FileExists(const std::string& path) override;
-  bool IsDirectory(const std::string& path) override;
-  absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
-  absl::Time Now() override;
-  void SleepFor(absl::Duration duration) override;
 
   // What the next operation on `path` meets: OK, or the fault's error. Counts the operation.
   // (Used by the file objects this Env hands out.)
   absl::Status Check(const std::string& path, absl::string_view what, Fault* fault);
 
  private:
-  Env* const target_;
   mutable absl::Mutex mu_;
   int64_t count_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t fail_at_ ABSL_GUARDED_BY(mu_) = -1;

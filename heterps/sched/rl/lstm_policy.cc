@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "heterps/base/file.h"
+#include "heterps/base/env.h"
 #include "heterps/base/fnv.h"
 #include "heterps/base/status_macros.h"
 
@@ -215,18 +215,19 @@ double MeanEntropy(const Tape& tape) {
   return count ? sum / count : 0;
 }
 
-absl::Status LstmPolicy::Save(const std::string& path) const {
+absl::Status LstmPolicy::Save(const std::string& path, base::Env* env) const {
   std::string out = absl::StrCat(kMagic, "\n", ShapeText(shape_), "\n");
   const char* bytes = reinterpret_cast<const char*>(theta_.data());
   const size_t size = sizeof(double) * theta_.size();
   out.append(bytes, size);
   uint64_t sum = Checksum(bytes, size);
   out.append(reinterpret_cast<const char*>(&sum), sizeof sum);
-  return base::WriteFileAtomically(path, out);
+  return base::WriteFileAtomically(env, path, out);
 }
 
-absl::StatusOr<LstmPolicy> LstmPolicy::Load(const std::string& path, const PolicyShape& expected) {
-  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(path));
+absl::StatusOr<LstmPolicy> LstmPolicy::Load(const std::string& path, const PolicyShape& expected,
+                                            base::Env* env) {
+  HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadFile(env, path));
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
   };

@@ -27,6 +27,7 @@
 #include "Eigen/Dense"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "heterps/base/env.h"
 
 namespace heterps::sched::rl {
 
@@ -74,11 +75,12 @@ class LstmPolicy {
   Eigen::VectorXd Backward(const Eigen::MatrixXd& features, const Tape& tape,
                            const std::vector<Eigen::MatrixXd>& dlogits) const;
 
-  // A file of the shape, the parameters and a checksum, written atomically.
-  absl::Status Save(const std::string& path) const;
+  // A file of the shape, the parameters and a checksum, written atomically through `env`.
+  absl::Status Save(const std::string& path, base::Env* env = base::DefaultEnv()) const;
   // Reads a file written by Save. InvalidArgument if it is not a policy file, truncated, corrupt
   // (checksum), or of another shape than `expected` (the message names both shapes).
-  static absl::StatusOr<LstmPolicy> Load(const std::string& path, const PolicyShape& expected);
+  static absl::StatusOr<LstmPolicy> Load(const std::string& path, const PolicyShape& expected,
+                                         base::Env* env = base::DefaultEnv());
 
  private:
   // Views into theta_.
