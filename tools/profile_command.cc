@@ -66,7 +66,7 @@ int RunProfile(const ProfileFlags& flags) {
     if (t.units == 0 && &t == &local.types.front()) t.units = std::thread::hardware_concurrency();
     types.push_back(&t);
   }
-  worker::WireOptions wire_options;
+  worker::rpc::WireOptions wire_options;
   if (!flags.data.empty()) {
     absl::StatusOr<std::vector<std::string>> files = data::ExpandDataPaths(flags.data);
     if (!files.ok()) return Fail(files.status());
@@ -127,12 +127,12 @@ int RunProfile(const ProfileFlags& flags) {
   table.AddRow(total);
   std::printf("%s\n", table.Render().c_str());
   // The wire: a synchronous step through the real client and server, beyond the layers.
-  const worker::WireFit& fit = wire->fits.front();
+  const worker::rpc::WireFit& fit = wire->fits.front();
   Table steps({"batch", "layers, 1 unit (ms)", "step of the replicas (ms)", "wire, 1 unit (ms)",
                "model's bytes (MB)"},
               {true, true, true, true, true});
   for (size_t i = 0; i < wire->points.size(); ++i) {
-    const worker::WirePoint& p = wire->points[i];
+    const worker::rpc::WirePoint& p = wire->points[i];
     steps.AddRow({absl::StrCat(p.batch), absl::StrFormat("%.3f", 1e3 * p.layer_seconds),
                   absl::StrFormat("%.3f", 1e3 * p.step_seconds),
                   absl::StrFormat("%.3f", 1e3 * fit.wire_seconds[i]),

@@ -10,7 +10,7 @@
 // one batch: fc and interaction layers their compute, embedding layers their pull and push
 // through the parameter-server client, the logloss layer the loss. The entries are for resource
 // type --type (default host-cpu, the type of examples/clusters/local.yaml). Then the wire
-// (worker/wire_profile.h): a synchronous step of the whole model through the real client and
+// (worker/rpc/wire_profile.h): a synchronous step of the whole model through the real client and
 // server, with as many replicas as --cluster's (default: the embedded local.yaml) type --type has
 // units here, fitted into the profile's wire entries with each type's dp_loss. Prints the tables.
 // Exit codes: 0 written, 2 bad input or a failure.

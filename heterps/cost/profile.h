@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "heterps/base/env.h"
 
 namespace heterps::cost {
 
@@ -30,7 +31,7 @@ struct ProfileEntry {
 };
 
 // A type's network figures as measured through the real parameter-server client and server on
-// this host (worker/wire_profile.h): they replace the cluster spec's `network` and `latency`.
+// this host (worker/rpc/wire_profile.h): they replace the cluster spec's `network` and `latency`.
 struct WireEntry {
   std::string type;                // resource type name in the cluster spec
   double bytes_per_second = 0;     // W_t, > 0
@@ -47,7 +48,8 @@ struct Profile {
 
 // Parses profile JSON; errors are InvalidArgument "<source>: <field path>: <problem>".
 absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_view source);
-absl::StatusOr<Profile> LoadProfile(const std::string& path);
+// Reads and parses a profile file through `env`; NotFound if it cannot be read.
+absl::StatusOr<Profile> LoadProfile(const std::string& path, base::Env* env = base::DefaultEnv());
 // The JSON text of `profile` (what ParseProfile reads back).
 std::string ProfileToJson(const Profile& profile);
 

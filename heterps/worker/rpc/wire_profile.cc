@@ -1,4 +1,4 @@
-#include "heterps/worker/wire_profile.h"
+#include "heterps/worker/rpc/wire_profile.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -18,7 +18,7 @@
 #include "heterps/worker/profile.h"
 #include "heterps/worker/stage.h"
 
-namespace heterps::worker {
+namespace heterps::worker::rpc {
 namespace {
 
 // The per-byte cost set where the wire shows none (1 PB/s: finite, for the profile's JSON).
@@ -264,4 +264,4 @@ absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec
   return points;
 }
 
-}  // namespace heterps::worker
+}  // namespace heterps::worker::rpc

@@ -1,4 +1,4 @@
-#include "heterps/worker/wire_profile.h"
+#include "heterps/worker/rpc/wire_profile.h"
 
 #include <cmath>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/cost_model.h"
 
-namespace heterps::worker {
+namespace heterps::worker::rpc {
 namespace {
 
 // A point whose one-unit wire time (k = 1, no loss) is `wire`.
@@ -188,4 +188,4 @@ TEST(WireProfileTest, FileBatchesAreFullAndStartOver) {
 }
 
 }  // namespace
-}  // namespace heterps::worker
+}  // namespace heterps::worker::rpc

@@ -51,7 +51,7 @@
 #include "heterps/worker/profile.h"
 #include "heterps/worker/stage.h"
 
-namespace heterps::worker {
+namespace heterps::worker::rpc {
 
 struct WirePoint {
   int64_t batch = 0;         // samples per step
@@ -98,4 +98,4 @@ struct WireFit {
 // loss `beta` (see above).
 WireFit FitWire(const std::vector<WirePoint>& points, int replicas, double beta);
 
-}  // namespace heterps::worker
+}  // namespace heterps::worker::rpc
