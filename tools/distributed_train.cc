@@ -15,11 +15,11 @@
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/token.h"
-#include "heterps/dense/default_backends.h"
 #include "heterps/launcher/cluster_state.h"
 #include "heterps/launcher/job_metrics.h"
 #include "heterps/launcher/job_status.h"
 #include "heterps/launcher/layout.h"
+#include "heterps/launcher/planning.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
 #include "heterps/launcher/rpc/coordinator.h"
@@ -145,22 +145,8 @@ void ServeFinalMetrics(MetricsHttp* metrics, const TrainFlags& flags,
 // A stage planned on a device this host or build cannot run goes to this host's CPU, and the
 // user is told.
 void PlaceStages(sched::RunPlan& plan, const config::ModelSpec& spec) {
-  const dense::BackendRegistry backends = dense::DefaultBackends();
-  for (size_t s = 0; s < plan.stages.size(); ++s) {
-    sched::RunStage& st = plan.stages[s];
-    if (st.device == "cpu") continue;
-    const absl::Status usable =
-        st.device.empty() ? absl::NotFoundError("") : backends.Create(st.device, {}).status();
-    if (usable.ok()) continue;
-    std::fprintf(
-        stderr,
-        "heterps: note: stage %zu (%s) is planned on %s, %s; its replicas run on this "
-        "host's CPU\n",
-        s, plan.StageName(spec, static_cast<int>(s)).c_str(), st.type.c_str(),
-        st.device.empty()
-            ? "a type this host does not have (no local_device)"
-            : absl::StrCat("which this host maps to ", st.device, ": ", usable.message()).c_str());
-    st.device = "cpu";
+  for (const std::string& note : launcher::PlaceStagesHere(spec, &plan)) {
+    std::fprintf(stderr, "heterps: note: %s\n", note.c_str());
   }
 }
 
@@ -178,42 +164,21 @@ absl::StatusOr<Planned> ChoosePlan(const TrainFlags& flags, const config::ModelS
   return out;
 }
 
-// The job the flags describe on `plan`.
-absl::StatusOr<worker::JobSpec> JobFrom(const TrainFlags& flags, const ModelTextAndSpec& model,
-                                        const config::ClusterSpec& cluster,
-                                        const sched::RunPlan& plan, const DataFile& data) {
-  worker::JobSettings settings = flags.job;
-  HETERPS_ASSIGN_OR_RETURN(settings.tables,
+// What the flags set for every job of this run, whatever its plan (launcher/planning.h).
+absl::StatusOr<launcher::JobRecipe> RecipeFrom(const TrainFlags& flags,
+                                               const ModelTextAndSpec& model,
+                                               const DataFile& data) {
+  launcher::JobRecipe recipe;
+  recipe.model = {model.text, model.spec.source, model.spec.batch_size};
+  recipe.data_files = data.paths;
+  recipe.settings = flags.job;
+  HETERPS_ASSIGN_OR_RETURN(recipe.settings.tables,
                            ModelOptionsFrom(flags, model.spec, model.spec.batch_size));
-  // The parameter servers the plan priced (heterps plan), unless the flags say otherwise: its
-  // shards, and its memory budget where the rest of the tables go to the SSD tier (the budget is
-  // per table on each shard: the shard's, shared by its tables).
-  if (plan.servers.shards > 0) {
-    if (settings.ps_shards == 0) settings.ps_shards = plan.servers.shards;
-    int tables = 0;
-    for (const config::LayerSpec& layer : model.spec.layers) {
-      tables += layer.kind == config::LayerKind::kEmbedding;
-    }
-    if (flags.ps_memory_mib == 0 && plan.servers.ssd_bytes > 0 && tables > 0) {
-      settings.tables.sparse_memory_budget_bytes =
-          std::max<int64_t>(1, static_cast<int64_t>(plan.servers.memory_bytes / tables));
-    }
-  }
   if (flags.gpu_cache_gib > 0) {
-    std::vector<std::string> devices;
-    for (const sched::RunStage& stage : plan.stages) devices.push_back(stage.device);
-    settings.gpu_tier_device = !flags.gpu_cache_device.empty()
-                                   ? flags.gpu_cache_device
-                                   : DefaultTierDevice(cluster, devices);
-    if (settings.gpu_tier_device.empty()) {
-      return absl::InvalidArgumentError(
-          "--gpu-cache-gib: this host has no GPU for the tier (--gpu-cache-device names one; "
-          "--gpu-emulate N adds emulated ones)");
-    }
-    settings.gpu_tier_bytes = static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30));
+    recipe.settings.gpu_tier_device = flags.gpu_cache_device;
+    recipe.settings.gpu_tier_bytes = static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30));
   }
-  return worker::MakeJob({model.text, model.spec.source, model.spec.batch_size}, plan, cluster,
-                         data.paths, settings);
+  return recipe;
 }
 
 void ShowProgress(ProgressLine& progress, const launcher::JobProgress& p) {
@@ -260,10 +225,9 @@ class ReportingReplanner final : public launcher::Replanner {
 // `as_specified`: the catalog as the spec (and the local devices) say, before the state file:
 // the re-planner applies the state file itself, every version of it to the spec's figures.
 std::unique_ptr<launcher::Replanner> NewReplanner(
-    const TrainFlags& flags, const ModelTextAndSpec& model, const config::ClusterSpec& as_specified,
-    const config::ClusterSpec& cluster, const Planned& planned, const DataFile& data,
-    const worker::JobSpec& job, const std::string& job_dir, const std::string& policy,
-    ProgressLine& progress) {
+    const TrainFlags& flags, const config::ClusterSpec& as_specified, const Planned& planned,
+    const launcher::JobRecipe& recipe, const worker::JobSpec& job, const std::string& job_dir,
+    const std::string& policy, ProgressLine& progress) {
   launcher::ElasticOptions o;
   o.model = job.model;
   o.cluster = as_specified;
@@ -282,14 +246,9 @@ std::unique_ptr<launcher::Replanner> NewReplanner(
   o.throughput_limit = job.plan.throughput_limit > 0 ? job.plan.throughput_limit : flags.throughput;
   o.threshold = flags.replan_threshold;
   o.max_losses = std::max(1, flags.job.max_restarts);
-  o.make_job = [&flags, &model, cluster, &data](const sched::RunPlan& plan,
-                                                int ps_shards) -> absl::StatusOr<worker::JobSpec> {
-    sched::RunPlan placed = plan;
-    PlaceStages(placed, model.spec);
-    TrainFlags with = flags;
-    if (ps_shards > 0) with.job.ps_shards = ps_shards;
-    return JobFrom(with, model, cluster, placed, data);
-  };
+  o.rules.gpu_tier = flags.gpu_cache_gib > 0;
+  o.recipe = recipe;
+  o.place_here = true;
   const std::string log_path = job_dir + "/replan.log";
   o.log = [&progress, log_path](const std::string& line) {
     progress.Clear();
@@ -376,7 +335,9 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
     return kNoPlan;
   }
   PlaceStages(planned->plan, model->spec);
-  absl::StatusOr<worker::JobSpec> job = JobFrom(flags, *model, *cluster, planned->plan, *data);
+  absl::StatusOr<launcher::JobRecipe> recipe = RecipeFrom(flags, *model, *data);
+  if (!recipe.ok()) return Fail(recipe.status());
+  absl::StatusOr<worker::JobSpec> job = launcher::JobOfPlan(*recipe, planned->plan, *cluster);
   if (!job.ok()) return Fail(job.status());
   std::printf("%s", RenderPlan(*job, *cluster).c_str());
   if (!planned->limit_origin.empty()) std::printf("(%s)\n", planned->limit_origin.c_str());
@@ -431,8 +392,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   }
   options.stop = signals.flag();
   const auto replanner = std::make_unique<ReportingReplanner>(
-      NewReplanner(flags, *model, as_specified, *cluster, *planned, *data, *job, *job_dir, policy,
-                   progress),
+      NewReplanner(flags, as_specified, *planned, *recipe, *job, *job_dir, policy, progress),
       &report, *cluster);
   options.replanner = replanner.get();
   absl::StatusOr<launcher::JobResult> result = launcher::rpc::RunJob(*job, options);

@@ -82,17 +82,4 @@ std::vector<std::string> AddLocalGpus(config::ClusterSpec* cluster, int emulate)
   return added;
 }
 
-std::string DefaultTierDevice(const config::ClusterSpec& cluster,
-                              const std::vector<std::string>& stage_devices) {
-  for (const std::string& d : stage_devices) {
-    if (absl::StartsWith(d, "cuda:") || absl::StartsWith(d, "twin:")) return d;
-  }
-  for (const config::ResourceType& t : cluster.types) {
-    if (absl::StartsWith(t.local_device, "cuda:") || absl::StartsWith(t.local_device, "twin:")) {
-      return t.local_device;
-    }
-  }
-  return "";
-}
-
 }  // namespace heterps::tools

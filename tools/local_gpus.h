@@ -17,9 +17,4 @@ namespace heterps::tools {
 // CPU). Returns a line per device added, for the user.
 std::vector<std::string> AddLocalGpus(config::ClusterSpec* cluster, int emulate);
 
-// The device a GPU tier goes on when the user names none: the first GPU device of the plan's
-// stages, else the first GPU of the catalog; empty when there is none.
-std::string DefaultTierDevice(const config::ClusterSpec& cluster,
-                              const std::vector<std::string>& stage_devices);
-
 }  // namespace heterps::tools

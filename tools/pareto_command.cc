@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_format.h"
 #include "heterps/base/file.h"
-#include "heterps/sched/default_schedulers.h"
 #include "nlohmann/json.hpp"
 #include "tools/plan_command.h"
 #include "tools/table.h"
@@ -30,7 +29,9 @@ std::string StageSummary(const cost::CostModel& model, const sched::Plan& plan) 
 
 int RunPareto(const PlanFlags& flags) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  auto top = internal::BuildCostModel(flags, nan);
+  absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags, nan);
+  if (!request.ok()) return Fail(request.status());
+  auto top = launcher::PlanningModel(*request);
   if (!top.ok()) return Fail(top.status());
   const double hi = top->workload().throughput_limit;
   const double lo = flags.pareto_from > 0 ? flags.pareto_from : hi / 100;
@@ -39,7 +40,6 @@ int RunPareto(const PlanFlags& flags) {
                                                         ") must be below the throughput limit (",
                                                         HumanNumber(hi), ")")));
   }
-  sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   json frontier = json::array();
   std::string csv =
       "throughput_limit,feasible,throughput,cost_usd,cost_per_hour_usd,job_seconds,"
@@ -49,12 +49,11 @@ int RunPareto(const PlanFlags& flags) {
   bool any = false;
   for (int i = 0; i < flags.pareto_points; ++i) {
     const double limit = lo * std::pow(hi / lo, static_cast<double>(i) / (flags.pareto_points - 1));
-    auto model = internal::BuildCostModel(flags, limit);
-    if (!model.ok()) return Fail(model.status());
-    auto scheduler = registry.Create(flags.scheduler);
-    if (!scheduler.ok()) return Fail(scheduler.status());
-    auto plan = (*scheduler)->Schedule(*model, internal::OptionsFrom(flags, {}));
-    if (!plan.ok()) return Fail(plan.status());
+    request->workload.throughput_limit = limit;
+    absl::StatusOr<launcher::MadePlan> made = launcher::MakePlan(*request);
+    if (!made.ok()) return Fail(made.status());
+    const cost::CostModel* model = &made->model;
+    const sched::Plan* plan = &made->plan;
     any = any || plan->feasible;
     frontier.push_back(json::parse(sched::PlanToJson(*model, *plan)));
     const std::string stages = plan->feasible ? StageSummary(*model, *plan) : "-";
@@ -85,7 +84,8 @@ int RunPareto(const PlanFlags& flags) {
   }
   if (!flags.report_path.empty()) {
     // The plan marked on the frontier: the one at the limit asked for, the last.
-    auto model = internal::BuildCostModel(flags, hi);
+    request->workload.throughput_limit = hi;
+    auto model = launcher::PlanningModel(*request);
     if (!model.ok()) return Fail(model.status());
     if (auto s = internal::WritePlanReport(flags, *model, frontier.back().dump(), frontier);
         !s.ok()) {

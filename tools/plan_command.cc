@@ -14,6 +14,7 @@
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/data/line_source.h"
+#include "heterps/launcher/planning.h"
 #include "heterps/sched/default_schedulers.h"
 #include "heterps/sched/schedulers.h"
 #include "tools/cli_common.h"
@@ -32,7 +33,9 @@ absl::string_view Text(std::string_view text) { return {text.data(), text.size()
 
 namespace internal {
 
-absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double throughput_limit) {
+absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags,
+                                                      double throughput_limit) {
+  launcher::PlanRequest request;
   HETERPS_ASSIGN_OR_RETURN(config::ModelSpec model, LoadModelOrDefault(flags.model_path));
   if (!flags.data_paths.empty()) {
     HETERPS_ASSIGN_OR_RETURN(std::vector<std::string> files,
@@ -54,14 +57,18 @@ absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double th
     }
     throughput = kDefaultThroughput;
   }
-  std::optional<cost::Profile> profile;
   if (!flags.profile_path.empty()) {
-    HETERPS_ASSIGN_OR_RETURN(profile, cost::LoadProfile(flags.profile_path));
+    HETERPS_ASSIGN_OR_RETURN(request.profile, cost::LoadProfile(flags.profile_path));
   }
-  cost::Workload workload{throughput, flags.samples};
-  workload.price_parameter_servers = !flags.stages_only;
-  workload.access_skew = flags.access_skew;
-  return cost::CostModel::Create(model, cluster, workload, profile ? &*profile : nullptr);
+  request.model = std::move(model);
+  request.cluster = std::move(cluster);
+  request.workload = {throughput, flags.samples};
+  request.workload.price_parameter_servers = !flags.stages_only;
+  request.workload.access_skew = flags.access_skew;
+  request.rules.gpu_tier = flags.gpu_tier;
+  request.scheduler = flags.scheduler;
+  request.options = OptionsFrom(flags, {});
+  return request;
 }
 
 absl::Status WritePlanReport(const PlanFlags& flags, const cost::CostModel& model,
@@ -195,6 +202,9 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   cmd->add_flag("--stages-only", flags.stages_only,
                 "price the stages only: the parameter servers are not part of the plan (where "
                 "they run on the stages' own machines)");
+  cmd->add_flag("--gpu-tier", flags.gpu_tier,
+                "plan for a job with a GPU tier (heterps train --gpu-cache-gib): its first stage "
+                "on one replica");
   cmd->add_option("--access-skew", flags.access_skew,
                   "Zipf exponent of the embedding rows' popularity, for the share of lookups the "
                   "servers' memory serves when the tables spill to SSD (default 1; 0: uniform)")
@@ -204,12 +214,13 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
 
 int RunPlan(const PlanFlags& flags) {
   if (flags.pareto) return RunPareto(flags);
-  absl::StatusOr<cost::CostModel> model =
-      internal::BuildCostModel(flags, std::numeric_limits<double>::quiet_NaN());
-  if (!model.ok()) return Fail(model.status());
-  sched::SchedulerRegistry registry = sched::DefaultSchedulers();
-  auto scheduler = registry.Create(flags.scheduler);
-  if (!scheduler.ok()) return Fail(scheduler.status());
+  absl::StatusOr<launcher::PlanRequest> request =
+      internal::PlanRequestFrom(flags, std::numeric_limits<double>::quiet_NaN());
+  if (!request.ok()) return Fail(request.status());
+  if (absl::Status known = sched::DefaultSchedulers().Create(flags.scheduler).status();
+      !known.ok()) {
+    return Fail(known);
+  }
   // Options a scheduler would silently ignore are errors.
   if ((!flags.policy_in.empty() || !flags.policy_out.empty()) && flags.scheduler != "rl") {
     return Fail(
@@ -223,11 +234,17 @@ int RunPlan(const PlanFlags& flags) {
                      " scheduler has no budget of plans (--time-limit bounds exact)")));
   }
   ProgressLine progress(!flags.json);
-  sched::SchedulerOptions options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
+  request->options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
     progress.Show(absl::StrFormat("searching: %s plans evaluated, best %s", WithCommas(n),
                                   std::isfinite(best) ? base::HumanUsd(best) : "none yet"));
   });
-  absl::StatusOr<sched::Plan> plan = (*scheduler)->Schedule(*model, options);
+  absl::StatusOr<launcher::MadePlan> made = launcher::MakePlan(*request);
+  if (!made.ok()) {
+    progress.Clear();
+    return Fail(made.status());
+  }
+  const cost::CostModel* model = &made->model;
+  absl::StatusOr<sched::Plan> plan = std::move(made->plan);
   if (plan.ok() && plan->feasible && plan->lower_bound_usd <= 0) {
     // Every plan says how far it may be from the best: the exact method's bound, within what is
     // left of the time limit (at least a second).

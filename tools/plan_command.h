@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "heterps/cost/cost_model.h"
+#include "heterps/launcher/planning.h"
 #include "heterps/sched/scheduler.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
@@ -41,6 +42,7 @@ struct PlanFlags {
   // the rows' popularity.
   bool stages_only = false;
   double access_skew = 1.0;
+  bool gpu_tier = false;  // the first stage on one replica (launcher::JobRules)
 };
 
 // Registers the subcommand; `flags` must outlive `app`.
@@ -54,14 +56,14 @@ int RunPlan(const PlanFlags& flags);
 int RunPareto(const PlanFlags& flags);
 
 namespace internal {
-// The cost model of the flags' model, cluster and profile at `throughput` (NaN: the flags' own).
-absl::StatusOr<cost::CostModel> BuildCostModel(const PlanFlags& flags, double throughput);
+// The plan the flags ask for (launcher/planning.h) at `throughput` (NaN: the flags' own).
+absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags, double throughput);
 // --report: writes the page of `plan` (PlanToJson's text) on `model`, beside the homogeneous and
 // greedy baselines' plans at the same limit, and `frontier` (an array of plans; empty without
 // --pareto).
 absl::Status WritePlanReport(const PlanFlags& flags, const cost::CostModel& model,
                              const std::string& plan, const nlohmann::ordered_json& frontier);
-// Scheduler options from the flags; `progress` may be empty.
+// Scheduler options from the flags (PlanRequestFrom's); `progress` may be empty.
 sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
                                     std::function<void(int64_t, double)> progress);
 }  // namespace internal

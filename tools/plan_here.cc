@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
-#include "heterps/sched/default_schedulers.h"
+#include "heterps/launcher/planning.h"
 #include "heterps/worker/profile.h"
 #include "tools/cli_common.h"
 #include "tools/table.h"
@@ -21,8 +21,8 @@ namespace heterps::tools {
 absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int batch,
                                             double layer_seconds, const config::ResourceType& cpu,
                                             const std::vector<const config::ResourceType*>& types,
-                                            worker::WireOptions options, ProgressLine& progress,
-                                            cost::Profile* profile) {
+                                            worker::rpc::WireOptions options,
+                                            ProgressLine& progress, cost::Profile* profile) {
   WireMeasured out;
   const int64_t threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   out.replicas = static_cast<int>(std::clamp<int64_t>(cpu.units, 1, threads));
@@ -31,9 +31,9 @@ absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int b
   options.progress = [&](int done, int total) {
     progress.Show(absl::StrFormat("profiling this host's wire %s", Bar(done, total)));
   };
-  HETERPS_ASSIGN_OR_RETURN(out.points, worker::ProfileWire(spec, batch, options));
+  HETERPS_ASSIGN_OR_RETURN(out.points, worker::rpc::ProfileWire(spec, batch, options));
   for (const config::ResourceType* type : types) {
-    out.fits.push_back(worker::FitWire(out.points, out.replicas, type->dp_loss));
+    out.fits.push_back(worker::rpc::FitWire(out.points, out.replicas, type->dp_loss));
     auto same = [&](const cost::WireEntry& e) { return e.type == type->name; };
     profile->wire.erase(std::remove_if(profile->wire.begin(), profile->wire.end(), same),
                         profile->wire.end());
@@ -99,7 +99,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
       }
     }
     // What the job pays beyond the layers: the same for every type of this host.
-    worker::WireOptions wire;
+    worker::rpc::WireOptions wire;
     wire.batches = batches;
     wire.synchronous = flags.job.mode == worker::Consistency::kSync;
     wire.dense_on_servers = flags.job.dense_on_servers;
@@ -127,22 +127,22 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   std::vector<double> limits = {flags.throughput};
   if (flags.throughput <= 0) limits = {1.5 * one_unit, one_unit, 0.5 * one_unit};
   if (flags.throughput <= 0 && tier) limits.push_back(0.25 * one_unit);
-  sched::SchedulerRegistry registry = sched::DefaultSchedulers();
-  HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create(flags.scheduler));
-  Planned out, first_feasible;
+  Planned out;
   out.profile = measured.profile;
+  launcher::PlanRequest request;
+  request.model = spec;
+  request.cluster = cluster;
+  request.profile = measured.profile;
+  request.rules.gpu_tier = tier;
+  request.scheduler = flags.scheduler;
+  request.options.seed = flags.job.tables.seed;
+  request.options.time_limit_seconds = 10;
+  request.options.policy_out = policy_out;
   for (double limit : limits) {
-    HETERPS_ASSIGN_OR_RETURN(
-        cost::CostModel model,
-        cost::CostModel::Create(spec, cluster,
-                                cost::ColocatedWorkload(limit, static_cast<double>(samples)),
-                                &measured.profile));
-    sched::SchedulerOptions options;
-    options.seed = flags.job.tables.seed;
-    options.time_limit_seconds = 10;
-    options.policy_out = policy_out;
-    HETERPS_ASSIGN_OR_RETURN(sched::Plan plan, scheduler->Schedule(model, options));
-    out.plan = sched::FromPlan(model, plan);
+    request.workload = cost::ColocatedWorkload(limit, static_cast<double>(samples));
+    HETERPS_ASSIGN_OR_RETURN(launcher::MadePlan made, launcher::MakePlan(request));
+    const sched::Plan& plan = made.plan;
+    out.plan = std::move(made.run);
     if (flags.throughput <= 0) {
       std::vector<std::string> tried;
       for (double l : limits) tried.push_back(absl::StrCat(HumanNumber(l / one_unit), "x"));
@@ -150,17 +150,12 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
           "the limit: %sx the %s samples/s that one unit of %s measured on this host, the "
           "first of %s that a plan meets%s; --throughput sets it",
           HumanNumber(limit / one_unit), WithCommas(one_unit), cpu->name,
-          absl::StrJoin(tried, ", "),
-          tier ? " with the GPU tier's stage on one replica (else the first feasible)" : "");
+          absl::StrJoin(tried, ", "), tier ? " with the GPU tier's stage on one replica" : "");
     }
-    if (!plan.feasible) {
-      out.why_not = plan.why.message;
-      continue;
-    }
-    if (!tier || out.plan.stages.empty() || out.plan.stages[0].units <= 1) return out;
-    if (!first_feasible.plan.feasible) first_feasible = out;
+    if (plan.feasible) return out;
+    out.why_not = plan.why.message;
   }
-  return first_feasible.plan.feasible ? first_feasible : out;
+  return out;
 }
 
 }  // namespace heterps::tools

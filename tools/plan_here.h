@@ -15,7 +15,7 @@
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/profile.h"
 #include "heterps/sched/run_plan.h"
-#include "heterps/worker/wire_profile.h"
+#include "heterps/worker/rpc/wire_profile.h"
 #include "tools/cli_common.h"
 #include "tools/train_command.h"
 
@@ -30,23 +30,23 @@ struct Planned {
   std::string limit_origin;
 };
 
-// This host's wire (worker::ProfileWire at `batch`) measured with as many replicas as `cpu` has
-// units here (at most this host's hardware threads): the default job's layout, every unit a
+// This host's wire (worker::rpc::ProfileWire at `batch`) measured with as many replicas as `cpu`
+// has units here (at most this host's hardware threads): the default job's layout, every unit a
 // replica sharing the cores with the server. Adds one entry for each of `types`, fitted with its
 // data-parallel loss, to `profile`, replacing any it had; the progress line shows the
 // measurement.
 struct WireMeasured {
   int replicas = 1;
-  std::vector<worker::WirePoint> points;
-  std::vector<worker::WireFit> fits;  // one per type
+  std::vector<worker::rpc::WirePoint> points;
+  std::vector<worker::rpc::WireFit> fits;  // one per type
 };
 // `layer_seconds`: the layers' time at `batch` on `cpu` as the profile's entries have it.
 // `options`: where the batches come from, the job's mode and optimizers (the rest is set here).
 absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int batch,
                                             double layer_seconds, const config::ResourceType& cpu,
                                             const std::vector<const config::ResourceType*>& types,
-                                            worker::WireOptions options, ProgressLine& progress,
-                                            cost::Profile* profile);
+                                            worker::rpc::WireOptions options,
+                                            ProgressLine& progress, cost::Profile* profile);
 
 // Batches from the job's data files in the spec's layout, bad lines as the flags say; null (random
 // batches) when `files` is empty.
@@ -58,9 +58,8 @@ worker::BatchSources DataBatches(const config::ModelSpec& spec,
 // where a learned scheduler saves its policy (empty: nowhere), for the job's re-plans. The
 // profile runs on the first lines of `data_files` (the job's data; empty: random batches).
 // Without --throughput, plans for 1.5, 1 and 0.5 times one unit's speed are tried in turn, and
-// the first feasible one is taken; with a GPU tier (--gpu-cache-gib), whose stage 0 must be one
-// replica, a quarter is tried too, and the first feasible plan with one replica of stage 0 is
-// taken (else the first feasible one, which the job then refuses with the reason).
+// the first feasible one is taken; with a GPU tier (--gpu-cache-gib), whose stage 0 runs on one
+// replica (launcher::JobRules: every plan keeps it), a quarter is tried too.
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
                                  const config::ClusterSpec& cluster, int64_t samples,
                                  const std::string& policy_out = "",

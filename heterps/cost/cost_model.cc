@@ -60,6 +60,13 @@ absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,
     return absl::InvalidArgumentError(absl::StrCat(
         "optimizer state floats per value must be 0, 1 or 2, got ", workload.ps_state_floats));
   }
+  if (workload.first_stage_max_units < 0 || workload.first_stage_through < -1 ||
+      workload.first_stage_through >= num_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the first stage's rules: at most ", workload.first_stage_max_units,
+                     " units (must be >= 0), through layer ", workload.first_stage_through,
+                     " (must be -1 .. ", num_layers - 1, ")"));
+  }
   if (profile != nullptr) HETERPS_RETURN_IF_ERROR(cm.ApplyProfile(*profile));
   cm.BuildPrefixSums(oct);
   cm.BuildPsModel();

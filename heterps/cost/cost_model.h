@@ -52,6 +52,12 @@ struct Workload {
   double access_skew = 1.0;
   // Floats of optimizer state per value float of an embedding row (SGD 0, Adagrad 1, Adam 2).
   int ps_state_floats = 1;
+  // The first stage: the most units it may have (0: as many as its type has), and the layer it
+  // must reach at least (-1: any). A job with a GPU tier (--gpu-cache-gib) looks its embeddings up
+  // in the first stage, on one replica, the tier's rows on its one device: the plans made for it
+  // keep 1 unit and the first embedding layer (launcher::JobRules).
+  int64_t first_stage_max_units = 0;
+  int first_stage_through = -1;
 };
 
 // The parameter servers of a plan: `shards` shards of type `type`, each holding `memory_bytes`

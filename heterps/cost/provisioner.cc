@@ -12,10 +12,23 @@ namespace {
 
 double Gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
+// The most units stage `s` may have: its type's, less where the workload caps the first stage.
+int64_t MaxUnits(const CostModel& model, absl::Span<const StageSpec> stages, size_t s) {
+  const int64_t units = model.type(stages[s].type).units;
+  const int64_t cap = model.workload().first_stage_max_units;
+  return s == 0 && cap > 0 ? std::min(units, cap) : units;
+}
+
 // The first constraint the plan fails even at its most generous provisioning.
 Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages,
                       const std::vector<double>& x) {
   const double e_max = model.max_bottleneck_seconds();
+  if (const int through = model.workload().first_stage_through; stages[0].last < through) {
+    return {"first stage", 1,
+            absl::StrFormat("stage 0 (%s) ends before layer %s, which the first stage must hold "
+                            "(a GPU tier's stage looks the embeddings up)",
+                            DescribeStage(model, stages[0]), model.model().layers[through].name)};
+  }
   for (size_t s = 0; s < stages.size(); ++s) {
     const auto& type = model.type(stages[s].type);
     double need = model.StageMemoryBytes(stages[s].first, stages[s].last);
@@ -28,14 +41,19 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
   }
   for (size_t s = 0; s < stages.size(); ++s) {
     const auto& type = model.type(stages[s].type);
-    double best = CostModel::ExecSeconds(x[s], type.dp_loss, type.units);
+    const int64_t most = MaxUnits(model, stages, s);
+    double best = CostModel::ExecSeconds(x[s], type.dp_loss, most);
     if (best > e_max) {
       double reach = model.batch() / best;
       return {"throughput", best / e_max - 1,
-              absl::StrFormat("stage %d (%s) reaches at most %s samples/s with all %d units; "
-                              "the limit is %s",
-                              s, DescribeStage(model, stages[s]), base::HumanNumber(reach),
-                              type.units, base::HumanNumber(model.workload().throughput_limit))};
+              absl::StrFormat("stage %d (%s) reaches at most %s samples/s %s; the limit is %s", s,
+                              DescribeStage(model, stages[s]), base::HumanNumber(reach),
+                              most < type.units
+                                  ? absl::StrFormat("on %d unit%s, the most the first stage may "
+                                                    "have (a GPU tier's stage runs on one replica)",
+                                                    most, most == 1 ? "" : "s")
+                                  : absl::StrFormat("with all %d units", type.units),
+                              base::HumanNumber(model.workload().throughput_limit))};
     }
   }
   if (model.prices_ps() && !std::isfinite(model.CheapestPsRate(e_max))) {
@@ -120,13 +138,16 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
   const size_t n = stages.size();
   const double e_max = model.max_bottleneck_seconds();
   std::vector<double> x(n);
-  std::vector<int64_t> k_min(n);  // fewest units meeting the limit itself
+  std::vector<int64_t> k_min(n);      // fewest units meeting the limit itself
+  std::vector<int64_t> max_units(n);  // most units the stage may have
   bool possible = true;
   for (size_t s = 0; s < n; ++s) {
     x[s] = model.StageSeconds(stages[s].first, stages[s].last, stages[s].type);
     k_min[s] = model.MinUnits(x[s], stages[s].type, e_max);
-    possible = possible && k_min[s] > 0;
+    max_units[s] = MaxUnits(model, stages, s);
+    possible = possible && k_min[s] > 0 && k_min[s] <= max_units[s];
   }
+  possible = possible && n > 0 && stages[0].last >= model.workload().first_stage_through;
   Provisioning best;
   best.cost_usd = kInfinity;
   std::vector<int64_t> units(n), used(model.num_types());
@@ -138,7 +159,7 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
       const int t = stages[s].type;
       units[s] = model.MinUnits(x[s], t, e);
       used[t] += units[s];
-      if (units[s] == 0 || used[t] > model.type(t).units) return;
+      if (units[s] == 0 || units[s] > max_units[s] || used[t] > model.type(t).units) return;
       rate += static_cast<double>(units[s]) * model.type(t).price_per_hour;
       bottleneck =
           std::max(bottleneck, CostModel::ExecSeconds(x[s], model.type(t).dp_loss, units[s]));
@@ -164,8 +185,8 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
   double floor = 0;  // no bottleneck below it: a stage's ET with all its units
   for (size_t c = 0; possible && c < n; ++c) {
     const auto& ct = model.type(stages[c].type);
-    floor = std::max(floor, CostModel::ExecSeconds(x[c], ct.dp_loss, ct.units));
-    for (int64_t kc = k_min[c]; kc <= ct.units; ++kc) {
+    floor = std::max(floor, CostModel::ExecSeconds(x[c], ct.dp_loss, max_units[c]));
+    for (int64_t kc = k_min[c]; kc <= max_units[c]; ++kc) {
       candidate(CostModel::ExecSeconds(x[c], ct.dp_loss, kc));
     }
   }

@@ -14,7 +14,8 @@ namespace {
 using sched::testing::InstanceShape;
 using sched::testing::MakeRandomInstance;
 
-// The oracle: every vector of units, k_s in [1, units of its type].
+// The oracle: every vector of units, k_s in [1, units of its type] (stage 0's at most the
+// workload's cap on it; none where stage 0 ends before the layer the workload names).
 struct Oracle {
   bool feasible = false;
   double cost = kInfinity;
@@ -24,6 +25,7 @@ Oracle BruteForce(const CostModel& model, const std::vector<StageSpec>& stages) 
   const size_t n = stages.size();
   std::vector<int64_t> k(n, 1);
   Oracle best;
+  if (stages[0].last < model.workload().first_stage_through) return best;
   while (true) {
     std::vector<int64_t> used(model.num_types(), 0);
     double bottleneck = 0, rate = 0;
@@ -51,11 +53,69 @@ Oracle BruteForce(const CostModel& model, const std::vector<StageSpec>& stages) 
       best.feasible = true;
       best.cost = std::min(best.cost, model.JobCost(bottleneck, rate));
     }
+    const int64_t cap = model.workload().first_stage_max_units;
+    auto most = [&](size_t s) {
+      const int64_t units = model.type(stages[s].type).units;
+      return s == 0 && cap > 0 ? std::min(units, cap) : units;
+    };
     size_t s = 0;
-    while (s < n && ++k[s] > model.type(stages[s].type).units) k[s++] = 1;
+    while (s < n && ++k[s] > most(s)) k[s++] = 1;
     if (s == n) break;
   }
   return best;
+}
+
+// A job with a GPU tier runs its first stage on one replica, through its first embedding layer
+// (Workload::first_stage_max_units, first_stage_through): the provisioning is still the cheapest
+// that keeps the rules, and says which it breaks when none does.
+TEST(ProvisionerTest, KeepsTheFirstStagesCapAndMatchesBruteForce) {
+  std::mt19937_64 rng(20261127);
+  int feasible = 0, capped_away = 0, infeasible_by_cap = 0, short_first = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    InstanceShape shape{3 + static_cast<int>(rng() % 4), 1 + static_cast<int>(rng() % 3), 6};
+    auto instance = MakeRandomInstance(rng, shape);
+    const int64_t cap = 1 + static_cast<int64_t>(rng() % 2);
+    instance.workload.first_stage_max_units = cap;
+    // Half the time the first stage must also reach a given layer.
+    const int through = rng() % 2 ? static_cast<int>(rng() % instance.model.layers.size()) : -1;
+    instance.workload.first_stage_through = through;
+    CostModel model = sched::testing::CostModelOf(instance);
+    auto free = instance;
+    free.workload.first_stage_max_units = 0;
+    free.workload.first_stage_through = -1;
+    CostModel uncapped = sched::testing::CostModelOf(free);
+    std::vector<int> assignment(model.num_layers());
+    for (int& t : assignment) t = static_cast<int>(rng() % model.num_types());
+    std::vector<StageSpec> stages = sched::StagesOf(assignment);
+    const Provisioning got = Provision(model, stages);
+    const Provisioning without = Provision(uncapped, stages);
+    const Oracle want = BruteForce(model, stages);
+    ASSERT_EQ(got.feasible, want.feasible) << "trial " << trial << "\n"
+                                           << instance.model_yaml << instance.cluster_yaml;
+    if (without.feasible && without.units[0] > cap) ++capped_away;
+    if (stages[0].last < through) {
+      ++short_first;
+      EXPECT_FALSE(got.feasible);
+      EXPECT_EQ(got.why.constraint, "first stage");
+      continue;
+    }
+    if (!got.feasible) {
+      if (without.feasible) {
+        ++infeasible_by_cap;
+        EXPECT_NE(got.why.message.find("the most the first stage may have"), std::string::npos)
+            << got.why.message;
+      }
+      continue;
+    }
+    ++feasible;
+    ASSERT_NEAR(got.cost_usd, want.cost, 1e-9 * want.cost) << "trial " << trial;
+    EXPECT_LE(got.units[0], cap);
+  }
+  // Cases where the cap changed the answer, both ways.
+  EXPECT_GT(feasible, 100);
+  EXPECT_GT(capped_away, 10);
+  EXPECT_GT(infeasible_by_cap, 5);
+  EXPECT_GT(short_first, 10);
 }
 
 TEST(ProvisionerTest, MatchesBruteForceOnRandomPlans) {

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "heterps/base/env.h"
 #include "heterps/base/file.h"
+#include "heterps/cost/cost_model.h"
 #include "heterps/launcher/cluster_state.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/segment_ledger.h"
@@ -131,9 +132,9 @@ struct Fixture {
     o.throughput_limit = 100;
     o.max_losses = max_losses;
     o.poll = absl::ZeroDuration();
-    o.make_job = [this](const sched::RunPlan& plan, int ps_shards) {
-      return MakeJobOn(plan, ps_shards > 0 ? ps_shards : 1);
-    };
+    o.recipe.model = {model_text, "examples/models/dlrm-small.yaml", 256};
+    o.recipe.data_files = {"train.tsv"};
+    o.recipe.settings.ps_shards = 1;
     o.log = [this](const std::string& line) { logged.push_back(line); };
     options = o;
   }
@@ -293,6 +294,39 @@ TEST(ReplannerTest, APreemptedOrDyingTypeIsPlannedAround) {
   EXPECT_TRUE(next->required);
   EXPECT_THAT(next->reason, HasSubstr("cpu-a: one unit given up after 2 deaths"));
   EXPECT_EQ(next->job.plan.stages[0].type, "cpu-spot");
+}
+
+// A job with a GPU tier: a re-plan keeps the tier's stage on one replica, through the first
+// embedding layer (JobRules), where one that did not know the rule proposed a plan the job then
+// refused.
+TEST(ReplannerTest, AReplanKeepsTheGpuTiersStageOnOneReplica) {
+  for (const bool rules : {false, true}) {
+    SCOPED_TRACE(rules ? "with the rules" : "without");
+    Fixture f(rules ? "tier_rules" : "tier_no_rules");
+    f.options.recipe.settings.gpu_tier_bytes = 1 << 20;
+    f.options.recipe.settings.gpu_tier_device = "twin:0";
+    f.options.rules.gpu_tier = rules;
+    f.Start();
+    // Four spot units, and a limit twice what one unit does with the whole model.
+    absl::StatusOr<cost::CostModel> model =
+        cost::CostModel::Create(f.job.model, f.cluster, cost::ColocatedWorkload(1, 1));
+    ASSERT_TRUE(model.ok()) << model.status();
+    const double one_unit = model->batch() / model->StageSeconds(0, model->num_layers() - 1, 0);
+    Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": 4}]})");
+    JobControl control;
+    control.throughput = 2 * one_unit;
+    ASSERT_TRUE(WriteJobControl(env, f.dir, control).ok());
+    const std::optional<PlanSwitch> next = f.replanner->Check(At(10'000'000));
+    if (!rules) {
+      EXPECT_FALSE(next.has_value());
+      EXPECT_THAT(f.Log(), HasSubstr("the GPU tier needs stage 0 on one replica"));
+      continue;
+    }
+    ASSERT_TRUE(next.has_value()) << f.Log();
+    EXPECT_EQ(next->job.plan.stages[0].units, 1) << DescribePlan(next->job);
+    EXPECT_GE(next->job.plan.stages[0].last, 1) << DescribePlan(next->job);  // emb
+    EXPECT_GE(next->job.plan.throughput, 2 * one_unit * (1 - 1e-9));
+  }
 }
 
 TEST(ReplannerTest, ControlAsksForAPlanAndBadUpdatesAreRefused) {

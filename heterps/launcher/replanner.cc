@@ -270,28 +270,27 @@ class ElasticReplanner final : public Replanner {
 
   absl::StatusOr<sched::RunPlan> Replan(const config::ClusterSpec& catalog, double limit,
                                         int64_t samples, std::string* why_not) {
-    HETERPS_ASSIGN_OR_RETURN(
-        cost::CostModel model,
-        cost::CostModel::Create(
-            o_.model, catalog,
-            cost::ColocatedWorkload(limit, static_cast<double>(std::max<int64_t>(samples, 1))),
-            o_.profile ? &*o_.profile : nullptr));
-    sched::SchedulerRegistry registry = sched::DefaultSchedulers();
-    HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create(o_.scheduler));
-    sched::SchedulerOptions options;
-    options.seed = o_.seed;
-    options.time_limit_seconds = o_.time_limit_seconds;
-    options.policy_out = o_.policy;
-    if (!o_.policy.empty() && o_.env->FileExists(o_.policy)) options.policy_in = o_.policy;
-    absl::StatusOr<sched::Plan> plan = scheduler->Schedule(model, options);
-    if (!plan.ok() && !options.policy_in.empty()) {
+    PlanRequest request;
+    request.model = o_.model;
+    request.cluster = catalog;
+    request.profile = o_.profile;
+    request.workload =
+        cost::ColocatedWorkload(limit, static_cast<double>(std::max<int64_t>(samples, 1)));
+    request.rules = o_.rules;
+    request.scheduler = o_.scheduler;
+    request.options.seed = o_.seed;
+    request.options.time_limit_seconds = o_.time_limit_seconds;
+    request.options.policy_out = o_.policy;
+    if (!o_.policy.empty() && o_.env->FileExists(o_.policy)) request.options.policy_in = o_.policy;
+    absl::StatusOr<MadePlan> made = MakePlan(request);
+    if (!made.ok() && !request.options.policy_in.empty()) {
       // A policy for another catalog (a type came or went): start afresh.
-      options.policy_in.clear();
-      plan = scheduler->Schedule(model, options);
+      request.options.policy_in.clear();
+      made = MakePlan(request);
     }
-    HETERPS_RETURN_IF_ERROR(plan.status());
-    if (!plan->feasible) *why_not = plan->why.message;
-    return sched::FromPlan(model, *plan);
+    HETERPS_RETURN_IF_ERROR(made.status());
+    if (!made->plan.feasible) *why_not = made->plan.why.message;
+    return std::move(made->run);
   }
 
   std::optional<PlanSwitch> Decide(const JobPosition& p, const std::string& why) {
@@ -332,7 +331,10 @@ class ElasticReplanner final : public Replanner {
       if (!why_not.empty()) return keep_going(absl::StrCat("no feasible plan: ", why_not));
       plan = *replanned;
     }
-    absl::StatusOr<worker::JobSpec> job = o_.make_job(plan, ps_shards);
+    if (o_.place_here) {
+      for (const std::string& note : PlaceStagesHere(o_.model, &plan)) Log(note);
+    }
+    absl::StatusOr<worker::JobSpec> job = JobOfPlan(o_.recipe, plan, catalog, ps_shards);
     if (!job.ok())
       return keep_going(absl::StrCat("the new plan cannot run: ", job.status().message()));
     out.job = *job;

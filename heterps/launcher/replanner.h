@@ -23,7 +23,7 @@
 //   ElasticOptions options;
 //   options.model = job.model; options.cluster = cluster; options.profile = profile;
 //   options.cluster_state = "/etc/fleet/state.json"; options.control = JobControlPath(dir);
-//   options.make_job = [&](const sched::RunPlan& plan, int ps_shards) { return MakeJob(...); };
+//   options.recipe = recipe;  // the user's settings for every job (planning.h)
 //   std::unique_ptr<Replanner> replanner = NewElasticReplanner(std::move(options));
 //   run_options.replanner = replanner.get();
 //
@@ -42,6 +42,7 @@
 #include "heterps/config/cluster_spec.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/profile.h"
+#include "heterps/launcher/planning.h"
 #include "heterps/sched/run_plan.h"
 #include "heterps/worker/job.h"
 
@@ -102,8 +103,12 @@ struct ElasticOptions {
   double threshold = 0.05;         // share of the remaining cost a switch must save, net
   int max_losses = 3;              // deaths on a type before one of its units is given up
   absl::Duration poll = absl::Milliseconds(500);
-  // The job of a plan (the user's settings, `ps_shards` parameter servers; 0: sized for it).
-  std::function<absl::StatusOr<worker::JobSpec>(const sched::RunPlan&, int ps_shards)> make_job;
+  // Every new plan is made (MakePlan) with the job's rules and becomes a job (JobOfPlan) with the
+  // user's settings, its stages placed on this host's devices (PlaceStagesHere) when
+  // `place_here`.
+  JobRules rules;
+  JobRecipe recipe;
+  bool place_here = false;
   std::function<void(const std::string&)> log;  // refused updates and decisions; empty: LogLine
   base::Env* env = base::DefaultEnv();
 };

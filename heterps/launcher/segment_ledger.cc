@@ -133,4 +133,16 @@ void SegmentLedger::Fill(JobResult* result) const {
       first.switch_cost_usd + (rate > 0 ? first_sample_usd_per_hour_ / rate / 3600 : 0);
 }
 
+JobPosition SegmentLedger::Position(const worker::JobSpec& job, int64_t step,
+                                    int64_t train_lines) const {
+  const int64_t batch = job.batch_size();
+  JobPosition position;
+  position.step = step;
+  position.total_steps = (train_lines + batch - 1) / batch * job.settings.epochs;
+  position.samples_left = std::max<int64_t>(0, train_lines * job.settings.epochs - step * batch);
+  position.samples_per_second = samples_per_second();
+  position.switch_seconds = switch_seconds();
+  return position;
+}
+
 }  // namespace heterps::launcher

@@ -54,6 +54,10 @@ class SegmentLedger {
   // USD per hour of the running plan now.
   double rate() const;
 
+  // Where `job` stands for its re-planner after `step` steps over `train_lines` training lines a
+  // pass: the steps and samples left, and this ledger's measured rate and switch cost.
+  JobPosition Position(const worker::JobSpec& job, int64_t step, int64_t train_lines) const;
+
   // Fills result->segments, cost_usd, switch_cost_usd and first_plan_cost_usd.
   void Fill(JobResult* result) const;
 

@@ -76,6 +76,14 @@ class ExactSearch {
 
  private:
   double X(int i, int j, int t) const { return x_[(i * num_layers_ + j) * num_types_ + t]; }
+  // The fewest units of layers i..j on type t at bottleneck e (0: none suffice): CostModel::
+  // MinUnits, but none for a first stage that breaks the workload's rules on it.
+  int64_t KMin(int i, int j, int t, double e) const {
+    const int64_t k = model_.MinUnits(X(i, j, t), t, e);
+    if (i > 0) return k;
+    const int64_t cap = model_.workload().first_stage_max_units;
+    return (cap > 0 && k > cap) || j < model_.workload().first_stage_through ? 0 : k;
+  }
   // P(e): the cheapest parameter servers' rate at bottleneck e, units shared with the stages
   // ignored (0 when they are not priced).
   double PsRate(double e) const { return model_.CheapestPsRate(e); }
@@ -219,9 +227,12 @@ void ExactSearch::BuildCandidates() {
     for (int j = i; j < num_layers_; ++j) {
       for (int t = 0; t < num_types_; ++t) {
         double x = X(i, j, t);
-        int64_t k_min = model_.MinUnits(x, t, e_max);
+        int64_t k_min = KMin(i, j, t, e_max);
         if (k_min == 0) continue;
-        for (int64_t k = k_min; k <= model_.type(t).units; ++k) {
+        const int64_t cap = model_.workload().first_stage_max_units;
+        const int64_t most =
+            i == 0 && cap > 0 ? std::min(cap, model_.type(t).units) : model_.type(t).units;
+        for (int64_t k = k_min; k <= most; ++k) {
           cand_.push_back(CostModel::ExecSeconds(x, model_.type(t).dp_loss, k));
         }
       }
@@ -245,7 +256,7 @@ double ExactSearch::Relaxed(double e) {
     for (int t = 0; t < num_types_; ++t) {
       double& h = h_[i * num_types_ + t];
       for (int j = i; j < num_layers_; ++j) {
-        int64_t k = model_.MinUnits(X(i, j, t), t, e);
+        int64_t k = KMin(i, j, t, e);
         if (k == 0) continue;
         double v = Price(t) * static_cast<double>(k) + G(j + 1, t);
         if (v < h) {
@@ -287,8 +298,9 @@ std::vector<int> ExactSearch::RelaxedAssignment() const {
 bool ExactSearch::WithinUnits(const std::vector<int>& assignment, double e) const {
   std::vector<int64_t> used(num_types_, 0);
   for (const cost::StageSpec& s : StagesOf(assignment)) {
-    used[s.type] += model_.MinUnits(X(s.first, s.last, s.type), s.type, e);
-    if (used[s.type] > units_[s.type]) return false;
+    const int64_t k = KMin(s.first, s.last, s.type, e);
+    used[s.type] += k;
+    if (k == 0 || used[s.type] > units_[s.type]) return false;
   }
   return true;
 }
@@ -299,7 +311,7 @@ void ExactSearch::PrepareUnits(double e) {
   for (int i = 0; i < num_layers_; ++i) {
     for (int j = i; j < num_layers_; ++j) {
       for (int t = 0; t < num_types_; ++t) {
-        dfs_k_[(i * num_layers_ + j) * num_types_ + t] = model_.MinUnits(X(i, j, t), t, e);
+        dfs_k_[(i * num_layers_ + j) * num_types_ + t] = KMin(i, j, t, e);
       }
     }
   }

@@ -55,6 +55,47 @@ TEST(ExactSchedulerTest, EqualsBruteForceOnRandomInstances) {
   EXPECT_GT(shared_units_bind, 10);
 }
 
+// With the first stage capped at one unit and made to reach a given layer (a job with a GPU
+// tier), every plan the schedulers return keeps the rules, and exact still finds brute force's
+// optimum and certifies it.
+TEST(ExactSchedulerTest, KeepsTheFirstStagesCapAndEqualsBruteForce) {
+  std::mt19937_64 rng(1127);
+  int feasible = 0, cap_binds = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    InstanceShape shape{3 + static_cast<int>(rng() % 4), 2 + static_cast<int>(rng() % 3),
+                        1 + static_cast<int>(rng() % 6)};
+    auto instance = MakeRandomInstance(rng, shape);
+    const Plan free = Schedule("exact", CostModelOf(instance));
+    instance.workload.first_stage_max_units = 1;
+    const int through = static_cast<int>(rng() % 3);
+    instance.workload.first_stage_through = through;
+    cost::CostModel model = CostModelOf(instance);
+    const Plan brute = Schedule("brute", model);
+    const Plan exact = Schedule("exact", model);
+    ASSERT_EQ(exact.feasible, brute.feasible) << "trial " << trial << "\n"
+                                              << instance.model_yaml << instance.cluster_yaml;
+    for (const char* name : {"exact", "rl", "greedy", "homogeneous"}) {
+      SchedulerOptions options;
+      options.max_plans = 300;  // keeps rl quick
+      const Plan plan = name == std::string("exact") ? exact : Schedule(name, model, options);
+      ExpectValid(model, plan);
+      if (plan.feasible) {
+        EXPECT_EQ(plan.stages[0].units, 1) << name << ", trial " << trial;
+        EXPECT_GE(plan.stages[0].spec.last, through) << name << ", trial " << trial;
+      }
+    }
+    if (!brute.feasible) continue;
+    ++feasible;
+    EXPECT_TRUE(exact.certified_optimal);
+    ASSERT_NEAR(exact.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd)
+        << "trial " << trial << "\n"
+        << instance.model_yaml << instance.cluster_yaml;
+    if (!free.feasible || free.cost_usd < brute.cost_usd * (1 - 1e-9)) ++cap_binds;
+  }
+  EXPECT_GT(feasible, 50);
+  EXPECT_GT(cap_binds, 10);  // the cap changed the optimum
+}
+
 // Every candidate's depth-first search set back after one node, to be searched again later with
 // 4 times as many: the deferred searches, interleaved with the other ranges, still certify the
 // optimum that the search certifies without setting any back, on instances large enough for the

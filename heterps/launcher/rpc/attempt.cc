@@ -445,14 +445,8 @@ class Attempt::Impl {
   // it). Never at the job's end.
   bool CheckPlan(int64_t step) {
     if (o_.replanner == nullptr || step >= total_steps_) return false;
-    JobPosition position;
-    position.step = step;
-    position.total_steps = total_steps_;
-    position.samples_left =
-        std::max<int64_t>(0, train_lines_ * job_.settings.epochs - step * job_.batch_size());
-    position.samples_per_second = ledger_.samples_per_second();
-    position.switch_seconds = ledger_.switch_seconds();
-    std::optional<PlanSwitch> next = o_.replanner->Check(position);
+    std::optional<PlanSwitch> next =
+        o_.replanner->Check(ledger_.Position(job_, step, train_lines_));
     if (!next) return false;
     if (o_.launcher == nullptr && MakeLayout(next->job).world() != layout_.world()) {
       // Nobody can start or end processes: the new plan must fit the ones there are.

@@ -181,12 +181,7 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
       // The re-planner hears of the loss, and may prefer another plan to a restart.
       if (o.replanner != nullptr) {
         if (dead) o.replanner->RoleLost(TypeOf(job, layout, dead->rank));
-        JobPosition position;
-        position.step = step;
-        position.samples_left =
-            std::max<int64_t>(0, train_lines * job.settings.epochs - step * job.batch_size());
-        position.samples_per_second = ledger.samples_per_second();
-        position.switch_seconds = ledger.switch_seconds();
+        const JobPosition position = ledger.Position(job, step, train_lines);
         trigger = absl::Now();
         ledger.Trigger(trigger);
         next = o.replanner->Check(position);

@@ -1,0 +1,109 @@
+#include "heterps/launcher/planning.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/dense/default_backends.h"
+#include "heterps/sched/default_schedulers.h"
+
+namespace heterps::launcher {
+
+absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request) {
+  cost::Workload workload = request.workload;
+  if (request.rules.gpu_tier) {
+    // The tier holds the first stage's embedding tables: that stage reaches the first of them,
+    // on one replica.
+    workload.first_stage_max_units = 1;
+    const auto& layers = request.model.layers;
+    for (int l = 0; l < static_cast<int>(layers.size()); ++l) {
+      if (layers[l].kind == config::LayerKind::kEmbedding) {
+        workload.first_stage_through = l;
+        break;
+      }
+    }
+  }
+  return cost::CostModel::Create(request.model, request.cluster, workload,
+                                 request.profile ? &*request.profile : nullptr);
+}
+
+absl::StatusOr<MadePlan> MakePlan(const PlanRequest& request) {
+  HETERPS_ASSIGN_OR_RETURN(cost::CostModel model, PlanningModel(request));
+  sched::SchedulerRegistry registry = sched::DefaultSchedulers();
+  HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create(request.scheduler));
+  HETERPS_ASSIGN_OR_RETURN(sched::Plan plan, scheduler->Schedule(model, request.options));
+  sched::RunPlan run = sched::FromPlan(model, plan);
+  return MadePlan{std::move(model), std::move(plan), std::move(run)};
+}
+
+absl::StatusOr<worker::JobSpec> JobOfPlan(const JobRecipe& recipe, const sched::RunPlan& plan,
+                                          const config::ClusterSpec& cluster, int ps_shards) {
+  worker::JobSettings settings = recipe.settings;
+  if (ps_shards > 0) settings.ps_shards = ps_shards;
+  // The parameter servers the plan priced (heterps plan), unless the user said otherwise: its
+  // shards, and its memory where the rest of the tables go to the SSD tier (the budget is per
+  // table on each shard: the shard's, shared by its tables).
+  if (plan.servers.shards > 0) {
+    if (settings.ps_shards == 0) settings.ps_shards = plan.servers.shards;
+    HETERPS_ASSIGN_OR_RETURN(config::ModelSpec spec,
+                             config::ParseModelSpec(recipe.model.yaml, recipe.model.source));
+    int tables = 0;
+    for (const config::LayerSpec& layer : spec.layers) {
+      tables += layer.kind == config::LayerKind::kEmbedding;
+    }
+    if (settings.tables.sparse_memory_budget_bytes == 0 && plan.servers.ssd_bytes > 0 &&
+        tables > 0) {
+      settings.tables.sparse_memory_budget_bytes =
+          std::max<int64_t>(1, static_cast<int64_t>(plan.servers.memory_bytes / tables));
+    }
+  }
+  if (settings.gpu_tier_bytes > 0 && settings.gpu_tier_device.empty()) {
+    std::vector<std::string> devices;
+    for (const sched::RunStage& stage : plan.stages) devices.push_back(stage.device);
+    settings.gpu_tier_device = DefaultTierDevice(cluster, devices);
+    if (settings.gpu_tier_device.empty()) {
+      return absl::InvalidArgumentError(
+          "--gpu-cache-gib: this host has no GPU for the tier (--gpu-cache-device names one; "
+          "--gpu-emulate N adds emulated ones)");
+    }
+  }
+  return worker::MakeJob(recipe.model, plan, cluster, recipe.data_files, settings);
+}
+
+std::string DefaultTierDevice(const config::ClusterSpec& cluster,
+                              const std::vector<std::string>& stage_devices) {
+  auto gpu = [](const std::string& d) {
+    return absl::StartsWith(d, "cuda:") || absl::StartsWith(d, "twin:");
+  };
+  for (const std::string& d : stage_devices) {
+    if (gpu(d)) return d;
+  }
+  for (const config::ResourceType& t : cluster.types) {
+    if (gpu(t.local_device)) return t.local_device;
+  }
+  return "";
+}
+
+std::vector<std::string> PlaceStagesHere(const config::ModelSpec& model, sched::RunPlan* plan) {
+  std::vector<std::string> notes;
+  const dense::BackendRegistry backends = dense::DefaultBackends();
+  for (size_t s = 0; s < plan->stages.size(); ++s) {
+    sched::RunStage& st = plan->stages[s];
+    if (st.device == "cpu") continue;
+    const absl::Status usable =
+        st.device.empty() ? absl::NotFoundError("") : backends.Create(st.device, {}).status();
+    if (usable.ok()) continue;
+    notes.push_back(absl::StrCat(
+        "stage ", s, " (", plan->StageName(model, static_cast<int>(s)), ") is planned on ", st.type,
+        ", ",
+        st.device.empty()
+            ? "a type this host does not have (no local_device)"
+            : absl::StrCat("which this host maps to ", st.device, ": ", usable.message()),
+        "; its replicas run on this host's CPU"));
+    st.device = "cpu";
+  }
+  return notes;
+}
+
+}  // namespace heterps::launcher

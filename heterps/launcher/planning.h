@@ -1,0 +1,93 @@
+// The one way to plan: from a model, the catalog of now, a profile and the job's rules to a plan
+// (MakePlan), and from a plan to the job that runs it (JobOfPlan). `heterps plan` (and its
+// --pareto), the plan `heterps train` makes on its host, and the elastic re-planner all come
+// through here, so that what one of them proposes the others would propose too, and what is
+// proposed the job can run.
+//
+//   PlanRequest request;
+//   request.model = spec; request.cluster = catalog; request.profile = profile;
+//   request.workload = cost::ColocatedWorkload(limit, samples);
+//   request.rules.gpu_tier = true;  // the tier's stage on one replica, in every plan
+//   HETERPS_ASSIGN_OR_RETURN(MadePlan made, MakePlan(request));
+//   if (made.plan.feasible) {
+//     HETERPS_ASSIGN_OR_RETURN(worker::JobSpec job, JobOfPlan(recipe, made.run, catalog));
+//   }
+//
+// Thread safety: the functions keep no state; one call per request at a time.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterps/config/cluster_spec.h"
+#include "heterps/config/model_spec.h"
+#include "heterps/cost/cost_model.h"
+#include "heterps/cost/profile.h"
+#include "heterps/sched/plan.h"
+#include "heterps/sched/run_plan.h"
+#include "heterps/sched/scheduler.h"
+#include "heterps/worker/job.h"
+
+namespace heterps::launcher {
+
+// What a job demands of every plan made for it, whoever makes it.
+struct JobRules {
+  // A GPU tier (--gpu-cache-gib): the rows it holds have one writer, so the stage that looks them
+  // up, the first, holds the first embedding layer and runs on one replica (cost::Workload::
+  // first_stage_through and first_stage_max_units).
+  bool gpu_tier = false;
+};
+
+struct PlanRequest {
+  config::ModelSpec model;
+  config::ClusterSpec cluster;  // the catalog of now: the spec with the cluster state applied
+  std::optional<cost::Profile> profile;  // measured layer and wire times; none: the model's
+  cost::Workload workload;               // the limit, the samples, whether servers are priced
+  JobRules rules;
+  std::string scheduler = "exact";  // by name (sched/default_schedulers.h)
+  sched::SchedulerOptions options;
+};
+
+// The cost model every plan of `request` is priced with: its workload with the job's rules.
+// InvalidArgument as cost::CostModel::Create.
+absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request);
+
+struct MadePlan {
+  cost::CostModel model;  // what the plan was priced with (PlanningModel)
+  sched::Plan plan;       // the scheduler's; !feasible says why (plan.why)
+  sched::RunPlan run;     // the plan as a job runs it (sched::FromPlan)
+};
+
+// The request's scheduler on its cost model. An unknown scheduler, a bad workload or profile, or
+// a scheduler's error: its status.
+absl::StatusOr<MadePlan> MakePlan(const PlanRequest& request);
+
+// What the user set for every job of a run, whatever its plan.
+struct JobRecipe {
+  worker::ModelText model;
+  std::vector<std::string> data_files;
+  // The user's settings. ps_shards 0: the plan's servers (or, when the plan has none, sized for
+  // the plan); tables.sparse_memory_budget_bytes 0: where the plan keeps part of the tables on
+  // SSD, the plan's memory per shard shared by its tables. gpu_tier_bytes > 0: a GPU tier, on
+  // gpu_tier_device, or where that is empty on DefaultTierDevice.
+  worker::JobSettings settings;
+};
+
+// The job of `plan` on `cluster` (worker::MakeJob with the recipe's settings completed as above),
+// with `ps_shards` servers when > 0 (a re-plan that keeps the servers, `heterps ctl --plan`).
+// InvalidArgument as MakeJob, or when a GPU tier has no device.
+absl::StatusOr<worker::JobSpec> JobOfPlan(const JobRecipe& recipe, const sched::RunPlan& plan,
+                                          const config::ClusterSpec& cluster, int ps_shards = 0);
+
+// The device a GPU tier goes on when the user names none: the first GPU device of the plan's
+// stages, else the first GPU of the catalog; empty when there is none.
+std::string DefaultTierDevice(const config::ClusterSpec& cluster,
+                              const std::vector<std::string>& stage_devices);
+
+// A stage planned on a device this build or host cannot run (or on a type with no local device)
+// is moved to this host's CPU; one line per stage moved, for the user.
+std::vector<std::string> PlaceStagesHere(const config::ModelSpec& model, sched::RunPlan* plan);
+
+}  // namespace heterps::launcher
