@@ -34,6 +34,7 @@
 #include "heterps/gpu/device.h"
 #include "heterps/ps/gpu/gpu_tier.h"
 #include "heterps/ps/gpu/tier_engine.h"
+#include "heterps/ps/in_process_client.h"
 #include "nlohmann/json.hpp"
 
 namespace heterps::benchmarks {

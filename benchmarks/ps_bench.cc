@@ -52,6 +52,8 @@
 #include "benchmarks/machine_limits.h"
 #include "benchmarks/markdown_section.h"
 #include "heterps/base/host.h"
+#include "heterps/ps/in_process_client.h"
+#include "heterps/ps/key_plan.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rocksdb_store.h"
 #include "heterps/ps/rpc/grpc_ps_client.h"

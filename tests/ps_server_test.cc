@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "heterps/base/file.h"
 #include "heterps/base/subprocess.h"
+#include "heterps/ps/in_process_client.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rpc/grpc_ps_client.h"
 

@@ -16,4 +16,10 @@ inline uint64_t MixKey(uint64_t key) {
   return key ^ (key >> 31);
 }
 
+// The parameter server a key belongs to: MixKey(key) % num_servers (docs/ps.md), for clients,
+// servers and checkpoints alike.
+inline int ServerOf(uint64_t key, int num_servers) {
+  return static_cast<int>(MixKey(key) % static_cast<uint64_t>(num_servers));
+}
+
 }  // namespace heterps::base

@@ -23,6 +23,7 @@
 #include "heterps/base/json.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/xxhash.h"
+#include "heterps/ps/key_plan.h"
 #include "heterps/ps/ps_client.h"
 #include "nlohmann/json.hpp"
 

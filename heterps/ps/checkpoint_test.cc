@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/base/testing/fault_env.h"
+#include "heterps/ps/key_plan.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rocksdb_store.h"
 #include "nlohmann/json.hpp"

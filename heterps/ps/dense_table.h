@@ -14,26 +14,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "heterps/ps/optimizer.h"
+#include "heterps/ps/table_types.h"
 
 namespace heterps::ps {
-
-// A range of a dense block with its optimizer state, for a client that applies the optimizer
-// itself (a synchronous stage's replicas; docs/runtime.md, "Dense parameters on the replicas").
-struct DenseSlice {
-  std::vector<float> value;  // the block's floats [offset, offset + count)
-  // Each state array's same range, one after the other: StateFloats(kind) * count floats (Adam:
-  // m's range, then v's).
-  std::vector<float> state;
-  int64_t steps = 0;  // the block's update count
-};
-
-struct DenseTableOptions {
-  std::vector<int64_t> block_sizes;  // floats per block, each > 0
-  OptimizerOptions optimizer;        // applied on push
-  uint64_t seed = 0;                 // initializer seed: block b, index i start at a value that
-  float init_range = 0.01f;          //   depends only on (seed, b, i), in [-init_range, init_range]
-  std::vector<float> init_ranges;    // per block, overriding init_range (e.g. Glorot ranges)
-};
 
 class DenseTable {
  public:

@@ -1,7 +1,7 @@
 // How workers talk to the parameter servers, in the shape of ps-lite: batched pulls and pushes on
 // key arrays that return a ticket, and Wait(ticket).
 //
-//   InProcessPsClient client(2, table_options);        // two server shards in this process
+//   InProcessPsClient client(2);   // two server shards in this process (in_process_client.h)
 //   Ticket t = client.PullSparse(0, keys, values);     // values: keys.size() * dim floats
 //   HETERPS_RETURN_IF_ERROR(client.Wait(t));
 //
@@ -13,7 +13,7 @@
 // Semantics every implementation keeps (the gRPC client included):
 // - keys may repeat and come in any order; a pull fetches each distinct key once and writes every
 //   position; a push sums the gradients of a repeated key and applies one update per key;
-// - key k lives on server MixKey(k) % num_servers (sparse_table.h; docs/ps.md);
+// - key k lives on server base::ServerOf(k, num_servers) (base/mix_key.h; docs/ps.md);
 // - buffers passed to a call must stay valid, and unchanged, until its Wait returns.
 //
 // Thread safety: implementations may be called from several threads; a ticket is waited for
@@ -21,21 +21,12 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <map>
-#include <memory>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "heterps/base/call_stats.h"
-#include "heterps/ps/checkpoint.h"
-#include "heterps/ps/dense_table.h"
-#include "heterps/ps/pending.h"
-#include "heterps/ps/sparse_table.h"
+#include "heterps/ps/table_types.h"
 
 namespace heterps::ps {
 
@@ -115,77 +106,6 @@ class PsClient {
   virtual std::vector<base::MethodStats> CallStats() const { return {}; }
   // The outcome of the call that returned `ticket`; NotFound for an unknown or spent ticket.
   virtual absl::Status Wait(Ticket ticket) = 0;
-};
-
-// The server a key belongs to.
-inline int ServerOf(uint64_t key, int num_servers) {
-  return static_cast<int>(MixKey(key) % static_cast<uint64_t>(num_servers));
-}
-
-// Distinct keys of a batch, grouped by server, and where each position of the batch finds its
-// key: the client-side work every implementation shares. Any thread may call PlanKeys; each keeps
-// a scratch table between its calls (16 bytes a slot, at least twice the batch's keys; at most
-// 4 MiB: a larger batch's table is freed when the call returns).
-struct KeyPlan {
-  std::vector<std::vector<uint64_t>> keys;  // [server]: distinct keys, first-seen order
-  std::vector<std::pair<int, int>> where;   // [position]: (server, index in keys[server])
-};
-KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers);
-
-// Tables in this process, split over `num_servers` shards exactly as remote servers would hold
-// them. Calls complete before they return; Wait reports their status.
-class InProcessPsClient : public PsClient {
- public:
-  explicit InProcessPsClient(int num_servers) : num_servers_(num_servers), pending_(num_servers) {}
-
-  // Adds sparse table `table` (one SparseTable per server; cold stores from `make_cold`, which
-  // may return null when there is no memory budget) or dense table `table`.
-  absl::Status CreateSparseTable(
-      int table, const SparseTableOptions& options,
-      const std::function<std::unique_ptr<ColdStore>(int server)>& make_cold);
-  absl::Status CreateSparseTable(int table, const SparseTableOptions& options) override {
-    return CreateSparseTable(table, options, nullptr);
-  }
-  absl::Status CreateDenseTable(int table, const DenseTableOptions& options) override;
-  SparseTable* sparse(int table, int server);
-  DenseTable* dense(int table);
-
-  int num_servers() const override { return num_servers_; }
-  Ticket PullSparse(int table, absl::Span<const uint64_t> keys, absl::Span<float> values) override;
-  Ticket PushSparse(int table, absl::Span<const uint64_t> keys,
-                    absl::Span<const float> grads) override;
-  Ticket PullDense(int table, int block, absl::Span<float> values) override;
-  Ticket PushDense(int table, int block, absl::Span<const float> grads) override;
-  Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
-                          int part) override;
-  Ticket AccumulateDense(int table, int block, absl::Span<const double> grads, int part) override;
-  absl::Status Commit() override;
-  Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override;
-  Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override;
-  Ticket ExportDense(int table, int block, int64_t offset, int64_t count, DenseSlice* out) override;
-  Ticket ImportDense(int table, int block, int64_t offset, const DenseSlice& slice) override;
-  absl::Status Wait(Ticket ticket) override;
-
-  // Every table of server `server`, for checkpoints.
-  CheckpointTables Tables(int server);
-
- private:
-  Ticket Done(absl::Status status);
-  absl::StatusOr<std::vector<SparseTable*>> Sparse(int table);
-  // Sums the gradients of each distinct key per server and hands them to `deliver`.
-  absl::Status SumByServer(int table, absl::Span<const uint64_t> keys,
-                           absl::Span<const float> grads,
-                           const std::function<absl::Status(
-                               int server, SparseTable* shard, const std::vector<uint64_t>& keys,
-                               const std::vector<float>& sums)>& deliver);
-
-  const int num_servers_;
-  absl::Mutex mu_;
-  std::map<int, std::vector<std::unique_ptr<SparseTable>>> sparse_ ABSL_GUARDED_BY(mu_);
-  std::map<int, std::unique_ptr<DenseTable>> dense_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<Ticket, absl::Status> done_ ABSL_GUARDED_BY(mu_);
-  Ticket next_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<PendingUpdates> pending_;  // per server
 };
 
 }  // namespace heterps::ps

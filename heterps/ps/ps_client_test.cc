@@ -9,6 +9,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/ps/block_tree.h"
+#include "heterps/ps/in_process_client.h"
+#include "heterps/ps/key_plan.h"
 #include "heterps/ps/rocksdb_store.h"
 
 namespace heterps::ps {

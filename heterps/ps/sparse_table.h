@@ -38,17 +38,9 @@
 #include "heterps/base/mix_key.h"
 #include "heterps/ps/cold_store.h"
 #include "heterps/ps/optimizer.h"
+#include "heterps/ps/table_types.h"
 
 namespace heterps::ps {
-
-struct SparseTableOptions {
-  int dim = 16;                     // floats per row value
-  OptimizerOptions optimizer;       // applied on push
-  uint64_t seed = 0;                // initializer seed
-  float init_range = 0.01f;         // initial values uniform in [-init_range, init_range]
-  int lock_shards = 16;             // lock shards; each holds at most 2^24 - 1 resident rows
-  int64_t memory_budget_bytes = 0;  // 0: unlimited; else resident rows are kept within it
-};
 
 // A row as stored: its value, its optimizer state, and its statistics.
 struct RowData {
@@ -56,14 +48,6 @@ struct RowData {
   std::vector<float> state;  // StateFloats(optimizer) * dim floats
   int64_t steps = 0;         // updates applied
   int64_t accesses = 0;      // pulls and pushes that touched the row
-};
-
-// Whole rows of several keys, as a client that applies the optimizer itself moves them (the GPU
-// embedding tier): row i's value at values[i * dim], its state at state[i * StateFloats * dim].
-struct RowBatch {
-  std::vector<float> values;
-  std::vector<float> state;
-  std::vector<int64_t> steps;  // updates applied
 };
 
 struct SparseTableStats {
@@ -150,10 +134,6 @@ class SparseTable {
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<uint64_t> clock_{0};
 };
-
-// InvalidArgument unless `floats` is `keys` rows of `dim` floats; `op` ("pull",
-// "push") names the call in the message.
-absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, int dim);
 
 // The mixing hash that spreads keys over lock shards and, in the client, over servers.
 using base::MixKey;

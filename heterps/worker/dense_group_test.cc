@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/ps/block_tree.h"
+#include "heterps/ps/in_process_client.h"
 
 namespace heterps::worker {
 namespace {

@@ -10,6 +10,7 @@
 #include "heterps/data/reader.h"
 #include "heterps/data/synthetic.h"
 #include "heterps/ps/forwarding_client.h"
+#include "heterps/ps/in_process_client.h"
 
 namespace heterps::worker {
 namespace {

@@ -12,6 +12,7 @@
 #include "heterps/data/auc.h"
 #include "heterps/data/synthetic.h"
 #include "heterps/ps/checkpoint.h"
+#include "heterps/ps/in_process_client.h"
 #include "heterps/worker/trainer.h"
 
 namespace heterps::worker {

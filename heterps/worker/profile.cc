@@ -10,6 +10,7 @@
 #include "heterps/base/host.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/dense/default_backends.h"
+#include "heterps/ps/in_process_client.h"
 #include "heterps/worker/model.h"
 
 namespace heterps::worker {

@@ -7,6 +7,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/ps/forwarding_client.h"
+#include "heterps/ps/in_process_client.h"
+#include "heterps/ps/key_plan.h"
 
 namespace heterps::worker {
 namespace {

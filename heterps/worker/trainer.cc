@@ -12,6 +12,7 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/data/auc.h"
 #include "heterps/ps/checkpoint.h"
+#include "heterps/ps/in_process_client.h"
 #include "heterps/ps/ps_client.h"
 
 namespace heterps::worker {

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "heterps/ps/checkpoint.h"
 #include "heterps/ps/gpu/tier_engine.h"
+#include "heterps/ps/in_process_client.h"
 
 namespace heterps::ps {
 namespace {

@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/thread_pool.h"
+#include "heterps/ps/key_plan.h"
 #include "heterps/ps/rpc/internal/convert.h"
 #include "heterps/ps/rpc/ps.grpc.pb.h"
 #include "heterps/rpc/rpc.h"

@@ -25,11 +25,13 @@
 #include "heterps/base/numbers.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/ps/checkpoint.h"
+#include "heterps/ps/key_plan.h"
 #include "heterps/ps/pending.h"
 #include "heterps/ps/ps_client.h"
 #include "heterps/ps/rocksdb_store.h"
 #include "heterps/ps/rpc/internal/convert.h"
 #include "heterps/ps/rpc/ps.grpc.pb.h"
+#include "heterps/ps/shard.h"
 #include "heterps/rpc/rpc.h"
 
 namespace heterps::ps::rpc {
@@ -191,7 +193,7 @@ class PsServer::Service final : public ParameterServer::Service {
           request->id(),
           [&] {
             if (!request->accumulate()) return table->Push(keys, grads);
-            pending_.AddSparse(request->table(), request->part(), keys, grads);
+            shard_.pending().AddSparse(request->table(), request->part(), keys, grads);
             return absl::OkStatus();
           },
           duplicates_);
@@ -301,7 +303,7 @@ class PsServer::Service final : public ParameterServer::Service {
             [&] {
               return ForEachBlock(
                   *table, blocks, parts.data(), [&](int block, absl::Span<double> part) {
-                    return pending_.AddDense(first.table(), block, first.part(), part);
+                    return shard_.pending().AddDense(first.table(), block, first.part(), part);
                   });
             },
             duplicates_);
@@ -322,7 +324,7 @@ class PsServer::Service final : public ParameterServer::Service {
   grpc::Status Commit(grpc::ServerContext* ctx, const CommitRequest*, CommitReply*) override {
     return Serve(ctx, "Commit", [&]() -> absl::Status {
       absl::ReaderMutexLock snapshot(&snapshot_mu_);
-      return pending_.Apply(Tables(), PendingUpdates::DefaultThreads());
+      return shard_.Commit(PendingUpdates::DefaultThreads());
     });
   }
 
@@ -408,14 +410,12 @@ class PsServer::Service final : public ParameterServer::Service {
   ShardStats Snapshot() const {
     ShardStats stats;
     stats.shard = options_.shard;
-    {
-      absl::MutexLock lock(&tables_mu_);
-      for (const auto& [id, entry] : sparse_) {
-        stats.sparse.emplace_back(id, entry.table->Stats());
-        stats.memory_budget_bytes.push_back(entry.table->options().memory_budget_bytes);
-      }
-      for (const auto& [id, entry] : dense_) stats.dense_tables.push_back(id);
+    for (int id : shard_.sparse_ids()) {
+      const SparseTable* table = shard_.sparse(id);
+      stats.sparse.emplace_back(id, table->Stats());
+      stats.memory_budget_bytes.push_back(table->options().memory_budget_bytes);
     }
+    stats.dense_tables = shard_.dense_ids();
     const PsServerCounters c = counters();
     stats.calls = c.calls;
     stats.refused = c.refused;
@@ -475,12 +475,12 @@ class PsServer::Service final : public ParameterServer::Service {
     absl::MutexLock snapshot(&snapshot_mu_);
     absl::MutexLock lock(&tables_mu_);
     if (request.has_sparse()) {
-      if (auto it = sparse_.find(id); it != sparse_.end()) {
-        if (SameConfig(it->second.config, request.sparse())) return absl::OkStatus();
+      if (auto it = sparse_configs_.find(id); it != sparse_configs_.end()) {
+        if (SameConfig(it->second, request.sparse())) return absl::OkStatus();
         return absl::AlreadyExistsError(
             absl::StrCat("sparse table ", id, " exists with another configuration"));
       }
-      if (sparse_.size() + dense_.size() >= kMaxTables) {
+      if (static_cast<size_t>(shard_.num_tables()) >= kMaxTables) {
         return absl::ResourceExhaustedError(
             absl::StrCat("table ", id, ": this server holds ", kMaxTables, " tables, the limit"));
       }
@@ -491,7 +491,8 @@ class PsServer::Service final : public ParameterServer::Service {
             cold, RocksDbColdStore::Open(absl::StrCat(options_.data_dir, "/tables/sparse-", id)));
       }
       HETERPS_ASSIGN_OR_RETURN(auto table, SparseTable::Create(options, std::move(cold)));
-      sparse_.emplace(id, SparseEntry{request.sparse(), std::move(table)});
+      HETERPS_RETURN_IF_ERROR(shard_.AddSparse(id, std::move(table)));
+      sparse_configs_.emplace(id, request.sparse());
       return absl::OkStatus();
     }
     if (request.has_dense()) {
@@ -500,12 +501,12 @@ class PsServer::Service final : public ParameterServer::Service {
                                                           id % options_.num_shards,
                                                           ", not on shard ", options_.shard));
       }
-      if (auto it = dense_.find(id); it != dense_.end()) {
-        if (SameConfig(it->second.config, request.dense())) return absl::OkStatus();
+      if (auto it = dense_configs_.find(id); it != dense_configs_.end()) {
+        if (SameConfig(it->second, request.dense())) return absl::OkStatus();
         return absl::AlreadyExistsError(
             absl::StrCat("dense table ", id, " exists with another configuration"));
       }
-      if (sparse_.size() + dense_.size() >= kMaxTables) {
+      if (static_cast<size_t>(shard_.num_tables()) >= kMaxTables) {
         return absl::ResourceExhaustedError(
             absl::StrCat("table ", id, ": this server holds ", kMaxTables, " tables, the limit"));
       }
@@ -514,9 +515,10 @@ class PsServer::Service final : public ParameterServer::Service {
       for (int64_t size : options.block_sizes) floats += size;
       const int64_t bytes =
           floats * static_cast<int64_t>(sizeof(float)) * (1 + StateFloats(options.optimizer.kind));
-      HETERPS_RETURN_IF_ERROR(CheckMemory(bytes, /*tables_locked=*/true));
+      HETERPS_RETURN_IF_ERROR(CheckMemory(bytes));
       HETERPS_ASSIGN_OR_RETURN(auto table, DenseTable::Create(options));
-      dense_.emplace(id, DenseEntry{request.dense(), std::move(table)});
+      HETERPS_RETURN_IF_ERROR(shard_.AddDense(id, std::move(table)));
+      dense_configs_.emplace(id, request.dense());
       dense_bytes_ += bytes;
       return absl::OkStatus();
     }
@@ -525,21 +527,12 @@ class PsServer::Service final : public ParameterServer::Service {
 
   // OK while what the server holds, and `adding` bytes more, stay within its memory limit;
   // RESOURCE_EXHAUSTED saying what holds the memory otherwise. The sparse tables' resident bytes
-  // are summed at most every 50 ms (each sum locks every table's shards); `tables_locked`: the
-  // caller holds tables_mu_.
-  // The sparse tables' resident bytes now.
-  int64_t SparseBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_) {
-    int64_t bytes = 0;
-    for (const auto& [id, entry] : sparse_) bytes += entry.table->Stats().memory_bytes;
-    return bytes;
-  }
-
-  absl::Status CheckMemory(int64_t adding, bool tables_locked = false)
-      ABSL_LOCKS_EXCLUDED(usage_mu_) {
+  // are summed at most every 50 ms (each sum locks every table's shards).
+  absl::Status CheckMemory(int64_t adding) ABSL_LOCKS_EXCLUDED(usage_mu_) {
     const int64_t limit = options_.memory_limit_bytes;
     if (limit <= 0) return absl::OkStatus();
-    const int64_t pending = pending_.bytes();
-    // Never usage_mu_ and tables_mu_ at once: the caller may hold the latter.
+    const int64_t pending = shard_.pending().bytes();
+    // Never usage_mu_ and the shard's lock at once.
     const absl::Time now = absl::Now();
     bool stale = false;
     {
@@ -547,14 +540,7 @@ class PsServer::Service final : public ParameterServer::Service {
       stale = now - usage_at_ > absl::Milliseconds(50);
     }
     if (stale) {
-      int64_t sparse = 0;
-      if (tables_locked) {
-        tables_mu_.AssertHeld();
-        sparse = SparseBytes();
-      } else {
-        absl::MutexLock tables_lock(&tables_mu_);
-        sparse = SparseBytes();
-      }
+      const int64_t sparse = shard_.sparse_memory_bytes();
       absl::MutexLock lock(&usage_mu_);
       sparse_bytes_ = sparse;
       usage_at_ = now;
@@ -590,17 +576,15 @@ class PsServer::Service final : public ParameterServer::Service {
   }
 
   absl::StatusOr<SparseTable*> Sparse(int id) {
-    absl::MutexLock lock(&tables_mu_);
-    auto it = sparse_.find(id);
-    if (it == sparse_.end()) return absl::NotFoundError(absl::StrCat("no sparse table ", id));
-    return it->second.table.get();
+    SparseTable* table = shard_.sparse(id);
+    if (table == nullptr) return absl::NotFoundError(absl::StrCat("no sparse table ", id));
+    return table;
   }
 
   absl::StatusOr<DenseTable*> Dense(int id) {
-    absl::MutexLock lock(&tables_mu_);
-    auto it = dense_.find(id);
-    if (it == dense_.end()) return absl::NotFoundError(absl::StrCat("no dense table ", id));
-    return it->second.table.get();
+    DenseTable* table = shard_.dense(id);
+    if (table == nullptr) return absl::NotFoundError(absl::StrCat("no dense table ", id));
+    return table;
   }
 
   static absl::Status CheckBlock(const DenseTable& table, int id, int block) {
@@ -676,32 +660,19 @@ class PsServer::Service final : public ParameterServer::Service {
   }
   CheckpointId Id() const { return {options_.job_id, options_.shard, options_.num_shards}; }
 
-  CheckpointTables Tables() {
-    absl::MutexLock lock(&tables_mu_);
-    CheckpointTables tables;
-    for (auto& [id, entry] : sparse_) tables.sparse[id] = entry.table.get();
-    for (auto& [id, entry] : dense_) tables.dense[id] = entry.table.get();
-    return tables;
-  }
-
-  struct SparseEntry {
-    SparseTableConfig config;
-    std::unique_ptr<SparseTable> table;
-  };
-  struct DenseEntry {
-    DenseTableConfig config;
-    std::unique_ptr<DenseTable> table;
-  };
+  CheckpointTables Tables() const { return shard_.Tables(); }
 
   const PsServerOptions options_;
   // Data calls hold it shared; checkpoints and table creation hold it
   // exclusively, so that a checkpoint is a consistent snapshot of this shard.
   absl::Mutex snapshot_mu_;
+  // This server's tables and the updates pending for them (ps/shard.h), and the configuration
+  // each table was created with (a second CreateTable must name the same).
+  Shard shard_;
   mutable absl::Mutex tables_mu_;
-  std::map<int, SparseEntry> sparse_ ABSL_GUARDED_BY(tables_mu_);
-  std::map<int, DenseEntry> dense_ ABSL_GUARDED_BY(tables_mu_);
+  std::map<int, SparseTableConfig> sparse_configs_ ABSL_GUARDED_BY(tables_mu_);
+  std::map<int, DenseTableConfig> dense_configs_ ABSL_GUARDED_BY(tables_mu_);
   PushLog pushes_;
-  PendingUpdates pending_;
   std::atomic<int64_t> dense_bytes_{0};  // dense tables' values and state
   absl::Mutex usage_mu_;
   int64_t sparse_bytes_ ABSL_GUARDED_BY(usage_mu_) = 0;  // as last summed
