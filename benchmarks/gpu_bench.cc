@@ -29,7 +29,7 @@
 #include "absl/time/clock.h"
 #include "benchmarks/bench_cli.h"
 #include "heterps/base/file.h"
-#include "heterps/dense/cuda/device_backend.h"
+#include "heterps/dense/gpu/device_backend.h"
 #include "heterps/gpu/blas.h"
 #include "heterps/gpu/device.h"
 #include "heterps/ps/gpu/gpu_tier.h"

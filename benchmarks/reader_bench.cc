@@ -58,7 +58,7 @@ double ReadSeconds(const std::string& path, const heterps::data::Schema& schema,
   read.schema = schema;
   read.batch_size = batch;
   const absl::Time start = absl::Now();
-  auto reader = CheckOk("reader_bench", heterps::data::CriteoReader::Open(read), "open");
+  auto reader = CheckOk("reader_bench", heterps::data::BatchReader::Open(read), "open");
   heterps::data::Batch b;
   *samples = 0;
   while (CheckOk("reader_bench", reader->Next(&b), "read")) *samples += b.size;

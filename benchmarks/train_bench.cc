@@ -110,7 +110,7 @@ std::vector<std::pair<std::string, double>> LayerTimes(const config::ModelSpec& 
   data::ReaderOptions read;
   read.files = {data};
   read.batch_size = batch_size;
-  std::shared_ptr<data::CriteoReader> reader = Check(data::CriteoReader::Open(read), "reader");
+  std::shared_ptr<data::BatchReader> reader = Check(data::BatchReader::Open(read), "reader");
   worker::ProfileOptions options;
   options.warmup = 1;
   options.repeats = 5;

@@ -23,8 +23,8 @@ scripts/build.sh build-bundle -DHETERPS_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-
   -DHETERPS_CUDA=ON -DHETERPS_WERROR=ON
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/scripts" "$out/tests"
-for b in tools/heterps benchmarks/gpu_bench heterps/dense/cuda/dense_cuda_test \
-         heterps/dense/cuda/dense_gpu_test heterps/ps/gpu/gpu_tier_test heterps/gpu/gpu_device_test; do
+for b in tools/heterps benchmarks/gpu_bench heterps/dense/gpu/dense_cuda_test \
+         heterps/dense/gpu/dense_gpu_test heterps/ps/gpu/gpu_tier_test heterps/gpu/gpu_device_test; do
   cp "build-bundle/$b" "$out/bin/"
 done
 # The shared libraries the binaries need, but the C and C++ runtimes, the driver and CUDA's,

@@ -34,8 +34,8 @@ cd "$root"
 mkdir -p "$out/jobs"
 out="$(cd "$out" && pwd)"
 if [[ -n "$build" ]]; then
-  bin=(); for b in tools/heterps benchmarks/gpu_bench heterps/dense/cuda/dense_cuda_test \
-                   heterps/dense/cuda/dense_gpu_test heterps/ps/gpu/gpu_tier_test \
+  bin=(); for b in tools/heterps benchmarks/gpu_bench heterps/dense/gpu/dense_cuda_test \
+                   heterps/dense/gpu/dense_gpu_test heterps/ps/gpu/gpu_tier_test \
                    heterps/gpu/gpu_device_test; do bin+=("$build/$b"); done
   heterps="$build/tools/heterps"; gpu_bench="$build/benchmarks/gpu_bench"
 elif [[ -x "$root/bin/heterps" ]]; then

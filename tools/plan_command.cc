@@ -131,7 +131,7 @@ std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
   }
   if (plan.ps.type >= 0) {
     // The parameter servers: one more row, priced like the stages.
-    const cost::PsTier& ps = plan.ps;
+    const cost::PsServers& ps = plan.ps;
     constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
     std::string what = absl::StrFormat("servers: %.1f GiB tables", model.table_bytes() / kGib);
     if (ps.ssd_bytes > 0) {

@@ -110,7 +110,7 @@ void CostModel::BuildPsModel() {
   std::vector<PsPoint> points;
   for (int t : ps_types_) {
     for (int64_t n = 1; n <= std::min<int64_t>(cluster_.types[t].units, kMaxPsShards); ++n) {
-      const PsTier ps = Ps(t, n);
+      const PsServers ps = Ps(t, n);
       if (ps.seconds_per_batch <= e_max) {
         points.push_back({ps.seconds_per_batch, ps.usd_per_hour, t, n});
       }
@@ -132,9 +132,9 @@ bool CostModel::HostsPs(int t) const {
   return std::find(ps_types_.begin(), ps_types_.end(), t) != ps_types_.end();
 }
 
-PsTier CostModel::Ps(int t, int64_t n) const {
+PsServers CostModel::Ps(int t, int64_t n) const {
   const config::ResourceType& type = cluster_.types[t];
-  PsTier ps;
+  PsServers ps;
   ps.type = t;
   ps.shards = n;
   ps.usd_per_hour = static_cast<double>(n) * type.price_per_hour;
@@ -194,8 +194,8 @@ double CostModel::CheapestPsRate(double e) const {
   return p == nullptr ? kInfinity : p->rate;
 }
 
-PsTier CostModel::CheapestPs(double e, absl::Span<const int64_t> used) const {
-  PsTier best;
+PsServers CostModel::CheapestPs(double e, absl::Span<const int64_t> used) const {
+  PsServers best;
   if (!prices_ps()) return best;
   // Usually the cheapest servers of all fit beside the stages.
   const PsPoint* p = FrontierAt(e);
@@ -208,7 +208,7 @@ PsTier CostModel::CheapestPs(double e, absl::Span<const int64_t> used) const {
     const int64_t left = cluster_.types[t].units - (used.empty() ? 0 : used[t]);
     const int64_t n = MinPsShards(t, e, left);
     if (n == 0) continue;
-    const PsTier ps = Ps(t, n);
+    const PsServers ps = Ps(t, n);
     if (ps.usd_per_hour < best.usd_per_hour ||
         (ps.usd_per_hour == best.usd_per_hour && ps.seconds_per_batch < best.seconds_per_batch)) {
       best = ps;

@@ -62,7 +62,7 @@ struct Workload {
 
 // The parameter servers of a plan: `shards` shards of type `type`, each holding `memory_bytes`
 // of the tables' rows in memory and `ssd_bytes` on its SSD.
-struct PsTier {
+struct PsServers {
   int type = -1;  // -1: none (not priced, or no CPU type can hold them)
   int64_t shards = 0;
   double memory_bytes = 0;       // per shard
@@ -151,14 +151,14 @@ class CostModel {
   bool HostsPs(int t) const;
   // n shards on type t: their memory and SSD budgets, hit rate, ET_ps and price. O(embedding
   // layers).
-  PsTier Ps(int t, int64_t n) const;
+  PsServers Ps(int t, int64_t n) const;
   // The fewest shards of type t, at most `max_shards` (and kMaxPsShards), with ET_ps <= e (0 if
   // none). O(log units).
   int64_t MinPsShards(int t, double e, int64_t max_shards) const;
   // The cheapest parameter servers with ET_ps <= e when `used[t]` units of each type are taken
   // by the stages (ties: the faster); type -1 if none fits. With prices_ps() false: type -1 and
   // no cost, always.
-  PsTier CheapestPs(double e, absl::Span<const int64_t> used) const;
+  PsServers CheapestPs(double e, absl::Span<const int64_t> used) const;
   // min over types of shards * p_t with ET_ps <= e, the stages' use of units ignored: a lower
   // bound on what the servers of any plan with bottleneck e cost per hour (0 when not priced;
   // kInfinity if none can). O(log candidates).

@@ -172,7 +172,7 @@ TEST(CostModelTest, ShardsStopAtTheRuntimesLimit) {
   ASSERT_LT(cm->Ps(1, 100).seconds_per_batch, cm->Ps(1, 64).seconds_per_batch);
   EXPECT_EQ(cm->MinPsShards(1, cm->Ps(1, 64).seconds_per_batch, 200), kMaxPsShards);
   EXPECT_EQ(cm->MinPsShards(1, cm->Ps(1, 100).seconds_per_batch, 200), 0);
-  const PsTier fastest = cm->CheapestPs(cm->Ps(1, 64).seconds_per_batch, {});
+  const PsServers fastest = cm->CheapestPs(cm->Ps(1, 64).seconds_per_batch, {});
   EXPECT_LE(fastest.shards, kMaxPsShards);
   EXPECT_FALSE(std::isfinite(cm->CheapestPsRate(cm->Ps(1, 100).seconds_per_batch)));
 }
@@ -186,7 +186,7 @@ TEST(CostModelTest, GoldenParameterServers) {
   // One shard on ssd: 0.8 x 0.1 GiB = 85,899,345.92 bytes of rows in memory, the rest on the SSD.
   // The hottest 0.5965 of each table's rows: under Zipf(1), (1 + ln 596,523.2) / (1 + ln 1e6) of
   // the lookups, 0.96513.
-  const PsTier one = cm.Ps(0, 1);
+  const PsServers one = cm.Ps(0, 1);
   EXPECT_NEAR(one.memory_bytes, 85899345.92, 1e-4);
   EXPECT_NEAR(one.ssd_bytes, 144e6 - 85899345.92, 1e-4);
   const double hit = (1 + std::log(85899345.92 / 144e6 * 1e6)) / (1 + std::log(1e6));
@@ -198,7 +198,7 @@ TEST(CostModelTest, GoldenParameterServers) {
   EXPECT_NEAR(one.seconds_per_batch, 9.98947e-5, 1e-10);
   EXPECT_DOUBLE_EQ(one.usd_per_hour, 2);
   // Two shards hold 72e6 bytes each, all in memory: 1e-5 + 2e-6 + (16,000 + 152) / 2 / 1e9.
-  const PsTier two = cm.Ps(0, 2);
+  const PsServers two = cm.Ps(0, 2);
   EXPECT_DOUBLE_EQ(two.ssd_bytes, 0);
   EXPECT_DOUBLE_EQ(two.hit_rate, 1);
   EXPECT_NEAR(two.seconds_per_batch, 2.0076e-5, 1e-15);
@@ -216,7 +216,7 @@ TEST(CostModelTest, GoldenParameterServers) {
   EXPECT_EQ(cm.CheapestPs(5e-5, {}).type, 1);
   EXPECT_DOUBLE_EQ(cm.CheapestPsRate(5e-5), 3);
   // With mem's units all taken by stages, ssd it is.
-  const PsTier left = cm.CheapestPs(5e-5, std::vector<int64_t>{0, 8, 0});
+  const PsServers left = cm.CheapestPs(5e-5, std::vector<int64_t>{0, 8, 0});
   EXPECT_EQ(left.type, 0);
   EXPECT_EQ(left.shards, 2);
   EXPECT_DOUBLE_EQ(cm.CheapestPsRate(5e-6), kInfinity);
@@ -225,7 +225,7 @@ TEST(CostModelTest, GoldenParameterServers) {
   // The job pays for both, and the servers' ET counts in the bottleneck.
   const Provisioning p = Provision(cm, std::vector<StageSpec>{{0, 4, 2}});
   ASSERT_TRUE(p.feasible) << p.why.message;
-  const PsTier cheapest = cm.CheapestPs(p.bottleneck_seconds, {});
+  const PsServers cheapest = cm.CheapestPs(p.bottleneck_seconds, {});
   EXPECT_EQ(p.ps.type, cheapest.type);
   EXPECT_EQ(p.ps.shards, cheapest.shards);
   EXPECT_NEAR(p.usd_per_hour, p.units[0] * 1.0 + p.ps.usd_per_hour, 1e-12);

@@ -62,7 +62,7 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
     std::string type;
     for (int t = 0; t < model.num_types(); ++t) {
       if (!model.HostsPs(t)) continue;
-      const PsTier ps = model.Ps(t, model.type(t).units);
+      const PsServers ps = model.Ps(t, model.type(t).units);
       if (ps.seconds_per_batch < fastest) {
         fastest = ps.seconds_per_batch;
         type = model.type(t).name;
@@ -164,7 +164,7 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
       bottleneck =
           std::max(bottleneck, CostModel::ExecSeconds(x[s], model.type(t).dp_loss, units[s]));
     }
-    PsTier ps;
+    PsServers ps;
     if (model.prices_ps()) {
       ps = model.CheapestPs(e, used);
       if (ps.type < 0) return;

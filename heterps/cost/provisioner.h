@@ -48,7 +48,7 @@ struct Provisioning {
   double usd_per_hour = 0;        // sum_s k_s p_t(s)
   double job_seconds = 0;         // N / throughput
   double cost_usd = 0;            // job_seconds / 3600 * usd_per_hour
-  PsTier ps;                      // the parameter servers (type -1: not priced)
+  PsServers ps;                   // the parameter servers (type -1: not priced)
   Infeasibility why;              // set when !feasible
 };
 

@@ -41,7 +41,7 @@ Oracle BruteForce(const CostModel& model, const std::vector<StageSpec>& stages) 
     // And every parameter-server choice beside the stages.
     for (int t = 0; ok && t < model.num_types(); ++t) {
       for (int64_t shards = 1; model.HostsPs(t) && shards <= model.type(t).units; ++shards) {
-        const PsTier ps = model.Ps(t, shards);
+        const PsServers ps = model.Ps(t, shards);
         const double e = std::max(bottleneck, ps.seconds_per_batch);
         if (used[t] + shards <= model.type(t).units && e <= model.max_bottleneck_seconds()) {
           best.feasible = true;

@@ -78,7 +78,7 @@ class ReaderTest : public ::testing::Test {
   // Every batch of a reader, and its final status.
   std::pair<std::vector<Batch>, absl::Status> ReadAll(const ReaderOptions& options) {
     std::vector<Batch> batches;
-    auto reader = CriteoReader::Open(options);
+    auto reader = BatchReader::Open(options);
     if (!reader.ok()) return {batches, reader.status()};
     for (;;) {
       Batch b;
@@ -134,7 +134,7 @@ TEST_F(ReaderTest, BadLinesStopWithFileAndLineOrAreSkippedAndCounted) {
   EXPECT_EQ(before, 41);  // everything before the bad line was delivered
 
   options.bad_lines = BadLinePolicy::kSkip;
-  auto reader = CriteoReader::Open(options);
+  auto reader = BatchReader::Open(options);
   ASSERT_TRUE(reader.ok());
   int total = 0;
   Batch b;
@@ -147,7 +147,7 @@ TEST_F(ReaderTest, BadLinesStopWithFileAndLineOrAreSkippedAndCounted) {
   EXPECT_THAT(stats.first_bad[1], HasSubstr(":78: label: \"7\" is not 0 or 1"));
 
   options.files.push_back("/nonexistent/day_1.tsv");
-  EXPECT_EQ(CriteoReader::Open(options).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(BatchReader::Open(options).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ReaderTest, HeldOutLinesAreReadOnlyByTheEvalPart) {
@@ -214,7 +214,7 @@ TEST(SyntheticTest, WritesParseableDataAndTheTeachersAuc) {
 
   ReaderOptions read;
   read.files = {path};
-  auto reader = CriteoReader::Open(read);
+  auto reader = BatchReader::Open(read);
   ASSERT_TRUE(reader.ok());
   Batch b;
   int64_t rows = 0;

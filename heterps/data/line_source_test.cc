@@ -204,7 +204,7 @@ TEST_F(LineSourceTest, ReaderAndCountLinesReadCompressedFilesAsPlainOnes) {
   options.batch_size = 64;
   auto read = [&](std::vector<std::string> files) -> absl::StatusOr<std::vector<float>> {
     options.files = std::move(files);
-    absl::StatusOr<std::unique_ptr<CriteoReader>> reader = CriteoReader::Open(options);
+    absl::StatusOr<std::unique_ptr<BatchReader>> reader = BatchReader::Open(options);
     if (!reader.ok()) return reader.status();
     std::vector<float> values;
     Batch batch;

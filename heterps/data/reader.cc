@@ -17,7 +17,7 @@
 
 namespace heterps::data {
 
-struct CriteoReader::Impl {
+struct BatchReader::Impl {
   ReaderOptions options;
   std::thread parser;
 
@@ -139,9 +139,9 @@ struct CriteoReader::Impl {
   }
 };
 
-CriteoReader::CriteoReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+BatchReader::BatchReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-CriteoReader::~CriteoReader() {
+BatchReader::~BatchReader() {
   {
     absl::MutexLock lock(&impl_->mu);
     impl_->stopping = true;
@@ -149,7 +149,7 @@ CriteoReader::~CriteoReader() {
   if (impl_->parser.joinable()) impl_->parser.join();
 }
 
-absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const ReaderOptions& options) {
+absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Open(const ReaderOptions& options) {
   if (options.files.empty()) return absl::InvalidArgumentError("no data files given");
   if (options.world < 1 || options.rank < 0 || options.rank >= options.world) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " of world ",
@@ -165,10 +165,10 @@ absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const ReaderOpt
   impl->options = options;
   Impl* raw = impl.get();
   impl->parser = std::thread([raw] { raw->Parse(); });
-  return std::unique_ptr<CriteoReader>(new CriteoReader(std::move(impl)));
+  return std::unique_ptr<BatchReader>(new BatchReader(std::move(impl)));
 }
 
-absl::StatusOr<bool> CriteoReader::Next(Batch* batch) {
+absl::StatusOr<bool> BatchReader::Next(Batch* batch) {
   absl::MutexLock lock(&impl_->mu);
   impl_->mu.Await(absl::Condition(
       +[](Impl* impl) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl->mu) {
@@ -184,7 +184,7 @@ absl::StatusOr<bool> CriteoReader::Next(Batch* batch) {
   return false;
 }
 
-ReaderStats CriteoReader::stats() const {
+ReaderStats BatchReader::stats() const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->stats;
 }
@@ -201,7 +201,7 @@ absl::StatusOr<std::vector<double>> MeasureIdsPerSlot(const std::vector<std::str
   options.bad_lines = BadLinePolicy::kSkip;
   options.batch_size = static_cast<int>(std::clamp<int64_t>(max_lines, 1, 4096));
   options.queue_batches = 1;
-  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader, CriteoReader::Open(options));
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<BatchReader> reader, BatchReader::Open(options));
   std::vector<double> ids(schema.slots(), 0.0);
   int64_t samples = 0;
   Batch batch;

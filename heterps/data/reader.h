@@ -4,7 +4,7 @@
 //   ReaderOptions options;
 //   options.files = {"day_0.tsv"};
 //   options.rank = 1; options.world = 4;     // this replica's quarter of the lines
-//   HETERPS_ASSIGN_OR_RETURN(auto reader, CriteoReader::Open(options));
+//   HETERPS_ASSIGN_OR_RETURN(auto reader, BatchReader::Open(options));
 //   Batch batch;
 //   while (true) {
 //     HETERPS_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
@@ -82,12 +82,12 @@ absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool h
 absl::StatusOr<std::vector<double>> MeasureIdsPerSlot(const std::vector<std::string>& files,
                                                       const Schema& schema, int64_t max_lines);
 
-class CriteoReader {
+class BatchReader {
  public:
   // Checks the options and that every file opens (NotFound naming the first that does not),
   // then starts parsing.
-  static absl::StatusOr<std::unique_ptr<CriteoReader>> Open(const ReaderOptions& options);
-  ~CriteoReader();  // stops the parsing thread
+  static absl::StatusOr<std::unique_ptr<BatchReader>> Open(const ReaderOptions& options);
+  ~BatchReader();  // stops the parsing thread
 
   // The next batch into `batch` (true), or false at the end of the data. Errors: a bad line under
   // kStop, a read error naming the file.
@@ -97,7 +97,7 @@ class CriteoReader {
 
  private:
   struct Impl;
-  explicit CriteoReader(std::unique_ptr<Impl> impl);
+  explicit BatchReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -207,7 +207,7 @@ class SchemaReaderTest : public ::testing::Test {
   }
   std::pair<std::vector<Batch>, absl::Status> ReadAll(const ReaderOptions& options) {
     std::vector<Batch> batches;
-    auto reader = CriteoReader::Open(options);
+    auto reader = BatchReader::Open(options);
     if (!reader.ok()) return {batches, reader.status()};
     for (;;) {
       Batch b;

@@ -1,6 +1,6 @@
 // Where a stage's dense layers run: the seam between the model's stages (heterps/worker) and the
 // devices. A backend serves one device ("cpu": this host's cores, dense/cpu; "cuda:N": a GPU,
-// dense/cuda; "twin:N": the host twin of a GPU, the same code as cuda:N run on the host) and
+// dense/gpu; "twin:N": the host twin of a GPU, the same code as cuda:N run on the host) and
 // builds *segments*: runs of consecutive dense layers (fc, interaction, logloss) of a spec that
 // take a micro-batch's activations from host memory and give their results back to it. What a
 // segment does in between (copies to a device, kernels, GEMMs) is its backend's business; the

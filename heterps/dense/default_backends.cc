@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "heterps/dense/cpu/cpu_backend.h"
-#include "heterps/dense/cuda/device_backend.h"
+#include "heterps/dense/gpu/device_backend.h"
 
 namespace heterps::dense {
 

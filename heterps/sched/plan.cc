@@ -116,7 +116,7 @@ std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {
   json ps = nullptr;
   if (plan.ps.type >= 0) {
     constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
-    const cost::PsTier& p = plan.ps;
+    const cost::PsServers& p = plan.ps;
     ps = {{"type", model.type(p.type).name},
           {"shards", p.shards},
           {"memory_gib_per_shard", p.memory_bytes / kGib},

@@ -33,7 +33,7 @@ struct Plan {
   double cost_per_hour_usd = 0;
   double job_seconds = 0;
   // The parameter servers the plan rents (type -1: not priced); in throughput and cost above.
-  cost::PsTier ps;
+  cost::PsServers ps;
   double search_seconds = 0;    // wall time the scheduler took
   int64_t plans_evaluated = 0;  // scheduling plans provisioned (or bounded) by the search
   cost::Infeasibility why;      // when !feasible

@@ -46,7 +46,7 @@ std::vector<data::Batch> ReadAll(const std::string& path, int batch_size) {
   data::ReaderOptions options;
   options.files = {path};
   options.batch_size = batch_size;
-  auto reader = data::CriteoReader::Open(options);
+  auto reader = data::BatchReader::Open(options);
   EXPECT_TRUE(reader.ok());
   std::vector<data::Batch> batches;
   data::Batch b;

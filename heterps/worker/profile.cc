@@ -60,7 +60,7 @@ BatchSource FileBatches(const config::ModelSpec& spec, const std::vector<std::st
   options.bad_lines = bad_lines;
   // The reader, the batch it last read and how much of it the batches took.
   struct State {
-    std::unique_ptr<data::CriteoReader> reader;
+    std::unique_ptr<data::BatchReader> reader;
     data::Batch read;
     int at = 0;
   };
@@ -72,7 +72,7 @@ BatchSource FileBatches(const config::ModelSpec& spec, const std::vector<std::st
       if (s.at >= s.read.size) {
         const bool fresh = s.reader == nullptr;
         if (fresh) {
-          HETERPS_ASSIGN_OR_RETURN(s.reader, data::CriteoReader::Open(options));
+          HETERPS_ASSIGN_OR_RETURN(s.reader, data::BatchReader::Open(options));
         }
         s.at = 0;
         HETERPS_ASSIGN_OR_RETURN(const bool more, s.reader->Next(&s.read));

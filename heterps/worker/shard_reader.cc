@@ -6,7 +6,7 @@ namespace heterps::worker {
 
 absl::Status ShardReader::Reopen(int64_t epoch) {
   reader_.reset();
-  HETERPS_ASSIGN_OR_RETURN(reader_, data::CriteoReader::Open(options_));
+  HETERPS_ASSIGN_OR_RETURN(reader_, data::BatchReader::Open(options_));
   epoch_ = epoch;
   offset_ = 0;
   buffer_.Clear();

@@ -5,7 +5,7 @@
 //   ShardReader reader(options);                     // options.rank = replica, .world = replicas
 //   HETERPS_ASSIGN_OR_RETURN(int64_t got, reader.Take(epoch, offset, 512, &batch));
 //
-// The replica's lines are those data::CriteoReader gives it (its options: rank `rank` of `world`,
+// The replica's lines are those data::BatchReader gives it (its options: rank `rank` of `world`,
 // line i of the part to replica i mod world; or, for a distributed job's training lines, a cycle:
 // the replica's consecutive blocks of every step, JobSpec::Reader). Taking the next samples in
 // order streams; a position behind the current one, or in another pass, reopens the files and skips
@@ -42,7 +42,7 @@ class ShardReader {
   absl::StatusOr<bool> Next(data::Batch* out);
 
   data::ReaderOptions options_;
-  std::unique_ptr<data::CriteoReader> reader_;
+  std::unique_ptr<data::BatchReader> reader_;
   int64_t epoch_ = -1, offset_ = 0;  // the position of the next sample
   data::Batch buffer_;               // read, not yet taken: samples at_ .. size - 1
   int at_ = 0;

@@ -88,7 +88,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     read.batch_size = batch_size;
     read.bad_lines = options.bad_lines;
     read.eval_every = eval_every;
-    HETERPS_ASSIGN_OR_RETURN(auto reader, data::CriteoReader::Open(read));
+    HETERPS_ASSIGN_OR_RETURN(auto reader, data::BatchReader::Open(read));
     double epoch_loss = 0;
     int64_t epoch_steps = 0, epoch_samples = 0;
     absl::Status failure;
@@ -145,7 +145,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     read.bad_lines = options.bad_lines;
     read.eval_every = eval_every;
     read.part = data::ReaderOptions::Part::kEval;
-    HETERPS_ASSIGN_OR_RETURN(auto reader, data::CriteoReader::Open(read));
+    HETERPS_ASSIGN_OR_RETURN(auto reader, data::BatchReader::Open(read));
     std::vector<float> scores, labels, p;
     data::Batch batch;
     for (;;) {

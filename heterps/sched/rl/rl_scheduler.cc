@@ -202,7 +202,7 @@ void RlScheduler::SeedSplits(const cost::CostModel& model, PlanCache& evaluator,
       if (front.units == 0 || back.units == 0) continue;
       used[a] = front.units;
       used[b] = back.units;
-      const cost::PsTier ps = model.CheapestPs(limit, used);
+      const cost::PsServers ps = model.CheapestPs(limit, used);
       used[a] = used[b] = 0;
       if (model.prices_ps() && ps.type < 0) continue;
       const double estimate = (front.usd_per_hour + back.usd_per_hour + ps.usd_per_hour) *

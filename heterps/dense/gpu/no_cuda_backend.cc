@@ -1,5 +1,5 @@
 // The CUDA dense backend of a build without the CUDA toolkit.
-#include "heterps/dense/cuda/device_backend.h"
+#include "heterps/dense/gpu/device_backend.h"
 
 namespace heterps::dense::cuda {
 

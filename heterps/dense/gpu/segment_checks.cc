@@ -1,4 +1,4 @@
-#include "heterps/dense/cuda/segment_checks.h"
+#include "heterps/dense/gpu/segment_checks.h"
 
 #include <random>
 #include <vector>

@@ -6,8 +6,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/dense/cpu/cpu_backend.h"
-#include "heterps/dense/cuda/device_backend.h"
-#include "heterps/dense/cuda/segment_checks.h"
+#include "heterps/dense/gpu/device_backend.h"
+#include "heterps/dense/gpu/segment_checks.h"
 
 namespace heterps::dense {
 namespace {

@@ -26,7 +26,7 @@
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/dense/cpu/cpu_backend.h"
-#include "heterps/dense/cuda/device_backend.h"
+#include "heterps/dense/gpu/device_backend.h"
 #include "heterps/gpu/blas.h"
 #include "heterps/gpu/target.h"
 

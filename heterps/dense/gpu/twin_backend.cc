@@ -1,2 +1,2 @@
 // The device segment built for the host twin: g++, Thrust's OpenMP backend.
-#include "heterps/dense/cuda/device_segment.inl"
+#include "heterps/dense/gpu/device_segment.inl"

@@ -1,5 +1,5 @@
 // The device segment built for CUDA GPUs: nvcc, Thrust's CUDA backend, cuBLASLt.
-#include "heterps/dense/cuda/device_segment.inl"
+#include "heterps/dense/gpu/device_segment.inl"
 
 namespace heterps::dense::cuda {
 

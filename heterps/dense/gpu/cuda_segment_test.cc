@@ -1,8 +1,8 @@
 // The GPU segment on a real GPU (cuda:0) against the CPU segment: what device_segment_test checks
 // on the host twin. Skipped where this build has no CUDA or this host no GPU.
 #include "gtest/gtest.h"
-#include "heterps/dense/cuda/device_backend.h"
-#include "heterps/dense/cuda/segment_checks.h"
+#include "heterps/dense/gpu/device_backend.h"
+#include "heterps/dense/gpu/segment_checks.h"
 
 namespace heterps::dense {
 namespace {

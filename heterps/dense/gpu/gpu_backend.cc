@@ -1,7 +1,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
-#include "heterps/dense/cuda/device_backend.h"
+#include "heterps/dense/gpu/device_backend.h"
 
 namespace heterps::dense {
 
