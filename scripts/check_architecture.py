@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Keeps docs/architecture.md true to the build graph.
 
-Reads every heterps library of the CMake files (heterps_cc_library and heterps_proto_library:
-name, folder, the heterps libraries it depends on) and checks the document's library table
+Reads every library of heterps/ and tools/ from their CMake files (heterps_cc_library and
+heterps_proto_library: name, folder, the heterps libraries it depends on; the tests' and the
+benchmarks' helper libraries are not in the table) and checks the document's library table
 against it: one row per library, in its folder, whose "depends on" cell names exactly the
 heterps libraries the CMake file does (without the heterps_ prefix). Then checks that every
 source of heterps/ and tools/ over 500 lines is named under "Files over 500 lines".

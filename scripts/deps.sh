@@ -28,7 +28,8 @@ PACKAGES=(
   prometheus            # tests: promtool lints the /metrics exposition (its server is kept off)
   python3-venv          # tests: the Python wheel installed into a fresh virtual environment
   patchelf              # scripts/bundle.sh: a relocatable bundle for GPU hosts
-  clang                 # tests: the thread-safety analysis of absl's lock annotations
+  clang libomp-14-dev   # tests: the thread-safety analysis of absl's lock annotations (omp.h:
+                        # the sources built with OpenMP include it)
 )
 if [[ "${1:-}" == "--fuzz" ]]; then
   PACKAGES+=(libclang-rt-14-dev)   # libFuzzer (-fsanitize=fuzzer)

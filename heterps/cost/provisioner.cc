@@ -23,7 +23,8 @@ int64_t MaxUnits(const CostModel& model, absl::Span<const StageSpec> stages, siz
 Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages,
                       const std::vector<double>& x) {
   const double e_max = model.max_bottleneck_seconds();
-  if (const int through = model.workload().first_stage_through; stages[0].last < through) {
+  if (const int through = model.workload().first_stage_through;
+      through >= 0 && !stages.empty() && stages[0].last < through) {
     return {"first stage", 1,
             absl::StrFormat("stage 0 (%s) ends before layer %s, which the first stage must hold "
                             "(a GPU tier's stage looks the embeddings up)",

@@ -13,7 +13,6 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/launcher/cluster_state.h"
-#include "heterps/sched/default_schedulers.h"
 
 namespace heterps::launcher {
 namespace {

@@ -32,16 +32,17 @@ absl::Status InProcessPsClient::CreateSparseTable(
 }
 
 absl::Status InProcessPsClient::CreateDenseTable(int table, const DenseTableOptions& options) {
+  if (table < 0) return absl::InvalidArgumentError(absl::StrCat("table id ", table, " < 0"));
   HETERPS_ASSIGN_OR_RETURN(auto dense, DenseTable::Create(options));
   return shards_[table % num_servers_]->AddDense(table, std::move(dense));
 }
 
 SparseTable* InProcessPsClient::sparse(int table, int server) {
-  return shards_[server]->sparse(table);
+  return server < 0 || server >= num_servers_ ? nullptr : shards_[server]->sparse(table);
 }
 
 DenseTable* InProcessPsClient::dense(int table) {
-  return shards_[table % num_servers_]->dense(table);
+  return table < 0 ? nullptr : shards_[table % num_servers_]->dense(table);
 }
 
 absl::StatusOr<std::vector<SparseTable*>> InProcessPsClient::Sparse(int table) {
@@ -131,6 +132,7 @@ Ticket InProcessPsClient::AccumulateDense(int table, int block, absl::Span<const
         absl::InvalidArgumentError(absl::StrCat("accumulate: dense table ", table, " has no block ",
                                                 block, " of ", grads.size(), " floats")));
   }
+  // dense(table) found the table: its id is >= 0.
   return Done(shards_[table % num_servers_]->pending().AddDense(table, block, part, grads));
 }
 

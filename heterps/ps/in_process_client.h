@@ -21,7 +21,8 @@
 namespace heterps::ps {
 
 // Tables in this process, split over `num_servers` shards exactly as remote servers would hold
-// them. Calls complete before they return; Wait reports their status.
+// them. Calls complete before they return; Wait reports their status. A table is created before
+// any call names it (a call racing its table's creation may find it on some servers only).
 class InProcessPsClient : public PsClient {
  public:
   explicit InProcessPsClient(int num_servers);

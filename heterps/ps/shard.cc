@@ -54,9 +54,14 @@ int Shard::num_tables() const {
 }
 
 int64_t Shard::sparse_memory_bytes() const {
-  absl::MutexLock lock(&mu_);
+  // The tables' own locks are taken outside the shard's: a table is never removed.
+  std::vector<const SparseTable*> tables;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, table] : sparse_) tables.push_back(table.get());
+  }
   int64_t bytes = 0;
-  for (const auto& [id, table] : sparse_) bytes += table->Stats().memory_bytes;
+  for (const SparseTable* table : tables) bytes += table->Stats().memory_bytes;
   return bytes;
 }
 
