@@ -17,8 +17,9 @@
 namespace heterps::sched {
 
 // Layers [first, last] on type t with the fewest units that meet the throughput limit: how many
-// (0 where even all of them do not), their price per hour and their seconds per batch (both
-// infinite where none). What the searches' estimates of a stage's cost start from.
+// (0 where even all of them do not, or where a first stage would break the workload's rules on
+// it), their price per hour and their seconds per batch (both infinite where none). What the
+// searches' estimates of a stage's cost start from.
 struct FewestUnits {
   int64_t units = 0;
   double usd_per_hour = cost::kInfinity;
