@@ -2,7 +2,6 @@
 // cost/throughput frontier a buyer reads before choosing a limit.
 #include <cmath>
 #include <iostream>
-#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_format.h"
@@ -28,12 +27,9 @@ std::string StageSummary(const cost::CostModel& model, const sched::Plan& plan) 
 }  // namespace
 
 int RunPareto(const PlanFlags& flags) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags, nan);
+  absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags);
   if (!request.ok()) return Fail(request.status());
-  auto top = launcher::PlanningModel(*request);
-  if (!top.ok()) return Fail(top.status());
-  const double hi = top->workload().throughput_limit;
+  const double hi = request->workload.throughput_limit;
   const double lo = flags.pareto_from > 0 ? flags.pareto_from : hi / 100;
   if (!(lo < hi)) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--pareto-from (", HumanNumber(lo),
@@ -71,8 +67,8 @@ int RunPareto(const PlanFlags& flags) {
     }
   }
   const std::string text = json{{"format", "heterps-pareto-v1"},
-                                {"model", top->model().name},
-                                {"cluster", top->cluster().name},
+                                {"model", request->model.name},
+                                {"cluster", request->cluster.name},
                                 {"scheduler", flags.scheduler},
                                 {"frontier", frontier}}
                                .dump(2) +
@@ -103,8 +99,8 @@ int RunPareto(const PlanFlags& flags) {
     std::cout << absl::StrFormat(
                      "%s on %s: the cheapest plan (%s) at %d limits from %s to %s "
                      "samples/s\n\n",
-                     top->model().name, top->cluster().name, flags.scheduler, flags.pareto_points,
-                     WithCommas(lo), WithCommas(hi))
+                     request->model.name, request->cluster.name, flags.scheduler,
+                     flags.pareto_points, WithCommas(lo), WithCommas(hi))
               << table.Render();
   }
   std::cout << std::flush;

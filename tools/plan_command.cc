@@ -33,8 +33,7 @@ absl::string_view Text(std::string_view text) { return {text.data(), text.size()
 
 namespace internal {
 
-absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags,
-                                                      double throughput_limit) {
+absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags) {
   launcher::PlanRequest request;
   HETERPS_ASSIGN_OR_RETURN(config::ModelSpec model, LoadModelOrDefault(flags.model_path));
   if (!flags.data_paths.empty()) {
@@ -50,7 +49,7 @@ absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags,
   } else {
     HETERPS_ASSIGN_OR_RETURN(cluster, config::LoadClusterSpec(flags.cluster_path));
   }
-  double throughput = std::isnan(throughput_limit) ? flags.throughput : throughput_limit;
+  double throughput = flags.throughput;
   if (std::isnan(throughput)) {
     if (!flags.model_path.empty()) {
       return absl::InvalidArgumentError("--throughput is required with --model");
@@ -214,8 +213,7 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
 
 int RunPlan(const PlanFlags& flags) {
   if (flags.pareto) return RunPareto(flags);
-  absl::StatusOr<launcher::PlanRequest> request =
-      internal::PlanRequestFrom(flags, std::numeric_limits<double>::quiet_NaN());
+  absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags);
   if (!request.ok()) return Fail(request.status());
   if (absl::Status known = sched::DefaultSchedulers().Create(flags.scheduler).status();
       !known.ok()) {

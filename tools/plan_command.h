@@ -56,8 +56,9 @@ int RunPlan(const PlanFlags& flags);
 int RunPareto(const PlanFlags& flags);
 
 namespace internal {
-// The plan the flags ask for (launcher/planning.h) at `throughput` (NaN: the flags' own).
-absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags, double throughput);
+// The plan the flags ask for (launcher/planning.h), at their throughput limit (the embedded
+// model's default without one).
+absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags);
 // --report: writes the page of `plan` (PlanToJson's text) on `model`, beside the homogeneous and
 // greedy baselines' plans at the same limit, and `frontier` (an array of plans; empty without
 // --pareto).

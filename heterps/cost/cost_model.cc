@@ -363,4 +363,16 @@ int64_t CostModel::MinUnits(double x, int t, double e) const {
   return k;
 }
 
+int64_t CostModel::MaxStageUnits(int first, int t) const {
+  const int64_t units = cluster_.types[t].units;
+  const int64_t cap = workload_.first_stage_max_units;
+  return first == 0 && cap > 0 ? std::min(units, cap) : units;
+}
+
+int64_t CostModel::MinStageUnits(int first, int last, double x, int t, double e) const {
+  if (first == 0 && last < workload_.first_stage_through) return 0;
+  const int64_t k = MinUnits(x, t, e);
+  return k > MaxStageUnits(first, t) ? 0 : k;
+}
+
 }  // namespace heterps::cost

@@ -140,6 +140,13 @@ class CostModel {
   // The fewest units k <= units_t with ExecSeconds(x, beta_t, k) <= e, or 0 if even all units
   // are too slow. Exact with respect to ExecSeconds (no rounding surprises).
   int64_t MinUnits(double x, int t, double e) const;
+  // The workload's rules on the first stage, in one place for the provisioning and the searches:
+  // the most units a stage starting at layer `first` on type t may have (the type's, less the
+  // cap where first is 0), and MinUnits for layers [first, last] on t (x: their StageSeconds)
+  // that is also 0 where that stage would break the rules (more units than the cap, or a first
+  // stage ending before first_stage_through).
+  int64_t MaxStageUnits(int first, int t) const;
+  int64_t MinStageUnits(int first, int last, double x, int t, double e) const;
 
   // ---- The parameter servers (docs/cost_model.md, "Parameter servers") ----
 

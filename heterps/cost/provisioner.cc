@@ -12,13 +12,6 @@ namespace {
 
 double Gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
-// The most units stage `s` may have: its type's, less where the workload caps the first stage.
-int64_t MaxUnits(const CostModel& model, absl::Span<const StageSpec> stages, size_t s) {
-  const int64_t units = model.type(stages[s].type).units;
-  const int64_t cap = model.workload().first_stage_max_units;
-  return s == 0 && cap > 0 ? std::min(units, cap) : units;
-}
-
 // The first constraint the plan fails even at its most generous provisioning.
 Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages,
                       const std::vector<double>& x) {
@@ -42,7 +35,7 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
   }
   for (size_t s = 0; s < stages.size(); ++s) {
     const auto& type = model.type(stages[s].type);
-    const int64_t most = MaxUnits(model, stages, s);
+    const int64_t most = model.MaxStageUnits(stages[s].first, stages[s].type);
     double best = CostModel::ExecSeconds(x[s], type.dp_loss, most);
     if (best > e_max) {
       double reach = model.batch() / best;
@@ -139,16 +132,16 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
   const size_t n = stages.size();
   const double e_max = model.max_bottleneck_seconds();
   std::vector<double> x(n);
-  std::vector<int64_t> k_min(n);      // fewest units meeting the limit itself
+  std::vector<int64_t> k_min(n);      // fewest units meeting the limit itself, under the rules
   std::vector<int64_t> max_units(n);  // most units the stage may have
-  bool possible = true;
+  bool possible = n > 0;
   for (size_t s = 0; s < n; ++s) {
-    x[s] = model.StageSeconds(stages[s].first, stages[s].last, stages[s].type);
-    k_min[s] = model.MinUnits(x[s], stages[s].type, e_max);
-    max_units[s] = MaxUnits(model, stages, s);
-    possible = possible && k_min[s] > 0 && k_min[s] <= max_units[s];
+    const StageSpec& st = stages[s];
+    x[s] = model.StageSeconds(st.first, st.last, st.type);
+    k_min[s] = model.MinStageUnits(st.first, st.last, x[s], st.type, e_max);
+    max_units[s] = model.MaxStageUnits(st.first, st.type);
+    possible = possible && k_min[s] > 0;
   }
-  possible = possible && n > 0 && stages[0].last >= model.workload().first_stage_through;
   Provisioning best;
   best.cost_usd = kInfinity;
   std::vector<int64_t> units(n), used(model.num_types());
@@ -158,9 +151,9 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
     double rate = 0, bottleneck = 0;
     for (size_t s = 0; s < n; ++s) {
       const int t = stages[s].type;
-      units[s] = model.MinUnits(x[s], t, e);
+      units[s] = model.MinStageUnits(stages[s].first, stages[s].last, x[s], t, e);
       used[t] += units[s];
-      if (units[s] == 0 || units[s] > max_units[s] || used[t] > model.type(t).units) return;
+      if (units[s] == 0 || used[t] > model.type(t).units) return;
       rate += static_cast<double>(units[s]) * model.type(t).price_per_hour;
       bottleneck =
           std::max(bottleneck, CostModel::ExecSeconds(x[s], model.type(t).dp_loss, units[s]));

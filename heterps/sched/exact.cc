@@ -76,13 +76,10 @@ class ExactSearch {
 
  private:
   double X(int i, int j, int t) const { return x_[(i * num_layers_ + j) * num_types_ + t]; }
-  // The fewest units of layers i..j on type t at bottleneck e (0: none suffice): CostModel::
-  // MinUnits, but none for a first stage that breaks the workload's rules on it.
+  // The fewest units of layers i..j on type t at bottleneck e (0: none suffice, or a first stage
+  // that breaks the workload's rules on it): CostModel::MinStageUnits on the cached X.
   int64_t KMin(int i, int j, int t, double e) const {
-    const int64_t k = model_.MinUnits(X(i, j, t), t, e);
-    if (i > 0) return k;
-    const int64_t cap = model_.workload().first_stage_max_units;
-    return (cap > 0 && k > cap) || j < model_.workload().first_stage_through ? 0 : k;
+    return model_.MinStageUnits(i, j, X(i, j, t), t, e);
   }
   // P(e): the cheapest parameter servers' rate at bottleneck e, units shared with the stages
   // ignored (0 when they are not priced).
@@ -229,10 +226,7 @@ void ExactSearch::BuildCandidates() {
         double x = X(i, j, t);
         int64_t k_min = KMin(i, j, t, e_max);
         if (k_min == 0) continue;
-        const int64_t cap = model_.workload().first_stage_max_units;
-        const int64_t most =
-            i == 0 && cap > 0 ? std::min(cap, model_.type(t).units) : model_.type(t).units;
-        for (int64_t k = k_min; k <= most; ++k) {
+        for (int64_t k = k_min; k <= model_.MaxStageUnits(i, t); ++k) {
           cand_.push_back(CostModel::ExecSeconds(x, model_.type(t).dp_loss, k));
         }
       }

@@ -24,14 +24,9 @@ const std::vector<int>& RankedTypes(const LocalSearchOptions& options, int layer
 
 FewestUnits StageAtTheLimit(const cost::CostModel& model, int first, int last, int t) {
   const double x = model.StageSeconds(first, last, t);
-  const int64_t k = std::isfinite(x) ? model.MinUnits(x, t, model.max_bottleneck_seconds()) : 0;
+  const int64_t k =
+      std::isfinite(x) ? model.MinStageUnits(first, last, x, t, model.max_bottleneck_seconds()) : 0;
   if (k == 0) return {};
-  // A first stage that breaks the workload's rules on it (a GPU tier's) meets nothing.
-  const cost::Workload& w = model.workload();
-  if (first == 0 && ((w.first_stage_max_units > 0 && k > w.first_stage_max_units) ||
-                     last < w.first_stage_through)) {
-    return {};
-  }
   const auto& type = model.type(t);
   return {k, type.price_per_hour * static_cast<double>(k),
           cost::CostModel::ExecSeconds(x, type.dp_loss, k)};
