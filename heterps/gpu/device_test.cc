@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "heterps/gpu/blas.h"
 #include "heterps/gpu/cuda/cuda_device.h"
+#include "heterps/gpu/scratch.h"
 
 namespace heterps::gpu {
 namespace {
@@ -19,6 +20,27 @@ std::unique_ptr<Device> Twin(int64_t budget) {
   auto device = OpenDevice("twin:3", {budget});
   EXPECT_TRUE(device.ok()) << device.status();
   return *std::move(device);
+}
+
+TEST(ScratchTest, KeepsItsBlocksAndReusesThemUnderTheBudget) {
+  std::unique_ptr<Device> twin = Twin(1 << 20);
+  {
+    Scratch scratch(twin.get());
+    char* a = scratch.allocate(1000);  // a block of 1024 bytes
+    ASSERT_TRUE(twin->IsDeviceMemory(a, 1000));
+    EXPECT_EQ(scratch.held_bytes(), 1024);
+    scratch.deallocate(a, 1000);
+    EXPECT_EQ(scratch.allocate(700), a);  // the kept block serves a smaller request
+    char* b = scratch.allocate(700);      // a block in use is not handed out twice
+    EXPECT_NE(b, a);
+    EXPECT_EQ(scratch.held_bytes(), 2048);
+    EXPECT_EQ(twin->counters().bytes_in_use, 2048);
+    scratch.deallocate(b, 700);
+    scratch.deallocate(a, 700);
+    EXPECT_EQ(twin->counters().bytes_in_use, 2048);           // kept, not freed
+    EXPECT_THROW(scratch.allocate(1 << 21), std::bad_alloc);  // over the device's budget
+  }
+  EXPECT_EQ(twin->counters().bytes_in_use, 0);  // freed with the Scratch
 }
 
 TEST(TwinDeviceTest, MemoryUnderItsBudgetAndApartFromTheHost) {

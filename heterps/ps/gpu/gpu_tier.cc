@@ -11,8 +11,9 @@
 namespace heterps::ps {
 
 int64_t TierRowBytes(const SparseTableOptions& options) {
-  // Key, value and state floats, update count, the window of its last use, a dirty flag.
-  return 8 + 4 * options.dim * (1 + StateFloats(options.optimizer.kind)) + 8 + 8 + 4;
+  // Its key and slot in the index; in its slot: its key, value and state floats, update count,
+  // the window of its last use, a dirty flag.
+  return 8 + 8 + 8 + 4 * options.dim * (1 + StateFloats(options.optimizer.kind)) + 8 + 8 + 4;
 }
 
 absl::StatusOr<std::unique_ptr<GpuTier>> GpuTier::Create(PsClient* target, gpu::Device* device,

@@ -5,9 +5,13 @@
 // device with Thrust and small functors; the decisions over a window's misses and evictions,
 // which are as many as the window's distinct keys, run on the host.
 //
-// Per table, the resident rows are kept sorted by key in parallel device arrays (keys, values,
-// optimizer state, update counts, the window of each row's last use, dirty flags), so that a
-// batch of keys finds its rows with one vectorised lower_bound.
+// Per table, a resident row lives in a slot of parallel device arrays (its key, value, optimizer
+// state, update count, the window of its last use, a dirty flag) and stays there until it is
+// evicted. The index is the resident keys sorted, each with its slot, so that a batch of keys
+// finds its rows with one vectorised lower_bound; a load merges the loaded keys into the index
+// and an eviction compacts it, moving 16 bytes a resident row, never the rows themselves.
+// Thrust's scratch comes from one gpu::Scratch, and its calls do not wait for the stream: the
+// engine synchronises only where the host reads what the device wrote.
 //
 // Not a header: included once by each target's translation unit.
 #include <math.h>
@@ -40,17 +44,22 @@ namespace {
 
 using gpu::DeviceArray;
 
-// Where query key i sits among the r sorted resident keys: its position, or -1.
+// The slot of query key i, found among the r sorted resident keys of the index, or -1.
 struct FindRows {
   const uint64_t* resident;
+  const int64_t* slot;  // of each resident key
   int64_t r;
   const uint64_t* query;
   const int64_t* lower;  // lower_bound of each query
   int64_t* position;
   HETERPS_HD void operator()(int64_t i) const {
     const int64_t p = lower[i];
-    position[i] = p < r && resident[p] == query[i] ? p : -1;
+    position[i] = p < r && resident[p] == query[i] ? slot[p] : -1;
   }
+};
+
+struct NotResident {
+  HETERPS_HD bool operator()(int64_t position) const { return position < 0; }
 };
 
 // Marks the rows a window uses with the window's number.
@@ -134,16 +143,39 @@ struct Update {
   }
 };
 
-// Copies `width` floats per row from rows `from[i]` of `in` to row i of `out`.
+// Copies `width` elements per row from rows `from[i]` of `in` to row i of `out`.
+template <typename T>
 struct GatherRows {
   const int64_t* from;
-  const float* in;
-  float* out;
+  const T* in;
+  T* out;
   int64_t width;
   HETERPS_HD void operator()(int64_t k) const {
     const int64_t i = k / width, d = k % width;
     out[k] = in[from[i] * width + d];
   }
+};
+
+// Copies `width` elements per row from row i of `in` to rows `to[i]` of `out`.
+template <typename T>
+struct ScatterRows {
+  const int64_t* to;
+  const T* in;
+  T* out;
+  int64_t width;
+  HETERPS_HD void operator()(int64_t k) const {
+    const int64_t i = k / width, d = k % width;
+    out[to[i] * width + d] = in[k];
+  }
+};
+
+// Sets element `to[i]` of `out` to `value`.
+template <typename T>
+struct SetAt {
+  const int64_t* to;
+  T* out;
+  T value;
+  HETERPS_HD void operator()(int64_t i) const { out[to[i]] = value; }
 };
 
 class Engine : public TierEngine {
@@ -156,7 +188,11 @@ class Engine : public TierEngine {
     t.dim = options.dim;
     t.state = StateFloats(options.optimizer.kind) * options.dim;
     t.capacity = capacity;
+    t.free.clear();
+    for (int64_t slot = capacity - 1; slot >= 0; --slot) t.free.push_back(slot);
     HETERPS_RETURN_IF_ERROR(t.keys.Reserve(device_, capacity));
+    HETERPS_RETURN_IF_ERROR(t.slots.Reserve(device_, capacity));
+    HETERPS_RETURN_IF_ERROR(t.slot_keys.Reserve(device_, capacity));
     HETERPS_RETURN_IF_ERROR(t.values.Reserve(device_, capacity * t.dim));
     HETERPS_RETURN_IF_ERROR(
         t.state_floats.Reserve(device_, std::max<int64_t>(1, capacity * t.state)));
@@ -172,7 +208,7 @@ class Engine : public TierEngine {
     ++window_;
     // The window's distinct keys and how often each comes, sorted.
     HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, keys));
-    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream());
+    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
     const int64_t n = static_cast<int64_t>(keys.size());
     thrust::sort(policy, scratch_keys_.data(), scratch_keys_.data() + n);
     HETERPS_RETURN_IF_ERROR(distinct_.Reserve(device_, std::max<int64_t>(n, 1)));
@@ -183,18 +219,20 @@ class Engine : public TierEngine {
     const int64_t w = ends.first - distinct_.data();
     HETERPS_RETURN_IF_ERROR(Locate(t, distinct_.data(), w));
     Run(w, MarkUsed{positions_.data(), t.last.data(), window_});
-    // On the host: which distinct keys are missing, and how hot each is.
-    std::vector<uint64_t> window_keys(w);
-    std::vector<int64_t> counts(w), where(w);
-    HETERPS_RETURN_IF_ERROR(Download(window_keys.data(), distinct_.data(), w));
-    HETERPS_RETURN_IF_ERROR(Download(counts.data(), counts_.data(), w));
-    HETERPS_RETURN_IF_ERROR(Download(where.data(), positions_.data(), w));
+    // To the host: the distinct keys that are missing (in key order), and how often each comes.
+    HETERPS_ASSIGN_OR_RETURN(const int64_t m, Missing(w));
+    if (m == 0) return absl::OkStatus();
+    std::vector<uint64_t> missing_keys(m);
+    std::vector<int64_t> counts(m);
+    HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, m));
+    HETERPS_RETURN_IF_ERROR(spare_ints_.Reserve(device_, m));
+    thrust::gather(policy, lower_.data(), lower_.data() + m, distinct_.data(), spare_keys_.data());
+    thrust::gather(policy, lower_.data(), lower_.data() + m, counts_.data(), spare_ints_.data());
+    HETERPS_RETURN_IF_ERROR(Download(missing_keys.data(), spare_keys_.data(), m));
+    HETERPS_RETURN_IF_ERROR(Download(counts.data(), spare_ints_.data(), m));
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
     std::vector<std::pair<int64_t, uint64_t>> misses;  // (-count, key): hottest first
-    for (int64_t i = 0; i < w; ++i) {
-      if (where[i] < 0) misses.push_back({-counts[i], window_keys[i]});
-    }
-    if (misses.empty()) return absl::OkStatus();
+    for (int64_t i = 0; i < m; ++i) misses.push_back({-counts[i], missing_keys[i]});
     HETERPS_RETURN_IF_ERROR(MakeRoom(t, static_cast<int64_t>(misses.size()), target));
     const int64_t room = t.capacity - t.r;
     if (static_cast<int64_t>(misses.size()) > room) {
@@ -217,21 +255,17 @@ class Engine : public TierEngine {
     HETERPS_RETURN_IF_ERROR(Locate(t, scratch_keys_.data(), n));
     HETERPS_RETURN_IF_ERROR(rows_.Reserve(device_, n * t.dim));
     Run(n * t.dim, GatherValues{positions_.data(), t.values.data(), rows_.data(), t.dim});
-    std::vector<int64_t> where(n);
-    HETERPS_RETURN_IF_ERROR(Download(where.data(), positions_.data(), n));
     HETERPS_RETURN_IF_ERROR(Download(values.data(), rows_.data(), n * t.dim));
+    // The keys that are not resident (none where the window's prefetch found room for all), from
+    // the servers.
+    HETERPS_ASSIGN_OR_RETURN(const int64_t m, Missing(n));
+    std::vector<int64_t> at(m);
+    HETERPS_RETURN_IF_ERROR(Download(at.data(), lower_.data(), m));
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
-    // The keys that are not resident, from the servers.
     std::vector<uint64_t> missing;
-    std::vector<int64_t> at;
-    for (int64_t i = 0; i < n; ++i) {
-      if (where[i] < 0) {
-        missing.push_back(keys[i]);
-        at.push_back(i);
-      }
-    }
-    stats_.hits += n - static_cast<int64_t>(missing.size());
-    stats_.misses += static_cast<int64_t>(missing.size());
+    for (int64_t i : at) missing.push_back(keys[i]);
+    stats_.hits += n - m;
+    stats_.misses += m;
     if (missing.empty()) return absl::OkStatus();
     std::vector<float> fetched(missing.size() * t.dim);
     HETERPS_RETURN_IF_ERROR(
@@ -248,7 +282,7 @@ class Engine : public TierEngine {
     const int64_t n = static_cast<int64_t>(keys.size());
     HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), t.dim));
     if (n == 0) return absl::OkStatus();
-    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream());
+    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
     // Merge the duplicates: sort the keys stably (their positions along), then per distinct key
     // the sum of its gradients in the order they came, as the servers sum them.
     HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, keys));
@@ -268,28 +302,25 @@ class Engine : public TierEngine {
     HETERPS_RETURN_IF_ERROR(rows_.Reserve(device_, u * t.dim));
     Run(u * t.dim, SumSegments{starts_.data(), counts_.data(), order_.data(), grads_in_.data(),
                                rows_.data(), t.dim});
-    // The resident ones updated here.
+    // The resident ones updated here; the others to the servers, summed (in key order). None
+    // where the window's prefetch found room for all: then nothing comes back to the host, and
+    // the update runs on while the host goes on (the stream orders it before any later work).
     HETERPS_RETURN_IF_ERROR(Locate(t, distinct_.data(), u));
+    HETERPS_ASSIGN_OR_RETURN(const int64_t m, Missing(u));
     const OptimizerOptions& o = t.options.optimizer;
     Run(u, Update{positions_.data(), rows_.data(), t.values.data(), t.state_floats.data(),
                   t.steps.data(), t.dirty.data(), t.dim, static_cast<int>(o.kind), o.learning_rate,
                   o.beta1, o.beta2, o.epsilon});
-    // The others to the servers, summed.
-    std::vector<int64_t> where(u);
-    std::vector<uint64_t> distinct(u);
-    std::vector<float> sums(u * t.dim);
-    HETERPS_RETURN_IF_ERROR(Download(where.data(), positions_.data(), u));
-    HETERPS_RETURN_IF_ERROR(Download(distinct.data(), distinct_.data(), u));
-    HETERPS_RETURN_IF_ERROR(Download(sums.data(), rows_.data(), u * t.dim));
+    if (m == 0) return absl::OkStatus();
+    std::vector<uint64_t> pass_keys(m);
+    std::vector<float> pass_grads(m * t.dim);
+    HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, m));
+    HETERPS_RETURN_IF_ERROR(spare_floats_.Reserve(device_, m * t.dim));
+    thrust::gather(policy, lower_.data(), lower_.data() + m, distinct_.data(), spare_keys_.data());
+    Run(m * t.dim, GatherRows<float>{lower_.data(), rows_.data(), spare_floats_.data(), t.dim});
+    HETERPS_RETURN_IF_ERROR(Download(pass_keys.data(), spare_keys_.data(), m));
+    HETERPS_RETURN_IF_ERROR(Download(pass_grads.data(), spare_floats_.data(), m * t.dim));
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
-    std::vector<uint64_t> pass_keys;
-    std::vector<float> pass_grads;
-    for (int64_t i = 0; i < u; ++i) {
-      if (where[i] >= 0) continue;
-      pass_keys.push_back(distinct[i]);
-      pass_grads.insert(pass_grads.end(), sums.begin() + i * t.dim, sums.begin() + (i + 1) * t.dim);
-    }
-    if (pass_keys.empty()) return absl::OkStatus();
     return target->Wait(accumulate ? target->AccumulateSparse(table, pass_keys, pass_grads, part)
                                    : target->PushSparse(table, pass_keys, pass_grads));
   }
@@ -297,15 +328,17 @@ class Engine : public TierEngine {
   absl::Status Flush(PsClient* target) override {
     for (auto& [table, t] : tables_) {
       if (t.r == 0) continue;
-      std::vector<int32_t> dirty(t.r);
-      HETERPS_RETURN_IF_ERROR(Download(dirty.data(), t.dirty.data(), t.r));
+      std::vector<int64_t> slots(t.r);
+      std::vector<int32_t> dirty(t.capacity);
+      HETERPS_RETURN_IF_ERROR(Download(slots.data(), t.slots.data(), t.r));
+      HETERPS_RETURN_IF_ERROR(Download(dirty.data(), t.dirty.data(), t.capacity));
       HETERPS_RETURN_IF_ERROR(device_->Synchronize());
-      std::vector<int64_t> rows;
-      for (int64_t i = 0; i < t.r; ++i) {
-        if (dirty[i]) rows.push_back(i);
+      std::vector<int64_t> rows;  // the changed rows' slots, in key order
+      for (int64_t slot : slots) {
+        if (dirty[slot]) rows.push_back(slot);
       }
       HETERPS_RETURN_IF_ERROR(WriteBack(table, t, rows, target));
-      HETERPS_RETURN_IF_ERROR(device_->Fill(t.dirty.data(), 0, t.r * sizeof(int32_t)));
+      HETERPS_RETURN_IF_ERROR(device_->Fill(t.dirty.data(), 0, t.capacity * sizeof(int32_t)));
     }
     return device_->Synchronize();
   }
@@ -321,17 +354,23 @@ class Engine : public TierEngine {
   struct Table {
     SparseTableOptions options;
     int64_t dim = 0, state = 0, capacity = 0;
-    int64_t r = 0;  // resident rows, sorted by key in [0, r)
+    int64_t r = 0;  // resident rows
+    // The index: the resident keys sorted in [0, r), each with its slot.
     DeviceArray<uint64_t> keys;
+    DeviceArray<int64_t> slots;
+    // Per slot, [0, capacity): the row's key, value, optimizer state, update count, the window
+    // of its last use, whether it changed since it was last written back.
+    DeviceArray<uint64_t> slot_keys;
     DeviceArray<float> values, state_floats;
     DeviceArray<int64_t> steps, last;
     DeviceArray<int32_t> dirty;
+    std::vector<int64_t> free;  // the slots no row holds (the next one taken from the back)
   };
 
   template <typename F>
   void Run(int64_t n, const F& f) {
     if (n <= 0) return;
-    thrust::for_each_n(gpu::HETERPS_GPU_TARGET::Policy(device_->stream()),
+    thrust::for_each_n(gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_),
                        thrust::counting_iterator<int64_t>(0), n, f);
   }
 
@@ -345,44 +384,59 @@ class Engine : public TierEngine {
     return device_->CopyToHost(to, from, static_cast<size_t>(n) * sizeof(T));
   }
 
-  // positions_[i] = the resident row of query[i], or -1.
+  // positions_[i] = the slot of query[i]'s row, or -1 where it is not resident.
   absl::Status Locate(Table& t, const uint64_t* query, int64_t n) {
     HETERPS_RETURN_IF_ERROR(lower_.Reserve(device_, std::max<int64_t>(n, 1)));
     HETERPS_RETURN_IF_ERROR(positions_.Reserve(device_, std::max<int64_t>(n, 1)));
     if (n == 0) return absl::OkStatus();
-    thrust::lower_bound(gpu::HETERPS_GPU_TARGET::Policy(device_->stream()), t.keys.data(),
-                        t.keys.data() + t.r, query, query + n, lower_.data());
-    Run(n, FindRows{t.keys.data(), t.r, query, lower_.data(), positions_.data()});
+    thrust::lower_bound(gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_),
+                        t.keys.data(), t.keys.data() + t.r, query, query + n, lower_.data());
+    Run(n, FindRows{t.keys.data(), t.slots.data(), t.r, query, lower_.data(), positions_.data()});
     return absl::OkStatus();
   }
 
+  // The positions i < n whose positions_[i] is -1 (not resident), in order, into lower_ (which
+  // Locate filled and its caller no longer needs); how many.
+  absl::StatusOr<int64_t> Missing(int64_t n) {
+    if (n == 0) return 0;
+    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
+    const int64_t* end = thrust::copy_if(policy, thrust::counting_iterator<int64_t>(0),
+                                         thrust::counting_iterator<int64_t>(n), positions_.data(),
+                                         lower_.data(), NotResident());
+    return static_cast<int64_t>(end - lower_.data());
+  }
+
   // Frees room for `wanted` rows, up to all the rows this window does not use, least recently
-  // used first; the changed ones are written back.
+  // used first (in key order among equals); the changed ones are written back.
   absl::Status MakeRoom(Table& t, int64_t wanted, PsClient* target) {
     const int64_t short_by = wanted - (t.capacity - t.r);
     if (short_by <= 0 || t.r == 0) return absl::OkStatus();
-    std::vector<int64_t> last(t.r);
-    std::vector<int32_t> dirty(t.r);
-    HETERPS_RETURN_IF_ERROR(Download(last.data(), t.last.data(), t.r));
-    HETERPS_RETURN_IF_ERROR(Download(dirty.data(), t.dirty.data(), t.r));
+    std::vector<int64_t> slots(t.r), last(t.capacity);
+    std::vector<int32_t> dirty(t.capacity);
+    HETERPS_RETURN_IF_ERROR(Download(slots.data(), t.slots.data(), t.r));
+    HETERPS_RETURN_IF_ERROR(Download(last.data(), t.last.data(), t.capacity));
+    HETERPS_RETURN_IF_ERROR(Download(dirty.data(), t.dirty.data(), t.capacity));
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
-    std::vector<int64_t> idle;  // rows this window does not use
+    std::vector<int64_t> idle;  // positions in the index of the rows this window does not use
     for (int64_t i = 0; i < t.r; ++i) {
-      if (last[i] < window_) idle.push_back(i);
+      if (last[slots[i]] < window_) idle.push_back(i);
     }
     std::stable_sort(idle.begin(), idle.end(),
-                     [&](int64_t a, int64_t b) { return last[a] < last[b]; });
+                     [&](int64_t a, int64_t b) { return last[slots[a]] < last[slots[b]]; });
     idle.resize(std::min<int64_t>(short_by, static_cast<int64_t>(idle.size())));
     if (idle.empty()) return absl::OkStatus();
-    std::vector<int64_t> changed;
+    std::sort(idle.begin(), idle.end());
+    std::vector<int64_t> changed;  // their slots, in key order
     for (int64_t i : idle) {
-      if (dirty[i]) changed.push_back(i);
+      if (dirty[slots[i]]) changed.push_back(slots[i]);
     }
-    std::sort(changed.begin(), changed.end());
     HETERPS_RETURN_IF_ERROR(WriteBack(-1, t, changed, target));
-    // Keep the others, in key order.
+    // The index keeps the others, in key order; the evicted rows' slots are free.
     std::vector<char> evict(t.r, 0);
-    for (int64_t i : idle) evict[i] = 1;
+    for (int64_t i : idle) {
+      evict[i] = 1;
+      t.free.push_back(slots[i]);
+    }
     std::vector<int64_t> keep;
     for (int64_t i = 0; i < t.r; ++i) {
       if (!evict[i]) keep.push_back(i);
@@ -391,84 +445,85 @@ class Engine : public TierEngine {
     return Compact(t, keep);
   }
 
-  // The table's rows become rows `keep` (ascending), in that order.
+  // The index becomes its entries `keep` (ascending), in that order.
   absl::Status Compact(Table& t, const std::vector<int64_t>& keep) {
     const int64_t k = static_cast<int64_t>(keep.size());
     HETERPS_RETURN_IF_ERROR(Upload(order_, absl::MakeConstSpan(keep)));
-    HETERPS_RETURN_IF_ERROR(Permute(t, order_.data(), k));
+    HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, t.capacity));
+    HETERPS_RETURN_IF_ERROR(spare_ints_.Reserve(device_, t.capacity));
+    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
+    thrust::gather(policy, order_.data(), order_.data() + k, t.keys.data(), spare_keys_.data());
+    thrust::gather(policy, order_.data(), order_.data() + k, t.slots.data(), spare_ints_.data());
+    HETERPS_RETURN_IF_ERROR(
+        device_->CopyOnDevice(t.keys.data(), spare_keys_.data(), k * sizeof(uint64_t)));
+    HETERPS_RETURN_IF_ERROR(
+        device_->CopyOnDevice(t.slots.data(), spare_ints_.data(), k * sizeof(int64_t)));
     t.r = k;
     return absl::OkStatus();
   }
 
-  // Rows `from[0..k)` of every array of the table into rows 0..k.
-  absl::Status Permute(Table& t, const int64_t* from, int64_t k) {
-    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream());
-    HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, t.capacity));
-    HETERPS_RETURN_IF_ERROR(spare_floats_.Reserve(
-        device_, std::max<int64_t>(1, t.capacity * std::max(t.dim, t.state))));
-    HETERPS_RETURN_IF_ERROR(spare_ints_.Reserve(device_, t.capacity));
-    thrust::gather(policy, from, from + k, t.keys.data(), spare_keys_.data());
-    HETERPS_RETURN_IF_ERROR(
-        device_->CopyOnDevice(t.keys.data(), spare_keys_.data(), k * sizeof(uint64_t)));
-    for (auto [array, width] : {std::pair{&t.values, t.dim}, std::pair{&t.state_floats, t.state}}) {
-      if (width == 0) continue;
-      Run(k * width, GatherRows{from, array->data(), spare_floats_.data(), width});
-      HETERPS_RETURN_IF_ERROR(
-          device_->CopyOnDevice(array->data(), spare_floats_.data(), k * width * sizeof(float)));
-    }
-    for (DeviceArray<int64_t>* array : {&t.steps, &t.last}) {
-      thrust::gather(policy, from, from + k, array->data(), spare_ints_.data());
-      HETERPS_RETURN_IF_ERROR(
-          device_->CopyOnDevice(array->data(), spare_ints_.data(), k * sizeof(int64_t)));
-    }
-    thrust::gather(policy, from, from + k, t.dirty.data(),
-                   reinterpret_cast<int32_t*>(spare_ints_.data()));
-    return device_->CopyOnDevice(t.dirty.data(), spare_ints_.data(), k * sizeof(int32_t));
-  }
-
-  // Brings the rows of `load` (sorted, none resident, room for all) from the servers.
+  // Brings the rows of `load` (sorted, none resident, a free slot for each) from the servers.
   absl::Status Load(Table& t, const std::vector<uint64_t>& load, PsClient* target) {
     const int64_t m = static_cast<int64_t>(load.size());
     if (m == 0) return absl::OkStatus();
     const int table = TableId(t);
     RowBatch rows;
     HETERPS_RETURN_IF_ERROR(target->Wait(target->ExportRows(table, load, &rows)));
+    // Their slots, and the index's new entries after its r resident ones.
+    std::vector<int64_t> slots(m);
+    for (int64_t& slot : slots) {
+      slot = t.free.back();
+      t.free.pop_back();
+    }
     const int64_t at = t.r;
     HETERPS_RETURN_IF_ERROR(
         device_->CopyToDevice(t.keys.data() + at, load.data(), m * sizeof(uint64_t)));
-    HETERPS_RETURN_IF_ERROR(device_->CopyToDevice(t.values.data() + at * t.dim, rows.values.data(),
-                                                  m * t.dim * sizeof(float)));
-    HETERPS_RETURN_IF_ERROR(device_->CopyToDevice(t.state_floats.data() + at * t.state,
-                                                  rows.state.data(), m * t.state * sizeof(float)));
     HETERPS_RETURN_IF_ERROR(
-        device_->CopyToDevice(t.steps.data() + at, rows.steps.data(), m * sizeof(int64_t)));
-    std::vector<int64_t> now(m, window_);
-    HETERPS_RETURN_IF_ERROR(device_->CopyToDevice(t.last.data() + at, now.data(), m * 8));
-    HETERPS_RETURN_IF_ERROR(device_->Fill(t.dirty.data() + at, 0, m * sizeof(int32_t)));
+        device_->CopyToDevice(t.slots.data() + at, slots.data(), m * sizeof(int64_t)));
+    const int64_t* to = t.slots.data() + at;
+    // The rows into their slots, through scratch.
+    HETERPS_RETURN_IF_ERROR(spare_floats_.Reserve(
+        device_, std::max<int64_t>(1, m * std::max(t.dim, t.state))));
+    HETERPS_RETURN_IF_ERROR(spare_ints_.Reserve(device_, std::max<int64_t>(m, t.capacity)));
+    Run(m, ScatterRows<uint64_t>{to, t.keys.data() + at, t.slot_keys.data(), 1});
+    HETERPS_RETURN_IF_ERROR(
+        device_->CopyToDevice(spare_floats_.data(), rows.values.data(), m * t.dim * sizeof(float)));
+    Run(m * t.dim, ScatterRows<float>{to, spare_floats_.data(), t.values.data(), t.dim});
+    if (t.state > 0) {
+      HETERPS_RETURN_IF_ERROR(device_->CopyToDevice(spare_floats_.data(), rows.state.data(),
+                                                    m * t.state * sizeof(float)));
+      Run(m * t.state, ScatterRows<float>{to, spare_floats_.data(), t.state_floats.data(), t.state});
+    }
+    HETERPS_RETURN_IF_ERROR(
+        device_->CopyToDevice(spare_ints_.data(), rows.steps.data(), m * sizeof(int64_t)));
+    Run(m, ScatterRows<int64_t>{to, spare_ints_.data(), t.steps.data(), 1});
+    Run(m, SetAt<int64_t>{to, t.last.data(), window_});
+    Run(m, SetAt<int32_t>{to, t.dirty.data(), 0});
     stats_.loaded_rows += m;
-    // Sorted again: the resident keys [0, at) and the loaded ones [at, total) are each sorted and
-    // share none, so one merge gives the permutation that sorts them (O(total), where a sort of
-    // all of them was O(total log total)), applied to every array.
+    // The index sorted again: its resident keys [0, at) and the loaded ones [at, total) are each
+    // sorted and share none, so one merge sorts them (keys and slots: 16 bytes an entry).
     const int64_t total = at + m;
-    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream());
-    HETERPS_RETURN_IF_ERROR(order_.Reserve(device_, total));
+    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
     HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, t.capacity));
     thrust::merge_by_key(policy, t.keys.data(), t.keys.data() + at, t.keys.data() + at,
-                         t.keys.data() + total, thrust::counting_iterator<int64_t>(0),
-                         thrust::counting_iterator<int64_t>(at), spare_keys_.data(),
-                         order_.data());
-    HETERPS_RETURN_IF_ERROR(Permute(t, order_.data(), total));
+                         t.keys.data() + total, t.slots.data(), t.slots.data() + at,
+                         spare_keys_.data(), spare_ints_.data());
+    HETERPS_RETURN_IF_ERROR(
+        device_->CopyOnDevice(t.keys.data(), spare_keys_.data(), total * sizeof(uint64_t)));
+    HETERPS_RETURN_IF_ERROR(
+        device_->CopyOnDevice(t.slots.data(), spare_ints_.data(), total * sizeof(int64_t)));
     t.r = total;
+    // `rows` and `slots` are host memory the copies read.
     return device_->Synchronize();
   }
 
-  // Writes rows `rows` (ascending) of `t` back to the servers, and counts them.
+  // Writes the rows in slots `rows` of `t` back to the servers (in that order), and counts them.
   absl::Status WriteBack(int table, Table& t, const std::vector<int64_t>& rows, PsClient* target) {
     const int64_t k = static_cast<int64_t>(rows.size());
     if (k == 0) return absl::OkStatus();
     if (table < 0) table = TableId(t);
     HETERPS_RETURN_IF_ERROR(Upload(order_, absl::MakeConstSpan(rows)));
-    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream());
+    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
     HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, std::max<int64_t>(k, 1)));
     HETERPS_RETURN_IF_ERROR(spare_ints_.Reserve(device_, std::max<int64_t>(k, 1)));
     HETERPS_RETURN_IF_ERROR(
@@ -478,16 +533,18 @@ class Engine : public TierEngine {
     batch.values.resize(k * t.dim);
     batch.state.resize(k * t.state);
     batch.steps.resize(k);
-    thrust::gather(policy, order_.data(), order_.data() + k, t.keys.data(), spare_keys_.data());
+    thrust::gather(policy, order_.data(), order_.data() + k, t.slot_keys.data(),
+                   spare_keys_.data());
     HETERPS_RETURN_IF_ERROR(Download(keys.data(), spare_keys_.data(), k));
     thrust::gather(policy, order_.data(), order_.data() + k, t.steps.data(), spare_ints_.data());
     HETERPS_RETURN_IF_ERROR(Download(batch.steps.data(), spare_ints_.data(), k));
-    Run(k * t.dim, GatherRows{order_.data(), t.values.data(), spare_floats_.data(), t.dim});
+    Run(k * t.dim,
+        GatherRows<float>{order_.data(), t.values.data(), spare_floats_.data(), t.dim});
     HETERPS_RETURN_IF_ERROR(Download(batch.values.data(), spare_floats_.data(), k * t.dim));
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
     if (t.state > 0) {
       Run(k * t.state,
-          GatherRows{order_.data(), t.state_floats.data(), spare_floats_.data(), t.state});
+          GatherRows<float>{order_.data(), t.state_floats.data(), spare_floats_.data(), t.state});
       HETERPS_RETURN_IF_ERROR(Download(batch.state.data(), spare_floats_.data(), k * t.state));
       HETERPS_RETURN_IF_ERROR(device_->Synchronize());
     }
@@ -507,6 +564,7 @@ class Engine : public TierEngine {
   std::map<int, Table> tables_;
   int64_t window_ = 0;
   GpuTierStats stats_;
+  gpu::Scratch scratch_{device_};  // Thrust's temporary storage
   // Scratch, grown as needed and reused.
   DeviceArray<uint64_t> scratch_keys_, distinct_, spare_keys_;
   DeviceArray<int64_t> counts_, lower_, positions_, order_, starts_, spare_ints_;
@@ -530,7 +588,7 @@ absl::StatusOr<double> RawGatherImpl(gpu::Device* device, int64_t rows, int64_t 
   auto policy = gpu::HETERPS_GPU_TARGET::Policy(device->stream());
   auto run = [&] {
     thrust::for_each_n(policy, thrust::counting_iterator<int64_t>(0), n * dim,
-                       GatherRows{index.data(), table.data(), out.data(), dim});
+                       GatherRows<float>{index.data(), table.data(), out.data(), dim});
   };
   run();  // warm-up
   HETERPS_RETURN_IF_ERROR(device->Synchronize());
