@@ -2,10 +2,17 @@
 """A plain PyTorch DLRM, the reference heterps's GPU figures are compared with (scripts/gpu-bench.sh).
 
     python3 benchmarks/torch_dlrm.py --data train.tsv [--batch 2048] [--device cuda] [--out r.json]
+        [--per-table] [--compile] [--threads N]
 
-dlrm-small as examples/models/dlrm-small.yaml describes it, written the way a PyTorch user would:
-26 nn.EmbeddingBag tables of 100,000 rows x 16 (a categorical value hashed into its slot's table),
-the 13 integer features as log(1 + max(x, 0)), a 13-64-16 bottom MLP, the pairwise dot products of
+dlrm-small as examples/models/dlrm-small.yaml describes it, written as PyTorch's own experts write
+it (TorchRec's and NVIDIA's DLRM examples): the 26 tables of 100,000 rows x 16 are one
+nn.EmbeddingBag of 2,600,000 rows, looked up in one call per step (slot s's ids offset by
+s x 100,000, as TorchRec's fused tables and the DLRM reference's --use-fused-tables do) with
+sparse gradients; --per-table looks them up as 26 nn.EmbeddingBag modules instead (the naive
+program, 26 calls and 26 sparse updates a step: slower, kept to show the difference); --compile
+runs the dense part (the bottom MLP, the interaction, the top MLP) through torch.compile;
+--threads sets torch's intra-op threads (the default: PyTorch's own). A categorical value is hashed
+into its slot's rows; the 13 integer features as log(1 + max(x, 0)), a 13-64-16 bottom MLP, the pairwise dot products of
 the 27 vectors, a 367-256-128-1 top MLP; Adagrad on the embeddings at 0.05 (its accumulator
 starting at 0) and Adam at 0.001 on the rest, on the batch's mean log loss, as heterps trains by default. Initialised as
 heterps initialises (and as the DLRM reference code does): embedding rows uniform in
@@ -43,11 +50,33 @@ def read(path):
             torch.tensor(sparse, dtype=torch.int64))
 
 
-class Dlrm(nn.Module):
-    def __init__(self):
+class Dense(nn.Module):
+    """The bottom MLP, the pairwise dots of the 27 vectors, the top MLP: the logits."""
+
+    def __init__(self, bottom, top, rows, cols):
         super().__init__()
-        self.tables = nn.ModuleList(
-            nn.EmbeddingBag(ROWS, DIM, mode="sum", sparse=True) for _ in range(SLOTS))
+        self.bottom, self.top = bottom, top
+        self.register_buffer("rows", rows)
+        self.register_buffer("cols", cols)
+
+    def forward(self, dense, vectors):
+        x = self.bottom(dense)
+        z = torch.cat([x.unsqueeze(1), vectors], dim=1)
+        gram = torch.bmm(z, z.transpose(1, 2))
+        return self.top(torch.cat([x, gram[:, self.rows, self.cols]], dim=1)).squeeze(1)
+
+
+class Dlrm(nn.Module):
+    def __init__(self, per_table):
+        super().__init__()
+        self.per_table = per_table
+        if per_table:
+            self.tables = nn.ModuleList(
+                nn.EmbeddingBag(ROWS, DIM, mode="sum", sparse=True) for _ in range(SLOTS))
+        else:
+            self.tables = nn.ModuleList([nn.EmbeddingBag(SLOTS * ROWS, DIM, mode="sum",
+                                                         sparse=True)])
+        self.register_buffer("slot_base", torch.arange(SLOTS, dtype=torch.int64) * ROWS)
         self.bottom = nn.Sequential(nn.Linear(DENSE, 64), nn.ReLU(), nn.Linear(64, 16), nn.ReLU())
         pairs = (SLOTS + 1) * SLOTS // 2
         self.top = nn.Sequential(nn.Linear(16 + pairs, 256), nn.ReLU(), nn.Linear(256, 128),
@@ -60,15 +89,17 @@ class Dlrm(nn.Module):
                 nn.init.uniform_(layer.weight, -bound, bound)
                 nn.init.uniform_(layer.bias, -bound, bound)
         rows, cols = torch.triu_indices(SLOTS + 1, SLOTS + 1, offset=1)
-        self.register_buffer("rows", rows)
-        self.register_buffer("cols", cols)
+        self.dense = Dense(self.bottom, self.top, rows, cols)
 
     def forward(self, dense, sparse):
-        x = self.bottom(dense)
-        vectors = [t(sparse[:, s:s + 1]) for s, t in enumerate(self.tables)]
-        z = torch.stack([x] + vectors, dim=1)
-        gram = torch.bmm(z, z.transpose(1, 2))
-        return self.top(torch.cat([x, gram[:, self.rows, self.cols]], dim=1)).squeeze(1)
+        if self.per_table:
+            vectors = torch.stack([t(sparse[:, s:s + 1]) for s, t in enumerate(self.tables)],
+                                  dim=1)
+        else:
+            # One bag per (sample, slot), one id each: the whole batch in one call.
+            ids = (sparse + self.slot_base).reshape(-1)
+            vectors = self.tables[0](ids.reshape(-1, 1)).reshape(-1, SLOTS, DIM)
+        return self.dense(dense, vectors)
 
 
 def auc(scores, labels):
@@ -87,20 +118,35 @@ def main():
     parser.add_argument("--batch", type=int, default=2048)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out")
+    parser.add_argument("--per-table", action="store_true")
+    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--threads", type=int, default=0)
     flags = parser.parse_args()
+    if flags.threads > 0:
+        torch.set_num_threads(flags.threads)
     torch.manual_seed(1)
     device = torch.device(flags.device)
     labels, dense, sparse = read(flags.data)
     held = torch.arange(len(labels)) % 10 == 9
     train = [t[~held].to(device) for t in (labels, dense, sparse)]
     evaluate = [t[held].to(device) for t in (labels, dense, sparse)]
-    model = Dlrm().to(device)
+    model = Dlrm(flags.per_table).to(device)
+    if flags.compile:
+        model.dense = torch.compile(model.dense)
     sparse_opt = torch.optim.Adagrad(model.tables.parameters(), lr=0.05,
                                      initial_accumulator_value=0)
     dense_opt = torch.optim.Adam(list(model.bottom.parameters()) + list(model.top.parameters()),
                                  lr=0.001)
     loss_fn = nn.BCEWithLogitsLoss()
     n = len(train[0])
+    if flags.compile:
+        # The compilation (tens of seconds) is not training: one step on the first batch first,
+        # its update undone by starting the timed epoch from a fresh copy of the parameters.
+        state = {k: v.clone() for k, v in model.state_dict().items()}
+        y, d, s = (t[:flags.batch] for t in train)
+        loss_fn(model(d, s), y).backward()
+        model.load_state_dict(state)
+        model.zero_grad(set_to_none=True)
     if device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
@@ -118,7 +164,10 @@ def main():
     with torch.no_grad():
         scores = torch.cat([torch.sigmoid(model(evaluate[1][at:at + 8192], evaluate[2][at:at + 8192]))
                             for at in range(0, len(evaluate[0]), 8192)])
-    result = {"framework": "pytorch " + torch.__version__, "device": str(device),
+    what = ("26 EmbeddingBag calls" if flags.per_table else "one fused EmbeddingBag call") + (
+        ", torch.compile" if flags.compile else "")
+    result = {"framework": "pytorch " + torch.__version__, "program": what,
+              "threads": torch.get_num_threads(), "device": str(device),
               "samples_per_second": n / seconds, "eval_auc": auc(scores.cpu(), evaluate[0].cpu()),
               "train_samples": n}
     print(json.dumps(result))

@@ -1,6 +1,9 @@
-// The GPU tier on the host twin, in lock-step with the parameter server alone: every optimizer,
-// windows smaller than the working set, budgets of a few rows, pushes and accumulated parts. The
-// oracle is the same tables without the tier.
+// The GPU tier in lock-step with the parameter server alone: every optimizer, windows smaller
+// than the working set, budgets of a few rows, pushes and accumulated parts. The oracle is the
+// same tables without the tier. On the host twin the tier's arithmetic is the servers' to the
+// bit; on a CUDA GPU (cuda:0, skipped where there is none) the device's float arithmetic (fused
+// multiply-adds, its sqrt and pow) may differ in the last bits, so values are compared to 1e-4
+// relative there, the rest (which rows, update counts) exactly.
 #include "heterps/ps/gpu/gpu_tier.h"
 
 #include <random>
@@ -52,12 +55,30 @@ struct Case {
   bool accumulate;      // gradients as accumulated parts, committed per step
 };
 
-class GpuTierTest : public ::testing::TestWithParam<Case> {};
+// Whether `got` equals `want`: to the bit, or to `relative` of the larger magnitude (and 1e-6).
+::testing::AssertionResult Same(const std::vector<float>& got, const std::vector<float>& want,
+                                double relative) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double a = got[i], b = want[i];
+    const double bound = relative * std::max({std::abs(a), std::abs(b), 1e-6});
+    if (relative == 0 ? got[i] != want[i] : std::abs(a - b) > bound) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a << " against " << b;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class GpuTierTest : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
 TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
-  const Case c = GetParam();
-  auto device = gpu::OpenDevice("twin:0", {});
-  ASSERT_TRUE(device.ok());
+  const auto& [c, name] = GetParam();
+  auto device = gpu::OpenDevice(name, {});
+  if (!device.ok() && name != "twin:0") {
+    GTEST_SKIP() << name << " is not here: " << device.status();
+  }
+  ASSERT_TRUE(device.ok()) << device.status();
+  const double relative = (*device)->info().emulated ? 0 : 1e-4;
   InProcessPsClient reference(2), behind(2);
   ASSERT_TRUE(reference.CreateSparseTable(0, Options(c.kind)).ok());
   ASSERT_TRUE(behind.CreateSparseTable(0, Options(c.kind)).ok());
@@ -82,7 +103,7 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
     std::vector<float> want(keys.size() * kDim), got(keys.size() * kDim);
     ASSERT_TRUE(reference.Wait(reference.PullSparse(0, keys, absl::MakeSpan(want))).ok());
     ASSERT_TRUE((*tier)->Wait((*tier)->PullSparse(0, keys, absl::MakeSpan(got))).ok());
-    ASSERT_EQ(got, want) << "step " << step;
+    ASSERT_TRUE(Same(got, want, relative)) << "step " << step;
     std::vector<float> grads(keys.size() * kDim);
     for (float& g : grads) g = normal(rng);
     if (c.accumulate) {
@@ -103,11 +124,13 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
       ASSERT_EQ(a.size(), b.size()) << "step " << step;
       for (const auto& [key, row] : a) {
         const RowData& other = b.at(key);
-        ASSERT_EQ(other.value, row.value) << key;
-        ASSERT_EQ(other.state, row.state) << key;
+        ASSERT_TRUE(Same(other.value, row.value, relative)) << key;
+        ASSERT_TRUE(Same(other.state, row.state, relative)) << key;
         ASSERT_EQ(other.steps, row.steps) << key;
       }
-      EXPECT_EQ(Digest(behind), Digest(reference));
+      if (relative == 0) {
+        EXPECT_EQ(Digest(behind), Digest(reference));
+      }
     }
   }
   const GpuTierStats stats = (*tier)->stats();
@@ -121,14 +144,48 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryOptimizerAndBudget, GpuTierTest,
-                         ::testing::Values(Case{OptimizerKind::kSgd, 1000, false},
-                                           Case{OptimizerKind::kAdagrad, 1000, false},
-                                           Case{OptimizerKind::kAdam, 1000, false},
-                                           Case{OptimizerKind::kAdagrad, 20, false},
-                                           Case{OptimizerKind::kAdam, 3, false},
-                                           Case{OptimizerKind::kAdagrad, 20, true},
-                                           Case{OptimizerKind::kAdam, 40, true}));
+INSTANTIATE_TEST_SUITE_P(
+    EveryOptimizerAndBudget, GpuTierTest,
+    ::testing::Combine(::testing::Values(Case{OptimizerKind::kSgd, 1000, false},
+                                         Case{OptimizerKind::kAdagrad, 1000, false},
+                                         Case{OptimizerKind::kAdam, 1000, false},
+                                         Case{OptimizerKind::kAdagrad, 20, false},
+                                         Case{OptimizerKind::kAdam, 3, false},
+                                         Case{OptimizerKind::kAdagrad, 20, true},
+                                         Case{OptimizerKind::kAdam, 40, true}),
+                       ::testing::Values("twin:0", "cuda:0")));
+
+// With every key of a step resident, a pull moves the keys up and their rows down, and a push the
+// keys and gradients up and nothing down: over PCIe, the step's own data and no more.
+TEST(GpuTierTrafficTest, ResidentKeysMoveOnlyTheStepsOwnData) {
+  auto device = gpu::OpenDevice("twin:0", {});
+  ASSERT_TRUE(device.ok());
+  const SparseTableOptions options = Options(OptimizerKind::kAdagrad);
+  InProcessPsClient behind(1);
+  ASSERT_TRUE(behind.CreateSparseTable(0, options).ok());
+  auto tier = GpuTier::Create(&behind, device->get(), {1000 * TierRowBytes(options)});
+  ASSERT_TRUE(tier.ok());
+  ASSERT_TRUE((*tier)->AddTables({{0, options, 1000}}).ok());
+  std::vector<uint64_t> keys;
+  for (uint64_t i = 0; i < 200; ++i) keys.push_back(13 * (i % 150) + 1);  // with duplicates
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE((*tier)->Prefetch(0, keys).ok());
+    const gpu::DeviceCounters before = (*device)->counters();
+    std::vector<float> values(keys.size() * kDim);
+    ASSERT_TRUE((*tier)->Wait((*tier)->PullSparse(0, keys, absl::MakeSpan(values))).ok());
+    const gpu::DeviceCounters pulled = (*device)->counters();
+    EXPECT_EQ(pulled.host_to_device_bytes - before.host_to_device_bytes, keys.size() * 8);
+    EXPECT_EQ(pulled.device_to_host_bytes - before.device_to_host_bytes, values.size() * 4);
+    std::vector<float> grads(values.size(), 0.25f);
+    ASSERT_TRUE((*tier)->Wait((*tier)->PushSparse(0, keys, grads)).ok());
+    const gpu::DeviceCounters pushed = (*device)->counters();
+    EXPECT_EQ(pushed.host_to_device_bytes - pulled.host_to_device_bytes,
+              keys.size() * 8 + grads.size() * 4);
+    EXPECT_EQ(pushed.device_to_host_bytes, pulled.device_to_host_bytes);
+  }
+  EXPECT_EQ((*tier)->stats().misses, 0);
+  EXPECT_EQ((*tier)->stats().loaded_rows, 150);
+}
 
 TEST(GpuTierOptionsTest, Refusals) {
   auto device = gpu::OpenDevice("twin:0", {});
