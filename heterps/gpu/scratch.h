@@ -14,7 +14,8 @@
 // Errors: the device's budget is the limit (Device::Allocate); a request over it throws
 // std::bad_alloc, as Thrust's own allocator does when device memory runs out.
 //
-// Thread safety: one thread at a time (the engine's).
+// Thread safety: thread-safe. Thrust's OpenMP backend (the host twin) allocates from inside its
+// parallel regions: a sort's merges, one per thread, each take their scratch at once.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,8 @@
 #include <new>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "heterps/gpu/device.h"
 
 namespace heterps::gpu {
@@ -35,12 +38,14 @@ class Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   ~Scratch() {
+    absl::MutexLock lock(&mu_);
     for (const auto& [bytes, p] : free_) device_->Free(p);
     for (const auto& [p, bytes] : used_) device_->Free(p);
   }
 
   char* allocate(std::ptrdiff_t n) {
     const size_t want = Round(static_cast<size_t>(n > 0 ? n : 1));
+    absl::MutexLock lock(&mu_);
     auto it = free_.lower_bound(want);
     char* p;
     size_t bytes;
@@ -60,6 +65,7 @@ class Scratch {
   }
 
   void deallocate(char* p, size_t) {
+    absl::MutexLock lock(&mu_);
     auto it = used_.find(p);
     if (it == used_.end()) return;
     free_.emplace(it->second, p);
@@ -67,7 +73,10 @@ class Scratch {
   }
 
   // Device memory the Scratch holds, bytes (in use and kept).
-  int64_t held_bytes() const { return held_bytes_; }
+  int64_t held_bytes() const {
+    absl::MutexLock lock(&mu_);
+    return held_bytes_;
+  }
 
  private:
   static size_t Round(size_t n) {
@@ -77,9 +86,10 @@ class Scratch {
   }
 
   Device* const device_;
-  std::multimap<size_t, char*> free_;  // by size
-  std::map<char*, size_t> used_;
-  int64_t held_bytes_ = 0;
+  mutable absl::Mutex mu_;
+  std::multimap<size_t, char*> free_ ABSL_GUARDED_BY(mu_);  // by size
+  std::map<char*, size_t> used_ ABSL_GUARDED_BY(mu_);
+  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace heterps::gpu

@@ -6,6 +6,8 @@
 // relative there, the rest (which rows, update counts) exactly.
 #include "heterps/ps/gpu/gpu_tier.h"
 
+#include <omp.h>
+
 #include <random>
 
 #include "gmock/gmock.h"
@@ -18,6 +20,14 @@ namespace heterps::ps {
 namespace {
 
 constexpr int kDim = 8;
+
+// The host twin's OpenMP backend on 16 threads whatever this host has, so that Thrust's
+// allocations from inside its parallel regions (a sort's merges) meet as they do on a 16-core
+// machine (a scratch allocator that was not thread-safe failed there and passed on 2 cores).
+const int kThreads = [] {
+  omp_set_num_threads(16);
+  return 16;
+}();
 
 SparseTableOptions Options(OptimizerKind kind) {
   SparseTableOptions o;
