@@ -8,4 +8,8 @@ absl::StatusOr<std::unique_ptr<DenseBackend>> NewCudaBackend(std::unique_ptr<gpu
   return NewBackend(std::move(device), std::move(blas));
 }
 
+EigenLayout EigenLayoutOfTarget() {
+  return {EIGEN_DEFAULT_ALIGN_BYTES, EIGEN_MAX_STATIC_ALIGN_BYTES};
+}
+
 }  // namespace heterps::dense::cuda

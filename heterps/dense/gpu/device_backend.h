@@ -22,15 +22,28 @@ namespace heterps::dense {
 absl::StatusOr<std::unique_ptr<DenseBackend>> NewGpuBackend(absl::string_view device,
                                                             const BackendOptions& options);
 
+// How Eigen allocates in a target's translation units: the alignment of its heap blocks and of its
+// fixed-size objects, bytes. Every unit of a program must agree (CMakeLists.txt fixes both), or a
+// matrix allocated in one unit and freed in another corrupts the heap.
+struct EigenLayout {
+  int heap_align = 0, static_align = 0;
+  bool operator==(const EigenLayout& o) const {
+    return heap_align == o.heap_align && static_align == o.static_align;
+  }
+};
+
 // The backend on an open device and its BLAS, per target (device_segment.inl).
 namespace twin {
 std::unique_ptr<DenseBackend> NewBackend(std::unique_ptr<gpu::Device> device,
                                          std::unique_ptr<gpu::Blas> blas);
+EigenLayout EigenLayoutOfTarget();
 }  // namespace twin
 namespace cuda {
 // Unavailable in a build without CUDA.
 absl::StatusOr<std::unique_ptr<DenseBackend>> NewCudaBackend(std::unique_ptr<gpu::Device> device,
                                                              std::unique_ptr<gpu::Blas> blas);
+// All zeros in a build without CUDA.
+EigenLayout EigenLayoutOfTarget();
 }  // namespace cuda
 
 }  // namespace heterps::dense

@@ -1,6 +1,7 @@
 // The GPU segment, through the device layer, against the CPU segment: every dense layer's forward
 // and backward (fc with each activation, concat and dot interactions, the logloss) to 1e-4
 // relative. On the host twin here (label gpu-host); dense_cuda_test runs the same on a GPU.
+#include <Eigen/Core>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -18,6 +19,17 @@ std::unique_ptr<DenseBackend> Twin(int64_t budget = 0) {
   auto backend = NewGpuBackend("twin:0", options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   return *std::move(backend);
+}
+
+// Eigen allocates alike in every target's units and in this (g++) one: where they differed, a
+// matrix allocated by g++'s code and freed by nvcc's corrupted the heap on a GPU.
+TEST(DeviceSegmentTest, EveryTargetAllocatesMatricesAlike) {
+  const EigenLayout here{EIGEN_DEFAULT_ALIGN_BYTES, EIGEN_MAX_STATIC_ALIGN_BYTES};
+  EXPECT_TRUE(twin::EigenLayoutOfTarget() == here);
+  const EigenLayout nvcc = cuda::EigenLayoutOfTarget();
+  if (nvcc.heap_align == 0) GTEST_SKIP() << "this build has no CUDA";
+  EXPECT_EQ(nvcc.heap_align, here.heap_align);
+  EXPECT_EQ(nvcc.static_align, here.static_align);
 }
 
 TEST(DeviceSegmentTest, DlrmTowerMatchesTheCpu) {

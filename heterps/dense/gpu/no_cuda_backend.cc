@@ -8,4 +8,6 @@ absl::StatusOr<std::unique_ptr<DenseBackend>> NewCudaBackend(std::unique_ptr<gpu
   return absl::UnavailableError("this build has no CUDA");
 }
 
+EigenLayout EigenLayoutOfTarget() { return {}; }
+
 }  // namespace heterps::dense::cuda
