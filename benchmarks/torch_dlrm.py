@@ -140,11 +140,12 @@ def main():
     loss_fn = nn.BCEWithLogitsLoss()
     n = len(train[0])
     if flags.compile:
-        # The compilation (tens of seconds) is not training: one step on the first batch first,
-        # its update undone by starting the timed epoch from a fresh copy of the parameters.
+        # The compilation (tens of seconds) is not training: a forward and backward at each batch
+        # size the epoch meets (the last batch may be shorter) first, their gradients dropped.
         state = {k: v.clone() for k, v in model.state_dict().items()}
-        y, d, s = (t[:flags.batch] for t in train)
-        loss_fn(model(d, s), y).backward()
+        for size in sorted({min(flags.batch, n), n % flags.batch} - {0}):
+            y, d, s = (t[:size] for t in train)
+            loss_fn(model(d, s), y).backward()
         model.load_state_dict(state)
         model.zero_grad(set_to_none=True)
     if device.type == "cuda":

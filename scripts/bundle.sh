@@ -21,7 +21,8 @@ fi
 export PATH="$PATH:/usr/local/cuda/bin"
 # Only what the bundle packs (the whole tree's tests and benchmarks would double the build).
 targets=()
-for t in heterps gpu_bench dense_cuda_test dense_gpu_test gpu_tier_test gpu_device_test; do
+for t in heterps gpu_bench dense_cuda_test dense_gpu_test gpu_tier_test gpu_tier_cuda_test \
+         gpu_device_test; do
   targets+=(--target "$t")
 done
 scripts/build.sh build-bundle "${targets[@]}" -DHETERPS_NATIVE=OFF \
@@ -29,7 +30,8 @@ scripts/build.sh build-bundle "${targets[@]}" -DHETERPS_NATIVE=OFF \
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/scripts" "$out/tests"
 for b in tools/heterps benchmarks/gpu_bench heterps/dense/gpu/dense_cuda_test \
-         heterps/dense/gpu/dense_gpu_test heterps/ps/gpu/gpu_tier_test heterps/gpu/gpu_device_test; do
+         heterps/dense/gpu/dense_gpu_test heterps/ps/gpu/gpu_tier_test \
+         heterps/ps/gpu/gpu_tier_cuda_test heterps/gpu/gpu_device_test; do
   cp "build-bundle/$b" "$out/bin/"
 done
 # The shared libraries the binaries need, but the C and C++ runtimes, the driver and CUDA's,

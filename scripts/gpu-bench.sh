@@ -3,7 +3,10 @@
 # (scripts/bundle.sh) on a GPU host, or from a build tree; --host-twin runs the same experiment at
 # small sizes on the host twin of a GPU (CI does). docs/gpu.md; docs/benchmarks.md, "GPU".
 #
-#   scripts/gpu-bench.sh [--host-twin] [--build DIR] [--out DIR]
+#   scripts/gpu-bench.sh [--host-twin] [--build DIR] [--out DIR] [--quick]
+#
+# --quick leaves out what takes long and moves least between runs (memcheck of the dense test,
+# ctr-dnn's jobs, the PyTorch variants but the fused one), for a GPU lent for minutes.
 #
 # 1. The GPU tests (and compute-sanitizer's memcheck on them, where it is installed).
 # 2. gpu_bench: the fc layers' share of the device's FP32 GEMM rate, the GPU tier's hit rate
@@ -21,11 +24,13 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 twin=0
+quick=0
 build=""
 out="gpu-bench-out"
 while (($#)); do
   case "$1" in
     --host-twin) twin=1 ;;
+    --quick) quick=1 ;;
     --build) build="$2"; shift ;;
     --out) out="$2"; shift ;;
     *) echo "gpu-bench: unknown argument $1" >&2; exit 2 ;;
@@ -38,7 +43,9 @@ out="$(cd "$out" && pwd)"
 if [[ -n "$build" ]]; then
   bin=(); for b in tools/heterps benchmarks/gpu_bench heterps/dense/gpu/dense_cuda_test \
                    heterps/dense/gpu/dense_gpu_test heterps/ps/gpu/gpu_tier_test \
-                   heterps/gpu/gpu_device_test; do bin+=("$build/$b"); done
+                   heterps/ps/gpu/gpu_tier_cuda_test heterps/gpu/gpu_device_test; do
+    bin+=("$build/$b")
+  done
   heterps="$build/tools/heterps"; gpu_bench="$build/benchmarks/gpu_bench"
 elif [[ -x "$root/bin/heterps" ]]; then
   bin=("$root"/bin/*); heterps="$root/bin/heterps"; gpu_bench="$root/bin/gpu_bench"
@@ -78,7 +85,7 @@ for t in "${bin[@]}"; do
   fi
   sanitizer=""
   if ((!twin)) && command -v compute-sanitizer >/dev/null \
-     && [[ "$name" == dense_cuda_test || "$name" == gpu_tier_test ]]; then
+     && [[ ("$name" == dense_cuda_test && $quick == 0) || "$name" == gpu_tier_cuda_test ]]; then
     timeout -k 10 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" \
       >"$out/$name.memcheck.log" 2>&1 \
       && sanitizer=clean || sanitizer=errors
@@ -141,7 +148,9 @@ run_job() {  # name model catalog [extra flags...]
   fi
   if [[ -n "$sampler" ]]; then kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true; fi
 }
-for model in dlrm-small ctr-dnn; do
+models=(dlrm-small ctr-dnn)
+((quick)) && models=(dlrm-small)
+for model in "${models[@]}"; do
   run_job "$model-cpu" "$model" cpu
   run_job "$model-gpu" "$model" gpu --gpu-cache-gib "$cache_gib"
   run_job "$model-mixed" "$model" both
@@ -165,7 +174,9 @@ run_job "dlrm-small-gpu-async-batch4x" dlrm-small gpu --gpu-cache-gib "$cache_gi
 # it (one fused EmbeddingBag call a step), the same with torch.compile on the dense part, and the
 # naive program (26 EmbeddingBag calls).
 if ((!twin)) && python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-  for variant in fused compile per-table; do
+  variants=(fused compile per-table)
+  ((quick)) && variants=(fused)
+  for variant in "${variants[@]}"; do
     rm -f "$out/torch-$variant.json"
     case "$variant" in fused) extra=() ;; compile) extra=(--compile) ;; *) extra=(--per-table) ;; esac
     timeout -k 10 150 python3 "$root/benchmarks/torch_dlrm.py" --data "$data" "${extra[@]}" \
