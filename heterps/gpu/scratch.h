@@ -12,7 +12,10 @@
 // work the stream orders after the first's.
 //
 // Errors: the device's budget is the limit (Device::Allocate); a request over it throws
-// std::bad_alloc, as Thrust's own allocator does when device memory runs out.
+// std::bad_alloc, as Thrust's own allocator does when device memory runs out. On the twin, a
+// request made inside one of Thrust's OpenMP parallel regions (a sort's merges) that throws ends
+// the process (an exception cannot leave such a region): give the twin a budget that holds the
+// scratch (its default is 16 GiB).
 //
 // Thread safety: thread-safe. Thrust's OpenMP backend (the host twin) allocates from inside its
 // parallel regions: a sort's merges, one per thread, each take their scratch at once.

@@ -26,10 +26,12 @@ std::unique_ptr<DenseBackend> Twin(int64_t budget = 0) {
 TEST(DeviceSegmentTest, EveryTargetAllocatesMatricesAlike) {
   const EigenLayout here{EIGEN_DEFAULT_ALIGN_BYTES, EIGEN_MAX_STATIC_ALIGN_BYTES};
   EXPECT_TRUE(twin::EigenLayoutOfTarget() == here);
+  // A build without CUDA has no nvcc units to compare (and the twin's were compared above).
   const EigenLayout nvcc = cuda::EigenLayoutOfTarget();
-  if (nvcc.heap_align == 0) GTEST_SKIP() << "this build has no CUDA";
-  EXPECT_EQ(nvcc.heap_align, here.heap_align);
-  EXPECT_EQ(nvcc.static_align, here.static_align);
+  if (nvcc.heap_align != 0) {
+    EXPECT_EQ(nvcc.heap_align, here.heap_align);
+    EXPECT_EQ(nvcc.static_align, here.static_align);
+  }
 }
 
 TEST(DeviceSegmentTest, DlrmTowerMatchesTheCpu) {

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/ps/checkpoint.h"
+#include "heterps/ps/forwarding_client.h"
 #include "heterps/ps/gpu/tier_engine.h"
 #include "heterps/ps/in_process_client.h"
 
@@ -169,6 +170,59 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("cuda:0")));
 #else
                        ::testing::Values("twin:0")));
+
+// Records the rows the tier loads (ExportRows) and writes back (ImportRows), in the order it asks.
+class RecordingClient : public ForwardingPsClient {
+ public:
+  using ForwardingPsClient::ForwardingPsClient;
+  Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override {
+    exported.emplace_back(keys.begin(), keys.end());
+    return ForwardingPsClient::ExportRows(table, keys, out);
+  }
+  Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override {
+    imported.emplace_back(keys.begin(), keys.end());
+    return ForwardingPsClient::ImportRows(table, keys, rows);
+  }
+  std::vector<std::vector<uint64_t>> exported, imported;
+};
+
+// Which rows go, and in what order (the lock-step test sees values, not these): the least recently
+// used first, in key order among equals; the changed ones written back in key order; and where the
+// room is short, the window's most frequent missing keys loaded.
+TEST(GpuTierEvictionTest, LeastRecentlyUsedGoFirstAndWriteBacksComeInKeyOrder) {
+  auto device = gpu::OpenDevice("twin:0", {});
+  ASSERT_TRUE(device.ok());
+  const SparseTableOptions options = Options(OptimizerKind::kSgd);
+  InProcessPsClient servers(1);
+  ASSERT_TRUE(servers.CreateSparseTable(0, options).ok());
+  RecordingClient client(&servers);
+  auto tier = GpuTier::Create(&client, device->get(), {4 * TierRowBytes(options)});
+  ASSERT_TRUE(tier.ok());
+  ASSERT_TRUE((*tier)->AddTables({{0, options, 100}}).ok());  // room for 4 rows
+  auto window = [&](std::vector<uint64_t> keys, std::vector<uint64_t> pushed) {
+    ASSERT_TRUE((*tier)->Prefetch(0, keys).ok());
+    if (pushed.empty()) return;
+    std::vector<float> grads(pushed.size() * kDim, 0.5f);
+    ASSERT_TRUE((*tier)->Wait((*tier)->PushSparse(0, pushed, grads)).ok());
+  };
+  using Keys = std::vector<std::vector<uint64_t>>;
+  window({50, 40, 30, 20}, {40, 20});  // 1: all four loaded, 20 and 40 changed
+  window({30, 10}, {10});              // 2: 20, 40, 50 idle since 1: 20 goes (key order)
+  EXPECT_EQ(client.imported, (Keys{{20}}));
+  window({50}, {});            // 3: 50 used again
+  window({60, 70}, {70, 60});  // 4: 40 (used in 1), then 10 (in 2) go; 30 (2), 50 (3) stay
+  EXPECT_EQ(client.imported, (Keys{{20}, {10, 40}}));
+  // 5: six keys missing, room for four: every idle row goes, and the four most frequent come.
+  window({1, 1, 1, 2, 2, 3, 4, 4, 4, 4, 5, 6, 6}, {});
+  EXPECT_EQ(client.imported, (Keys{{20}, {10, 40}, {60, 70}}));
+  EXPECT_EQ(client.exported, (Keys{{20, 30, 40, 50}, {10}, {60, 70}, {1, 2, 4, 6}}));
+  ASSERT_TRUE((*tier)->Flush().ok());  // nothing resident changed since
+  EXPECT_EQ(client.imported.size(), 3u);
+  const GpuTierStats stats = (*tier)->stats();
+  EXPECT_EQ(stats.evicted_rows, 1 + 2 + 4);
+  EXPECT_EQ(stats.loaded_rows, 4 + 1 + 2 + 4);
+  EXPECT_EQ(stats.resident_rows, 4);
+}
 
 // With every key of a step resident, a pull moves the keys up and their rows down, and a push the
 // keys and gradients up and nothing down: over PCIe, the step's own data and no more.

@@ -459,7 +459,7 @@ class Engine : public TierEngine {
     HETERPS_RETURN_IF_ERROR(
         device_->CopyOnDevice(t.slots.data(), spare_ints_.data(), k * sizeof(int64_t)));
     t.r = k;
-    return absl::OkStatus();
+    return device_->Synchronize();  // `keep` is host memory the upload reads
   }
 
   // Brings the rows of `load` (sorted, none resident, a free slot for each) from the servers.
