@@ -82,6 +82,18 @@ struct Case {
   return ::testing::AssertionSuccess();
 }
 
+// A tier on `device` in front of `behind`'s table 0 (`rows` rows in all, made with `options`),
+// with room for `room` of them; null (and the test failed) where either step fails.
+std::unique_ptr<GpuTier> NewTier(PsClient* behind, gpu::Device* device,
+                                 const SparseTableOptions& options, int64_t rows, int64_t room) {
+  auto tier = GpuTier::Create(behind, device, {room * TierRowBytes(options)});
+  EXPECT_TRUE(tier.ok()) << tier.status();
+  if (!tier.ok()) return nullptr;
+  const absl::Status added = (*tier)->AddTables({{0, options, rows}});
+  EXPECT_TRUE(added.ok()) << added;
+  return added.ok() ? *std::move(tier) : nullptr;
+}
+
 class GpuTierTest : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
 TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
@@ -95,10 +107,9 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
   InProcessPsClient reference(2), behind(2);
   ASSERT_TRUE(reference.CreateSparseTable(0, Options(c.kind)).ok());
   ASSERT_TRUE(behind.CreateSparseTable(0, Options(c.kind)).ok());
-  auto tier =
-      GpuTier::Create(&behind, device->get(), {c.budget_rows * TierRowBytes(Options(c.kind))});
-  ASSERT_TRUE(tier.ok()) << tier.status();
-  ASSERT_TRUE((*tier)->AddTables({{0, Options(c.kind), 300}}).ok());
+  std::unique_ptr<GpuTier> tier =
+      NewTier(&behind, device->get(), Options(c.kind), 300, c.budget_rows);
+  ASSERT_NE(tier, nullptr);
 
   std::mt19937_64 rng(5);
   std::discrete_distribution<int> zipf = [] {
@@ -112,10 +123,10 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
     for (uint64_t& k : keys) k = 7919ull * zipf(rng) + 3;  // duplicates on purpose
     // The window: all of the step's keys, a part of them, or none.
     const size_t named = step % 3 == 0 ? keys.size() : step % 3 == 1 ? keys.size() / 2 : 0;
-    ASSERT_TRUE((*tier)->Prefetch(0, absl::MakeConstSpan(keys.data(), named)).ok());
+    ASSERT_TRUE(tier->Prefetch(0, absl::MakeConstSpan(keys.data(), named)).ok());
     std::vector<float> want(keys.size() * kDim), got(keys.size() * kDim);
     ASSERT_TRUE(reference.Wait(reference.PullSparse(0, keys, absl::MakeSpan(want))).ok());
-    ASSERT_TRUE((*tier)->Wait((*tier)->PullSparse(0, keys, absl::MakeSpan(got))).ok());
+    ASSERT_TRUE(tier->Wait(tier->PullSparse(0, keys, absl::MakeSpan(got))).ok());
     ASSERT_TRUE(Same(got, want, relative)) << "step " << step;
     std::vector<float> grads(keys.size() * kDim);
     for (float& g : grads) g = normal(rng);
@@ -123,16 +134,16 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
       // The step's part (the tier's replica is the only contributor of its rows), then the
       // commit: the tier has applied its rows' share at once, the servers the rest now.
       ASSERT_TRUE(reference.Wait(reference.AccumulateSparse(0, keys, grads, 3)).ok());
-      ASSERT_TRUE((*tier)->Wait((*tier)->AccumulateSparse(0, keys, grads, 3)).ok());
+      ASSERT_TRUE(tier->Wait(tier->AccumulateSparse(0, keys, grads, 3)).ok());
       ASSERT_TRUE(reference.Commit().ok());
-      ASSERT_TRUE((*tier)->Commit().ok());
+      ASSERT_TRUE(tier->Commit().ok());
     } else {
       ASSERT_TRUE(reference.Wait(reference.PushSparse(0, keys, grads)).ok());
-      ASSERT_TRUE((*tier)->Wait((*tier)->PushSparse(0, keys, grads)).ok());
+      ASSERT_TRUE(tier->Wait(tier->PushSparse(0, keys, grads)).ok());
     }
     if (step % 10 == 9) {
       // Written back, the servers hold what they would hold alone: bit for bit.
-      ASSERT_TRUE((*tier)->Flush().ok());
+      ASSERT_TRUE(tier->Flush().ok());
       const auto a = Rows(reference), b = Rows(behind);
       ASSERT_EQ(a.size(), b.size()) << "step " << step;
       for (const auto& [key, row] : a) {
@@ -146,7 +157,7 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
       }
     }
   }
-  const GpuTierStats stats = (*tier)->stats();
+  const GpuTierStats stats = tier->stats();
   EXPECT_GT(stats.hits, 0);
   EXPECT_GT(stats.loaded_rows, 0);
   EXPECT_GT(stats.written_back_rows, 0);
@@ -196,14 +207,13 @@ TEST(GpuTierEvictionTest, LeastRecentlyUsedGoFirstAndWriteBacksComeInKeyOrder) {
   InProcessPsClient servers(1);
   ASSERT_TRUE(servers.CreateSparseTable(0, options).ok());
   RecordingClient client(&servers);
-  auto tier = GpuTier::Create(&client, device->get(), {4 * TierRowBytes(options)});
-  ASSERT_TRUE(tier.ok());
-  ASSERT_TRUE((*tier)->AddTables({{0, options, 100}}).ok());  // room for 4 rows
+  std::unique_ptr<GpuTier> tier = NewTier(&client, device->get(), options, 100, 4);
+  ASSERT_NE(tier, nullptr);
   auto window = [&](std::vector<uint64_t> keys, std::vector<uint64_t> pushed) {
-    ASSERT_TRUE((*tier)->Prefetch(0, keys).ok());
+    ASSERT_TRUE(tier->Prefetch(0, keys).ok());
     if (pushed.empty()) return;
     std::vector<float> grads(pushed.size() * kDim, 0.5f);
-    ASSERT_TRUE((*tier)->Wait((*tier)->PushSparse(0, pushed, grads)).ok());
+    ASSERT_TRUE(tier->Wait(tier->PushSparse(0, pushed, grads)).ok());
   };
   using Keys = std::vector<std::vector<uint64_t>>;
   window({50, 40, 30, 20}, {40, 20});  // 1: all four loaded, 20 and 40 changed
@@ -216,9 +226,9 @@ TEST(GpuTierEvictionTest, LeastRecentlyUsedGoFirstAndWriteBacksComeInKeyOrder) {
   window({1, 1, 1, 2, 2, 3, 4, 4, 4, 4, 5, 6, 6}, {});
   EXPECT_EQ(client.imported, (Keys{{20}, {10, 40}, {60, 70}}));
   EXPECT_EQ(client.exported, (Keys{{20, 30, 40, 50}, {10}, {60, 70}, {1, 2, 4, 6}}));
-  ASSERT_TRUE((*tier)->Flush().ok());  // nothing resident changed since
+  ASSERT_TRUE(tier->Flush().ok());  // nothing resident changed since
   EXPECT_EQ(client.imported.size(), 3u);
-  const GpuTierStats stats = (*tier)->stats();
+  const GpuTierStats stats = tier->stats();
   EXPECT_EQ(stats.evicted_rows, 1 + 2 + 4);
   EXPECT_EQ(stats.loaded_rows, 4 + 1 + 2 + 4);
   EXPECT_EQ(stats.resident_rows, 4);
@@ -232,28 +242,27 @@ TEST(GpuTierTrafficTest, ResidentKeysMoveOnlyTheStepsOwnData) {
   const SparseTableOptions options = Options(OptimizerKind::kAdagrad);
   InProcessPsClient behind(1);
   ASSERT_TRUE(behind.CreateSparseTable(0, options).ok());
-  auto tier = GpuTier::Create(&behind, device->get(), {1000 * TierRowBytes(options)});
-  ASSERT_TRUE(tier.ok());
-  ASSERT_TRUE((*tier)->AddTables({{0, options, 1000}}).ok());
+  std::unique_ptr<GpuTier> tier = NewTier(&behind, device->get(), options, 1000, 1000);
+  ASSERT_NE(tier, nullptr);
   std::vector<uint64_t> keys;
   for (uint64_t i = 0; i < 200; ++i) keys.push_back(13 * (i % 150) + 1);  // with duplicates
   for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE((*tier)->Prefetch(0, keys).ok());
+    ASSERT_TRUE(tier->Prefetch(0, keys).ok());
     const gpu::DeviceCounters before = (*device)->counters();
     std::vector<float> values(keys.size() * kDim);
-    ASSERT_TRUE((*tier)->Wait((*tier)->PullSparse(0, keys, absl::MakeSpan(values))).ok());
+    ASSERT_TRUE(tier->Wait(tier->PullSparse(0, keys, absl::MakeSpan(values))).ok());
     const gpu::DeviceCounters pulled = (*device)->counters();
     EXPECT_EQ(pulled.host_to_device_bytes - before.host_to_device_bytes, keys.size() * 8);
     EXPECT_EQ(pulled.device_to_host_bytes - before.device_to_host_bytes, values.size() * 4);
     std::vector<float> grads(values.size(), 0.25f);
-    ASSERT_TRUE((*tier)->Wait((*tier)->PushSparse(0, keys, grads)).ok());
+    ASSERT_TRUE(tier->Wait(tier->PushSparse(0, keys, grads)).ok());
     const gpu::DeviceCounters pushed = (*device)->counters();
     EXPECT_EQ(pushed.host_to_device_bytes - pulled.host_to_device_bytes,
               keys.size() * 8 + grads.size() * 4);
     EXPECT_EQ(pushed.device_to_host_bytes, pulled.device_to_host_bytes);
   }
-  EXPECT_EQ((*tier)->stats().misses, 0);
-  EXPECT_EQ((*tier)->stats().loaded_rows, 150);
+  EXPECT_EQ(tier->stats().misses, 0);
+  EXPECT_EQ(tier->stats().loaded_rows, 150);
 }
 
 TEST(GpuTierOptionsTest, Refusals) {

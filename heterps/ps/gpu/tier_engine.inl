@@ -454,12 +454,18 @@ class Engine : public TierEngine {
     auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
     thrust::gather(policy, order_.data(), order_.data() + k, t.keys.data(), spare_keys_.data());
     thrust::gather(policy, order_.data(), order_.data() + k, t.slots.data(), spare_ints_.data());
+    return TakeIndex(t, k);  // and `keep`, host memory the upload reads, is done with
+  }
+
+  // The index becomes the k entries built in spare_keys_ and spare_ints_; waits for the stream,
+  // so that the host memory the caller's uploads read may go.
+  absl::Status TakeIndex(Table& t, int64_t k) {
     HETERPS_RETURN_IF_ERROR(
         device_->CopyOnDevice(t.keys.data(), spare_keys_.data(), k * sizeof(uint64_t)));
     HETERPS_RETURN_IF_ERROR(
         device_->CopyOnDevice(t.slots.data(), spare_ints_.data(), k * sizeof(int64_t)));
     t.r = k;
-    return device_->Synchronize();  // `keep` is host memory the upload reads
+    return device_->Synchronize();
   }
 
   // Brings the rows of `load` (sorted, none resident, a free slot for each) from the servers.
@@ -508,13 +514,7 @@ class Engine : public TierEngine {
     thrust::merge_by_key(policy, t.keys.data(), t.keys.data() + at, t.keys.data() + at,
                          t.keys.data() + total, t.slots.data(), t.slots.data() + at,
                          spare_keys_.data(), spare_ints_.data());
-    HETERPS_RETURN_IF_ERROR(
-        device_->CopyOnDevice(t.keys.data(), spare_keys_.data(), total * sizeof(uint64_t)));
-    HETERPS_RETURN_IF_ERROR(
-        device_->CopyOnDevice(t.slots.data(), spare_ints_.data(), total * sizeof(int64_t)));
-    t.r = total;
-    // `rows` and `slots` are host memory the copies read.
-    return device_->Synchronize();
+    return TakeIndex(t, total);  // and `rows` and `slots`, host memory the copies read, are done
   }
 
   // Writes the rows in slots `rows` of `t` back to the servers (in that order), and counts them.
