@@ -204,7 +204,8 @@ for name in sorted(os.listdir(out + "/jobs")):
         if os.path.exists(util_path) else []
     # The step's parts per batch, ms, from the summary's per-stage figures.
     parts = {k: 1e3 * s.get(k + "_seconds_per_batch", 0) for s in m["stages"][:1]
-             for k in ("measured", "ps", "prefetch", "step_end", "send")}
+             for k in ("measured", "ps", "prefetch", "step_end", "send", "lookup", "dense", "rows",
+                       "gradients")}
     jobs.append({"job": name, "samples_per_second": m["samples_per_second"],
                  "predicted_samples_per_second": m["predicted_samples_per_second"],
                  "measured_over_predicted": m["samples_per_second"] / m["predicted_samples_per_second"]
@@ -228,23 +229,24 @@ lines += ["", "| test | result |", "|---|---|"]
 lines += ["| %s | %s%s |" % (t["test"], t["result"], ", memcheck " + t["memcheck"] if t["memcheck"] else "")
           for t in tests]
 lines += ["", open(out + "/micro.md").read().strip() if micro else "", "",
-          "| job | plan (layers: device x units) | samples/s | measured/predicted | eval AUC | $/epoch | tier hit rate | stage 0 ms/step: busy, ps wait, prefetch, step end | GPU util |",
-          "|---|---|---:|---:|---:|---:|---:|---|---:|"]
+          "| job | plan (layers: device x units) | samples/s | measured/predicted | eval AUC | $/epoch | tier hit rate | stage 0 ms/step: busy, ps wait, prefetch, step end | of busy: lookup, dense, rows, gradients | GPU util |",
+          "|---|---|---:|---:|---:|---:|---:|---|---|---:|"]
 for j in jobs:
     if "failed" in j:
-        lines.append("| %s | failed: %s |  |  |  |  |  |  |  |" % (j["job"], (j["failed"].strip().splitlines() or ["no message"])[-1]))
+        lines.append("| %s | failed: %s |  |  |  |  |  |  |  |  |" % (j["job"], (j["failed"].strip().splitlines() or ["no message"])[-1]))
         continue
     plan = "; ".join("%s: %s x %d" % p for p in j["plan"])
     p = j["stage0_ms_per_batch"]
-    lines.append("| %s | %s | %.0f | %s | %.4f | %.3g | %s | %.2f, %.2f, %.2f, %.2f | %s |" % (
+    lines.append("| %s | %s | %.0f | %s | %.4f | %.3g | %s | %.2f, %.2f, %.2f, %.2f | %.2f, %.2f, %.2f, %.2f | %s |" % (
         j["job"], plan, j["samples_per_second"],
         "%.2f" % j["measured_over_predicted"] if j["measured_over_predicted"] else "-",
         j["eval_auc"], j["usd_per_epoch"],
         "%.2f" % j["tier_hit_rate"] if j["tier_hit_rate"] is not None else "-",
         p["measured"], p["ps"], p["prefetch"], p["step_end"],
+        p["lookup"], p["dense"], p["rows"], p["gradients"],
         "%.0f%%" % j["gpu_utilisation_mean"] if j["gpu_utilisation_mean"] is not None else "-"))
 for t in torch:
-    lines.append("| PyTorch DLRM (%s, %s) | dlrm-small on %s | %.0f | - | %.4f | - | - | - | - |" % (
+    lines.append("| PyTorch DLRM (%s, %s) | dlrm-small on %s | %.0f | - | %.4f | - | - | - | - | - |" % (
         t["framework"], t["program"], t["device"], t["samples_per_second"], t["eval_auc"]))
 open(out + "/results.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

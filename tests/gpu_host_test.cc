@@ -3,6 +3,7 @@
 // the emulated GPU's memory in front of the parameter servers; real processes, real gRPC. The
 // single-process CPU run and the same job without the GPU tier are the oracles.
 #include <csignal>
+#include <tuple>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -98,6 +99,20 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   EXPECT_GT(prefetch, 0);
   EXPECT_GT(step_end, 0);
   EXPECT_LT(prefetch + step_end, busy);
+  // And the micro-batches' passes: stage 0 looks its rows up and lays out their gradients, stage
+  // 1 (the GPU) runs the dense segments; each stage's parts within its busy time.
+  for (const json& stage : b["stages"]) {
+    double parts = 0;
+    for (const char* part : {"prefetch", "step_end", "lookup", "dense", "rows", "gradients"}) {
+      parts += stage[std::string(part) + "_seconds_per_batch"].get<double>();
+    }
+    EXPECT_LT(parts, stage["measured_seconds_per_batch"].get<double>()) << stage.dump(1);
+  }
+  EXPECT_GT(b["stages"][0]["lookup_seconds_per_batch"].get<double>(), 0);
+  EXPECT_GT(b["stages"][0]["rows_seconds_per_batch"].get<double>(), 0);
+  EXPECT_EQ(b["stages"][0]["dense_seconds_per_batch"].get<double>(), 0);
+  EXPECT_GT(b["stages"][1]["dense_seconds_per_batch"].get<double>(), 0);
+  EXPECT_GT(b["stages"][1]["gradients_seconds_per_batch"].get<double>(), 0);
   testing::ExpectNoneLeft(mixed);
 
   // Without the tier: the same parameters at the end, bit for bit (the tier applies the
@@ -184,6 +199,47 @@ TEST_F(GpuHostTest, APlanMadeForTheTierKeepsStageZeroOnOneReplica) {
   const json m = Metrics(dir);
   EXPECT_EQ(m["stages"][0]["units"], 1);
   EXPECT_FALSE(m["stages"][0]["gpu_tier"].is_null());
+}
+
+// A plan with a stage on a GPU runs in blocks as large as its micro-batches unless the user
+// names a block size (a GPU runs a segment once per block, at a cost per run): here the whole
+// step of 512 samples on one emulated GPU, one block. The same run as the one that names it.
+TEST_F(GpuHostTest, AGpuPlanRunsInLargeBlocksUnlessTold) {
+  const auto run = [](const std::string& name, std::vector<std::string> more) {
+    const std::string dir = Dir(name);
+    std::vector<std::string> args = {"train",
+                                     "--data",
+                                     data_,
+                                     "--batch",
+                                     "512",
+                                     "--cluster",
+                                     "tests/specs/runtime/local-mixed.yaml",
+                                     "--plan",
+                                     "tests/specs/runtime/one-stage-gpu.json",
+                                     "--ps-shards",
+                                     "1",
+                                     "--checkpoint-every",
+                                     "0",
+                                     "--job-dir",
+                                     dir,
+                                     "--metrics-out",
+                                     dir + "/metrics.json"};
+    args.insert(args.end(), more.begin(), more.end());
+    const Outcome r = Heterps(args, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const json job = json::parse(testing::Slurp(dir + "/job.json"));
+    return std::tuple{r.out, job["settings"]["block_size"].get<int64_t>(), Metrics(dir)};
+  };
+  const auto [out, block, metrics] = run("gpu_blocks_default", {});
+  EXPECT_EQ(block, 512);
+  EXPECT_THAT(out, HasSubstr("steps of 512 samples in blocks of 512, micro-batches of 512"));
+  const auto [told_out, told_block, told] = run("gpu_blocks_told", {"--block-size", "512"});
+  EXPECT_EQ(told_block, 512);
+  EXPECT_EQ(told["parameter_digest"], metrics["parameter_digest"]);
+  EXPECT_EQ(told["losses"], metrics["losses"]);
+  const auto [small_out, small_block, small] = run("gpu_blocks_small", {"--block-size", "64"});
+  EXPECT_EQ(small_block, 64);
+  EXPECT_THAT(small_out, HasSubstr("in blocks of 64, micro-batches of 512"));
 }
 
 TEST_F(GpuHostTest, TheTierNeedsOneReplicaOfStageZero) {

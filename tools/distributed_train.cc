@@ -164,14 +164,19 @@ absl::StatusOr<Planned> ChoosePlan(const TrainFlags& flags, const config::ModelS
   return out;
 }
 
-// What the flags set for every job of this run, whatever its plan (launcher/planning.h).
+// What the flags set for every job of this run, whatever its plan (launcher/planning.h); the
+// block size, where the flags name none, from the plan the job starts with.
 absl::StatusOr<launcher::JobRecipe> RecipeFrom(const TrainFlags& flags,
-                                               const ModelTextAndSpec& model,
-                                               const DataFile& data) {
+                                               const ModelTextAndSpec& model, const DataFile& data,
+                                               const sched::RunPlan& first,
+                                               const config::ClusterSpec& cluster) {
   launcher::JobRecipe recipe;
   recipe.model = {model.text, model.spec.source, model.spec.batch_size};
   recipe.data_files = data.paths;
   recipe.settings = flags.job;
+  recipe.settings.block_size = flags.block_size > 0
+                                   ? flags.block_size
+                                   : worker::PlanBlockSize(first, cluster, model.spec.batch_size);
   HETERPS_ASSIGN_OR_RETURN(recipe.settings.tables,
                            ModelOptionsFrom(flags, model.spec, model.spec.batch_size));
   if (flags.gpu_cache_gib > 0) {
@@ -339,7 +344,8 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
     return kNoPlan;
   }
   PlaceStages(planned->plan, model->spec);
-  absl::StatusOr<launcher::JobRecipe> recipe = RecipeFrom(flags, *model, *data);
+  absl::StatusOr<launcher::JobRecipe> recipe =
+      RecipeFrom(flags, *model, *data, planned->plan, *cluster);
   if (!recipe.ok()) return Fail(recipe.status());
   absl::StatusOr<worker::JobSpec> job = launcher::JobOfPlan(*recipe, planned->plan, *cluster);
   if (!job.ok()) return Fail(job.status());

@@ -74,6 +74,9 @@ std::string RenderPlan(const worker::JobSpec& job, const config::ClusterSpec& cl
     absl::StrAppendFormat(&out, "\npipeline %s samples/s predicted, %s/hour\n",
                           WithCommas(plan.throughput), base::HumanUsd(plan.cost_per_hour_usd));
   }
+  absl::StrAppendFormat(&out, "steps of %s samples in blocks of %s, micro-batches of %s\n",
+                        WithCommas(job.batch_size()), WithCommas(job.settings.block_size),
+                        WithCommas(job.settings.micro_batch));
   return out;
 }
 
@@ -192,6 +195,10 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
                       {"ps_seconds_per_batch", s.ps_seconds},
                       {"prefetch_seconds_per_batch", s.prefetch_seconds},
                       {"step_end_seconds_per_batch", s.step_end_seconds},
+                      {"lookup_seconds_per_batch", s.lookup_seconds},
+                      {"dense_seconds_per_batch", s.dense_seconds},
+                      {"rows_seconds_per_batch", s.rows_seconds},
+                      {"gradients_seconds_per_batch", s.gradients_seconds},
                       {"send_seconds_per_batch", s.send_seconds},
                       {"idle_fraction", s.idle_fraction},
                       {"pcie_bytes_per_batch", s.pcie_bytes}});

@@ -25,7 +25,7 @@ int RunSingleProcess(const TrainFlags& flags) {
   options.epochs = flags.job.epochs;
   options.batch_size = flags.batch;
   options.threads = flags.threads;
-  options.block_size = flags.job.block_size;
+  options.block_size = flags.block_size > 0 ? flags.block_size : worker::kDefaultBlockSize;
   options.micro_batching = {flags.replicas, flags.job.micro_batch};
   options.eval_fraction = flags.job.eval_fraction;
   options.bad_lines = flags.job.bad_lines;
@@ -88,7 +88,7 @@ int RunSingleProcess(const TrainFlags& flags) {
         {"samples_per_second", result->samples_per_second},
         {"seconds", result->seconds},
         {"threads", flags.threads},
-        {"block_size", flags.job.block_size},
+        {"block_size", options.block_size},
         {"micro_batch", flags.job.micro_batch},
         {"replicas", flags.replicas},
         {"peak_rss_bytes", result->peak_rss_bytes},
@@ -167,10 +167,11 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "parameter-server style")
       ->transform(CLI::CheckedTransformer(std::map<std::string, worker::Consistency>{
           {"sync", worker::Consistency::kSync}, {"async", worker::Consistency::kAsync}}));
-  cmd->add_option("--block-size", flags.job.block_size,
+  cmd->add_option("--block-size", flags.block_size,
                   "Samples per block: a synchronous step's gradients are summed block by block "
                   "in a fixed order, so that the run is the same whatever the plan's layout "
-                  "(default 64)")
+                  "(default 64; where a stage runs on a GPU, stage 0's micro-batch rounded down "
+                  "to a power of two, chosen once from the first plan)")
       ->check(Positive());
   cmd->add_option(
          "--micro-batch", flags.job.micro_batch,

@@ -50,6 +50,9 @@ struct TrainFlags {
   // --epochs, --eval-fraction, --skip-bad-lines, --seed, --checkpoint-every, --max-restarts); the
   // tables' optimizers are filled from the flags above (ModelOptionsFrom).
   worker::JobSettings job;
+  // Samples per block (--block-size); 0: the plan's (worker::PlanBlockSize), or
+  // worker::kDefaultBlockSize in this process. Resolved into job.block_size once, at the start.
+  int64_t block_size = 0;
   // In this process.
   bool single_process = false;
   int threads = 1;

@@ -41,6 +41,9 @@ struct StageReport {
   double ps_seconds = 0;         // of which waiting for the parameter servers
   double prefetch_seconds = 0;   // of which naming the step's keys to a GPU tier
   double step_end_seconds = 0;   // of which ending the step (the gradients out)
+  // Of which the micro-batches' passes (worker::ReplicaStats): the embedding rows into the
+  // vectors, the dense segments, the rows' gradients per key, the gradients handed to the step.
+  double lookup_seconds = 0, dense_seconds = 0, rows_seconds = 0, gradients_seconds = 0;
   double send_seconds = 0;       // per step: its time writing to other stages
   double idle_fraction = 0;      // of the busiest replica's time, waiting for work
   double pcie_bytes = 0;         // per step: the stage's device and GPU tier, both ways

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "heterps/base/fnv.h"
@@ -60,7 +61,8 @@ absl::Status CheckSettings(const JobSettings& s) {
   }
   if (s.mode == Consistency::kSync && s.micro_batch % s.block_size != 0) {
     return Bad(absl::StrCat("micro-batch ", s.micro_batch, " is not a multiple of the block size ",
-                            s.block_size, " (a micro-batch holds whole blocks)"));
+                            s.block_size,
+                            " (a micro-batch holds whole blocks; --block-size names another)"));
   }
   if (s.ps_shards < 0 || s.ps_shards > cost::kMaxPsShards) {
     return Bad(absl::StrCat("parameter servers ", s.ps_shards, " outside 0..", cost::kMaxPsShards));
@@ -203,6 +205,23 @@ std::pair<int64_t, int64_t> StepShare(int64_t j, int64_t batch, int64_t hi, int6
   const auto [begin, stop] = ShareLines(batch, block_size, r, k);
   const int64_t lo = j * batch;
   return {j * (stop - begin), std::max<int64_t>(0, std::min(lo + stop, hi) - (lo + begin))};
+}
+
+int64_t PlanBlockSize(const sched::RunPlan& plan, const config::ClusterSpec& cluster,
+                      int64_t batch) {
+  bool gpu = false;
+  for (const sched::RunStage& stage : plan.stages) {
+    const int t = cluster.FindType(stage.type);
+    gpu |= (t >= 0 && cluster.types[t].kind == config::DeviceKind::kGpu) ||
+           absl::StartsWith(stage.device, "cuda:") || absl::StartsWith(stage.device, "twin:");
+  }
+  if (!gpu || plan.stages.empty() || batch <= 0) return kDefaultBlockSize;
+  const int64_t replicas = std::max<int64_t>(1, plan.stages.front().units);
+  const int64_t parts = plan.stages.size() == 1 ? 1 : 2 * static_cast<int64_t>(plan.stages.size());
+  const int64_t micro_batch = (batch + replicas * parts - 1) / (replicas * parts);
+  int64_t block = kDefaultBlockSize;
+  while (block * 2 <= micro_batch) block *= 2;
+  return block;
 }
 
 std::pair<int64_t, int64_t> JobSpec::ShareBlocks(int replica) const {

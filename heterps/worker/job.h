@@ -95,6 +95,22 @@ std::pair<int64_t, int64_t> ShareLines(int64_t batch, int64_t block_size, int r,
 std::pair<int64_t, int64_t> StepShare(int64_t j, int64_t batch, int64_t hi, int64_t block_size,
                                       int r, int k);
 
+// The block size of a job whose user names none (--block-size), chosen once from the plan the
+// job starts with and kept for the job's life: its re-plans and restarts keep it, so that its
+// sums stay the same (a checkpoint's job identity names it).
+//
+// kDefaultBlockSize where every stage runs on CPUs. Where a stage runs on a GPU (its type's kind
+// is gpu, or its device is "cuda:N" or "twin:N"), that stage runs its dense segments once per
+// block, and each run costs a GPU a millisecond or so of copies and waits (docs/benchmarks.md,
+// the sixth GPU run: blocks of 64 made dlrm-small 2.8x slower than one block a step): blocks as
+// large as stage 0's default micro-batch (the step's `batch` samples over stage 0's replicas,
+// and over 2 per stage in a pipeline), rounded down to a power of two, never below
+// kDefaultBlockSize. The result does not depend on a --micro-batch, which must then hold whole
+// blocks of it. Two plans may so choose two block sizes: runs to compare bit for bit across
+// plans name one.
+int64_t PlanBlockSize(const sched::RunPlan& plan, const config::ClusterSpec& cluster,
+                      int64_t batch);
+
 struct JobSpec {
   std::string model_yaml;    // the model spec's text, with the job's batch size in it
   std::string model_source;  // where it came from, for messages

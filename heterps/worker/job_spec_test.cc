@@ -72,6 +72,48 @@ TEST(JobSpecTest, MadeOnceAndShippedWhole) {
   EXPECT_EQ(read.eval_every, 5);
 }
 
+TEST(JobSpecTest, TheDefaultBlockSizeFollowsWhereTheStagesRun) {
+  Fixture f = DlrmTwoStages();
+  config::ClusterSpec cluster;
+  cluster.types.resize(2);
+  cluster.types[0].name = "cpu-a";
+  cluster.types[1].name = "gpu-b";
+  cluster.types[1].kind = config::DeviceKind::kGpu;
+  // A GPU stage: stage 0's default micro-batch (2048 over 2 replicas, over 2 per stage of 2
+  // stages) is 256 samples, one block.
+  EXPECT_EQ(PlanBlockSize(f.plan, cluster, 2048), 256);
+  // Rounded down to a power of two, never below the CPU's default.
+  EXPECT_EQ(PlanBlockSize(f.plan, cluster, 2000), 128);
+  EXPECT_EQ(PlanBlockSize(f.plan, cluster, 256), kDefaultBlockSize);
+  EXPECT_EQ(PlanBlockSize(f.plan, cluster, 10), kDefaultBlockSize);
+  // One stage on one GPU: one block a step.
+  sched::RunPlan one = f.plan;
+  one.stages = {{0, f.plan.stages[1].last, "gpu-b", "", 1, 0, 0, 0}};
+  EXPECT_EQ(PlanBlockSize(one, cluster, 2048), 2048);
+  EXPECT_EQ(PlanBlockSize(one, cluster, 8192), 8192);
+  // The type's kind, or the device where the cluster does not name the type.
+  EXPECT_EQ(PlanBlockSize(f.plan, config::ClusterSpec(), 2048), 256);
+  one.stages[0].device = "twin:3";
+  EXPECT_EQ(PlanBlockSize(one, config::ClusterSpec(), 2048), 2048);
+  // All on CPUs: the default, whatever the batch.
+  sched::RunPlan cpu = f.plan;
+  cpu.stages[1].type = "cpu-a";
+  cpu.stages[1].device = "cpu";
+  EXPECT_EQ(PlanBlockSize(cpu, cluster, 2048), kDefaultBlockSize);
+  EXPECT_EQ(PlanBlockSize(cpu, cluster, 1 << 20), kDefaultBlockSize);
+
+  // The job made with it: micro-batches of whole blocks, and a micro-batch that is not one is
+  // refused with the way out.
+  JobSettings settings;
+  settings.block_size = PlanBlockSize(one, cluster, 2048);
+  auto job = MakeJob({f.text, "dlrm-small.yaml", 2048}, one, cluster, {"a.tsv"}, settings);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->settings.micro_batch, 2048);
+  settings.micro_batch = 512;
+  job = MakeJob({f.text, "dlrm-small.yaml", 2048}, one, cluster, {"a.tsv"}, settings);
+  EXPECT_THAT(job.status().message(), HasSubstr("--block-size"));
+}
+
 TEST(JobSpecTest, PlansThatDoNotFitTheModelAreRefused) {
   Fixture f = DlrmTwoStages();
   f.plan.stages[1].first += 1;  // a layer left out

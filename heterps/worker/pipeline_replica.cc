@@ -319,6 +319,10 @@ class PipelineReplica::Impl {
     s.prefetch_seconds = prefetch_seconds_;
     s.step_end_seconds = step_end_seconds_;
     s.write_back_seconds = write_back_seconds_;
+    s.lookup_seconds = passes_.lookup;
+    s.dense_seconds = passes_.dense;
+    s.rows_seconds = passes_.rows;
+    s.gradients_seconds = gradients_seconds_;
     s.idle_seconds = idle_seconds_;
     s.send_seconds = send_seconds_;
     s.queue_depth = static_cast<int>(urgent_.size() + normal_.size());
@@ -448,6 +452,7 @@ class PipelineReplica::Impl {
       CountDevices();
       absl::MutexLock lock(&mu_);
       busy_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+      passes_ = stage_->pass_seconds();
     }
   }
 
@@ -525,7 +530,9 @@ class PipelineReplica::Impl {
           stage_->ForwardBackward(r.ctx, *r.in, r.header.scale, d_in, grads, &block_losses_);
       absl::Status status = loss.status();
       if (status.ok()) {
+        const absl::Time start = absl::Now();
         status = policy_->AfterBackward(*stage_, r.header.step, r.header.order, grads);
+        Charge(&Impl::gradients_seconds_, start);
       }
       if (!status.ok()) return Finish(r, status);
       return Finish(r, status, *loss, block_losses_, d_in);
@@ -562,7 +569,11 @@ class PipelineReplica::Impl {
     ActivationGrads* d_in = stage_index_ == 0 ? nullptr : &d_in_;
     ParameterGrads* grads = policy_->GradsFor(r.header.step, r.header.order);
     absl::Status status = stage_->Backward(r.ctx, answer.grads, d_in, grads);
-    if (status.ok()) status = policy_->AfterBackward(*stage_, r.header.step, r.header.order, grads);
+    if (status.ok()) {
+      const absl::Time start = absl::Now();
+      status = policy_->AfterBackward(*stage_, r.header.step, r.header.order, grads);
+      Charge(&Impl::gradients_seconds_, start);
+    }
     if (!status.ok()) return Finish(r, status);
     Finish(r, status, answer.loss_sum, answer.block_losses, d_in);
   }
@@ -658,6 +669,8 @@ class PipelineReplica::Impl {
   double prefetch_seconds_ ABSL_GUARDED_BY(mu_) = 0;    // of busy_seconds_
   double step_end_seconds_ ABSL_GUARDED_BY(mu_) = 0;    // of busy_seconds_
   double write_back_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of busy_seconds_
+  double gradients_seconds_ ABSL_GUARDED_BY(mu_) = 0;   // of busy_seconds_
+  Stage::PassSeconds passes_ ABSL_GUARDED_BY(mu_);      // of busy_seconds_: the stage's
   double idle_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> micro_batches_{0};

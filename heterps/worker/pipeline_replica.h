@@ -139,6 +139,10 @@ struct ReplicaStats {
   // servers (at the end of each round of steps, not every step). The rest is the micro-batches'
   // forward and backward passes. ps_seconds overlaps all four.
   double prefetch_seconds = 0, step_end_seconds = 0, write_back_seconds = 0;
+  // Of busy_seconds, the micro-batches' passes (Stage::PassSeconds): the embedding rows into the
+  // vectors, the dense segments, the rows' gradients laid out per key; and the gradients handed
+  // to the step (added into its block tree, or pushed).
+  double lookup_seconds = 0, dense_seconds = 0, rows_seconds = 0, gradients_seconds = 0;
   int queue_depth = 0;  // tasks waiting now
   int in_flight = 0;    // micro-batches between their forward and backward now
   // The stage's device and its GPU tier, if any: bytes over PCIe (both ways), the tier's keys

@@ -340,6 +340,7 @@ struct Stage::Impl {
   int next_segment_context = 0;
   std::vector<double> embedding_seconds;  // per embedding layer
   double ps_seconds = 0;                  // waiting for the parameter servers
+  Stage::PassSeconds pass_seconds;
   // The dense pull PullParameters started and no call has waited for yet: it writes `params`.
   std::vector<ps::Ticket> pulling;
 
@@ -433,8 +434,8 @@ struct Stage::Impl {
     const Matrix<float>* vectors = in.vectors.cols() > 0 ? &in.vectors : &c.empty;
     for (size_t p = 0; p < parts.size(); ++p) {
       Part& part = parts[p];
+      const absl::Time start = absl::Now();
       if (part.kind == Part::Kind::kEmbedding) {
-        const absl::Time start = timing ? absl::Now() : absl::InfinitePast();
         // The rows join the vectors already carried (copied only when there are some).
         Matrix<float>& joined = c.vectors_out[p];
         if (vectors->cols() == 0) {
@@ -445,13 +446,16 @@ struct Stage::Impl {
           joined << *vectors, c.rows;
         }
         vectors = &joined;
-        if (timing) embedding_seconds[part.local] += absl::ToDoubleSeconds(absl::Now() - start);
+        const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+        pass_seconds.lookup += seconds;
+        if (timing) embedding_seconds[part.local] += seconds;
       } else if (part.kind == Part::Kind::kDense) {
         HETERPS_RETURN_IF_ERROR(AwaitParameters());
         const bool consumes = part.segment->consumes_vectors();
         HETERPS_ASSIGN_OR_RETURN(dense,
                                  RunSegment(c, p, *dense, consumes ? *vectors : c.empty, train));
         if (consumes) vectors = &c.empty;
+        pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
       }
     }
     c.out_dense = dense;
@@ -547,9 +551,11 @@ struct Stage::Impl {
         bool wanted = d_in != nullptr;
         for (size_t q = 0; q < p; ++q) wanted |= parts[q].kind == Part::Kind::kDense;
         Matrix<float>* d = d_dense_in == nullptr ? d_dense : &c.d_top;
+        const absl::Time start = absl::Now();
         if (d_dense_in != nullptr) c.d_top = *d_dense_in;  // the segments consume what they get
         HETERPS_ASSIGN_OR_RETURN(const dense::DenseSegment::InputGrads g,
                                  BackSegment(c, p, d, wanted, grads));
+        pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
         d_dense_in = g.dense;
         if (part.segment->consumes_vectors()) {
           d_vectors = g.vectors;
@@ -557,7 +563,7 @@ struct Stage::Impl {
         }
       } else if (part.kind == Part::Kind::kEmbedding) {
         // This layer's vectors are the last slots * dim of the columns still owed.
-        const absl::Time start = timing ? absl::Now() : absl::InfinitePast();
+        const absl::Time start = absl::Now();
         const int64_t width = part.slots * part.dim;
         vector_cols -= width;
         ParameterGrads::Rows& rows = grads->sparse[part.local];
@@ -591,7 +597,9 @@ struct Stage::Impl {
           const int64_t before = offsets.empty() ? end * part.slots : offsets[end * part.slots];
           rows.ends[j] = at / part.dim + static_cast<size_t>(before);
         }
-        if (timing) embedding_seconds[part.local] += absl::ToDoubleSeconds(absl::Now() - start);
+        const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+        pass_seconds.rows += seconds;
+        if (timing) embedding_seconds[part.local] += seconds;
       }
     }
     if (d_in != nullptr) {
@@ -776,6 +784,7 @@ absl::StatusOr<double> Stage::ForwardBackward(int ctx, const Activations& in, fl
   HETERPS_RETURN_IF_ERROR(impl_->Run(ctx, c, in, /*train=*/true));
   double loss = 0;
   if (block_losses != nullptr) block_losses->clear();
+  const absl::Time start = absl::Now();
   for (int64_t j = 0; j < c.blocks; ++j) {
     const int64_t begin = impl_->BlockRange(c.size, j).first;
     HETERPS_ASSIGN_OR_RETURN(
@@ -784,6 +793,7 @@ absl::StatusOr<double> Stage::ForwardBackward(int ctx, const Activations& in, fl
     loss += block;
     if (block_losses != nullptr) block_losses->push_back(block);
   }
+  impl_->pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
   grads->Reset(c.blocks);
   HETERPS_RETURN_IF_ERROR(impl_->Back(ctx, c, nullptr, c.empty, d_in, grads));
   return loss;
@@ -904,6 +914,7 @@ absl::Status Stage::Accumulate(const StepGrads& grads, bool dense,
 }
 
 double Stage::ps_seconds() const { return impl_->ps_seconds; }
+Stage::PassSeconds Stage::pass_seconds() const { return impl_->pass_seconds; }
 
 void Stage::set_timing(bool on) {
   impl_->timing = on;

@@ -249,6 +249,14 @@ class Stage {
 
   // Seconds spent waiting for the parameter servers (pulls, pushes), since the stage was made.
   double ps_seconds() const;
+  // Where the micro-batches' passes spent their time since the stage was made, seconds: the
+  // embedding rows into the vectors (pulls from a GPU tier or the servers included), the dense
+  // segments (forward, loss, backward: on a GPU stage, its copies and waits included), and the
+  // embedding rows' gradients laid out per key.
+  struct PassSeconds {
+    double lookup = 0, dense = 0, rows = 0;
+  };
+  PassSeconds pass_seconds() const;
 
   // Profiling: while on, every call adds each layer's seconds (forward + backward) to
   // layer_seconds(), in stage order; the loss layer's is the loss computation.

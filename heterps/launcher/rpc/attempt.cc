@@ -785,6 +785,12 @@ class Attempt::Impl {
               (end[i].prefetch_seconds() - stats_start_[i].prefetch_seconds()) / steps;
           report.step_end_seconds =
               (end[i].step_end_seconds() - stats_start_[i].step_end_seconds()) / steps;
+          report.lookup_seconds =
+              (end[i].lookup_seconds() - stats_start_[i].lookup_seconds()) / steps;
+          report.dense_seconds = (end[i].dense_seconds() - stats_start_[i].dense_seconds()) / steps;
+          report.rows_seconds = (end[i].rows_seconds() - stats_start_[i].rows_seconds()) / steps;
+          report.gradients_seconds =
+              (end[i].gradients_seconds() - stats_start_[i].gradients_seconds()) / steps;
           report.send_seconds = send / steps;
           report.write_back_seconds = write_back;
           report.idle_fraction = busy + idle > 0 ? idle / (busy + idle) : 0;

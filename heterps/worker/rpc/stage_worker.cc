@@ -361,6 +361,10 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_prefetch_seconds(s.prefetch_seconds);
       reply->set_step_end_seconds(s.step_end_seconds);
       reply->set_write_back_seconds(s.write_back_seconds);
+      reply->set_lookup_seconds(s.lookup_seconds);
+      reply->set_dense_seconds(s.dense_seconds);
+      reply->set_rows_seconds(s.rows_seconds);
+      reply->set_gradients_seconds(s.gradients_seconds);
       reply->set_bytes_sent(bytes_sent_.load());
       reply->set_queue_depth(s.queue_depth);
       reply->set_in_flight(s.in_flight);
