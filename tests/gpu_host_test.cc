@@ -113,6 +113,15 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   EXPECT_EQ(b["stages"][0]["dense_seconds_per_batch"].get<double>(), 0);
   EXPECT_GT(b["stages"][1]["dense_seconds_per_batch"].get<double>(), 0);
   EXPECT_GT(b["stages"][1]["gradients_seconds_per_batch"].get<double>(), 0);
+  EXPECT_GE(b["stages"][0]["read_seconds_per_batch"].get<double>(), 0);
+  // The step from the coordinator: running it (stage 0's calls), flushing and committing it.
+  const double run = b["run_step_seconds"], commit = b["commit_seconds"];
+  EXPECT_GT(run, 0);
+  EXPECT_GT(commit, 0);
+  EXPECT_LT(run + commit, b["step_seconds"].get<double>());
+  // Stage 0's own view of the call, within the coordinator's.
+  EXPECT_GT(b["stages"][0]["run_seconds_per_batch"].get<double>(), 0);
+  EXPECT_LT(b["stages"][0]["run_seconds_per_batch"].get<double>(), run);
   testing::ExpectNoneLeft(mixed);
 
   // Without the tier: the same parameters at the end, bit for bit (the tier applies the

@@ -199,6 +199,8 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
                       {"dense_seconds_per_batch", s.dense_seconds},
                       {"rows_seconds_per_batch", s.rows_seconds},
                       {"gradients_seconds_per_batch", s.gradients_seconds},
+                      {"read_seconds_per_batch", s.read_seconds},
+                      {"run_seconds_per_batch", s.run_seconds},
                       {"send_seconds_per_batch", s.send_seconds},
                       {"idle_fraction", s.idle_fraction},
                       {"pcie_bytes_per_batch", s.pcie_bytes}});
@@ -253,6 +255,8 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
       {"seconds", r.seconds},
       {"wall_seconds", r.wall_seconds},
       {"step_seconds", r.step_seconds},
+      {"run_step_seconds", r.run_step_seconds},
+      {"commit_seconds", r.commit_seconds},
       {"restarts", r.restarts},
       {"skipped_lines", r.skipped_lines},
       {"failures", r.failures},

@@ -45,6 +45,10 @@ struct StageReport {
   // vectors, the dense segments, the rows' gradients per key, the gradients handed to the step.
   double lookup_seconds = 0, dense_seconds = 0, rows_seconds = 0, gradients_seconds = 0;
   double send_seconds = 0;       // per step: its time writing to other stages
+  // Per step, stage 0, not part of the busy time: waiting for its training lines (the reader
+  // parses ahead in a thread of its own), and the step's wall time on the replica (from the
+  // coordinator's call to the answer), its GPU tier's write-back aside as in measured_seconds.
+  double read_seconds = 0, run_seconds = 0;
   double idle_fraction = 0;      // of the busiest replica's time, waiting for work
   double pcie_bytes = 0;         // per step: the stage's device and GPU tier, both ways
   // The GPU tier (stage 0): the share of the keys pulled that the device served, and the rows
@@ -87,6 +91,11 @@ struct JobResult {
   double seconds = 0;             // the last attempt's training, not evaluation
   double samples_per_second = 0;  // the samples of that attempt's steps / seconds
   double step_seconds = 0;        // seconds per step of that attempt, barriers included
+  // Of which, synchronous: the coordinator waiting for stage 0's replicas to run the step (their
+  // reading, computing and ending it, and the calls' round trips), and for the later stages'
+  // flushes and the servers' commit; the mean of the steps that end no round (a round's last step
+  // writes back). 0 for an asynchronous job, or one of rounds of one step.
+  double run_step_seconds = 0, commit_seconds = 0;
   // The whole run, from RunJob's start to its end: every attempt, restart, switch and evaluation.
   double wall_seconds = 0;
   int restarts = 0;

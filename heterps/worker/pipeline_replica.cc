@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -132,8 +133,13 @@ class PipelineReplica::Impl {
     if (stage_index_ != 0) return absl::FailedPreconditionError("RunStep goes to stage 0");
     absl::MutexLock serial(&step_mu_);
     auto batch = std::make_shared<data::Batch>();
+    const absl::Time start = absl::Now();
+    const auto ran = absl::MakeCleanup([this, start] {
+      run_seconds_ = run_seconds_.load() + absl::ToDoubleSeconds(absl::Now() - start);
+    });
     HETERPS_ASSIGN_OR_RETURN(const int64_t n, train_reader_->Take(request.epoch, request.offset,
                                                                   request.count, batch.get()));
+    read_seconds_ = read_seconds_.load() + absl::ToDoubleSeconds(absl::Now() - start);
     HETERPS_RETURN_IF_ERROR(Prefetch(batch, n, cancelled));
     auto waiter = std::make_shared<Waiter>();
     const int64_t parts = Parts(n);
@@ -313,6 +319,8 @@ class PipelineReplica::Impl {
     ReplicaStats s;
     s.micro_batches = micro_batches_.load();
     s.ps_seconds = ps_seconds_.load();
+    s.read_seconds = read_seconds_.load();
+    s.run_seconds = run_seconds_.load();
     s.in_flight = in_flight_.load();
     absl::MutexLock lock(&mu_);
     s.busy_seconds = busy_seconds_;
@@ -675,6 +683,7 @@ class PipelineReplica::Impl {
   double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> micro_batches_{0};
   std::atomic<double> ps_seconds_{0};
+  std::atomic<double> read_seconds_{0}, run_seconds_{0};  // written under step_mu_
   std::atomic<int> in_flight_{0};  // written by the compute thread only
   std::atomic<int64_t> pcie_bytes_{0}, tier_hits_{0}, tier_misses_{0}, tier_loaded_{0},
       tier_written_{0};

@@ -143,6 +143,10 @@ struct ReplicaStats {
   // vectors, the dense segments, the rows' gradients laid out per key; and the gradients handed
   // to the step (added into its block tree, or pushed).
   double lookup_seconds = 0, dense_seconds = 0, rows_seconds = 0, gradients_seconds = 0;
+  // Not of busy_seconds, stage 0: waiting for the step's training lines from its reader; and
+  // the wall time of its steps, from the call's arrival to its answer (the reading, the passes,
+  // waiting for the later stages and ending the step).
+  double read_seconds = 0, run_seconds = 0;
   int queue_depth = 0;  // tasks waiting now
   int in_flight = 0;    // micro-batches between their forward and backward now
   // The stage's device and its GPU tier, if any: bytes over PCIe (both ways), the tier's keys

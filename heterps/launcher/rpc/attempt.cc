@@ -299,6 +299,8 @@ class Attempt::Impl {
     result_.seconds = absl::ToDoubleSeconds(absl::Now() - start) - eval_seconds_;
     result_.samples_per_second = result_.seconds > 0 ? samples_ / result_.seconds : 0;
     result_.step_seconds = total > done ? result_.seconds / (total - done) : 0;
+    result_.run_step_seconds = timed_steps_ > 0 ? run_step_seconds_ / timed_steps_ : 0;
+    result_.commit_seconds = timed_steps_ > 0 ? commit_seconds_ / timed_steps_ : 0;
     const int64_t last_pass = std::max<int64_t>(0, total - per_pass_);
     double sum = 0;
     for (int64_t s = last_pass; s < total; ++s) sum += result_.losses[s];
@@ -358,10 +360,14 @@ class Attempt::Impl {
     for (int64_t step = from; step < to; ++step) {
       HETERPS_RETURN_IF_ERROR(CheckAlive());
       std::vector<StepPart> parts(k);
+      const absl::Time start = absl::Now();
       HETERPS_RETURN_IF_ERROR(ParallelFor(k, [&](int r) -> absl::Status {
         HETERPS_ASSIGN_OR_RETURN(parts[r], RunStep(r, step, step + 1 == to));
         return absl::OkStatus();
       }));
+      const absl::Time ran = absl::Now();
+      const bool timed = step + 1 < to;  // the last step of a round writes back
+      if (timed) run_step_seconds_ += absl::ToDoubleSeconds(ran - start);
       const int flushes = static_cast<int>(later.size());
       HETERPS_RETURN_IF_ERROR(ParallelFor(flushes + (together ? 1 : 0), [&](int i) {
         if (i == flushes) return ps_->Commit();
@@ -375,6 +381,10 @@ class Attempt::Impl {
                               });
       }));
       if (!together) HETERPS_RETURN_IF_ERROR(ps_->Commit());
+      if (timed) {
+        commit_seconds_ += absl::ToDoubleSeconds(absl::Now() - ran);
+        ++timed_steps_;
+      }
       // The step's blocks' losses added in block order (the replicas' shares are consecutive).
       double loss = 0;
       int64_t samples = 0;
@@ -785,6 +795,9 @@ class Attempt::Impl {
               (end[i].prefetch_seconds() - stats_start_[i].prefetch_seconds()) / steps;
           report.step_end_seconds =
               (end[i].step_end_seconds() - stats_start_[i].step_end_seconds()) / steps;
+          report.read_seconds = (end[i].read_seconds() - stats_start_[i].read_seconds()) / steps;
+          report.run_seconds =
+              (end[i].run_seconds() - stats_start_[i].run_seconds() - write_back) / steps;
           report.lookup_seconds =
               (end[i].lookup_seconds() - stats_start_[i].lookup_seconds()) / steps;
           report.dense_seconds = (end[i].dense_seconds() - stats_start_[i].dense_seconds()) / steps;
@@ -838,6 +851,10 @@ class Attempt::Impl {
   int64_t per_pass_ = 1, train_lines_ = 0, total_steps_ = 0, samples_ = 0;
   int64_t samples_before_ = 0;  // the samples of the steps before this attempt's first
   double eval_seconds_ = 0;  // this attempt's evaluations between steps
+  // Synchronous steps but the rounds' last (which write back): waiting for stage 0's RunStep
+  // calls, and for the flushes and the commit.
+  double run_step_seconds_ = 0, commit_seconds_ = 0;
+  int64_t timed_steps_ = 0;
   double average_ = 0;
   absl::Time train_start_;
   absl::Mutex write_mu_;   // one status writer at a time

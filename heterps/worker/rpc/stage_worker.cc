@@ -365,6 +365,8 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_dense_seconds(s.dense_seconds);
       reply->set_rows_seconds(s.rows_seconds);
       reply->set_gradients_seconds(s.gradients_seconds);
+      reply->set_read_seconds(s.read_seconds);
+      reply->set_run_seconds(s.run_seconds);
       reply->set_bytes_sent(bytes_sent_.load());
       reply->set_queue_depth(s.queue_depth);
       reply->set_in_flight(s.in_flight);
