@@ -8,14 +8,17 @@
 #include <filesystem>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "heterps/base/env.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/token.h"
 #include "heterps/launcher/cluster_state.h"
+#include "heterps/launcher/job_checkpoint.h"
 #include "heterps/launcher/job_metrics.h"
 #include "heterps/launcher/job_status.h"
 #include "heterps/launcher/layout.h"
@@ -164,19 +167,44 @@ absl::StatusOr<Planned> ChoosePlan(const TrainFlags& flags, const config::ModelS
   return out;
 }
 
+// The block size of the unfinished job in `job_dir` that this run resumes (its checkpoint's
+// identity names it), if any.
+absl::StatusOr<std::optional<int64_t>> ResumedBlockSize(const TrainFlags& flags,
+                                                        const std::string& job_dir) {
+  if (flags.fresh) return std::nullopt;
+  HETERPS_ASSIGN_OR_RETURN(std::optional<launcher::JobCheckpoint> record,
+                           launcher::ReadJobCheckpoint(base::DefaultEnv(), job_dir));
+  if (!record) return std::nullopt;
+  for (const std::string& line : record->identity) {
+    int64_t block = 0;
+    absl::string_view value = line;
+    if (absl::ConsumePrefix(&value, "block_size=") && absl::SimpleAtoi(value, &block) &&
+        block > 0) {
+      return block;
+    }
+  }
+  return std::nullopt;
+}
+
 // What the flags set for every job of this run, whatever its plan (launcher/planning.h); the
-// block size, where the flags name none, from the plan the job starts with.
+// block size, where the flags name none, the resumed job's, else from the plan the job starts
+// with.
 absl::StatusOr<launcher::JobRecipe> RecipeFrom(const TrainFlags& flags,
                                                const ModelTextAndSpec& model, const DataFile& data,
                                                const sched::RunPlan& first,
-                                               const config::ClusterSpec& cluster) {
+                                               const config::ClusterSpec& cluster,
+                                               const std::string& job_dir) {
   launcher::JobRecipe recipe;
   recipe.model = {model.text, model.spec.source, model.spec.batch_size};
   recipe.data_files = data.paths;
   recipe.settings = flags.job;
-  recipe.settings.block_size = flags.block_size > 0
-                                   ? flags.block_size
-                                   : worker::PlanBlockSize(first, cluster, model.spec.batch_size);
+  recipe.settings.block_size = flags.block_size;
+  if (recipe.settings.block_size == 0) {
+    HETERPS_ASSIGN_OR_RETURN(const std::optional<int64_t> resumed,
+                             ResumedBlockSize(flags, job_dir));
+    recipe.settings.block_size = resumed.value_or(
+        worker::PlanBlockSize(first, cluster, model.spec.batch_size, flags.job.micro_batch));
+  }
   HETERPS_ASSIGN_OR_RETURN(recipe.settings.tables,
                            ModelOptionsFrom(flags, model.spec, model.spec.batch_size));
   if (flags.gpu_cache_gib > 0) {
@@ -256,6 +284,7 @@ std::unique_ptr<launcher::Replanner> NewReplanner(
   o.threshold = flags.replan_threshold;
   o.max_losses = std::max(1, flags.job.max_restarts);
   o.rules.gpu_tier = flags.gpu_cache_gib > 0;
+  o.rules.block_size = recipe.settings.block_size;
   o.recipe = recipe;
   o.place_here = true;
   const std::string log_path = job_dir + "/replan.log";
@@ -345,7 +374,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   }
   PlaceStages(planned->plan, model->spec);
   absl::StatusOr<launcher::JobRecipe> recipe =
-      RecipeFrom(flags, *model, *data, planned->plan, *cluster);
+      RecipeFrom(flags, *model, *data, planned->plan, *cluster, *job_dir);
   if (!recipe.ok()) return Fail(recipe.status());
   absl::StatusOr<worker::JobSpec> job = launcher::JobOfPlan(*recipe, planned->plan, *cluster);
   if (!job.ok()) return Fail(job.status());

@@ -329,6 +329,36 @@ TEST(ReplannerTest, AReplanKeepsTheGpuTiersStageOnOneReplica) {
   }
 }
 
+// A job of one block a step (a GPU plan's default block size, kept for the job's life): a
+// re-plan gives stage 0 no more replicas than the step has blocks (JobRules::block_size), where
+// one that did not know proposed several that the job then refused.
+TEST(ReplannerTest, AReplanGivesStageZeroNoMoreReplicasThanBlocks) {
+  for (const bool rules : {false, true}) {
+    SCOPED_TRACE(rules ? "with the rule" : "without");
+    Fixture f(rules ? "blocks_rules" : "blocks_no_rules");
+    f.options.recipe.settings.block_size = 256;  // the batch: one block a step
+    if (rules) f.options.rules.block_size = 256;
+    f.Start();
+    absl::StatusOr<cost::CostModel> model =
+        cost::CostModel::Create(f.job.model, f.cluster, cost::ColocatedWorkload(1, 1));
+    ASSERT_TRUE(model.ok()) << model.status();
+    const double one_unit = model->batch() / model->StageSeconds(0, model->num_layers() - 1, 0);
+    Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": 4}]})");
+    JobControl control;
+    control.throughput = 2 * one_unit;
+    ASSERT_TRUE(WriteJobControl(env, f.dir, control).ok());
+    const std::optional<PlanSwitch> next = f.replanner->Check(At(10'000'000));
+    if (!rules) {
+      EXPECT_FALSE(next.has_value());
+      EXPECT_THAT(f.Log(), HasSubstr("makes 1 block of 256 for "));
+      continue;
+    }
+    ASSERT_TRUE(next.has_value()) << f.Log();
+    EXPECT_EQ(next->job.plan.stages[0].units, 1) << DescribePlan(next->job);
+    EXPECT_EQ(next->job.settings.block_size, 256);
+  }
+}
+
 TEST(ReplannerTest, ControlAsksForAPlanAndBadUpdatesAreRefused) {
   Fixture f("control");
   f.Start();

@@ -24,6 +24,12 @@ absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request) {
       }
     }
   }
+  if (request.rules.block_size > 0) {
+    const int64_t blocks = worker::StepBlocks(request.model.batch_size, request.rules.block_size);
+    workload.first_stage_max_units = workload.first_stage_max_units > 0
+                                         ? std::min(workload.first_stage_max_units, blocks)
+                                         : blocks;
+  }
   return cost::CostModel::Create(request.model, request.cluster, workload,
                                  request.profile ? &*request.profile : nullptr);
 }

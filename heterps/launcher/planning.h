@@ -38,6 +38,9 @@ struct JobRules {
   // up, the first, holds the first embedding layer and runs on one replica (cost::Workload::
   // first_stage_through and first_stage_max_units).
   bool gpu_tier = false;
+  // The job's block size, kept for its life (worker::PlanBlockSize): stage 0's replicas each read
+  // whole blocks of a step, so a plan gives it at most ceil(batch / block_size). 0: no limit.
+  int64_t block_size = 0;
 };
 
 struct PlanRequest {

@@ -207,8 +207,8 @@ std::pair<int64_t, int64_t> StepShare(int64_t j, int64_t batch, int64_t hi, int6
   return {j * (stop - begin), std::max<int64_t>(0, std::min(lo + stop, hi) - (lo + begin))};
 }
 
-int64_t PlanBlockSize(const sched::RunPlan& plan, const config::ClusterSpec& cluster,
-                      int64_t batch) {
+int64_t PlanBlockSize(const sched::RunPlan& plan, const config::ClusterSpec& cluster, int64_t batch,
+                      int64_t micro_batch) {
   bool gpu = false;
   for (const sched::RunStage& stage : plan.stages) {
     const int t = cluster.FindType(stage.type);
@@ -218,9 +218,10 @@ int64_t PlanBlockSize(const sched::RunPlan& plan, const config::ClusterSpec& clu
   if (!gpu || plan.stages.empty() || batch <= 0) return kDefaultBlockSize;
   const int64_t replicas = std::max<int64_t>(1, plan.stages.front().units);
   const int64_t parts = plan.stages.size() == 1 ? 1 : 2 * static_cast<int64_t>(plan.stages.size());
-  const int64_t micro_batch = (batch + replicas * parts - 1) / (replicas * parts);
-  int64_t block = kDefaultBlockSize;
-  while (block * 2 <= micro_batch) block *= 2;
+  int64_t block = std::max(kDefaultBlockSize, (batch + replicas * parts - 1) / (replicas * parts));
+  if (micro_batch <= 0) return block;
+  block = std::min(block, micro_batch);
+  while (micro_batch % block != 0) --block;
   return block;
 }
 

@@ -103,13 +103,14 @@ std::pair<int64_t, int64_t> StepShare(int64_t j, int64_t batch, int64_t hi, int6
 // is gpu, or its device is "cuda:N" or "twin:N"), that stage runs its dense segments once per
 // block, and each run costs a GPU a millisecond or so of copies and waits (docs/benchmarks.md,
 // the sixth GPU run: blocks of 64 made dlrm-small 2.8x slower than one block a step): blocks as
-// large as stage 0's default micro-batch (the step's `batch` samples over stage 0's replicas,
-// and over 2 per stage in a pipeline), rounded down to a power of two, never below
-// kDefaultBlockSize. The result does not depend on a --micro-batch, which must then hold whole
-// blocks of it. Two plans may so choose two block sizes: runs to compare bit for bit across
-// plans name one.
-int64_t PlanBlockSize(const sched::RunPlan& plan, const config::ClusterSpec& cluster,
-                      int64_t batch);
+// large as stage 0's default micro-batch, ceil(batch / (R P)) for the step's `batch` samples, R
+// replicas of stage 0 and P micro-batches per replica (1 for one stage, 2 per stage in a
+// pipeline), so that the replicas' shares are as even as the samples allow; never below
+// kDefaultBlockSize. With a `micro_batch` the user named (> 0), the largest divisor of it that
+// is not above that, so that a micro-batch holds whole blocks. Two plans may so choose two block
+// sizes: runs to compare bit for bit across plans name one.
+int64_t PlanBlockSize(const sched::RunPlan& plan, const config::ClusterSpec& cluster, int64_t batch,
+                      int64_t micro_batch = 0);
 
 struct JobSpec {
   std::string model_yaml;    // the model spec's text, with the job's batch size in it

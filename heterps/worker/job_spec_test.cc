@@ -82,8 +82,9 @@ TEST(JobSpecTest, TheDefaultBlockSizeFollowsWhereTheStagesRun) {
   // A GPU stage: stage 0's default micro-batch (2048 over 2 replicas, over 2 per stage of 2
   // stages) is 256 samples, one block.
   EXPECT_EQ(PlanBlockSize(f.plan, cluster, 2048), 256);
-  // Rounded down to a power of two, never below the CPU's default.
-  EXPECT_EQ(PlanBlockSize(f.plan, cluster, 2000), 128);
+  // Rounded up (the last block shorter), never below the CPU's default.
+  EXPECT_EQ(PlanBlockSize(f.plan, cluster, 2000), 250);
+  EXPECT_EQ(PlanBlockSize(f.plan, cluster, 2001), 251);
   EXPECT_EQ(PlanBlockSize(f.plan, cluster, 256), kDefaultBlockSize);
   EXPECT_EQ(PlanBlockSize(f.plan, cluster, 10), kDefaultBlockSize);
   // One stage on one GPU: one block a step.
@@ -91,6 +92,18 @@ TEST(JobSpecTest, TheDefaultBlockSizeFollowsWhereTheStagesRun) {
   one.stages = {{0, f.plan.stages[1].last, "gpu-b", "", 1, 0, 0, 0}};
   EXPECT_EQ(PlanBlockSize(one, cluster, 2048), 2048);
   EXPECT_EQ(PlanBlockSize(one, cluster, 8192), 8192);
+  // Replicas get shares as even as the samples allow: 3 of 2048 in blocks of 683 (683, 683,
+  // 682), not 512, 512 and 1024 as a power of two would give.
+  sched::RunPlan three = one;
+  three.stages[0].units = 3;
+  const int64_t block = PlanBlockSize(three, cluster, 2048);
+  EXPECT_EQ(block, 683);
+  EXPECT_EQ(ShareLines(2048, block, 2, 3), std::make_pair(int64_t{1366}, int64_t{2048}));
+  // A micro-batch the user named holds whole blocks: its largest divisor not above the plan's.
+  EXPECT_EQ(PlanBlockSize(one, cluster, 2048, 512), 512);
+  EXPECT_EQ(PlanBlockSize(one, cluster, 2048, 1000), 1000);
+  EXPECT_EQ(PlanBlockSize(one, cluster, 2048, 3000), 1500);
+  EXPECT_EQ(PlanBlockSize(f.plan, cluster, 2048, 96), 96);
   // The type's kind, or the device where the cluster does not name the type.
   EXPECT_EQ(PlanBlockSize(f.plan, config::ClusterSpec(), 2048), 256);
   one.stages[0].device = "twin:3";

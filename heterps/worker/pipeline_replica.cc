@@ -134,8 +134,11 @@ class PipelineReplica::Impl {
     absl::MutexLock serial(&step_mu_);
     auto batch = std::make_shared<data::Batch>();
     const absl::Time start = absl::Now();
-    const auto ran = absl::MakeCleanup([this, start] {
-      run_seconds_ = run_seconds_.load() + absl::ToDoubleSeconds(absl::Now() - start);
+    const double written_back = WriteBackSeconds();
+    // The step's wall time, its write-back (a round's last step) aside.
+    const auto ran = absl::MakeCleanup([this, start, written_back] {
+      run_seconds_ = run_seconds_.load() + absl::ToDoubleSeconds(absl::Now() - start) -
+                     (WriteBackSeconds() - written_back);
     });
     HETERPS_ASSIGN_OR_RETURN(const int64_t n, train_reader_->Take(request.epoch, request.offset,
                                                                   request.count, batch.get()));
@@ -269,6 +272,11 @@ class PipelineReplica::Impl {
       Charge(&Impl::prefetch_seconds_, start);
       return status;
     });
+  }
+
+  double WriteBackSeconds() {
+    absl::MutexLock lock(&mu_);
+    return write_back_seconds_;
   }
 
   // Adds the time since `start` to one of the busy time's parts.

@@ -434,8 +434,8 @@ struct Stage::Impl {
     const Matrix<float>* vectors = in.vectors.cols() > 0 ? &in.vectors : &c.empty;
     for (size_t p = 0; p < parts.size(); ++p) {
       Part& part = parts[p];
-      const absl::Time start = absl::Now();
       if (part.kind == Part::Kind::kEmbedding) {
+        const absl::Time start = absl::Now();
         // The rows join the vectors already carried (copied only when there are some).
         Matrix<float>& joined = c.vectors_out[p];
         if (vectors->cols() == 0) {
@@ -447,15 +447,16 @@ struct Stage::Impl {
         }
         vectors = &joined;
         const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-        pass_seconds.lookup += seconds;
+        if (train) pass_seconds.lookup += seconds;
         if (timing) embedding_seconds[part.local] += seconds;
       } else if (part.kind == Part::Kind::kDense) {
         HETERPS_RETURN_IF_ERROR(AwaitParameters());
+        const absl::Time start = absl::Now();
         const bool consumes = part.segment->consumes_vectors();
         HETERPS_ASSIGN_OR_RETURN(dense,
                                  RunSegment(c, p, *dense, consumes ? *vectors : c.empty, train));
         if (consumes) vectors = &c.empty;
-        pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
+        if (train) pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
       }
     }
     c.out_dense = dense;

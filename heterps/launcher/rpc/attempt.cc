@@ -170,6 +170,7 @@ class Attempt::Impl {
     }
     HETERPS_RETURN_IF_ERROR(Train(done, train_lines));
     if (switch_ || stopped_) return absl::OkStatus();
+    stats_end_ = CollectStats();  // the training's, not the evaluation's that follows
     {
       const Heartbeat heartbeat(this);
       HETERPS_RETURN_IF_ERROR(Evaluate());
@@ -773,7 +774,7 @@ class Attempt::Impl {
   }
 
   void Report() {
-    const std::vector<worker_wire::WorkerStats> end = CollectStats();
+    const std::vector<worker_wire::WorkerStats>& end = stats_end_;
     result_.stages.clear();
     for (int s = 0; s < job_.stages(); ++s) {
       const sched::RunStage& stage = job_.plan.stages[s];
@@ -795,9 +796,10 @@ class Attempt::Impl {
               (end[i].prefetch_seconds() - stats_start_[i].prefetch_seconds()) / steps;
           report.step_end_seconds =
               (end[i].step_end_seconds() - stats_start_[i].step_end_seconds()) / steps;
-          report.read_seconds = (end[i].read_seconds() - stats_start_[i].read_seconds()) / steps;
-          report.run_seconds =
-              (end[i].run_seconds() - stats_start_[i].run_seconds() - write_back) / steps;
+          if (s == 0) {
+            report.read_seconds = (end[i].read_seconds() - stats_start_[i].read_seconds()) / steps;
+            report.run_seconds = (end[i].run_seconds() - stats_start_[i].run_seconds()) / steps;
+          }
           report.lookup_seconds =
               (end[i].lookup_seconds() - stats_start_[i].lookup_seconds()) / steps;
           report.dense_seconds = (end[i].dense_seconds() - stats_start_[i].dense_seconds()) / steps;
@@ -846,7 +848,8 @@ class Attempt::Impl {
   const absl::Time job_start_;
   std::unique_ptr<ps::rpc::GrpcPsClient> ps_;
   std::unique_ptr<Workers> workers_;
-  std::vector<worker_wire::WorkerStats> stats_start_;
+  // The replicas' counters when the training starts and when it ends (before the evaluation).
+  std::vector<worker_wire::WorkerStats> stats_start_, stats_end_;
   int64_t steps_trained_ = 0;
   int64_t per_pass_ = 1, train_lines_ = 0, total_steps_ = 0, samples_ = 0;
   int64_t samples_before_ = 0;  // the samples of the steps before this attempt's first
