@@ -533,6 +533,10 @@ absl::Status SparseTable::Export(absl::Span<const uint64_t> keys, RowBatch* out)
   out->state.resize(keys.size() * state);
   out->steps.resize(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
+    if (ReadResident(keys[i], out->values.data() + i * dim, out->state.data() + i * state,
+                     &out->steps[i])) {
+      continue;
+    }
     HETERPS_ASSIGN_OR_RETURN(std::optional<RowData> row, Lookup(keys[i]));
     if (!row.has_value()) {
       return absl::InternalError(absl::StrCat("export: key ", keys[i], " vanished"));
@@ -555,6 +559,10 @@ absl::Status SparseTable::Import(absl::Span<const uint64_t> keys, const RowBatch
   }
   RowData row;
   for (size_t i = 0; i < keys.size(); ++i) {
+    HETERPS_ASSIGN_OR_RETURN(const bool replaced,
+                             OverwriteResident(keys[i], rows.values.data() + i * dim,
+                                               rows.state.data() + i * state, rows.steps[i]));
+    if (replaced) continue;
     HETERPS_ASSIGN_OR_RETURN(std::optional<RowData> old, Lookup(keys[i]));
     row.value.assign(rows.values.begin() + i * dim, rows.values.begin() + (i + 1) * dim);
     row.state.assign(rows.state.begin() + i * state, rows.state.begin() + (i + 1) * state);
@@ -563,6 +571,38 @@ absl::Status SparseTable::Import(absl::Span<const uint64_t> keys, const RowBatch
     HETERPS_RETURN_IF_ERROR(Insert(keys[i], row));
   }
   return absl::OkStatus();
+}
+
+bool SparseTable::ReadResident(uint64_t key, float* value, float* state, int64_t* steps) {
+  Shard& shard = ShardOf(key);
+  absl::MutexLock lock(&shard.mu);
+  const std::optional<uint32_t> slot = shard.Find(key);
+  if (!slot.has_value()) return false;
+  const int dim = options_.dim, stride = this->stride();
+  const float* data = shard.Slot(*slot);
+  std::copy(data, data + dim, value);
+  std::copy(data + dim, data + stride, state);
+  *steps = shard.MetaOf(*slot).steps;
+  return true;
+}
+
+// As Insert does for a row it finds in memory: the floats and the update count replaced, the
+// access count kept, the row seen now.
+absl::StatusOr<bool> SparseTable::OverwriteResident(uint64_t key, const float* value,
+                                                    const float* state, int64_t steps) {
+  Shard& shard = ShardOf(key);
+  absl::MutexLock lock(&shard.mu);
+  const std::optional<uint32_t> slot = shard.Find(key);
+  if (!slot.has_value()) return false;
+  const int dim = options_.dim, stride = this->stride();
+  float* data = shard.Slot(*slot);
+  std::copy(value, value + dim, data);
+  std::copy(state, state + (stride - dim), data + dim);
+  Meta& meta = shard.MetaOf(*slot);
+  meta.last_seen = Tick(clock_.fetch_add(1) + 1);
+  meta.steps = Saturate(steps);
+  HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
+  return true;
 }
 
 absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {

@@ -126,6 +126,11 @@ class SparseTable {
   // Moves least recently used rows to the cold store while the shard exceeds
   // its budget share.
   absl::Status EnforceBudget(Shard& shard);
+  // Export's and Import's path for a row in memory: one lock and one search, no copy in between
+  // (Lookup and Insert are the path for the others). False where `key` has no row in memory.
+  bool ReadResident(uint64_t key, float* value, float* state, int64_t* steps);
+  absl::StatusOr<bool> OverwriteResident(uint64_t key, const float* value, const float* state,
+                                         int64_t steps);
   int64_t SlotBytes() const;
   void FillInitialValue(uint64_t key, float* value) const;
 
