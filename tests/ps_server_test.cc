@@ -2,6 +2,7 @@
 // in this one.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -119,6 +120,25 @@ TEST(PsServerProcessTest, TwoServersAnswerLikeTheInProcessClientAndStopOnSigterm
     ASSERT_TRUE(local.Wait(local.PushSparse(0, keys, a)).ok());
     ASSERT_TRUE((*remote)->Wait((*remote)->PushSparse(0, keys, a)).ok());
   }
+  // Whole rows out and back (the GPU tier's calls), more than a request's 2,048 keys per server,
+  // in no order, some rows in memory and some spilled to the SSD tier, some never seen.
+  std::vector<uint64_t> keys(7000);
+  std::iota(keys.begin(), keys.end(), uint64_t{46000});
+  std::shuffle(keys.begin(), keys.end(), rng);
+  ps::RowBatch mine, theirs;
+  ASSERT_TRUE(local.Wait(local.ExportRows(0, keys, &mine)).ok());
+  absl::Status exported = (*remote)->Wait((*remote)->ExportRows(0, keys, &theirs));
+  ASSERT_TRUE(exported.ok()) << exported;
+  EXPECT_EQ(theirs.values, mine.values);
+  EXPECT_EQ(theirs.state, mine.state);
+  EXPECT_EQ(theirs.steps, mine.steps);
+  for (float& v : mine.values) v += 1;
+  for (int64_t& s : mine.steps) s += 3;
+  absl::Status imported = (*remote)->Wait((*remote)->ImportRows(0, keys, mine));
+  ASSERT_TRUE(imported.ok()) << imported;
+  ASSERT_TRUE((*remote)->Wait((*remote)->ExportRows(0, keys, &theirs)).ok());
+  EXPECT_EQ(theirs.values, mine.values);
+  EXPECT_EQ(theirs.steps, mine.steps);
   auto stats = (*remote)->Stats();
   ASSERT_TRUE(stats.ok());
   for (const auto& shard : *stats) {

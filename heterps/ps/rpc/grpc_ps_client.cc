@@ -348,14 +348,19 @@ namespace {
 // 64 MB.
 constexpr size_t kRowChunk = 2048;
 
-// Appends rows [from, from + n) of `part` (whose rows are `dim` and `state` floats) to `out`.
-void AppendRows(const RowBatch& part, size_t from, size_t n, size_t dim, size_t state,
-                RowBatch* out) {
-  out->values.insert(out->values.end(), part.values.begin() + from * dim,
-                     part.values.begin() + (from + n) * dim);
-  out->state.insert(out->state.end(), part.state.begin() + from * state,
-                    part.state.begin() + (from + n) * state);
-  out->steps.insert(out->steps.end(), part.steps.begin() + from, part.steps.begin() + from + n);
+// Sizes `out` for `n` rows of `dim` and `state` floats.
+void SizeRows(size_t n, size_t dim, size_t state, RowBatch* out) {
+  out->values.resize(n * dim);
+  out->state.resize(n * state);
+  out->steps.resize(n);
+}
+
+// Row `from` of `in` into row `to` of `out` (rows of `dim` and `state` floats).
+void CopyRow(const RowBatch& in, size_t from, size_t dim, size_t state, RowBatch* out, size_t to) {
+  std::memcpy(out->values.data() + to * dim, in.values.data() + from * dim, dim * sizeof(float));
+  std::memcpy(out->state.data() + to * state, in.state.data() + from * state,
+              state * sizeof(float));
+  out->steps[to] = in.steps[from];
 }
 
 }  // namespace
@@ -403,17 +408,21 @@ Ticket GrpcPsClient::ExportRows(int table, absl::Span<const uint64_t> keys, RowB
     });
   }
   call->finish = [raw, out, chunks, n] {
-    // Each server's rows in its key order, then every key's row in the caller's order.
-    std::vector<RowBatch> per_server(n);
+    // Every key's row in the caller's order, from the chunk that holds it: server s's rows
+    // j = 0, 1, ... in chunks first[s], first[s] + 1, ... of kRowChunk rows.
+    std::vector<size_t> first(n, chunks.size());
     size_t dim = 0, state = 0;
-    for (size_t i = 0; i < chunks.size(); ++i) {
+    for (size_t i = chunks.size(); i-- > 0;) {
+      first[chunks[i].first] = i;
       const RowBatch& b = raw->batches[i];
       dim = b.values.size() / b.steps.size();
       state = b.state.size() / b.steps.size();
-      AppendRows(b, 0, b.steps.size(), dim, state, &per_server[chunks[i].first]);
     }
-    *out = RowBatch();
-    for (const auto& [s, j] : raw->plan.where) AppendRows(per_server[s], j, 1, dim, state, out);
+    SizeRows(raw->plan.where.size(), dim, state, out);
+    for (size_t p = 0; p < raw->plan.where.size(); ++p) {
+      const auto [s, j] = raw->plan.where[p];
+      CopyRow(raw->batches[first[s] + j / kRowChunk], j % kRowChunk, dim, state, out, p);
+    }
   };
   return c->Launch(call, std::move(tasks));
 }
@@ -433,8 +442,10 @@ Ticket GrpcPsClient::ImportRows(int table, absl::Span<const uint64_t> keys, cons
   // The rows, regrouped by server.
   call->plan = PlanKeys(keys, n);
   call->batches.resize(n);
+  for (int s = 0; s < n; ++s) SizeRows(call->plan.keys[s].size(), dim, state, &call->batches[s]);
   for (size_t i = 0; i < keys.size(); ++i) {
-    AppendRows(rows, i, 1, dim, state, &call->batches[call->plan.where[i].first]);
+    const auto [s, j] = call->plan.where[i];
+    CopyRow(rows, i, dim, state, &call->batches[s], j);
   }
   std::vector<Task> tasks;
   Call* raw = call.get();
