@@ -54,6 +54,28 @@ class GpuHostTest : public ::testing::Test {
     return args;
   }
 
+  // A one-stage plan of batches of 512 (tests/specs/runtime/one-stage-*.json), 1 shard.
+  static std::vector<std::string> OneStage(const std::string& dir, const std::string& plan,
+                                           std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"train",
+                                     "--data",
+                                     data_,
+                                     "--batch",
+                                     "512",
+                                     "--cluster",
+                                     "tests/specs/runtime/local-mixed.yaml",
+                                     "--plan",
+                                     "tests/specs/runtime/one-stage-" + plan + ".json",
+                                     "--ps-shards",
+                                     "1",
+                                     "--job-dir",
+                                     dir,
+                                     "--metrics-out",
+                                     dir + "/metrics.json"};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+
   static std::string data_;
 };
 
@@ -121,7 +143,9 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   const double run = b["run_step_seconds"], commit = b["commit_seconds"];
   EXPECT_GT(run, 0);
   EXPECT_GT(commit, 0);
-  EXPECT_LT(run + commit, b["step_seconds"].get<double>());
+  // Means over the steps that end no round, against the mean over all: within a tenth (the
+  // coordinator's own work between steps may be next to nothing).
+  EXPECT_LT(run + commit, 1.1 * b["step_seconds"].get<double>());
 
   testing::ExpectNoneLeft(mixed);
 
@@ -217,25 +241,8 @@ TEST_F(GpuHostTest, APlanMadeForTheTierKeepsStageZeroOnOneReplica) {
 TEST_F(GpuHostTest, AGpuPlanRunsInLargeBlocksUnlessTold) {
   const auto run = [](const std::string& name, std::vector<std::string> more) {
     const std::string dir = Dir(name);
-    std::vector<std::string> args = {"train",
-                                     "--data",
-                                     data_,
-                                     "--batch",
-                                     "512",
-                                     "--cluster",
-                                     "tests/specs/runtime/local-mixed.yaml",
-                                     "--plan",
-                                     "tests/specs/runtime/one-stage-gpu.json",
-                                     "--ps-shards",
-                                     "1",
-                                     "--checkpoint-every",
-                                     "0",
-                                     "--job-dir",
-                                     dir,
-                                     "--metrics-out",
-                                     dir + "/metrics.json"};
-    args.insert(args.end(), more.begin(), more.end());
-    const Outcome r = Heterps(args, dir);
+    more.insert(more.end(), {"--checkpoint-every", "0"});
+    const Outcome r = Heterps(OneStage(dir, "gpu", more), dir);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     if (r.exit_code != 0) return std::tuple{r.out, int64_t{0}, json()};
     const json job = json::parse(testing::Slurp(dir + "/job.json"));
@@ -258,36 +265,17 @@ TEST_F(GpuHostTest, AGpuPlanRunsInLargeBlocksUnlessTold) {
 // (blocks of 512) goes on on the CPU (whose own default is 64), and ends as the uninterrupted run.
 TEST_F(GpuHostTest, AResumeOnAnotherPlanKeepsTheBlockSize) {
   const auto args = [](const std::string& dir, const std::string& plan) {
-    return std::vector<std::string>{"train",
-                                    "--data",
-                                    data_,
-                                    "--batch",
-                                    "512",
-                                    "--cluster",
-                                    "tests/specs/runtime/local-mixed.yaml",
-                                    "--plan",
-                                    plan,
-                                    "--ps-shards",
-                                    "1",
-                                    "--epochs",
-                                    "2",
-                                    "--checkpoint-every",
-                                    "5",
-                                    "--job-dir",
-                                    dir,
-                                    "--metrics-out",
-                                    dir + "/metrics.json"};
+    return OneStage(dir, plan, {"--epochs", "2", "--checkpoint-every", "5"});
   };
-  const std::string gpu = "tests/specs/runtime/one-stage-gpu.json";
   const std::string whole = Dir("gpu_resume_whole");
-  Outcome r = Heterps(args(whole, gpu), whole);
+  Outcome r = Heterps(args(whole, "gpu"), whole);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string dir = Dir("gpu_resume");
-  testing::Background job(args(dir, gpu), dir);
+  testing::Background job(args(dir, "gpu"), dir);
   ASSERT_TRUE(job.WaitFor([&] { return testing::CheckpointStep(dir) >= 5; }));
   job.Signal(SIGTERM);
   EXPECT_EQ(job.Wait(), 128 + SIGTERM) << job.err();
-  r = Heterps(args(dir, "tests/specs/runtime/one-stage-cpu.json"), dir);
+  r = Heterps(args(dir, "cpu"), dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out + r.err, HasSubstr("resumed from the checkpoint of step"));
   EXPECT_THAT(r.out, HasSubstr("in blocks of 512"));

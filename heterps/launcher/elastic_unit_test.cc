@@ -296,6 +296,19 @@ TEST(ReplannerTest, APreemptedOrDyingTypeIsPlannedAround) {
   EXPECT_EQ(next->job.plan.stages[0].type, "cpu-spot");
 }
 
+// Four spot units, and a limit twice what one unit does with the whole model (`one_unit`,
+// samples/s): a re-plan to more units than one.
+void AskForTwiceOneUnit(const Fixture& f, double* one_unit) {
+  absl::StatusOr<cost::CostModel> model =
+      cost::CostModel::Create(f.job.model, f.cluster, cost::ColocatedWorkload(1, 1));
+  ASSERT_TRUE(model.ok()) << model.status();
+  *one_unit = model->batch() / model->StageSeconds(0, model->num_layers() - 1, 0);
+  Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": 4}]})");
+  JobControl control;
+  control.throughput = 2 * *one_unit;
+  ASSERT_TRUE(WriteJobControl(env, f.dir, control).ok());
+}
+
 // A job with a GPU tier: a re-plan keeps the tier's stage on one replica, through the first
 // embedding layer (JobRules), where one that did not know the rule proposed a plan the job then
 // refused.
@@ -307,15 +320,8 @@ TEST(ReplannerTest, AReplanKeepsTheGpuTiersStageOnOneReplica) {
     f.options.recipe.settings.gpu_tier_device = "twin:0";
     f.options.rules.gpu_tier = rules;
     f.Start();
-    // Four spot units, and a limit twice what one unit does with the whole model.
-    absl::StatusOr<cost::CostModel> model =
-        cost::CostModel::Create(f.job.model, f.cluster, cost::ColocatedWorkload(1, 1));
-    ASSERT_TRUE(model.ok()) << model.status();
-    const double one_unit = model->batch() / model->StageSeconds(0, model->num_layers() - 1, 0);
-    Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": 4}]})");
-    JobControl control;
-    control.throughput = 2 * one_unit;
-    ASSERT_TRUE(WriteJobControl(env, f.dir, control).ok());
+    double one_unit = 0;
+    ASSERT_NO_FATAL_FAILURE(AskForTwiceOneUnit(f, &one_unit));
     const std::optional<PlanSwitch> next = f.replanner->Check(At(10'000'000));
     if (!rules) {
       EXPECT_FALSE(next.has_value());
@@ -339,14 +345,8 @@ TEST(ReplannerTest, AReplanGivesStageZeroNoMoreReplicasThanBlocks) {
     f.options.recipe.settings.block_size = 256;  // the batch: one block a step
     if (rules) f.options.rules.block_size = 256;
     f.Start();
-    absl::StatusOr<cost::CostModel> model =
-        cost::CostModel::Create(f.job.model, f.cluster, cost::ColocatedWorkload(1, 1));
-    ASSERT_TRUE(model.ok()) << model.status();
-    const double one_unit = model->batch() / model->StageSeconds(0, model->num_layers() - 1, 0);
-    Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": 4}]})");
-    JobControl control;
-    control.throughput = 2 * one_unit;
-    ASSERT_TRUE(WriteJobControl(env, f.dir, control).ok());
+    double one_unit = 0;
+    ASSERT_NO_FATAL_FAILURE(AskForTwiceOneUnit(f, &one_unit));
     const std::optional<PlanSwitch> next = f.replanner->Check(At(10'000'000));
     if (!rules) {
       EXPECT_FALSE(next.has_value());
