@@ -133,11 +133,13 @@ TEST(PsServerProcessTest, TwoServersAnswerLikeTheInProcessClientAndStopOnSigterm
   EXPECT_EQ(theirs.state, mine.state);
   EXPECT_EQ(theirs.steps, mine.steps);
   for (float& v : mine.values) v += 1;
+  for (float& v : mine.state) v += 2;
   for (int64_t& s : mine.steps) s += 3;
   absl::Status imported = (*remote)->Wait((*remote)->ImportRows(0, keys, mine));
   ASSERT_TRUE(imported.ok()) << imported;
   ASSERT_TRUE((*remote)->Wait((*remote)->ExportRows(0, keys, &theirs)).ok());
   EXPECT_EQ(theirs.values, mine.values);
+  EXPECT_EQ(theirs.state, mine.state);
   EXPECT_EQ(theirs.steps, mine.steps);
   auto stats = (*remote)->Stats();
   ASSERT_TRUE(stats.ok());

@@ -167,14 +167,14 @@ absl::StatusOr<Planned> ChoosePlan(const TrainFlags& flags, const config::ModelS
   return out;
 }
 
-// The block size of the unfinished job in `job_dir` that this run resumes (its checkpoint's
-// identity names it), if any.
-absl::StatusOr<std::optional<int64_t>> ResumedBlockSize(const TrainFlags& flags,
-                                                        const std::string& job_dir) {
-  if (flags.fresh) return std::nullopt;
+// The block size the job must keep: the one the flags name, else that of the unfinished job in
+// `job_dir` this run resumes (its checkpoint's identity names it); 0: none yet (the plan's).
+absl::StatusOr<int64_t> KnownBlockSize(const TrainFlags& flags, const std::string& job_dir) {
+  if (flags.block_size > 0) return flags.block_size;
+  if (flags.fresh) return 0;
   HETERPS_ASSIGN_OR_RETURN(std::optional<launcher::JobCheckpoint> record,
                            launcher::ReadJobCheckpoint(base::DefaultEnv(), job_dir));
-  if (!record) return std::nullopt;
+  if (!record) return 0;
   for (const std::string& line : record->identity) {
     int64_t block = 0;
     absl::string_view value = line;
@@ -183,28 +183,24 @@ absl::StatusOr<std::optional<int64_t>> ResumedBlockSize(const TrainFlags& flags,
       return block;
     }
   }
-  return std::nullopt;
+  return 0;
 }
 
 // What the flags set for every job of this run, whatever its plan (launcher/planning.h); the
-// block size, where the flags name none, the resumed job's, else from the plan the job starts
-// with.
+// block size, where the flags name none (nor a resumed job: KnownBlockSize), from the plan the
+// job starts with.
 absl::StatusOr<launcher::JobRecipe> RecipeFrom(const TrainFlags& flags,
                                                const ModelTextAndSpec& model, const DataFile& data,
                                                const sched::RunPlan& first,
-                                               const config::ClusterSpec& cluster,
-                                               const std::string& job_dir) {
+                                               const config::ClusterSpec& cluster) {
   launcher::JobRecipe recipe;
   recipe.model = {model.text, model.spec.source, model.spec.batch_size};
   recipe.data_files = data.paths;
   recipe.settings = flags.job;
-  recipe.settings.block_size = flags.block_size;
-  if (recipe.settings.block_size == 0) {
-    HETERPS_ASSIGN_OR_RETURN(const std::optional<int64_t> resumed,
-                             ResumedBlockSize(flags, job_dir));
-    recipe.settings.block_size = resumed.value_or(
-        worker::PlanBlockSize(first, cluster, model.spec.batch_size, flags.job.micro_batch));
-  }
+  recipe.settings.block_size =
+      flags.block_size > 0
+          ? flags.block_size
+          : worker::PlanBlockSize(first, cluster, model.spec.batch_size, flags.job.micro_batch);
   HETERPS_ASSIGN_OR_RETURN(recipe.settings.tables,
                            ModelOptionsFrom(flags, model.spec, model.spec.batch_size));
   if (flags.gpu_cache_gib > 0) {
@@ -365,7 +361,12 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   // A learned scheduler's policy stays with the job: its re-plans start from it.
   const std::string policy =
       flags.scheduler == "rl" || flags.scheduler == "auto" ? *job_dir + "/policy.bin" : "";
-  absl::StatusOr<Planned> planned = ChoosePlan(flags, planning, *cluster, policy, data->paths);
+  // A block size named or resumed holds for the plan made here too (whole blocks per replica).
+  absl::StatusOr<int64_t> block_size = KnownBlockSize(flags, *job_dir);
+  if (!block_size.ok()) return Fail(block_size.status());
+  TrainFlags known = flags;
+  known.block_size = *block_size;
+  absl::StatusOr<Planned> planned = ChoosePlan(known, planning, *cluster, policy, data->paths);
   if (!planned.ok()) return Fail(planned.status());
   if (!planned->plan.feasible && flags.plan_path.empty()) {
     std::fprintf(stderr, "heterps: no feasible plan on %s: %s\n", cluster->name.c_str(),
@@ -374,7 +375,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   }
   PlaceStages(planned->plan, model->spec);
   absl::StatusOr<launcher::JobRecipe> recipe =
-      RecipeFrom(flags, *model, *data, planned->plan, *cluster, *job_dir);
+      RecipeFrom(known, *model, *data, planned->plan, *cluster);
   if (!recipe.ok()) return Fail(recipe.status());
   absl::StatusOr<worker::JobSpec> job = launcher::JobOfPlan(*recipe, planned->plan, *cluster);
   if (!job.ok()) return Fail(job.status());

@@ -134,6 +134,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   request.cluster = cluster;
   request.profile = measured.profile;
   request.rules.gpu_tier = tier;
+  request.rules.block_size = flags.block_size;  // named or resumed; 0: the plan's
   request.scheduler = flags.scheduler;
   request.options.seed = flags.job.tables.seed;
   request.options.time_limit_seconds = 10;

@@ -59,7 +59,8 @@ worker::BatchSources DataBatches(const config::ModelSpec& spec,
 // profile runs on the first lines of `data_files` (the job's data; empty: random batches).
 // Without --throughput, plans for 1.5, 1 and 0.5 times one unit's speed are tried in turn, and
 // the first feasible one is taken; with a GPU tier (--gpu-cache-gib), whose stage 0 runs on one
-// replica (launcher::JobRules: every plan keeps it), a quarter is tried too.
+// replica (launcher::JobRules: every plan keeps it), a quarter is tried too. A block size in the
+// flags (named, or a resumed job's) gives stage 0 at most as many replicas as a step has blocks.
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
                                  const config::ClusterSpec& cluster, int64_t samples,
                                  const std::string& policy_out = "",

@@ -116,6 +116,12 @@ class SparseTable {
   template <typename Serve>
   absl::Status ForEachKey(absl::Span<const uint64_t> keys, int row_floats, Serve serve);
   int stride() const { return options_.dim * (1 + StateFloats(options_.optimizer.kind)); }
+  // Export's and Import's path for a row in memory, each taking the key's shard.mu: one lock and
+  // one search, no copy in between (Lookup and Insert are the path for the others). False where
+  // `key` has no row in memory.
+  bool ReadResident(uint64_t key, float* value, float* state, int64_t* steps);
+  absl::StatusOr<bool> OverwriteResident(uint64_t key, const float* value, const float* state,
+                                         int64_t steps);
   // The rest run with shard.mu held.
   // The slot of `key`: resident, brought back from the cold store, or created; its last access
   // becomes `now`.
@@ -126,11 +132,6 @@ class SparseTable {
   // Moves least recently used rows to the cold store while the shard exceeds
   // its budget share.
   absl::Status EnforceBudget(Shard& shard);
-  // Export's and Import's path for a row in memory: one lock and one search, no copy in between
-  // (Lookup and Insert are the path for the others). False where `key` has no row in memory.
-  bool ReadResident(uint64_t key, float* value, float* state, int64_t* steps);
-  absl::StatusOr<bool> OverwriteResident(uint64_t key, const float* value, const float* state,
-                                         int64_t steps);
   int64_t SlotBytes() const;
   void FillInitialValue(uint64_t key, float* value) const;
 

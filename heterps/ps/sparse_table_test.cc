@@ -278,6 +278,57 @@ TEST(SparseTableTest, AFailedSpillLosesNoRow) {
   }
 }
 
+// Whole rows out and back (the GPU tier's Export and Import), for rows in memory, rows on the
+// SSD tier and rows never seen: Export gives each row as Lookup does; Import replaces the
+// floats and the update count and keeps the access count, wherever the row is.
+TEST(SparseTableTest, ExportAndImportReplaceRowsAndKeepTheirAccesses) {
+  SparseTableOptions options;
+  options.lock_shards = 2;
+  options.memory_budget_bytes = 4000;  // about 25 rows of dim 16 with Adagrad's state
+  auto table = SparseTable::Create(options, std::make_unique<FlakyColdStore>());
+  ASSERT_TRUE(table.ok()) << table.status();
+  std::vector<uint64_t> seen(60), keys;
+  for (uint64_t k = 0; k < seen.size(); ++k) seen[k] = k * 17 + 3;
+  std::vector<float> values(seen.size() * 16), grads(seen.size() * 16, 0.5f);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*table)->Pull(seen, absl::MakeSpan(values)).ok());
+  ASSERT_TRUE((*table)->Push(seen, grads).ok());
+  ASSERT_GT((*table)->Stats().cold_rows, 0);  // some rows spilled
+  keys = seen;
+  for (uint64_t k = 0; k < 10; ++k) keys.push_back(100000 + k);  // never seen
+
+  RowBatch rows;
+  ASSERT_TRUE((*table)->Export(keys, &rows).ok());
+  ASSERT_EQ(rows.steps.size(), keys.size());
+  std::vector<int64_t> accesses;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto row = (*table)->Lookup(keys[i]);
+    ASSERT_TRUE(row.ok() && row->has_value()) << keys[i];
+    EXPECT_EQ(std::vector<float>(rows.values.begin() + i * 16, rows.values.begin() + (i + 1) * 16),
+              (*row)->value);
+    EXPECT_EQ(std::vector<float>(rows.state.begin() + i * 16, rows.state.begin() + (i + 1) * 16),
+              (*row)->state);
+    EXPECT_EQ(rows.steps[i], (*row)->steps);
+    EXPECT_EQ(rows.steps[i], i < seen.size() ? 1 : 0);
+    accesses.push_back((*row)->accesses);
+  }
+  for (float& v : rows.values) v += 1;
+  for (float& v : rows.state) v += 2;
+  for (int64_t& s : rows.steps) s += 3;
+  ASSERT_TRUE((*table)->Import(keys, rows).ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto row = (*table)->Lookup(keys[i]);
+    ASSERT_TRUE(row.ok() && row->has_value()) << keys[i];
+    EXPECT_EQ(std::vector<float>(rows.values.begin() + i * 16, rows.values.begin() + (i + 1) * 16),
+              (*row)->value);
+    EXPECT_EQ(std::vector<float>(rows.state.begin() + i * 16, rows.state.begin() + (i + 1) * 16),
+              (*row)->state);
+    EXPECT_EQ((*row)->steps, rows.steps[i]);
+    EXPECT_EQ((*row)->accesses, accesses[i]) << keys[i];
+  }
+  const SparseTableStats stats = (*table)->Stats();
+  EXPECT_EQ(stats.memory_rows + stats.cold_rows, static_cast<int64_t>(keys.size()));
+}
+
 TEST(SparseTableTest, InitialValuesDependOnlyOnTheKey) {
   SparseTableOptions a, b;
   a.lock_shards = 3;

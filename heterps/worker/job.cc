@@ -222,7 +222,9 @@ int64_t PlanBlockSize(const sched::RunPlan& plan, const config::ClusterSpec& clu
   if (micro_batch <= 0) return block;
   block = std::min(block, micro_batch);
   while (micro_batch % block != 0) --block;
-  return block;
+  // A micro-batch whose divisors are all small (2 x 1031) keeps the CPU's blocks (MakeJob then
+  // asks for a multiple of them) rather than blocks of 2.
+  return block >= kDefaultBlockSize ? block : kDefaultBlockSize;
 }
 
 std::pair<int64_t, int64_t> JobSpec::ShareBlocks(int replica) const {

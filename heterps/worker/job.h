@@ -107,7 +107,8 @@ std::pair<int64_t, int64_t> StepShare(int64_t j, int64_t batch, int64_t hi, int6
 // replicas of stage 0 and P micro-batches per replica (1 for one stage, 2 per stage in a
 // pipeline), so that the replicas' shares are as even as the samples allow; never below
 // kDefaultBlockSize. With a `micro_batch` the user named (> 0), the largest divisor of it that
-// is not above that, so that a micro-batch holds whole blocks. Two plans may so choose two block
+// is not above that, so that a micro-batch holds whole blocks (kDefaultBlockSize where that
+// divisor is smaller). Two plans may so choose two block
 // sizes: runs to compare bit for bit across plans name one.
 int64_t PlanBlockSize(const sched::RunPlan& plan, const config::ClusterSpec& cluster, int64_t batch,
                       int64_t micro_batch = 0);

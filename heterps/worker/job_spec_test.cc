@@ -104,6 +104,8 @@ TEST(JobSpecTest, TheDefaultBlockSizeFollowsWhereTheStagesRun) {
   EXPECT_EQ(PlanBlockSize(one, cluster, 2048, 1000), 1000);
   EXPECT_EQ(PlanBlockSize(one, cluster, 2048, 3000), 1500);
   EXPECT_EQ(PlanBlockSize(f.plan, cluster, 2048, 96), 96);
+  EXPECT_EQ(PlanBlockSize(one, cluster, 2048, 2062), 1031);                  // 2 x 1031
+  EXPECT_EQ(PlanBlockSize(f.plan, cluster, 2048, 2062), kDefaultBlockSize);  // not blocks of 2
   // The type's kind, or the device where the cluster does not name the type.
   EXPECT_EQ(PlanBlockSize(f.plan, config::ClusterSpec(), 2048), 256);
   one.stages[0].device = "twin:3";

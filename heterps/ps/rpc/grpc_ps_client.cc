@@ -357,9 +357,8 @@ void SizeRows(size_t n, size_t dim, size_t state, RowBatch* out) {
 
 // Row `from` of `in` into row `to` of `out` (rows of `dim` and `state` floats).
 void CopyRow(const RowBatch& in, size_t from, size_t dim, size_t state, RowBatch* out, size_t to) {
-  std::memcpy(out->values.data() + to * dim, in.values.data() + from * dim, dim * sizeof(float));
-  std::memcpy(out->state.data() + to * state, in.state.data() + from * state,
-              state * sizeof(float));
+  std::copy_n(in.values.data() + from * dim, dim, out->values.data() + to * dim);
+  std::copy_n(in.state.data() + from * state, state, out->state.data() + to * state);
   out->steps[to] = in.steps[from];
 }
 
