@@ -47,7 +47,7 @@ chmod u+w "$out"/lib/*
 for f in "$out"/bin/* "$out"/lib/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
 cp -r examples "$out/"
 cp -r tests/specs "$out/tests/"
-cp scripts/gpu-bench.sh "$out/scripts/"
+cp scripts/gpu-bench.sh scripts/gpu-jobs.sh "$out/scripts/"
 mkdir -p "$out/benchmarks"
 cp benchmarks/torch_dlrm.py "$out/benchmarks/"
 echo "bundle: $(du -sh "$out" | cut -f1) in $out ($(ls "$out/lib" | wc -l) libraries)"

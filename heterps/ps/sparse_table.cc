@@ -594,15 +594,20 @@ absl::StatusOr<bool> SparseTable::OverwriteResident(uint64_t key, const float* v
   absl::MutexLock lock(&shard.mu);
   const std::optional<uint32_t> slot = shard.Find(key);
   if (!slot.has_value()) return false;
-  const int dim = options_.dim, stride = this->stride();
-  float* data = shard.Slot(*slot);
-  std::copy(value, value + dim, data);
-  std::copy(state, state + (stride - dim), data + dim);
-  Meta& meta = shard.MetaOf(*slot);
-  meta.last_seen = Tick(clock_.fetch_add(1) + 1);
-  meta.steps = Saturate(steps);
+  WriteSlot(shard, *slot, value, state, steps);
   HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
   return true;
+}
+
+void SparseTable::WriteSlot(Shard& shard, uint32_t slot, const float* value, const float* state,
+                            int64_t steps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  const int dim = options_.dim, stride = this->stride();
+  float* data = shard.Slot(slot);
+  std::copy(value, value + dim, data);
+  std::copy(state, state + (stride - dim), data + dim);
+  Meta& meta = shard.MetaOf(slot);
+  meta.last_seen = Tick(clock_.fetch_add(1) + 1);
+  meta.steps = Saturate(steps);
 }
 
 absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
@@ -628,13 +633,9 @@ absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
     shard.MetaOf(*slot).set_key(key);
     shard.Insert(*slot);
   }
-  float* data = shard.Slot(*slot);
-  std::copy(row.value.begin(), row.value.end(), data);
-  std::copy(row.state.begin(), row.state.end(), data + dim);
+  WriteSlot(shard, *slot, row.value.data(), row.state.data(), row.steps);
   Meta& meta = shard.MetaOf(*slot);
   meta.set_key(key);
-  meta.last_seen = Tick(clock_.fetch_add(1) + 1);
-  meta.steps = Saturate(row.steps);
   meta.accesses = Saturate(row.accesses);
   return EnforceBudget(shard);
 }

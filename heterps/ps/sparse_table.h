@@ -126,6 +126,10 @@ class SparseTable {
   // The slot of `key`: resident, brought back from the cold store, or created; its last access
   // becomes `now`.
   absl::StatusOr<uint32_t> Touch(Shard& shard, uint64_t key, uint64_t now);
+  // Writes a row's floats (dim of `value`, then its state) and update count into `slot`, which
+  // becomes seen now.
+  void WriteSlot(Shard& shard, uint32_t slot, const float* value, const float* state,
+                 int64_t steps);
   // A free slot for a new resident row.
   // ResourceExhausted when the shard already holds SlotIndex's most rows (2^24 - 1).
   absl::StatusOr<uint32_t> Allocate(Shard& shard);

@@ -299,32 +299,31 @@ TEST(SparseTableTest, ExportAndImportReplaceRowsAndKeepTheirAccesses) {
   RowBatch rows;
   ASSERT_TRUE((*table)->Export(keys, &rows).ok());
   ASSERT_EQ(rows.steps.size(), keys.size());
-  std::vector<int64_t> accesses;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    auto row = (*table)->Lookup(keys[i]);
-    ASSERT_TRUE(row.ok() && row->has_value()) << keys[i];
-    EXPECT_EQ(std::vector<float>(rows.values.begin() + i * 16, rows.values.begin() + (i + 1) * 16),
-              (*row)->value);
-    EXPECT_EQ(std::vector<float>(rows.state.begin() + i * 16, rows.state.begin() + (i + 1) * 16),
-              (*row)->state);
-    EXPECT_EQ(rows.steps[i], (*row)->steps);
-    EXPECT_EQ(rows.steps[i], i < seen.size() ? 1 : 0);
-    accesses.push_back((*row)->accesses);
-  }
+  // Row i of `rows` as the table holds it (Lookup): its floats and its update count; its access
+  // count into `accesses`.
+  const auto expect_rows = [&](std::vector<int64_t>* accesses) {
+    accesses->clear();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto row = (*table)->Lookup(keys[i]);
+      ASSERT_TRUE(row.ok() && row->has_value()) << keys[i];
+      EXPECT_EQ(
+          std::vector<float>(rows.values.begin() + i * 16, rows.values.begin() + (i + 1) * 16),
+          (*row)->value);
+      EXPECT_EQ(std::vector<float>(rows.state.begin() + i * 16, rows.state.begin() + (i + 1) * 16),
+                (*row)->state);
+      EXPECT_EQ(rows.steps[i], (*row)->steps);
+      accesses->push_back((*row)->accesses);
+    }
+  };
+  std::vector<int64_t> before, after;
+  ASSERT_NO_FATAL_FAILURE(expect_rows(&before));
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(rows.steps[i], i < seen.size() ? 1 : 0);
   for (float& v : rows.values) v += 1;
   for (float& v : rows.state) v += 2;
   for (int64_t& s : rows.steps) s += 3;
   ASSERT_TRUE((*table)->Import(keys, rows).ok());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    auto row = (*table)->Lookup(keys[i]);
-    ASSERT_TRUE(row.ok() && row->has_value()) << keys[i];
-    EXPECT_EQ(std::vector<float>(rows.values.begin() + i * 16, rows.values.begin() + (i + 1) * 16),
-              (*row)->value);
-    EXPECT_EQ(std::vector<float>(rows.state.begin() + i * 16, rows.state.begin() + (i + 1) * 16),
-              (*row)->state);
-    EXPECT_EQ((*row)->steps, rows.steps[i]);
-    EXPECT_EQ((*row)->accesses, accesses[i]) << keys[i];
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_rows(&after));
+  EXPECT_EQ(after, before);
   const SparseTableStats stats = (*table)->Stats();
   EXPECT_EQ(stats.memory_rows + stats.cold_rows, static_cast<int64_t>(keys.size()));
 }

@@ -530,6 +530,15 @@ class PipelineReplica::Impl {
     RunForward(std::move(r));
   }
 
+  // A micro-batch's gradients, after its backward, to the step (the policy's AfterBackward), timed.
+  absl::Status HandGradients(const Record& r, ParameterGrads* grads) {
+    const absl::Time start = absl::Now();
+    const absl::Status status =
+        policy_->AfterBackward(*stage_, r.header.step, r.header.order, grads);
+    Charge(&Impl::gradients_seconds_, start);
+    return status;
+  }
+
   void RunForward(Record r) {
     ++micro_batches_;
     absl::Status pulled = MaybePull(r.header.step);
@@ -545,11 +554,7 @@ class PipelineReplica::Impl {
       absl::StatusOr<double> loss =
           stage_->ForwardBackward(r.ctx, *r.in, r.header.scale, d_in, grads, &block_losses_);
       absl::Status status = loss.status();
-      if (status.ok()) {
-        const absl::Time start = absl::Now();
-        status = policy_->AfterBackward(*stage_, r.header.step, r.header.order, grads);
-        Charge(&Impl::gradients_seconds_, start);
-      }
+      if (status.ok()) status = HandGradients(r, grads);
       if (!status.ok()) return Finish(r, status);
       return Finish(r, status, *loss, block_losses_, d_in);
     }
@@ -585,11 +590,7 @@ class PipelineReplica::Impl {
     ActivationGrads* d_in = stage_index_ == 0 ? nullptr : &d_in_;
     ParameterGrads* grads = policy_->GradsFor(r.header.step, r.header.order);
     absl::Status status = stage_->Backward(r.ctx, answer.grads, d_in, grads);
-    if (status.ok()) {
-      const absl::Time start = absl::Now();
-      status = policy_->AfterBackward(*stage_, r.header.step, r.header.order, grads);
-      Charge(&Impl::gradients_seconds_, start);
-    }
+    if (status.ok()) status = HandGradients(r, grads);
     if (!status.ok()) return Finish(r, status);
     Finish(r, status, answer.loss_sum, answer.block_losses, d_in);
   }
