@@ -9,7 +9,9 @@
 // parsing thread, its consumer taking batches) and its ratio to the scan, and training samples/s
 // (1 thread) with the reader's headroom over it. Then the same file gzip- and zstd-compressed
 // (level 6 and 3, the tools' defaults): the reader's lines/s on each against the plain file's, and
-// training samples/s on the gzip file against the plain file's.
+// training samples/s on the gzip file against the plain file's. Then the binary form of the same
+// lines (`heterps convert`, plain and zstd): the conversion's lines/s, the reader's lines/s on it
+// against its own raw scan and the text reader's, and training on it.
 #include <sys/stat.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -22,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "benchmarks/bench_cli.h"
 #include "heterps/config/model_spec.h"
+#include "heterps/data/example_file.h"
 #include "heterps/data/reader.h"
 #include "heterps/data/synthetic.h"
 #include "heterps/worker/trainer.h"
@@ -149,7 +152,34 @@ void Measure(const char* name, const std::string& model_path, int64_t rows, int 
       name, FileMb(path + ".gz"), gz_rate, gz_rate / plain_rate, plain_rate, FileMb(path + ".zst"),
       zst_rate, zst_rate / plain_rate, gz_result.samples_per_second,
       gz_result.samples_per_second / result.samples_per_second, result.samples_per_second);
-  for (const char* suffix : {"", ".gz", ".zst", ".teacher.json"}) {
+
+  // The binary form (`heterps convert`): written once, then read with nothing to parse.
+  heterps::data::ConvertOptions convert;
+  convert.files = {path};
+  convert.schema = spec.data;
+  convert.out = path + ".hpx";
+  absl::Time start = absl::Now();
+  CheckOk("reader_bench", heterps::data::ConvertToExamples(convert).status(), "convert");
+  const double convert_seconds = Seconds(start);
+  ScanSeconds(convert.out, &lines);  // warm the page cache
+  const double binary_scan = ScanSeconds(convert.out, &lines);
+  const double binary_rate = ReaderRate(convert.out, spec.data, batch);
+  convert.out = path + ".hpx.zst";
+  CheckOk("reader_bench", heterps::data::ConvertToExamples(convert).status(), "convert zstd");
+  const double binary_zst_rate = ReaderRate(convert.out, spec.data, batch);
+  train.files = {path + ".hpx"};
+  auto binary_result = CheckOk("reader_bench", heterps::worker::Train(spec, train), "train hpx");
+  std::printf(
+      "%-18s binary %.1f MB (converted at %.0f lines/s): reader %9.0f lines/s, %.0f MB/s (%.2f "
+      "of the scan, %.1fx plain text's), zstd %.1f MB: %9.0f lines/s (%.1fx); training on it "
+      "%8.0f samples/s (%.2f of plain's): reader %.1fx ahead\n",
+      name, FileMb(path + ".hpx"), samples / convert_seconds, binary_rate,
+      binary_rate * FileMb(path + ".hpx") / samples, binary_scan * binary_rate / samples,
+      binary_rate / plain_rate, FileMb(path + ".hpx.zst"), binary_zst_rate,
+      binary_zst_rate / plain_rate, binary_result.samples_per_second,
+      binary_result.samples_per_second / result.samples_per_second,
+      binary_rate / binary_result.samples_per_second);
+  for (const char* suffix : {"", ".gz", ".zst", ".teacher.json", ".hpx", ".hpx.zst"}) {
     std::remove((path + suffix).c_str());
   }
 }

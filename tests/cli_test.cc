@@ -349,6 +349,56 @@ TEST(CliTest, GenDataWritesDataAndTheTeacherSidecar) {
   EXPECT_THAT(r.err, HasSubstr("heterps: error: /nonexistent/dir/x.tsv: cannot create"));
 }
 
+// The binary form: `heterps convert` writes it, and every run on it is the run on the text it came
+// from (the same losses and parameters), with nothing parsed.
+TEST(CliTest, ConvertedDataTrainsAsTheTextItCameFrom) {
+  const std::string text = TempPath("convert.tsv");
+  const std::string binary = TempPath("convert.hpx");
+  ASSERT_EQ(RunCli("gen-data --rows 8000 --seed 8 --out " + text).exit_code, 0);
+  Result r = RunCli("convert --data " + text + " --out " + binary);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("wrote 8,000 records to " + binary));
+  EXPECT_EQ(r.err, "");  // no progress bar when stderr is not a terminal
+  for (const char* mode : {"--single-process", "--mode sync"}) {
+    nlohmann::json m[2];
+    for (int i = 0; i < 2; ++i) {
+      const std::string metrics = TempPath("convert-metrics.json");
+      r = RunCli(absl::StrFormat("train %s --batch 256 --data %s --metrics-out %s", mode,
+                                 i == 0 ? text : binary, metrics));
+      ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+      EXPECT_THAT(r.out, HasSubstr("7,200 training samples"));
+      m[i] = nlohmann::json::parse(Slurp(metrics));
+    }
+    EXPECT_EQ(m[1]["losses"], m[0]["losses"]) << mode;
+    EXPECT_EQ(m[1]["eval_auc"], m[0]["eval_auc"]) << mode;
+    EXPECT_EQ(m[1]["parameter_digest"], m[0]["parameter_digest"]) << mode;
+  }
+  // A multi-hot layout with a header, zstd-compressed by its name.
+  const std::string model = "examples/models/movielens-genres.yaml";
+  const std::string csv = TempPath("convert.csv");
+  const std::string zst = TempPath("convert.hpx.zst");
+  ASSERT_EQ(RunCli("gen-data --model " + model + " --rows 3000 --out " + csv).exit_code, 0);
+  r = RunCli("convert --model " + model + " --data " + csv + " --out " + zst);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json losses[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string metrics = TempPath("convert-mh.json");
+    r = RunCli(absl::StrFormat("train --single-process --model %s --data %s --metrics-out %s",
+                               model, i == 0 ? csv : zst, metrics));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    losses[i] = nlohmann::json::parse(Slurp(metrics))["losses"];
+  }
+  EXPECT_EQ(losses[1], losses[0]);
+  // Errors: a bad line names the file and line and leaves nothing; another layout is refused.
+  r = RunCli("convert --model " + model + " --data " + text + " --out " + TempPath("x.hpx"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("heterps: error: " + text + ":1: "));
+  EXPECT_FALSE(std::filesystem::exists(TempPath("x.hpx")));
+  r = RunCli("train --single-process --model " + model + " --data " + binary);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(binary + ": converted with a layout of 13 dense features"));
+}
+
 // A declared layout written by gen-data, and planned with the ids per slot the data holds.
 TEST(CliTest, GenDataWritesADeclaredLayoutThatPlanMeasures) {
   const std::string model = "examples/models/movielens-genres.yaml";

@@ -4,6 +4,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/synchronization/mutex.h"
 #include "heterps/base/host.h"
+#include "tools/convert_command.h"
 #include "tools/ctl_command.h"
 #include "tools/gen_data_command.h"
 #include "tools/node_command.h"
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   CLI::App* plan = heterps::tools::AddPlanCommand(app, plan_flags);
   heterps::tools::GenDataFlags gen_data_flags;
   CLI::App* gen_data = heterps::tools::AddGenDataCommand(app, gen_data_flags);
+  heterps::tools::ConvertFlags convert_flags;
+  CLI::App* convert = heterps::tools::AddConvertCommand(app, convert_flags);
   heterps::tools::TrainFlags train_flags;
   CLI::App* train = heterps::tools::AddTrainCommand(app, train_flags);
   heterps::tools::ProfileFlags profile_flags;
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
   if (profile->parsed()) return heterps::tools::RunProfile(profile_flags);
   if (train->parsed()) return heterps::tools::RunTrain(train_flags);
   if (gen_data->parsed()) return heterps::tools::RunGenData(gen_data_flags);
+  if (convert->parsed()) return heterps::tools::RunConvert(convert_flags);
   if (ps_server->parsed()) return heterps::tools::RunPsServer(ps_server_flags);
   if (node->parsed()) return heterps::tools::RunNode(node_flags);
   if (status->parsed()) return heterps::tools::RunStatus(status_flags);

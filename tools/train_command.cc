@@ -122,7 +122,7 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   tls->excludes(cert);
   cmd->add_option("--data", flags.data,
                   "data files or globs (plain, gzip or zstd) of the model's layout (Criteo TSV by "
-                  "default), or 'synthetic' (default)");
+                  "default) or in the binary form of `heterps convert`, or 'synthetic' (default)");
   cmd->add_option("--rows", flags.rows, "Rows of synthetic data (default 200000)")
       ->check(Positive());
   cmd->add_option("--epochs", flags.job.epochs, "Passes over the training data (default 1)")

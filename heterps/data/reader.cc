@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/data/example_file.h"
 #include "heterps/data/line_source.h"
 
 namespace heterps::data {
@@ -49,6 +50,33 @@ struct BatchReader::Impl {
     final = std::move(status);
   }
 
+  // Reads a file of the binary form (example_file.h) into batches: `take` says which records are
+  // this reader's, `fits` whether a record's keys fit in the batch. False when reading must stop
+  // (finished with an error, or the reader is being destroyed).
+  template <typename Take, typename Fits>
+  bool ReadExamples(std::unique_ptr<ByteSource> bytes, Take& take, Fits& fits, Batch& batch) {
+    absl::StatusOr<std::unique_ptr<ExampleSource>> in =
+        ExampleSource::Open(std::move(bytes), options.schema);
+    if (!in.ok()) {
+      Finish(in.status());
+      return false;
+    }
+    while (true) {
+      absl::StatusOr<bool> more = (*in)->Next();
+      if (!more.ok()) {  // as a text file's read error: the batch begun is not handed over
+        Finish(more.status());
+        return false;
+      }
+      if (!*more) return true;
+      if (!take()) continue;
+      if (!fits((*in)->keys(), absl::StrCat((*in)->path(), ": record ", (*in)->record()))) {
+        return false;
+      }
+      (*in)->AppendTo(&batch);
+      if (batch.size == options.batch_size && !Deliver(batch)) return false;
+    }
+  }
+
   void Parse() {
     Batch batch;
     int64_t number = 0;   // across files, for the held-out split
@@ -57,11 +85,40 @@ struct BatchReader::Impl {
     absl::string_view line;
     Example example;
     absl::StatusOr<LineParser> parser = LineParser::Create(options.schema);
+    // Counts a data line (or record) and says whether it is this reader's.
+    auto take = [&]() -> bool {
+      const bool eval =
+          options.eval_every > 0 && number % options.eval_every == options.eval_every - 1;
+      ++number;
+      if (eval != (options.part == ReaderOptions::Part::kEval)) return false;
+      const int64_t at = mine++;
+      if (options.cycle > 0) {
+        const int64_t position = at % options.cycle;
+        return position >= options.cycle_begin && position < options.cycle_end;
+      }
+      return at % options.world == options.rank;
+    };
+    // Whether `more` keys fit in the batch (else finished with an error at `where`).
+    auto fits = [&](size_t more, const std::string& where) -> bool {
+      if (batch.keys.size() + more <= static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+        return true;
+      }
+      Finish(absl::InvalidArgumentError(absl::StrCat(
+          where,
+          ": more than 2^31 ids in one batch: lower the batch size or the columns' max_ids")));
+      return false;
+    };
     for (const std::string& path : options.files) {
-      absl::StatusOr<std::unique_ptr<ByteSource>> bytes = ByteSource::Open(path);
+      absl::StatusOr<bool> binary = IsExampleFile(path);
+      absl::StatusOr<std::unique_ptr<ByteSource>> bytes =
+          binary.ok() ? ByteSource::Open(path) : binary.status();
       if (!bytes.ok()) {
         Finish(bytes.status());
         return;
+      }
+      if (*binary) {
+        if (!ReadExamples(*std::move(bytes), take, fits, batch)) return;
+        continue;
       }
       LineSource in(*std::move(bytes));
       int64_t line_in_file = 0;
@@ -94,17 +151,7 @@ struct BatchReader::Impl {
       while (next()) {
         ++line_in_file;
         if (line.find_first_not_of('\r') == std::string::npos) continue;  // an empty line
-        const bool eval =
-            options.eval_every > 0 && number % options.eval_every == options.eval_every - 1;
-        ++number;
-        if (eval != (options.part == ReaderOptions::Part::kEval)) continue;
-        const int64_t at = mine++;
-        if (options.cycle > 0) {
-          const int64_t position = at % options.cycle;
-          if (position < options.cycle_begin || position >= options.cycle_end) continue;
-        } else if (at % options.world != options.rank) {
-          continue;
-        }
+        if (!take()) continue;
         if (absl::Status s = parser->Parse(line, &example); !s.ok()) {
           std::string message = absl::StrCat(path, ":", line_in_file, ": ", s.message());
           if (line_in_file == 1 && parser->LooksLikeHeader(line)) {
@@ -122,13 +169,7 @@ struct BatchReader::Impl {
           if (stats.first_bad.size() < 10) stats.first_bad.push_back(std::move(message));
           continue;
         }
-        if (batch.keys.size() + example.keys.size() >
-            static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-          Finish(absl::InvalidArgumentError(absl::StrCat(
-              path, ":", line_in_file,
-              ": more than 2^31 ids in one batch: lower the batch size or the columns' max_ids")));
-          return;
-        }
+        if (!fits(example.keys.size(), absl::StrCat(path, ":", line_in_file))) return;
         batch.Add(example);
         if (batch.size == options.batch_size && !Deliver(batch)) return;
       }
@@ -232,7 +273,13 @@ absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool h
   int64_t lines = 0;
   std::vector<char> buffer(1 << 20);
   for (const std::string& path : files) {
+    HETERPS_ASSIGN_OR_RETURN(const bool binary, IsExampleFile(path));
     HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> in, ByteSource::Open(path));
+    if (binary) {
+      HETERPS_ASSIGN_OR_RETURN(const int64_t records, ExampleSource::CountRecords(std::move(in)));
+      lines += records;
+      continue;
+    }
     int64_t in_file = 0;      // lines begun, empty or not
     bool content = false;     // the current line has a byte other than "\r"
     bool first_empty = true;  // the file's first line is empty (a header counts either way)

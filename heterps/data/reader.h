@@ -12,6 +12,10 @@
 //     ...
 //   }
 //
+// Files of the binary form that `heterps convert` writes (example_file.h) are told by their first
+// bytes and read as the lines they were converted from, record n being data line n: the same
+// sharding, held-out split and batches, with nothing to parse. A list may mix both forms.
+//
 // Sharding: data lines are numbered from 0 across the files in order; rank r of w parses the lines
 // whose number is r modulo w, so the ranks read disjoint parts that together cover everything,
 // and every batch but each rank's last is full (or, with a cycle, the lines at given positions of
@@ -71,7 +75,8 @@ struct ReaderStats {
 int64_t EvalEvery(double eval_fraction);
 
 // Data lines in the files (see Sharding; a fast pass that parses nothing), for progress, ETA and
-// step counts: with `header`, each file's first line is not one. NotFound naming the first file
+// step counts: with `header`, each file's first line is not one; a file of the binary form counts
+// its records. NotFound naming the first file
 // that cannot be opened; a file that cannot be read to its end (DataLoss: truncated) is named
 // with the last whole line read, "(after line N)", as the reader names it.
 absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header = false);
