@@ -2,7 +2,9 @@
 # The dlrm-small GPU jobs alone, for a GPU lent for minutes, from a bundle (scripts/bundle.sh):
 # the plan's default block size against blocks of 64, two epochs, asynchronous, each with where
 # its step goes (the passes, the coordinator's waits, the tier's write-back), and PyTorch's fused
-# DLRM on the same data. scripts/gpu-bench.sh is the whole experiment; this is its jobs' part.
+# DLRM on the same data; then the default job again on the same lines in the binary form
+# (`heterps convert`), which parses nothing: where it is faster, text input held the GPU back.
+# scripts/gpu-bench.sh is the whole experiment; this is its jobs' part.
 #
 #   scripts/gpu-jobs.sh OUT      # prints the figures; each job's output and metrics in OUT
 out="$1"
@@ -27,7 +29,7 @@ job() {  # name flags...
   local name="$1"; shift
 
   timeout -k 5 75 bin/heterps train --model examples/models/dlrm-small.yaml --cluster /tmp/gpu.yaml \
-    --data /tmp/d.tsv --job-dir /tmp/j-$name --checkpoint-every 0 --gpu-cache-gib 4 \
+    --data "${DATA:-/tmp/d.tsv}" --job-dir /tmp/j-$name --checkpoint-every 0 --gpu-cache-gib 4 \
     --metrics-out "$out/$name.json" "$@" > "$out/$name.out" 2> "$out/$name.err"
   local rc=$?
   echo "== $name rc=$rc"
@@ -48,3 +50,6 @@ job epochs2 --epochs 2
 job async --mode async
 timeout -k 5 100 python3 benchmarks/torch_dlrm.py --data /tmp/d.tsv --out "$out/torch.json" > /dev/null 2> "$out/torch.err"
 echo "== torch rc=$?"; python3 -c "import json;m=json.load(open('$out/torch.json'));print(m['samples_per_second'], m['eval_auc'])"
+bin/heterps convert --data /tmp/d.tsv --out /tmp/d.hpx > "$out/convert.out" 2>&1
+echo "== convert rc=$?"; cat "$out/convert.out"
+DATA=/tmp/d.hpx job binary

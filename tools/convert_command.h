@@ -6,7 +6,7 @@
 //
 // Shows a progress bar on a terminal and prints one line: the records written, the lines
 // skipped, the sizes and the time. Exit codes: 0 written, 2 bad flags, a bad line (without
-// --skip-bad-lines), a read or a write error (one line on stderr; nothing is left at --out).
+// --skip-bad-lines), a read or a write error (one line on stderr; --out is left as it was).
 #pragma once
 
 #include <string>

@@ -14,9 +14,11 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the binary form is lit
 
 constexpr char kMagic[8] = {'\x89', 'H', 'P', 'X', '\r', '\n', '\x1a', '\n'};
 constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 32;
+constexpr size_t kHeaderBytes = 40;
 constexpr size_t kChunkHeaderBytes = 16;
 constexpr size_t kChunkPayload = 1 << 20;  // a chunk ends once its payload reaches this
+// No chunk's payload is larger (a record never is): a reader allocates no more for one.
+constexpr size_t kMaxChunkPayload = size_t{64} << 20;
 constexpr uint32_t kCountsFlag = 1;
 
 template <typename T>
@@ -43,8 +45,11 @@ bool HasCounts(const Schema& schema) {
 uint64_t LayoutFingerprint(const Schema& schema) {
   std::string text = "heterps layout 1";
   for (const Column& c : schema.columns) {
-    if (c.role == ColumnRole::kIgnore) continue;
+    // Which field a column reads: with a header, the one its name names; without, its position
+    // (ignored columns count).
+    if (schema.header && c.role == ColumnRole::kIgnore) continue;
     absl::StrAppend(&text, ";", ColumnRoleName(c.role));
+    if (schema.header) absl::StrAppend(&text, ",name=", c.name.size(), ":", c.name);
     switch (c.role) {
       case ColumnRole::kLabel:
         absl::StrAppend(&text, ",threshold=", c.threshold.has_value() ? "" : "none");
@@ -98,6 +103,7 @@ absl::StatusOr<std::unique_ptr<ExampleWriter>> ExampleWriter::Create(const std::
   Put<uint32_t>(&header, static_cast<uint32_t>(writer->slots_));
   Put<uint32_t>(&header, writer->counts_ ? kCountsFlag : 0);
   Put<uint64_t>(&header, LayoutFingerprint(schema));
+  Put<uint64_t>(&header, XXH3_64bits(header.data(), header.size()));
   HETERPS_RETURN_IF_ERROR(writer->sink_->Append(header));
   return writer;
 }
@@ -110,18 +116,27 @@ absl::Status ExampleWriter::Add(const Batch& batch) {
                      batch.slots, " slots, where the layout has ", dense_, " and ", slots_));
   }
   for (int64_t r = 0; r < batch.size; ++r) {
+    const int64_t begin = slots_ > 0 ? batch.KeyBegin(r, 0) : 0;
+    const int64_t end = slots_ > 0 ? batch.KeyEnd(r, slots_ - 1) : 0;
+    if (!counts_ && end - begin != slots_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          sink_->path(), ": a sample with several ids in a slot, where the layout is one-hot"));
+    }
+    const size_t bytes = sizeof(float) * (1 + dense_) + (counts_ ? sizeof(uint32_t) * slots_ : 0) +
+                         sizeof(uint64_t) * static_cast<size_t>(end - begin);
+    if (bytes > kMaxChunkPayload) {
+      return absl::InvalidArgumentError(absl::StrCat(sink_->path(), ": a sample of ", bytes,
+                                                     " bytes, more than the ", kMaxChunkPayload,
+                                                     " a chunk holds: lower the columns' max_ids"));
+    }
+    if (chunk_.size() + bytes > kMaxChunkPayload) HETERPS_RETURN_IF_ERROR(Flush());
     Put<float>(&chunk_, batch.labels[r]);
     chunk_.append(reinterpret_cast<const char*>(batch.dense.data() + r * dense_),
                   sizeof(float) * dense_);
-    const int64_t begin = slots_ > 0 ? batch.KeyBegin(r, 0) : 0;
-    const int64_t end = slots_ > 0 ? batch.KeyEnd(r, slots_ - 1) : 0;
     if (counts_) {
       for (int s = 0; s < slots_; ++s) {
         Put<uint32_t>(&chunk_, static_cast<uint32_t>(batch.KeyEnd(r, s) - batch.KeyBegin(r, s)));
       }
-    } else if (end - begin != slots_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          sink_->path(), ": a sample with several ids in a slot, where the layout is one-hot"));
     }
     chunk_.append(reinterpret_cast<const char*>(batch.keys.data() + begin),
                   sizeof(uint64_t) * (end - begin));
@@ -213,6 +228,10 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> ExampleSource::OpenChecked(
   }
   HETERPS_RETURN_IF_ERROR(
       in->ReadExactly(header + sizeof(kMagic), kHeaderBytes - sizeof(kMagic), "the header"));
+  if (XXH3_64bits(header, kHeaderBytes - sizeof(uint64_t)) !=
+      Get<uint64_t>(header + kHeaderBytes - sizeof(uint64_t))) {
+    return in->Corrupt("the header is corrupt (its checksum does not match)");
+  }
   const uint32_t version = Get<uint32_t>(header + 8);
   if (version != kVersion) {
     return absl::FailedPreconditionError(absl::StrCat(in->path(), ": binary form version ", version,
@@ -271,8 +290,16 @@ absl::StatusOr<bool> ExampleSource::NextChunk() {
   const uint32_t records = Get<uint32_t>(head);
   const uint32_t bytes = Get<uint32_t>(head + 4);
   const uint64_t hash = Get<uint64_t>(head + 8);
-  if (records == 0 && bytes != sizeof(uint64_t)) {
-    return Corrupt(absl::StrCat("the chunk at byte ", chunk_offset_, " is corrupt"));
+  // Sizes checked before anything is allocated: one-hot records have a fixed size.
+  const size_t fixed = sizeof(float) * (1 + dense_) + sizeof(uint32_t) * (counts_ ? slots_ : 0) +
+                       sizeof(uint64_t) * (counts_ ? 0 : slots_);
+  const bool fits = records == 0
+                        ? bytes == sizeof(uint64_t)
+                        : bytes <= kMaxChunkPayload &&
+                              (counts_ ? bytes >= records * fixed : bytes == records * fixed);
+  if (!fits) {
+    return Corrupt(absl::StrCat("the chunk at byte ", chunk_offset_, " is corrupt (", records,
+                                " records in ", bytes, " bytes)"));
   }
   payload_.resize(bytes);
   HETERPS_RETURN_IF_ERROR(ReadExactly(payload_.data(), bytes, "a chunk"));
@@ -327,38 +354,37 @@ absl::StatusOr<bool> ExampleSource::Next() {
 }
 
 void ExampleSource::AppendTo(Batch* batch) const {
-  const char* p = current_;
-  const char* const dense = p + sizeof(float);
-  if (!counts_ && batch->one_hot()) {
-    if (batch->size == 0) {
-      batch->dense_width = dense_;
-      batch->slots = slots_;
-    }
-    ++batch->size;
-    batch->labels.push_back(Get<float>(p));
-    const size_t d = batch->dense.size(), k = batch->keys.size();
-    batch->dense.resize(d + dense_);
-    std::memcpy(batch->dense.data() + d, dense, sizeof(float) * dense_);
-    batch->keys.resize(k + slots_);
-    std::memcpy(batch->keys.data() + k, dense + sizeof(float) * dense_, sizeof(uint64_t) * slots_);
-    return;
+  // As Batch::Add does with the Example the record was written from.
+  const char* const dense = current_ + sizeof(float);
+  const char* const counts = dense + sizeof(float) * dense_;
+  const char* const keys = counts + (counts_ ? sizeof(uint32_t) * slots_ : 0);
+  auto count = [&](int s) -> int32_t {
+    return counts_ ? static_cast<int32_t>(Get<uint32_t>(counts + sizeof(uint32_t) * s)) : 1;
+  };
+  if (batch->size == 0) {
+    batch->dense_width = dense_;
+    batch->slots = slots_;
   }
-  example_.label = Get<float>(p);
-  example_.dense.resize(dense_);
-  std::memcpy(example_.dense.data(), dense, sizeof(float) * dense_);
-  example_.counts.assign(slots_, 1);
-  const char* keys = dense + sizeof(float) * dense_;
-  if (counts_) {
-    for (int s = 0; s < slots_; ++s) {
-      example_.counts[s] = static_cast<int32_t>(Get<uint32_t>(keys + sizeof(uint32_t) * s));
+  if (counts_ && batch->one_hot()) {
+    bool one = true;
+    for (int s = 0; s < slots_ && one; ++s) one = count(s) == 1;
+    if (!one) {
+      batch->offsets.resize(static_cast<size_t>(batch->size) * slots_ + 1);
+      for (size_t i = 0; i < batch->offsets.size(); ++i) {
+        batch->offsets[i] = static_cast<int32_t>(i);
+      }
     }
-    keys += sizeof(uint32_t) * slots_;
   }
-  size_t n = 0;
-  for (int32_t c : example_.counts) n += static_cast<size_t>(c);
-  example_.keys.resize(n);
-  std::memcpy(example_.keys.data(), keys, sizeof(uint64_t) * n);
-  batch->Add(example_);
+  ++batch->size;
+  batch->labels.push_back(Get<float>(current_));
+  const size_t d = batch->dense.size(), k = batch->keys.size();
+  batch->dense.resize(d + dense_);
+  std::memcpy(batch->dense.data() + d, dense, sizeof(float) * dense_);
+  batch->keys.resize(k + keys_);
+  std::memcpy(batch->keys.data() + k, keys, sizeof(uint64_t) * keys_);
+  if (!batch->one_hot()) {
+    for (int s = 0; s < slots_; ++s) batch->offsets.push_back(batch->offsets.back() + count(s));
+  }
 }
 
 }  // namespace heterps::data

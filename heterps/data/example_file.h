@@ -16,17 +16,19 @@
 //   }
 //
 // The format (little-endian; docs/data.md):
-//   header, 32 bytes: magic "\x89HPX\r\n\x1a\n", u32 version (1), u32 dense features, u32 slots,
+//   header, 40 bytes: magic "\x89HPX\r\n\x1a\n", u32 version (1), u32 dense features, u32 slots,
 //     u32 flags (bit 0: records carry per-slot key counts, a multi-hot layout), u64 the layout's
-//     fingerprint (LayoutFingerprint);
-//   chunks: u32 records (> 0), u32 payload bytes, u64 XXH3-64 of the payload, the payload: the
+//     fingerprint (LayoutFingerprint), u64 XXH3-64 of the 32 bytes before;
+//   chunks: u32 records (> 0), u32 payload bytes (at most 64 MiB; about 1 MiB but the last),
+//     u64 XXH3-64 of the payload, the payload: the
 //     records one after the other, each f32 label, f32 dense[features], then either u64 keys[slots]
 //     (one-hot layouts) or u32 counts[slots] and u64 keys[sum of counts];
 //   the end: a chunk of 0 records whose 8-byte payload is the u64 count of all records.
 // Written through a ByteSink, so that a name ending in .gz or .zst compresses it (the reader
 // decompresses before it looks at the magic). A file without its end, a checksum that does not
-// match or a record that overruns its chunk is DataLoss naming the file; a layout other than the
-// one the file was converted with is FailedPrecondition naming both.
+// match, sizes that do not add up or a record that overruns its chunk is DataLoss naming the file
+// (no allocation is larger than a chunk may be); a layout other than the one the file was
+// converted with is FailedPrecondition naming the file.
 //
 // Thread safety: one thread at a time per object; LayoutFingerprint and IsExampleFile are
 // thread-safe.
@@ -47,10 +49,11 @@
 
 namespace heterps::data {
 
-// What a layout makes of a line, hashed: every label, dense, sparse and multi-hot column's role,
-// transform, integer rule, id format, separator, max_ids, buckets and threshold, in order (not
-// the names, the delimiter or the header, which change how a line is read but not what it
-// becomes). Stable across runs, hosts and versions.
+// What a layout makes of a line, hashed: which field each label, dense, sparse and multi-hot
+// column reads (its name where the layout has a header, its position among all the columns where
+// it has none), and its role, transform, integer rule, id format, separator, max_ids, buckets and
+// threshold, in order. Not the delimiter or quoting, which change how a line is split but not
+// what it becomes. Stable across runs, hosts and versions.
 uint64_t LayoutFingerprint(const Schema& schema);
 
 // Whether the content of `path` (decompressed) starts with the binary form's magic. The errors of
@@ -72,7 +75,7 @@ struct ConvertSummary {
 
 // Writes the examples of `options.files` (all of them, in order: one reader of world 1, no
 // held-out split) to `options.out` in the binary form. Under kStop a bad line fails the whole
-// conversion with the reader's message and leaves no file at `out`; under kSkip it is counted and
+// conversion with the reader's message and leaves `out` as it was; under kSkip it is counted and
 // left out (the binary file's records are then numbered without it). The reader's and the
 // writer's errors.
 absl::StatusOr<ConvertSummary> ConvertToExamples(const ConvertOptions& options);
@@ -106,7 +109,8 @@ class ExampleSource {
  public:
   // Reads the header from `bytes` (positioned at the start of the content) and checks it against
   // `schema`: InvalidArgument when the content is not of the binary form, FailedPrecondition when
-  // it was converted with another layout or version, DataLoss when it ends inside the header.
+  // it was converted with another layout or version, DataLoss when it ends inside the header or
+  // the header is corrupt.
   static absl::StatusOr<std::unique_ptr<ExampleSource>> Open(std::unique_ptr<ByteSource> bytes,
                                                              const Schema& schema);
 
@@ -146,7 +150,6 @@ class ExampleSource {
   bool done_ = false;              // the end was read
   const char* current_ = nullptr;  // the current record
   int64_t keys_ = 0;               // its keys
-  mutable Example example_;        // multi-hot records are appended through it
 };
 
 }  // namespace heterps::data

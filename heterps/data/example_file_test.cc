@@ -1,12 +1,15 @@
 #include "heterps/data/example_file.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/base/file.h"
+#include "heterps/base/xxhash.h"
 #include "heterps/data/reader.h"
 #include "heterps/data/synthetic.h"
 
@@ -14,6 +17,9 @@ namespace heterps::data {
 namespace {
 
 using ::testing::HasSubstr;
+
+// LayoutFingerprint(CriteoSchema()), as the first build that wrote the binary form computed it.
+constexpr uint64_t kCriteoFingerprint = 0x8f676f87be0b597aull;
 
 // A layout with every role: a header, a transformed dense column, decimal, hex (bucketed) and
 // string ids, a multi-hot column, an ignored one.
@@ -153,6 +159,7 @@ TEST_F(ExampleFileTest, AConvertedFileReadsAsItsLinesWhateverTheSplit) {
   const std::string b = Convert({text[1]}, criteo, "b.hpx");
   ExpectSameReads(criteo, text, {a, b});
   ExpectSameReads(criteo, text, {a, text[1]});
+  ExpectSameReads(criteo, text, {text[0], b});
   // Compressed by its name, read as the plain one.
   const std::string zst = Convert(text, criteo, "ab.hpx.zst");
   ExpectSameReads(criteo, text, {zst});
@@ -209,14 +216,57 @@ TEST_F(ExampleFileTest, AnotherLayoutIsRefusedNamingTheFile) {
   status = ReadAll(options).second;
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), HasSubstr(binary + ": converted with another layout"));
-  // What changes how a line is read, and not what it becomes, is the same layout.
+  // What changes how a line is split, and not what it becomes, is the same layout; without a
+  // header, names are only for messages.
   Schema renamed = criteo;
   renamed.delimiter = ',';
   renamed.columns[3].name = "renamed";
   EXPECT_EQ(LayoutFingerprint(renamed), LayoutFingerprint(criteo));
+  // Pinned: files converted by earlier builds stay readable.
+  EXPECT_EQ(LayoutFingerprint(criteo), kCriteoFingerprint);
+  // Everything else that decides what a line becomes changes it.
+  const Schema multi_hot = MultiHotSchema();
+  const uint64_t base = LayoutFingerprint(multi_hot);
+  std::vector<std::pair<std::string, std::function<void(Schema&)>>> changes = {
+      {"a threshold", [](Schema& s) { s.columns[0].threshold = 4.0; }},
+      {"integer", [](Schema& s) { s.columns[1].integer = true; }},
+      {"the transform", [](Schema& s) { s.columns[1].transform = Transform::kNone; }},
+      {"the id format", [](Schema& s) { s.columns[2].ids = IdFormat::kHex; }},
+      {"the separator", [](Schema& s) { s.columns[3].separator = ';'; }},
+      {"max_ids", [](Schema& s) { s.columns[3].max_ids = 6; }},
+      {"buckets", [](Schema& s) { s.columns[5].buckets = 999; }},
+      {"a role", [](Schema& s) { s.columns[4].role = ColumnRole::kDense; }},
+      {"the field a name reads",
+       [](Schema& s) { std::swap(s.columns[1].name, s.columns[6].name); }},
+      {"an ignored column's place without a header",
+       [](Schema& s) {
+         s.header = false;
+         std::swap(s.columns[4], s.columns[5]);
+       }},
+  };
+  Schema positional = multi_hot;
+  positional.header = false;
+  const uint64_t positional_base = LayoutFingerprint(positional);
+  for (auto& [what, change] : changes) {
+    Schema changed = multi_hot;
+    change(changed);
+    EXPECT_NE(LayoutFingerprint(changed), changed.header ? base : positional_base) << what;
+  }
   // A text file is not one of the binary form.
   EXPECT_EQ(ExampleSource::Open(*ByteSource::Open(Path("c.tsv")), criteo).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The chunk header's and the header's checksums written again after a change, so that the checks
+// behind them are reached.
+void Rehash(std::string* bytes, size_t chunk) {
+  const uint64_t header = XXH3_64bits(bytes->data(), 32);
+  std::memcpy(bytes->data() + 32, &header, 8);
+  if (chunk == 0) return;
+  uint32_t size;
+  std::memcpy(&size, bytes->data() + chunk + 4, 4);
+  const uint64_t hash = XXH3_64bits(bytes->data() + chunk + 16, size);
+  std::memcpy(bytes->data() + chunk + 8, &hash, 8);
 }
 
 TEST_F(ExampleFileTest, TruncatedOrCorruptFilesAreDataLossNamingTheFile) {
@@ -247,6 +297,53 @@ TEST_F(ExampleFileTest, TruncatedOrCorruptFilesAreDataLossNamingTheFile) {
   flipped[(1 << 20) + 100] ^= 0x10;
   expect_loss(flipped, "a flipped bit", "is corrupt (its checksum does not match)");
   expect_loss(bytes + "x", "bytes after the end", "has bytes after its end");
+  std::string header = bytes;
+  header[12] ^= 1;  // the dense features
+  expect_loss(header, "a flipped bit in the header", "the header is corrupt");
+  // A chunk that claims 4 GiB: refused before anything is allocated.
+  std::string huge = bytes;
+  const uint32_t claimed = 0xfffffff0u;
+  std::memcpy(huge.data() + 40 + 4, &claimed, 4);
+  expect_loss(huge, "a chunk's size", "the chunk at byte 40 is corrupt (");
+  // The end's count, with its checksum made to match.
+  std::string end = bytes;
+  end[end.size() - 8] ^= 1;
+  Rehash(&end, end.size() - 24);
+  expect_loss(end, "the end's count", "its end counts 9001 records, where its chunks hold 9000");
+  // Another version: a build that reads it is needed, not the data again.
+  std::string version = bytes;
+  version[8] = 2;
+  Rehash(&version, 0);
+  const std::string path = Path("v2.hpx");
+  ASSERT_TRUE(base::WriteFileAtomically(path, version).ok());
+  absl::StatusOr<std::unique_ptr<ByteSource>> source = ByteSource::Open(path);
+  ASSERT_TRUE(source.ok());
+  absl::Status status = ExampleSource::Open(*std::move(source), criteo).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr(path + ": binary form version 2"));
+}
+
+TEST_F(ExampleFileTest, ARecordThatOverrunsItsChunkIsDataLoss) {
+  const Schema schema = MultiHotSchema();
+  const std::string good = Convert({Synthetic("o.csv", schema, 500, 9)}, schema, "o.hpx");
+  std::string bytes = *base::ReadTextFile(good);
+  // Record 1's first count (after its label and 2 dense features) one more: every record after it
+  // shifts by 8 bytes, and the chunk's records no longer add up to its payload.
+  uint32_t count;
+  const size_t at = 40 + 16 + 4 + 8;
+  std::memcpy(&count, bytes.data() + at, 4);
+  ++count;
+  std::memcpy(bytes.data() + at, &count, 4);
+  Rehash(&bytes, 40);
+  const std::string path = Path("overrun.hpx");
+  ASSERT_TRUE(base::WriteFileAtomically(path, bytes).ok());
+  ReaderOptions options;
+  options.files = {path};
+  options.schema = schema;
+  absl::Status status = ReadAll(options).second;
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), HasSubstr(path + ": "));
+  EXPECT_THAT(status.message(), HasSubstr("the chunk at byte 40"));
 }
 
 TEST_F(ExampleFileTest, BadLinesStopTheConversionOrAreLeftOut) {
@@ -266,7 +363,9 @@ TEST_F(ExampleFileTest, BadLinesStopTheConversionOrAreLeftOut) {
   absl::StatusOr<ConvertSummary> summary = ConvertToExamples(options);
   EXPECT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(summary.status().message(), text + ":3: line: has 2 fields, expected 40");
-  EXPECT_FALSE(std::filesystem::exists(options.out));  // nothing half written
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {  // nothing half written
+    EXPECT_THAT(entry.path().filename().string(), ::testing::Not(::testing::StartsWith("l.hpx")));
+  }
   options.bad_lines = BadLinePolicy::kSkip;
   int64_t progress = 0;
   options.progress = [&](int64_t lines) { progress = lines; };

@@ -13,8 +13,9 @@
 //   }
 //
 // Files of the binary form that `heterps convert` writes (example_file.h) are told by their first
-// bytes and read as the lines they were converted from, record n being data line n: the same
-// sharding, held-out split and batches, with nothing to parse. A list may mix both forms.
+// bytes and read as the lines they were converted from, record n being data line n (where the
+// conversion skipped no bad line): the same sharding, held-out split and batches, with nothing to
+// parse. A list may mix both forms.
 //
 // Sharding: data lines are numbered from 0 across the files in order; rank r of w parses the lines
 // whose number is r modulo w, so the ranks read disjoint parts that together cover everything,
