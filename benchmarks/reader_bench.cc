@@ -7,7 +7,8 @@
 //
 // Prints, per layout: the file's size, the raw scan's MB/s, the reader's lines/s and MB/s (one
 // parsing thread, its consumer taking batches) and its ratio to the scan, and training samples/s
-// (1 thread) with the reader's headroom over it. Then the same file gzip- and zstd-compressed
+// (1 thread) with the reader's headroom over it; the reader with 2 and 4 parser threads against
+// one (ReaderOptions::parser_threads). Then the same file gzip- and zstd-compressed
 // (level 6 and 3, the tools' defaults): the reader's lines/s on each against the plain file's, and
 // training samples/s on the gzip file against the plain file's. Then the binary form of the same
 // lines (`heterps convert`, plain and zstd): the conversion's lines/s, the reader's lines/s on it
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -55,11 +57,12 @@ double ScanSeconds(const std::string& path, int64_t* lines) {
 
 // Seconds the reader takes over `path`, and the samples it read.
 double ReadSeconds(const std::string& path, const heterps::data::Schema& schema, int batch,
-                   int64_t* samples) {
+                   int64_t* samples, int parser_threads = 1) {
   heterps::data::ReaderOptions read;
   read.files = {path};
   read.schema = schema;
   read.batch_size = batch;
+  read.parser_threads = parser_threads;
   const absl::Time start = absl::Now();
   auto reader = CheckOk("reader_bench", heterps::data::BatchReader::Open(read), "open");
   heterps::data::Batch b;
@@ -69,9 +72,10 @@ double ReadSeconds(const std::string& path, const heterps::data::Schema& schema,
 }
 
 // Lines per second of the reader over `path`.
-double ReaderRate(const std::string& path, const heterps::data::Schema& schema, int batch) {
+double ReaderRate(const std::string& path, const heterps::data::Schema& schema, int batch,
+                  int parser_threads = 1) {
   int64_t samples = 0;
-  const double seconds = ReadSeconds(path, schema, batch, &samples);
+  const double seconds = ReadSeconds(path, schema, batch, &samples, parser_threads);
   return samples / seconds;
 }
 
@@ -139,6 +143,13 @@ void Measure(const char* name, const std::string& model_path, int64_t rows, int 
       "scan)  training %8.0f samples/s: reader %.1fx ahead\n",
       name, mb, mb / scan, samples / parse, mb / parse, scan / parse, result.samples_per_second,
       samples / parse / result.samples_per_second);
+
+  std::printf("%-18s parser threads:", name);
+  for (int threads : {2, 4}) {
+    const double rate = ReaderRate(path, spec.data, batch, threads);
+    std::printf(" %d: %9.0f lines/s (%.2fx one's)", threads, rate, rate / plain_rate);
+  }
+  std::printf(" on %u hardware threads\n", std::thread::hardware_concurrency());
 
   Compress(path);
   const double gz_rate = ReaderRate(path + ".gz", spec.data, batch);

@@ -359,19 +359,24 @@ TEST(CliTest, ConvertedDataTrainsAsTheTextItCameFrom) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("wrote 8,000 records to " + binary));
   EXPECT_EQ(r.err, "");  // no progress bar when stderr is not a terminal
+  // The text, the binary file, and the text parsed by 3 threads in each reader.
+  const std::string runs[3] = {"--data " + text, "--data " + binary,
+                               "--data " + text + " --reader-threads 3"};
   for (const char* mode : {"--single-process", "--mode sync"}) {
-    nlohmann::json m[2];
-    for (int i = 0; i < 2; ++i) {
+    nlohmann::json m[3];
+    for (int i = 0; i < 3; ++i) {
       const std::string metrics = TempPath("convert-metrics.json");
-      r = RunCli(absl::StrFormat("train %s --batch 256 --data %s --metrics-out %s", mode,
-                                 i == 0 ? text : binary, metrics));
-      ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+      r = RunCli(
+          absl::StrFormat("train %s --batch 256 %s --metrics-out %s", mode, runs[i], metrics));
+      ASSERT_EQ(r.exit_code, 0) << mode << " " << runs[i] << ": " << r.err;
       EXPECT_THAT(r.out, HasSubstr("7,200 training samples"));
       m[i] = nlohmann::json::parse(Slurp(metrics));
     }
-    EXPECT_EQ(m[1]["losses"], m[0]["losses"]) << mode;
-    EXPECT_EQ(m[1]["eval_auc"], m[0]["eval_auc"]) << mode;
-    EXPECT_EQ(m[1]["parameter_digest"], m[0]["parameter_digest"]) << mode;
+    for (int i = 1; i < 3; ++i) {
+      EXPECT_EQ(m[i]["losses"], m[0]["losses"]) << mode << " " << runs[i];
+      EXPECT_EQ(m[i]["eval_auc"], m[0]["eval_auc"]) << mode << " " << runs[i];
+      EXPECT_EQ(m[i]["parameter_digest"], m[0]["parameter_digest"]) << mode << " " << runs[i];
+    }
   }
   // A multi-hot layout with a header, zstd-compressed by its name.
   const std::string model = "examples/models/movielens-genres.yaml";

@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -45,6 +47,9 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertFlags& flags) {
   cmd->add_flag_callback(
       "--skip-bad-lines", [&flags] { flags.bad_lines = data::BadLinePolicy::kSkip; },
       "Leave malformed lines out (counted) instead of stopping at the first");
+  cmd->add_option("--threads", flags.threads,
+                  "Threads parsing the text (default: the host's hardware threads)")
+      ->check(CLI::Range(1, 256));
   return cmd;
 }
 
@@ -60,6 +65,9 @@ int RunConvert(const ConvertFlags& flags) {
   options.files = *files;
   options.out = flags.out;
   options.bad_lines = flags.bad_lines;
+  options.parser_threads =
+      flags.threads > 0 ? flags.threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ProgressLine progress(true);
   int64_t total = 0;
   if (isatty(STDERR_FILENO)) {  // a pass over the files for the bar's end, only where a bar shows

@@ -3,6 +3,7 @@
 // parse.
 //
 //   heterps convert --model dlrm.yaml --data 'day_*.tsv.gz' --out days.hpx [--skip-bad-lines]
+//       [--threads N]
 //
 // Shows a progress bar on a terminal and prints one line: the records written, the lines
 // skipped, the sizes and the time. Exit codes: 0 written, 2 bad flags, a bad line (without
@@ -22,6 +23,7 @@ struct ConvertFlags {
   std::vector<std::string> data;
   std::string out;
   data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
+  int threads = 0;  // parsing threads; 0: the host's hardware threads
 };
 
 CLI::App* AddConvertCommand(CLI::App& app, ConvertFlags& flags);

@@ -29,6 +29,7 @@ int RunSingleProcess(const TrainFlags& flags) {
   options.micro_batching = {flags.replicas, flags.job.micro_batch};
   options.eval_fraction = flags.job.eval_fraction;
   options.bad_lines = flags.job.bad_lines;
+  options.reader_threads = flags.job.reader_threads;
   absl::StatusOr<worker::ModelOptions> model =
       ModelOptionsFrom(flags, *spec, flags.batch > 0 ? flags.batch : spec->batch_size);
   if (!model.ok()) return Fail(model.status());
@@ -150,6 +151,10 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_flag_callback(
       "--skip-bad-lines", [&flags] { flags.job.bad_lines = data::BadLinePolicy::kSkip; },
       "Skip malformed lines (counted) instead of stopping at the first");
+  cmd->add_option("--reader-threads", flags.job.reader_threads,
+                  "Threads parsing text in each data reader, the same batches whatever the "
+                  "number (default 1; the binary form of `heterps convert` needs none)")
+      ->check(CLI::Range(1, worker::kMaxReaderThreads));
   cmd->add_option("--metrics-out", flags.metrics_out, "Write the metrics here as JSON");
   cmd->add_option("--metrics-port", flags.metrics_port,
                   "Serve Prometheus metrics on http://HOST:PORT/metrics while the job runs (0: "

@@ -178,6 +178,7 @@ absl::StatusOr<ConvertSummary> ConvertToExamples(const ConvertOptions& options) 
   read.files = options.files;
   read.schema = options.schema;
   read.bad_lines = options.bad_lines;
+  read.parser_threads = options.parser_threads;
   read.batch_size = 4096;
   HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<BatchReader> reader, BatchReader::Open(read));
   HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ExampleWriter> writer,

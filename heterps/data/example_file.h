@@ -65,6 +65,7 @@ struct ConvertOptions {
   Schema schema = CriteoSchema();
   std::string out;  // the binary file; .gz or .zst compress it
   BadLinePolicy bad_lines = BadLinePolicy::kStop;
+  int parser_threads = 1;                       // ReaderOptions::parser_threads
   std::function<void(int64_t lines)> progress;  // data lines read so far, now and then
 };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -18,9 +19,58 @@
 
 namespace heterps::data {
 
+namespace {
+
+constexpr size_t kMaxIds = static_cast<size_t>(std::numeric_limits<int32_t>::max());
+
+std::string TooManyIds(const std::string& where) {
+  return absl::StrCat(where,
+                      ": more than 2^31 ids in one batch: lower the batch size or the columns' "
+                      "max_ids");
+}
+
+// The message of a bad line: where, what, and a hint where line 1 looks like a header.
+std::string BadLine(const std::string& path, int64_t number, absl::string_view line,
+                    const LineParser& parser, const absl::Status& status) {
+  std::string message = absl::StrCat(path, ":", number, ": ", status.message());
+  if (number == 1 && parser.LooksLikeHeader(line)) {
+    absl::StrAppend(&message,
+                    " (the line looks like a header: declare `header: true` in the model spec's "
+                    "data section)");
+  }
+  return message;
+}
+
+// Taken lines of one file, parsed by a parser thread (or records of a binary file, decoded as
+// they were read), or the end of the data.
+struct Chunk {
+  std::string path;
+  std::shared_ptr<const LineParser> parser;  // null for records
+  std::string text;                          // the lines, one after the other
+  std::vector<size_t> ends;                  // where each ends in `text`
+  std::vector<int64_t> numbers;              // each line's number in its file (a record's)
+  bool records = false;                      // decoded records, no lines
+  bool end = false;                          // the end of the data: `status` says how
+  absl::Status status;
+  // What parsing made of the lines.
+  Batch batch;
+  std::vector<int64_t> rows;     // per sample of `batch`: its line's (record's) number
+  std::vector<std::string> bad;  // skipped lines' messages (kSkip), in order
+  std::optional<std::string>
+      stop;  // kStop: the first bad line's message; `batch` holds those before
+  bool parsed = false;
+
+  std::string Where(size_t row) const {
+    return records ? absl::StrCat(path, ": record ", rows[row])
+                   : absl::StrCat(path, ":", rows[row]);
+  }
+};
+
+}  // namespace
+
 struct BatchReader::Impl {
   ReaderOptions options;
-  std::thread parser;
+  std::thread parser;  // parses (one thread), or puts the parser threads' chunks in order
 
   mutable absl::Mutex mu;
   // Parsed batches, then (at the end or at an error) a final status: OK for the end.
@@ -28,6 +78,12 @@ struct BatchReader::Impl {
   std::optional<absl::Status> final ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
   ReaderStats stats ABSL_GUARDED_BY(mu);
+
+  // With parser_threads > 1: the chunks in flight, in order, and those not yet parsed.
+  absl::Mutex pool_mu;
+  std::deque<std::shared_ptr<Chunk>> flight ABSL_GUARDED_BY(pool_mu);
+  std::deque<std::shared_ptr<Chunk>> todo ABSL_GUARDED_BY(pool_mu);
+  bool pool_done ABSL_GUARDED_BY(pool_mu) = false;
 
   // Hands a full batch over; false when the reader is being destroyed.
   bool Deliver(Batch& batch) {
@@ -50,41 +106,20 @@ struct BatchReader::Impl {
     final = std::move(status);
   }
 
-  // Reads a file of the binary form (example_file.h) into batches: `take` says which records are
-  // this reader's, `fits` whether a record's keys fit in the batch. False when reading must stop
-  // (finished with an error, or the reader is being destroyed).
-  template <typename Take, typename Fits>
-  bool ReadExamples(std::unique_ptr<ByteSource> bytes, Take& take, Fits& fits, Batch& batch) {
-    absl::StatusOr<std::unique_ptr<ExampleSource>> in =
-        ExampleSource::Open(std::move(bytes), options.schema);
-    if (!in.ok()) {
-      Finish(in.status());
-      return false;
-    }
-    while (true) {
-      absl::StatusOr<bool> more = (*in)->Next();
-      if (!more.ok()) {  // as a text file's read error: the batch begun is not handed over
-        Finish(more.status());
-        return false;
-      }
-      if (!*more) return true;
-      if (!take()) continue;
-      if (!fits((*in)->keys(), absl::StrCat((*in)->path(), ": record ", (*in)->record()))) {
-        return false;
-      }
-      (*in)->AppendTo(&batch);
-      if (batch.size == options.batch_size && !Deliver(batch)) return false;
-    }
+  void Skipped(std::string message) {
+    absl::MutexLock lock(&mu);
+    ++stats.skipped;
+    if (stats.first_bad.size() < 10) stats.first_bad.push_back(std::move(message));
   }
 
-  void Parse() {
-    Batch batch;
-    int64_t number = 0;   // across files, for the held-out split
-    int64_t mine = 0;     // lines of this part, for sharding
-    bool failed = false;  // a read error, already finished with
-    absl::string_view line;
-    Example example;
-    absl::StatusOr<LineParser> parser = LineParser::Create(options.schema);
+  // Walks the files: hands `sink` every data line this reader takes (sharding and the held-out
+  // split applied), with its file, number and parser, every record of a binary file it takes,
+  // and then the end of the data (End) or the error that stops reading (Error). Returns when the
+  // sink says to stop (false from one of its calls) or the data ends.
+  template <typename Sink>
+  void Walk(Sink& sink) {
+    int64_t number = 0;  // across files, for the held-out split
+    int64_t mine = 0;    // lines of this part, for sharding
     // Counts a data line (or record) and says whether it is this reader's.
     auto take = [&]() -> bool {
       const bool eval =
@@ -98,85 +133,288 @@ struct BatchReader::Impl {
       }
       return at % options.world == options.rank;
     };
-    // Whether `more` keys fit in the batch (else finished with an error at `where`).
-    auto fits = [&](size_t more, const std::string& where) -> bool {
-      if (batch.keys.size() + more <= static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-        return true;
-      }
-      Finish(absl::InvalidArgumentError(absl::StrCat(
-          where,
-          ": more than 2^31 ids in one batch: lower the batch size or the columns' max_ids")));
-      return false;
+    // The parser of the file's lines (null where it cannot be made: `parser_error` says why).
+    std::shared_ptr<const LineParser> parser;
+    absl::Status parser_error;
+    auto make_parser = [&](absl::StatusOr<LineParser> made) {
+      parser = made.ok() ? std::make_shared<const LineParser>(*std::move(made)) : nullptr;
+      parser_error = made.status();
     };
+    make_parser(LineParser::Create(options.schema));
     for (const std::string& path : options.files) {
       absl::StatusOr<bool> binary = IsExampleFile(path);
       absl::StatusOr<std::unique_ptr<ByteSource>> bytes =
           binary.ok() ? ByteSource::Open(path) : binary.status();
-      if (!bytes.ok()) {
-        Finish(bytes.status());
-        return;
-      }
+      if (!bytes.ok()) return sink.Error(bytes.status());
       if (*binary) {
-        if (!ReadExamples(*std::move(bytes), take, fits, batch)) return;
+        absl::StatusOr<std::unique_ptr<ExampleSource>> in =
+            ExampleSource::Open(*std::move(bytes), options.schema);
+        if (!in.ok()) return sink.Error(in.status());
+        while (true) {
+          absl::StatusOr<bool> more = (*in)->Next();
+          if (!more.ok()) return sink.Error(more.status());
+          if (!*more) break;
+          if (take() && !sink.Record(**in)) return;
+        }
+        if (!sink.FileEnd()) return;
         continue;
       }
       LineSource in(*std::move(bytes));
       int64_t line_in_file = 0;
-      // The next line into `line`; false at the end of the file or at an error (then finished).
+      absl::string_view line;
+      absl::Status error;
+      // The next line into `line`; false at the end of the file or at an error (in `error`).
       auto next = [&]() -> bool {
         absl::StatusOr<bool> more = in.Next(&line);
         if (more.ok()) return *more;
-        Finish(absl::Status(
-            more.status().code(),
-            absl::StrCat(more.status().message(), " (after line ", line_in_file, ")")));
-        failed = true;
+        error =
+            absl::Status(more.status().code(),
+                         absl::StrCat(more.status().message(), " (after line ", line_in_file, ")"));
         return false;
       };
       if (options.schema.header) {
         ++line_in_file;
         if (!next()) {
-          if (failed) return;
+          if (!error.ok()) return sink.Error(error);
           continue;  // an empty file
         }
-        parser = line.find_first_not_of('\r') == std::string::npos
-                     ? absl::InvalidArgumentError(
-                           "header: the line is empty, and the data section declares a header")
-                     : LineParser::Create(options.schema, line);
+        make_parser(line.find_first_not_of('\r') == std::string::npos
+                        ? absl::InvalidArgumentError(
+                              "header: the line is empty, and the data section declares a header")
+                        : LineParser::Create(options.schema, line));
       }
-      if (!parser.ok()) {
-        Finish(absl::InvalidArgumentError(
-            absl::StrCat(path, ":", line_in_file, ": ", parser.status().message())));
-        return;
+      if (parser == nullptr) {
+        return sink.Error(absl::InvalidArgumentError(
+            absl::StrCat(path, ":", line_in_file, ": ", parser_error.message())));
       }
       while (next()) {
         ++line_in_file;
         if (line.find_first_not_of('\r') == std::string::npos) continue;  // an empty line
-        if (!take()) continue;
-        if (absl::Status s = parser->Parse(line, &example); !s.ok()) {
-          std::string message = absl::StrCat(path, ":", line_in_file, ": ", s.message());
-          if (line_in_file == 1 && parser->LooksLikeHeader(line)) {
-            absl::StrAppend(&message,
-                            " (the line looks like a header: declare `header: true` in the "
-                            "model spec's data section)");
-          }
+        if (take() && !sink.Text(path, line_in_file, line, parser)) return;
+      }
+      if (!error.ok()) return sink.Error(error);
+      if (!sink.FileEnd()) return;
+    }
+    sink.End();
+  }
+
+  // One thread: parses each line as it is read.
+  struct Direct {
+    explicit Direct(Impl& impl) : impl(impl) {}
+    Impl& impl;
+    Batch batch;
+    Example example;
+
+    bool Fits(size_t more, const std::string& where) {
+      if (batch.keys.size() + more <= kMaxIds) return true;
+      impl.Finish(absl::InvalidArgumentError(TooManyIds(where)));
+      return false;
+    }
+    bool Full() { return batch.size < impl.options.batch_size || impl.Deliver(batch); }
+    bool Text(const std::string& path, int64_t number, absl::string_view line,
+              const std::shared_ptr<const LineParser>& parser) {
+      if (absl::Status s = parser->Parse(line, &example); !s.ok()) {
+        std::string message = BadLine(path, number, line, *parser, s);
+        if (impl.options.bad_lines == BadLinePolicy::kStop) {
+          if (batch.size > 0 && !impl.Deliver(batch)) return false;
+          impl.Finish(absl::InvalidArgumentError(message));
+          return false;
+        }
+        impl.Skipped(std::move(message));
+        return true;
+      }
+      if (!Fits(example.keys.size(), absl::StrCat(path, ":", number))) return false;
+      batch.Add(example);
+      return Full();
+    }
+    bool Record(const ExampleSource& in) {
+      if (!Fits(in.keys(), absl::StrCat(in.path(), ": record ", in.record()))) return false;
+      in.AppendTo(&batch);
+      return Full();
+    }
+    bool FileEnd() { return true; }
+    // As a text file's read error: the batch begun is not handed over.
+    void Error(absl::Status status) { impl.Finish(std::move(status)); }
+    void End() {
+      if (batch.size > 0 && !impl.Deliver(batch)) return;
+      impl.Finish(absl::OkStatus());
+    }
+  };
+
+  // Several threads: the lines go in chunks to the parser threads (Parse), and the chunks come
+  // back in order (Assemble).
+  struct Chunked {
+    explicit Chunked(Impl& impl) : impl(impl) {}
+    Impl& impl;
+    std::shared_ptr<Chunk> chunk;  // being filled
+
+    size_t ChunkLines() const { return static_cast<size_t>(impl.options.batch_size); }
+    bool Hand() {
+      if (chunk == nullptr) return true;
+      if (chunk->records || chunk->end) chunk->parsed = true;
+      absl::MutexLock lock(&impl.pool_mu);
+      impl.pool_mu.Await(absl::Condition(
+          +[](Impl* impl) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl->pool_mu) {
+            return impl->pool_done ||
+                   impl->flight.size() < 2 * static_cast<size_t>(impl->options.parser_threads) + 2;
+          },
+          &impl));
+      if (impl.pool_done) return false;
+      impl.flight.push_back(chunk);
+      if (!chunk->parsed) impl.todo.push_back(chunk);
+      chunk.reset();
+      return true;
+    }
+    bool Text(const std::string& path, int64_t number, absl::string_view line,
+              const std::shared_ptr<const LineParser>& parser) {
+      if (chunk == nullptr) {
+        chunk = std::make_shared<Chunk>();
+        chunk->path = path;
+        chunk->parser = parser;
+      }
+      chunk->text.append(line.data(), line.size());
+      chunk->ends.push_back(chunk->text.size());
+      chunk->numbers.push_back(number);
+      return chunk->ends.size() < ChunkLines() || Hand();
+    }
+    bool Record(const ExampleSource& in) {
+      // A chunk's keys stay within a batch's bound (the assembler checks each batch's).
+      if (chunk != nullptr && chunk->batch.keys.size() + in.keys() > kMaxIds && !Hand()) {
+        return false;
+      }
+      if (chunk == nullptr) {
+        chunk = std::make_shared<Chunk>();
+        chunk->path = in.path();
+        chunk->records = true;
+      }
+      in.AppendTo(&chunk->batch);
+      chunk->rows.push_back(in.record());
+      return static_cast<size_t>(chunk->batch.size) < ChunkLines() || Hand();
+    }
+    bool FileEnd() { return Hand(); }
+    void Error(absl::Status status) {
+      if (!Hand()) return;
+      chunk = std::make_shared<Chunk>();
+      chunk->end = true;
+      chunk->status = std::move(status);
+      Hand();
+    }
+    void End() { Error(absl::OkStatus()); }
+  };
+
+  // A parser thread: parses chunks until the pool is done.
+  void ParseChunks() {
+    Example example;
+    while (true) {
+      std::shared_ptr<Chunk> chunk;
+      {
+        absl::MutexLock lock(&pool_mu);
+        pool_mu.Await(absl::Condition(
+            +[](Impl* impl) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl->pool_mu) {
+              return impl->pool_done || !impl->todo.empty();
+            },
+            this));
+        if (pool_done) return;
+        chunk = std::move(todo.front());
+        todo.pop_front();
+      }
+      size_t begin = 0;
+      for (size_t i = 0; i < chunk->ends.size(); ++i) {
+        const absl::string_view line(chunk->text.data() + begin, chunk->ends[i] - begin);
+        begin = chunk->ends[i];
+        if (absl::Status s = chunk->parser->Parse(line, &example); !s.ok()) {
+          std::string message = BadLine(chunk->path, chunk->numbers[i], line, *chunk->parser, s);
           if (options.bad_lines == BadLinePolicy::kStop) {
-            if (batch.size > 0 && !Deliver(batch)) return;
-            Finish(absl::InvalidArgumentError(message));
-            return;
+            chunk->stop = std::move(message);
+            break;
           }
-          absl::MutexLock lock(&mu);
-          ++stats.skipped;
-          if (stats.first_bad.size() < 10) stats.first_bad.push_back(std::move(message));
+          chunk->bad.push_back(std::move(message));
           continue;
         }
-        if (!fits(example.keys.size(), absl::StrCat(path, ":", line_in_file))) return;
-        batch.Add(example);
-        if (batch.size == options.batch_size && !Deliver(batch)) return;
+        if (chunk->batch.keys.size() + example.keys.size() > kMaxIds) {
+          chunk->stop = TooManyIds(absl::StrCat(chunk->path, ":", chunk->numbers[i]));
+          break;
+        }
+        chunk->batch.Add(example);
+        chunk->rows.push_back(chunk->numbers[i]);
       }
-      if (failed) return;
+      absl::MutexLock lock(&pool_mu);
+      chunk->parsed = true;
     }
-    if (batch.size > 0 && !Deliver(batch)) return;
-    Finish(absl::OkStatus());
+  }
+
+  // Hands the parsed chunks' samples over in order, in batches; false when reading must stop.
+  bool Assemble(Chunk& chunk, Batch& batch) {
+    for (std::string& message : chunk.bad) Skipped(std::move(message));
+    if (chunk.end) {
+      if (!chunk.status.ok()) {
+        Finish(chunk.status);
+        return false;
+      }
+      if (batch.size > 0 && !Deliver(batch)) return false;
+      Finish(absl::OkStatus());
+      return false;
+    }
+    const Batch& from = chunk.batch;
+    if (batch.size == 0 && from.size == options.batch_size && from.keys.size() <= kMaxIds) {
+      batch = std::move(chunk.batch);  // whole: no copy
+      if (!Deliver(batch)) return false;
+    } else {
+      for (int64_t r = 0; r < from.size; ++r) {
+        const size_t keys =
+            from.slots > 0 ? from.KeyEnd(r, from.slots - 1) - from.KeyBegin(r, 0) : 0;
+        if (batch.keys.size() + keys > kMaxIds) {
+          Finish(absl::InvalidArgumentError(TooManyIds(chunk.Where(r))));
+          return false;
+        }
+        batch.Append(from, r);
+        if (batch.size == options.batch_size && !Deliver(batch)) return false;
+      }
+    }
+    if (chunk.stop.has_value()) {
+      if (batch.size > 0 && !Deliver(batch)) return false;
+      Finish(absl::InvalidArgumentError(*chunk.stop));
+      return false;
+    }
+    return true;
+  }
+
+  void Parse() {
+    if (options.parser_threads <= 1) {
+      Direct direct(*this);
+      Walk(direct);
+      return;
+    }
+    std::thread walker([this] {
+      Chunked chunked(*this);
+      Walk(chunked);
+    });
+    std::vector<std::thread> parsers;
+    for (int i = 0; i < options.parser_threads; ++i)
+      parsers.emplace_back([this] { ParseChunks(); });
+    Batch batch;
+    while (true) {
+      std::shared_ptr<Chunk> chunk;
+      {
+        // The next chunk in order, once parsed; pool_done: the reader is being destroyed.
+        absl::MutexLock lock(&pool_mu);
+        pool_mu.Await(absl::Condition(
+            +[](Impl* impl) ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl->pool_mu) {
+              return impl->pool_done || (!impl->flight.empty() && impl->flight.front()->parsed);
+            },
+            this));
+        if (pool_done) break;
+        chunk = std::move(flight.front());
+        flight.pop_front();
+      }
+      if (!Assemble(*chunk, batch)) break;
+    }
+    {
+      absl::MutexLock lock(&pool_mu);
+      pool_done = true;
+    }
+    walker.join();
+    for (std::thread& t : parsers) t.join();
   }
 };
 
@@ -187,6 +425,10 @@ BatchReader::~BatchReader() {
     absl::MutexLock lock(&impl_->mu);
     impl_->stopping = true;
   }
+  {
+    absl::MutexLock lock(&impl_->pool_mu);
+    impl_->pool_done = true;
+  }
   if (impl_->parser.joinable()) impl_->parser.join();
 }
 
@@ -196,8 +438,9 @@ absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Open(const ReaderOptio
     return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " of world ",
                                                    options.world, ": need 0 <= rank < world"));
   }
-  if (options.batch_size < 1 || options.queue_batches < 1) {
-    return absl::InvalidArgumentError("batch_size and queue_batches must be positive");
+  if (options.batch_size < 1 || options.queue_batches < 1 || options.parser_threads < 1) {
+    return absl::InvalidArgumentError(
+        "batch_size, queue_batches and parser_threads must be positive");
   }
   for (const std::string& path : options.files) {
     HETERPS_RETURN_IF_ERROR(ByteSource::Open(path).status());

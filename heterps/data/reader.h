@@ -34,6 +34,9 @@
 // header and a file's first line fails as one would (its label is not a number), the message says
 // so.
 //
+// Threads: one reading (and parsing, with parser_threads 1), or one reading, parser_threads
+// parsing and one putting the batches in order; all stopped and joined by the destructor.
+//
 // Thread safety: Next and stats may be called from one thread at a time.
 #pragma once
 
@@ -61,6 +64,11 @@ struct ReaderOptions {
   int batch_size = 2048;
   BadLinePolicy bad_lines = BadLinePolicy::kStop;
   int queue_batches = 4;   // parsed batches kept ready ahead of Next
+  // Threads that parse text lines. 1: the reader's own thread parses each line as it reads it.
+  // More: it hands the lines it takes in chunks of batch_size to that many parser threads, and a
+  // thread puts their samples back in order: the same batches, statistics and errors, at up to
+  // that many times the rate (files of the binary form need none).
+  int parser_threads = 1;
   int64_t eval_every = 0;  // 0: no held-out lines
   enum class Part { kTrain, kEval } part = Part::kTrain;
 };

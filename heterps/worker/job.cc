@@ -74,6 +74,10 @@ absl::Status CheckSettings(const JobSettings& s) {
   if (s.checkpoint_every < 0) return Bad("checkpoint interval < 0");
   if (s.eval_interval < 0) return Bad("evaluation interval < 0");
   if (s.max_restarts < 0) return Bad("max restarts < 0");
+  if (s.reader_threads < 1 || s.reader_threads > kMaxReaderThreads) {
+    return Bad(
+        absl::StrCat("reader threads ", s.reader_threads, " outside 1..", kMaxReaderThreads));
+  }
   if (!s.gpu_tier_device.empty() && s.gpu_tier_bytes <= 0) {
     return Bad(absl::StrCat("the GPU tier on ", s.gpu_tier_device, " has no memory budget"));
   }
@@ -245,6 +249,7 @@ data::ReaderOptions JobSpec::Reader(int replica, data::ReaderOptions::Part part)
   }
   read.batch_size = static_cast<int>(settings.micro_batch);
   read.bad_lines = settings.bad_lines;
+  read.parser_threads = settings.reader_threads;
   read.eval_every = eval_every();
   read.part = part;
   return read;
@@ -349,6 +354,7 @@ std::string JobToJson(const JobSpec& job) {
                  {"epochs", s.epochs},
                  {"eval_fraction", s.eval_fraction},
                  {"skip_bad_lines", s.bad_lines == data::BadLinePolicy::kSkip},
+                 {"reader_threads", s.reader_threads},
                  {"sparse_optimizer", OptimizerToJson(s.tables.sparse_optimizer)},
                  {"dense_optimizer", OptimizerToJson(s.tables.dense_optimizer)},
                  {"seed", s.tables.seed},
@@ -391,6 +397,12 @@ absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view 
   HETERPS_ASSIGN_OR_RETURN(out.eval_fraction, s.Double("eval_fraction"));
   HETERPS_ASSIGN_OR_RETURN(bool skip, s.Bool("skip_bad_lines"));
   out.bad_lines = skip ? data::BadLinePolicy::kSkip : data::BadLinePolicy::kStop;
+  HETERPS_ASSIGN_OR_RETURN(const int64_t reader_threads, s.IntOr("reader_threads", 1));
+  if (reader_threads < 1 || reader_threads > kMaxReaderThreads) {
+    return s.Error("reader_threads",
+                   absl::StrCat(reader_threads, " outside 1..", kMaxReaderThreads));
+  }
+  out.reader_threads = static_cast<int>(reader_threads);
   HETERPS_ASSIGN_OR_RETURN(base::JsonObject sparse, s.Object("sparse_optimizer"));
   HETERPS_ASSIGN_OR_RETURN(out.tables.sparse_optimizer, OptimizerFromJson(sparse));
   HETERPS_ASSIGN_OR_RETURN(base::JsonObject dense, s.Object("dense_optimizer"));

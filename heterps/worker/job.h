@@ -40,6 +40,8 @@ absl::string_view ConsistencyName(Consistency mode);
 // "sync" or "async"; InvalidArgument naming them otherwise.
 absl::StatusOr<Consistency> ParseConsistency(absl::string_view name);
 
+inline constexpr int kMaxReaderThreads = 64;  // JobSettings::reader_threads
+
 // What the user decides about a job, before and apart from the plan.
 struct JobSettings {
   Consistency mode = Consistency::kSync;
@@ -55,6 +57,9 @@ struct JobSettings {
   int epochs = 1;              // passes over the training lines
   double eval_fraction = 0.1;  // share of the lines held out (data::EvalEvery); 0: none
   data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
+  // Threads parsing text in each replica's data reader (data::ReaderOptions::parser_threads):
+  // the same batches whatever it is, so not part of the job's identity.
+  int reader_threads = 1;
   ModelOptions tables;             // optimizers, seed, the tables' memory budget
   int64_t checkpoint_every = 100;  // steps between checkpoints; 0: none
   // Steps between evaluations of the held-out lines while the job trains (the replicas meet

@@ -34,6 +34,7 @@ TEST(JobSpecTest, MadeOnceAndShippedWhole) {
   settings.epochs = 2;
   settings.eval_fraction = 0.2;
   settings.bad_lines = data::BadLinePolicy::kSkip;
+  settings.reader_threads = 3;
   settings.tables.sparse_optimizer = {ps::OptimizerKind::kAdam, 0.3f};
   settings.tables.seed = 99;
   settings.checkpoint_every = 7;
@@ -70,6 +71,11 @@ TEST(JobSpecTest, MadeOnceAndShippedWhole) {
   EXPECT_EQ(read.world, 2);
   EXPECT_EQ(read.batch_size, 64);
   EXPECT_EQ(read.eval_every, 5);
+  EXPECT_EQ(read.parser_threads, 3);
+  // Not part of the identity: a resume may parse with more or fewer threads.
+  JobSpec more = *back;
+  more.settings.reader_threads = 1;
+  EXPECT_EQ(JobIdentity(more), JobIdentity(*back));
 }
 
 TEST(JobSpecTest, TheDefaultBlockSizeFollowsWhereTheStagesRun) {

@@ -87,6 +87,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     read.schema = spec.data;
     read.batch_size = batch_size;
     read.bad_lines = options.bad_lines;
+    read.parser_threads = options.reader_threads;
     read.eval_every = eval_every;
     HETERPS_ASSIGN_OR_RETURN(auto reader, data::BatchReader::Open(read));
     double epoch_loss = 0;
@@ -143,6 +144,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     read.schema = spec.data;
     read.batch_size = batch_size;
     read.bad_lines = options.bad_lines;
+    read.parser_threads = options.reader_threads;
     read.eval_every = eval_every;
     read.part = data::ReaderOptions::Part::kEval;
     HETERPS_ASSIGN_OR_RETURN(auto reader, data::BatchReader::Open(read));

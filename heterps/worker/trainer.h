@@ -42,6 +42,7 @@ struct TrainOptions {
   int threads = 1;
   double eval_fraction = 0.1;  // in (0, 0.5]; 0: no evaluation
   data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
+  int reader_threads = 1;  // threads parsing text (data::ReaderOptions::parser_threads)
   ModelOptions model;
   // With one thread, a step's gradients are formed in blocks of this many samples, combined in
   // the step's fixed tree (Model::set_block_size): the run is then a synchronous job's of the
