@@ -36,6 +36,7 @@
 #include <limits>
 #include <queue>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
 #include "heterps/base/status_macros.h"
@@ -830,7 +831,13 @@ std::vector<int> ExactSearch::Beam(int width) const {
 // limits ignored) and why even it fails.
 Plan ExactSearch::Infeasible() {
   Plan plan = MakePlan(model_, FastestAssignment(model_));
-  plan.why.message = "even the fastest plan fails: " + plan.why.message;
+  const cost::Workload& rules = model_.workload();
+  plan.why.message = absl::StrCat(
+      "even the fastest plan",
+      rules.first_stage_max_units > 0 || rules.first_stage_through >= 0
+          ? " that keeps the first stage's rules (the GPU tier's: its units, the layers it holds)"
+          : "",
+      " fails: ", plan.why.message);
   return plan;
 }
 
@@ -913,9 +920,12 @@ std::unique_ptr<Scheduler> NewExactScheduler() { return std::make_unique<ExactSc
 std::vector<int> FastestAssignment(const CostModel& model) {
   const int num_layers = model.num_layers(), num_types = model.num_types();
   const int stride = num_types;
+  // A stage of layers i..j on all the units of t that the workload's rules allow it (none where
+  // a first stage would end before the layer it must reach).
   auto seconds = [&](int i, int j, int t) {
-    const auto& rt = model.type(t);
-    return CostModel::ExecSeconds(model.StageSeconds(i, j, t), rt.dp_loss, rt.units);
+    if (i == 0 && j < model.workload().first_stage_through) return kInfinity;
+    return CostModel::ExecSeconds(model.StageSeconds(i, j, t), model.type(t).dp_loss,
+                                  model.MaxStageUnits(i, t));
   };
   // m[j][t]: the smallest bottleneck of layers 0..j-1 whose last stage is on t.
   std::vector<double> m((num_layers + 1) * stride, kInfinity);

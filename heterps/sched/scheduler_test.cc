@@ -84,6 +84,16 @@ TEST(ExactSchedulerTest, KeepsTheFirstStagesCapAndEqualsBruteForce) {
         EXPECT_GE(plan.stages[0].spec.last, through) << name << ", trial " << trial;
       }
     }
+    // At a limit no plan meets, exact reports the fastest plan that keeps the rules.
+    auto impossible = instance;
+    impossible.workload.throughput_limit *= 1e6;
+    const cost::CostModel too_fast = CostModelOf(impossible);
+    const Plan fastest = Schedule("exact", too_fast);
+    ASSERT_FALSE(fastest.feasible);
+    ExpectValid(too_fast, fastest);
+    EXPECT_LE(fastest.stages[0].units, 1) << "trial " << trial;
+    EXPECT_GE(fastest.stages[0].spec.last, through) << "trial " << trial;
+    EXPECT_THAT(fastest.why.message, ::testing::HasSubstr("keeps the first stage's rules"));
     if (!brute.feasible) continue;
     ++feasible;
     EXPECT_TRUE(exact.certified_optimal);
