@@ -383,7 +383,7 @@ TEST(CliTest, ConvertedDataTrainsAsTheTextItCameFrom) {
   const std::string csv = TempPath("convert.csv");
   const std::string zst = TempPath("convert.hpx.zst");
   ASSERT_EQ(RunCli("gen-data --model " + model + " --rows 3000 --out " + csv).exit_code, 0);
-  r = RunCli("convert --model " + model + " --data " + csv + " --out " + zst);
+  r = RunCli("convert --threads 3 --model " + model + " --data " + csv + " --out " + zst);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json losses[2];
   for (int i = 0; i < 2; ++i) {

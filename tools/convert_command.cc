@@ -48,8 +48,8 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertFlags& flags) {
       "--skip-bad-lines", [&flags] { flags.bad_lines = data::BadLinePolicy::kSkip; },
       "Leave malformed lines out (counted) instead of stopping at the first");
   cmd->add_option("--threads", flags.threads,
-                  "Threads parsing the text (default: the host's hardware threads)")
-      ->check(CLI::Range(1, 256));
+                  "Threads parsing the text (default: the host's hardware threads, at most 8)")
+      ->check(CLI::Range(1, data::kMaxParserThreads));
   return cmd;
 }
 
@@ -67,7 +67,7 @@ int RunConvert(const ConvertFlags& flags) {
   options.bad_lines = flags.bad_lines;
   options.parser_threads =
       flags.threads > 0 ? flags.threads
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+                        : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   ProgressLine progress(true);
   int64_t total = 0;
   if (isatty(STDERR_FILENO)) {  // a pass over the files for the bar's end, only where a bar shows

@@ -23,7 +23,7 @@ struct ConvertFlags {
   std::vector<std::string> data;
   std::string out;
   data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
-  int threads = 0;  // parsing threads; 0: the host's hardware threads
+  int threads = 0;  // parsing threads; 0: the host's hardware threads, at most 8
 };
 
 CLI::App* AddConvertCommand(CLI::App& app, ConvertFlags& flags);

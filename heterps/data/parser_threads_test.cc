@@ -65,10 +65,13 @@ class ParserThreadsTest : public ::testing::Test {
     return path;
   }
 
-  // `options` read with 1 thread and with 2, 3 and 5: the same in every respect.
-  static void ExpectSame(ReaderOptions options, const std::string& what) {
+  // `options` read with 1 thread and with 2, 3 and 5: the same in every respect. The read with
+  // one thread gives batches, and ends well unless `error`.
+  static void ExpectSame(ReaderOptions options, const std::string& what, bool error = false) {
     options.parser_threads = 1;
     const Read expected = ReadAll(options);
+    ASSERT_FALSE(expected.batches.empty()) << what << ": " << expected.status;
+    ASSERT_EQ(expected.status.ok(), !error) << what << ": " << expected.status;
     for (int threads : {2, 3, 5}) {
       options.parser_threads = threads;
       const Read got = ReadAll(options);
@@ -147,6 +150,16 @@ TEST_F(ParserThreadsTest, TheSameBatchesOfAMultiHotLayoutWithHeaders) {
   options.schema = schema;
   options.files = {Synthetic("m1.csv", schema, 1200, 4), Synthetic("m2.csv", schema, 500, 5)};
   ExpectSameSplits(options, "multi-hot");
+  const Read read = ReadAll(options);
+  ASSERT_TRUE(read.status.ok());
+  EXPECT_FALSE(read.batches[0].one_hot());  // ragged keys
+  // A later file whose header lacks a column: the same error after the same batches.
+  const std::string bad = Path("m3.csv");
+  ASSERT_TRUE(base::WriteFileAtomically(bad, "y,x,u\n1,2,3\n").ok());
+  options.files.push_back(bad);
+  options.batch_size = 64;
+  ExpectSame(options, "a header without a column", /*error=*/true);
+  EXPECT_THAT(ReadAll(options).status.message(), HasSubstr(bad + ":1: "));
 }
 
 TEST_F(ParserThreadsTest, TheSameErrorsAndSkippedLines) {
@@ -168,7 +181,7 @@ TEST_F(ParserThreadsTest, TheSameErrorsAndSkippedLines) {
   for (int batch : {7, 64, 1000}) {
     options.batch_size = batch;
     options.bad_lines = BadLinePolicy::kStop;
-    ExpectSame(options, absl::StrCat("stop, batches of ", batch));
+    ExpectSame(options, absl::StrCat("stop, batches of ", batch), /*error=*/true);
     options.bad_lines = BadLinePolicy::kSkip;
     ExpectSame(options, absl::StrCat("skip, batches of ", batch));
   }
@@ -185,8 +198,28 @@ TEST_F(ParserThreadsTest, TheSameErrorsAndSkippedLines) {
   ASSERT_TRUE(base::WriteFileAtomically(gz, zipped.substr(0, zipped.size() / 2)).ok());
   options.files = {gz};
   options.batch_size = 100;
-  ExpectSame(options, "truncated gzip");
+  ExpectSame(options, "truncated gzip", /*error=*/true);
   EXPECT_EQ(ReadAll(options).status.code(), absl::StatusCode::kDataLoss);
+  // Under kStop, a bad line in a later file, with a batch begun in the file before it and the
+  // chunks out of step with the batches.
+  options.files = {Synthetic("first.tsv", CriteoSchema(), 1500, 8), text};
+  options.bad_lines = BadLinePolicy::kStop;
+  for (int batch : {7, 64, 1000}) {
+    options.batch_size = batch;
+    ExpectSame(options, absl::StrCat("stop in a later file, batches of ", batch), true);
+  }
+  // A corrupt binary file after text.
+  ConvertOptions convert;
+  convert.files = {Synthetic("z.tsv", CriteoSchema(), 2000, 9)};
+  convert.out = Path("z.hpx");
+  ASSERT_TRUE(ConvertToExamples(convert).ok());
+  std::string binary = *base::ReadTextFile(convert.out);
+  binary[binary.size() / 2] ^= 1;
+  ASSERT_TRUE(base::WriteFileAtomically(convert.out, binary).ok());
+  options.files = {options.files[0], convert.out};
+  options.batch_size = 100;
+  ExpectSame(options, "a corrupt binary file", true);
+  EXPECT_THAT(ReadAll(options).status.message(), HasSubstr("checksum does not match"));
 }
 
 TEST_F(ParserThreadsTest, AReaderDestroyedMidwayStopsItsThreads) {

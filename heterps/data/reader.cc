@@ -1,6 +1,7 @@
 #include "heterps/data/reader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -52,17 +53,25 @@ struct Chunk {
   bool records = false;                      // decoded records, no lines
   bool end = false;                          // the end of the data: `status` says how
   absl::Status status;
-  // What parsing made of the lines.
-  Batch batch;
-  std::vector<int64_t> rows;     // per sample of `batch`: its line's (record's) number
-  std::vector<std::string> bad;  // skipped lines' messages (kSkip), in order
-  std::optional<std::string>
-      stop;  // kStop: the first bad line's message; `batch` holds those before
+  // What parsing made of the lines: their samples, in batches of fewer than 2^31 keys (one but
+  // where that many ids come together).
+  std::vector<Batch> batches = std::vector<Batch>(1);
+  std::vector<int64_t> rows;  // per sample, across the batches: its line's (record's) number
+  // Skipped lines (kSkip), in order: the number of samples before each, and its message.
+  std::vector<std::pair<int64_t, std::string>> bad;
+  std::optional<std::string> stop;  // kStop: the first bad line's message, after the samples
   bool parsed = false;
 
   std::string Where(size_t row) const {
     return records ? absl::StrCat(path, ": record ", rows[row])
                    : absl::StrCat(path, ":", rows[row]);
+  }
+  // The batch a sample with `keys` keys goes to.
+  Batch& For(size_t keys) {
+    if (batches.back().keys.size() + keys > kMaxIds && batches.back().size > 0) {
+      batches.emplace_back();
+    }
+    return batches.back();
   }
 };
 
@@ -84,6 +93,9 @@ struct BatchReader::Impl {
   std::deque<std::shared_ptr<Chunk>> flight ABSL_GUARDED_BY(pool_mu);
   std::deque<std::shared_ptr<Chunk>> todo ABSL_GUARDED_BY(pool_mu);
   bool pool_done ABSL_GUARDED_BY(pool_mu) = false;
+  // Set once the batches are over (the end, an error, the destructor): the walk stops at its next
+  // line rather than at its next chunk.
+  std::atomic<bool> walk_stopped{false};
 
   // Hands a full batch over; false when the reader is being destroyed.
   bool Deliver(Batch& batch) {
@@ -267,6 +279,7 @@ struct BatchReader::Impl {
     }
     bool Text(const std::string& path, int64_t number, absl::string_view line,
               const std::shared_ptr<const LineParser>& parser) {
+      if (impl.walk_stopped.load(std::memory_order_relaxed)) return false;
       if (chunk == nullptr) {
         chunk = std::make_shared<Chunk>();
         chunk->path = path;
@@ -278,18 +291,15 @@ struct BatchReader::Impl {
       return chunk->ends.size() < ChunkLines() || Hand();
     }
     bool Record(const ExampleSource& in) {
-      // A chunk's keys stay within a batch's bound (the assembler checks each batch's).
-      if (chunk != nullptr && chunk->batch.keys.size() + in.keys() > kMaxIds && !Hand()) {
-        return false;
-      }
+      if (impl.walk_stopped.load(std::memory_order_relaxed)) return false;
       if (chunk == nullptr) {
         chunk = std::make_shared<Chunk>();
         chunk->path = in.path();
         chunk->records = true;
       }
-      in.AppendTo(&chunk->batch);
+      in.AppendTo(&chunk->For(in.keys()));
       chunk->rows.push_back(in.record());
-      return static_cast<size_t>(chunk->batch.size) < ChunkLines() || Hand();
+      return chunk->rows.size() < ChunkLines() || Hand();
     }
     bool FileEnd() { return Hand(); }
     void Error(absl::Status status) {
@@ -328,14 +338,10 @@ struct BatchReader::Impl {
             chunk->stop = std::move(message);
             break;
           }
-          chunk->bad.push_back(std::move(message));
+          chunk->bad.emplace_back(static_cast<int64_t>(chunk->rows.size()), std::move(message));
           continue;
         }
-        if (chunk->batch.keys.size() + example.keys.size() > kMaxIds) {
-          chunk->stop = TooManyIds(absl::StrCat(chunk->path, ":", chunk->numbers[i]));
-          break;
-        }
-        chunk->batch.Add(example);
+        chunk->For(example.keys.size()).Add(example);
         chunk->rows.push_back(chunk->numbers[i]);
       }
       absl::MutexLock lock(&pool_mu);
@@ -345,7 +351,13 @@ struct BatchReader::Impl {
 
   // Hands the parsed chunks' samples over in order, in batches; false when reading must stop.
   bool Assemble(Chunk& chunk, Batch& batch) {
-    for (std::string& message : chunk.bad) Skipped(std::move(message));
+    // The skipped lines before sample `row`, counted as one thread counts them.
+    size_t next_bad = 0;
+    auto skipped_before = [&](int64_t row) {
+      for (; next_bad < chunk.bad.size() && chunk.bad[next_bad].first <= row; ++next_bad) {
+        Skipped(std::move(chunk.bad[next_bad].second));
+      }
+    };
     if (chunk.end) {
       if (!chunk.status.ok()) {
         Finish(chunk.status);
@@ -355,22 +367,28 @@ struct BatchReader::Impl {
       Finish(absl::OkStatus());
       return false;
     }
-    const Batch& from = chunk.batch;
-    if (batch.size == 0 && from.size == options.batch_size && from.keys.size() <= kMaxIds) {
-      batch = std::move(chunk.batch);  // whole: no copy
-      if (!Deliver(batch)) return false;
-    } else {
-      for (int64_t r = 0; r < from.size; ++r) {
+    int64_t row = 0;  // across the chunk's batches
+    for (Batch& from : chunk.batches) {
+      if (batch.size == 0 && from.size == options.batch_size && chunk.batches.size() == 1) {
+        skipped_before(row + from.size - 1);
+        batch = std::move(from);  // whole: no copy
+        row += batch.size;
+        if (!Deliver(batch)) return false;
+        continue;
+      }
+      for (int64_t r = 0; r < from.size; ++r, ++row) {
+        skipped_before(row);
         const size_t keys =
             from.slots > 0 ? from.KeyEnd(r, from.slots - 1) - from.KeyBegin(r, 0) : 0;
         if (batch.keys.size() + keys > kMaxIds) {
-          Finish(absl::InvalidArgumentError(TooManyIds(chunk.Where(r))));
+          Finish(absl::InvalidArgumentError(TooManyIds(chunk.Where(row))));
           return false;
         }
         batch.Append(from, r);
         if (batch.size == options.batch_size && !Deliver(batch)) return false;
       }
     }
+    skipped_before(row);
     if (chunk.stop.has_value()) {
       if (batch.size > 0 && !Deliver(batch)) return false;
       Finish(absl::InvalidArgumentError(*chunk.stop));
@@ -409,6 +427,7 @@ struct BatchReader::Impl {
       }
       if (!Assemble(*chunk, batch)) break;
     }
+    walk_stopped = true;
     {
       absl::MutexLock lock(&pool_mu);
       pool_done = true;
@@ -425,6 +444,7 @@ BatchReader::~BatchReader() {
     absl::MutexLock lock(&impl_->mu);
     impl_->stopping = true;
   }
+  impl_->walk_stopped = true;
   {
     absl::MutexLock lock(&impl_->pool_mu);
     impl_->pool_done = true;
@@ -438,9 +458,12 @@ absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Open(const ReaderOptio
     return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " of world ",
                                                    options.world, ": need 0 <= rank < world"));
   }
-  if (options.batch_size < 1 || options.queue_batches < 1 || options.parser_threads < 1) {
+  if (options.batch_size < 1 || options.queue_batches < 1) {
+    return absl::InvalidArgumentError("batch_size and queue_batches must be positive");
+  }
+  if (options.parser_threads < 1 || options.parser_threads > kMaxParserThreads) {
     return absl::InvalidArgumentError(
-        "batch_size, queue_batches and parser_threads must be positive");
+        absl::StrCat("parser threads ", options.parser_threads, " outside 1..", kMaxParserThreads));
   }
   for (const std::string& path : options.files) {
     HETERPS_RETURN_IF_ERROR(ByteSource::Open(path).status());

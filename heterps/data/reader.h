@@ -52,6 +52,8 @@ namespace heterps::data {
 
 enum class BadLinePolicy { kStop, kSkip };
 
+inline constexpr int kMaxParserThreads = 64;  // ReaderOptions::parser_threads
+
 struct ReaderOptions {
   std::vector<std::string> files;
   Schema schema = CriteoSchema();
@@ -67,8 +69,9 @@ struct ReaderOptions {
   // Threads that parse text lines. 1: the reader's own thread parses each line as it reads it.
   // More: it hands the lines it takes in chunks of batch_size to that many parser threads, and a
   // thread puts their samples back in order: the same batches, statistics and errors, at up to
-  // that many times the rate (files of the binary form need none).
-  int parser_threads = 1;
+  // that many times the rate (files of the binary form need none). Memory: up to 2 x threads + 2
+  // chunks (their text and samples) ahead of the queue_batches ready batches.
+  int parser_threads = 1;  // 1 .. kMaxParserThreads
   int64_t eval_every = 0;  // 0: no held-out lines
   enum class Part { kTrain, kEval } part = Part::kTrain;
 };

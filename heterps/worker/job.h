@@ -40,7 +40,7 @@ absl::string_view ConsistencyName(Consistency mode);
 // "sync" or "async"; InvalidArgument naming them otherwise.
 absl::StatusOr<Consistency> ParseConsistency(absl::string_view name);
 
-inline constexpr int kMaxReaderThreads = 64;  // JobSettings::reader_threads
+inline constexpr int kMaxReaderThreads = data::kMaxParserThreads;  // JobSettings::reader_threads
 
 // What the user decides about a job, before and apart from the plan.
 struct JobSettings {
