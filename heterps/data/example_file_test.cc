@@ -12,6 +12,7 @@
 #include "heterps/base/xxhash.h"
 #include "heterps/data/reader.h"
 #include "heterps/data/synthetic.h"
+#include "heterps/data/testing/reader_testing.h"
 
 namespace heterps::data {
 namespace {
@@ -48,31 +49,8 @@ Schema MultiHotSchema() {
   return schema;
 }
 
-class ExampleFileTest : public ::testing::Test {
+class ExampleFileTest : public testing::DataDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           absl::StrCat("heterps-example-file-", ::testing::UnitTest::GetInstance()->random_seed(),
-                        "-", ::getpid());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  // `rows` synthetic lines of `schema`'s layout in `name`.
-  std::string Synthetic(const std::string& name, const Schema& schema, int64_t rows,
-                        uint64_t seed) {
-    SyntheticOptions options;
-    options.rows = rows;
-    options.seed = seed;
-    options.vocab = 500;
-    options.schema = schema;
-    const std::string path = Path(name);
-    EXPECT_TRUE(WriteSynthetic(options, path).ok());
-    return path;
-  }
-
   std::string Convert(const std::vector<std::string>& files, const Schema& schema,
                       const std::string& name) {
     ConvertOptions options;
@@ -84,27 +62,13 @@ class ExampleFileTest : public ::testing::Test {
     return options.out;
   }
 
-  // Every batch of a reader, and its final status.
-  static std::pair<std::vector<Batch>, absl::Status> ReadAll(const ReaderOptions& options) {
-    std::vector<Batch> batches;
-    auto reader = BatchReader::Open(options);
-    if (!reader.ok()) return {batches, reader.status()};
-    for (;;) {
-      Batch b;
-      absl::StatusOr<bool> more = (*reader)->Next(&b);
-      if (!more.ok()) return {batches, more.status()};
-      if (!*more) return {batches, absl::OkStatus()};
-      batches.push_back(std::move(b));
-    }
-  }
-
   // Reads `options` over `text` and over `binary`: the same batches, bit for bit.
   static void ExpectSameBatches(ReaderOptions options, const std::vector<std::string>& text,
                                 const std::vector<std::string>& binary, const std::string& what) {
     options.files = text;
-    auto [expected, expected_status] = ReadAll(options);
+    auto [expected, expected_status, expected_stats] = testing::ReadAll(options);
     options.files = binary;
-    auto [got, status] = ReadAll(options);
+    auto [got, status, stats] = testing::ReadAll(options);
     ASSERT_TRUE(expected_status.ok()) << expected_status;
     ASSERT_TRUE(status.ok()) << what << ": " << status;
     ASSERT_EQ(got.size(), expected.size()) << what;
@@ -144,8 +108,6 @@ class ExampleFileTest : public ::testing::Test {
     options.part = ReaderOptions::Part::kEval;
     ExpectSameBatches(options, text, binary, "held-out part");
   }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(ExampleFileTest, AConvertedFileReadsAsItsLinesWhateverTheSplit) {
@@ -179,7 +141,7 @@ TEST_F(ExampleFileTest, MultiHotLayoutsKeepTheirRaggedKeys) {
   EXPECT_EQ(*CountLines({binary}, /*header=*/true), 2000);
   EXPECT_EQ(*CountLines(text, /*header=*/true), 2000);
   // Some samples of the text hold several ids in a slot, some none.
-  auto [batches, status] = ReadAll([&] {
+  auto [batches, status, stats] = testing::ReadAll([&] {
     ReaderOptions o;
     o.files = {binary};
     o.schema = schema;
@@ -205,7 +167,7 @@ TEST_F(ExampleFileTest, AnotherLayoutIsRefusedNamingTheFile) {
   ReaderOptions options;
   options.files = {binary};
   options.schema = MultiHotSchema();
-  absl::Status status = ReadAll(options).second;
+  absl::Status status = testing::ReadAll(options).status;
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), HasSubstr(binary + ": converted with a layout of 13 dense "
                                                    "features and 26 slots, where the model's"));
@@ -213,7 +175,7 @@ TEST_F(ExampleFileTest, AnotherLayoutIsRefusedNamingTheFile) {
   options.schema = criteo;
   options.schema.columns[1].transform = Transform::kNone;
   EXPECT_NE(LayoutFingerprint(options.schema), LayoutFingerprint(criteo));
-  status = ReadAll(options).second;
+  status = testing::ReadAll(options).status;
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), HasSubstr(binary + ": converted with another layout"));
   // What changes how a line is split, and not what it becomes, is the same layout; without a
@@ -281,7 +243,7 @@ TEST_F(ExampleFileTest, TruncatedOrCorruptFilesAreDataLossNamingTheFile) {
     ASSERT_TRUE(base::WriteFileAtomically(path, content).ok());
     ReaderOptions options;
     options.files = {path};
-    absl::Status status = ReadAll(options).second;
+    absl::Status status = testing::ReadAll(options).status;
     EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << what << ": " << status;
     EXPECT_THAT(status.message(), HasSubstr(path + ": ")) << what;
     EXPECT_THAT(status.message(), HasSubstr(why)) << what;
@@ -340,7 +302,7 @@ TEST_F(ExampleFileTest, ARecordThatOverrunsItsChunkIsDataLoss) {
   ReaderOptions options;
   options.files = {path};
   options.schema = schema;
-  absl::Status status = ReadAll(options).second;
+  absl::Status status = testing::ReadAll(options).status;
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_THAT(status.message(), HasSubstr(path + ": "));
   EXPECT_THAT(status.message(), HasSubstr("the chunk at byte 40"));

@@ -9,62 +9,18 @@
 #include "heterps/data/example_file.h"
 #include "heterps/data/reader.h"
 #include "heterps/data/synthetic.h"
+#include "heterps/data/testing/reader_testing.h"
 
 namespace heterps::data {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Read {
-  std::vector<Batch> batches;
-  absl::Status status;
-  ReaderStats stats;
-};
+using testing::ReadAll;
+using Read = testing::ReadResult;
 
-Read ReadAll(const ReaderOptions& options) {
-  Read out;
-  auto reader = BatchReader::Open(options);
-  if (!reader.ok()) {
-    out.status = reader.status();
-    return out;
-  }
-  for (;;) {
-    Batch b;
-    absl::StatusOr<bool> more = (*reader)->Next(&b);
-    if (!more.ok() || !*more) {
-      out.status = more.status();
-      break;
-    }
-    out.batches.push_back(std::move(b));
-  }
-  out.stats = (*reader)->stats();
-  return out;
-}
-
-class ParserThreadsTest : public ::testing::Test {
+class ParserThreadsTest : public testing::DataDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           absl::StrCat("heterps-parser-threads-",
-                        ::testing::UnitTest::GetInstance()->random_seed(), "-", ::getpid());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::string Synthetic(const std::string& name, const Schema& schema, int64_t rows,
-                        uint64_t seed) {
-    SyntheticOptions options;
-    options.rows = rows;
-    options.seed = seed;
-    options.vocab = 500;
-    options.schema = schema;
-    const std::string path = Path(name);
-    EXPECT_TRUE(WriteSynthetic(options, path).ok());
-    return path;
-  }
-
   // `options` read with 1 thread and with 2, 3 and 5: the same in every respect. The read with
   // one thread gives batches, and ends well unless `error`.
   static void ExpectSame(ReaderOptions options, const std::string& what, bool error = false) {
@@ -114,8 +70,6 @@ class ParserThreadsTest : public ::testing::Test {
       ExpectSame(eval, at + ", held-out part");
     }
   }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(ParserThreadsTest, TheSameBatchesWhateverTheFilesAndTheSplit) {
