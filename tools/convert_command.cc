@@ -1,6 +1,5 @@
 #include "tools/convert_command.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "heterps/base/env.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/data/example_file.h"
 #include "heterps/data/line_source.h"
@@ -22,8 +22,8 @@ namespace {
 int64_t StoredBytes(const std::vector<std::string>& files) {
   int64_t bytes = 0;
   for (const std::string& path : files) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0) bytes += st.st_size;
+    const absl::StatusOr<uint64_t> size = base::DefaultEnv()->FileSize(path);
+    if (size.ok()) bytes += static_cast<int64_t>(*size);
   }
   return bytes;
 }

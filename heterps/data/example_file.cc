@@ -33,6 +33,12 @@ T Get(const char* at) {
   return value;
 }
 
+// Bytes of a record with `keys` keys (per-slot counts where the layout carries them).
+size_t RecordBytes(int dense, int slots, bool counts, size_t keys) {
+  return sizeof(float) * (1 + dense) + (counts ? sizeof(uint32_t) * slots : 0) +
+         sizeof(uint64_t) * keys;
+}
+
 bool HasCounts(const Schema& schema) {
   for (int s = 0; s < schema.slots(); ++s) {
     if (schema.multi_hot(s)) return true;
@@ -122,8 +128,7 @@ absl::Status ExampleWriter::Add(const Batch& batch) {
       return absl::InvalidArgumentError(absl::StrCat(
           sink_->path(), ": a sample with several ids in a slot, where the layout is one-hot"));
     }
-    const size_t bytes = sizeof(float) * (1 + dense_) + (counts_ ? sizeof(uint32_t) * slots_ : 0) +
-                         sizeof(uint64_t) * static_cast<size_t>(end - begin);
+    const size_t bytes = RecordBytes(dense_, slots_, counts_, static_cast<size_t>(end - begin));
     if (bytes > kMaxChunkPayload) {
       return absl::InvalidArgumentError(absl::StrCat(sink_->path(), ": a sample of ", bytes,
                                                      " bytes, more than the ", kMaxChunkPayload,
@@ -147,14 +152,18 @@ absl::Status ExampleWriter::Add(const Batch& batch) {
   return absl::OkStatus();
 }
 
+absl::Status ExampleWriter::WriteChunk(uint32_t records, const std::string& payload) {
+  std::string head;
+  Put<uint32_t>(&head, records);
+  Put<uint32_t>(&head, static_cast<uint32_t>(payload.size()));
+  Put<uint64_t>(&head, XXH3_64bits(payload.data(), payload.size()));
+  HETERPS_RETURN_IF_ERROR(sink_->Append(head));
+  return sink_->Append(payload);
+}
+
 absl::Status ExampleWriter::Flush() {
   if (chunk_records_ == 0) return absl::OkStatus();
-  std::string head;
-  Put<uint32_t>(&head, chunk_records_);
-  Put<uint32_t>(&head, static_cast<uint32_t>(chunk_.size()));
-  Put<uint64_t>(&head, XXH3_64bits(chunk_.data(), chunk_.size()));
-  HETERPS_RETURN_IF_ERROR(sink_->Append(head));
-  HETERPS_RETURN_IF_ERROR(sink_->Append(chunk_));
+  HETERPS_RETURN_IF_ERROR(WriteChunk(chunk_records_, chunk_));
   chunk_.clear();
   chunk_records_ = 0;
   return absl::OkStatus();
@@ -164,12 +173,7 @@ absl::Status ExampleWriter::Close() {
   HETERPS_RETURN_IF_ERROR(Flush());
   std::string end;
   Put<uint64_t>(&end, static_cast<uint64_t>(records_));
-  std::string head;
-  Put<uint32_t>(&head, 0);
-  Put<uint32_t>(&head, static_cast<uint32_t>(end.size()));
-  Put<uint64_t>(&head, XXH3_64bits(end.data(), end.size()));
-  HETERPS_RETURN_IF_ERROR(sink_->Append(head));
-  HETERPS_RETURN_IF_ERROR(sink_->Append(end));
+  HETERPS_RETURN_IF_ERROR(WriteChunk(0, end));  // the end: a chunk of no records, their count
   return sink_->Close();
 }
 
@@ -292,8 +296,7 @@ absl::StatusOr<bool> ExampleSource::NextChunk() {
   const uint32_t bytes = Get<uint32_t>(head + 4);
   const uint64_t hash = Get<uint64_t>(head + 8);
   // Sizes checked before anything is allocated: one-hot records have a fixed size.
-  const size_t fixed = sizeof(float) * (1 + dense_) + sizeof(uint32_t) * (counts_ ? slots_ : 0) +
-                       sizeof(uint64_t) * (counts_ ? 0 : slots_);
+  const size_t fixed = RecordBytes(dense_, slots_, counts_, counts_ ? 0 : slots_);
   const bool fits = records == 0
                         ? bytes == sizeof(uint64_t)
                         : bytes <= kMaxChunkPayload &&
@@ -331,14 +334,14 @@ absl::StatusOr<bool> ExampleSource::Next() {
     if (!more) return false;
   }
   const size_t size = payload_.size();
-  const size_t fixed = sizeof(float) * (1 + dense_) + (counts_ ? sizeof(uint32_t) : 0) * slots_;
+  const size_t fixed = RecordBytes(dense_, slots_, counts_, 0);
   uint64_t keys = slots_;
   if (counts_ && at_ + fixed <= size) {
     const char* counts = payload_.data() + at_ + sizeof(float) * (1 + dense_);
     keys = 0;
     for (int s = 0; s < slots_; ++s) keys += Get<uint32_t>(counts + sizeof(uint32_t) * s);
   }
-  const size_t need = fixed + sizeof(uint64_t) * keys;
+  const size_t need = RecordBytes(dense_, slots_, counts_, keys);
   if (at_ + need > size) {
     return Corrupt(
         absl::StrCat("record ", record_ + 1, " overruns the chunk at byte ", chunk_offset_));
@@ -369,12 +372,7 @@ void ExampleSource::AppendTo(Batch* batch) const {
   if (counts_ && batch->one_hot()) {
     bool one = true;
     for (int s = 0; s < slots_ && one; ++s) one = count(s) == 1;
-    if (!one) {
-      batch->offsets.resize(static_cast<size_t>(batch->size) * slots_ + 1);
-      for (size_t i = 0; i < batch->offsets.size(); ++i) {
-        batch->offsets[i] = static_cast<int32_t>(i);
-      }
-    }
+    if (!one) batch->MakeRagged();
   }
   ++batch->size;
   batch->labels.push_back(Get<float>(current_));

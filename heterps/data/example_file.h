@@ -97,6 +97,8 @@ class ExampleWriter {
  private:
   ExampleWriter(std::unique_ptr<ByteSink> sink, const Schema& schema);
   absl::Status Flush();  // the pending chunk, if any
+  // A chunk's header (records, payload bytes, the payload's XXH3-64), then the payload.
+  absl::Status WriteChunk(uint32_t records, const std::string& payload);
 
   std::unique_ptr<ByteSink> sink_;
   int dense_ = 0, slots_ = 0;

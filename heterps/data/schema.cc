@@ -436,6 +436,11 @@ void Batch::Clear() {
   offsets.clear();
 }
 
+void Batch::MakeRagged() {
+  offsets.resize(static_cast<size_t>(size) * slots + 1);
+  for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = static_cast<int32_t>(i);
+}
+
 void Batch::Add(const Example& e) {
   if (size == 0) {
     dense_width = static_cast<int>(e.dense.size());
@@ -444,8 +449,7 @@ void Batch::Add(const Example& e) {
   bool one = true;
   for (int32_t c : e.counts) one &= c == 1;
   if (!one && one_hot()) {
-    offsets.resize(static_cast<size_t>(size) * slots + 1);
-    for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = static_cast<int32_t>(i);
+    MakeRagged();
   }
   ++size;
   labels.push_back(e.label);
@@ -468,8 +472,7 @@ void Batch::Append(const Batch& other, int64_t r) {
     return true;
   }();
   if (!one && one_hot()) {
-    offsets.resize(static_cast<size_t>(size) * slots + 1);
-    for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = static_cast<int32_t>(i);
+    MakeRagged();
   }
   ++size;
   labels.push_back(other.labels[r]);

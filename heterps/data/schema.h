@@ -160,6 +160,9 @@ struct Batch {
 
   void Clear();  // no samples; keeps the widths and the memory
   void Add(const Example& e);
+  // Gives a one-hot batch its offsets (one key per slot so far), before a sample that holds other
+  // than one key in a slot is appended.
+  void MakeRagged();
   // Appends sample `r` of `other` (of the same widths).
   void Append(const Batch& other, int64_t r);
 };
