@@ -1,5 +1,7 @@
 #include "heterps/ps/rocksdb_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
@@ -37,18 +39,22 @@ struct RocksDbColdStore::Impl {
 RocksDbColdStore::RocksDbColdStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RocksDbColdStore::~RocksDbColdStore() = default;
 
+void SetColdStoreOptions(rocksdb::Options* options) {
+  options->create_if_missing = true;
+  // Point lookups of random keys: bloom filters (in SST files and the memtable) and a block
+  // cache; rows of floats do not compress, so no compression.
+  options->OptimizeForPointLookup(/*block_cache_size_mb=*/64);
+  options->memtable_whole_key_filtering = true;
+  options->memtable_prefix_bloom_size_ratio = 0.02;
+  options->compression = rocksdb::kNoCompression;
+}
+
 absl::StatusOr<std::unique_ptr<RocksDbColdStore>> RocksDbColdStore::Open(const std::string& dir) {
   auto impl = std::make_unique<Impl>();
   impl->dir = dir;
   impl->write.disableWAL = true;
   rocksdb::Options options;
-  options.create_if_missing = true;
-  // Point lookups of random keys: bloom filters (in SST files and the memtable) and a block
-  // cache; rows of floats do not compress, so no compression.
-  options.OptimizeForPointLookup(/*block_cache_size_mb=*/64);
-  options.memtable_whole_key_filtering = true;
-  options.memtable_prefix_bloom_size_ratio = 0.02;
-  options.compression = rocksdb::kNoCompression;
+  SetColdStoreOptions(&options);
   rocksdb::Status destroyed = rocksdb::DestroyDB(dir, options);
   if (!destroyed.ok()) return impl->Error("cannot empty", destroyed);
   rocksdb::DB* db = nullptr;
@@ -80,6 +86,39 @@ absl::StatusOr<std::optional<std::string>> RocksDbColdStore::Get(uint64_t key) {
   if (s.IsNotFound()) return std::optional<std::string>();
   if (!s.ok()) return impl_->Error("get", s);
   return std::optional<std::string>(std::move(value));
+}
+
+absl::StatusOr<std::vector<std::optional<std::string>>> RocksDbColdStore::GetMany(
+    absl::Span<const uint64_t> keys) {
+  const size_t n = keys.size();
+  std::vector<std::string> key_bytes(n);
+  std::vector<rocksdb::Slice> slices(n);
+  for (size_t i = 0; i < n; ++i) {
+    key_bytes[i] = KeyBytes(keys[i]);
+    slices[i] = key_bytes[i];
+  }
+  std::vector<rocksdb::PinnableSlice> values(n);
+  std::vector<rocksdb::Status> statuses(n);
+  // Big-endian keys sort as the numbers do.
+  impl_->db->MultiGet(rocksdb::ReadOptions(), impl_->db->DefaultColumnFamily(), n, slices.data(),
+                      values.data(), statuses.data(), std::is_sorted(keys.begin(), keys.end()));
+  std::vector<std::optional<std::string>> rows(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok()) return impl_->Error("get", statuses[i]);
+    rows[i].emplace(values[i].data(), values[i].size());
+  }
+  return rows;
+}
+
+absl::Status RocksDbColdStore::DeleteMany(absl::Span<const uint64_t> keys) {
+  rocksdb::WriteBatch batch;
+  for (uint64_t key : keys) {
+    rocksdb::Status s = batch.Delete(KeyBytes(key));
+    if (!s.ok()) return impl_->Error("delete", s);
+  }
+  rocksdb::Status s = impl_->db->Write(impl_->write, &batch);
+  return s.ok() ? absl::OkStatus() : impl_->Error("delete", s);
 }
 
 absl::Status RocksDbColdStore::Delete(uint64_t key) {

@@ -15,7 +15,15 @@
 #include "absl/status/statusor.h"
 #include "heterps/ps/cold_store.h"
 
+namespace rocksdb {
+struct Options;
+}  // namespace rocksdb
+
 namespace heterps::ps {
+
+// The options the tier opens its database with (docs/ps.md, "The SSD tier"); ps_bench's reference,
+// RocksDB alone, opens its own with them.
+void SetColdStoreOptions(rocksdb::Options* options);
 
 class RocksDbColdStore : public ColdStore {
  public:
@@ -27,7 +35,12 @@ class RocksDbColdStore : public ColdStore {
   absl::Status Put(uint64_t key, absl::string_view bytes) override;
   absl::Status PutMany(const std::vector<std::pair<uint64_t, std::string>>& rows) override;
   absl::StatusOr<std::optional<std::string>> Get(uint64_t key) override;
+  // One MultiGet.
+  absl::StatusOr<std::vector<std::optional<std::string>>> GetMany(
+      absl::Span<const uint64_t> keys) override;
   absl::Status Delete(uint64_t key) override;
+  // One write batch.
+  absl::Status DeleteMany(absl::Span<const uint64_t> keys) override;
   absl::Status ForEach(
       const std::function<absl::Status(uint64_t, absl::string_view)>& visit) override;
   absl::Status Clear() override;

@@ -347,10 +347,74 @@ absl::StatusOr<uint32_t> SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFE
   return slot;
 }
 
-absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key,
-                                            uint64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::Status SparseTable::BringBack(
+    Shard& shard, absl::Span<const uint64_t> keys, const uint32_t* group, size_t size, uint64_t now,
+    absl::flat_hash_set<uint64_t>* brought) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  constexpr size_t kFar = 32;
+  std::vector<uint64_t> missing;
+  for (size_t j = 0; j < std::min(size, kFar); ++j) shard.index.Prefetch(MixKey(keys[group[j]]));
+  for (size_t j = 0; j < size; ++j) {
+    if (j + kFar < size) shard.index.Prefetch(MixKey(keys[group[j + kFar]]));
+    if (!shard.Find(keys[group[j]]).has_value()) missing.push_back(keys[group[j]]);
+  }
+  if (missing.empty()) return absl::OkStatus();
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  // No more than the shard keeps after a spill, so that the budget does not send rows back before
+  // they are served (the others come back one by one as they are touched).
+  const int64_t share = options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
+  missing.resize(std::min<size_t>(
+      missing.size(), static_cast<size_t>(std::max<int64_t>(0, share * 9 / 10 / SlotBytes()))));
+  HETERPS_ASSIGN_OR_RETURN(std::vector<std::optional<std::string>> rows, cold_->GetMany(missing));
+  // Into memory first, out of the store once all are in, so that a failure on either side leaves
+  // each row in the store alone.
+  std::vector<uint64_t> found;
+  std::vector<uint32_t> slots;
+  const auto undo = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (uint32_t slot : slots) {
+      shard.Erase(slot);
+      shard.free_slots.push_back(slot);
+    }
+  };
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (!rows[i].has_value()) continue;
+    absl::StatusOr<uint32_t> slot = Allocate(shard);
+    absl::Status status = slot.status();
+    if (status.ok()) {
+      Meta& meta = shard.MetaOf(*slot);
+      status = Decode(*rows[i], stride(), shard.Slot(*slot), &meta);
+      if (!status.ok()) shard.free_slots.push_back(*slot);
+    }
+    if (!status.ok()) {
+      undo();
+      return status;
+    }
+    Meta& meta = shard.MetaOf(*slot);
+    meta.set_key(missing[i]);
+    meta.last_seen = Tick(now);
+    shard.Insert(*slot);
+    found.push_back(missing[i]);
+    slots.push_back(*slot);
+  }
+  if (found.empty()) return absl::OkStatus();
+  if (absl::Status deleted = cold_->DeleteMany(found); !deleted.ok()) {
+    undo();
+    return deleted;
+  }
+  shard.stats.cold_rows -= static_cast<int64_t>(found.size());
+  brought->insert(found.begin(), found.end());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key, uint64_t now,
+                                            absl::flat_hash_set<uint64_t>* brought)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (std::optional<uint32_t> slot = shard.Find(key)) {
-    ++shard.stats.hits;
+    if (!brought->empty() && brought->erase(key) > 0) {
+      ++shard.stats.misses;
+    } else {
+      ++shard.stats.hits;
+    }
     Meta& meta = shard.MetaOf(*slot);
     meta.last_seen = Tick(now);
     Increment(meta.accesses);
@@ -372,6 +436,7 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key,
     }
     ++shard.stats.misses;
     --shard.stats.cold_rows;
+    brought->erase(key);  // brought back, then spilled before this first touch
   } else {
     FillInitialValue(key, data);
     InitState(options_.optimizer, data + options_.dim, options_.dim);
@@ -450,13 +515,16 @@ absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys, int row_fl
   // so that the misses of several keys overlap instead of queueing.
   constexpr size_t kFar = 32, kNear = 12;
   const size_t span = sizeof(Meta) + sizeof(float) * row_floats;
-  for (size_t s = 0; s < shards; ++s) {
+  // One shard's group, with its lock held.
+  const auto serve_group = [&](size_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
     const uint32_t* group = order.data() + start[s];
     const size_t size = start[s + 1] - start[s];
-    if (size == 0) continue;
     Shard& shard = *shards_[s];
-    absl::MutexLock lock(&shard.mu);
     uint64_t now = clock_.fetch_add(size, std::memory_order_relaxed);
+    absl::flat_hash_set<uint64_t> brought;
+    if (cold_ != nullptr && shard.stats.cold_rows > 0) {
+      HETERPS_RETURN_IF_ERROR(BringBack(shard, keys, group, size, now, &brought));
+    }
     for (size_t j = 0; j < std::min(size, kFar); ++j) shard.index.Prefetch(MixKey(keys[group[j]]));
     for (size_t j = 0; j < size; ++j) {
       if (j + kFar < size) shard.index.Prefetch(MixKey(keys[group[j + kFar]]));
@@ -470,10 +538,39 @@ absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys, int row_fl
         }
       }
       const size_t i = group[j];
-      HETERPS_ASSIGN_OR_RETURN(uint32_t slot, Touch(shard, keys[i], ++now));
+      HETERPS_ASSIGN_OR_RETURN(uint32_t slot, Touch(shard, keys[i], ++now, &brought));
       serve(shard, i, slot);
       HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
     }
+    return absl::OkStatus();
+  };
+  // A shard another call holds (spilling to the cold store, say) is passed over and come back to,
+  // so that concurrent calls wait for each other only when nothing else is left to serve.
+  std::vector<size_t> left;
+  for (size_t s = 0; s < shards; ++s) {
+    if (start[s + 1] > start[s]) left.push_back(s);
+  }
+  while (!left.empty()) {
+    size_t served = 0;
+    for (size_t at = 0; at < left.size();) {
+      Shard& shard = *shards_[left[at]];
+      if (!shard.mu.TryLock()) {
+        ++at;
+        continue;
+      }
+      absl::Status status = serve_group(left[at]);
+      shard.mu.Unlock();
+      HETERPS_RETURN_IF_ERROR(status);
+      left.erase(left.begin() + static_cast<ptrdiff_t>(at));
+      ++served;
+    }
+    if (served > 0 || left.empty()) continue;
+    Shard& shard = *shards_[left.front()];
+    shard.mu.Lock();
+    absl::Status status = serve_group(left.front());
+    shard.mu.Unlock();
+    HETERPS_RETURN_IF_ERROR(status);
+    left.erase(left.begin());
   }
   return absl::OkStatus();
 }

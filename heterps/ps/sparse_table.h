@@ -14,7 +14,8 @@
 // all on huge pages where the kernel allows it. A batch is served shard by shard, prefetching
 // ahead (docs/ps.md). When a shard's resident rows exceed its share of `memory_budget_bytes`, its
 // least recently used rows (by a logical clock of accesses) move to the cold store until the
-// shard is at 90% of its share; touching a cold row brings it back. A row is never in both tiers
+// shard is at 90% of its share; touching a cold row brings it back (a batch's cold rows of one lock
+// shard together, in one read and one delete of the cold store). A row is never in both tiers
 // at once, and the table answers exactly as if every row were in memory (tested against a
 // reference model).
 //
@@ -30,6 +31,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -123,9 +125,15 @@ class SparseTable {
   absl::StatusOr<bool> OverwriteResident(uint64_t key, const float* value, const float* state,
                                          int64_t steps);
   // The rest run with shard.mu held.
+  // Brings the cold rows among keys[group[0..size)] back into memory together (one GetMany, one
+  // DeleteMany), seen at `now`, and adds their keys to `brought`; on an error, leaves every row
+  // where it was.
+  absl::Status BringBack(Shard& shard, absl::Span<const uint64_t> keys, const uint32_t* group,
+                         size_t size, uint64_t now, absl::flat_hash_set<uint64_t>* brought);
   // The slot of `key`: resident, brought back from the cold store, or created; its last access
-  // becomes `now`.
-  absl::StatusOr<uint32_t> Touch(Shard& shard, uint64_t key, uint64_t now);
+  // becomes `now`. The first touch of a row in `brought` counts as the miss that brought it.
+  absl::StatusOr<uint32_t> Touch(Shard& shard, uint64_t key, uint64_t now,
+                                 absl::flat_hash_set<uint64_t>* brought);
   // Writes a row's floats (dim of `value`, then its state) and update count into `slot`, which
   // becomes seen now.
   void WriteSlot(Shard& shard, uint32_t slot, const float* value, const float* state,

@@ -122,8 +122,10 @@ TEST_P(SparseTableModelTest, MatchesTheReferenceUnderRandomPullsAndPushes) {
     return std::discrete_distribution<int>(w.begin(), w.end());
   }();
   std::normal_distribution<float> normal;
+  int64_t accesses = 0;
   for (int step = 0; step < 400; ++step) {
     std::vector<uint64_t> keys(1 + rng() % 64);
+    accesses += static_cast<int64_t>(keys.size());
     for (uint64_t& k : keys) k = 1000003ull * zipfish(rng) + 17;  // duplicates on purpose
     std::vector<float> got(keys.size() * 8);
     if (rng() % 2 == 0) {
@@ -171,6 +173,7 @@ TEST_P(SparseTableModelTest, MatchesTheReferenceUnderRandomPullsAndPushes) {
   SparseTableStats stats = table->Stats();
   EXPECT_EQ(stats.memory_rows + stats.cold_rows, static_cast<int64_t>(reference.size()));
   EXPECT_EQ(stats.created, static_cast<int64_t>(reference.size()));
+  EXPECT_EQ(stats.hits + stats.misses + stats.created, accesses);  // each access counted once
   if (tier != Tier::kMemoryOnly) {
     EXPECT_GT(stats.spills, 100);  // the cold tier was really exercised, both ways
     EXPECT_GT(stats.misses, 100);

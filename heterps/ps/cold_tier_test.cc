@@ -1,0 +1,275 @@
+// The cold store's batched calls (GetMany, DeleteMany) against its one-key calls, for RocksDB and
+// the in-memory store, and a sparse table whose batched bring-back fails at each step: no row lost,
+// none in both tiers.
+#include <algorithm>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/ps/cold_store.h"
+#include "heterps/ps/rocksdb_store.h"
+#include "heterps/ps/sparse_table.h"
+
+namespace heterps::ps {
+namespace {
+
+std::unique_ptr<ColdStore> OpenStore(bool rocksdb, const std::string& name) {
+  if (!rocksdb) return std::make_unique<MemoryColdStore>();
+  auto store = RocksDbColdStore::Open(::testing::TempDir() + "/" + name);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(*store);
+}
+
+int64_t Count(ColdStore& store) {
+  int64_t rows = 0;
+  EXPECT_TRUE(store
+                  .ForEach([&](uint64_t, absl::string_view) {
+                    ++rows;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  return rows;
+}
+
+class ColdStoreTest : public ::testing::TestWithParam<bool> {};
+
+// Random puts, batched reads (keys unsorted, repeated, absent, big-endian order across bytes) and
+// batched deletes, against a std::map: GetMany answers as Get does, and DeleteMany as Delete.
+TEST_P(ColdStoreTest, BatchedCallsAnswerAsOneKeyCalls) {
+  std::unique_ptr<ColdStore> store = OpenStore(GetParam(), "batched");
+  std::map<uint64_t, std::string> model;
+  std::mt19937_64 rng(11);
+  const auto key = [&] { return (rng() % 300) << (8 * (rng() % 8)); };  // every byte position
+  for (int round = 0; round < 30; ++round) {
+    std::vector<std::pair<uint64_t, std::string>> rows;
+    for (int i = 0; i < 20; ++i) {
+      const uint64_t k = key();
+      rows.emplace_back(k, std::string(1 + rng() % 40, static_cast<char>('a' + rng() % 26)));
+    }
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    rows.erase(std::unique(rows.begin(), rows.end(),
+                           [](const auto& a, const auto& b) { return a.first == b.first; }),
+               rows.end());
+    ASSERT_TRUE(store->PutMany(rows).ok());
+    for (const auto& [k, bytes] : rows) model[k] = bytes;
+
+    std::vector<uint64_t> asked(1 + rng() % 50);
+    for (uint64_t& k : asked) k = key();
+    if (round % 2 == 0) std::sort(asked.begin(), asked.end());
+    absl::StatusOr<std::vector<std::optional<std::string>>> got = store->GetMany(asked);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), asked.size());
+    for (size_t i = 0; i < asked.size(); ++i) {
+      auto it = model.find(asked[i]);
+      ASSERT_EQ((*got)[i].has_value(), it != model.end()) << asked[i];
+      if (it != model.end()) {
+        EXPECT_EQ(*(*got)[i], it->second);
+      }
+      absl::StatusOr<std::optional<std::string>> one = store->Get(asked[i]);
+      ASSERT_TRUE(one.ok());
+      EXPECT_EQ(*one, (*got)[i]);
+    }
+
+    std::vector<uint64_t> gone(rng() % 30);
+    for (uint64_t& k : gone) k = key();
+    ASSERT_TRUE(store->DeleteMany(gone).ok());
+    for (uint64_t k : gone) model.erase(k);
+    ASSERT_EQ(Count(*store), static_cast<int64_t>(model.size()));
+  }
+  std::vector<std::pair<uint64_t, std::string>> stored;
+  ASSERT_TRUE(store
+                  ->ForEach([&](uint64_t k, absl::string_view bytes) {
+                    stored.emplace_back(k, std::string(bytes));
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  const std::vector<std::pair<uint64_t, std::string>> want(model.begin(), model.end());
+  EXPECT_EQ(stored, want);
+  EXPECT_TRUE(store->GetMany({}).ok());
+  EXPECT_TRUE(store->DeleteMany({}).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, ColdStoreTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "RocksDb" : "Memory"; });
+
+// A store whose batched calls fail on demand; the default DeleteMany's one-key deletes fail after
+// `deletes_left` of them (so that it must put back what it deleted).
+class FailingColdStore : public MemoryColdStore {
+ public:
+  bool fail_get_many = false;
+  int64_t deletes_left = int64_t{1} << 40;
+  int64_t get_many_calls = 0;
+  absl::StatusOr<std::vector<std::optional<std::string>>> GetMany(
+      absl::Span<const uint64_t> keys) override {
+    ++get_many_calls;
+    if (fail_get_many) return absl::UnavailableError("read error");
+    return MemoryColdStore::GetMany(keys);
+  }
+  absl::Status Delete(uint64_t key) override {
+    if (deletes_left == 0) return absl::UnavailableError("write error");
+    --deletes_left;
+    return MemoryColdStore::Delete(key);
+  }
+};
+
+SparseTableOptions SmallTable() {
+  SparseTableOptions options;
+  options.lock_shards = 1;
+  options.memory_budget_bytes = 4000;  // about 25 rows of dim 16 with Adagrad's state
+  return options;
+}
+
+// Each row's value after one push of `grad` to it, from its initial value.
+std::vector<float> Pushed(const SparseTable& table, uint64_t key, float grad) {
+  std::vector<float> value = table.InitialValue(key),
+                     state(StateFloats(table.options().optimizer.kind) * 16);
+  InitState(table.options().optimizer, state.data(), 16);
+  std::vector<float> grads(16, grad);
+  ApplyUpdate(table.options().optimizer, value.data(), state.data(), grads.data(), 16, 1);
+  return value;
+}
+
+// A batch's cold rows come back together (one GetMany per lock shard, as many as the shard keeps);
+// when the read fails, or the
+// delete fails part-way (the store puts back what it deleted), or a stored row is corrupt, the
+// call reports it and every row stays where it was: each in one tier, with the value it had.
+TEST(ColdTierTest, AFailedBringBackLosesNoRow) {
+  auto owned = std::make_unique<FailingColdStore>();
+  FailingColdStore* cold = owned.get();
+  auto created = SparseTable::Create(SmallTable(), std::move(owned));
+  ASSERT_TRUE(created.ok()) << created.status();
+  SparseTable& table = **created;
+  std::vector<uint64_t> keys(100);
+  for (uint64_t k = 0; k < 100; ++k) keys[k] = k * 31 + 1;
+  std::vector<float> grads(100 * 16, 0.5f), values(100 * 16);
+  ASSERT_TRUE(table.Push(keys, grads).ok());
+  ASSERT_GT(table.Stats().cold_rows, 50);
+  const auto consistent = [&] {
+    const SparseTableStats stats = table.Stats();
+    EXPECT_EQ(Count(*cold), stats.cold_rows);
+    EXPECT_EQ(stats.memory_rows + stats.cold_rows, 100);
+  };
+
+  const int64_t calls = cold->get_many_calls;
+  cold->fail_get_many = true;
+  absl::Status failed = table.Pull(keys, absl::MakeSpan(values));
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  EXPECT_THAT(std::string(failed.message()), ::testing::HasSubstr("read error"));
+  EXPECT_EQ(cold->get_many_calls, calls + 1);
+  consistent();
+  cold->fail_get_many = false;
+
+  cold->deletes_left = 5;
+  failed = table.Pull(keys, absl::MakeSpan(values));
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  EXPECT_THAT(std::string(failed.message()), ::testing::HasSubstr("write error"));
+  cold->deletes_left = int64_t{1} << 40;
+  consistent();
+
+  // A corrupt row among the cold ones: the first in key order, so among those brought back
+  // together.
+  uint64_t corrupt = 0;
+  ASSERT_TRUE(cold->ForEach([&](uint64_t k, absl::string_view) {
+                    if (corrupt == 0) corrupt = k;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  absl::StatusOr<std::optional<std::string>> saved = cold->Get(corrupt);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  ASSERT_TRUE(cold->Put(corrupt, "short").ok());
+  failed = table.Pull(keys, absl::MakeSpan(values));
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss) << failed;
+  consistent();
+  ASSERT_TRUE(cold->Put(corrupt, **saved).ok());
+
+  const SparseTableStats before = table.Stats();
+  ASSERT_TRUE(table.Pull(keys, absl::MakeSpan(values)).ok());
+  const SparseTableStats after = table.Stats();
+  EXPECT_EQ(after.created, 100);
+  EXPECT_EQ(after.hits + after.misses - before.hits - before.misses, 100);
+  EXPECT_GT(after.misses, before.misses);
+  consistent();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::vector<float> want = Pushed(table, keys[i], 0.5f);
+    for (int d = 0; d < 16; ++d) ASSERT_EQ(values[i * 16 + d], want[d]) << "key " << keys[i];
+  }
+}
+
+// Threads pushing at once to a table mostly on RocksDB, each its own keys spread over every lock
+// shard (so that calls pass over each other's busy shards): every row ends as the same pushes
+// give it one call at a time in a table all in memory, and each row is in one tier.
+TEST(ColdTierTest, ConcurrentCallsOverTheTierKeepEveryUpdate) {
+  SparseTableOptions options;
+  options.lock_shards = 8;
+  options.memory_budget_bytes = 8 * 4000;  // about 200 of the 1600 rows
+  auto store = RocksDbColdStore::Open(::testing::TempDir() + "/concurrent");
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto tiered = SparseTable::Create(options, std::move(*store));
+  ASSERT_TRUE(tiered.ok()) << tiered.status();
+  options.memory_budget_bytes = 0;
+  auto memory = SparseTable::Create(options, nullptr);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  constexpr int kThreads = 4, kKeysEach = 400, kBatches = 60;
+  // Thread t's batches: 100 of its keys (repeats included), gradients from its own stream.
+  std::vector<std::vector<std::vector<uint64_t>>> keys(kThreads);
+  std::vector<std::vector<std::vector<float>>> grads(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    std::mt19937_64 rng(t + 1);
+    std::normal_distribution<float> normal;
+    for (int b = 0; b < kBatches; ++b) {
+      std::vector<uint64_t> batch(100);
+      for (uint64_t& k : batch) k = (rng() % kKeysEach) * kThreads + t;
+      std::vector<float> g(batch.size() * 16);
+      for (float& x : g) x = normal(rng);
+      keys[t].push_back(std::move(batch));
+      grads[t].push_back(std::move(g));
+    }
+  }
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> values(100 * 16);
+      for (int b = 0; b < kBatches && results[t].ok(); ++b) {
+        results[t] = (*tiered)->Push(keys[t][b], grads[t][b]);
+        if (results[t].ok()) results[t] = (*tiered)->Pull(keys[t][b], absl::MakeSpan(values));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const absl::Status& result : results) ASSERT_TRUE(result.ok()) << result;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int b = 0; b < kBatches; ++b) ASSERT_TRUE((*memory)->Push(keys[t][b], grads[t][b]).ok());
+  }
+  std::map<uint64_t, RowData> want;
+  ASSERT_TRUE((*memory)
+                  ->ForEachRow([&](uint64_t key, const RowData& row) {
+                    want[key] = row;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  size_t visited = 0;
+  ASSERT_TRUE((*tiered)
+                  ->ForEachRow([&](uint64_t key, const RowData& row) {
+                    ++visited;
+                    auto it = want.find(key);
+                    EXPECT_NE(it, want.end()) << key;
+                    if (it == want.end()) return absl::OkStatus();
+                    EXPECT_EQ(row.value, it->second.value) << key;
+                    EXPECT_EQ(row.state, it->second.state) << key;
+                    EXPECT_EQ(row.steps, it->second.steps) << key;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(visited, want.size());
+  const SparseTableStats stats = (*tiered)->Stats();
+  EXPECT_GT(stats.misses, 1000);  // the tier really was used
+  EXPECT_EQ(stats.memory_rows + stats.cold_rows, static_cast<int64_t>(want.size()));
+  EXPECT_EQ(stats.hits + stats.misses + stats.created, 2 * kThreads * kBatches * 100);
+}
+
+}  // namespace
+}  // namespace heterps::ps
