@@ -3,18 +3,20 @@
 
     python3 benchmarks/runtime_bench.py [--rows N] [--markdown docs/benchmarks.md]
 
-Trains dlrm-small on the same synthetic data (one epoch, batch 2048) six ways and reports
+Trains dlrm-small on the same synthetic data (one epoch, batch 2048) seven ways and reports
 samples/s, the scaling efficiency of each distributed run against the single-process run in the
-same mode, where each stage's time goes (busy, waiting for the parameter servers, sending to other
-stages, idle; the step's time outside the busiest stage), and the plan's predicted time per step
-against the measured one, before and after calibration:
+same mode on the same cores (synchronous: 2 threads sharing each step; asynchronous: 2 threads),
+where each stage's time goes (busy, waiting for the parameter servers, sending to other stages,
+idle; the step's time outside the busiest stage), and the plan's predicted time per step against
+the measured one, before and after calibration:
 
   1. single process, 1 thread (synchronous)
-  2. single process, 2 threads (asynchronous)
-  3. distributed, the default: this host profiled, planned by rl, run as processes (sync)
-  4. the same, planned again with the calibrated profile run 3 wrote (sync)
-  5. a two-stage pipeline (stage 0 input..emb on 2 replicas, stage 1 the rest on 1), 2 shards
-  6. distributed, the default plan, asynchronous
+  2. single process, 2 threads sharing each step (synchronous: the same run as 1, to the bit)
+  3. single process, 2 threads (asynchronous)
+  4. distributed, the default: this host profiled, planned by rl, run as processes (sync)
+  5. the same, planned again with the calibrated profile run 4 wrote (sync)
+  6. a two-stage pipeline (stage 0 input..emb on 2 replicas, stage 1 the rest on 1), 2 shards
+  7. distributed, the default plan, asynchronous
 
 Writes its section of the markdown file (between <!-- runtime-bench:begin/end -->).
 
@@ -184,12 +186,12 @@ def main():
     parser.add_argument("--rows", type=int, default=400000)
     parser.add_argument("--markdown", default="docs/benchmarks.md")
     parser.add_argument("--sweep", default="",
-                        help="comma-separated batch sizes: instead of the six runs, the single "
+                        help="comma-separated batch sizes: instead of the seven runs, the single "
                         "process (1 and 2 threads) against the default distributed job (sync "
                         "and async) at each batch size (the runtime-sweep section)")
     parser.add_argument("--tier", default="",
                         help="comma-separated fractions of the embedding table kept in memory: "
-                        "instead of the six runs, the default job with the rest of the table "
+                        "instead of the seven runs, the default job with the rest of the table "
                         "in the SSD tier against all in memory (the runtime-tier section)")
     flags = parser.parse_args()
     if flags.tier:
@@ -230,17 +232,21 @@ def main():
 
     single = run(common + ["--single-process"])
     record("single process, 1 thread", single, "sync")
+    shared = run(common + ["--single-process", "--threads", "2", "--sync-threads"])
+    if shared["parameter_digest"] != single["parameter_digest"]:
+        sys.exit("runtime_bench: 2 synchronous threads did not train as 1 thread does")
+    record("single process, 2 threads sharing each step", shared, "sync", single)
     single2 = run(common + ["--single-process", "--threads", "2"])
     record("single process, 2 threads", single2, "async")
     job = os.path.join(work, "default")
     default = run(distributed, job)
-    record("distributed, planned on this host", default, "sync", single)
+    record("distributed, planned on this host", default, "sync", shared)
     calibrated = run(distributed + ["--profile", os.path.join(job, "calibrated_profile.json")],
                      os.path.join(work, "calibrated"))
-    record("distributed, planned with the calibration", calibrated, "sync", single)
+    record("distributed, planned with the calibration", calibrated, "sync", shared)
     pipeline = run(distributed + ["--cluster", "tests/specs/runtime/local-two.yaml", "--plan",
                              two_stage_plan, "--ps-shards", "2"], os.path.join(work, "pipeline"))
-    record("two-stage pipeline, 2 + 1 replicas, 2 shards", pipeline, "sync", single)
+    record("two-stage pipeline, 2 + 1 replicas, 2 shards", pipeline, "sync", shared)
     asynchronous = run(distributed + ["--mode", "async"], os.path.join(work, "async"))
     record("distributed, planned on this host, async", asynchronous, "async", single2)
 

@@ -468,6 +468,15 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   auto m2 = nlohmann::json::parse(Slurp(metrics + "2"));
   EXPECT_EQ(m2["losses"], m["losses"]);
   EXPECT_EQ(m2["data_files"].size(), 2u);
+  // Two threads sharing each step: the one thread's run, to the bit.
+  Result shared = RunCli("train --single-process --threads 2 --sync-threads --data " + data +
+                         " --batch 256 --metrics-out " + metrics + "4");
+  ASSERT_EQ(shared.exit_code, 0) << shared.err;
+  EXPECT_THAT(shared.out, HasSubstr("(2 threads sharing each step)"));
+  auto m4 = nlohmann::json::parse(Slurp(metrics + "4"));
+  EXPECT_EQ(m4["losses"], m["losses"]);
+  EXPECT_EQ(m4["parameter_digest"], m["parameter_digest"]);
+  EXPECT_EQ(m4["sync_threads"], true);
 
   // The default: planned on this host, every role a process of its own (here on the gzip files).
   r = RunCli("train --data " + glob + " --batch 256 --metrics-out " + metrics + "3");
@@ -508,6 +517,9 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   r = RunCli("train --threads 2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--threads requires --single-process"));
+  r = RunCli("train --single-process --sync-threads");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--sync-threads requires --threads"));
   r = RunCli("train --micro-batch 32 --replicas 2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--replicas requires --single-process"));

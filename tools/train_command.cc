@@ -25,6 +25,7 @@ int RunSingleProcess(const TrainFlags& flags) {
   options.epochs = flags.job.epochs;
   options.batch_size = flags.batch;
   options.threads = flags.threads;
+  options.sync_threads = flags.sync_threads;
   options.block_size = flags.block_size > 0 ? flags.block_size : worker::kDefaultBlockSize;
   options.micro_batching = {flags.replicas, flags.job.micro_batch};
   options.eval_fraction = flags.job.eval_fraction;
@@ -63,7 +64,8 @@ int RunSingleProcess(const TrainFlags& flags) {
       flags.job.epochs == 1 ? "" : "s", WithCommas(result->eval_samples),
       WithCommas(result->dense_parameters), result->train_loss, result->eval_loss, result->eval_auc,
       file->teacher_auc >= 0 ? absl::StrFormat("   (the teacher's: %.4f)", file->teacher_auc) : "",
-      WithCommas(result->samples_per_second), flags.threads, flags.threads == 1 ? "" : "s",
+      WithCommas(result->samples_per_second), flags.threads,
+      flags.threads == 1 ? "" : (flags.sync_threads ? "s sharing each step" : "s, asynchronous"),
       result->peak_rss_bytes / 1e6, result->parameter_digest);
   if (result->skipped_lines > 0) {
     absl::StrAppend(&summary, "  skipped lines   ", WithCommas(result->skipped_lines));
@@ -89,6 +91,7 @@ int RunSingleProcess(const TrainFlags& flags) {
         {"samples_per_second", result->samples_per_second},
         {"seconds", result->seconds},
         {"threads", flags.threads},
+        {"sync_threads", flags.sync_threads},
         {"block_size", options.block_size},
         {"micro_batch", flags.job.micro_batch},
         {"replicas", flags.replicas},
@@ -258,9 +261,14 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
   CLI::Option* threads =
       cmd->add_option("--threads", flags.threads,
                       "--single-process: training threads; more than 1 trains asynchronously "
-                      "(default 1)")
+                      "unless --sync-threads (default 1)")
           ->check(Positive());
   threads->needs(single);
+  cmd->add_flag("--sync-threads", flags.sync_threads,
+                "--single-process with --threads > 1: the threads share each step as a synchronous "
+                "job's replicas do (the one-thread run, to the bit, on several cores) instead of "
+                "training asynchronously")
+      ->needs(threads);
   cmd->add_option("--replicas", flags.replicas,
                   "--single-process with --micro-batch: the stage-0 replicas of the job whose "
                   "cut of the steps to follow (default 1; the result is the same)")

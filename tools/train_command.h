@@ -9,7 +9,7 @@
 //                 [--optimizer NAME] [--lr X] [--dense-optimizer NAME] [--dense-lr X]
 //                 [--seed S] [--eval-fraction F] [--skip-bad-lines] [--metrics-out F.json]
 //                 [--cluster-watch C.yaml] [--cluster-state S.json] [--replan-threshold F]
-//   heterps train --single-process [--threads T] ...
+//   heterps train --single-process [--threads T [--sync-threads]] ...
 //
 // With no --model, the embedded dlrm-small; with no --cluster, the embedded local catalog (this
 // host's CPU); --data takes files and globs ("day_*.gz"; plain, gzip or zstd, read in order as one
@@ -56,6 +56,7 @@ struct TrainFlags {
   // In this process.
   bool single_process = false;
   int threads = 1;
+  bool sync_threads = false;  // the threads share each step (worker::TrainOptions::sync_threads)
   int replicas = 1;  // with --micro-batch: the stage-0 replicas whose micro-batches to form
   // Distributed.
   std::string job_dir;

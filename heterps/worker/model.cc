@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/worker/job.h"
 
@@ -49,16 +50,11 @@ absl::StatusOr<double> Model::TrainStep(const data::Batch& batch) {
     HETERPS_RETURN_IF_ERROR(stage_->Push(grads_));
     return sum / batch.size;
   }
-  const std::vector<MicroBatch> parts = MicroBatches(batch.size, block_size_, micro_batching_);
   step_grads_.resize(micro_batching_.replicas, stage_->NewStepGrads());
   for (StepGrads& g : step_grads_) g.Clear();
   step_losses_.clear();
-  for (const MicroBatch& part : parts) {
-    InputActivations(batch, part.begin, part.size, &input_);
-    HETERPS_RETURN_IF_ERROR(
-        stage_->ForwardBackward(0, input_, scale, nullptr, &grads_, &block_losses_).status());
-    step_losses_.insert(step_losses_.end(), block_losses_.begin(), block_losses_.end());
-    step_grads_[part.replica].Add(part.first_block, grads_);
+  for (int r = 0; r < micro_batching_.replicas; ++r) {
+    HETERPS_RETURN_IF_ERROR(RunShare(batch, r, static_cast<size_t>(r)));
   }
   if (step_grads_.size() == 1) step_grads_[0].MergeAll();
   for (const StepGrads& g : step_grads_) HETERPS_RETURN_IF_ERROR(stage_->Accumulate(g));
@@ -66,6 +62,40 @@ absl::StatusOr<double> Model::TrainStep(const data::Batch& batch) {
   double sum = 0;
   for (double loss : step_losses_) sum += loss;  // in block order
   return sum / batch.size;
+}
+
+absl::Status Model::RunShare(const data::Batch& batch, int replica, size_t slot) {
+  const float scale = 1.0f / static_cast<float>(batch.size);
+  // MicroBatches lists them replica by replica, in block order.
+  for (const MicroBatch& part : MicroBatches(batch.size, block_size_, micro_batching_)) {
+    if (part.replica != replica) continue;
+    InputActivations(batch, part.begin, part.size, &input_);
+    HETERPS_RETURN_IF_ERROR(
+        stage_->ForwardBackward(0, input_, scale, nullptr, &grads_, &block_losses_).status());
+    step_losses_.insert(step_losses_.end(), block_losses_.begin(), block_losses_.end());
+    step_grads_[slot].Add(part.first_block, grads_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::ComputeShare(const data::Batch& batch, int replica) {
+  if (block_size_ <= 0 || replica < 0 || replica >= micro_batching_.replicas) {
+    return absl::InvalidArgumentError(absl::StrCat("a step's share ", replica, " of ",
+                                                   micro_batching_.replicas,
+                                                   " needs a block size and a replica in range"));
+  }
+  HETERPS_RETURN_IF_ERROR(stage_->PullParameters());
+  step_grads_.resize(1, stage_->NewStepGrads());
+  step_grads_[0].Clear();
+  step_losses_.clear();
+  HETERPS_RETURN_IF_ERROR(RunShare(batch, replica, 0));
+  if (micro_batching_.replicas == 1) step_grads_[0].MergeAll();
+  return absl::OkStatus();
+}
+
+absl::Status Model::AccumulateShare() {
+  if (step_grads_.empty()) return absl::FailedPreconditionError("no share computed");
+  return stage_->Accumulate(step_grads_[0]);
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, double>>> Model::ProfileStep(

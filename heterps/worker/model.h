@@ -70,6 +70,16 @@ class Model {
   // One training step on `batch`; returns the batch's mean logloss before the update (with a
   // block size, its blocks' sums added in block order).
   absl::StatusOr<double> TrainStep(const data::Batch& batch);
+  // A synchronous step shared by several Models (one per thread, each with the same block size
+  // and micro-batching, whose replicas are as many as the Models): ComputeShare pulls the dense
+  // parameters and runs replica `replica`'s micro-batches of `batch`, keeping their gradients
+  // and block losses (share_losses, in block order); once every share is computed, one thread
+  // calls AccumulateShare on each Model in replica order and then the client's Commit. The step
+  // is then TrainStep's on one Model with that micro-batching: equal to the bit. Needs a block
+  // size.
+  absl::Status ComputeShare(const data::Batch& batch, int replica);
+  absl::Status AccumulateShare();
+  const std::vector<double>& share_losses() const { return step_losses_; }
   // Click probabilities of a batch's samples, without updating anything.
   absl::Status Predict(const data::Batch& batch, std::vector<float>* probabilities);
 
@@ -82,6 +92,9 @@ class Model {
 
  private:
   Model(std::unique_ptr<Stage> stage, ps::PsClient* client);
+  // Runs replica r's micro-batches of the step into step_grads_[slot], their block losses
+  // appended to step_losses_.
+  absl::Status RunShare(const data::Batch& batch, int replica, size_t slot);
 
   std::unique_ptr<Stage> stage_;
   ps::PsClient* client_;

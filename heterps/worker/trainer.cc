@@ -49,9 +49,16 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
                                                    options.block_size,
                                                    " (a micro-batch holds whole blocks)"));
   }
-  if ((micro.micro_batch > 0 || micro.replicas > 1) && options.threads != 1) {
+  const bool shared_steps = options.sync_threads && options.threads > 1;
+  if ((micro.micro_batch > 0 || micro.replicas > 1) && options.threads != 1 && !shared_steps) {
     return absl::InvalidArgumentError(
-        "train: micro-batches and replicas cut a step as a synchronous job does, on 1 thread");
+        "train: micro-batches and replicas cut a step as a synchronous job does, on 1 thread or "
+        "on synchronous threads");
+  }
+  if (shared_steps && micro.replicas > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "train: ", options.threads, " synchronous threads are the step's replicas: replicas ",
+        micro.replicas, " cannot be set beside them"));
   }
   const int batch_size =
       options.batch_size > 0 ? options.batch_size : static_cast<int>(spec.batch_size);
@@ -72,6 +79,9 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     if (options.threads == 1) {
       model->set_block_size(options.block_size);
       model->set_micro_batching(micro);
+    } else if (shared_steps) {
+      model->set_block_size(options.block_size);
+      model->set_micro_batching({options.threads, micro.micro_batch});
     }
     models.push_back(std::move(model));
   }
@@ -122,11 +132,52 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
         }
       }
     };
-    std::vector<std::thread> workers;
-    for (int t = 1; t < options.threads; ++t) workers.emplace_back(work, models[t].get());
-    work(models[0].get());
-    for (std::thread& w : workers) w.join();
-    HETERPS_RETURN_IF_ERROR(failure);
+    // Synchronous threads: this thread reads each step and computes replica 0's share while the
+    // others compute theirs; then the shares are sent in replica order and committed.
+    auto shared = [&]() -> absl::Status {
+      data::Batch batch;
+      std::vector<absl::Status> shares(options.threads);
+      for (;;) {
+        HETERPS_ASSIGN_OR_RETURN(const bool more, reader->Next(&batch));
+        if (!more) return absl::OkStatus();
+        epoch_samples += batch.size;
+        std::vector<std::thread> helpers;
+        for (int t = 1; t < options.threads; ++t) {
+          helpers.emplace_back([&, t] { shares[t] = models[t]->ComputeShare(batch, t); });
+        }
+        shares[0] = models[0]->ComputeShare(batch, 0);
+        for (std::thread& h : helpers) h.join();
+        double sum = 0;  // the blocks' losses in block order, as one thread adds them
+        for (int t = 0; t < options.threads; ++t) {
+          HETERPS_RETURN_IF_ERROR(shares[t]);
+          for (double loss : models[t]->share_losses()) sum += loss;
+        }
+        for (int t = 0; t < options.threads; ++t) {
+          HETERPS_RETURN_IF_ERROR(models[t]->AccumulateShare());
+        }
+        HETERPS_RETURN_IF_ERROR(client.Commit());
+        const double loss = sum / batch.size;
+        result.losses.push_back(loss);
+        result.train_samples += batch.size;
+        ++result.steps;
+        epoch_loss += loss;
+        ++epoch_steps;
+        average = result.steps == 1 ? loss : 0.98 * average + 0.02 * loss;
+        if (options.progress) {
+          options.progress({epoch, result.train_samples, train_lines * options.epochs,
+                            absl::ToDoubleSeconds(absl::Now() - start), average});
+        }
+      }
+    };
+    if (shared_steps) {
+      HETERPS_RETURN_IF_ERROR(shared());
+    } else {
+      std::vector<std::thread> workers;
+      for (int t = 1; t < options.threads; ++t) workers.emplace_back(work, models[t].get());
+      work(models[0].get());
+      for (std::thread& w : workers) w.join();
+      HETERPS_RETURN_IF_ERROR(failure);
+    }
     result.train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : 0;
     const data::ReaderStats stats = reader->stats();
     // Every epoch reads the same lines: a bad one counts once in the job.

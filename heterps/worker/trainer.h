@@ -9,7 +9,10 @@
 // others are read `epochs` times in file order, in batches of the spec's batch size. With one
 // thread, steps are synchronous and the run is reproducible: the same seed and data give the same
 // losses. With more, each thread trains its own batches against the shared tables without waiting
-// for the others (asynchronous, as parameter servers run): faster, not reproducible.
+// for the others (asynchronous, as parameter servers run): faster, not reproducible; or, with
+// sync_threads, the threads share each step as a synchronous job's stage-0 replicas do (each its
+// consecutive blocks, the gradients combined in the step's fixed tree): the one thread's run, to
+// the bit, on several cores.
 //
 // Thread safety: Train may run concurrently with other Trains; `progress` is called from the
 // calling thread's workers, one call at a time.
@@ -40,6 +43,9 @@ struct TrainOptions {
   int epochs = 1;
   int batch_size = 0;  // 0: the spec's
   int threads = 1;
+  // With threads > 1: the threads share each step (replicas of a synchronous step) instead of
+  // training their own steps asynchronously.
+  bool sync_threads = false;
   double eval_fraction = 0.1;  // in (0, 0.5]; 0: no evaluation
   data::BadLinePolicy bad_lines = data::BadLinePolicy::kStop;
   int reader_threads = 1;  // threads parsing text (data::ReaderOptions::parser_threads)
@@ -50,7 +56,8 @@ struct TrainOptions {
   // their steps' gradients as they come (Hogwild).
   int64_t block_size = kDefaultBlockSize;
   // The step cut the way a job of that layout cuts it (Model::set_micro_batching): no difference
-  // to the result, which tests show; needs threads == 1 and micro_batch a multiple of block_size.
+  // to the result, which tests show; needs micro_batch a multiple of block_size, and threads == 1
+  // (sync_threads: micro_batch alone, each thread a replica).
   MicroBatching micro_batching;
   std::function<void(const TrainProgress&)> progress;
 };
