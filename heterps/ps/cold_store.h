@@ -58,8 +58,9 @@ class ColdStore {
   }
   virtual absl::Status Delete(uint64_t key) = 0;
   // Deletes every one of `keys` (a key not stored is no error); on an error, none of them is
-  // deleted. RocksDB writes them as one batch; this default deletes them one by one and puts
-  // back what it deleted when one fails.
+  // deleted. RocksDB writes them as one batch, which is atomic; this default deletes them one by
+  // one and puts back what it deleted when one fails (so it keeps the promise only where those
+  // puts succeed: a store that can fail both ways overrides it).
   virtual absl::Status DeleteMany(absl::Span<const uint64_t> keys) {
     std::vector<std::pair<uint64_t, std::string>> deleted;
     for (uint64_t key : keys) {

@@ -198,6 +198,47 @@ TEST(ColdTierTest, AFailedBringBackLosesNoRow) {
   }
 }
 
+// A store that sees, each time rows come back in a batch, how many rows memory holds then: every
+// row of the table is in the store or in memory, and the rows being deleted are in both.
+class WatchingColdStore : public MemoryColdStore {
+ public:
+  int64_t rows = 0;  // the table's rows, set by the test
+  int64_t most_in_memory = 0;
+  int64_t batches = 0;
+  absl::Status DeleteMany(absl::Span<const uint64_t> keys) override {
+    ++batches;
+    most_in_memory =
+        std::max(most_in_memory, rows - Count(*this) + static_cast<int64_t>(keys.size()));
+    return MemoryColdStore::DeleteMany(keys);
+  }
+};
+
+// Rows brought back together never take a shard past its share: room is made first.
+TEST(ColdTierTest, ABatchBroughtBackStaysWithinTheBudget) {
+  auto owned = std::make_unique<WatchingColdStore>();
+  WatchingColdStore* cold = owned.get();
+  auto created = SparseTable::Create(SmallTable(), std::move(owned));
+  ASSERT_TRUE(created.ok()) << created.status();
+  SparseTable& table = **created;
+  std::vector<uint64_t> keys(100);
+  for (uint64_t k = 0; k < 100; ++k) keys[k] = k * 31 + 1;
+  std::vector<float> values(100 * 16);
+  ASSERT_TRUE(table.Pull(keys, absl::MakeSpan(values)).ok());
+  cold->rows = 100;
+  const int64_t budget_rows = SmallTable().memory_budget_bytes / (4 * 32 + 24 + 7);
+  std::mt19937_64 rng(7);
+  for (int call = 0; call < 20; ++call) {
+    std::vector<uint64_t> some(60);
+    for (uint64_t& k : some) k = keys[rng() % keys.size()];
+    values.resize(some.size() * 16);
+    ASSERT_TRUE(table.Pull(some, absl::MakeSpan(values)).ok());
+    EXPECT_LE(table.Stats().memory_rows, budget_rows);
+  }
+  EXPECT_GT(cold->batches, 10);
+  EXPECT_LE(cold->most_in_memory, budget_rows);
+  EXPECT_EQ(table.Stats().created, 100);
+}
+
 // Threads pushing at once to a table mostly on RocksDB, each its own keys spread over every lock
 // shard (so that calls pass over each other's busy shards): every row ends as the same pushes
 // give it one call at a time in a table all in memory, and each row is in one tier.

@@ -347,9 +347,14 @@ absl::StatusOr<uint32_t> SparseTable::Allocate(Shard& shard) ABSL_NO_THREAD_SAFE
   return slot;
 }
 
-absl::Status SparseTable::BringBack(
-    Shard& shard, absl::Span<const uint64_t> keys, const uint32_t* group, size_t size, uint64_t now,
-    absl::flat_hash_set<uint64_t>* brought) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::Status SparseTable::BringBack(Shard& shard, absl::Span<const uint64_t> keys,
+                                    const uint32_t* group, size_t size, uint64_t now,
+                                    ColdMarks* marks) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // At most the rows the shard keeps after a spill (the others come back one by one as they are
+  // touched).
+  const int64_t share = options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
+  const size_t most = static_cast<size_t>(std::max<int64_t>(0, share * 9 / 10 / SlotBytes()));
+  if (most == 0) return absl::OkStatus();
   constexpr size_t kFar = 32;
   std::vector<uint64_t> missing;
   for (size_t j = 0; j < std::min(size, kFar); ++j) shard.index.Prefetch(MixKey(keys[group[j]]));
@@ -360,15 +365,15 @@ absl::Status SparseTable::BringBack(
   if (missing.empty()) return absl::OkStatus();
   std::sort(missing.begin(), missing.end());
   missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
-  // No more than the shard keeps after a spill, so that the budget does not send rows back before
-  // they are served (the others come back one by one as they are touched).
-  const int64_t share = options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
-  missing.resize(std::min<size_t>(
-      missing.size(), static_cast<size_t>(std::max<int64_t>(0, share * 9 / 10 / SlotBytes()))));
   HETERPS_ASSIGN_OR_RETURN(std::vector<std::optional<std::string>> rows, cold_->GetMany(missing));
-  // Into memory first, out of the store once all are in, so that a failure on either side leaves
+  std::vector<size_t> found;  // positions in `missing` of the rows to bring back
+  for (size_t i = 0; i < missing.size() && found.size() < most; ++i) {
+    if (rows[i].has_value()) found.push_back(i);
+  }
+  // Room first: the shard's oldest rows spilled so that it stays within its share with these.
+  if (!found.empty()) HETERPS_RETURN_IF_ERROR(EnforceBudget(shard, found.size()));
+  // Into memory, then out of the store once all are in, so that a failure on either side leaves
   // each row in the store alone.
-  std::vector<uint64_t> found;
   std::vector<uint32_t> slots;
   const auto undo = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (uint32_t slot : slots) {
@@ -376,8 +381,8 @@ absl::Status SparseTable::BringBack(
       shard.free_slots.push_back(slot);
     }
   };
-  for (size_t i = 0; i < missing.size(); ++i) {
-    if (!rows[i].has_value()) continue;
+  std::vector<uint64_t> back;
+  for (size_t i : found) {
     absl::StatusOr<uint32_t> slot = Allocate(shard);
     absl::Status status = slot.status();
     if (status.ok()) {
@@ -393,24 +398,36 @@ absl::Status SparseTable::BringBack(
     meta.set_key(missing[i]);
     meta.last_seen = Tick(now);
     shard.Insert(*slot);
-    found.push_back(missing[i]);
+    back.push_back(missing[i]);
     slots.push_back(*slot);
   }
-  if (found.empty()) return absl::OkStatus();
-  if (absl::Status deleted = cold_->DeleteMany(found); !deleted.ok()) {
-    undo();
-    return deleted;
+  if (!back.empty()) {
+    if (absl::Status deleted = cold_->DeleteMany(back); !deleted.ok()) {
+      undo();
+      return deleted;
+    }
   }
-  shard.stats.cold_rows -= static_cast<int64_t>(found.size());
-  brought->insert(found.begin(), found.end());
+  shard.stats.cold_rows -= static_cast<int64_t>(back.size());
+  for (uint64_t key : back) marks->emplace(key, true);
+  // Keys in neither tier: their first touch creates the row without asking the store again.
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (!rows[i].has_value()) marks->emplace(missing[i], false);
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key, uint64_t now,
-                                            absl::flat_hash_set<uint64_t>* brought)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                            ColdMarks* marks) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // What BringBack learnt of the key, once: brought back, or in neither tier.
+  std::optional<bool> mark;
+  if (!marks->empty()) {
+    if (auto it = marks->find(key); it != marks->end()) {
+      mark = it->second;
+      marks->erase(it);
+    }
+  }
   if (std::optional<uint32_t> slot = shard.Find(key)) {
-    if (!brought->empty() && brought->erase(key) > 0) {
+    if (mark == true) {
       ++shard.stats.misses;
     } else {
       ++shard.stats.hits;
@@ -421,7 +438,7 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key, uint64_t
     return *slot;
   }
   std::optional<std::string> cold;
-  if (cold_ != nullptr) {
+  if (cold_ != nullptr && mark != false) {
     HETERPS_ASSIGN_OR_RETURN(cold, cold_->Get(key));
   }
   HETERPS_ASSIGN_OR_RETURN(const uint32_t slot, Allocate(shard));
@@ -436,7 +453,6 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key, uint64_t
     }
     ++shard.stats.misses;
     --shard.stats.cold_rows;
-    brought->erase(key);  // brought back, then spilled before this first touch
   } else {
     FillInitialValue(key, data);
     InitState(options_.optimizer, data + options_.dim, options_.dim);
@@ -450,14 +466,18 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key, uint64_t
   return slot;
 }
 
-absl::Status SparseTable::EnforceBudget(Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::Status SparseTable::EnforceBudget(Shard& shard,
+                                        size_t incoming) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (options_.memory_budget_bytes == 0) return absl::OkStatus();
   const int64_t share = options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
-  const int64_t resident = static_cast<int64_t>(shard.index.size()) * SlotBytes();
+  const int64_t coming = static_cast<int64_t>(incoming);
+  const int64_t resident = (static_cast<int64_t>(shard.index.size()) + coming) * SlotBytes();
   if (resident <= share) return absl::OkStatus();
-  // Down to 90% of the share, so that spills come in batches rather than one
-  // row per access.
-  const int64_t keep = std::max<int64_t>(0, share * 9 / 10 / SlotBytes());
+  // Down to 90% of the share (with the incoming rows), so that spills come in batches rather
+  // than one row per access.
+  const int64_t keep =
+      std::min<int64_t>(static_cast<int64_t>(shard.index.size()),
+                        std::max<int64_t>(0, share * 9 / 10 / SlotBytes() - coming));
   // The oldest first: (age, slot) in decreasing age, ages modulo 2^32 (see Meta).
   const uint32_t now = Tick(clock_.load(std::memory_order_relaxed));
   std::vector<std::pair<uint32_t, uint32_t>> by_age;
@@ -521,9 +541,9 @@ absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys, int row_fl
     const size_t size = start[s + 1] - start[s];
     Shard& shard = *shards_[s];
     uint64_t now = clock_.fetch_add(size, std::memory_order_relaxed);
-    absl::flat_hash_set<uint64_t> brought;
+    ColdMarks marks;
     if (cold_ != nullptr && shard.stats.cold_rows > 0) {
-      HETERPS_RETURN_IF_ERROR(BringBack(shard, keys, group, size, now, &brought));
+      HETERPS_RETURN_IF_ERROR(BringBack(shard, keys, group, size, now, &marks));
     }
     for (size_t j = 0; j < std::min(size, kFar); ++j) shard.index.Prefetch(MixKey(keys[group[j]]));
     for (size_t j = 0; j < size; ++j) {
@@ -538,7 +558,7 @@ absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys, int row_fl
         }
       }
       const size_t i = group[j];
-      HETERPS_ASSIGN_OR_RETURN(uint32_t slot, Touch(shard, keys[i], ++now, &brought));
+      HETERPS_ASSIGN_OR_RETURN(uint32_t slot, Touch(shard, keys[i], ++now, &marks));
       serve(shard, i, slot);
       HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
     }

@@ -31,7 +31,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -125,15 +124,18 @@ class SparseTable {
   absl::StatusOr<bool> OverwriteResident(uint64_t key, const float* value, const float* state,
                                          int64_t steps);
   // The rest run with shard.mu held.
+  // What BringBack learnt of a group's keys: true, brought back (its first touch is the miss that
+  // brought it); false, in neither tier (its first touch creates the row without asking the
+  // store).
+  using ColdMarks = absl::flat_hash_map<uint64_t, bool>;
   // Brings the cold rows among keys[group[0..size)] back into memory together (one GetMany, one
-  // DeleteMany), seen at `now`, and adds their keys to `brought`; on an error, leaves every row
-  // where it was.
+  // DeleteMany; at most the rows the shard keeps after a spill, room made for them first), seen
+  // at `now`, and marks the keys; on an error, leaves every row where it was.
   absl::Status BringBack(Shard& shard, absl::Span<const uint64_t> keys, const uint32_t* group,
-                         size_t size, uint64_t now, absl::flat_hash_set<uint64_t>* brought);
+                         size_t size, uint64_t now, ColdMarks* marks);
   // The slot of `key`: resident, brought back from the cold store, or created; its last access
-  // becomes `now`. The first touch of a row in `brought` counts as the miss that brought it.
-  absl::StatusOr<uint32_t> Touch(Shard& shard, uint64_t key, uint64_t now,
-                                 absl::flat_hash_set<uint64_t>* brought);
+  // becomes `now`. Takes the key's mark, if any.
+  absl::StatusOr<uint32_t> Touch(Shard& shard, uint64_t key, uint64_t now, ColdMarks* marks);
   // Writes a row's floats (dim of `value`, then its state) and update count into `slot`, which
   // becomes seen now.
   void WriteSlot(Shard& shard, uint32_t slot, const float* value, const float* state,
@@ -141,9 +143,9 @@ class SparseTable {
   // A free slot for a new resident row.
   // ResourceExhausted when the shard already holds SlotIndex's most rows (2^24 - 1).
   absl::StatusOr<uint32_t> Allocate(Shard& shard);
-  // Moves least recently used rows to the cold store while the shard exceeds
-  // its budget share.
-  absl::Status EnforceBudget(Shard& shard);
+  // Moves least recently used rows to the cold store while the shard, with `incoming` rows more,
+  // would exceed its budget share.
+  absl::Status EnforceBudget(Shard& shard, size_t incoming = 0);
   int64_t SlotBytes() const;
   void FillInitialValue(uint64_t key, float* value) const;
 
