@@ -122,6 +122,18 @@ SparseTableOptions SmallTable() {
   return options;
 }
 
+// A SmallTable over `cold`, and the 100 keys the tests below give it.
+std::unique_ptr<SparseTable> MakeSmallTable(std::unique_ptr<ColdStore> cold) {
+  auto created = SparseTable::Create(SmallTable(), std::move(cold));
+  EXPECT_TRUE(created.ok()) << created.status();
+  return created.ok() ? *std::move(created) : nullptr;
+}
+std::vector<uint64_t> HundredKeys() {
+  std::vector<uint64_t> keys(100);
+  for (uint64_t k = 0; k < 100; ++k) keys[k] = k * 31 + 1;
+  return keys;
+}
+
 // Each row's value after one push of `grad` to it, from its initial value.
 std::vector<float> Pushed(const SparseTable& table, uint64_t key, float grad) {
   std::vector<float> value = table.InitialValue(key),
@@ -133,17 +145,16 @@ std::vector<float> Pushed(const SparseTable& table, uint64_t key, float grad) {
 }
 
 // A batch's cold rows come back together (one GetMany per lock shard, as many as the shard keeps);
-// when the read fails, or the
-// delete fails part-way (the store puts back what it deleted), or a stored row is corrupt, the
-// call reports it and every row stays where it was: each in one tier, with the value it had.
+// when the read fails, or the delete fails part-way (the store puts back what it deleted), or a
+// stored row is corrupt, the call reports it and every row stays where it was: each in one tier,
+// with the value it had.
 TEST(ColdTierTest, AFailedBringBackLosesNoRow) {
   auto owned = std::make_unique<FailingColdStore>();
   FailingColdStore* cold = owned.get();
-  auto created = SparseTable::Create(SmallTable(), std::move(owned));
-  ASSERT_TRUE(created.ok()) << created.status();
-  SparseTable& table = **created;
-  std::vector<uint64_t> keys(100);
-  for (uint64_t k = 0; k < 100; ++k) keys[k] = k * 31 + 1;
+  std::unique_ptr<SparseTable> made = MakeSmallTable(std::move(owned));
+  ASSERT_NE(made, nullptr);
+  SparseTable& table = *made;
+  const std::vector<uint64_t> keys = HundredKeys();
   std::vector<float> grads(100 * 16, 0.5f), values(100 * 16);
   ASSERT_TRUE(table.Push(keys, grads).ok());
   ASSERT_GT(table.Stats().cold_rows, 50);
@@ -217,11 +228,10 @@ class WatchingColdStore : public MemoryColdStore {
 TEST(ColdTierTest, ABatchBroughtBackStaysWithinTheBudget) {
   auto owned = std::make_unique<WatchingColdStore>();
   WatchingColdStore* cold = owned.get();
-  auto created = SparseTable::Create(SmallTable(), std::move(owned));
-  ASSERT_TRUE(created.ok()) << created.status();
-  SparseTable& table = **created;
-  std::vector<uint64_t> keys(100);
-  for (uint64_t k = 0; k < 100; ++k) keys[k] = k * 31 + 1;
+  std::unique_ptr<SparseTable> made = MakeSmallTable(std::move(owned));
+  ASSERT_NE(made, nullptr);
+  SparseTable& table = *made;
+  const std::vector<uint64_t> keys = HundredKeys();
   std::vector<float> values(100 * 16);
   ASSERT_TRUE(table.Pull(keys, absl::MakeSpan(values)).ok());
   cold->rows = 100;

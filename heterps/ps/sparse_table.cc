@@ -304,6 +304,12 @@ int SparseTable::LockShardOf(uint64_t key) const { return static_cast<int>(Shard
 
 int SparseTable::lock_shards() const { return static_cast<int>(shards_.size()); }
 
+int64_t SparseTable::ShareBytes() const {
+  return options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
+}
+
+int64_t SparseTable::RowsAfterSpill() const { return ShareBytes() * 9 / 10 / SlotBytes(); }
+
 int64_t SparseTable::SlotBytes() const {
   // The slot's floats, its Meta (key and statistics), and its index entry: 4 bytes in a table
   // kept between 40% and 80% full, 7 bytes on average.
@@ -352,8 +358,7 @@ absl::Status SparseTable::BringBack(Shard& shard, absl::Span<const uint64_t> key
                                     ColdMarks* marks) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // At most the rows the shard keeps after a spill (the others come back one by one as they are
   // touched).
-  const int64_t share = options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
-  const size_t most = static_cast<size_t>(std::max<int64_t>(0, share * 9 / 10 / SlotBytes()));
+  const size_t most = static_cast<size_t>(RowsAfterSpill());
   if (most == 0) return absl::OkStatus();
   constexpr size_t kFar = 32;
   std::vector<uint64_t> missing;
@@ -469,15 +474,11 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key, uint64_t
 absl::Status SparseTable::EnforceBudget(Shard& shard,
                                         size_t incoming) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (options_.memory_budget_bytes == 0) return absl::OkStatus();
-  const int64_t share = options_.memory_budget_bytes / static_cast<int64_t>(shards_.size());
   const int64_t coming = static_cast<int64_t>(incoming);
   const int64_t resident = (static_cast<int64_t>(shard.index.size()) + coming) * SlotBytes();
-  if (resident <= share) return absl::OkStatus();
-  // Down to 90% of the share (with the incoming rows), so that spills come in batches rather
-  // than one row per access.
-  const int64_t keep =
-      std::min<int64_t>(static_cast<int64_t>(shard.index.size()),
-                        std::max<int64_t>(0, share * 9 / 10 / SlotBytes() - coming));
+  if (resident <= ShareBytes()) return absl::OkStatus();
+  const int64_t keep = std::min<int64_t>(static_cast<int64_t>(shard.index.size()),
+                                         std::max<int64_t>(0, RowsAfterSpill() - coming));
   // The oldest first: (age, slot) in decreasing age, ages modulo 2^32 (see Meta).
   const uint32_t now = Tick(clock_.load(std::memory_order_relaxed));
   std::vector<std::pair<uint32_t, uint32_t>> by_age;
@@ -571,26 +572,17 @@ absl::Status SparseTable::ForEachKey(absl::Span<const uint64_t> keys, int row_fl
     if (start[s + 1] > start[s]) left.push_back(s);
   }
   while (!left.empty()) {
-    size_t served = 0;
-    for (size_t at = 0; at < left.size();) {
-      Shard& shard = *shards_[left[at]];
-      if (!shard.mu.TryLock()) {
-        ++at;
-        continue;
-      }
-      absl::Status status = serve_group(left[at]);
-      shard.mu.Unlock();
-      HETERPS_RETURN_IF_ERROR(status);
-      left.erase(left.begin() + static_cast<ptrdiff_t>(at));
-      ++served;
+    // The first shard free now; where none is, the first, waited for.
+    size_t at = 0;
+    while (at < left.size() && !shards_[left[at]]->mu.TryLock()) ++at;
+    if (at == left.size()) {
+      at = 0;
+      shards_[left[at]]->mu.Lock();
     }
-    if (served > 0 || left.empty()) continue;
-    Shard& shard = *shards_[left.front()];
-    shard.mu.Lock();
-    absl::Status status = serve_group(left.front());
-    shard.mu.Unlock();
+    const absl::Status status = serve_group(left[at]);
+    shards_[left[at]]->mu.Unlock();
     HETERPS_RETURN_IF_ERROR(status);
-    left.erase(left.begin());
+    left.erase(left.begin() + static_cast<ptrdiff_t>(at));
   }
   return absl::OkStatus();
 }

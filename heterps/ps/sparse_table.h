@@ -146,6 +146,10 @@ class SparseTable {
   // Moves least recently used rows to the cold store while the shard, with `incoming` rows more,
   // would exceed its budget share.
   absl::Status EnforceBudget(Shard& shard, size_t incoming = 0);
+  // A lock shard's share of the memory budget, bytes; the rows a shard keeps after a spill (90%
+  // of its share, so that spills come in batches rather than one row per access).
+  int64_t ShareBytes() const;
+  int64_t RowsAfterSpill() const;
   int64_t SlotBytes() const;
   void FillInitialValue(uint64_t key, float* value) const;
 

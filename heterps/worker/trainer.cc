@@ -103,6 +103,20 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
     double epoch_loss = 0;
     int64_t epoch_steps = 0, epoch_samples = 0;
     absl::Status failure;
+    // A step's loss into the run's record, and the progress shown (with `mu` held, or on the one
+    // thread of synchronous threads).
+    const auto record = [&](double loss, int64_t samples) {
+      result.losses.push_back(loss);
+      result.train_samples += samples;
+      ++result.steps;
+      epoch_loss += loss;
+      ++epoch_steps;
+      average = result.steps == 1 ? loss : 0.98 * average + 0.02 * loss;
+      if (options.progress) {
+        options.progress({epoch, result.train_samples, train_lines * options.epochs,
+                          absl::ToDoubleSeconds(absl::Now() - start), average});
+      }
+    };
     auto work = [&](Model* model) {
       for (;;) {
         data::Batch batch;
@@ -120,16 +134,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
           failure.Update(loss.status());
           return;
         }
-        result.losses.push_back(*loss);
-        result.train_samples += batch.size;
-        ++result.steps;
-        epoch_loss += *loss;
-        ++epoch_steps;
-        average = result.steps == 1 ? *loss : 0.98 * average + 0.02 * *loss;
-        if (options.progress) {
-          options.progress({epoch, result.train_samples, train_lines * options.epochs,
-                            absl::ToDoubleSeconds(absl::Now() - start), average});
-        }
+        record(*loss, batch.size);
       }
     };
     // Synchronous threads: this thread reads each step and computes replica 0's share while the
@@ -156,17 +161,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
           HETERPS_RETURN_IF_ERROR(models[t]->AccumulateShare());
         }
         HETERPS_RETURN_IF_ERROR(client.Commit());
-        const double loss = sum / batch.size;
-        result.losses.push_back(loss);
-        result.train_samples += batch.size;
-        ++result.steps;
-        epoch_loss += loss;
-        ++epoch_steps;
-        average = result.steps == 1 ? loss : 0.98 * average + 0.02 * loss;
-        if (options.progress) {
-          options.progress({epoch, result.train_samples, train_lines * options.epochs,
-                            absl::ToDoubleSeconds(absl::Now() - start), average});
-        }
+        record(sum / batch.size, batch.size);
       }
     };
     if (shared_steps) {
