@@ -13,6 +13,7 @@
 #include "heterps/data/synthetic.h"
 #include "heterps/ps/checkpoint.h"
 #include "heterps/ps/in_process_client.h"
+#include "heterps/worker/testing/local_transport.h"
 #include "heterps/worker/trainer.h"
 
 namespace heterps::worker {
@@ -20,42 +21,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Answers go back to the sender by a direct call, copied.
-class LocalUpstream : public Upstream {
- public:
-  LocalUpstream(PipelineReplica* sender, int target) : sender_(sender), target_(target) {}
-  bool Send(const AnswerView& view) override {
-    auto answer = std::make_shared<Answer>();
-    answer->id = view.id;
-    answer->loss_sum = view.loss_sum;
-    answer->block_losses.assign(view.block_losses.begin(), view.block_losses.end());
-    if (view.grads != nullptr) answer->grads = *view.grads;
-    answer->probabilities.assign(view.probabilities.begin(), view.probabilities.end());
-    answer->error = view.error;
-    sender_->OnAnswer(target_, std::move(answer));
-    return true;
-  }
-
- private:
-  PipelineReplica* sender_;
-  int target_;
-};
-
-// Micro-batches go to the next stage's replicas by a direct call, copied.
-class LocalDownstream : public Downstream {
- public:
-  int replicas() const override { return static_cast<int>(next.size()); }
-  absl::Status Send(int target, const ForwardHeader& header,
-                    const Activations& activations) override {
-    if (broken) return absl::UnavailableError("stage 1 replica 0 (local): the stream broke");
-    next[target]->Receive(header, std::make_unique<Activations>(activations),
-                          std::make_shared<LocalUpstream>(self, target));
-    return absl::OkStatus();
-  }
-  std::vector<PipelineReplica*> next;
-  PipelineReplica* self = nullptr;
-  bool broken = false;
-};
+using ::heterps::worker::testing::LocalDownstream;
 
 // The share of step j (lines [j * 256, hi) of the pass) of stage-0 replica r of 2: (offset,
 // count).

@@ -8,11 +8,12 @@
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/data/reader.h"
+#include "heterps/launcher/attempt.h"
 #include "heterps/launcher/job_checkpoint.h"
 #include "heterps/launcher/job_status.h"
 #include "heterps/launcher/layout.h"
-#include "heterps/launcher/rpc/attempt.h"
 #include "heterps/launcher/rpc/coordinator_service.h"
+#include "heterps/launcher/rpc/grpc_processes.h"
 #include "heterps/launcher/segment_ledger.h"
 #include "heterps/rpc/rpc.h"
 
@@ -145,10 +146,19 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   SegmentLedger ledger(o.replanner);
   if (o.replanner != nullptr) o.replanner->Running(job);
   ledger.Begin(job, "start", record ? record->step : 0, start, start);
+  AttemptOptions engine;
+  engine.job_dir = o.job_dir;
+  engine.env = o.env;
+  engine.job_id = job_id;
+  engine.launcher = o.launcher;
+  engine.register_timeout = o.register_timeout;
+  engine.progress = o.progress;
+  engine.replanner = o.replanner;
   absl::Status status;
   int restarts = 0;  // of the current plan
   for (int64_t generation = 1;; ++generation) {
-    Attempt attempt(job, o, layout, service, result, ledger, generation, start);
+    GrpcProcesses processes(service, o, layout);
+    Attempt attempt(job, engine, layout, processes, result, ledger, generation, start);
     status = attempt.Run(server->address, train_lines);
     if (status.ok() && attempt.stopped()) {
       status = absl::CancelledError(

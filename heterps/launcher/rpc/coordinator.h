@@ -10,8 +10,9 @@
 //   options.launcher = &roles;
 //   HETERPS_ASSIGN_OR_RETURN(JobResult result, RunJob(job, options));
 //
-// The parts: coordinator_service.h (roles, registration, heartbeats), attempt.h (one attempt of
-// the job: the steps, checkpoints, evaluation and the report), launcher/job_status.h and
+// The parts: coordinator_service.h (roles, registration, heartbeats), launcher/attempt.h (the
+// engine of one attempt of the job: the steps, checkpoints, evaluation and the report) with
+// grpc_processes.h (its transport), launcher/job_status.h and
 // launcher/job_checkpoint.h (the files of the job directory). This file restarts attempts.
 //
 // Steps. Step j of pass e covers training lines j*B .. (j+1)*B - 1 (the last one of a pass may be

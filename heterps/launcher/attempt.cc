@@ -1,7 +1,7 @@
-// One class, Attempt: the steps, rounds, checkpoints, evaluation and the plan checks between
-// steps share the attempt's clients and counters. Kept in one file (over 500 lines) so that the
-// order of what happens at a step boundary is read in one place.
-#include "heterps/launcher/rpc/attempt.h"
+// The coordinator's engine (attempt.h). One class: the steps, rounds, checkpoints, evaluation
+// and the plan checks between steps share the attempt's counters. Kept in one file (over 500
+// lines) so that the order of what happens at a step boundary is read in one place.
+#include "heterps/launcher/attempt.h"
 
 #include <unistd.h>
 
@@ -23,14 +23,10 @@
 #include "heterps/data/auc.h"
 #include "heterps/launcher/job_checkpoint.h"
 #include "heterps/launcher/job_status.h"
-#include "heterps/ps/rpc/grpc_ps_client.h"
-#include "heterps/rpc/rpc.h"
-#include "heterps/worker/rpc/worker.grpc.pb.h"
+#include "heterps/worker/model.h"
 
-namespace heterps::launcher::rpc {
+namespace heterps::launcher {
 namespace {
-
-namespace worker_wire = heterps::worker::wire;
 
 // Runs f(0) .. f(n-1) on threads of their own; the first error.
 absl::Status ParallelFor(int n, const std::function<absl::Status(int)>& f) {
@@ -43,82 +39,13 @@ absl::Status ParallelFor(int n, const std::function<absl::Status(int)>& f) {
   return status;
 }
 
-// The stage replicas' stubs, and calls to them that carry the token and a deadline and whose
-// errors name the replica.
-class Workers {
- public:
-  Workers(const std::vector<std::vector<std::string>>& addresses, std::string token,
-          const heterps::rpc::JobTls& tls, absl::Duration timeout)
-      : token_(std::move(token)), timeout_(timeout) {
-    const heterps::rpc::ChannelOptions channel = heterps::rpc::JobChannel(tls);
-    for (size_t s = 0; s < addresses.size(); ++s) {
-      for (size_t r = 0; r < addresses[s].size(); ++r) {
-        replicas_.push_back(
-            {static_cast<int>(s), static_cast<int>(r), addresses[s][r],
-             worker_wire::Worker::NewStub(heterps::rpc::NewChannel(addresses[s][r], channel))});
-      }
-    }
-  }
-
-  struct Replica {
-    int stage, replica;
-    std::string address;
-    std::unique_ptr<worker_wire::Worker::Stub> stub;
-  };
-  std::vector<Replica>& all() { return replicas_; }
-  std::vector<Replica*> stage(int s) {
-    std::vector<Replica*> out;
-    for (Replica& r : replicas_) {
-      if (r.stage == s) out.push_back(&r);
-    }
-    return out;
-  }
-
-  template <typename F>
-  absl::Status Call(Replica& r, absl::string_view what, F call, absl::Duration timeout = {}) {
-    grpc::ClientContext ctx;
-    heterps::rpc::PrepareCall(ctx, token_, timeout == absl::Duration() ? timeout_ : timeout);
-    {
-      absl::MutexLock lock(&live_mu_);
-      live_.insert(&ctx);
-      if (cancelled_) ctx.TryCancel();
-    }
-    const grpc::Status status = call(ctx, *r.stub);
-    {
-      absl::MutexLock lock(&live_mu_);
-      live_.erase(&ctx);
-    }
-    return heterps::rpc::FromGrpc(status, absl::StrCat("stage ", r.stage, " replica ", r.replica,
-                                                       " (", r.address, "): ", what));
-  }
-
-  // Cancels the calls in flight and any made until Resume (they end CANCELLED). Thread-safe.
-  void CancelAll() {
-    absl::MutexLock lock(&live_mu_);
-    cancelled_ = true;
-    for (grpc::ClientContext* ctx : live_) ctx->TryCancel();
-  }
-  void Resume() {
-    absl::MutexLock lock(&live_mu_);
-    cancelled_ = false;
-  }
-
- private:
-  absl::Mutex live_mu_;
-  std::set<grpc::ClientContext*> live_ ABSL_GUARDED_BY(live_mu_);
-  bool cancelled_ ABSL_GUARDED_BY(live_mu_) = false;
-  std::string token_;
-  absl::Duration timeout_;
-  std::vector<Replica> replicas_;
-};
-
 // What status.json says of the job's progress.
 struct StatusPoint {
   std::string state = "running";
   std::string phase = "training";  // or "evaluating" (the held-out lines), "checkpointing"
   int64_t step = 0, total = 0, samples = 0;  // steps done, in all; samples done
   int64_t samples_before = 0;  // trained before this attempt (a resume): not in samples/s
-  double seconds = 0;                        // training seconds behind `samples` (for samples/s)
+  double seconds = 0;          // training seconds behind `samples` (for samples/s)
   double loss = 0;
   std::optional<EvalPoint> eval;  // the latest evaluation
   absl::Time step_started;        // when the step in progress began
@@ -128,25 +55,30 @@ struct StatusPoint {
 
 class Attempt::Impl {
  public:
-  Impl(const worker::JobSpec& job, const RunOptions& o, const JobLayout& layout,
-       CoordinatorService& service, JobResult& result, SegmentLedger& ledger, int64_t generation,
+  Impl(const worker::JobSpec& job, const AttemptOptions& o, const JobLayout& layout,
+       AttemptProcesses& processes, JobResult& result, SegmentLedger& ledger, int64_t generation,
        absl::Time job_start)
       : job_(job),
         o_(o),
         layout_(layout),
-        service_(service),
+        p_(processes),
         result_(result),
         ledger_(ledger),
         generation_(generation),
-        job_start_(job_start) {}
+        job_start_(job_start) {
+    for (int s = 0; s < static_cast<int>(layout_.replicas.size()); ++s) {
+      for (int r = 0; r < layout_.replicas[s]; ++r) replicas_.push_back({s, r});
+    }
+  }
 
   absl::Status Run(const std::string& coordinator, int64_t train_lines) {
     if (o_.launcher != nullptr) {
       HETERPS_RETURN_IF_ERROR(o_.launcher->Start(coordinator, layout_.world(), generation_));
     }
     HETERPS_RETURN_IF_ERROR(AwaitRegistration());
-    HETERPS_RETURN_IF_ERROR(Connect());
-    HETERPS_RETURN_IF_ERROR(worker::CreateModelTables(job_.model, ps_.get(), job_.settings.tables));
+    HETERPS_RETURN_IF_ERROR(p_.Connect());
+    HETERPS_RETURN_IF_ERROR(
+        worker::CreateModelTables(job_.model, &p_.servers(), job_.settings.tables));
     int64_t done = 0;
     result_.losses.clear();
     HETERPS_ASSIGN_OR_RETURN(std::optional<JobCheckpoint> c, ReadJobCheckpoint(o_.env, o_.job_dir));
@@ -154,7 +86,7 @@ class Attempt::Impl {
       // Written by another layout (a switch): every shard takes its keys from every old one.
       const int from_shards = c->ps_shards != layout_.ps_shards ? c->ps_shards : 0;
       const absl::Time load_start = absl::Now();
-      HETERPS_ASSIGN_OR_RETURN(int64_t step, ps_->LoadCheckpoint(c->step, from_shards));
+      HETERPS_ASSIGN_OR_RETURN(int64_t step, p_.LoadCheckpoint(c->step, from_shards));
       ledger_.Loaded(absl::ToDoubleSeconds(absl::Now() - load_start));
       done = step;
       result_.losses = c->losses;
@@ -175,7 +107,7 @@ class Attempt::Impl {
       const Heartbeat heartbeat(this);
       HETERPS_RETURN_IF_ERROR(Evaluate());
     }
-    HETERPS_ASSIGN_OR_RETURN(result_.parameter_digest, ps_->Digest());
+    HETERPS_ASSIGN_OR_RETURN(result_.parameter_digest, p_.Digest());
     Report();
     return absl::OkStatus();
   }
@@ -192,10 +124,10 @@ class Attempt::Impl {
   absl::Status AwaitRegistration() {
     const absl::Time deadline = absl::Now() + o_.register_timeout;
     for (;;) {
-      const std::vector<int> missing = service_.Missing();
+      const std::vector<int> missing = p_.Missing();
       if (missing.empty()) return absl::OkStatus();
       HETERPS_RETURN_IF_ERROR(CheckAlive());
-      if (service_.StopAsked(o_.stop)) {
+      if (p_.StopAsked()) {
         return absl::CancelledError(absl::StrCat("stopped on request while ", missing.size(),
                                                  " processes had not registered"));
       }
@@ -208,23 +140,6 @@ class Attempt::Impl {
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
-  }
-
-  absl::Status Connect() {
-    const std::vector<std::string> addresses = service_.Addresses();
-    ps::rpc::GrpcPsClientOptions options;
-    for (int s = 0; s < layout_.ps_shards; ++s) options.servers.push_back(addresses[1 + s]);
-    options.token = o_.token;
-    options.UseJobTls(o_.tls);
-    HETERPS_ASSIGN_OR_RETURN(ps_, ps::rpc::GrpcPsClient::Connect(options));
-    std::vector<std::vector<std::string>> replicas(layout_.replicas.size());
-    for (size_t s = 0; s < replicas.size(); ++s) {
-      for (int r = 0; r < layout_.replicas[s]; ++r) {
-        replicas[s].push_back(addresses[layout_.WorkerRank(static_cast<int>(s), r)]);
-      }
-    }
-    workers_ = std::make_unique<Workers>(replicas, o_.token, o_.tls, o_.step_timeout);
-    return absl::OkStatus();
   }
 
   absl::Status Train(int64_t done, int64_t train_lines) {
@@ -324,26 +239,21 @@ class Attempt::Impl {
     const int64_t j = step % per_pass_;
     const int64_t lo = j * batch, hi = std::min(lo + batch, train_lines_);
     const auto [offset, count] = worker::StepShare(j, batch, hi, job_.settings.block_size, r, k);
-    worker_wire::StepRequest request;
-    request.set_step(step);
-    request.set_epoch(step / per_pass_);
-    request.set_offset(offset);
-    request.set_count(count);
-    request.set_scale(1.0f / static_cast<float>(hi - lo));
-    request.set_write_back(write_back);
-    worker_wire::StepReply reply;
-    HETERPS_RETURN_IF_ERROR(workers_->Call(
-        *workers_->stage(0)[r], absl::StrCat("RunStep ", step),
-        [&](grpc::ClientContext& ctx, auto& stub) { return stub.RunStep(&ctx, request, &reply); }));
-    if (reply.skipped_lines() > 0) {
+    worker::StepRequest request;
+    request.step = step;
+    request.epoch = step / per_pass_;
+    request.offset = offset;
+    request.count = count;
+    request.scale = 1.0f / static_cast<float>(hi - lo);
+    request.write_back = write_back;
+    HETERPS_ASSIGN_OR_RETURN(worker::StepOutcome reply, p_.RunStep(r, request));
+    if (reply.skipped_lines > 0) {
       absl::MutexLock lock(&skipped_mu_);
       int64_t& seen = skipped_[{r, step / per_pass_}];
-      seen = std::max(seen, reply.skipped_lines());
-      if (first_bad_.empty()) first_bad_ = reply.first_bad_line();
+      seen = std::max(seen, reply.skipped_lines);
+      if (first_bad_.empty()) first_bad_ = reply.first_bad_line;
     }
-    return StepPart{reply.loss_sum(),
-                    std::vector<double>(reply.block_loss().begin(), reply.block_loss().end()),
-                    reply.samples()};
+    return StepPart{reply.loss_sum, std::move(reply.block_losses), reply.samples};
   }
 
   // Synchronous: each step run by every stage-0 replica, flushed by every replica of the later
@@ -353,9 +263,9 @@ class Attempt::Impl {
   // a step (LaterStagesSendNoParts), their flush and the commit run together.
   absl::Status SyncSteps(int64_t from, int64_t to) {
     const int k = layout_.replicas[0];
-    std::vector<Workers::Replica*> later;
-    for (Workers::Replica& r : workers_->all()) {
-      if (r.stage > 0) later.push_back(&r);
+    std::vector<std::pair<int, int>> later;  // (stage, replica)
+    for (const std::pair<int, int>& r : replicas_) {
+      if (r.first > 0) later.push_back(r);
     }
     const bool together = !later.empty() && LaterStagesSendNoParts();
     for (int64_t step = from; step < to; ++step) {
@@ -371,17 +281,10 @@ class Attempt::Impl {
       if (timed) run_step_seconds_ += absl::ToDoubleSeconds(ran - start);
       const int flushes = static_cast<int>(later.size());
       HETERPS_RETURN_IF_ERROR(ParallelFor(flushes + (together ? 1 : 0), [&](int i) {
-        if (i == flushes) return ps_->Commit();
-        worker_wire::FlushRequest request;
-        request.set_step(step);
-        request.set_write_back(step + 1 == to);
-        worker_wire::FlushReply reply;
-        return workers_->Call(*later[i], absl::StrCat("Flush ", step),
-                              [&](grpc::ClientContext& ctx, auto& stub) {
-                                return stub.Flush(&ctx, request, &reply);
-                              });
+        if (i == flushes) return p_.servers().Commit();
+        return p_.Flush(later[i].first, later[i].second, step, step + 1 == to);
       }));
-      if (!together) HETERPS_RETURN_IF_ERROR(ps_->Commit());
+      if (!together) HETERPS_RETURN_IF_ERROR(p_.servers().Commit());
       if (timed) {
         commit_seconds_ += absl::ToDoubleSeconds(absl::Now() - ran);
         ++timed_steps_;
@@ -421,26 +324,19 @@ class Attempt::Impl {
   // dense_on_servers). Nothing without either.
   absl::Status WriteBack() {
     const bool dense = job_.settings.dense_on_replicas();
-    std::vector<Workers::Replica*> targets;
-    for (Workers::Replica& r : workers_->all()) {
-      if (dense || (r.stage == 0 && !job_.settings.gpu_tier_device.empty())) {
-        targets.push_back(&r);
-      }
+    std::vector<std::pair<int, int>> targets;
+    for (const std::pair<int, int>& r : replicas_) {
+      if (dense || (r.first == 0 && !job_.settings.gpu_tier_device.empty())) targets.push_back(r);
     }
-    return ParallelFor(static_cast<int>(targets.size()), [&](int i) {
-      worker_wire::WriteBackRequest request;
-      worker_wire::WriteBackReply reply;
-      return workers_->Call(*targets[i], "WriteBack", [&](grpc::ClientContext& ctx, auto& stub) {
-        return stub.WriteBack(&ctx, request, &reply);
-      });
-    });
+    return ParallelFor(static_cast<int>(targets.size()),
+                       [&](int i) { return p_.WriteBack(targets[i].first, targets[i].second); });
   }
 
   // Between steps: whether a stop was asked for (RunOptions::stop, or a signalled rank's
   // heartbeat); the job then ends at `step`.
   // Never at the job's end.
   bool Stop(int64_t step) {
-    if (!service_.StopAsked(o_.stop) || step >= total_steps_ || stopped_) return stopped_;
+    if (!p_.StopAsked() || step >= total_steps_ || stopped_) return stopped_;
     stopped_ = true;
     stop_step_ = step;
     const std::string event = absl::StrCat("stopping at step ", step, ": writing its checkpoint");
@@ -586,17 +482,16 @@ class Attempt::Impl {
     // A server that does not answer holds the save up to its RPC deadline: status.json says
     // what the job waits for, and for how long (the heartbeat goes on rewriting it).
     Phase("checkpointing");
-    absl::Status saved = ps_->SaveCheckpoint(step);
+    absl::Status saved = p_.SaveCheckpoint(step);
     Phase("training");
     HETERPS_RETURN_IF_ERROR(saved);
     std::vector<double> losses(
         result_.losses.begin(),
         result_.losses.begin() +
             std::min<int64_t>(step, static_cast<int64_t>(result_.losses.size())));
-    HETERPS_RETURN_IF_ERROR(
-        JobFileError(WriteJobCheckpoint(o_.env, o_.job_dir,
-                                        {step, std::move(losses), layout_.ps_shards,
-                                         service_.job_id(), worker::JobIdentity(job_)})));
+    HETERPS_RETURN_IF_ERROR(JobFileError(WriteJobCheckpoint(
+        o_.env, o_.job_dir,
+        {step, std::move(losses), layout_.ps_shards, o_.job_id, worker::JobIdentity(job_)})));
     ledger_.Checkpointed(step, absl::ToDoubleSeconds(absl::Now() - start));
     return absl::OkStatus();
   }
@@ -654,8 +549,8 @@ class Attempt::Impl {
   // parameters; `skipped`: the bad held-out lines skipped, `first_bad` the first of them named.
   absl::StatusOr<data::Evaluation> EvaluateHeldOut(int64_t step, int64_t* skipped,
                                                    std::string* first_bad) {
-    std::vector<Workers::Replica*> first = workers_->stage(0);
-    std::vector<worker_wire::EvalReply> replies(first.size());
+    const int first = layout_.replicas[0];
+    std::vector<worker::EvalOutcome> replies(first);
     Phase("evaluating");
     WriteStatus(Snapshot());
     // Between steps a dead process is noticed before the next one (CheckAlive); an evaluation
@@ -667,53 +562,41 @@ class Attempt::Impl {
              !evaluated.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
         if (std::optional<RoleLauncher::DeadRole> role = o_.launcher->Dead()) {
           dead = role->what;
-          workers_->CancelAll();
+          p_.CancelAll();
           return;
         }
       }
     });
-    absl::Status ran = ParallelFor(static_cast<int>(first.size()), [&](int r) {
-      worker_wire::EvalRequest request;
-      request.set_step(step);
-      return workers_->Call(
-          *first[r], "Evaluate",
-          [&](grpc::ClientContext& ctx, auto& stub) {
-            return stub.Evaluate(&ctx, request, &replies[r]);
-          },
-          o_.eval_timeout);
+    absl::Status ran = ParallelFor(first, [&](int r) -> absl::Status {
+      HETERPS_ASSIGN_OR_RETURN(replies[r], p_.Evaluate(r, step));
+      return absl::OkStatus();
     });
     evaluated.Notify();
     watcher.join();
-    workers_->Resume();
+    p_.Resume();
     Phase("training");
     if (dead) return absl::UnavailableError(*dead);
     HETERPS_RETURN_IF_ERROR(ran);
     std::vector<float> scores, labels;
-    for (const worker_wire::EvalReply& reply : replies) {
-      const float* p = reinterpret_cast<const float*>(reply.probabilities().data());
-      const float* y = reinterpret_cast<const float*>(reply.labels().data());
-      const size_t n = reply.probabilities().size() / sizeof(float);
-      if (reply.labels().size() != n * sizeof(float)) {
+    for (const worker::EvalOutcome& reply : replies) {
+      if (reply.labels.size() != reply.probabilities.size()) {
         return absl::InternalError("evaluation: probabilities and labels differ in number");
       }
-      scores.insert(scores.end(), p, p + n);
-      labels.insert(labels.end(), y, y + n);
-      *skipped += reply.skipped();
-      if (first_bad->empty()) *first_bad = reply.first_bad_line();
+      scores.insert(scores.end(), reply.probabilities.begin(), reply.probabilities.end());
+      labels.insert(labels.end(), reply.labels.begin(), reply.labels.end());
+      *skipped += reply.skipped_lines;
+      if (first_bad->empty()) *first_bad = reply.first_bad_line;
     }
     return data::Evaluate(scores, labels);
   }
 
-  std::vector<worker_wire::WorkerStats> CollectStats() {
-    std::vector<Workers::Replica>& all = workers_->all();
-    std::vector<worker_wire::WorkerStats> stats(all.size());
-    ParallelFor(static_cast<int>(all.size()), [&](int i) {
-      return workers_->Call(
-          all[i], "Stats",
-          [&](grpc::ClientContext& ctx, auto& stub) {
-            return stub.Stats(&ctx, worker_wire::WorkerStatsRequest(), &stats[i]);
-          },
-          absl::Seconds(2));
+  // Every replica's counters, in replicas_' order; zeros for one that does not answer in 2 s.
+  std::vector<ReplicaFigures> CollectStats() {
+    std::vector<ReplicaFigures> stats(replicas_.size());
+    ParallelFor(static_cast<int>(replicas_.size()), [&](int i) -> absl::Status {
+      HETERPS_ASSIGN_OR_RETURN(stats[i],
+                               p_.Stats(replicas_[i].first, replicas_[i].second, absl::Seconds(2)));
+      return absl::OkStatus();
     }).IgnoreError();
     return stats;
   }
@@ -723,29 +606,29 @@ class Attempt::Impl {
   void WriteStatus(const StatusPoint& p) {
     absl::MutexLock write(&write_mu_);
     JobStatus status;
-    for (const worker_wire::WorkerStats& s : CollectStats()) {
+    const std::vector<ReplicaFigures> figures = CollectStats();
+    for (size_t i = 0; i < figures.size(); ++i) {
+      const worker::ReplicaStats& s = figures[i].stats;
       ReplicaStatus& r = status.replicas.emplace_back();
-      r.stage = s.stage();
-      r.replica = s.replica();
-      r.micro_batches = s.micro_batches();
-      r.busy_seconds = s.busy_seconds();
-      r.idle_seconds = s.idle_seconds();
-      r.send_seconds = s.send_seconds();
-      r.ps_seconds = s.ps_seconds();
-      r.bytes_sent = s.bytes_sent();
-      r.queue_depth = s.queue_depth();
-      r.in_flight = s.in_flight();
-      r.pcie_bytes = s.pcie_bytes();
-      r.tier_hits = s.tier_hits();
-      r.tier_misses = s.tier_misses();
-      r.ps_rpcs = heterps::rpc::FromProto(s.ps_rpcs());
+      r.stage = replicas_[i].first;
+      r.replica = replicas_[i].second;
+      r.micro_batches = s.micro_batches;
+      r.busy_seconds = s.busy_seconds;
+      r.idle_seconds = s.idle_seconds;
+      r.send_seconds = s.send_seconds;
+      r.ps_seconds = s.ps_seconds;
+      r.bytes_sent = figures[i].bytes_sent;
+      r.queue_depth = s.queue_depth;
+      r.in_flight = s.in_flight;
+      r.pcie_bytes = s.pcie_bytes;
+      r.tier_hits = s.tier_hits;
+      r.tier_misses = s.tier_misses;
+      r.ps_rpcs = figures[i].ps_rpcs;
     }
     // A server that does not answer within 2 s (stopped, or busy with a long call) leaves the
     // servers' figures as they were last seen: the status itself is written on time.
-    if (absl::StatusOr<std::vector<ps::rpc::ShardStats>> ps = ps_->Stats(absl::Seconds(2));
-        ps.ok()) {
-      last_shards_.clear();
-      for (const ps::rpc::ShardStats& shard : *ps) last_shards_.push_back(ToShardStatus(shard));
+    if (absl::StatusOr<std::vector<ShardStatus>> ps = p_.ServerStats(absl::Seconds(2)); ps.ok()) {
+      last_shards_ = *std::move(ps);
     }
     status.parameter_servers = last_shards_;
     status.state = p.state;
@@ -774,51 +657,47 @@ class Attempt::Impl {
   }
 
   void Report() {
-    const std::vector<worker_wire::WorkerStats>& end = stats_end_;
+    std::vector<worker::ReplicaStats> start, end;
+    for (const ReplicaFigures& f : stats_start_) start.push_back(f.stats);
+    for (const ReplicaFigures& f : stats_end_) end.push_back(f.stats);
     result_.stages.clear();
     for (int s = 0; s < job_.stages(); ++s) {
       const sched::RunStage& stage = job_.plan.stages[s];
       StageReport report{job_.plan.StageName(job_.model, s), stage.type, stage.device, stage.units,
                          stage.seconds_per_batch};
-      for (size_t i = 0; i < end.size() && i < stats_start_.size(); ++i) {
-        if (end[i].stage() != s) continue;
-        const double write_back =
-            end[i].write_back_seconds() - stats_start_[i].write_back_seconds();
-        const double busy = end[i].busy_seconds() - stats_start_[i].busy_seconds() - write_back;
-        const double idle = end[i].idle_seconds() - stats_start_[i].idle_seconds();
-        const double send = end[i].send_seconds() - stats_start_[i].send_seconds();
-        const double ps = end[i].ps_seconds() - stats_start_[i].ps_seconds();
+      for (size_t i = 0; i < end.size() && i < start.size(); ++i) {
+        if (replicas_[i].first != s) continue;
+        const double write_back = end[i].write_back_seconds - start[i].write_back_seconds;
+        const double busy = end[i].busy_seconds - start[i].busy_seconds - write_back;
+        const double idle = end[i].idle_seconds - start[i].idle_seconds;
+        const double send = end[i].send_seconds - start[i].send_seconds;
+        const double ps = end[i].ps_seconds - start[i].ps_seconds;
         const double steps = static_cast<double>(std::max<int64_t>(steps_trained_, 1));
         if (busy / steps >= report.measured_seconds) {
           report.measured_seconds = busy / steps;
           report.ps_seconds = ps / steps;
-          report.prefetch_seconds =
-              (end[i].prefetch_seconds() - stats_start_[i].prefetch_seconds()) / steps;
-          report.step_end_seconds =
-              (end[i].step_end_seconds() - stats_start_[i].step_end_seconds()) / steps;
+          report.prefetch_seconds = (end[i].prefetch_seconds - start[i].prefetch_seconds) / steps;
+          report.step_end_seconds = (end[i].step_end_seconds - start[i].step_end_seconds) / steps;
           if (s == 0) {
-            report.read_seconds = (end[i].read_seconds() - stats_start_[i].read_seconds()) / steps;
-            report.run_seconds = (end[i].run_seconds() - stats_start_[i].run_seconds()) / steps;
+            report.read_seconds = (end[i].read_seconds - start[i].read_seconds) / steps;
+            report.run_seconds = (end[i].run_seconds - start[i].run_seconds) / steps;
           }
-          report.lookup_seconds =
-              (end[i].lookup_seconds() - stats_start_[i].lookup_seconds()) / steps;
-          report.dense_seconds = (end[i].dense_seconds() - stats_start_[i].dense_seconds()) / steps;
-          report.rows_seconds = (end[i].rows_seconds() - stats_start_[i].rows_seconds()) / steps;
+          report.lookup_seconds = (end[i].lookup_seconds - start[i].lookup_seconds) / steps;
+          report.dense_seconds = (end[i].dense_seconds - start[i].dense_seconds) / steps;
+          report.rows_seconds = (end[i].rows_seconds - start[i].rows_seconds) / steps;
           report.gradients_seconds =
-              (end[i].gradients_seconds() - stats_start_[i].gradients_seconds()) / steps;
+              (end[i].gradients_seconds - start[i].gradients_seconds) / steps;
           report.send_seconds = send / steps;
           report.write_back_seconds = write_back;
           report.idle_fraction = busy + idle > 0 ? idle / (busy + idle) : 0;
-          report.pcie_bytes = (end[i].pcie_bytes() - stats_start_[i].pcie_bytes()) / steps;
-          const double hits = end[i].tier_hits() - stats_start_[i].tier_hits();
-          const double misses = end[i].tier_misses() - stats_start_[i].tier_misses();
+          report.pcie_bytes = (end[i].pcie_bytes - start[i].pcie_bytes) / steps;
+          const double hits = end[i].tier_hits - start[i].tier_hits;
+          const double misses = end[i].tier_misses - start[i].tier_misses;
           if (!job_.settings.gpu_tier_device.empty() && s == 0 && hits + misses > 0) {
             report.tier_hit_rate = hits / (hits + misses);
-            report.tier_loaded_rows =
-                (end[i].tier_loaded_rows() - stats_start_[i].tier_loaded_rows()) / steps;
+            report.tier_loaded_rows = (end[i].tier_loaded_rows - start[i].tier_loaded_rows) / steps;
             report.tier_written_back_rows =
-                (end[i].tier_written_back_rows() - stats_start_[i].tier_written_back_rows()) /
-                steps;
+                (end[i].tier_written_back_rows - start[i].tier_written_back_rows) / steps;
           }
         }
       }
@@ -839,21 +718,20 @@ class Attempt::Impl {
   }
 
   const worker::JobSpec& job_;
-  const RunOptions& o_;
+  const AttemptOptions& o_;
   const JobLayout& layout_;
-  CoordinatorService& service_;
+  AttemptProcesses& p_;
+  std::vector<std::pair<int, int>> replicas_;  // (stage, replica) of every replica, stage order
   JobResult& result_;
   SegmentLedger& ledger_;
   const int64_t generation_;
   const absl::Time job_start_;
-  std::unique_ptr<ps::rpc::GrpcPsClient> ps_;
-  std::unique_ptr<Workers> workers_;
   // The replicas' counters when the training starts and when it ends (before the evaluation).
-  std::vector<worker_wire::WorkerStats> stats_start_, stats_end_;
+  std::vector<ReplicaFigures> stats_start_, stats_end_;
   int64_t steps_trained_ = 0;
   int64_t per_pass_ = 1, train_lines_ = 0, total_steps_ = 0, samples_ = 0;
   int64_t samples_before_ = 0;  // the samples of the steps before this attempt's first
-  double eval_seconds_ = 0;  // this attempt's evaluations between steps
+  double eval_seconds_ = 0;     // this attempt's evaluations between steps
   // Synchronous steps but the rounds' last (which write back): waiting for stage 0's RunStep
   // calls, and for the flushes and the commit.
   double run_step_seconds_ = 0, commit_seconds_ = 0;
@@ -876,10 +754,10 @@ class Attempt::Impl {
   absl::Time switch_trigger_;
 };
 
-Attempt::Attempt(const worker::JobSpec& job, const RunOptions& options, const JobLayout& layout,
-                 CoordinatorService& service, JobResult& result, SegmentLedger& ledger,
+Attempt::Attempt(const worker::JobSpec& job, const AttemptOptions& options, const JobLayout& layout,
+                 AttemptProcesses& processes, JobResult& result, SegmentLedger& ledger,
                  int64_t generation, absl::Time job_start)
-    : impl_(std::make_unique<Impl>(job, options, layout, service, result, ledger, generation,
+    : impl_(std::make_unique<Impl>(job, options, layout, processes, result, ledger, generation,
                                    job_start)) {}
 
 Attempt::~Attempt() = default;
@@ -894,4 +772,4 @@ absl::Time Attempt::switch_trigger() const { return impl_->switch_trigger(); }
 bool Attempt::stopped() const { return impl_->stopped(); }
 int64_t Attempt::stop_step() const { return impl_->stop_step(); }
 
-}  // namespace heterps::launcher::rpc
+}  // namespace heterps::launcher
