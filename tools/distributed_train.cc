@@ -22,6 +22,7 @@
 #include "heterps/launcher/job_metrics.h"
 #include "heterps/launcher/job_status.h"
 #include "heterps/launcher/layout.h"
+#include "heterps/launcher/local_gpus.h"
 #include "heterps/launcher/planning.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
@@ -31,7 +32,6 @@
 #include "tools/cli_common.h"
 #include "tools/html_report.h"
 #include "tools/job_report.h"
-#include "tools/local_gpus.h"
 #include "tools/metrics_http.h"
 #include "tools/plan_here.h"
 #include "tools/stop_signals.h"
@@ -267,11 +267,7 @@ std::unique_ptr<launcher::Replanner> NewReplanner(
   o.cluster_watch = flags.cluster_watch;
   o.cluster_state = flags.cluster_state;
   o.control = launcher::JobControlPath(job_dir);
-  o.load_cluster = [&flags](const std::string& path) -> absl::StatusOr<config::ClusterSpec> {
-    HETERPS_ASSIGN_OR_RETURN(config::ClusterSpec spec, config::LoadClusterSpec(path));
-    if (flags.gpu_emulate > 0) AddLocalGpus(&spec, flags.gpu_emulate);
-    return spec;
-  };
+  o.gpu_emulate = flags.gpu_emulate;
   o.profile = planned.profile;
   o.scheduler = flags.scheduler;
   o.seed = flags.job.tables.seed;
@@ -321,7 +317,7 @@ int RunDistributedTrain(const TrainFlags& flags, const LaunchSettings& launch) {
   absl::StatusOr<config::ClusterSpec> cluster = LoadClusterOrLocal(flags.cluster_path);
   if (!cluster.ok()) return Fail(cluster.status());
   if (flags.cluster_path.empty() || flags.gpu_emulate > 0) {
-    for (const std::string& line : AddLocalGpus(&*cluster, flags.gpu_emulate)) {
+    for (const std::string& line : launcher::AddLocalGpus(&*cluster, flags.gpu_emulate)) {
       std::printf("device %s\n", line.c_str());
     }
   }

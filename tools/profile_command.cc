@@ -9,9 +9,9 @@
 #include "heterps/base/file.h"
 #include "heterps/cost/profile.h"
 #include "heterps/data/line_source.h"
+#include "heterps/launcher/local_gpus.h"
 #include "heterps/worker/profile.h"
 #include "tools/cli_common.h"
-#include "tools/local_gpus.h"
 #include "tools/plan_here.h"
 #include "tools/table.h"
 
@@ -51,7 +51,7 @@ int RunProfile(const ProfileFlags& flags) {
   cpu.name = flags.type;
   cpu.local_device = "cpu";
   local.types.push_back(cpu);
-  for (const std::string& line : AddLocalGpus(&local, flags.gpu_emulate)) {
+  for (const std::string& line : launcher::AddLocalGpus(&local, flags.gpu_emulate)) {
     std::printf("device %s\n", line.c_str());
   }
   // The wire's replicas and each type's dp_loss, as the cluster has them; a type it lacks: one

@@ -296,6 +296,25 @@ TEST(ReplannerTest, APreemptedOrDyingTypeIsPlannedAround) {
   EXPECT_EQ(next->job.plan.stages[0].type, "cpu-spot");
 }
 
+// `heterps train --gpu-emulate N` plans with N units of the host twin of a GPU: every version of a
+// watched cluster spec gains them too, as the job's first catalog did (where the command line's
+// callback once added them, and a spec read any other way had none).
+TEST(ReplannerTest, AWatchedSpecGainsTheEmulatedGpusAsTheJobsStartDid) {
+  Fixture f("watch-gpu");
+  f.options.cluster_watch = f.dir + "/cluster.yaml";
+  f.options.gpu_emulate = 1;
+  const std::string spot = *base::ReadTextFile("tests/specs/runtime/local-spot.yaml");
+  Write(f.options.cluster_watch, spot);
+  f.Start();
+  // The new spec names cpu-a alone, and the state takes its unit away: only the twin is left.
+  Write(f.options.cluster_watch, spot.substr(0, spot.find("  - name: cpu-spot")));
+  Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-a", "units": 0}]})");
+  std::optional<PlanSwitch> next = f.replanner->Check(At(1'000'000));
+  ASSERT_TRUE(next.has_value()) << f.Log();
+  EXPECT_TRUE(next->required);
+  EXPECT_EQ(next->job.plan.stages[0].type, "gpu-twin") << f.Log();
+}
+
 // Four spot units, and a limit twice what one unit does with the whole model (`one_unit`,
 // samples/s): a re-plan to more units than one.
 void AskForTwiceOneUnit(const Fixture& f, double* one_unit) {

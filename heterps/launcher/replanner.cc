@@ -13,6 +13,7 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/launcher/cluster_state.h"
+#include "heterps/launcher/local_gpus.h"
 
 namespace heterps::launcher {
 namespace {
@@ -181,8 +182,8 @@ class ElasticReplanner final : public Replanner {
                          " is gone; the job keeps the catalog it has"));
       } else {
         absl::StatusOr<config::ClusterSpec> spec =
-            o_.load_cluster ? o_.load_cluster(o_.cluster_watch)
-                            : config::ParseClusterSpec(*spec_file_.text, o_.cluster_watch);
+            config::ParseClusterSpec(*spec_file_.text, o_.cluster_watch);
+        if (spec.ok() && o_.gpu_emulate > 0) AddLocalGpus(&*spec, o_.gpu_emulate);
         if (spec.ok()) {
           base_ = *spec;
           spec_changed = true;

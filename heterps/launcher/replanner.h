@@ -90,10 +90,12 @@ struct ElasticOptions {
   // included, which is what the job was planned with).
   config::ClusterSpec cluster;
   // The files watched (empty: none). cluster_watch: a cluster spec that replaces `cluster`
-  // whenever it changes (read by load_cluster); cluster_state: units and prices
-  // (cluster_state.h); control: the job's control file.
+  // whenever it changes; cluster_state: units and prices (cluster_state.h); control: the job's
+  // control file.
   std::string cluster_watch, cluster_state, control;
-  std::function<absl::StatusOr<config::ClusterSpec>(const std::string&)> load_cluster;
+  // Above 0: every version of cluster_watch gains this many units of the host twin of a GPU
+  // (local_gpus.h, AddLocalGpus), as `heterps train --gpu-emulate` gave the job's first catalog.
+  int gpu_emulate = 0;
   std::optional<cost::Profile> profile;  // measured layer times (the job's calibrated ones)
   std::string scheduler = "exact";       // by name (sched/default_schedulers.h)
   uint64_t seed = 1;

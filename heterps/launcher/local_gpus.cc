@@ -1,4 +1,4 @@
-#include "tools/local_gpus.h"
+#include "heterps/launcher/local_gpus.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -6,7 +6,7 @@
 #include "heterps/gpu/cuda/cuda_device.h"
 #include "heterps/gpu/device.h"
 
-namespace heterps::tools {
+namespace heterps::launcher {
 namespace {
 
 // Published figures of the GPUs a catalog is most likely to meet, and the on-demand price of one
@@ -82,4 +82,4 @@ std::vector<std::string> AddLocalGpus(config::ClusterSpec* cluster, int emulate)
   return added;
 }
 
-}  // namespace heterps::tools
+}  // namespace heterps::launcher
