@@ -4,8 +4,6 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -29,8 +27,8 @@ class PlainSink : public ByteSink {
 // gzip as gzip(1) writes it: one member, deflate at zlib's default level.
 class GzipSink : public ByteSink {
  public:
-  GzipSink(std::string path, std::FILE* file)
-      : ByteSink(std::move(path), Compression::kGzip, file), out_(1 << 18) {
+  GzipSink(std::string path, base::Env* env, std::unique_ptr<base::WritableFile> file)
+      : ByteSink(std::move(path), Compression::kGzip, env, std::move(file)), out_(1 << 18) {
     ok_ = deflateInit2(&z_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
                        Z_DEFAULT_STRATEGY) == Z_OK;
   }
@@ -73,8 +71,8 @@ class GzipSink : public ByteSink {
 // zstd as zstd(1) writes it: one frame at level 3, its checksum on.
 class ZstdSink : public ByteSink {
  public:
-  ZstdSink(std::string path, std::FILE* file)
-      : ByteSink(std::move(path), Compression::kZstd, file),
+  ZstdSink(std::string path, base::Env* env, std::unique_ptr<base::WritableFile> file)
+      : ByteSink(std::move(path), Compression::kZstd, env, std::move(file)),
         z_(ZSTD_createCCtx()),
         out_(ZSTD_CStreamOutSize()) {
     if (z_ != nullptr) ZSTD_CCtx_setParameter(z_, ZSTD_c_checksumFlag, 1);
@@ -120,41 +118,48 @@ std::string UncompressedName(absl::string_view path) {
   return std::string(path);
 }
 
-absl::StatusOr<std::unique_ptr<ByteSink>> ByteSink::Create(const std::string& path) {
+absl::StatusOr<std::unique_ptr<ByteSink>> ByteSink::Create(const std::string& path,
+                                                           base::Env* env) {
   const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
-  std::FILE* file = std::fopen(tmp.c_str(), "wb");
-  if (file == nullptr) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
+  absl::StatusOr<std::unique_ptr<base::WritableFile>> file = env->NewWritableFile(tmp);
+  if (!file.ok()) {
+    return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", file.status().message()));
   }
   switch (CompressionOfName(path)) {
     case Compression::kGzip:
-      return std::unique_ptr<ByteSink>(new GzipSink(path, file));
+      return std::unique_ptr<ByteSink>(new GzipSink(path, env, *std::move(file)));
     case Compression::kZstd:
-      return std::unique_ptr<ByteSink>(new ZstdSink(path, file));
+      return std::unique_ptr<ByteSink>(new ZstdSink(path, env, *std::move(file)));
     case Compression::kNone:
       break;
   }
-  return std::unique_ptr<ByteSink>(new PlainSink(path, Compression::kNone, file));
+  return std::unique_ptr<ByteSink>(new PlainSink(path, Compression::kNone, env, *std::move(file)));
 }
 
-ByteSink::ByteSink(std::string path, Compression compression, std::FILE* file)
+ByteSink::ByteSink(std::string path, Compression compression, base::Env* env,
+                   std::unique_ptr<base::WritableFile> file)
     : path_(std::move(path)),
       tmp_(absl::StrCat(path_, ".tmp-", getpid())),
       compression_(compression),
-      file_(file) {}
+      env_(env),
+      file_(std::move(file)) {}
 
 ByteSink::~ByteSink() {
   if (file_ == nullptr) return;
-  std::fclose(file_);
-  std::remove(tmp_.c_str());
+  file_.reset();  // closes
+  env_->RemoveFile(tmp_).IgnoreError();
 }
 
 absl::Status ByteSink::Write(const void* data, size_t size) {
   if (file_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(path_, ": closed"));
-  if (size > 0 && std::fwrite(data, 1, size, file_) != size) {
-    return absl::UnavailableError(absl::StrCat(path_, ": write failed: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  pending_.append(static_cast<const char*>(data), size);
+  return pending_.size() >= (1 << 20) ? Drain() : absl::OkStatus();
+}
+
+absl::Status ByteSink::Drain() {
+  absl::Status status = file_->Append(pending_);
+  pending_.clear();
+  return status;
 }
 
 absl::Status ByteSink::Failed(absl::string_view why) const {
@@ -165,15 +170,15 @@ absl::Status ByteSink::Failed(absl::string_view why) const {
 absl::Status ByteSink::Close() {
   if (file_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(path_, ": closed"));
   absl::Status status = Finish();
-  errno = 0;
-  bool ok = status.ok() && std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
-  ok = std::fclose(file_) == 0 && ok;
-  file_ = nullptr;
-  if (ok && std::rename(tmp_.c_str(), path_.c_str()) == 0) return absl::OkStatus();
-  const std::string why = std::strerror(errno);
-  std::remove(tmp_.c_str());
-  if (!status.ok()) return status;
-  return absl::UnavailableError(absl::StrCat(path_, ": write failed: ", why));
+  if (status.ok()) status = Drain();
+  if (status.ok()) status = file_->Sync();
+  absl::Status closed = file_->Close();
+  file_.reset();
+  status.Update(closed);
+  if (status.ok()) status = env_->RenameFile(tmp_, path_);
+  if (status.ok()) return status;
+  env_->RemoveFile(tmp_).IgnoreError();
+  return status;
 }
 
 }  // namespace heterps::data

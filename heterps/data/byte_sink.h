@@ -16,13 +16,13 @@
 // Thread safety: one thread at a time.
 #pragma once
 
-#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "heterps/base/env.h"
 #include "heterps/data/line_source.h"
 
 namespace heterps::data {
@@ -37,7 +37,10 @@ std::string UncompressedName(absl::string_view path);
 
 class ByteSink {
  public:
-  static absl::StatusOr<std::unique_ptr<ByteSink>> Create(const std::string& path);
+  // Writes `path` through `env` (its temporary file, the rename). Unavailable naming the path when
+  // the temporary file cannot be created.
+  static absl::StatusOr<std::unique_ptr<ByteSink>> Create(const std::string& path,
+                                                          base::Env* env = base::DefaultEnv());
   virtual ~ByteSink();
 
   // Appends `bytes` to the content (compressed on this thread, written in large blocks).
@@ -49,17 +52,23 @@ class ByteSink {
   const std::string& path() const { return path_; }
 
  protected:
-  ByteSink(std::string path, Compression compression, std::FILE* file);
+  ByteSink(std::string path, Compression compression, base::Env* env,
+           std::unique_ptr<base::WritableFile> file);
   // Ends the compressed stream (writing what the compressor holds back).
   virtual absl::Status Finish() = 0;
-  // Writes raw bytes to the temporary file.
+  // Writes raw bytes to the temporary file (gathered into large appends).
   absl::Status Write(const void* data, size_t size);
   absl::Status Failed(absl::string_view why) const;
 
  private:
+  // The bytes Write gathered, appended to the file when they pass a megabyte and at Close.
+  absl::Status Drain();
+
   std::string path_, tmp_;
   Compression compression_;
-  std::FILE* file_;  // null after Close()
+  base::Env* env_;
+  std::unique_ptr<base::WritableFile> file_;  // null after Close()
+  std::string pending_;
 };
 
 }  // namespace heterps::data

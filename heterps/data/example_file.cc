@@ -79,8 +79,8 @@ uint64_t LayoutFingerprint(const Schema& schema) {
   return XXH3_64bits(text.data(), text.size());
 }
 
-absl::StatusOr<bool> IsExampleFile(const std::string& path) {
-  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> bytes, ByteSource::Open(path));
+absl::StatusOr<bool> IsExampleFile(const std::string& path, base::Env* env) {
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> bytes, ByteSource::Open(path, env));
   char head[sizeof(kMagic)];
   size_t got = 0;
   while (got < sizeof(head)) {
@@ -100,8 +100,9 @@ ExampleWriter::ExampleWriter(std::unique_ptr<ByteSink> sink, const Schema& schem
       counts_(HasCounts(schema)) {}
 
 absl::StatusOr<std::unique_ptr<ExampleWriter>> ExampleWriter::Create(const std::string& path,
-                                                                     const Schema& schema) {
-  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, ByteSink::Create(path));
+                                                                     const Schema& schema,
+                                                                     base::Env* env) {
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, ByteSink::Create(path, env));
   std::unique_ptr<ExampleWriter> writer(new ExampleWriter(std::move(sink), schema));
   std::string header(kMagic, sizeof(kMagic));
   Put<uint32_t>(&header, kVersion);
@@ -184,9 +185,10 @@ absl::StatusOr<ConvertSummary> ConvertToExamples(const ConvertOptions& options) 
   read.bad_lines = options.bad_lines;
   read.parser_threads = options.parser_threads;
   read.batch_size = 4096;
+  read.env = options.env;
   HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<BatchReader> reader, BatchReader::Open(read));
   HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ExampleWriter> writer,
-                           ExampleWriter::Create(options.out, options.schema));
+                           ExampleWriter::Create(options.out, options.schema, options.env));
   Batch batch;
   while (true) {
     HETERPS_ASSIGN_OR_RETURN(const bool more, reader->Next(&batch));

@@ -58,7 +58,7 @@ uint64_t LayoutFingerprint(const Schema& schema);
 
 // Whether the content of `path` (decompressed) starts with the binary form's magic. The errors of
 // ByteSource::Open and Read.
-absl::StatusOr<bool> IsExampleFile(const std::string& path);
+absl::StatusOr<bool> IsExampleFile(const std::string& path, base::Env* env = base::DefaultEnv());
 
 struct ConvertOptions {
   std::vector<std::string> files;  // text (or binary) data files, read in order
@@ -67,6 +67,7 @@ struct ConvertOptions {
   BadLinePolicy bad_lines = BadLinePolicy::kStop;
   int parser_threads = 1;                       // ReaderOptions::parser_threads
   std::function<void(int64_t lines)> progress;  // data lines read so far, now and then
+  base::Env* env = base::DefaultEnv();          // the files are read and written through it
 };
 
 struct ConvertSummary {
@@ -85,7 +86,8 @@ class ExampleWriter {
  public:
   // Creates `path` (atomically, as ByteSink does) for examples of `schema`'s layout.
   static absl::StatusOr<std::unique_ptr<ExampleWriter>> Create(const std::string& path,
-                                                               const Schema& schema);
+                                                               const Schema& schema,
+                                                               base::Env* env = base::DefaultEnv());
 
   // Appends every sample of `batch` (of the layout's widths: InvalidArgument otherwise).
   absl::Status Add(const Batch& batch);

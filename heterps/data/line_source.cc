@@ -1,12 +1,11 @@
 #include "heterps/data/line_source.h"
 
 #include <glob.h>
-#include <sys/stat.h>
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -17,24 +16,35 @@ namespace heterps::data {
 
 namespace {
 
-absl::Status ReadError(const std::string& path) {
-  return absl::DataLossError(absl::StrCat(path, ": read failed: ", std::strerror(errno)));
-}
+// The file under a source, read through the Env: the bytes Open looked at first, then the rest.
+class File {
+ public:
+  File(std::unique_ptr<base::SequentialFile> file, std::string peeked)
+      : file_(std::move(file)), peeked_(std::move(peeked)) {}
 
-// A FILE* that closes itself.
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
+  // Up to `size` bytes; 0 only at the end of the file.
+  absl::StatusOr<size_t> Read(char* buffer, size_t size) {
+    if (used_ < peeked_.size()) {
+      const size_t n = std::min(size, peeked_.size() - used_);
+      std::memcpy(buffer, peeked_.data() + used_, n);
+      used_ += n;
+      return n;
+    }
+    return file_->Read(size, buffer);
+  }
+
+ private:
+  std::unique_ptr<base::SequentialFile> file_;
+  std::string peeked_;
+  size_t used_ = 0;
 };
-using File = std::unique_ptr<std::FILE, FileCloser>;
 
 class PlainSource : public ByteSource {
  public:
   PlainSource(std::string path, File file) : ByteSource(std::move(path)), file_(std::move(file)) {}
 
   absl::StatusOr<size_t> Read(char* buffer, size_t size) override {
-    const size_t n = std::fread(buffer, 1, size, file_.get());
-    if (n == 0 && std::ferror(file_.get())) return ReadError(path());
-    return n;
+    return file_.Read(buffer, size);
   }
   Compression compression() const override { return Compression::kNone; }
 
@@ -53,9 +63,8 @@ class CompressedSource : public ByteSource {
     if (in_begin_ < in_end_) return true;
     if (at_end_) return false;
     in_begin_ = 0;
-    in_end_ = std::fread(in_.data(), 1, in_.size(), file_.get());
+    HETERPS_ASSIGN_OR_RETURN(in_end_, file_.Read(in_.data(), in_.size()));
     if (in_end_ == 0) {
-      if (std::ferror(file_.get())) return ReadError(path());
       at_end_ = true;
       return false;
     }
@@ -166,19 +175,24 @@ absl::string_view CompressionName(Compression compression) {
   return "none";
 }
 
-absl::StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+absl::StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path,
+                                                             base::Env* env) {
+  if (env->IsDirectory(path)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
   }
-  File file(std::fopen(path.c_str(), "rb"));
-  if (file == nullptr) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<base::SequentialFile> in, env->NewSequentialFile(path));
+  // The first bytes tell the compression; the source reads them again.
+  std::string peeked(4, '\0');
+  size_t got = 0;
+  while (got < peeked.size()) {
+    HETERPS_ASSIGN_OR_RETURN(const size_t n, in->Read(peeked.size() - got, peeked.data() + got));
+    if (n == 0) break;
+    got += n;
   }
+  peeked.resize(got);
   unsigned char magic[4] = {0, 0, 0, 0};
-  const size_t got = std::fread(magic, 1, sizeof(magic), file.get());
-  if (got < sizeof(magic) && std::ferror(file.get())) return ReadError(path);
-  std::rewind(file.get());
+  std::memcpy(magic, peeked.data(), got);
+  File file(std::move(in), std::move(peeked));
   if (got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
     return std::unique_ptr<ByteSource>(new GzipSource(path, std::move(file)));
   }
@@ -236,10 +250,7 @@ absl::StatusOr<bool> LineSource::NextRaw(absl::string_view* line) {
 absl::StatusOr<std::vector<std::string>> ExpandDataPaths(const std::vector<std::string>& args) {
   if (args.empty()) return absl::InvalidArgumentError("no data files given");
   std::vector<std::string> files;
-  auto directory = [](const std::string& path) {
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  };
+  auto directory = [](const std::string& path) { return base::DefaultEnv()->IsDirectory(path); };
   for (const std::string& arg : args) {
     if (arg.find_first_of("*?[") == std::string::npos) {
       if (directory(arg)) {

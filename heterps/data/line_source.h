@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "heterps/base/env.h"
 
 namespace heterps::data {
 
@@ -40,7 +41,9 @@ absl::string_view CompressionName(Compression compression);  // "none", "gzip", 
 // A file's content, decompressed.
 class ByteSource {
  public:
-  static absl::StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& path);
+  // `path` through `env`: NotFound when it cannot be opened, InvalidArgument for a directory.
+  static absl::StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& path,
+                                                          base::Env* env = base::DefaultEnv());
   virtual ~ByteSource() = default;
 
   // Up to `size` (> 0) bytes of the content into `buffer`: how many, 0 only at the end.

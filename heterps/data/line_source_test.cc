@@ -3,6 +3,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -10,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "heterps/base/file.h"
+#include "heterps/base/testing/fault_env.h"
 #include "heterps/data/byte_sink.h"
 #include "heterps/data/reader.h"
 
@@ -326,6 +328,71 @@ TEST_F(LineSourceTest, AnUnclosedSinkLeavesTheOldFile) {
   absl::StatusOr<std::unique_ptr<ByteSink>> nowhere = ByteSink::Create("/nonexistent/dir/x.gz");
   ASSERT_FALSE(nowhere.ok());
   EXPECT_THAT(nowhere.status().message(), HasSubstr("/nonexistent/dir/x.gz: cannot create"));
+}
+
+// Files are written through the caller's Env: whichever change to the disk fails (the temporary
+// file's creation, an append, the sync, the close, the rename), the old file stays as it was, no
+// temporary file is left and the error names the file.
+TEST_F(LineSourceTest, ASinkThatFailsAtAnyStepLeavesTheOldFile) {
+  std::string text;
+  for (int i = 0; text.size() < (3 << 20); ++i) text += absl::StrCat(i % 2, "\t", i, "\n");
+  for (const bool gzip : {false, true}) {
+    const std::string name = gzip ? "old.tsv.gz" : "old.tsv";
+    bool fired = true;
+    for (int n = 0; fired; ++n) {
+      SCOPED_TRACE(absl::StrCat(name, " operation ", n));
+      const std::string path = Write(name, gzip ? Gzip("1\t2\n") : "1\t2\n");
+      base::testing::FaultEnv env(base::DefaultEnv());
+      env.OnlyPaths(dir_);
+      env.FailOperation(n, base::testing::FaultEnv::Fault::kDiskFull);
+      absl::Status status;
+      {
+        absl::StatusOr<std::unique_ptr<ByteSink>> sink = ByteSink::Create(path, &env);
+        status = sink.status();
+        if (status.ok()) status = (*sink)->Append(text);
+        if (status.ok()) status = (*sink)->Close();
+      }
+      fired = env.fired();
+      EXPECT_EQ(status.ok(), !fired) << status;
+      if (fired) {
+        EXPECT_THAT(status.message(), HasSubstr(path));
+        EXPECT_THAT(*Lines(path), ElementsAre("1\t2"));
+      } else {
+        EXPECT_EQ(Lines(path)->size(),
+                  static_cast<size_t>(std::count(text.begin(), text.end(), '\n')));
+      }
+      EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_),
+                              std::filesystem::directory_iterator()),
+                1);
+      std::filesystem::remove(path);
+      ASSERT_LT(n, 100);
+    }
+  }
+}
+
+// Every file a reader takes is opened through its Env.
+TEST_F(LineSourceTest, ReadersOpenTheirFilesThroughTheEnv) {
+  class CountingEnv : public base::EnvWrapper {
+   public:
+    using EnvWrapper::EnvWrapper;
+    absl::StatusOr<std::unique_ptr<base::SequentialFile>> NewSequentialFile(
+        const std::string& path) override {
+      ++opened;
+      return EnvWrapper::NewSequentialFile(path);
+    }
+    int opened = 0;
+  };
+  const std::string path = Write("count.tsv.gz", Gzip("1\t2\n0\t3\n"));
+  CountingEnv env(base::DefaultEnv());
+  absl::StatusOr<std::unique_ptr<ByteSource>> bytes = ByteSource::Open(path, &env);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  LineSource lines(*std::move(bytes));
+  absl::string_view line;
+  ASSERT_TRUE(*lines.Next(&line));
+  EXPECT_EQ(line, "1\t2");
+  EXPECT_EQ(env.opened, 1);
+  EXPECT_EQ(*CountLines({path}, false, &env), 2);
+  EXPECT_GT(env.opened, 1);
 }
 
 }  // namespace

@@ -154,9 +154,9 @@ struct BatchReader::Impl {
     };
     make_parser(LineParser::Create(options.schema));
     for (const std::string& path : options.files) {
-      absl::StatusOr<bool> binary = IsExampleFile(path);
+      absl::StatusOr<bool> binary = IsExampleFile(path, options.env);
       absl::StatusOr<std::unique_ptr<ByteSource>> bytes =
-          binary.ok() ? ByteSource::Open(path) : binary.status();
+          binary.ok() ? ByteSource::Open(path, options.env) : binary.status();
       if (!bytes.ok()) return sink.Error(bytes.status());
       if (*binary) {
         absl::StatusOr<std::unique_ptr<ExampleSource>> in =
@@ -466,7 +466,7 @@ absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Open(const ReaderOptio
         absl::StrCat("parser threads ", options.parser_threads, " outside 1..", kMaxParserThreads));
   }
   for (const std::string& path : options.files) {
-    HETERPS_RETURN_IF_ERROR(ByteSource::Open(path).status());
+    HETERPS_RETURN_IF_ERROR(ByteSource::Open(path, options.env).status());
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -535,12 +535,13 @@ absl::StatusOr<std::vector<double>> MeasureIdsPerSlot(const std::vector<std::str
   return ids;
 }
 
-absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header) {
+absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header,
+                                   base::Env* env) {
   int64_t lines = 0;
   std::vector<char> buffer(1 << 20);
   for (const std::string& path : files) {
-    HETERPS_ASSIGN_OR_RETURN(const bool binary, IsExampleFile(path));
-    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> in, ByteSource::Open(path));
+    HETERPS_ASSIGN_OR_RETURN(const bool binary, IsExampleFile(path, env));
+    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> in, ByteSource::Open(path, env));
     if (binary) {
       HETERPS_ASSIGN_OR_RETURN(const int64_t records, ExampleSource::CountRecords(std::move(in)));
       lines += records;

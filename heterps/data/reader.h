@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "heterps/base/env.h"
 #include "heterps/data/schema.h"
 
 namespace heterps::data {
@@ -74,6 +75,7 @@ struct ReaderOptions {
   int parser_threads = 1;  // 1 .. kMaxParserThreads
   int64_t eval_every = 0;  // 0: no held-out lines
   enum class Part { kTrain, kEval } part = Part::kTrain;
+  base::Env* env = base::DefaultEnv();  // the files are read through it
 };
 
 struct ReaderStats {
@@ -91,7 +93,8 @@ int64_t EvalEvery(double eval_fraction);
 // its records. NotFound naming the first file
 // that cannot be opened; a file that cannot be read to its end (DataLoss: truncated) is named
 // with the last whole line read, "(after line N)", as the reader names it.
-absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header = false);
+absl::StatusOr<int64_t> CountLines(const std::vector<std::string>& files, bool header = false,
+                                   base::Env* env = base::DefaultEnv());
 
 // Ids per sample of every slot, averaged over the first `max_lines` (>= 1) data lines of `files`
 // read with `schema` (bad lines skipped): what the slots really hold, for the cost model. The

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "heterps/base/file.h"
+#include "heterps/base/env.h"
 #include "heterps/base/mix_key.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/data/auc.h"
@@ -119,7 +119,7 @@ absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
   // A multi-hot field holds 0 .. 2m ids, uniformly (m = ids_per_slot, rounded), at most max_ids.
   const int64_t longest = std::max<int64_t>(1, std::llround(2 * options.ids_per_slot));
 
-  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> out, ByteSink::Create(path));
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> out, ByteSink::Create(path, options.env));
   std::mt19937_64 rng(options.seed);
   std::uniform_real_distribution<double> uniform(0, 1);
   std::normal_distribution<double> normal;
@@ -242,7 +242,7 @@ absl::StatusOr<SyntheticSummary> WriteSynthetic(const SyntheticOptions& options,
   for (const Column* c : slot_columns) multi_hot |= c->role == ColumnRole::kMultiHot;
   if (multi_hot) sidecar["ids_per_slot"] = options.ids_per_slot;
   HETERPS_RETURN_IF_ERROR(
-      base::WriteFileAtomically(path + ".teacher.json", sidecar.dump(2) + "\n"));
+      base::WriteFileAtomically(options.env, path + ".teacher.json", sidecar.dump(2) + "\n"));
   return summary;
 }
 

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "heterps/base/env.h"
 #include "heterps/data/schema.h"
 
 namespace heterps::data {
@@ -44,6 +45,7 @@ struct SyntheticOptions {
   double ids_per_slot = 3;         // a multi-hot field's ids, on average
   // Called now and then with the rows written so far (for a progress bar); may be empty.
   std::function<void(int64_t)> progress;
+  base::Env* env = base::DefaultEnv();  // the file and its sidecar are written through it
 };
 
 struct SyntheticSummary {
