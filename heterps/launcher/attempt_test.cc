@@ -19,6 +19,7 @@
 #include "heterps/ps/checkpoint.h"
 #include "heterps/ps/in_process_client.h"
 #include "heterps/worker/testing/local_transport.h"
+#include "heterps/worker/testing/two_stages.h"
 #include "heterps/worker/trainer.h"
 
 namespace heterps::launcher {
@@ -187,22 +188,11 @@ class AttemptTest : public ::testing::Test {
   // dlrm-small at batch 256 cut after the embeddings: stage 0 on 2 replicas, stage 1 on 1, 2
   // parameter servers, a checkpoint every 3 steps, a tenth of the lines held out.
   static worker::JobSpec TwoStages(worker::Consistency mode) {
-    auto text = base::ReadTextFile("examples/models/dlrm-small.yaml");
-    EXPECT_TRUE(text.ok());
-    auto spec = config::ParseModelSpec(*text, "dlrm-small.yaml");
-    EXPECT_TRUE(spec.ok());
-    const int emb = spec->FindLayer("emb"), last = static_cast<int>(spec->layers.size()) - 1;
-    sched::RunPlan plan;
-    plan.stages = {{0, emb, "a", "cpu", 2}, {emb + 1, last, "b", "cpu", 1}};
     worker::JobSettings settings;
     settings.mode = mode;
-    settings.block_size = 32;
-    settings.micro_batch = 32;
-    settings.ps_shards = 2;
     settings.eval_fraction = 0.1;
     settings.checkpoint_every = 3;
-    auto job = worker::MakeJob({*text, "dlrm-small.yaml", 256}, plan, config::ClusterSpec(),
-                               {data_}, settings);
+    auto job = worker::testing::TwoStages(data_, settings);
     EXPECT_TRUE(job.ok()) << job.status();
     return *job;
   }

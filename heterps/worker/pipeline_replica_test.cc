@@ -14,6 +14,7 @@
 #include "heterps/ps/checkpoint.h"
 #include "heterps/ps/in_process_client.h"
 #include "heterps/worker/testing/local_transport.h"
+#include "heterps/worker/testing/two_stages.h"
 #include "heterps/worker/trainer.h"
 
 namespace heterps::worker {
@@ -41,21 +42,10 @@ class PipelineTest : public ::testing::Test {
 
   // dlrm-small at batch 256 cut after the embeddings: stage 0 on 2 replicas, stage 1 on 1.
   static JobSpec TwoStages(Consistency mode, double eval_fraction) {
-    auto text = base::ReadTextFile("examples/models/dlrm-small.yaml");
-    EXPECT_TRUE(text.ok());
-    auto spec = config::ParseModelSpec(*text, "dlrm-small.yaml");
-    EXPECT_TRUE(spec.ok());
-    const int emb = spec->FindLayer("emb"), last = static_cast<int>(spec->layers.size()) - 1;
-    sched::RunPlan plan;
-    plan.stages = {{0, emb, "a", "cpu", 2}, {emb + 1, last, "b", "cpu", 1}};
     JobSettings settings;
     settings.mode = mode;
-    settings.block_size = 32;
-    settings.micro_batch = 32;
-    settings.ps_shards = 2;
     settings.eval_fraction = eval_fraction;
-    auto job =
-        MakeJob({*text, "dlrm-small.yaml", 256}, plan, config::ClusterSpec(), {data_}, settings);
+    auto job = testing::TwoStages(data_, settings);
     EXPECT_TRUE(job.ok()) << job.status();
     return *job;
   }
