@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace heterps::data {
 namespace {
@@ -123,7 +124,9 @@ absl::StatusOr<std::unique_ptr<ByteSink>> ByteSink::Create(const std::string& pa
   const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
   absl::StatusOr<std::unique_ptr<base::WritableFile>> file = env->NewWritableFile(tmp);
   if (!file.ok()) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", file.status().message()));
+    absl::string_view why = file.status().message();
+    absl::ConsumePrefix(&why, tmp + ": ");
+    return absl::UnavailableError(absl::StrCat(path, ": ", why));
   }
   switch (CompressionOfName(path)) {
     case Compression::kGzip:
@@ -152,14 +155,22 @@ ByteSink::~ByteSink() {
 
 absl::Status ByteSink::Write(const void* data, size_t size) {
   if (file_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(path_, ": closed"));
+  if (!failed_.ok()) return failed_;
   pending_.append(static_cast<const char*>(data), size);
   return pending_.size() >= (1 << 20) ? Drain() : absl::OkStatus();
 }
 
 absl::Status ByteSink::Drain() {
-  absl::Status status = file_->Append(pending_);
+  if (!failed_.ok()) return failed_;
+  failed_ = Named(file_->Append(pending_));
   pending_.clear();
-  return status;
+  return failed_;
+}
+
+absl::Status ByteSink::Named(const absl::Status& status) const {
+  absl::string_view why = status.message();
+  if (status.ok() || !absl::ConsumePrefix(&why, tmp_ + ": ")) return status;
+  return absl::Status(status.code(), absl::StrCat(path_, ": ", why));
 }
 
 absl::Status ByteSink::Failed(absl::string_view why) const {
@@ -169,10 +180,11 @@ absl::Status ByteSink::Failed(absl::string_view why) const {
 
 absl::Status ByteSink::Close() {
   if (file_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(path_, ": closed"));
-  absl::Status status = Finish();
+  absl::Status status = failed_;  // a failed append left a hole: the file is not renamed
+  if (status.ok()) status = Finish();
   if (status.ok()) status = Drain();
-  if (status.ok()) status = file_->Sync();
-  absl::Status closed = file_->Close();
+  if (status.ok()) status = Named(file_->Sync());
+  absl::Status closed = Named(file_->Close());
   file_.reset();
   status.Update(closed);
   if (status.ok()) status = env_->RenameFile(tmp_, path_);

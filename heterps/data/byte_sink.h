@@ -61,14 +61,18 @@ class ByteSink {
   absl::Status Failed(absl::string_view why) const;
 
  private:
-  // The bytes Write gathered, appended to the file when they pass a megabyte and at Close.
+  // The bytes Write gathered, appended to the file when they pass a megabyte and at Close. After
+  // a failed append every Write, Drain and Close returns that error.
   absl::Status Drain();
+  // `status` of the temporary file named after `path_`.
+  absl::Status Named(const absl::Status& status) const;
 
   std::string path_, tmp_;
   Compression compression_;
   base::Env* env_;
   std::unique_ptr<base::WritableFile> file_;  // null after Close()
   std::string pending_;
+  absl::Status failed_;
 };
 
 }  // namespace heterps::data

@@ -30,7 +30,10 @@ class File {
       used_ += n;
       return n;
     }
-    return file_->Read(size, buffer);
+    absl::StatusOr<size_t> n = file_->Read(size, buffer);
+    // The file is there but its bytes cannot be had: their loss, not a pass to retry.
+    if (!n.ok()) return absl::DataLossError(n.status().message());
+    return n;
   }
 
  private:

@@ -5,7 +5,7 @@
 // JobResult. It reaches the processes through AttemptProcesses: launcher/rpc/grpc_processes.h
 // over gRPC; attempt_test.cc wires replicas and servers in one process.
 //
-//   GrpcProcesses processes(service, options);            // or any AttemptProcesses
+//   GrpcProcesses processes(service, run_options, layout);  // or any AttemptProcesses
 //   Attempt attempt(job, attempt_options, layout, processes, result, ledger, generation, start);
 //   HETERPS_RETURN_IF_ERROR(attempt.Run(coordinator_address, train_lines));
 //   if (attempt.switch_to()) ...                          // the re-planner's next plan
@@ -47,7 +47,8 @@ struct ReplicaFigures {
 
 // The processes of one attempt, as the engine drives them. Replicas are named by (stage,
 // replica) of the attempt's layout; a call's error names the replica, its address where it has
-// one, and the call ("stage 1 replica 0 (10.0.0.2:4000): Flush 12: ..."). Every method may be
+// one, and the call ("stage 1 replica 0 (10.0.0.2:4000): Flush 12: ..."). Missing and StopAsked
+// may be called at any time; Connect once, from one thread, before the rest, which may then be
 // called from any thread.
 class AttemptProcesses {
  public:
