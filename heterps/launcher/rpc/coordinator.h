@@ -1,7 +1,7 @@
-// The coordinator of a distributed training job (docs/runtime.md): it holds the job description,
-// tells every process its role, creates the model's tables on the parameter servers, drives the
-// steps, checkpoints, watches for failures and restarts the job from its last checkpoint,
-// evaluates at the end and reports.
+// The coordinator of a distributed training job: it holds the job description, tells every
+// process its role, runs attempts of the job (launcher/attempt.h, the engine: tables or the last
+// checkpoint, the steps, checkpoints, evaluation, the report), watches for failures and restarts
+// the job from its last checkpoint, and switches plans where the re-planner asks.
 //
 //   HETERPS_ASSIGN_OR_RETURN(worker::JobSpec job, worker::MakeJob(model, plan, cluster, files, s));
 //   RunOptions options;
@@ -10,44 +10,22 @@
 //   options.launcher = &roles;
 //   HETERPS_ASSIGN_OR_RETURN(JobResult result, RunJob(job, options));
 //
-// The parts: coordinator_service.h (roles, registration, heartbeats), launcher/attempt.h (the
-// engine of one attempt of the job: the steps, checkpoints, evaluation and the report) with
-// grpc_processes.h (its transport), launcher/job_status.h and
-// launcher/job_checkpoint.h (the files of the job directory). This file restarts attempts.
+// The parts: coordinator_service.h (roles, registration, heartbeats), launcher/attempt.h (one
+// attempt) with grpc_processes.h (its transport), launcher/job_status.h and
+// launcher/job_checkpoint.h (the files of the job directory). This file restarts attempts and
+// switches plans.
 //
-// Steps. Step j of pass e covers training lines j*B .. (j+1)*B - 1 (the last one of a pass may be
-// smaller), cut into blocks, stage-0 replica r reading consecutive whole blocks of it
-// (worker::ShareBlocks): the same samples, in the same mini-batches, as single-process training
-// reads. Synchronous: every stage-0 replica runs its share (RunStep), every replica then sends its
-// nodes of the step's block tree (Flush), and the parameter servers merge and apply them
-// (Commit), before the next step begins: the run equals the single-process run, and itself, to
-// the bit (docs/runtime.md, "The same run whatever the layout"). Asynchronous: the
-// stage-0 replicas run their steps without waiting for each other, their gradients applied as
-// they come, and meet only at checkpoints.
-//
-// Switches. With a re-planner, the coordinator asks it between steps (asynchronous: at the
-// rounds' ends) whether another plan should take over; if so, it checkpoints that step, stops
-// every process, starts the new layout, loads the checkpoint (re-sharded by key when the number
-// of parameter servers changed) and goes on from that step. A role that dies is reported to the
-// re-planner (as its stage's type; a parameter server as stage 0's), which may then give up a
-// unit of that type and switch instead of restarting the same plan. The JobResult's segments
-// account for every plan the job ran on (launcher/segment_ledger.h).
-//
-// Failures. Every `checkpoint_every` steps, at a step boundary, the parameter servers write their
-// tables (both tiers, optimizer state) and then <job_dir>/checkpoint.json names the step, written
-// atomically; the data position is the step's. When a process dies (the launcher sees it), or a
-// call fails, the coordinator ends every process, starts a fresh set, loads the last checkpoint
-// and goes on from its step: updates before it are kept, the data after it is read again. At
-// most `max_restarts` times; without a launcher (an external one started the processes), a
-// failure ends the job with the error, and a new job with the same job directory resumes from
-// the checkpoint (unless `fresh`). A job that completes removes checkpoint.json: the next one
-// starts afresh. Every job has an id (kept in checkpoint.json), and its parameter servers keep
-// their checkpoints under ps-<i>/checkpoints/<id>/, named with the id, the shard and the number
-// of shards: a new job in an old directory neither prunes nor loads the old job's checkpoints.
-// A checkpoint.json that exists but cannot be read is an error naming it, never a fresh start.
-//
-// While it runs, <job_dir>/status.json (rewritten every second) shows the step, the throughput,
-// every replica's busy, idle and send time and queues, and the parameter servers' tier counters.
+// What it promises, described in docs/runtime.md ("A step", "Failures", "The job directory") and
+// docs/elastic.md ("The switch"):
+// - A synchronous job is the single-process run, to the bit, whatever its layout; an
+//   asynchronous one meets only at checkpoints and evaluations.
+// - A failure (a dead process, a failed call) ends every process and restarts the job from its
+//   last checkpoint, at most `max_restarts` times with a launcher; without one it ends the job,
+//   and the next job in the same directory resumes (unless `fresh`). Nothing before the
+//   checkpoint is lost, nothing after it is trained twice.
+// - A job owns its checkpoints (by its id); a completed job removes checkpoint.json; one that
+//   cannot be read is an error naming it, never a fresh start.
+// - <job_dir>/status.json is rewritten every second while the job runs.
 //
 // Thread safety: RunJob may be called from one thread at a time per job directory.
 #pragma once
