@@ -128,6 +128,7 @@ class LocalProcesses : public AttemptProcesses {
     return figures;
   }
   void CancelAll() override { cancelled_ = true; }
+  bool cancelled() const { return cancelled_.load(); }
   void Resume() override { cancelled_ = false; }
 
  private:
@@ -157,6 +158,22 @@ class LocalProcesses : public AttemptProcesses {
 };
 
 // Switches to the same plan once, at step `at`.
+// Starts nothing; a role dies when the test says so.
+class FakeLauncher : public RoleLauncher {
+ public:
+  absl::Status Start(const std::string&, int world, int64_t) override {
+    started = world;
+    return absl::OkStatus();
+  }
+  std::optional<DeadRole> Dead() override {
+    if (!dead.load()) return std::nullopt;
+    return DeadRole{3, "rank 3 (pid 1234) was killed by signal 9"};
+  }
+  void StopAll(absl::Duration) override {}
+  int started = 0;
+  std::atomic<bool> dead{false};
+};
+
 class SwitchOnce : public Replanner {
  public:
   SwitchOnce(const worker::JobSpec& job, int64_t at) : job_(job), at_(at) {}
@@ -228,6 +245,7 @@ class AttemptTest : public ::testing::Test {
     options_.job_dir = dir;
     options_.job_id = "attempt-test";
     options_.replanner = replanner;
+    options_.launcher = launcher_;
     options_.progress = [this, stop_at](const JobProgress& p) {
       if (p.step == stop_at) processes_->stop = true;
     };
@@ -237,6 +255,7 @@ class AttemptTest : public ::testing::Test {
   }
 
   static std::string data_;
+  RoleLauncher* launcher_ = nullptr;
   JobLayout layout_;
   AttemptOptions options_;
   JobResult result_;
@@ -323,6 +342,36 @@ TEST_F(AttemptTest, ASwitchAndAStopCheckpointTheirStepAndTheRunGoesOnFromIt) {
   ASSERT_TRUE(RunAttempt(job, dir, 3, expected.train_samples).ok());
   EXPECT_EQ(result_.losses, expected.losses);
   EXPECT_EQ(result_.parameter_digest, expected.parameter_digest);
+}
+
+// An evaluation is one long call per replica: a role that dies meanwhile is seen by a watcher,
+// which cancels the calls; the attempt ends naming the role, and calls are no longer cancelled.
+TEST_F(AttemptTest, ARoleThatDiesDuringTheEvaluationEndsItNamingTheRole) {
+  const worker::JobSpec job = TwoStages(worker::Consistency::kSync);
+  const worker::TrainResult expected = SingleProcess(job);
+  const std::string dir = JobDir("dead");
+  ledger_.Begin(job, "start", 0, absl::Now(), absl::Now());
+  FakeLauncher launcher;
+  launcher_ = &launcher;
+  bool waited = false;
+  const absl::Status status =
+      RunAttempt(job, dir, 1, expected.train_samples,
+                 [&](const std::string& call, int, int, int64_t) -> absl::Status {
+                   if (call != "Evaluate") return absl::OkStatus();
+                   launcher.dead = true;  // the replica's process dies while it evaluates
+                   const absl::Time give_up = absl::Now() + absl::Seconds(30);
+                   while (!processes_->cancelled() && absl::Now() < give_up) {
+                     absl::SleepFor(absl::Milliseconds(5));
+                   }
+                   waited = processes_->cancelled();
+                   return absl::CancelledError("cancelled");
+                 });
+  EXPECT_EQ(launcher.started, layout_.world());
+  EXPECT_TRUE(waited);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr("rank 3 (pid 1234) was killed by signal 9"));
+  EXPECT_FALSE(processes_->cancelled());       // resumed for the calls after it
+  EXPECT_EQ(result_.losses, expected.losses);  // the steps before it all ran
 }
 
 TEST_F(AttemptTest, AnAsynchronousAttemptTrainsEveryStep) {
