@@ -83,10 +83,14 @@ class LocalProcesses : public AttemptProcesses {
     return absl::OkStatus();
   }
   absl::StatusOr<int64_t> LoadCheckpoint(int64_t step, int from_shards) override {
-    if (from_shards != 0) return absl::UnimplementedError("re-sharding");
+    std::vector<std::string> roots;  // the old layout's servers', for a re-sharded load
+    for (int j = 0; j < from_shards; ++j) roots.push_back(Root(j));
     for (int i = 0; i < client_->num_servers(); ++i) {
       absl::StatusOr<int64_t> loaded =
-          ps::LoadCheckpoint(base::DefaultEnv(), Root(i), step, client_->Tables(i), Id(i));
+          from_shards == 0
+              ? ps::LoadCheckpoint(base::DefaultEnv(), Root(i), step, client_->Tables(i), Id(i))
+              : ps::LoadCheckpointResharded(base::DefaultEnv(), roots, step, Id(i),
+                                            client_->Tables(i));
       if (!loaded.ok()) return loaded.status();
     }
     return step;
@@ -157,7 +161,6 @@ class LocalProcesses : public AttemptProcesses {
   std::atomic<bool> cancelled_{false};
 };
 
-// Switches to the same plan once, at step `at`.
 // Starts nothing; a role dies when the test says so.
 class FakeLauncher : public RoleLauncher {
  public:
@@ -174,6 +177,7 @@ class FakeLauncher : public RoleLauncher {
   std::atomic<bool> dead{false};
 };
 
+// Switches once, at step `at`, to `job`.
 class SwitchOnce : public Replanner {
  public:
   SwitchOnce(const worker::JobSpec& job, int64_t at) : job_(job), at_(at) {}
@@ -205,9 +209,10 @@ class AttemptTest : public ::testing::Test {
 
   // dlrm-small at batch 256 cut after the embeddings: stage 0 on 2 replicas, stage 1 on 1, 2
   // parameter servers, a checkpoint every 3 steps, a tenth of the lines held out.
-  static worker::JobSpec TwoStages(worker::Consistency mode) {
+  static worker::JobSpec TwoStages(worker::Consistency mode, int ps_shards = 2) {
     worker::JobSettings settings;
     settings.mode = mode;
+    settings.ps_shards = ps_shards;
     settings.eval_fraction = 0.1;
     settings.checkpoint_every = 3;
     auto job = worker::testing::TwoStages(data_, settings);
@@ -372,6 +377,29 @@ TEST_F(AttemptTest, ARoleThatDiesDuringTheEvaluationEndsItNamingTheRole) {
   EXPECT_THAT(status.message(), HasSubstr("rank 3 (pid 1234) was killed by signal 9"));
   EXPECT_FALSE(processes_->cancelled());       // resumed for the calls after it
   EXPECT_EQ(result_.losses, expected.losses);  // the steps before it all ran
+}
+
+// A switch to a plan of another number of parameter servers (which the launcher starts): the new
+// servers load the old ones' checkpoint re-sharded by key, and the run is the same.
+TEST_F(AttemptTest, ASwitchToAnotherNumberOfServersGoesOnToTheSameRun) {
+  const worker::JobSpec job = TwoStages(worker::Consistency::kSync);
+  const worker::JobSpec three = TwoStages(worker::Consistency::kSync, 3);
+  const worker::TrainResult expected = SingleProcess(job);
+  const std::string dir = JobDir("reshard");
+  ledger_.Begin(job, "start", 0, absl::Now(), absl::Now());
+  FakeLauncher launcher;
+  launcher_ = &launcher;
+  SwitchOnce replanner(three, 4);
+  ASSERT_TRUE(RunAttempt(job, dir, 1, expected.train_samples, nullptr, &replanner).ok());
+  ASSERT_TRUE(attempt_->switch_to().has_value());
+  EXPECT_EQ(attempt_->switch_step(), 4);
+  auto checkpoint = ReadJobCheckpoint(base::DefaultEnv(), dir);
+  ASSERT_TRUE(checkpoint.ok() && checkpoint->has_value());
+  EXPECT_EQ((*checkpoint)->ps_shards, 2);
+  ASSERT_TRUE(RunAttempt(three, dir, 2, expected.train_samples).ok());
+  EXPECT_EQ(launcher.started, MakeLayout(three).world());
+  EXPECT_EQ(result_.losses, expected.losses);
+  EXPECT_EQ(result_.parameter_digest, expected.parameter_digest);
 }
 
 TEST_F(AttemptTest, AnAsynchronousAttemptTrainsEveryStep) {

@@ -1,6 +1,6 @@
 // The job the pipeline's and the coordinator's tests drive: dlrm-small at batch 256 on `data`, cut
-// after its embeddings, stage 0 on 2 replicas and stage 1 on 1, 2 parameter servers, blocks and
-// micro-batches of 32 samples.
+// after its embeddings, stage 0 on 2 replicas and stage 1 on 1, blocks and micro-batches of 32
+// samples, 2 parameter servers unless `settings` names another number.
 #pragma once
 
 #include <string>
@@ -24,7 +24,7 @@ inline absl::StatusOr<JobSpec> TwoStages(const std::string& data, JobSettings se
   plan.stages = {{0, emb, "a", "cpu", 2}, {emb + 1, last, "b", "cpu", 1}};
   settings.block_size = 32;
   settings.micro_batch = 32;
-  settings.ps_shards = 2;
+  if (settings.ps_shards == 0) settings.ps_shards = 2;
   return MakeJob({text, "dlrm-small.yaml", 256}, plan, config::ClusterSpec(), {data}, settings);
 }
 
