@@ -231,6 +231,12 @@ class AttemptTest : public ::testing::Test {
     return *expected;
   }
 
+  // The step of the job's checkpoint.json; -1 where there is none or it cannot be read.
+  static int64_t CheckpointStep(const std::string& dir) {
+    auto checkpoint = ReadJobCheckpoint(base::DefaultEnv(), dir);
+    return checkpoint.ok() && checkpoint->has_value() ? (*checkpoint)->step : -1;
+  }
+
   // A fresh directory for a job.
   static std::string JobDir(const std::string& name) {
     const std::string dir = ::testing::TempDir() + "/attempt_test_" + name;
@@ -314,9 +320,7 @@ TEST_F(AttemptTest, AStageThatFailsMidRoundEndsTheAttemptAndTheNextResumesToTheS
                                          });
   EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(failed.message(), HasSubstr("stage 1 replica 0 (local): Flush 4: the process died"));
-  auto checkpoint = ReadJobCheckpoint(base::DefaultEnv(), dir);
-  ASSERT_TRUE(checkpoint.ok() && checkpoint->has_value());
-  EXPECT_EQ((*checkpoint)->step, 3);
+  EXPECT_EQ(CheckpointStep(dir), 3);
   // Fresh servers and replicas, as a restart's, from the checkpoint: the uninterrupted run.
   ASSERT_TRUE(RunAttempt(job, dir, 2, expected.train_samples).ok());
   EXPECT_EQ(result_.losses, expected.losses);
@@ -334,16 +338,12 @@ TEST_F(AttemptTest, ASwitchAndAStopCheckpointTheirStepAndTheRunGoesOnFromIt) {
   ASSERT_TRUE(attempt_->switch_to().has_value());
   EXPECT_EQ(attempt_->switch_to()->reason, "a test's switch");
   EXPECT_EQ(attempt_->switch_step(), 2);
-  auto checkpoint = ReadJobCheckpoint(base::DefaultEnv(), dir);
-  ASSERT_TRUE(checkpoint.ok() && checkpoint->has_value());
-  EXPECT_EQ((*checkpoint)->step, 2);
+  EXPECT_EQ(CheckpointStep(dir), 2);
   // The next plan's attempt from step 2, asked to stop after step 4.
   ASSERT_TRUE(RunAttempt(job, dir, 2, expected.train_samples, nullptr, nullptr, 4).ok());
   EXPECT_TRUE(attempt_->stopped());
   EXPECT_EQ(attempt_->stop_step(), 4);
-  checkpoint = ReadJobCheckpoint(base::DefaultEnv(), dir);
-  ASSERT_TRUE(checkpoint.ok() && checkpoint->has_value());
-  EXPECT_EQ((*checkpoint)->step, 4);
+  EXPECT_EQ(CheckpointStep(dir), 4);
   ASSERT_TRUE(RunAttempt(job, dir, 3, expected.train_samples).ok());
   EXPECT_EQ(result_.losses, expected.losses);
   EXPECT_EQ(result_.parameter_digest, expected.parameter_digest);
