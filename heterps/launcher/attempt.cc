@@ -657,47 +657,46 @@ class Attempt::Impl {
   }
 
   void Report() {
-    std::vector<worker::ReplicaStats> start, end;
-    for (const ReplicaFigures& f : stats_start_) start.push_back(f.stats);
-    for (const ReplicaFigures& f : stats_end_) end.push_back(f.stats);
     result_.stages.clear();
+    const double steps = static_cast<double>(std::max<int64_t>(steps_trained_, 1));
     for (int s = 0; s < job_.stages(); ++s) {
       const sched::RunStage& stage = job_.plan.stages[s];
       StageReport report{job_.plan.StageName(job_.model, s), stage.type, stage.device, stage.units,
                          stage.seconds_per_batch};
-      for (size_t i = 0; i < end.size() && i < start.size(); ++i) {
+      for (size_t i = 0; i < stats_end_.size() && i < stats_start_.size(); ++i) {
         if (replicas_[i].first != s) continue;
-        const double write_back = end[i].write_back_seconds - start[i].write_back_seconds;
-        const double busy = end[i].busy_seconds - start[i].busy_seconds - write_back;
-        const double idle = end[i].idle_seconds - start[i].idle_seconds;
-        const double send = end[i].send_seconds - start[i].send_seconds;
-        const double ps = end[i].ps_seconds - start[i].ps_seconds;
-        const double steps = static_cast<double>(std::max<int64_t>(steps_trained_, 1));
+        const worker::ReplicaStats &b = stats_start_[i].stats, &e = stats_end_[i].stats;
+        // What the replica's counter `field` grew by while the job trained.
+        auto grew = [&](auto worker::ReplicaStats::*field) {
+          return static_cast<double>(e.*field - b.*field);
+        };
+        const double write_back = grew(&worker::ReplicaStats::write_back_seconds);
+        const double busy = grew(&worker::ReplicaStats::busy_seconds) - write_back;
+        const double idle = grew(&worker::ReplicaStats::idle_seconds);
         if (busy / steps >= report.measured_seconds) {
           report.measured_seconds = busy / steps;
-          report.ps_seconds = ps / steps;
-          report.prefetch_seconds = (end[i].prefetch_seconds - start[i].prefetch_seconds) / steps;
-          report.step_end_seconds = (end[i].step_end_seconds - start[i].step_end_seconds) / steps;
+          report.ps_seconds = grew(&worker::ReplicaStats::ps_seconds) / steps;
+          report.prefetch_seconds = grew(&worker::ReplicaStats::prefetch_seconds) / steps;
+          report.step_end_seconds = grew(&worker::ReplicaStats::step_end_seconds) / steps;
           if (s == 0) {
-            report.read_seconds = (end[i].read_seconds - start[i].read_seconds) / steps;
-            report.run_seconds = (end[i].run_seconds - start[i].run_seconds) / steps;
+            report.read_seconds = grew(&worker::ReplicaStats::read_seconds) / steps;
+            report.run_seconds = grew(&worker::ReplicaStats::run_seconds) / steps;
           }
-          report.lookup_seconds = (end[i].lookup_seconds - start[i].lookup_seconds) / steps;
-          report.dense_seconds = (end[i].dense_seconds - start[i].dense_seconds) / steps;
-          report.rows_seconds = (end[i].rows_seconds - start[i].rows_seconds) / steps;
-          report.gradients_seconds =
-              (end[i].gradients_seconds - start[i].gradients_seconds) / steps;
-          report.send_seconds = send / steps;
+          report.lookup_seconds = grew(&worker::ReplicaStats::lookup_seconds) / steps;
+          report.dense_seconds = grew(&worker::ReplicaStats::dense_seconds) / steps;
+          report.rows_seconds = grew(&worker::ReplicaStats::rows_seconds) / steps;
+          report.gradients_seconds = grew(&worker::ReplicaStats::gradients_seconds) / steps;
+          report.send_seconds = grew(&worker::ReplicaStats::send_seconds) / steps;
           report.write_back_seconds = write_back;
           report.idle_fraction = busy + idle > 0 ? idle / (busy + idle) : 0;
-          report.pcie_bytes = (end[i].pcie_bytes - start[i].pcie_bytes) / steps;
-          const double hits = end[i].tier_hits - start[i].tier_hits;
-          const double misses = end[i].tier_misses - start[i].tier_misses;
+          report.pcie_bytes = grew(&worker::ReplicaStats::pcie_bytes) / steps;
+          const double hits = grew(&worker::ReplicaStats::tier_hits);
+          const double misses = grew(&worker::ReplicaStats::tier_misses);
           if (!job_.settings.gpu_tier_device.empty() && s == 0 && hits + misses > 0) {
             report.tier_hit_rate = hits / (hits + misses);
-            report.tier_loaded_rows = (end[i].tier_loaded_rows - start[i].tier_loaded_rows) / steps;
+            report.tier_loaded_rows = grew(&worker::ReplicaStats::tier_loaded_rows) / steps;
             report.tier_written_back_rows =
-                (end[i].tier_written_back_rows - start[i].tier_written_back_rows) / steps;
+                grew(&worker::ReplicaStats::tier_written_back_rows) / steps;
           }
         }
       }

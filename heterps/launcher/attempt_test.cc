@@ -237,11 +237,13 @@ class AttemptTest : public ::testing::Test {
     return checkpoint.ok() && checkpoint->has_value() ? (*checkpoint)->step : -1;
   }
 
-  // A fresh directory for a job.
-  static std::string JobDir(const std::string& name) {
+  // A fresh directory for `job`, whose first segment the ledger begins (as the coordinator does
+  // before its first attempt).
+  std::string Begin(const worker::JobSpec& job, const std::string& name) {
     const std::string dir = ::testing::TempDir() + "/attempt_test_" + name;
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
+    ledger_.Begin(job, "start", 0, absl::Now(), absl::Now());
     return dir;
   }
 
@@ -280,8 +282,7 @@ std::string AttemptTest::data_;
 TEST_F(AttemptTest, ASynchronousAttemptEqualsTheSingleProcessRun) {
   const worker::JobSpec job = TwoStages(worker::Consistency::kSync);
   const worker::TrainResult expected = SingleProcess(job);
-  const std::string dir = JobDir("sync");
-  ledger_.Begin(job, "start", 0, absl::Now(), absl::Now());
+  const std::string dir = Begin(job, "sync");
   ASSERT_TRUE(RunAttempt(job, dir, 1, expected.train_samples).ok());
   EXPECT_FALSE(attempt_->switch_to().has_value());
   EXPECT_FALSE(attempt_->stopped());
@@ -309,8 +310,7 @@ TEST_F(AttemptTest, AStageThatFailsMidRoundEndsTheAttemptAndTheNextResumesToTheS
   const worker::JobSpec job = TwoStages(worker::Consistency::kSync);
   const worker::TrainResult expected = SingleProcess(job);
   ASSERT_GT(expected.steps, 5);
-  const std::string dir = JobDir("fail");
-  ledger_.Begin(job, "start", 0, absl::Now(), absl::Now());
+  const std::string dir = Begin(job, "fail");
   // Stage 1 fails to end step 4: the round of steps 3..5 is lost after its checkpoint at 3.
   const absl::Status failed = RunAttempt(job, dir, 1, expected.train_samples,
                                          [](const std::string& call, int stage, int, int64_t step) {
@@ -331,8 +331,7 @@ TEST_F(AttemptTest, ASwitchAndAStopCheckpointTheirStepAndTheRunGoesOnFromIt) {
   const worker::JobSpec job = TwoStages(worker::Consistency::kSync);
   const worker::TrainResult expected = SingleProcess(job);
   ASSERT_GT(expected.steps, 5);
-  const std::string dir = JobDir("switch");
-  ledger_.Begin(job, "start", 0, absl::Now(), absl::Now());
+  const std::string dir = Begin(job, "switch");
   SwitchOnce replanner(job, 2);
   ASSERT_TRUE(RunAttempt(job, dir, 1, expected.train_samples, nullptr, &replanner).ok());
   ASSERT_TRUE(attempt_->switch_to().has_value());
@@ -354,8 +353,7 @@ TEST_F(AttemptTest, ASwitchAndAStopCheckpointTheirStepAndTheRunGoesOnFromIt) {
 TEST_F(AttemptTest, ARoleThatDiesDuringTheEvaluationEndsItNamingTheRole) {
   const worker::JobSpec job = TwoStages(worker::Consistency::kSync);
   const worker::TrainResult expected = SingleProcess(job);
-  const std::string dir = JobDir("dead");
-  ledger_.Begin(job, "start", 0, absl::Now(), absl::Now());
+  const std::string dir = Begin(job, "dead");
   FakeLauncher launcher;
   launcher_ = &launcher;
   bool waited = false;
@@ -385,8 +383,7 @@ TEST_F(AttemptTest, ASwitchToAnotherNumberOfServersGoesOnToTheSameRun) {
   const worker::JobSpec job = TwoStages(worker::Consistency::kSync);
   const worker::JobSpec three = TwoStages(worker::Consistency::kSync, 3);
   const worker::TrainResult expected = SingleProcess(job);
-  const std::string dir = JobDir("reshard");
-  ledger_.Begin(job, "start", 0, absl::Now(), absl::Now());
+  const std::string dir = Begin(job, "reshard");
   FakeLauncher launcher;
   launcher_ = &launcher;
   SwitchOnce replanner(three, 4);
@@ -405,8 +402,7 @@ TEST_F(AttemptTest, ASwitchToAnotherNumberOfServersGoesOnToTheSameRun) {
 TEST_F(AttemptTest, AnAsynchronousAttemptTrainsEveryStep) {
   const worker::JobSpec job = TwoStages(worker::Consistency::kAsync);
   const worker::TrainResult expected = SingleProcess(job);
-  const std::string dir = JobDir("async");
-  ledger_.Begin(job, "start", 0, absl::Now(), absl::Now());
+  const std::string dir = Begin(job, "async");
   // Stage 1 never answers for its counters: status.json still names it by its place.
   ASSERT_TRUE(RunAttempt(job, dir, 1, expected.train_samples,
                          [](const std::string& call, int stage, int, int64_t) {
