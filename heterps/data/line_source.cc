@@ -5,9 +5,9 @@
 #include <zstd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "heterps/base/status_macros.h"
@@ -16,11 +16,24 @@ namespace heterps::data {
 
 namespace {
 
-// The file under a source, read through the Env: the bytes Open looked at first, then the rest.
+// The file under a source, read through the Env: the bytes Peek looked at first, then the rest.
 class File {
  public:
-  File(std::unique_ptr<base::SequentialFile> file, std::string peeked)
-      : file_(std::move(file)), peeked_(std::move(peeked)) {}
+  explicit File(std::unique_ptr<base::SequentialFile> file) : file_(std::move(file)) {}
+
+  // The first `n` bytes (fewer in a shorter file), which Read then returns first. Once, before
+  // any Read.
+  absl::StatusOr<absl::string_view> Peek(size_t n) {
+    peeked_.resize(n);
+    size_t got = 0;
+    while (got < n) {
+      HETERPS_ASSIGN_OR_RETURN(const size_t more, ReadFile(peeked_.data() + got, n - got));
+      if (more == 0) break;
+      got += more;
+    }
+    peeked_.resize(got);
+    return absl::string_view(peeked_);
+  }
 
   // Up to `size` bytes; 0 only at the end of the file.
   absl::StatusOr<size_t> Read(char* buffer, size_t size) {
@@ -30,13 +43,17 @@ class File {
       used_ += n;
       return n;
     }
+    return ReadFile(buffer, size);
+  }
+
+ private:
+  absl::StatusOr<size_t> ReadFile(char* buffer, size_t size) {
     absl::StatusOr<size_t> n = file_->Read(size, buffer);
     // The file is there but its bytes cannot be had: their loss, not a pass to retry.
     if (!n.ok()) return absl::DataLossError(n.status().message());
     return n;
   }
 
- private:
   std::unique_ptr<base::SequentialFile> file_;
   std::string peeked_;
   size_t used_ = 0;
@@ -184,22 +201,13 @@ absl::StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& 
     return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
   }
   HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<base::SequentialFile> in, env->NewSequentialFile(path));
+  File file(std::move(in));
   // The first bytes tell the compression; the source reads them again.
-  std::string peeked(4, '\0');
-  size_t got = 0;
-  while (got < peeked.size()) {
-    HETERPS_ASSIGN_OR_RETURN(const size_t n, in->Read(peeked.size() - got, peeked.data() + got));
-    if (n == 0) break;
-    got += n;
-  }
-  peeked.resize(got);
-  unsigned char magic[4] = {0, 0, 0, 0};
-  std::memcpy(magic, peeked.data(), got);
-  File file(std::move(in), std::move(peeked));
-  if (got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+  HETERPS_ASSIGN_OR_RETURN(const absl::string_view head, file.Peek(4));
+  if (absl::StartsWith(head, "\x1f\x8b")) {
     return std::unique_ptr<ByteSource>(new GzipSource(path, std::move(file)));
   }
-  if (got == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd) {
+  if (head == absl::string_view("\x28\xb5\x2f\xfd", 4)) {
     return std::unique_ptr<ByteSource>(new ZstdSource(path, std::move(file)));
   }
   return std::unique_ptr<ByteSource>(new PlainSource(path, std::move(file)));

@@ -4,6 +4,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -412,6 +413,56 @@ TEST_F(LineSourceTest, ReadersOpenTheirFilesThroughTheEnv) {
   while (*(*reader)->Next(&batch)) samples += batch.size;
   EXPECT_EQ(samples, 2);
   EXPECT_GT(env.opened, 3);
+}
+
+// A file whose bytes cannot be read (a failing disk) is DataLoss naming it, at the first bytes
+// (which tell the compression) or later: not Unavailable, which a job restarts on.
+TEST_F(LineSourceTest, AReadErrorIsTheDataLossOfTheFile) {
+  class FailingEnv : public base::EnvWrapper {
+   public:
+    FailingEnv(base::Env* target, size_t good) : EnvWrapper(target), good_(good) {}
+    absl::StatusOr<std::unique_ptr<base::SequentialFile>> NewSequentialFile(
+        const std::string& path) override {
+      class Failing : public base::SequentialFile {
+       public:
+        Failing(std::string path, size_t good) : path_(std::move(path)), good_(good) {}
+        absl::StatusOr<size_t> Read(size_t n, char* scratch) override {
+          if (good_ == 0) {
+            return absl::UnavailableError(path_ + ": read failed: Input/output error");
+          }
+          n = std::min(n, good_);
+          std::memset(scratch, 'x', n);
+          good_ -= n;
+          return n;
+        }
+
+       private:
+        std::string path_;
+        size_t good_;
+      };
+      return std::make_unique<Failing>(path, good_);
+    }
+
+   private:
+    size_t good_;
+  };
+  const std::string path = Write("eio.tsv", "1\t2\n");
+  for (const size_t good : {size_t{0}, size_t{2}, size_t{100}}) {
+    SCOPED_TRACE(good);
+    FailingEnv env(base::DefaultEnv(), good);
+    absl::StatusOr<std::unique_ptr<ByteSource>> bytes = ByteSource::Open(path, &env);
+    absl::Status status = bytes.status();
+    if (status.ok()) {
+      std::vector<char> buffer(1 << 10);
+      while (status.ok()) {
+        absl::StatusOr<size_t> n = (*bytes)->Read(buffer.data(), buffer.size());
+        status = n.status();
+        ASSERT_TRUE(!n.ok() || *n > 0) << "the end of a file that failed";
+      }
+    }
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_THAT(status.message(), HasSubstr(path));
+  }
 }
 
 }  // namespace
