@@ -640,17 +640,17 @@ TEST(CliTest, ProfileWritesWhatThePlannerReads) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("top.0"));
   EXPECT_THAT(r.out, HasSubstr("a synchronous step of 2 replicas"));
-  EXPECT_THAT(r.out, HasSubstr("wire of host-cpu"));
+  EXPECT_THAT(r.out, HasSubstr("network of host-cpu"));
   EXPECT_THAT(r.out, HasSubstr("wrote " + profile));
   auto p = nlohmann::json::parse(Slurp(profile));
   EXPECT_EQ(p["model"], "dlrm-small");
   EXPECT_EQ(p["batch_size"], 2048);
   EXPECT_GE(p["entries"].size(), 7u);
   for (const auto& e : p["entries"]) EXPECT_GT(e["seconds_per_batch"].get<double>(), 0);
-  ASSERT_EQ(p["wire"].size(), 1u);
-  EXPECT_EQ(p["wire"][0]["type"], "host-cpu");
-  EXPECT_GT(p["wire"][0]["bytes_per_second"].get<double>(), 0);
-  EXPECT_GE(p["wire"][0]["seconds_per_message"].get<double>(), 0);
+  ASSERT_EQ(p["network"].size(), 1u);
+  EXPECT_EQ(p["network"][0]["type"], "host-cpu");
+  EXPECT_GT(p["network"][0]["bytes_per_second"].get<double>(), 0);
+  EXPECT_GE(p["network"][0]["seconds_per_message"].get<double>(), 0);
   // Data that is not there: one line naming it.
   r = RunCli("profile --data /nonexistent/x.tsv --out " + TempPath("never.json"));
   EXPECT_EQ(r.exit_code, 2);

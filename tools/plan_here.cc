@@ -18,26 +18,25 @@
 
 namespace heterps::tools {
 
-absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int batch,
-                                            double layer_seconds, const config::ResourceType& cpu,
-                                            const std::vector<const config::ResourceType*>& types,
-                                            worker::rpc::WireOptions options,
-                                            ProgressLine& progress, cost::Profile* profile) {
-  WireMeasured out;
+absl::StatusOr<NetworkMeasured> AddNetworkProfile(
+    const config::ModelSpec& spec, int batch, double layer_seconds, const config::ResourceType& cpu,
+    const std::vector<const config::ResourceType*>& types,
+    worker::rpc::NetworkProfileOptions options, ProgressLine& progress, cost::Profile* profile) {
+  NetworkMeasured out;
   const int64_t threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   out.replicas = static_cast<int>(std::clamp<int64_t>(cpu.units, 1, threads));
   options.replicas = out.replicas;
   options.layer_seconds = layer_seconds;
   options.progress = [&](int done, int total) {
-    progress.Show(absl::StrFormat("profiling this host's wire %s", Bar(done, total)));
+    progress.Show(absl::StrFormat("profiling this host's network %s", Bar(done, total)));
   };
-  HETERPS_ASSIGN_OR_RETURN(out.points, worker::rpc::ProfileWire(spec, batch, options));
+  HETERPS_ASSIGN_OR_RETURN(out.points, worker::rpc::ProfileNetwork(spec, batch, options));
   for (const config::ResourceType* type : types) {
-    out.fits.push_back(worker::rpc::FitWire(out.points, out.replicas, type->dp_loss));
-    auto same = [&](const cost::WireEntry& e) { return e.type == type->name; };
-    profile->wire.erase(std::remove_if(profile->wire.begin(), profile->wire.end(), same),
-                        profile->wire.end());
-    profile->wire.push_back(
+    out.fits.push_back(worker::rpc::FitNetwork(out.points, out.replicas, type->dp_loss));
+    auto same = [&](const cost::NetworkEntry& e) { return e.type == type->name; };
+    profile->network.erase(std::remove_if(profile->network.begin(), profile->network.end(), same),
+                           profile->network.end());
+    profile->network.push_back(
         {type->name, out.fits.back().bytes_per_second, out.fits.back().seconds_per_message});
   }
   return out;
@@ -99,20 +98,20 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
       }
     }
     // What the job pays beyond the layers: the same for every type of this host.
-    worker::rpc::WireOptions wire;
-    wire.batches = batches;
-    wire.synchronous = flags.job.mode == worker::Consistency::kSync;
-    wire.dense_on_servers = flags.job.dense_on_servers;
-    HETERPS_ASSIGN_OR_RETURN(wire.model_options, ModelOptionsFrom(flags, spec, spec.batch_size));
-    HETERPS_RETURN_IF_ERROR(AddWireProfile(spec, static_cast<int>(spec.batch_size),
-                                           measured.total_seconds, *cpu, local, wire, progress,
-                                           &measured.profile)
+    worker::rpc::NetworkProfileOptions network;
+    network.batches = batches;
+    network.synchronous = flags.job.mode == worker::Consistency::kSync;
+    network.dense_on_servers = flags.job.dense_on_servers;
+    HETERPS_ASSIGN_OR_RETURN(network.model_options, ModelOptionsFrom(flags, spec, spec.batch_size));
+    HETERPS_RETURN_IF_ERROR(AddNetworkProfile(spec, static_cast<int>(spec.batch_size),
+                                              measured.total_seconds, *cpu, local, network,
+                                              progress, &measured.profile)
                                 .status());
   }
-  // One unit's speed as the model sees it: the layers and, with a wire profile, what the job pays
-  // beyond them.
+  // One unit's speed as the model sees it: the layers and, with a network profile, what the job
+  // pays beyond them.
   double unit_seconds = measured.total_seconds;
-  if (!measured.profile.wire.empty()) {
+  if (!measured.profile.network.empty()) {
     HETERPS_ASSIGN_OR_RETURN(
         const cost::CostModel whole,
         cost::CostModel::Create(spec, cluster,

@@ -1,8 +1,8 @@
 // The plan `heterps train` runs when the user gives none: this host profiled (its layers and its
-// wire, docs/cost_model.md "Profiles"; or a profile the user gives), then the chosen scheduler on
-// the cluster, at the flags' throughput or, by default, at 1.5x what one unit does by the model
-// (the layers measured and, with a wire profile, the wire: the plan may then use several units),
-// then 1x, then 0.5x.
+// network, docs/cost_model.md "Profiles"; or a profile the user gives), then the chosen scheduler
+// on the cluster, at the flags' throughput or, by default, at 1.5x what one unit does by the model
+// (the layers measured and, with a network profile, the network: the plan may then use several
+// units), then 1x, then 0.5x.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/profile.h"
 #include "heterps/sched/run_plan.h"
-#include "heterps/worker/rpc/wire_profile.h"
+#include "heterps/worker/rpc/network_profile.h"
 #include "tools/cli_common.h"
 #include "tools/train_command.h"
 
@@ -30,23 +30,22 @@ struct Planned {
   std::string limit_origin;
 };
 
-// This host's wire (worker::rpc::ProfileWire at `batch`) measured with as many replicas as `cpu`
-// has units here (at most this host's hardware threads): the default job's layout, every unit a
-// replica sharing the cores with the server. Adds one entry for each of `types`, fitted with its
+// This host's network (worker::rpc::ProfileNetwork at `batch`) measured with as many replicas as
+// `cpu` has units here (at most this host's hardware threads): the default job's layout, every unit
+// a replica sharing the cores with the server. Adds one entry for each of `types`, fitted with its
 // data-parallel loss, to `profile`, replacing any it had; the progress line shows the
 // measurement.
-struct WireMeasured {
+struct NetworkMeasured {
   int replicas = 1;
-  std::vector<worker::rpc::WirePoint> points;
-  std::vector<worker::rpc::WireFit> fits;  // one per type
+  std::vector<worker::rpc::NetworkPoint> points;
+  std::vector<worker::rpc::NetworkFit> fits;  // one per type
 };
 // `layer_seconds`: the layers' time at `batch` on `cpu` as the profile's entries have it.
 // `options`: where the batches come from, the job's mode and optimizers (the rest is set here).
-absl::StatusOr<WireMeasured> AddWireProfile(const config::ModelSpec& spec, int batch,
-                                            double layer_seconds, const config::ResourceType& cpu,
-                                            const std::vector<const config::ResourceType*>& types,
-                                            worker::rpc::WireOptions options,
-                                            ProgressLine& progress, cost::Profile* profile);
+absl::StatusOr<NetworkMeasured> AddNetworkProfile(
+    const config::ModelSpec& spec, int batch, double layer_seconds, const config::ResourceType& cpu,
+    const std::vector<const config::ResourceType*>& types,
+    worker::rpc::NetworkProfileOptions options, ProgressLine& progress, cost::Profile* profile);
 
 // Batches from the job's data files in the spec's layout, bad lines as the flags say; null (random
 // batches) when `files` is empty.

@@ -20,7 +20,7 @@ namespace heterps::tools {
 CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags) {
   CLI::App* cmd = app.add_subcommand(
       "profile",
-      "Measure each layer's time per batch and the wire of a distributed step on this host, and "
+      "Measure each layer's time per batch and the network of a distributed step on this host, and "
       "write a planner profile");
   cmd->add_option("--model", flags.model_path, "Model spec (default: the embedded dlrm-small)");
   cmd->add_option("--batch", flags.batch, "Samples per batch (default: the spec's batch_size)")
@@ -32,9 +32,10 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags) {
   cmd->add_option("--data", flags.data,
                   "Data files or globs to profile on, in the model's layout (default: random "
                   "batches shaped as its data)");
-  cmd->add_option("--cluster", flags.cluster_path,
-                  "Cluster spec whose --type's units and data-parallel loss the wire is measured "
-                  "and fitted with (default: the embedded local.yaml)");
+  cmd->add_option(
+      "--cluster", flags.cluster_path,
+      "Cluster spec whose --type's units and data-parallel loss the network is measured "
+      "and fitted with (default: the embedded local.yaml)");
   cmd->add_option("--gpu-emulate", flags.gpu_emulate,
                   "For testing: also measure the host twin of a GPU (type gpu-twin)")
       ->check(CLI::Range(0, 64));
@@ -54,8 +55,8 @@ int RunProfile(const ProfileFlags& flags) {
   for (const std::string& line : launcher::AddLocalGpus(&local, flags.gpu_emulate)) {
     std::printf("device %s\n", line.c_str());
   }
-  // The wire's replicas and each type's dp_loss, as the cluster has them; a type it lacks: one
-  // replica per hardware thread, no loss.
+  // The network profile's replicas and each type's dp_loss, as the cluster has them; a type it
+  // lacks: one replica per hardware thread, no loss.
   absl::StatusOr<config::ClusterSpec> cluster = LoadClusterOrLocal(flags.cluster_path);
   if (!cluster.ok()) return Fail(cluster.status());
   std::vector<const config::ResourceType*> types;
@@ -66,7 +67,7 @@ int RunProfile(const ProfileFlags& flags) {
     if (t.units == 0 && &t == &local.types.front()) t.units = std::thread::hardware_concurrency();
     types.push_back(&t);
   }
-  worker::rpc::WireOptions wire_options;
+  worker::rpc::NetworkProfileOptions network_options;
   if (!flags.data.empty()) {
     absl::StatusOr<std::vector<std::string>> files = data::ExpandDataPaths(flags.data);
     if (!files.ok()) return Fail(files.status());
@@ -74,7 +75,7 @@ int RunProfile(const ProfileFlags& flags) {
     absl::StatusOr<std::vector<std::string>> notes = UseIdsOfData(*files, &*spec);
     if (!notes.ok()) return Fail(notes.status());
     for (const std::string& note : *notes) std::printf("%s\n", note.c_str());
-    wire_options.batches = DataBatches(*spec, *files, data::BadLinePolicy::kStop);
+    network_options.batches = DataBatches(*spec, *files, data::BadLinePolicy::kStop);
   }
   cost::Profile profile;
   std::vector<worker::HostProfile> measured;
@@ -86,7 +87,7 @@ int RunProfile(const ProfileFlags& flags) {
           progress.Show(absl::StrFormat("profiling %s %s batch %d of %d", t.local_device,
                                         Bar(done, total), done + 1, total));
         },
-        t.local_device, wire_options.batches);
+        t.local_device, network_options.batches);
     if (!one.ok()) {
       progress.Clear();
       return Fail(one.status());
@@ -98,11 +99,11 @@ int RunProfile(const ProfileFlags& flags) {
                              one->profile.entries.end());
     measured.push_back(*std::move(one));
   }
-  absl::StatusOr<WireMeasured> wire =
-      AddWireProfile(*spec, batch_size, measured.front().total_seconds, local.types.front(), types,
-                     wire_options, progress, &profile);
+  absl::StatusOr<NetworkMeasured> network =
+      AddNetworkProfile(*spec, batch_size, measured.front().total_seconds, local.types.front(),
+                        types, network_options, progress, &profile);
   progress.Clear();
-  if (!wire.ok()) return Fail(wire.status());
+  if (!network.ok()) return Fail(network.status());
   absl::Status written = base::WriteFileAtomically(flags.out, cost::ProfileToJson(profile));
   if (!written.ok()) return Fail(written);
   std::printf("%s, batch %d, on %s: median of %d batches, ms per batch\n\n", spec->name.c_str(),
@@ -126,26 +127,26 @@ int RunProfile(const ProfileFlags& flags) {
   }
   table.AddRow(total);
   std::printf("%s\n", table.Render().c_str());
-  // The wire: a synchronous step through the real client and server, beyond the layers.
-  const worker::rpc::WireFit& fit = wire->fits.front();
-  Table steps({"batch", "layers, 1 unit (ms)", "step of the replicas (ms)", "wire, 1 unit (ms)",
+  // The network: a synchronous step through the real client and server, beyond the layers.
+  const worker::rpc::NetworkFit& fit = network->fits.front();
+  Table steps({"batch", "layers, 1 unit (ms)", "step of the replicas (ms)", "network, 1 unit (ms)",
                "model's bytes (MB)"},
               {true, true, true, true, true});
-  for (size_t i = 0; i < wire->points.size(); ++i) {
-    const worker::rpc::WirePoint& p = wire->points[i];
+  for (size_t i = 0; i < network->points.size(); ++i) {
+    const worker::rpc::NetworkPoint& p = network->points[i];
     steps.AddRow({absl::StrCat(p.batch), absl::StrFormat("%.3f", 1e3 * p.layer_seconds),
                   absl::StrFormat("%.3f", 1e3 * p.step_seconds),
-                  absl::StrFormat("%.3f", 1e3 * fit.wire_seconds[i]),
+                  absl::StrFormat("%.3f", 1e3 * fit.network_seconds[i]),
                   absl::StrFormat("%.2f", p.bytes / 1e6)});
   }
   std::printf(
       "a synchronous step of %d replicas through the parameter-server client and a server on "
       "loopback:\n\n%s\n",
-      wire->replicas, steps.Render().c_str());
+      network->replicas, steps.Render().c_str());
   for (size_t i = 0; i < types.size(); ++i) {
-    std::printf("wire of %s: %.1f MB/s and %.3f ms per message (%s fit)\n", types[i]->name.c_str(),
-                wire->fits[i].bytes_per_second / 1e6, 1e3 * wire->fits[i].seconds_per_message,
-                wire->fits[i].fit.c_str());
+    std::printf("network of %s: %.1f MB/s and %.3f ms per message (%s fit)\n",
+                types[i]->name.c_str(), network->fits[i].bytes_per_second / 1e6,
+                1e3 * network->fits[i].seconds_per_message, network->fits[i].fit.c_str());
   }
   std::printf("wrote %s%s\n", flags.out.c_str(),
               batch_size == spec->batch_size ? ""

@@ -9,11 +9,11 @@
 // --repeats timed) and records, per layer, the median forward + backward seconds of
 // one batch: fc and interaction layers their compute, embedding layers their pull and push
 // through the parameter-server client, the logloss layer the loss. The entries are for resource
-// type --type (default host-cpu, the type of examples/clusters/local.yaml). Then the wire
-// (worker/rpc/wire_profile.h): a synchronous step of the whole model through the real client and
+// type --type (default host-cpu, the type of examples/clusters/local.yaml). Then the network
+// (worker/rpc/network_profile.h): a synchronous step of the whole model through the real client and
 // server, with as many replicas as --cluster's (default: the embedded local.yaml) type --type has
-// units here, fitted into the profile's wire entries with each type's dp_loss. Prints the tables.
-// Exit codes: 0 written, 2 bad input or a failure.
+// units here, fitted into the profile's network entries with each type's dp_loss. Prints the
+// tables. Exit codes: 0 written, 2 bad input or a failure.
 #pragma once
 
 #include <string>
@@ -28,7 +28,8 @@ struct ProfileFlags {
   int batch = 0;  // 0: the spec's (the planner reads only profiles at the spec's batch size)
   std::string type = "host-cpu";
   std::vector<std::string> data;  // files or globs to profile on; empty: random batches
-  std::string cluster_path;  // whose types' units and dp_loss the wire is fitted for (empty: local)
+  std::string
+      cluster_path;  // whose types' units and dp_loss the network is fitted for (empty: local)
   int repeats = 5;
   std::string out;
   int gpu_emulate = 0;  // for testing: also the host twin of a GPU (type gpu-twin)

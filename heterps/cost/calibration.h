@@ -8,11 +8,11 @@
 // time for its share of a step), one unit's time per batch is X = M k / (1 + beta_t (k - 1)) (the
 // inverse of ET), of which the model's communication time DT stays analytic; the layers' compute
 // times are scaled by one factor so that they add up to X - DT. Layers the model gives no time
-// get none. The model's wire entries (its measured network figures) carry over, so that planning
+// get none. The model's network entries (its measured network figures) carry over, so that planning
 // with the calibrated profile computes the same DT; except where DT alone is over 0.9 X, which
-// says the run paid less for its wire than the model charges (a GPU tier serves most rows from
+// says the run paid less for its network than the model charges (a GPU tier serves most rows from
 // the device, say): there the layers keep their time, held between X / 10 and X / 2, DT takes
-// the rest, and the type's wire entry (added if the model had none) is scaled to give that DT
+// the rest, and the type's network entry (added if the model had none) is scaled to give that DT
 // (by the smallest such factor among the type's stages). The entry is the type's: it lowers the
 // DT of the type's other stages too (their layers then take what it frees) and the model's
 // parameter servers on that type.

@@ -263,26 +263,26 @@ absl::Status CostModel::ApplyProfile(const Profile& profile) {
         profiled_[t] = profiled_[u];
         measured_[t] = measured_[u];
       });
-  std::vector<bool> wired(cluster_.types.size(), false);
-  for (size_t i = 0; i < profile.wire.size(); ++i) {
-    const WireEntry& w = profile.wire[i];
+  std::vector<bool> measured(cluster_.types.size(), false);
+  for (size_t i = 0; i < profile.network.size(); ++i) {
+    const NetworkEntry& w = profile.network[i];
     const int t = cluster_.FindType(w.type);
     if (t < 0) {
-      return bad(absl::StrCat("wire[", i, "].type: no type '", w.type, "' in the cluster"));
+      return bad(absl::StrCat("network[", i, "].type: no type '", w.type, "' in the cluster"));
     }
     if (!(w.bytes_per_second > 0) || !(w.seconds_per_message >= 0)) {
-      return bad(absl::StrCat("wire[", i, "]: the rate must be > 0 and the latency >= 0"));
+      return bad(absl::StrCat("network[", i, "]: the rate must be > 0 and the latency >= 0"));
     }
     cluster_.types[t].network = w.bytes_per_second;
     cluster_.types[t].latency = w.seconds_per_message;
-    wired[t] = true;
-    wire_.push_back(w);
+    measured[t] = true;
+    network_.push_back(w);
   }
-  lend([&](size_t t) { return wired[t]; },
+  lend([&](size_t t) { return measured[t]; },
        [&](size_t t, size_t u) {
          cluster_.types[t].network = cluster_.types[u].network;
          cluster_.types[t].latency = cluster_.types[u].latency;
-         wired[t] = true;
+         measured[t] = true;
        });
   return absl::OkStatus();
 }

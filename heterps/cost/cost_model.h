@@ -125,8 +125,8 @@ class CostModel {
   StageTime Stage(int first, int last, int t) const;
   // The bytes and messages of DT_s for the stage [first, last], whatever its type. O(1).
   StageTraffic Traffic(int first, int last) const;
-  // The profile's wire entries this model applied (the types' network figures they replaced).
-  const std::vector<WireEntry>& wire() const { return wire_; }
+  // The profile's network entries this model applied (the types' network figures they replaced).
+  const std::vector<NetworkEntry>& network() const { return network_; }
   // X_s = Stage(...).total(), or kInfinity when the stage does not fit one unit's memory.
   double StageSeconds(int first, int last, int t) const;
   // Bytes one unit needs to run the stage [first, last]: dense weights and gradients, one batch's
@@ -194,7 +194,7 @@ class CostModel {
   std::vector<std::vector<double>> oct_;       // [t][l]: prefix sums of OCT(., t), size L + 1
   std::vector<std::vector<bool>> profiled_;    // [t][l]
   std::vector<std::vector<double>> measured_;  // [t][l]: profiled seconds where profiled_
-  std::vector<WireEntry> wire_;
+  std::vector<NetworkEntry> network_;
   std::vector<double> sparse_bytes_;  // prefix sums: B * rows * (2 row bytes + 2 keys)
   std::vector<double> dense_bytes_;   // prefix sums: 8 * w (pull weights, push grads)
   std::vector<double> memory_bytes_;  // prefix sums of each layer's working memory

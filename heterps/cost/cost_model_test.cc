@@ -305,11 +305,11 @@ TEST(CostModelTest, ProfileOverridesAndCalibrates) {
   Profile wrong_type{"tiny", 100, "", {}, {{"nope", 1e8, 1e-4}}};
   bad = CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_type);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("wire[0].type: no type 'nope'"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("network[0].type: no type 'nope'"), std::string::npos);
 }
 
 // Two markets of one machine (spot beside on-demand) are predicted alike: the measured type's
-// measurements and wire figures are the other's; a type of other hardware keeps its own model.
+// measurements and network figures are the other's; a type of other hardware keeps its own model.
 TEST(CostModelTest, ATypeOfTheSameHardwareTakesTheMeasuredOnesFigures) {
   auto model = config::ParseModelSpec(kTinyModel, "tiny.yaml");
   auto cluster = config::ParseClusterSpec(R"(
@@ -338,7 +338,7 @@ types:
   EXPECT_DOUBLE_EQ(measured.type(1).latency, 3e-4);
   EXPECT_DOUBLE_EQ(measured.type(2).network, plain.type(2).network);
   EXPECT_EQ(measured.Stage(0, 3, 1).comm, measured.Stage(0, 3, 0).comm);
-  EXPECT_EQ(measured.wire().size(), 1u);  // what the profile says, not what was lent
+  EXPECT_EQ(measured.network().size(), 1u);  // what the profile says, not what was lent
   // A type measured itself keeps its own measurements.
   profile.entries.push_back({"fc0", "box-spot", 5 * plain.LayerSeconds(1, 1)});
   CostModel both = *CostModel::Create(*model, *cluster, {1e6, 1e9}, &profile);
@@ -346,35 +346,35 @@ types:
   EXPECT_NEAR(both.LayerSeconds(1, 0), 3 * plain.LayerSeconds(1, 0), 1e-15);
 }
 
-// A wire entry replaces the type's network figures: DT = bytes / W + messages lat, with the
+// A network entry replaces the type's network figures: DT = bytes / W + messages lat, with the
 // measured W and lat, for the stages and for the parameter servers alike.
-TEST(CostModelTest, WireEntryReplacesTheNetworkFigures) {
+TEST(CostModelTest, NetworkEntryReplacesTheNetworkFigures) {
   CostModel plain = Tiny(1e6, 1e9);
   Profile profile{"tiny", 100, "test", {}, {{"box", 2.5e8, 3e-4}}};
-  auto wired = CostModel::Create(plain.model(), plain.cluster(), {1e6, 1e9}, &profile);
-  ASSERT_TRUE(wired.ok()) << wired.status();
-  EXPECT_EQ(wired->wire().size(), 1u);
-  EXPECT_DOUBLE_EQ(wired->type(0).network, 2.5e8);
-  EXPECT_DOUBLE_EQ(wired->type(0).latency, 3e-4);
+  auto measured = CostModel::Create(plain.model(), plain.cluster(), {1e6, 1e9}, &profile);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_EQ(measured->network().size(), 1u);
+  EXPECT_DOUBLE_EQ(measured->type(0).network, 2.5e8);
+  EXPECT_DOUBLE_EQ(measured->type(0).latency, 3e-4);
   for (const auto& [first, last] : std::vector<std::pair<int, int>>{{0, 3}, {0, 1}, {2, 3}}) {
-    const StageTraffic traffic = wired->Traffic(first, last);
+    const StageTraffic traffic = measured->Traffic(first, last);
     EXPECT_GT(traffic.bytes, 0);
-    EXPECT_DOUBLE_EQ(wired->Stage(first, last, 0).comm,
+    EXPECT_DOUBLE_EQ(measured->Stage(first, last, 0).comm,
                      traffic.bytes / 2.5e8 + traffic.messages * 3e-4);
     // The same traffic at the cluster's own figures.
     EXPECT_DOUBLE_EQ(
         plain.Stage(first, last, 0).comm,
         traffic.bytes / plain.type(0).network + traffic.messages * plain.type(0).latency);
     // Compute is untouched.
-    EXPECT_DOUBLE_EQ(wired->Stage(first, last, 0).compute, plain.Stage(first, last, 0).compute);
+    EXPECT_DOUBLE_EQ(measured->Stage(first, last, 0).compute, plain.Stage(first, last, 0).compute);
   }
-  // A calibrated profile keeps the wire, so that its plans compute the same DT.
-  const Profile calibrated = Calibrate(*wired, {{0, 3, 0, 1, 1e-2}}, "test host");
-  ASSERT_EQ(calibrated.wire.size(), 1u);
-  EXPECT_EQ(calibrated.wire[0].type, "box");
+  // A calibrated profile keeps the network figures, so that its plans compute the same DT.
+  const Profile calibrated = Calibrate(*measured, {{0, 3, 0, 1, 1e-2}}, "test host");
+  ASSERT_EQ(calibrated.network.size(), 1u);
+  EXPECT_EQ(calibrated.network[0].type, "box");
   auto again = CostModel::Create(plain.model(), plain.cluster(), {1e6, 1e9}, &calibrated);
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_DOUBLE_EQ(again->Stage(0, 3, 0).comm, wired->Stage(0, 3, 0).comm);
+  EXPECT_DOUBLE_EQ(again->Stage(0, 3, 0).comm, measured->Stage(0, 3, 0).comm);
   EXPECT_NEAR(again->StageSeconds(0, 3, 0), 1e-2, 1e-12);
 }
 
@@ -397,10 +397,10 @@ TEST(CostModelTest, CalibrationPredictsWhatWasMeasured) {
 }
 
 // A stage measured faster than the model's communication alone (a GPU tier serving the rows that
-// the model sends over the wire): the layers keep their time, the type's wire takes the rest.
-TEST(CostModelTest, CalibrationLowersAWireTheRunDidNotPay) {
+// the model sends over the wire): the layers keep their time, the type's network takes the rest.
+TEST(CostModelTest, CalibrationLowersANetworkTheRunDidNotPay) {
   config::ClusterSpec slow = Tiny(1e6, 1e9).cluster();
-  slow.types[0].network = 1e3;  // bytes/s: the model's wire far dearer than the layers
+  slow.types[0].network = 1e3;  // bytes/s: the model's network far dearer than the layers
   auto made = CostModel::Create(Tiny(1e6, 1e9).model(), slow, {1e6, 1e9});
   ASSERT_TRUE(made.ok()) << made.status();
   const CostModel& plain = *made;
@@ -409,45 +409,14 @@ TEST(CostModelTest, CalibrationLowersAWireTheRunDidNotPay) {
   ASSERT_LT(before.compute, 0.25 * before.comm);  // the X / 2 cap does not bind
   const std::vector<MeasuredStage> measured = {{0, 3, 0, 1, 0.5 * before.comm}};
   const Profile profile = Calibrate(plain, measured, "test host");
-  ASSERT_EQ(profile.wire.size(), 1u);
-  EXPECT_EQ(profile.wire[0].type, plain.type(0).name);
+  ASSERT_EQ(profile.network.size(), 1u);
+  EXPECT_EQ(profile.network[0].type, plain.type(0).name);
   auto calibrated = CostModel::Create(plain.model(), plain.cluster(), {1e6, 1e9}, &profile);
   ASSERT_TRUE(calibrated.ok()) << calibrated.status();
   const StageTime after = calibrated->Stage(0, 3, 0);
   EXPECT_NEAR(after.total(), 0.5 * before.comm, 1e-12);
   EXPECT_NEAR(after.compute, std::max(before.compute, 0.05 * before.comm), 1e-12);
   EXPECT_LT(after.comm, before.comm);
-}
-
-TEST(CostModelTest, ProfileJsonRoundTrip) {
-  Profile p{"tiny", 100, "host", {{"fc0", "box", 1.5e-3}, {"fc1", "box", 2e-4}}, {}};
-  auto back = ParseProfile(ProfileToJson(p), "p.json");
-  ASSERT_TRUE(back.ok()) << back.status();
-  ASSERT_EQ(back->entries.size(), 2u);
-  EXPECT_TRUE(back->wire.empty());
-  p.wire = {{"box", 2.5e8, 3e-4}, {"other", 1e9, 0}};
-  back = ParseProfile(ProfileToJson(p), "p.json");
-  ASSERT_TRUE(back.ok()) << back.status();
-  ASSERT_EQ(back->wire.size(), 2u);
-  EXPECT_EQ(back->wire[1].type, "other");
-  EXPECT_DOUBLE_EQ(back->wire[0].bytes_per_second, 2.5e8);
-  EXPECT_DOUBLE_EQ(back->wire[0].seconds_per_message, 3e-4);
-  auto bad_wire = ParseProfile(R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
-                                   "entries": [], "wire": [{"type": "b", "bytes_per_second": 0,
-                                                            "seconds_per_message": 0}]})",
-                               "p.json");
-  ASSERT_FALSE(bad_wire.ok());
-  EXPECT_EQ(bad_wire.status().message(),
-            "p.json: wire[0].bytes_per_second: must be a positive number");
-  EXPECT_EQ(back->entries[1].layer, "fc1");
-  EXPECT_DOUBLE_EQ(back->entries[0].seconds_per_batch, 1.5e-3);
-  auto bad = ParseProfile(R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
-                              "entries": [{"layer": "a", "type": "b", "seconds_per_batch": -1}]})",
-                          "p.json");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(),
-            "p.json: entries[0].seconds_per_batch: must be a positive number");
-  EXPECT_FALSE(ParseProfile("{not json", "p.json").ok());
 }
 
 }  // namespace

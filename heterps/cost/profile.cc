@@ -72,13 +72,18 @@ absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_v
     }
     profile.entries.push_back(std::move(entry));
   }
-  if (auto wire = root.find("wire"); wire != root.end()) {
-    if (!wire->is_array()) return Bad(source, "wire", "must be an array");
-    for (size_t i = 0; i < wire->size(); ++i) {
-      const json& e = (*wire)[i];
-      const std::string path = absl::StrCat("wire[", i, "]");
+  // "wire" is the key's name in files written before it was "network".
+  const char* key = root.contains("network") ? "network" : "wire";
+  if (root.contains("network") && root.contains("wire")) {
+    return Bad(source, "wire", "the old name of \"network\", which the file has too");
+  }
+  if (auto network = root.find(key); network != root.end()) {
+    if (!network->is_array()) return Bad(source, key, "must be an array");
+    for (size_t i = 0; i < network->size(); ++i) {
+      const json& e = (*network)[i];
+      const std::string path = absl::StrCat(key, "[", i, "]");
       if (!e.is_object()) return Bad(source, path, "must be an object");
-      WireEntry entry;
+      NetworkEntry entry;
       HETERPS_ASSIGN_OR_RETURN(const json* type, Field(e, source, path, "type", T::string));
       HETERPS_ASSIGN_OR_RETURN(const json* rate,
                                Field(e, source, path, "bytes_per_second", T::number_float));
@@ -93,12 +98,13 @@ absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_v
       if (!(entry.seconds_per_message >= 0) || !std::isfinite(entry.seconds_per_message)) {
         return Bad(source, path + ".seconds_per_message", "must be a number >= 0");
       }
-      for (const WireEntry& seen : profile.wire) {
+      for (const NetworkEntry& seen : profile.network) {
         if (seen.type == entry.type) {
-          return Bad(source, path + ".type", absl::StrCat("a second wire entry for ", entry.type));
+          return Bad(source, path + ".type",
+                     absl::StrCat("a second network entry for ", entry.type));
         }
       }
-      profile.wire.push_back(std::move(entry));
+      profile.network.push_back(std::move(entry));
     }
   }
   return profile;
@@ -120,14 +126,14 @@ std::string ProfileToJson(const Profile& profile) {
                {"batch_size", profile.batch_size},
                {"host", profile.host},
                {"entries", entries}};
-  if (!profile.wire.empty()) {
-    json wire = json::array();
-    for (const WireEntry& e : profile.wire) {
-      wire.push_back({{"type", e.type},
-                      {"bytes_per_second", e.bytes_per_second},
-                      {"seconds_per_message", e.seconds_per_message}});
+  if (!profile.network.empty()) {
+    json network = json::array();
+    for (const NetworkEntry& e : profile.network) {
+      network.push_back({{"type", e.type},
+                         {"bytes_per_second", e.bytes_per_second},
+                         {"seconds_per_message", e.seconds_per_message}});
     }
-    root["wire"] = wire;
+    root["network"] = network;
   }
   return root.dump(2) + "\n";
 }

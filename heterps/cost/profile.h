@@ -2,16 +2,17 @@
 //
 // A measurement replaces the analytic compute estimate OCT(l, t) for that (layer, type). Types with
 // at least one measurement are also *calibrated*: their unmeasured layers get the analytic estimate
-// times the median measured/estimated ratio of the measured ones. A wire entry replaces a type's
+// times the median measured/estimated ratio of the measured ones. A network entry replaces a type's
 // network figures (W_t, lat_t) by what a distributed job measured paying on this host for its
 // parameter-server traffic. docs/cost_model.md documents the file format:
 //
 //   {"format": "heterps-profile-v1", "model": "dlrm-small", "batch_size": 2048,
 //    "host": "free text", "entries": [{"layer": "top.0", "type": "host-cpu",
 //                                      "seconds_per_batch": 0.0021}, ...],
-//    "wire": [{"type": "host-cpu", "bytes_per_second": 2.1e8, "seconds_per_message": 3e-4}]}
+//    "network": [{"type": "host-cpu", "bytes_per_second": 2.1e8, "seconds_per_message": 3e-4}]}
 //
-// "wire" is optional: without it the types keep the cluster spec's network figures.
+// "network" is optional: without it the types keep the cluster spec's network figures. Files
+// written before it was named so call it "wire", which is read as well (not both in one file).
 #pragma once
 
 #include <string>
@@ -31,8 +32,9 @@ struct ProfileEntry {
 };
 
 // A type's network figures as measured through the real parameter-server client and server on
-// this host (worker/rpc/wire_profile.h): they replace the cluster spec's `network` and `latency`.
-struct WireEntry {
+// this host (worker/rpc/network_profile.h): they replace the cluster spec's `network` and
+// `latency`.
+struct NetworkEntry {
   std::string type;                // resource type name in the cluster spec
   double bytes_per_second = 0;     // W_t, > 0
   double seconds_per_message = 0;  // lat_t, >= 0
@@ -43,7 +45,7 @@ struct Profile {
   int64_t batch_size = 0;
   std::string host;  // free text describing the machine
   std::vector<ProfileEntry> entries;
-  std::vector<WireEntry> wire;  // at most one per type
+  std::vector<NetworkEntry> network;  // at most one per type
 };
 
 // Parses profile JSON; errors are InvalidArgument "<source>: <field path>: <problem>".

@@ -46,7 +46,7 @@ struct JobRules {
 struct PlanRequest {
   config::ModelSpec model;
   config::ClusterSpec cluster;  // the catalog of now: the spec with the cluster state applied
-  std::optional<cost::Profile> profile;  // measured layer and wire times; none: the model's
+  std::optional<cost::Profile> profile;  // measured layer and network times; none: the model's
   cost::Workload workload;               // the limit, the samples, whether servers are priced
   JobRules rules;
   std::string scheduler = "exact";  // by name (sched/default_schedulers.h)

@@ -1,4 +1,4 @@
-#include "heterps/worker/rpc/wire_profile.h"
+#include "heterps/worker/rpc/network_profile.h"
 
 #include <cmath>
 #include <filesystem>
@@ -11,48 +11,49 @@
 namespace heterps::worker::rpc {
 namespace {
 
-// A point whose one-unit wire time (k = 1, no loss) is `wire`.
-WirePoint Point(int64_t batch, double bytes, double messages, double wire) {
-  WirePoint p;
+// A point whose one-unit network time (k = 1, no loss) is `net`.
+NetworkPoint Point(int64_t batch, double bytes, double messages, double net) {
+  NetworkPoint p;
   p.batch = batch;
   p.bytes = bytes;
   p.messages = messages;
   p.layer_seconds = 0.01;
-  p.step_seconds = 0.01 + wire;
+  p.step_seconds = 0.01 + net;
   return p;
 }
 
-TEST(WireProfileTest, FitRecoversTheRateAndTheLatency) {
+TEST(NetworkProfileTest, FitRecoversTheRateAndTheLatency) {
   // 4 messages of 0.1 ms and 100 MB/s.
-  const auto wire = [](double bytes) { return 4 * 1e-4 + bytes / 1e8; };
-  const WireFit w = FitWire({Point(2048, 3e6, 4, wire(3e6)), Point(512, 1e6, 4, wire(1e6))}, 1, 0);
+  const auto net = [](double bytes) { return 4 * 1e-4 + bytes / 1e8; };
+  const NetworkFit w =
+      FitNetwork({Point(2048, 3e6, 4, net(3e6)), Point(512, 1e6, 4, net(1e6))}, 1, 0);
   EXPECT_EQ(w.fit, "two points");
   EXPECT_NEAR(w.bytes_per_second, 1e8, 1e-3);
   EXPECT_NEAR(w.seconds_per_message, 1e-4, 1e-12);
 }
 
-TEST(WireProfileTest, FitCountsTheReplicasAndTheirLoss) {
+TEST(NetworkProfileTest, FitCountsTheReplicasAndTheirLoss) {
   // Measured with 2 replicas at beta 0.25: one unit's time per batch is step * 2 / 1.25.
-  WirePoint big = Point(2048, 3e6, 4, 0), small = Point(512, 1e6, 4, 0);
+  NetworkPoint big = Point(2048, 3e6, 4, 0), small = Point(512, 1e6, 4, 0);
   big.step_seconds = 0.05;
   small.step_seconds = 0.03;
-  const WireFit w = FitWire({big, small}, 2, 0.25);
-  ASSERT_EQ(w.wire_seconds.size(), 2u);
-  EXPECT_NEAR(w.wire_seconds[0], 0.05 * 2 / 1.25 - 0.01, 1e-15);
-  EXPECT_NEAR(w.wire_seconds[1], 0.03 * 2 / 1.25 - 0.01, 1e-15);
+  const NetworkFit w = FitNetwork({big, small}, 2, 0.25);
+  ASSERT_EQ(w.network_seconds.size(), 2u);
+  EXPECT_NEAR(w.network_seconds[0], 0.05 * 2 / 1.25 - 0.01, 1e-15);
+  EXPECT_NEAR(w.network_seconds[1], 0.03 * 2 / 1.25 - 0.01, 1e-15);
   EXPECT_EQ(w.fit, "two points");
-  EXPECT_NEAR(3e6 / w.bytes_per_second + 4 * w.seconds_per_message, w.wire_seconds[0], 1e-15);
-  EXPECT_NEAR(1e6 / w.bytes_per_second + 4 * w.seconds_per_message, w.wire_seconds[1], 1e-15);
+  EXPECT_NEAR(3e6 / w.bytes_per_second + 4 * w.seconds_per_message, w.network_seconds[0], 1e-15);
+  EXPECT_NEAR(1e6 / w.bytes_per_second + 4 * w.seconds_per_message, w.network_seconds[1], 1e-15);
 }
 
-TEST(WireProfileTest, DegenerateFitsKeepEveryFigureValid) {
+TEST(NetworkProfileTest, DegenerateFitsKeepEveryFigureValid) {
   // The smaller batch measured slower (noise): latency only, the bytes free.
-  WireFit w = FitWire({Point(2048, 3e6, 4, 0.010), Point(512, 1e6, 4, 0.012)}, 1, 0);
+  NetworkFit w = FitNetwork({Point(2048, 3e6, 4, 0.010), Point(512, 1e6, 4, 0.012)}, 1, 0);
   EXPECT_EQ(w.fit, "latency only");
   EXPECT_NEAR(w.seconds_per_message, 0.003, 1e-12);
   EXPECT_GT(w.bytes_per_second, 1e12);
   // The line through the points passes below zero: bytes only, through the full batch.
-  w = FitWire({Point(2048, 3e6, 4, 0.030), Point(512, 2e6, 4, 0.001)}, 1, 0);
+  w = FitNetwork({Point(2048, 3e6, 4, 0.030), Point(512, 2e6, 4, 0.001)}, 1, 0);
   EXPECT_EQ(w.fit, "bytes only");
   EXPECT_DOUBLE_EQ(w.seconds_per_message, 0);
   EXPECT_NEAR(w.bytes_per_second, 1e8, 1e-3);
@@ -61,10 +62,10 @@ TEST(WireProfileTest, DegenerateFitsKeepEveryFigureValid) {
 // The real thing: a server on loopback, two replicas' steps through it. The cost model, given the
 // fitted figures, predicts the measured step of a two-unit stage of the whole model at both batch
 // sizes.
-TEST(WireProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
+TEST(NetworkProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
   auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  WireOptions options;
+  NetworkProfileOptions options;
   options.warmup = 1;
   options.repeats = 3;
   options.replicas = 2;
@@ -73,20 +74,20 @@ TEST(WireProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
     EXPECT_EQ(done, calls++);
     EXPECT_EQ(total, 16);
   };
-  auto points = ProfileWire(*spec, 256, options);
+  auto points = ProfileNetwork(*spec, 256, options);
   ASSERT_TRUE(points.ok()) << points.status();
   EXPECT_EQ(calls, 16);
   ASSERT_EQ(points->size(), 2u);
   EXPECT_EQ((*points)[0].batch, 256);
   EXPECT_EQ((*points)[1].batch, 64);
-  for (const WirePoint& p : *points) {
+  for (const NetworkPoint& p : *points) {
     EXPECT_GT(p.layer_seconds, 0);
     EXPECT_GT(p.step_seconds, 0);
     EXPECT_GT(p.bytes, 0);
     EXPECT_EQ(p.messages, 4);  // rows and dense weights, each pulled and pushed
   }
   const double beta = 0.05;
-  const WireFit w = FitWire(*points, 2, beta);
+  const NetworkFit w = FitNetwork(*points, 2, beta);
   EXPECT_GT(w.bytes_per_second, 0);
   EXPECT_TRUE(std::isfinite(w.bytes_per_second));
   EXPECT_GE(w.seconds_per_message, 0);
@@ -96,9 +97,9 @@ TEST(WireProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
   cluster.types.back().name = "host-cpu";
   cluster.types.back().dp_loss = beta;
   cost::Profile profile{spec->name, 0, "test", {}, {}};
-  profile.wire.push_back({"host-cpu", w.bytes_per_second, w.seconds_per_message});
+  profile.network.push_back({"host-cpu", w.bytes_per_second, w.seconds_per_message});
   for (size_t i = 0; i < points->size(); ++i) {
-    const WirePoint& p = (*points)[i];
+    const NetworkPoint& p = (*points)[i];
     config::ModelSpec at = *spec;
     at.batch_size = p.batch;
     profile.batch_size = p.batch;
@@ -106,15 +107,15 @@ TEST(WireProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
     ASSERT_TRUE(model.ok()) << model.status();
     const double comm = model->Stage(0, model->num_layers() - 1, 0).comm;
     if (w.fit == "two points") {
-      EXPECT_NEAR(comm, w.wire_seconds[i], 1e-9 + 1e-9 * w.wire_seconds[i]) << p.batch;
+      EXPECT_NEAR(comm, w.network_seconds[i], 1e-9 + 1e-9 * w.network_seconds[i]) << p.batch;
       // Two units with the layers' measured time and this DT: the measured step.
-      if (w.wire_seconds[i] > 0) {
+      if (w.network_seconds[i] > 0) {
         EXPECT_NEAR(cost::CostModel::ExecSeconds(p.layer_seconds + comm, beta, 2), p.step_seconds,
                     1e-9)
             << p.batch;
       }
     } else if (i == 0) {
-      EXPECT_GE(comm, 0.999 * w.wire_seconds[i]) << w.fit;
+      EXPECT_GE(comm, 0.999 * w.network_seconds[i]) << w.fit;
     }
   }
 
@@ -126,7 +127,7 @@ TEST(WireProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
   options.layer_seconds = 0.5;
   int total = 0;
   options.progress = [&](int, int t) { total = t; };
-  points = ProfileWire(*spec, 256, options);
+  points = ProfileNetwork(*spec, 256, options);
   ASSERT_TRUE(points.ok()) << points.status();
   EXPECT_EQ(total, 3);
   EXPECT_EQ((*points)[0].layer_seconds, 0.5);
@@ -149,10 +150,10 @@ std::string CriteoFile(const std::string& name, int lines) {
 
 // A file shorter than the batch still gives full batches, from its start again; a file of no
 // line is an error naming it.
-TEST(WireProfileTest, FileBatchesAreFullAndStartOver) {
+TEST(NetworkProfileTest, FileBatchesAreFullAndStartOver) {
   auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const std::string path = CriteoFile("heterps_wire_short.tsv", 10);
+  const std::string path = CriteoFile("heterps_network_short.tsv", 10);
   BatchSource next = FileBatches(*spec, {path}, 4, data::BadLinePolicy::kStop);
   data::Batch batch;
   std::vector<float> labels;
@@ -166,19 +167,19 @@ TEST(WireProfileTest, FileBatchesAreFullAndStartOver) {
   // Lines 0..9, then 0..9 again, ...: line i's label is 1 when i % 3 == 0.
   for (size_t i = 0; i < labels.size(); ++i) EXPECT_EQ(labels[i], (i % 10) % 3 == 0 ? 1 : 0) << i;
 
-  // The wire on that file at a batch above its length: every step full.
-  WireOptions options;
+  // The network profile on that file at a batch above its length: every step full.
+  NetworkProfileOptions options;
   options.warmup = 0;
   options.repeats = 1;
   options.replicas = 2;
   options.batches = [&](int size) {
     return FileBatches(*spec, {path}, size, data::BadLinePolicy::kStop);
   };
-  auto points = ProfileWire(*spec, 64, options);
+  auto points = ProfileNetwork(*spec, 64, options);
   ASSERT_TRUE(points.ok()) << points.status();
   EXPECT_GT((*points)[0].step_seconds, 0);
 
-  const std::string empty = CriteoFile("heterps_wire_empty.tsv", 0);
+  const std::string empty = CriteoFile("heterps_network_empty.tsv", 0);
   next = FileBatches(*spec, {empty}, 4, data::BadLinePolicy::kStop);
   auto none = next(&batch);
   ASSERT_FALSE(none.ok());

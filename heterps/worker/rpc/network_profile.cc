@@ -1,4 +1,4 @@
-#include "heterps/worker/rpc/wire_profile.h"
+#include "heterps/worker/rpc/network_profile.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -21,7 +21,7 @@
 namespace heterps::worker::rpc {
 namespace {
 
-// The per-byte cost set where the wire shows none (1 PB/s: finite, for the profile's JSON).
+// The per-byte cost set where the network shows none (1 PB/s: finite, for the profile's JSON).
 constexpr double kNoByteCost = 1e15;
 
 double Median(std::vector<double> v) {
@@ -34,7 +34,7 @@ absl::StatusOr<cost::StageTraffic> WholeModelTraffic(config::ModelSpec spec, int
   spec.batch_size = batch;
   config::ClusterSpec cluster;
   cluster.types.emplace_back();
-  cluster.types.back().name = "wire";
+  cluster.types.back().name = "network";
   HETERPS_ASSIGN_OR_RETURN(const cost::CostModel model,
                            cost::CostModel::Create(spec, cluster, cost::ColocatedWorkload(1, 1)));
   return model.Traffic(0, model.num_layers() - 1);
@@ -44,7 +44,8 @@ absl::StatusOr<cost::StageTraffic> WholeModelTraffic(config::ModelSpec spec, int
 class TempDir {
  public:
   static absl::StatusOr<TempDir> Make() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "heterps-wire-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "heterps-network-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
       return absl::InternalError(absl::StrCat("cannot create a temporary directory ", pattern));
     }
@@ -76,9 +77,10 @@ class ThreadPeers : public DensePeers {
 // The median seconds of a synchronous step of the whole model by `options.replicas` replicas
 // (threads, a GrpcPsClient each) through a PsServer on loopback, on `batch`-sample batches of
 // `next`.
-absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t batch,
-                                       const BatchSource& next, const WireOptions& options,
-                                       const std::function<void()>& tick) {
+absl::StatusOr<double> NetworkStepSeconds(const config::ModelSpec& spec, int64_t batch,
+                                          const BatchSource& next,
+                                          const NetworkProfileOptions& options,
+                                          const std::function<void()>& tick) {
   HETERPS_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make());
   ps::rpc::PsServerOptions server_options;
   server_options.data_dir = dir.path();
@@ -127,7 +129,7 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
     const std::vector<MicroBatch> shares = MicroBatches(data.size, block, {k, 0});
     if (held && static_cast<int>(shares.size()) != k) {
       return absl::FailedPreconditionError(
-          absl::StrCat("wire profile: a batch of ", data.size, " samples for ", k, " replicas"));
+          absl::StrCat("network profile: a batch of ", data.size, " samples for ", k, " replicas"));
     }
     const float scale = 1.0f / static_cast<float>(data.size);
     const absl::Time start = absl::Now();
@@ -168,28 +170,28 @@ absl::StatusOr<double> WireStepSeconds(const config::ModelSpec& spec, int64_t ba
   replicas.clear();
   server->Shutdown(absl::Seconds(1));
   if (seconds.empty()) {
-    return absl::FailedPreconditionError("wire profile: the data ended before a step was timed");
+    return absl::FailedPreconditionError("network profile: the data ended before a step was timed");
   }
   return Median(std::move(seconds));
 }
 
 }  // namespace
 
-WireFit FitWire(const std::vector<WirePoint>& points, int replicas, double beta) {
-  WireFit out;
+NetworkFit FitNetwork(const std::vector<NetworkPoint>& points, int replicas, double beta) {
+  NetworkFit out;
   if (points.empty()) {
     out.fit = "none";
     out.bytes_per_second = kNoByteCost;
     return out;
   }
   const double k = std::max(replicas, 1);
-  for (const WirePoint& p : points) {
+  for (const NetworkPoint& p : points) {
     const double unit = p.step_seconds * k / (1 + beta * (k - 1));
-    out.wire_seconds.push_back(std::max(unit - p.layer_seconds, 0.0));
+    out.network_seconds.push_back(std::max(unit - p.layer_seconds, 0.0));
   }
-  const WirePoint& big = points.front();
-  const WirePoint& small = points.back();
-  const double w1 = out.wire_seconds.front(), w2 = out.wire_seconds.back();
+  const NetworkPoint& big = points.front();
+  const NetworkPoint& small = points.back();
+  const double w1 = out.network_seconds.front(), w2 = out.network_seconds.back();
   const double m = big.messages;
   if (big.bytes > small.bytes && w1 > w2) {
     const double per_byte = (w1 - w2) / (big.bytes - small.bytes);
@@ -215,11 +217,11 @@ WireFit FitWire(const std::vector<WirePoint>& points, int replicas, double beta)
   return out;
 }
 
-absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec, int batch,
-                                                   const WireOptions& options) {
-  if (batch < 1) return absl::InvalidArgumentError("wire profile: the batch must be >= 1");
+absl::StatusOr<std::vector<NetworkPoint>> ProfileNetwork(const config::ModelSpec& spec, int batch,
+                                                         const NetworkProfileOptions& options) {
+  if (batch < 1) return absl::InvalidArgumentError("network profile: the batch must be >= 1");
   if (options.replicas < 1) {
-    return absl::InvalidArgumentError("wire profile: the replicas must be >= 1");
+    return absl::InvalidArgumentError("network profile: the replicas must be >= 1");
   }
   const std::vector<int64_t> sizes = {batch, std::max(1, batch / 4)};
   const auto measures_layers = [&](int64_t b) {
@@ -236,11 +238,11 @@ absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec
   const BatchSources batches = options.batches ? options.batches : [&spec](int size) {
     return RandomBatches(spec, size, 7);
   };
-  std::vector<WirePoint> points;
+  std::vector<NetworkPoint> points;
   for (const int64_t b : sizes) {
     config::ModelSpec at = spec;
     at.batch_size = b;
-    WirePoint p;
+    NetworkPoint p;
     p.batch = b;
     HETERPS_ASSIGN_OR_RETURN(const cost::StageTraffic traffic, WholeModelTraffic(spec, b));
     p.bytes = traffic.bytes;
@@ -251,14 +253,14 @@ absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec
       ProfileOptions layers;
       layers.warmup = options.warmup;
       layers.repeats = options.repeats;
-      layers.type = "wire";
+      layers.type = "network";
       layers.progress = [&](int, int) { tick(); };
       HETERPS_ASSIGN_OR_RETURN(const HostProfile in_process,
                                ProfileLayers(at, batches(static_cast<int>(b)), layers));
       p.layer_seconds = in_process.total_seconds;
     }
-    HETERPS_ASSIGN_OR_RETURN(p.step_seconds,
-                             WireStepSeconds(at, b, batches(static_cast<int>(b)), options, tick));
+    HETERPS_ASSIGN_OR_RETURN(
+        p.step_seconds, NetworkStepSeconds(at, b, batches(static_cast<int>(b)), options, tick));
     points.push_back(p);
   }
   return points;

@@ -1,9 +1,9 @@
 // Measuring what a distributed job pays on this host beyond its layers' compute, so that the first
-// plan predicts the job's speed (docs/cost_model.md, "Profiles"): the wire entry of a profile.
+// plan predicts the job's speed (docs/cost_model.md, "Profiles"): the network entry of a profile.
 //
-//   HETERPS_ASSIGN_OR_RETURN(std::vector<WirePoint> points, ProfileWire(spec, 2048, options));
-//   WireFit w = FitWire(points, options.replicas, type.dp_loss);
-//   profile.wire.push_back({"host-cpu", w.bytes_per_second, w.seconds_per_message});
+//   HETERPS_ASSIGN_OR_RETURN(std::vector<NetworkPoint> points, ProfileNetwork(spec, 2048,
+//   options)); NetworkFit w = FitNetwork(points, options.replicas, type.dp_loss);
+//   profile.network.push_back({"host-cpu", w.bytes_per_second, w.seconds_per_message});
 //
 // At each of two batch sizes (the given one and a quarter of it) it measures, on the options'
 // batches (the job's data, or random batches shaped as the spec's data):
@@ -20,15 +20,15 @@
 //     DenseGroup::Step), and the replicas share the host's cores with the server as the job's
 //     processes do. One difference: the dense exchange goes from thread to thread here, over
 //     loopback gRPC between the job's processes (a few hundred KB a step at dlrm-small's size).
-// FitWire turns the points into a type's network figures: with k replicas and the type's beta,
+// FitNetwork turns the points into a type's network figures: with k replicas and the type's beta,
 // one unit's time per batch is X(B) = step(B) k / (1 + beta (k - 1)) (the inverse of ET_s(k)), of
-// which the layers take layer(B); the rest, wire(B) = X(B) - layer(B), is what the cost model's
+// which the layers take layer(B); the rest, net(B) = X(B) - layer(B), is what the cost model's
 // DT_s must account for: the RPCs, serialization, the server applying the updates and the cores
 // it takes from the replicas. The model counts a whole-model stage's DT as
 // `bytes(B) / W + messages lat` (CostModel::Traffic); the two points fit W and lat, so that the
 // model, planning that stage with k units, predicts the measured step at both sizes. Where the
-// fit is degenerate `fit` says so: the smaller batch's wire time not below the larger's (noise):
-// "latency only", no per-byte cost, the latency carrying the larger wire time; a negative
+// fit is degenerate `fit` says so: the smaller batch's network time not below the larger's (noise):
+// "latency only", no per-byte cost, the latency carrying the larger network time; a negative
 // intercept: "bytes only", no latency, the rate through the full batch. No points: "none". A plan
 // with another number of units is predicted less closely (the model's ET divides the fixed per-step
 // costs by the units too).
@@ -53,7 +53,7 @@
 
 namespace heterps::worker::rpc {
 
-struct WirePoint {
+struct NetworkPoint {
   int64_t batch = 0;         // samples per step
   double layer_seconds = 0;  // the layers' compute per step, in process
   double step_seconds = 0;   // one synchronous step of the replicas through the client and server
@@ -61,7 +61,7 @@ struct WirePoint {
   double messages = 0;       // and its messages
 };
 
-struct WireOptions {
+struct NetworkProfileOptions {
   int warmup = 3;
   int repeats = 9;
   int replicas = 1;  // >= 1
@@ -84,18 +84,18 @@ struct WireOptions {
 };
 
 // The given batch's point, then a quarter of it's.
-absl::StatusOr<std::vector<WirePoint>> ProfileWire(const config::ModelSpec& spec, int batch,
-                                                   const WireOptions& options);
+absl::StatusOr<std::vector<NetworkPoint>> ProfileNetwork(const config::ModelSpec& spec, int batch,
+                                                         const NetworkProfileOptions& options);
 
-struct WireFit {
-  double bytes_per_second = 0;       // W: > 0
-  double seconds_per_message = 0;    // lat: >= 0
-  std::string fit;                   // "two points", "latency only" or "bytes only"
-  std::vector<double> wire_seconds;  // wire(B) of each point (see above), >= 0
+struct NetworkFit {
+  double bytes_per_second = 0;          // W: > 0
+  double seconds_per_message = 0;       // lat: >= 0
+  std::string fit;                      // "two points", "latency only" or "bytes only"
+  std::vector<double> network_seconds;  // net(B) of each point (see above), >= 0
 };
 
 // The W and lat of two points measured with `replicas` replicas, for a type of data-parallel
 // loss `beta` (see above).
-WireFit FitWire(const std::vector<WirePoint>& points, int replicas, double beta);
+NetworkFit FitNetwork(const std::vector<NetworkPoint>& points, int replicas, double beta);
 
 }  // namespace heterps::worker::rpc

@@ -1,0 +1,63 @@
+// A profile file to and from JSON: every field kept, a bad value named by its path.
+#include "heterps/cost/profile.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace heterps::cost {
+namespace {
+
+TEST(ProfileTest, JsonRoundTrip) {
+  Profile p{"tiny", 100, "host", {{"fc0", "box", 1.5e-3}, {"fc1", "box", 2e-4}}, {}};
+  auto back = ParseProfile(ProfileToJson(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->entries.size(), 2u);
+  EXPECT_TRUE(back->network.empty());
+  p.network = {{"box", 2.5e8, 3e-4}, {"other", 1e9, 0}};
+  back = ParseProfile(ProfileToJson(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->network.size(), 2u);
+  EXPECT_EQ(back->network[1].type, "other");
+  EXPECT_DOUBLE_EQ(back->network[0].bytes_per_second, 2.5e8);
+  EXPECT_DOUBLE_EQ(back->network[0].seconds_per_message, 3e-4);
+  auto bad_network = ParseProfile(R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
+                                   "entries": [], "network": [{"type": "b", "bytes_per_second": 0,
+                                                            "seconds_per_message": 0}]})",
+                                  "p.json");
+  ASSERT_FALSE(bad_network.ok());
+  EXPECT_EQ(bad_network.status().message(),
+            "p.json: network[0].bytes_per_second: must be a positive number");
+  EXPECT_EQ(back->entries[1].layer, "fc1");
+  EXPECT_DOUBLE_EQ(back->entries[0].seconds_per_batch, 1.5e-3);
+  auto bad = ParseProfile(R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
+                              "entries": [{"layer": "a", "type": "b", "seconds_per_batch": -1}]})",
+                          "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "p.json: entries[0].seconds_per_batch: must be a positive number");
+  EXPECT_FALSE(ParseProfile("{not json", "p.json").ok());
+}
+
+// The network entries' key was called "wire" before: files with it are read, their errors name
+// it, and a file with both keys is refused.
+TEST(ProfileTest, ReadsTheNetworkKeysOldName) {
+  const std::string head = R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
+                               "entries": [], )";
+  const std::string entry = R"([{"type": "b", "bytes_per_second": 2e8, "seconds_per_message": 0}])";
+  auto old = ParseProfile(head + R"("wire": )" + entry + "}", "p.json");
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_EQ(old->network.size(), 1u);
+  EXPECT_DOUBLE_EQ(old->network[0].bytes_per_second, 2e8);
+  EXPECT_NE(ProfileToJson(*old).find("\"network\""), std::string::npos);
+  auto old_bad = ParseProfile(head + R"("wire": [{"type": "b"}]})", "p.json");
+  ASSERT_FALSE(old_bad.ok());
+  EXPECT_EQ(old_bad.status().message(), "p.json: wire[0].bytes_per_second: missing required field");
+  auto both =
+      ParseProfile(head + R"("wire": )" + entry + R"(, "network": )" + entry + "}", "p.json");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("p.json: wire: the old name"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace heterps::cost
