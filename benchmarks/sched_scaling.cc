@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     cost::CostModel model = Instance(layers, types, seed, fraction, unit_scale, stages_only);
     sched::SchedulerOptions options;
     options.time_limit_seconds = time_limit;
-    sched::Plan exact = *(*registry.Create("exact"))->Schedule(model, options);
+    sched::PricedPlan exact = *(*registry.Create("exact"))->Schedule(model, options);
     if (only_layers > 0) {
       std::fprintf(stderr, "  %-12s %s\n", "exact", sched::PlanLine(model, exact).c_str());
     }

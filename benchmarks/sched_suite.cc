@@ -100,7 +100,7 @@ std::vector<Row> RunInstance(const std::string& name, const cost::CostModel& mod
     options.seed = flags.seed;
     options.time_limit_seconds = flags.time_limit;
     options.max_plans = s == "exact" ? 0 : flags.budget;
-    sched::Plan plan = *(*registry.Create(s))->Schedule(model, options);
+    sched::PricedPlan plan = *(*registry.Create(s))->Schedule(model, options);
     if (!flags.only.empty()) {
       // One instance asked for: its plans, one line each.
       std::fprintf(stderr, "  %-12s %s\n", s.c_str(), sched::PlanLine(model, plan).c_str());

@@ -30,7 +30,7 @@
 #include "heterps/cost/cost_model.h"
 #include "heterps/cost/profile.h"
 #include "heterps/sched/default_schedulers.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 #include "heterps/sched/scheduler.h"
 
 namespace py = pybind11;
@@ -181,7 +181,7 @@ std::string Schedule(const Model& model, const Cluster& cluster, const PlanReque
       options.seed = r.seed;
       options.time_limit_seconds = r.time_limit;
       options.max_plans = r.max_plans;
-      absl::StatusOr<sched::Plan> plan = (*scheduler)->Schedule(*cost_model, options);
+      absl::StatusOr<sched::PricedPlan> plan = (*scheduler)->Schedule(*cost_model, options);
       if (!plan.ok()) return plan.status();
       return sched::PlanToJson(*cost_model, *plan);
     }();

@@ -15,9 +15,9 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string StageSummary(const cost::CostModel& model, const sched::Plan& plan) {
+std::string StageSummary(const cost::CostModel& model, const sched::PricedPlan& plan) {
   std::string out;
-  for (const sched::PlanStage& st : plan.stages) {
+  for (const sched::PricedStage& st : plan.stages) {
     if (!out.empty()) out += " + ";
     out += absl::StrFormat("%dx %s", st.units, model.type(st.spec.type).name);
   }
@@ -49,7 +49,7 @@ int RunPareto(const PlanFlags& flags) {
     absl::StatusOr<launcher::MadePlan> made = launcher::MakePlan(*request);
     if (!made.ok()) return Fail(made.status());
     const cost::CostModel* model = &made->model;
-    const sched::Plan* plan = &made->plan;
+    const sched::PricedPlan* plan = &made->plan;
     any = any || plan->feasible;
     frontier.push_back(json::parse(sched::PlanToJson(*model, *plan)));
     const std::string stages = plan->feasible ? StageSummary(*model, *plan) : "-";

@@ -78,7 +78,7 @@ absl::Status WritePlanReport(const PlanFlags& flags, const cost::CostModel& mode
   for (const char* name : {"homogeneous", "greedy"}) {
     if (flags.scheduler == name) continue;
     HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<sched::Scheduler> scheduler, registry.Create(name));
-    HETERPS_ASSIGN_OR_RETURN(sched::Plan baseline,
+    HETERPS_ASSIGN_OR_RETURN(sched::PricedPlan baseline,
                              scheduler->Schedule(model, OptionsFrom(flags, {})));
     baselines.push_back(json::parse(sched::PlanToJson(model, baseline)));
   }
@@ -102,7 +102,7 @@ sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
 
 namespace {
 
-std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
+std::string RenderPlan(const cost::CostModel& model, const sched::PricedPlan& plan) {
   std::string out = absl::StrFormat(
       "%s on %s: %s samples/s needed, %s samples; scheduler %s (%s, %s, %s plans evaluated)\n\n",
       model.model().name, model.cluster().name, WithCommas(model.workload().throughput_limit),
@@ -116,7 +116,7 @@ std::string RenderPlan(const cost::CostModel& model, const sched::Plan& plan) {
   Table table({"stage", "layers", "type", "units", "time/batch", "samples/s", "$/hour"},
               {true, false, false, true, true, true, true});
   for (size_t s = 0; s < plan.stages.size(); ++s) {
-    const sched::PlanStage& st = plan.stages[s];
+    const sched::PricedStage& st = plan.stages[s];
     const auto& layers = model.model().layers;
     std::string names = st.spec.first == st.spec.last
                             ? layers[st.spec.first].name
@@ -242,7 +242,7 @@ int RunPlan(const PlanFlags& flags) {
     return Fail(made.status());
   }
   const cost::CostModel* model = &made->model;
-  absl::StatusOr<sched::Plan> plan = std::move(made->plan);
+  absl::StatusOr<sched::PricedPlan> plan = std::move(made->plan);
   if (plan.ok() && plan->feasible && plan->lower_bound_usd <= 0) {
     // Every plan says how far it may be from the best: the exact method's bound, within what is
     // left of the time limit (at least a second).

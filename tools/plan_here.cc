@@ -141,7 +141,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   for (double limit : limits) {
     request.workload = cost::ColocatedWorkload(limit, static_cast<double>(samples));
     HETERPS_ASSIGN_OR_RETURN(launcher::MadePlan made, launcher::MakePlan(request));
-    const sched::Plan& plan = made.plan;
+    const sched::PricedPlan& plan = made.plan;
     out.plan = std::move(made.run);
     if (flags.throughput <= 0) {
       std::vector<std::string> tried;

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 #include "heterps/sched/testing/random_instance.h"
 
 namespace heterps::cost {

@@ -38,7 +38,7 @@ absl::StatusOr<MadePlan> MakePlan(const PlanRequest& request) {
   HETERPS_ASSIGN_OR_RETURN(cost::CostModel model, PlanningModel(request));
   sched::SchedulerRegistry registry = sched::DefaultSchedulers();
   HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create(request.scheduler));
-  HETERPS_ASSIGN_OR_RETURN(sched::Plan plan, scheduler->Schedule(model, request.options));
+  HETERPS_ASSIGN_OR_RETURN(sched::PricedPlan plan, scheduler->Schedule(model, request.options));
   sched::RunPlan run = sched::FromPlan(model, plan);
   return MadePlan{std::move(model), std::move(plan), std::move(run)};
 }

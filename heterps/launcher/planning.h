@@ -25,7 +25,7 @@
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/cost/profile.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 #include "heterps/sched/run_plan.h"
 #include "heterps/sched/scheduler.h"
 #include "heterps/worker/job.h"
@@ -59,7 +59,7 @@ absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request);
 
 struct MadePlan {
   cost::CostModel model;  // what the plan was priced with (PlanningModel)
-  sched::Plan plan;       // the scheduler's; !feasible says why (plan.why)
+  sched::PricedPlan plan;  // the scheduler's; !feasible says why (plan.why)
   sched::RunPlan run;     // the plan as a job runs it (sched::FromPlan)
 };
 

@@ -31,7 +31,7 @@ int ArgMin(const CostModel& model, int l, Score score) {
 class GreedyScheduler : public Scheduler {
  public:
   absl::string_view name() const override { return "greedy"; }
-  absl::StatusOr<Plan> Schedule(const CostModel& model, const SchedulerOptions&) override {
+  absl::StatusOr<PricedPlan> Schedule(const CostModel& model, const SchedulerOptions&) override {
     base::Deadline clock(0);
     std::vector<int> assignment(model.num_layers());
     for (int l = 0; l < model.num_layers(); ++l) {
@@ -39,7 +39,7 @@ class GreedyScheduler : public Scheduler {
         return model.Stage(l, l, t).total() * model.type(t).price_per_hour;
       });
     }
-    Plan plan = MakePlan(model, assignment);
+    PricedPlan plan = MakePlan(model, assignment);
     plan.scheduler = std::string(name());
     plan.search_seconds = clock.Elapsed();
     return plan;
@@ -49,7 +49,7 @@ class GreedyScheduler : public Scheduler {
 class ManualScheduler : public Scheduler {
  public:
   absl::string_view name() const override { return "manual"; }
-  absl::StatusOr<Plan> Schedule(const CostModel& model, const SchedulerOptions&) override {
+  absl::StatusOr<PricedPlan> Schedule(const CostModel& model, const SchedulerOptions&) override {
     base::Deadline clock(0);
     const bool has_gpu = HasKind(model, config::DeviceKind::kGpu);
     const bool has_cpu = HasKind(model, config::DeviceKind::kCpu);
@@ -68,7 +68,7 @@ class ManualScheduler : public Scheduler {
                            : type.price_per_hour / type.flops;
       });
     }
-    Plan plan = MakePlan(model, assignment);
+    PricedPlan plan = MakePlan(model, assignment);
     plan.scheduler = std::string(name());
     plan.search_seconds = clock.Elapsed();
     return plan;
@@ -86,11 +86,11 @@ class ManualScheduler : public Scheduler {
 class HomogeneousScheduler : public Scheduler {
  public:
   absl::string_view name() const override { return "homogeneous"; }
-  absl::StatusOr<Plan> Schedule(const CostModel& model, const SchedulerOptions&) override {
+  absl::StatusOr<PricedPlan> Schedule(const CostModel& model, const SchedulerOptions&) override {
     base::Deadline clock(0);
-    Plan best;
+    PricedPlan best;
     for (int t = 0; t < model.num_types(); ++t) {
-      Plan plan = MakePlan(model, std::vector<int>(model.num_layers(), t));
+      PricedPlan plan = MakePlan(model, std::vector<int>(model.num_layers(), t));
       if (t == 0 || Better(plan, best)) best = plan;
     }
     best.scheduler = std::string(name());

@@ -37,7 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
 #include "heterps/sched/internal/search_context.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 #include "heterps/sched/schedulers.h"
 
 namespace heterps::sched {
@@ -179,7 +179,7 @@ class BayesianOptimisation {
         distance_(model),
         num_types_(model.num_types()) {}
 
-  Plan Run(absl::string_view name) {
+  PricedPlan Run(absl::string_view name) {
     bool more = true;
     for (int t = 0; more && t < num_types_; ++t) more = Add(context_.Homogeneous(t));
     if (more) more = Add(FastestAssignment(context_.model()));
@@ -304,8 +304,8 @@ class BayesianOptimisation {
 class BayesOptScheduler : public Scheduler {
  public:
   absl::string_view name() const override { return "bo"; }
-  absl::StatusOr<Plan> Schedule(const cost::CostModel& model,
-                                const SchedulerOptions& options) override {
+  absl::StatusOr<PricedPlan> Schedule(const cost::CostModel& model,
+                                      const SchedulerOptions& options) override {
     return BayesianOptimisation(model, options).Run(name());
   }
 };

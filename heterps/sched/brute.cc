@@ -14,8 +14,8 @@ class BruteScheduler : public Scheduler {
  public:
   absl::string_view name() const override { return "brute"; }
 
-  absl::StatusOr<Plan> Schedule(const cost::CostModel& model,
-                                const SchedulerOptions& options) override {
+  absl::StatusOr<PricedPlan> Schedule(const cost::CostModel& model,
+                                      const SchedulerOptions& options) override {
     const int num_layers = model.num_layers(), num_types = model.num_types();
     const double plans = std::pow(static_cast<double>(num_types), num_layers);
     const int64_t limit = options.max_plans > 0 ? options.max_plans : kBruteDefaultMaxPlans;
@@ -27,11 +27,11 @@ class BruteScheduler : public Scheduler {
     }
     base::Deadline deadline(options.time_limit_seconds);
     std::vector<int> assignment(num_layers, 0);
-    Plan best;
+    PricedPlan best;
     int64_t evaluated = 0;
     bool complete = true;
     while (true) {
-      Plan plan = MakePlan(model, assignment);
+      PricedPlan plan = MakePlan(model, assignment);
       if (evaluated++ == 0 || Better(plan, best)) best = std::move(plan);
       if (evaluated % 1024 == 0) {
         if (options.progress) options.progress(evaluated, best.feasible ? best.cost_usd : INFINITY);

@@ -69,7 +69,7 @@ class ExactSearch {
         num_types_(model.num_types()),
         deadline_(options.time_limit_seconds) {}
 
-  Plan Run();
+  PricedPlan Run();
   // RelaxedAssignments (schedulers.h).
   std::vector<std::vector<int>> RelaxedAt(int count);
   // BeamAssignments (schedulers.h).
@@ -170,7 +170,7 @@ class ExactSearch {
     const Servers servers_;
   };
   void Consider(const std::vector<int>& assignment);
-  Plan Infeasible();
+  PricedPlan Infeasible();
 
   const CostModel& model_;
   const SchedulerOptions& options_;
@@ -204,7 +204,7 @@ class ExactSearch {
   // units (RelaxedAt).
   std::vector<std::vector<int>>* collect_ = nullptr;
 
-  Plan best_;
+  PricedPlan best_;
   bool have_best_ = false;
 };
 
@@ -521,7 +521,7 @@ double ExactSearch::FitMultipliers(double relaxed) {
 }
 
 void ExactSearch::Consider(const std::vector<int>& assignment) {
-  Plan plan = MakePlan(model_, assignment);
+  PricedPlan plan = MakePlan(model_, assignment);
   ++evaluated_;
   if (!have_best_ || Better(plan, best_)) {
     best_ = std::move(plan);
@@ -577,7 +577,7 @@ ExactSearch::Outcome ExactSearch::Evaluate(double e_lo, double e_hi, bool first_
   return none ? Outcome::kNone : Outcome::kDone;
 }
 
-Plan ExactSearch::Run() {
+PricedPlan ExactSearch::Run() {
   units_.resize(num_types_);
   for (int t = 0; t < num_types_; ++t) units_[t] = model_.type(t).units;
   plain_price_.resize(num_types_);
@@ -685,7 +685,7 @@ Plan ExactSearch::Run() {
       options_.progress(evaluated_, best_.feasible ? best_.cost_usd : kInfinity);
     }
   }
-  Plan plan = best_.feasible ? best_ : Infeasible();
+  PricedPlan plan = best_.feasible ? best_ : Infeasible();
   plan.certified_optimal = plan.feasible && !timed_out_;
   plan.cut_short = timed_out_;
   plan.plans_evaluated = evaluated_;
@@ -829,8 +829,8 @@ std::vector<int> ExactSearch::Beam(int width) const {
 
 // No plan meets the limit: report the fastest plan (every stage with all units of its type, shared
 // limits ignored) and why even it fails.
-Plan ExactSearch::Infeasible() {
-  Plan plan = MakePlan(model_, FastestAssignment(model_));
+PricedPlan ExactSearch::Infeasible() {
+  PricedPlan plan = MakePlan(model_, FastestAssignment(model_));
   const cost::Workload& rules = model_.workload();
   plan.why.message = absl::StrCat(
       "even the fastest plan",
@@ -845,18 +845,19 @@ class AutoScheduler : public Scheduler {
  public:
   explicit AutoScheduler(std::unique_ptr<Scheduler> rl) : rl_(std::move(rl)) {}
   absl::string_view name() const override { return "auto"; }
-  absl::StatusOr<Plan> Schedule(const CostModel& model, const SchedulerOptions& options) override {
+  absl::StatusOr<PricedPlan> Schedule(const CostModel& model,
+                                      const SchedulerOptions& options) override {
     base::Deadline clock(0);
     const double limit = options.time_limit_seconds;
     SchedulerOptions first = options;
     if (limit > 0) first.time_limit_seconds = limit / 3;
-    HETERPS_ASSIGN_OR_RETURN(Plan learned, rl_->Schedule(model, first));
+    HETERPS_ASSIGN_OR_RETURN(PricedPlan learned, rl_->Schedule(model, first));
     SchedulerOptions second = options;
     second.incumbents.push_back(learned.assignment);
     second.policy_in.clear();
     second.policy_out.clear();
     if (limit > 0) second.time_limit_seconds = std::max(0.05 * limit, limit - clock.Elapsed());
-    Plan plan = ExactSearch(model, second).Run();
+    PricedPlan plan = ExactSearch(model, second).Run();
     plan.scheduler = std::string(name());
     plan.plans_evaluated += learned.plans_evaluated;
     plan.search_seconds = clock.Elapsed();
@@ -874,7 +875,8 @@ class AutoScheduler : public Scheduler {
 class ExactScheduler : public Scheduler {
  public:
   absl::string_view name() const override { return "exact"; }
-  absl::StatusOr<Plan> Schedule(const CostModel& model, const SchedulerOptions& options) override {
+  absl::StatusOr<PricedPlan> Schedule(const CostModel& model,
+                                      const SchedulerOptions& options) override {
     base::Deadline clock(0);
     // A search that has not certified within a tenth of its time goes on seeded with its own
     // relaxed and beam plans, improved by a local search (local_search.h) for at most a quarter
@@ -885,7 +887,7 @@ class ExactScheduler : public Scheduler {
     const double limit = options.time_limit_seconds;
     SchedulerOptions first = options;
     if (limit > 0) first.time_limit_seconds = 0.1 * limit;
-    Plan plan = ExactSearch(model, first).Run();
+    PricedPlan plan = ExactSearch(model, first).Run();
     if (limit > 0 && !plan.certified_optimal) {
       SchedulerOptions seeded = options, quick = options;
       quick.time_limit_seconds = 0.05 * limit;
@@ -984,7 +986,7 @@ std::vector<std::vector<int>> BeamAssignments(const CostModel& model, int count,
   return ExactSearch(model, options).BeamAt(count, width);
 }
 
-Plan BoundPlan(const CostModel& model, Plan plan, double seconds) {
+PricedPlan BoundPlan(const CostModel& model, PricedPlan plan, double seconds) {
   if (!plan.feasible || plan.certified_optimal) {
     if (plan.certified_optimal) plan.lower_bound_usd = plan.cost_usd;
     return plan;
@@ -992,7 +994,7 @@ Plan BoundPlan(const CostModel& model, Plan plan, double seconds) {
   SchedulerOptions options;
   options.time_limit_seconds = std::max(seconds, 1e-3);
   options.incumbents.push_back(plan.assignment);
-  const Plan exact = ExactSearch(model, options).Run();
+  const PricedPlan exact = ExactSearch(model, options).Run();
   plan.lower_bound_usd = std::min(exact.lower_bound_usd, plan.cost_usd);
   return plan;
 }

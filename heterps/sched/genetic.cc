@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
 #include "heterps/sched/internal/search_context.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 #include "heterps/sched/schedulers.h"
 
 namespace heterps::sched {
@@ -53,7 +53,7 @@ class Evolution {
   Evolution(const cost::CostModel& model, const SchedulerOptions& options)
       : context_(model, options, kGeneticBudget), num_types_(model.num_types()) {}
 
-  Plan Run(absl::string_view name) {
+  PricedPlan Run(absl::string_view name) {
     int stalled = 0;
     if (Initialise()) {
       while (!context_.Done() && stalled < kMaxStalledGenerations) {
@@ -150,8 +150,8 @@ class Evolution {
 class GeneticScheduler : public Scheduler {
  public:
   absl::string_view name() const override { return "genetic"; }
-  absl::StatusOr<Plan> Schedule(const cost::CostModel& model,
-                                const SchedulerOptions& options) override {
+  absl::StatusOr<PricedPlan> Schedule(const cost::CostModel& model,
+                                      const SchedulerOptions& options) override {
     return Evolution(model, options).Run(name());
   }
 };

@@ -32,13 +32,13 @@ FewestUnits StageAtTheLimit(const cost::CostModel& model, int first, int last, i
           cost::CostModel::ExecSeconds(x, type.dp_loss, k)};
 }
 
-const Plan* PlanCache::Evaluate(const std::vector<int>& assignment) {
+const PricedPlan* PlanCache::Evaluate(const std::vector<int>& assignment) {
   std::string key = Key(assignment);
   auto it = cache_.find(key);
   if (it != cache_.end()) return &it->second;
   if (exhausted()) return nullptr;
   ++evaluated_;
-  Plan plan = MakePlan(model_, assignment);
+  PricedPlan plan = MakePlan(model_, assignment);
   if (!have_best_ || Better(plan, best_)) {
     best_ = plan;
     have_best_ = true;
@@ -66,7 +66,7 @@ void Rewindow(const cost::CostModel& model, PlanCache& evaluator, const base::De
   while (improved && evaluator.have_best() && evaluator.best().feasible && !evaluator.exhausted() &&
          !deadline.Expired()) {
     improved = false;
-    const Plan best = evaluator.best();
+    const PricedPlan best = evaluator.best();
     const int S = static_cast<int>(best.stages.size());
     // Windows of one stage (split in two), then of two adjacent stages.
     for (int w = 0; w < 2 * S - 1 && !improved; ++w) {
@@ -77,7 +77,7 @@ void Rewindow(const cost::CostModel& model, PlanCache& evaluator, const base::De
       double fixed_price = 0, fixed_seconds = 0;
       for (int o = 0; o < S; ++o) {
         if (o >= s && o < s + width) continue;
-        const PlanStage& st = best.stages[o];
+        const PricedStage& st = best.stages[o];
         left[st.spec.type] -= st.units;
         fixed_price += model.type(st.spec.type).price_per_hour * static_cast<double>(st.units);
         fixed_seconds = std::max(fixed_seconds, st.seconds_per_batch);
@@ -189,15 +189,15 @@ std::vector<std::vector<int>> LocalMoves(const cost::CostModel& model,
 // Stops early when the budget or the time runs out.
 std::vector<int> Descend(const cost::CostModel& model, PlanCache& evaluator, std::vector<int> start,
                          const base::Deadline& deadline, const LocalSearchOptions& options) {
-  const Plan* here = evaluator.Evaluate(start);
+  const PricedPlan* here = evaluator.Evaluate(start);
   if (here == nullptr) return start;
-  Plan current = *here;
+  PricedPlan current = *here;
   bool improved = true;
   while (improved && !deadline.Expired()) {
     improved = false;
     for (const std::vector<int>& m : LocalMoves(model, current.assignment, options)) {
       if (deadline.Expired()) break;
-      const Plan* next = evaluator.Evaluate(m);
+      const PricedPlan* next = evaluator.Evaluate(m);
       if (next == nullptr) return current.assignment;
       if (Better(*next, current)) {
         current = *next;

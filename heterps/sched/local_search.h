@@ -12,7 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "heterps/base/deadline.h"
 #include "heterps/cost/cost_model.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 
 namespace heterps::sched {
 
@@ -37,13 +37,13 @@ class PlanCache {
 
   bool exhausted() const { return evaluated_ >= budget_; }
   int64_t evaluated() const { return evaluated_; }
-  const Plan& best() const { return best_; }
+  const PricedPlan& best() const { return best_; }
   bool have_best() const { return have_best_; }
   int64_t improvements() const { return improvements_; }
 
   // The plan for `assignment`, or nullptr when it is new and the budget is spent. The pointer
   // stays valid for the cache's lifetime.
-  const Plan* Evaluate(const std::vector<int>& assignment);
+  const PricedPlan* Evaluate(const std::vector<int>& assignment);
 
  private:
   const cost::CostModel& model_;
@@ -51,8 +51,8 @@ class PlanCache {
   std::function<void(int64_t, double)> on_improvement_;
   int64_t evaluated_ = 0;
   int64_t improvements_ = 0;
-  absl::flat_hash_map<std::string, Plan> cache_;
-  Plan best_;
+  absl::flat_hash_map<std::string, PricedPlan> cache_;
+  PricedPlan best_;
   bool have_best_ = false;
 };
 

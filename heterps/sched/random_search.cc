@@ -21,7 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
 #include "heterps/sched/internal/search_context.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 #include "heterps/sched/schedulers.h"
 
 namespace heterps::sched {
@@ -80,8 +80,8 @@ void SampleWithReplacement(SearchContext& context) {
 class RandomScheduler : public Scheduler {
  public:
   absl::string_view name() const override { return "random"; }
-  absl::StatusOr<Plan> Schedule(const cost::CostModel& model,
-                                const SchedulerOptions& options) override {
+  absl::StatusOr<PricedPlan> Schedule(const cost::CostModel& model,
+                                      const SchedulerOptions& options) override {
     SearchContext context(model, options, kRandomSearchBudget);
     const uint64_t space = ExactSpace(context.allowed());
     if (space > 0) {

@@ -68,7 +68,7 @@ std::string RunPlan::StageName(const config::ModelSpec& model, int stage) const 
   return absl::StrCat(model.layers[s.first].name, "..", model.layers[s.last].name);
 }
 
-RunPlan FromPlan(const cost::CostModel& model, const Plan& plan) {
+RunPlan FromPlan(const cost::CostModel& model, const PricedPlan& plan) {
   RunPlan run;
   run.model = model.model().name;
   run.cluster = model.cluster().name;
@@ -79,7 +79,7 @@ RunPlan FromPlan(const cost::CostModel& model, const Plan& plan) {
   run.cost_per_hour_usd = plan.cost_per_hour_usd;
   run.cost_usd = plan.cost_usd;
   run.feasible = plan.feasible;
-  for (const PlanStage& s : plan.stages) {
+  for (const PricedStage& s : plan.stages) {
     const config::ResourceType& type = model.cluster().types[s.spec.type];
     run.stages.push_back({s.spec.first, s.spec.last, type.name, type.local_device, s.units,
                           s.seconds_per_batch, s.compute_seconds, s.comm_seconds});

@@ -18,7 +18,7 @@
 #include "heterps/config/cluster_spec.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/cost_model.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 
 namespace heterps::sched {
 
@@ -55,7 +55,7 @@ struct RunPlan {
 };
 
 // The plan `plan` made on `model`'s instance.
-RunPlan FromPlan(const cost::CostModel& model, const Plan& plan);
+RunPlan FromPlan(const cost::CostModel& model, const PricedPlan& plan);
 
 // Parses plan JSON (docs/plan_format.md) and checks it against the model and the cluster: the
 // plan must be for this model's layers, all of them, in order, in stages of consecutive layers;

@@ -7,7 +7,7 @@
 //   HETERPS_ASSIGN_OR_RETURN(auto scheduler, registry.Create("exact"));
 //   SchedulerOptions options;
 //   options.seed = 7;
-//   HETERPS_ASSIGN_OR_RETURN(Plan plan, scheduler->Schedule(cost_model, options));
+//   HETERPS_ASSIGN_OR_RETURN(PricedPlan plan, scheduler->Schedule(cost_model, options));
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "heterps/cost/cost_model.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 
 namespace heterps::sched {
 
@@ -52,11 +52,11 @@ class Scheduler {
  public:
   virtual ~Scheduler() = default;
   virtual absl::string_view name() const = 0;
-  // The best plan the scheduler finds. An infeasible instance gives a Plan with feasible == false
-  // and `why` set, not an error; errors are for requests the scheduler refuses (too large for
+  // The best plan the scheduler finds. An infeasible instance gives a PricedPlan with feasible ==
+  // false and `why` set, not an error; errors are for requests the scheduler refuses (too large for
   // brute force, say).
-  virtual absl::StatusOr<Plan> Schedule(const cost::CostModel& model,
-                                        const SchedulerOptions& options) = 0;
+  virtual absl::StatusOr<PricedPlan> Schedule(const cost::CostModel& model,
+                                              const SchedulerOptions& options) = 0;
 };
 
 // Builds schedulers by name. Not thread-safe for Register; Create may be called concurrently.

@@ -29,8 +29,8 @@ TEST(ExactSchedulerTest, EqualsBruteForceOnRandomInstances) {
                         1 + static_cast<int>(rng() % 6)};
     auto instance = MakeRandomInstance(rng, shape);
     cost::CostModel model = CostModelOf(instance);
-    Plan brute = Schedule("brute", model);
-    Plan exact = Schedule("exact", model);
+    PricedPlan brute = Schedule("brute", model);
+    PricedPlan exact = Schedule("exact", model);
     ASSERT_EQ(exact.feasible, brute.feasible) << "trial " << trial << "\n"
                                               << instance.model_yaml << instance.cluster_yaml;
     EXPECT_EQ(exact.certified_optimal, exact.feasible);  // infeasible: nothing to certify
@@ -65,19 +65,19 @@ TEST(ExactSchedulerTest, KeepsTheFirstStagesCapAndEqualsBruteForce) {
     InstanceShape shape{3 + static_cast<int>(rng() % 4), 2 + static_cast<int>(rng() % 3),
                         1 + static_cast<int>(rng() % 6)};
     auto instance = MakeRandomInstance(rng, shape);
-    const Plan free = Schedule("exact", CostModelOf(instance));
+    const PricedPlan free = Schedule("exact", CostModelOf(instance));
     instance.workload.first_stage_max_units = 1;
     const int through = static_cast<int>(rng() % 3);
     instance.workload.first_stage_through = through;
     cost::CostModel model = CostModelOf(instance);
-    const Plan brute = Schedule("brute", model);
-    const Plan exact = Schedule("exact", model);
+    const PricedPlan brute = Schedule("brute", model);
+    const PricedPlan exact = Schedule("exact", model);
     ASSERT_EQ(exact.feasible, brute.feasible) << "trial " << trial << "\n"
                                               << instance.model_yaml << instance.cluster_yaml;
     for (const char* name : {"exact", "rl", "greedy", "homogeneous"}) {
       SchedulerOptions options;
       options.max_plans = 300;  // keeps rl quick
-      const Plan plan = name == std::string("exact") ? exact : Schedule(name, model, options);
+      const PricedPlan plan = name == std::string("exact") ? exact : Schedule(name, model, options);
       ExpectValid(model, plan);
       if (plan.feasible) {
         EXPECT_EQ(plan.stages[0].units, 1) << name << ", trial " << trial;
@@ -88,7 +88,7 @@ TEST(ExactSchedulerTest, KeepsTheFirstStagesCapAndEqualsBruteForce) {
     auto impossible = instance;
     impossible.workload.throughput_limit *= 1e6;
     const cost::CostModel too_fast = CostModelOf(impossible);
-    const Plan fastest = Schedule("exact", too_fast);
+    const PricedPlan fastest = Schedule("exact", too_fast);
     ASSERT_FALSE(fastest.feasible);
     ExpectValid(too_fast, fastest);
     EXPECT_LE(fastest.stages[0].units, 1) << "trial " << trial;
@@ -122,8 +122,8 @@ TEST(ExactSchedulerTest, SearchesSetBackStillCertifyTheOptimum) {
         SchedulerOptions plain, set_back;
         plain.time_limit_seconds = set_back.time_limit_seconds = 0;
         set_back.exact_first_nodes = 1;
-        const Plan reference = Schedule("exact", *cm, plain);
-        const Plan exact = Schedule("exact", *cm, set_back);
+        const PricedPlan reference = Schedule("exact", *cm, plain);
+        const PricedPlan exact = Schedule("exact", *cm, set_back);
         ASSERT_EQ(exact.feasible, reference.feasible);
         if (!reference.feasible) continue;
         EXPECT_TRUE(reference.certified_optimal && exact.certified_optimal);
@@ -148,14 +148,14 @@ TEST(ExactSchedulerTest, NoPlanBeatsTheCertifiedOptimumOfScalingInstances) {
                                          0.25, /*stages_only=*/false);
       ASSERT_TRUE(cm.ok()) << cm.status();
       ASSERT_TRUE(cm->prices_ps());
-      const Plan exact = Schedule("exact", *cm);
+      const PricedPlan exact = Schedule("exact", *cm);
       ASSERT_TRUE(exact.certified_optimal) << layers << " x " << types;
       std::vector<std::vector<int>> others = RelaxedAssignments(*cm, 16, 10);
       for (std::vector<int>& a : BeamAssignments(*cm, 8, 32, 10)) others.push_back(std::move(a));
       others.push_back(Schedule("rl", *cm).assignment);
       for (int t = 0; t < cm->num_types(); ++t) others.push_back(std::vector<int>(layers, t));
       for (const std::vector<int>& assignment : others) {
-        const Plan plan = MakePlan(*cm, assignment);
+        const PricedPlan plan = MakePlan(*cm, assignment);
         if (!plan.feasible) continue;
         EXPECT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9))
             << layers << " x " << types << ": " << PlanLine(*cm, plan) << "\nagainst exact's "
@@ -195,8 +195,8 @@ types:
   auto cm = cost::CostModel::Create(*model, *cluster, {1030279.5860980194, 4.37e9});
   ASSERT_TRUE(cm.ok()) << cm.status();
   ASSERT_TRUE(cm->prices_ps());
-  const Plan brute = Schedule("brute", *cm);
-  const Plan exact = Schedule("exact", *cm);
+  const PricedPlan brute = Schedule("brute", *cm);
+  const PricedPlan exact = Schedule("exact", *cm);
   ASSERT_TRUE(brute.feasible);
   EXPECT_TRUE(exact.certified_optimal);
   EXPECT_NEAR(exact.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd)
@@ -229,7 +229,7 @@ TEST(ExactSchedulerTest, NoMoveBeatsTheCertifiedOptimumWithSeveralServerTypes) {
                  std::isfinite(model.Ps(t, model.type(t).units).seconds_per_batch);
       }
       if (hosts < 2) continue;
-      const Plan exact = Schedule("exact", model);
+      const PricedPlan exact = Schedule("exact", model);
       if (!exact.feasible) continue;
       ++checked;
       SCOPED_TRACE("trial " + std::to_string(trial) + " fraction " + std::to_string(fraction) +
@@ -243,7 +243,7 @@ TEST(ExactSchedulerTest, NoMoveBeatsTheCertifiedOptimumWithSeveralServerTypes) {
             std::vector<int> assignment = exact.assignment;
             std::fill(assignment.begin() + i, assignment.begin() + j + 1, t);
             if (assignment == exact.assignment) continue;
-            const Plan plan = MakePlan(model, assignment);
+            const PricedPlan plan = MakePlan(model, assignment);
             ++moves;
             if (!plan.feasible) continue;
             ASSERT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9)) << PlanLine(model, plan);
@@ -251,7 +251,7 @@ TEST(ExactSchedulerTest, NoMoveBeatsTheCertifiedOptimumWithSeveralServerTypes) {
         }
       }
       if (std::pow(types, layers) <= 20000) {
-        const Plan brute = Schedule("brute", model);
+        const PricedPlan brute = Schedule("brute", model);
         ASSERT_NEAR(exact.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd)
             << "brute " << PlanLine(model, brute);
       }
@@ -267,13 +267,13 @@ TEST(SchedulerTest, EveryPlanIsValidAndNeverBeatsTheOptimum) {
   for (int trial = 0; trial < 150; ++trial) {
     auto instance = MakeRandomInstance(rng, {3 + static_cast<int>(rng() % 6), 4, 8});
     cost::CostModel model = CostModelOf(instance);
-    Plan optimum = Schedule("exact", model);
+    PricedPlan optimum = Schedule("exact", model);
     ASSERT_EQ(optimum.certified_optimal, optimum.feasible);
     for (const std::string& name : names) {
       if (name == "brute" && model.num_layers() > 7) continue;
       SchedulerOptions options;
       options.max_plans = name == "bo" ? 60 : 300;  // keeps the searches quick
-      Plan plan = Schedule(name, model, name == "brute" ? SchedulerOptions{} : options);
+      PricedPlan plan = Schedule(name, model, name == "brute" ? SchedulerOptions{} : options);
       SCOPED_TRACE(name + " trial " + std::to_string(trial));
       EXPECT_EQ(plan.scheduler, name);
       ExpectValid(model, plan);
@@ -290,7 +290,7 @@ TEST(SchedulerTest, InfeasibleInstanceSaysWhichConstraintAndByHowMuch) {
   auto instance = MakeRandomInstance(rng, {5, 3, 4});
   instance.workload.throughput_limit = 1e12;  // far beyond any unit
   cost::CostModel model = CostModelOf(instance);
-  Plan plan = Schedule("exact", model);
+  PricedPlan plan = Schedule("exact", model);
   EXPECT_FALSE(plan.feasible);
   EXPECT_EQ(plan.why.constraint, "throughput");
   EXPECT_GT(plan.why.shortfall, 10);
@@ -304,7 +304,7 @@ TEST(SchedulerTest, LayerThatFitsNowhereIsAMemoryProblem) {
   for (auto& type : instance.cluster.types) type.memory = 1024;  // 1 KiB
   cost::CostModel model = CostModelOf(instance);
   for (const char* name : {"exact", "greedy", "homogeneous", "manual"}) {
-    Plan plan = Schedule(name, model);
+    PricedPlan plan = Schedule(name, model);
     EXPECT_FALSE(plan.feasible) << name;
     EXPECT_EQ(plan.why.constraint, "memory") << name;
     EXPECT_THAT(plan.why.message, ::testing::HasSubstr("GiB per unit")) << name;
@@ -336,7 +336,7 @@ TEST(ExactSchedulerTest, HonoursTheTimeLimit) {
   cost::CostModel model = CostModelOf(instance);
   SchedulerOptions options;
   options.time_limit_seconds = 0.05;
-  Plan plan = Schedule("exact", model, options);
+  PricedPlan plan = Schedule("exact", model, options);
   // Either it certified within the limit, or it stopped near it and says so: within the limit
   // and the time one bound or one provisioning takes past it (well under 0.1 s here), with a
   // wide margin for a loaded machine (0.25 s was passed at 0.316 s under load); unbounded, the
@@ -358,13 +358,13 @@ TEST(SchedulerTest, TheReportedGapIsNeverSmallerThanTheTrueOne) {
                         1 + static_cast<int>(rng() % 6)};
     auto instance = MakeRandomInstance(rng, shape);
     cost::CostModel model = CostModelOf(instance);
-    const Plan brute = Schedule("brute", model);
+    const PricedPlan brute = Schedule("brute", model);
     if (!brute.feasible) continue;
     for (const std::string name : {"greedy", "homogeneous", "manual", "genetic", "random", "rl"}) {
       SCOPED_TRACE(name + " trial " + std::to_string(trial));
       SchedulerOptions options;
       options.max_plans = 40;
-      const Plan plan = BoundPlan(model, Schedule(name, model, options), 1.0);
+      const PricedPlan plan = BoundPlan(model, Schedule(name, model, options), 1.0);
       if (!plan.feasible) continue;
       ++bounded;
       EXPECT_GT(plan.lower_bound_usd, 0);
@@ -373,7 +373,7 @@ TEST(SchedulerTest, TheReportedGapIsNeverSmallerThanTheTrueOne) {
       EXPECT_GE(plan.optimality_gap(), truth - 1e-9);
       loose += plan.optimality_gap() > 1e-9;
     }
-    const Plan best = Schedule("auto", model);
+    const PricedPlan best = Schedule("auto", model);
     EXPECT_TRUE(best.certified_optimal);
     EXPECT_NEAR(best.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd);
     EXPECT_NEAR(best.lower_bound_usd, best.cost_usd, 1e-9 * best.cost_usd);
@@ -388,7 +388,7 @@ TEST(SchedulerTest, TheReportedGapIsNeverSmallerThanTheTrueOne) {
   SchedulerOptions quick, longer;
   quick.time_limit_seconds = 0.02;
   longer.time_limit_seconds = 2;
-  const Plan cut = Schedule("exact", model, quick), more = Schedule("exact", model, longer);
+  const PricedPlan cut = Schedule("exact", model, quick), more = Schedule("exact", model, longer);
   ASSERT_TRUE(cut.feasible && more.feasible);
   EXPECT_GT(cut.lower_bound_usd, 0);
   EXPECT_LE(cut.lower_bound_usd, more.cost_usd * (1 + 1e-9));
@@ -412,7 +412,7 @@ TEST(ExactSchedulerTest, ReportsProgress) {
     last_cost = best;
     ++calls;
   };
-  Plan plan = Schedule("exact", CostModelOf(instance), options);
+  PricedPlan plan = Schedule("exact", CostModelOf(instance), options);
   EXPECT_GT(plan.plans_evaluated, 0);
   // Reported at least once, and last with the result.
   EXPECT_GE(calls, 1);
@@ -435,7 +435,7 @@ TEST(RunPlanTest, ServersRoundTripAndBadOnesAreNamed) {
   ASSERT_TRUE(model.ok() && cluster.ok());
   auto cm = cost::CostModel::Create(*model, *cluster, {200000, 1e9});
   ASSERT_TRUE(cm.ok()) << cm.status();
-  const Plan plan = Schedule("exact", *cm);
+  const PricedPlan plan = Schedule("exact", *cm);
   ASSERT_TRUE(plan.feasible) << plan.why.message;
   ASSERT_GE(plan.ps.type, 0);
   const std::string text = PlanToJson(*cm, plan);

@@ -76,6 +76,6 @@ std::vector<std::vector<int>> BeamAssignments(const cost::CostModel& model, int 
 // assignment as its incumbent), in lower_bound_usd; a certified exact or brute plan keeps its
 // own. A bound is never above the optimum, so the plan's optimality_gap() is never below the
 // true one.
-Plan BoundPlan(const cost::CostModel& model, Plan plan, double seconds);
+PricedPlan BoundPlan(const cost::CostModel& model, PricedPlan plan, double seconds);
 
 }  // namespace heterps::sched

@@ -55,8 +55,8 @@ TEST(SearchSchedulerTest, SmallInstancesAgainstTheOptimum) {
     cost::CostModel model = CostModelOf(instance);
     const double space = std::pow(model.num_types(), model.num_layers());
     const bool few_plans = space <= 64;
-    Plan exact = Schedule("exact", model);
-    Plan homogeneous = Schedule("homogeneous", model);
+    PricedPlan exact = Schedule("exact", model);
+    PricedPlan homogeneous = Schedule("homogeneous", model);
     if (few_plans && exact.feasible) ++small_feasible;
     for (const std::string& name : kSearchers) {
       SCOPED_TRACE(name + " trial " + std::to_string(trial) + "\n" + instance.model_yaml +
@@ -65,7 +65,7 @@ TEST(SearchSchedulerTest, SmallInstancesAgainstTheOptimum) {
       options.seed = trial + 1;
       options.time_limit_seconds = 0;
       options.max_plans = name == "bo" ? 100 : static_cast<int64_t>(space) + 1;
-      Plan plan = Schedule(name, model, options);
+      PricedPlan plan = Schedule(name, model, options);
       EXPECT_EQ(plan.scheduler, name);
       EXPECT_FALSE(plan.certified_optimal);
       ExpectValid(model, plan);
@@ -105,16 +105,16 @@ TEST(SearchSchedulerTest, RelaxedAssignmentsFitTheUnitsWhereTheyBind) {
   for (int trial = 0; trial < 200; ++trial) {
     auto instance = MakeRandomInstance(rng, {4 + static_cast<int>(rng() % 5), 3, 2});
     cost::CostModel model = CostModelOf(instance);
-    const Plan exact = Schedule("exact", model);
+    const PricedPlan exact = Schedule("exact", model);
     if (!exact.feasible) continue;
     ++feasible;
     const std::vector<std::vector<int>> seeds = RelaxedAssignments(model, 8);
     ASSERT_FALSE(seeds.empty());
-    const Plan first = MakePlan(model, seeds[0]);
+    const PricedPlan first = MakePlan(model, seeds[0]);
     binding += !first.feasible && first.why.constraint == "units";
     bool any_feasible = false;
     for (const std::vector<int>& seed : seeds) {
-      const Plan plan = MakePlan(model, seed);
+      const PricedPlan plan = MakePlan(model, seed);
       if (!plan.feasible) continue;
       any_feasible = true;
       EXPECT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9)) << "trial " << trial;
@@ -135,7 +135,7 @@ TEST(SearchSchedulerTest, BeamAssignmentsAreFeasibleAndOftenOptimal) {
   for (int trial = 0; trial < 200; ++trial) {
     auto instance = MakeRandomInstance(rng, {4 + static_cast<int>(rng() % 5), 3, 2});
     cost::CostModel model = CostModelOf(instance);
-    const Plan exact = Schedule("exact", model);
+    const PricedPlan exact = Schedule("exact", model);
     const std::vector<std::vector<int>> beams = BeamAssignments(model, 8, 64);
     if (!exact.feasible) {
       for (const std::vector<int>& beam : beams) EXPECT_FALSE(MakePlan(model, beam).feasible);
@@ -145,7 +145,7 @@ TEST(SearchSchedulerTest, BeamAssignmentsAreFeasibleAndOftenOptimal) {
     found += !beams.empty();
     double best = cost::kInfinity;
     for (const std::vector<int>& beam : beams) {
-      const Plan plan = MakePlan(model, beam);
+      const PricedPlan plan = MakePlan(model, beam);
       ASSERT_TRUE(plan.feasible) << "trial " << trial << ": " << plan.why.message << "\n"
                                  << instance.model_yaml << instance.cluster_yaml;
       EXPECT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9)) << "trial " << trial;
@@ -169,13 +169,13 @@ TEST(SearchSchedulerTest, GeneticFindsTheOptimumOfSmallInstancesWithItsDefaultBu
     auto instance = MakeRandomInstance(rng, shape);
     cost::CostModel model = CostModelOf(instance);
     if (std::pow(model.num_types(), model.num_layers()) > 64) continue;
-    Plan exact = Schedule("exact", model);
+    PricedPlan exact = Schedule("exact", model);
     if (!exact.feasible) continue;
     ++checked;
     SchedulerOptions options;
     options.seed = trial;
     options.max_plans = 2000;
-    Plan plan = Schedule("genetic", model, options);
+    PricedPlan plan = Schedule("genetic", model, options);
     ASSERT_TRUE(plan.feasible) << "trial " << trial;
     EXPECT_NEAR(plan.cost_usd, exact.cost_usd, 1e-9 * exact.cost_usd)
         << "trial " << trial << "\n"
@@ -203,7 +203,7 @@ TEST(SearchSchedulerTest, HonoursThePlanBudget) {
       most = evaluated;
       best = cost;
     };
-    Plan plan = Schedule(name, model, options);
+    PricedPlan plan = Schedule(name, model, options);
     ExpectValid(model, plan);
     EXPECT_EQ(plan.plans_evaluated, 50);
     EXPECT_EQ(most, 50);
@@ -223,14 +223,14 @@ TEST(SearchSchedulerTest, SameSeedSamePlan) {
     options.max_plans = 150;
     options.time_limit_seconds = 0;  // no stopping on time, so that runs are comparable
     options.seed = 5;
-    Plan first = Schedule(name, model, options);
-    Plan second = Schedule(name, model, options);
+    PricedPlan first = Schedule(name, model, options);
+    PricedPlan second = Schedule(name, model, options);
     EXPECT_EQ(first.assignment, second.assignment);
     EXPECT_EQ(first.cost_usd, second.cost_usd);
     EXPECT_EQ(first.plans_evaluated, second.plans_evaluated);
     for (uint64_t seed : {6, 7, 123456789}) {
       options.seed = seed;
-      Plan plan = Schedule(name, model, options);
+      PricedPlan plan = Schedule(name, model, options);
       ExpectValid(model, plan);
       EXPECT_EQ(plan.plans_evaluated, 150);
     }
@@ -247,7 +247,7 @@ TEST(SearchSchedulerTest, HonoursTheTimeLimit) {
     options.time_limit_seconds = 0.01;
     options.max_plans = 1000000000;
     const auto start = std::chrono::steady_clock::now();
-    Plan plan = Schedule(name, model, options);
+    PricedPlan plan = Schedule(name, model, options);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     // The limit and one evaluation past it (well under 0.1 s), with a wide margin for a loaded
     // machine; a search that ignored the limit would run to its billion plans.

@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 #include "heterps/sched/scheduler.h"
 
 namespace heterps::sched::internal {
@@ -26,7 +26,7 @@ constexpr double kInfeasibleScore = 1000;
 // Evaluations between calls of SchedulerOptions::progress.
 constexpr int64_t kProgressEvery = 64;
 
-inline double Score(const Plan& plan) {
+inline double Score(const PricedPlan& plan) {
   return plan.feasible ? std::log(plan.cost_usd)
                        : kInfeasibleScore + std::log1p(plan.why.shortfall);
 }
@@ -70,7 +70,7 @@ class SearchContext {
   std::optional<double> Evaluate(const std::vector<int>& assignment) {
     if (auto it = scores_.find(assignment); it != scores_.end()) return it->second;
     if (Spent()) return std::nullopt;
-    Plan plan = MakePlan(model_, assignment);
+    PricedPlan plan = MakePlan(model_, assignment);
     const double score = Score(plan);
     scores_.emplace(assignment, score);
     if (scores_.size() == 1 || Better(plan, best_)) best_ = std::move(plan);
@@ -115,9 +115,9 @@ class SearchContext {
   }
 
   // The best plan found (by Better), labelled for the scheduler `name`.
-  Plan Finish(absl::string_view name) {
+  PricedPlan Finish(absl::string_view name) {
     if (scores_.empty()) Evaluate(RandomAssignment());
-    Plan plan = best_;
+    PricedPlan plan = best_;
     plan.scheduler = std::string(name);
     plan.certified_optimal = false;
     plan.plans_evaluated = evaluated();
@@ -137,7 +137,7 @@ class SearchContext {
   std::vector<std::vector<int>> allowed_;
   double space_ = 1;
   absl::flat_hash_map<std::vector<int>, double> scores_;
-  Plan best_;
+  PricedPlan best_;
 };
 
 }  // namespace heterps::sched::internal

@@ -40,11 +40,11 @@ class RlScheduler : public Scheduler {
  public:
   explicit RlScheduler(RlOptions options) : options_(options) {}
   absl::string_view name() const override { return "rl"; }
-  absl::StatusOr<Plan> Schedule(const cost::CostModel& model,
-                                const SchedulerOptions& options) override;
+  absl::StatusOr<PricedPlan> Schedule(const cost::CostModel& model,
+                                      const SchedulerOptions& options) override;
 
  private:
-  double Reward(const Plan& plan) {
+  double Reward(const PricedPlan& plan) {
     if (!plan.feasible) return -(options_.infeasible_penalty + std::log1p(plan.why.shortfall));
     if (!(reference_cost_ > 0)) reference_cost_ = plan.cost_usd;
     return -std::log(plan.cost_usd / reference_cost_);
@@ -75,8 +75,8 @@ void RlScheduler::RankTypes(const Tape& tape, int sampled) {
   }
 }
 
-absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
-                                           const SchedulerOptions& options) {
+absl::StatusOr<PricedPlan> RlScheduler::Schedule(const cost::CostModel& model,
+                                                 const SchedulerOptions& options) {
   base::Deadline deadline(options.time_limit_seconds);
   const PolicyShape shape{NumFeatures(model.num_types()), model.num_types(), options_.hidden};
   LstmPolicy policy(shape, options.seed);
@@ -139,7 +139,7 @@ absl::StatusOr<Plan> RlScheduler::Schedule(const cost::CostModel& model,
     absl::Status saved = policy.Save(options.policy_out);
     if (!saved.ok()) return saved;
   }
-  Plan plan = evaluator.have_best() ? evaluator.best() : MakePlan(model, {});
+  PricedPlan plan = evaluator.have_best() ? evaluator.best() : MakePlan(model, {});
   plan.scheduler = std::string(name());
   plan.certified_optimal = false;
   plan.plans_evaluated = evaluator.evaluated();
@@ -168,7 +168,8 @@ void RlScheduler::SeedSplits(const cost::CostModel& model, PlanCache& evaluator,
     if (!std::isfinite(x)) continue;
     const double score = model.type(t).price_per_hour * x;
     cheap.push_back({score, t});
-    const Plan* alone = evaluator.Evaluate(std::vector<int>(L, t));  // seen already: no budget
+    const PricedPlan* alone =
+        evaluator.Evaluate(std::vector<int>(L, t));  // seen already: no budget
     const auto& type = model.type(t);
     const double reach = model.batch() / cost::CostModel::ExecSeconds(x, type.dp_loss, type.units);
     if (alone != nullptr && !alone->feasible && reach >= 0.5 * model.workload().throughput_limit &&
@@ -261,7 +262,7 @@ void RlScheduler::Train(const cost::CostModel& model, const SchedulerOptions& op
     for (int n = 0; n < batch && complete; ++n) {
       std::vector<int> assignment(L);
       for (int l = 0; l < L; ++l) assignment[l] = tape.actions[l][n];
-      const Plan* plan = evaluator.Evaluate(assignment);
+      const PricedPlan* plan = evaluator.Evaluate(assignment);
       complete = plan != nullptr;
       if (complete) rewards[n] = Reward(*plan);
     }

@@ -18,8 +18,8 @@ namespace {
 using testing::CostModelOf;
 using testing::MakeRandomInstance;
 
-Plan RunScheduler(std::unique_ptr<Scheduler> scheduler, const cost::CostModel& model,
-                  const SchedulerOptions& options = {}) {
+PricedPlan RunScheduler(std::unique_ptr<Scheduler> scheduler, const cost::CostModel& model,
+                        const SchedulerOptions& options = {}) {
   auto plan = scheduler->Schedule(model, options);
   EXPECT_TRUE(plan.ok()) << plan.status();
   return *plan;
@@ -32,14 +32,14 @@ TEST(RlSchedulerTest, FindsTheOptimumWhereItIsUnique) {
     auto instance = MakeRandomInstance(
         rng, {3 + static_cast<int>(rng() % 4), 2 + static_cast<int>(rng() % 3), 6});
     cost::CostModel model = CostModelOf(instance);
-    Plan optimum = RunScheduler(NewExactScheduler(), model);
+    PricedPlan optimum = RunScheduler(NewExactScheduler(), model);
     if (!optimum.feasible) continue;
     // Unique: no other assignment comes within 1e-6 of the optimum.
     SchedulerOptions all;
     int near = 0;
     std::vector<int> a(model.num_layers(), 0);
     while (true) {
-      Plan p = MakePlan(model, a);
+      PricedPlan p = MakePlan(model, a);
       if (p.feasible && p.cost_usd <= optimum.cost_usd * (1 + 1e-6)) ++near;
       int l = 0;
       while (l < model.num_layers() && ++a[l] == model.num_types()) a[l++] = 0;
@@ -50,7 +50,7 @@ TEST(RlSchedulerTest, FindsTheOptimumWhereItIsUnique) {
     SchedulerOptions options;
     options.seed = 1 + trial;
     options.max_plans = 1000;
-    Plan plan = RunScheduler(NewRlScheduler(), model, options);
+    PricedPlan plan = RunScheduler(NewRlScheduler(), model, options);
     ASSERT_TRUE(plan.feasible) << "trial " << trial;
     EXPECT_GE(plan.cost_usd, optimum.cost_usd * (1 - 1e-9));
     if (plan.cost_usd <= optimum.cost_usd * (1 + 1e-9)) ++found;
@@ -61,15 +61,15 @@ TEST(RlSchedulerTest, FindsTheOptimumWhereItIsUnique) {
 
 // The cheapest plan of at most two stages, by enumeration: every type alone and every cut of the
 // model between two types.
-Plan BestTwoStagePlan(const cost::CostModel& model) {
+PricedPlan BestTwoStagePlan(const cost::CostModel& model) {
   const int L = model.num_layers(), T = model.num_types();
-  Plan best;
+  PricedPlan best;
   for (int a = 0; a < T; ++a) {
     for (int b = 0; b < T; ++b) {
       for (int cut = a == b ? L : 1; cut <= L; ++cut) {
         std::vector<int> assignment(L, b);
         std::fill(assignment.begin(), assignment.begin() + cut, a);
-        Plan plan = MakePlan(model, assignment);
+        PricedPlan plan = MakePlan(model, assignment);
         if (Better(plan, best) || best.assignment.empty()) best = std::move(plan);
       }
     }
@@ -102,7 +102,7 @@ void ExpectRlAtMost(const cost::CostModel& model, double bound,
   options.max_plans = 1000;
   for (uint64_t seed : seeds) {
     options.seed = seed;
-    Plan plan = RunScheduler(NewRlScheduler(), model, options);
+    PricedPlan plan = RunScheduler(NewRlScheduler(), model, options);
     ASSERT_TRUE(plan.feasible) << "seed " << seed;
     EXPECT_LE(plan.cost_usd, bound) << "seed " << seed;
   }
@@ -113,7 +113,7 @@ void ExpectRlNearTheOptimum(const cost::CostModel& model, double within,
                             std::initializer_list<uint64_t> seeds) {
   SchedulerOptions exact_options;
   exact_options.time_limit_seconds = 120;
-  const Plan optimum = RunScheduler(NewExactScheduler(), model, exact_options);
+  const PricedPlan optimum = RunScheduler(NewExactScheduler(), model, exact_options);
   ASSERT_TRUE(optimum.certified_optimal);
   ExpectRlAtMost(model, optimum.cost_usd * within, seeds);
 }
@@ -178,7 +178,7 @@ TEST(RlSchedulerTest, FindsTheCheapestCutOfATwoTypePlan) {
       "price_per_hour: 21.9274, units: 1, dp_loss: 0.1796}\n";
   auto cm = Deep46(cluster_yaml);
   ASSERT_TRUE(cm.ok()) << cm.status();
-  const Plan two = BestTwoStagePlan(*cm);
+  const PricedPlan two = BestTwoStagePlan(*cm);
   ASSERT_TRUE(two.feasible);
   ExpectRlAtMost(*cm, two.cost_usd * (1 + 1e-9), {1, 2, 3});
 }
@@ -260,8 +260,8 @@ TEST(RlSchedulerTest, SameSeedSamePlan) {
   SchedulerOptions options;
   options.seed = 42;
   options.max_plans = 400;
-  Plan a = RunScheduler(NewRlScheduler(), model, options);
-  Plan b = RunScheduler(NewRlScheduler(), model, options);
+  PricedPlan a = RunScheduler(NewRlScheduler(), model, options);
+  PricedPlan b = RunScheduler(NewRlScheduler(), model, options);
   EXPECT_EQ(a.assignment, b.assignment);
   EXPECT_EQ(a.cost_usd, b.cost_usd);
   EXPECT_EQ(a.plans_evaluated, b.plans_evaluated);
@@ -273,7 +273,7 @@ TEST(RlSchedulerTest, HonoursBudgetAndTimeLimit) {
   cost::CostModel model = CostModelOf(instance);
   SchedulerOptions options;
   options.max_plans = 100;
-  Plan plan = RunScheduler(NewRlScheduler(), model, options);
+  PricedPlan plan = RunScheduler(NewRlScheduler(), model, options);
   EXPECT_LE(plan.plans_evaluated, 100);
   EXPECT_GT(plan.plans_evaluated, 0);
 
@@ -281,7 +281,7 @@ TEST(RlSchedulerTest, HonoursBudgetAndTimeLimit) {
   SchedulerOptions quick;
   quick.time_limit_seconds = 0.05;
   quick.max_plans = 1000000;
-  Plan fast = RunScheduler(NewRlScheduler(), CostModelOf(big), quick);
+  PricedPlan fast = RunScheduler(NewRlScheduler(), CostModelOf(big), quick);
   EXPECT_LT(fast.search_seconds, 1.0);
 }
 
@@ -306,8 +306,8 @@ TEST(RlSchedulerTest, WarmStartReachesAsGoodAPlanSooner) {
     ASSERT_LT(tries, 200) << "no instance with a heterogeneous optimum";
     instance = MakeRandomInstance(rng, {14, 6, 4});
     auto hard = [](const cost::CostModel& model) {
-      Plan optimum = RunScheduler(NewExactScheduler(), model);
-      Plan homogeneous = RunScheduler(NewHomogeneousScheduler(), model);
+      PricedPlan optimum = RunScheduler(NewExactScheduler(), model);
+      PricedPlan homogeneous = RunScheduler(NewHomogeneousScheduler(), model);
       return optimum.feasible && optimum.stages.size() >= 2 &&
              (!homogeneous.feasible || homogeneous.cost_usd > 1.05 * optimum.cost_usd);
     };
@@ -325,7 +325,7 @@ TEST(RlSchedulerTest, WarmStartReachesAsGoodAPlanSooner) {
   SchedulerOptions train;
   train.max_plans = 1500;
   train.policy_out = policy_file;
-  Plan trained = RunScheduler(NewRlScheduler(policy_only), first, train);
+  PricedPlan trained = RunScheduler(NewRlScheduler(policy_only), first, train);
   ASSERT_TRUE(trained.feasible);
 
   auto run = [&](const std::string& policy_in, Trace* trace) {
@@ -337,8 +337,8 @@ TEST(RlSchedulerTest, WarmStartReachesAsGoodAPlanSooner) {
     return RunScheduler(NewRlScheduler(policy_only), related, options);
   };
   Trace cold_trace, warm_trace;
-  Plan cold = run("", &cold_trace);
-  Plan warm = run(policy_file, &warm_trace);
+  PricedPlan cold = run("", &cold_trace);
+  PricedPlan warm = run(policy_file, &warm_trace);
   ASSERT_TRUE(cold.feasible && warm.feasible);
   EXPECT_LE(warm.cost_usd, cold.cost_usd * (1 + 1e-9));
   const int64_t cold_n = cold_trace.EvaluationsToReach(cold.cost_usd);

@@ -5,21 +5,21 @@
 
 namespace heterps::sched::testing {
 
-Plan Schedule(absl::string_view name, const cost::CostModel& model,
-              const SchedulerOptions& options) {
+PricedPlan Schedule(absl::string_view name, const cost::CostModel& model,
+                    const SchedulerOptions& options) {
   auto scheduler = DefaultSchedulers().Create(name);
   EXPECT_TRUE(scheduler.ok()) << scheduler.status();
-  if (!scheduler.ok()) return Plan{};
+  if (!scheduler.ok()) return PricedPlan{};
   auto plan = (*scheduler)->Schedule(model, options);
   EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *plan : Plan{};
+  return plan.ok() ? *plan : PricedPlan{};
 }
 
-void ExpectValid(const cost::CostModel& model, const Plan& plan) {
+void ExpectValid(const cost::CostModel& model, const PricedPlan& plan) {
   ASSERT_EQ(plan.assignment.size(), static_cast<size_t>(model.num_layers()));
   std::vector<cost::StageSpec> stages = StagesOf(plan.assignment);
   ASSERT_EQ(stages.size(), plan.stages.size());
-  Plan again = MakePlan(model, plan.assignment);
+  PricedPlan again = MakePlan(model, plan.assignment);
   EXPECT_EQ(again.feasible, plan.feasible);
   if (!plan.feasible) {
     EXPECT_FALSE(plan.why.message.empty());

@@ -1,4 +1,4 @@
-#include "heterps/sched/plan.h"
+#include "heterps/sched/priced_plan.h"
 
 #include <algorithm>
 
@@ -20,15 +20,15 @@ std::vector<cost::StageSpec> StagesOf(const std::vector<int>& assignment) {
   return stages;
 }
 
-Plan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment) {
-  Plan plan;
+PricedPlan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment) {
+  PricedPlan plan;
   plan.assignment = assignment;
   std::vector<cost::StageSpec> specs = StagesOf(assignment);
   cost::Provisioning p = cost::Provision(model, specs);
   plan.feasible = p.feasible;
   plan.why = p.why;
   for (size_t s = 0; s < specs.size(); ++s) {
-    PlanStage stage;
+    PricedStage stage;
     stage.spec = specs[s];
     cost::StageTime time = model.Stage(specs[s].first, specs[s].last, specs[s].type);
     stage.compute_seconds = time.compute;
@@ -48,21 +48,21 @@ Plan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment) 
   return plan;
 }
 
-bool Better(const Plan& a, const Plan& b) {
+bool Better(const PricedPlan& a, const PricedPlan& b) {
   if (a.feasible != b.feasible) return a.feasible;
   if (!a.feasible) return a.why.shortfall < b.why.shortfall;
   if (a.cost_usd != b.cost_usd) return a.cost_usd < b.cost_usd;
   return a.throughput > b.throughput;
 }
 
-double Plan::optimality_gap() const {
+double PricedPlan::optimality_gap() const {
   if (!feasible || cost_usd <= 0 || lower_bound_usd <= 0) return -1;
   return std::clamp((cost_usd - lower_bound_usd) / cost_usd, 0.0, 1.0);
 }
 
-std::string PlanLine(const cost::CostModel& model, const Plan& plan) {
+std::string PlanLine(const cost::CostModel& model, const PricedPlan& plan) {
   std::string line = absl::StrFormat("$%.4f%s", plan.cost_usd, plan.feasible ? "" : " infeasible");
-  for (const PlanStage& st : plan.stages) {
+  for (const PricedStage& st : plan.stages) {
     absl::StrAppend(&line, " [", model.model().layers[st.spec.first].name, "..",
                     model.model().layers[st.spec.last].name, " ", st.units, "x ",
                     model.type(st.spec.type).name, "]");
@@ -73,11 +73,11 @@ std::string PlanLine(const cost::CostModel& model, const Plan& plan) {
   return line;
 }
 
-std::string PlanToJson(const cost::CostModel& model, const Plan& plan) {
+std::string PlanToJson(const cost::CostModel& model, const PricedPlan& plan) {
   using json = nlohmann::ordered_json;
   json stages = json::array();
   for (size_t s = 0; s < plan.stages.size(); ++s) {
-    const PlanStage& st = plan.stages[s];
+    const PricedStage& st = plan.stages[s];
     json layers = json::array();
     for (int l = st.spec.first; l <= st.spec.last; ++l)
       layers.push_back(model.model().layers[l].name);

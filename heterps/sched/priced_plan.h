@@ -1,5 +1,7 @@
-// A plan: the scheduling plan (a resource type per layer, grouped into stages) together with its
-// exact provisioning and what it costs. docs/plan_format.md documents its JSON form.
+// A priced plan: a scheduler's answer, the scheduling plan (a resource type per layer, grouped
+// into stages) together with its exact provisioning and what it costs on one cost model.
+// docs/plan_format.md documents its JSON form. The same plan as a job runs it, with types by name
+// and nothing that needs a cost model, is a RunPlan (run_plan.h, made by FromPlan).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 
 namespace heterps::sched {
 
-struct PlanStage {
+struct PricedStage {
   cost::StageSpec spec;          // layers [first, last] on a type
   int64_t units = 0;             // k_s
   double seconds_per_batch = 0;  // ET_s(k_s)
@@ -19,10 +21,10 @@ struct PlanStage {
   double comm_seconds = 0;       // DT_s: one unit's communication time per batch
 };
 
-struct Plan {
-  std::string scheduler;          // name of the scheduler that made it
-  std::vector<int> assignment;    // resource type per layer
-  std::vector<PlanStage> stages;  // maximal runs of layers on one type
+struct PricedPlan {
+  std::string scheduler;            // name of the scheduler that made it
+  std::vector<int> assignment;      // resource type per layer
+  std::vector<PricedStage> stages;  // maximal runs of layers on one type
   bool feasible = false;
   bool certified_optimal = false;  // proven optimal under the cost model
   // An exhaustive search (brute, exact) stopped by its time limit before it was done: an
@@ -47,20 +49,21 @@ struct Plan {
 };
 
 // Groups `assignment` (a type per layer) into stages and provisions them exactly.
-Plan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment);
+PricedPlan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment);
 
 // The stages of an assignment: maximal runs of consecutive layers on one type.
 std::vector<cost::StageSpec> StagesOf(const std::vector<int>& assignment);
 
 // True if `a` is strictly better than `b`: feasible beats infeasible; then lower cost; then
 // higher throughput. Between infeasible plans, the smaller shortfall wins.
-bool Better(const Plan& a, const Plan& b);
+bool Better(const PricedPlan& a, const PricedPlan& b);
 
 // The plan as JSON text (docs/plan_format.md).
-std::string PlanToJson(const cost::CostModel& model, const Plan& plan);
+std::string PlanToJson(const cost::CostModel& model, const PricedPlan& plan);
 
 // The plan on one line, for benchmarks' and tests' messages: "$cost [first..last units x type]
-// ... servers shards x type" (first and last: layer names), "infeasible" after the cost where it is.
-std::string PlanLine(const cost::CostModel& model, const Plan& plan);
+// ... servers shards x type" (first and last: layer names), "infeasible" after the cost where it
+// is.
+std::string PlanLine(const cost::CostModel& model, const PricedPlan& plan);
 
 }  // namespace heterps::sched
