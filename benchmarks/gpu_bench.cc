@@ -6,10 +6,10 @@
 //
 // 1. The GEMM ceiling: FP32 n x n x n products through gpu::Blas (cuBLASLt; Eigen on the twin).
 // 2. The fc layers: dlrm-small's MLPs (13-64-16 and 367-256-128-1), forward and backward, as
-//    DenseSegments at the batch size: their FLOP rate as a share of the ceiling (target 0.5). The
-//    segments take and give host matrices (their inputs, outputs and gradients cross PCIe), so
+//    DenseChains at the batch size: their FLOP rate as a share of the ceiling (target 0.5). The
+//    chains take and give host matrices (their inputs, outputs and gradients cross PCIe), so
 //    the same layers' products are also timed on device-resident data: the forward (bias and
-//    ReLU fused) and the input and weight gradients, through gpu::Blas as the segments call it.
+//    ReLU fused) and the input and weight gradients, through gpu::Blas as the chains call it.
 // 3. The GPU tier: its hit rate against its budget (1%, 10% and 50% of the rows) on Zipf(1.05) and
 //    uniform keys, a window a step of batch x 26 keys; its lookups' rows/s with every key resident,
 //    against a raw gather of as many random rows out of the same table on the same device
@@ -101,35 +101,35 @@ double FcRate(const std::string& device_name, int64_t batch, double seconds) {
   auto spec = Check(config::LoadModelSpec("examples/models/dlrm-small.yaml"), "spec");
   auto backend = Check(dense::NewGpuBackend(device_name, {}), "backend");
   double flops = 0;
-  std::vector<std::unique_ptr<dense::DenseSegment>> segments;
+  std::vector<std::unique_ptr<dense::DenseChain>> chains;
   std::vector<dense::Matrix<float>> inputs, grads;
   std::vector<std::vector<std::vector<float>>> params, param_grads;
   for (const auto& [first, last] : kMlps) {
     const int f = spec.FindLayer(first), l = spec.FindLayer(last);
-    segments.push_back(Check(backend->NewSegment(spec, f, l), "segment"));
+    chains.push_back(Check(backend->NewChain(spec, f, l), "chain"));
     for (int i = f; i <= l; ++i) flops += 6.0 * spec.layers[i].in * spec.layers[i].out * batch;
     inputs.push_back(dense::Matrix<float>::Random(batch, spec.layers[f].in));
     grads.push_back(dense::Matrix<float>::Random(batch, spec.layers[l].out));
     params.emplace_back();
     param_grads.emplace_back();
-    for (int64_t size : segments.back()->block_sizes()) {
+    for (int64_t size : chains.back()->block_sizes()) {
       params.back().emplace_back(size, 0.01f);
       param_grads.back().emplace_back(size, 0.0f);
     }
   }
-  for (size_t s = 0; s < segments.size(); ++s) {
+  for (size_t s = 0; s < chains.size(); ++s) {
     std::vector<const float*> blocks;
     for (const auto& p : params[s]) blocks.push_back(p.data());
-    Check(segments[s]->SetParameters(blocks), "parameters");
+    Check(chains[s]->SetParameters(blocks), "parameters");
   }
   dense::Matrix<float> none(batch, 0), d_out;
   const auto step = [&] {
-    for (size_t s = 0; s < segments.size(); ++s) {
-      Check(segments[s]->Forward(0, inputs[s], none, true).status(), "forward");
+    for (size_t s = 0; s < chains.size(); ++s) {
+      Check(chains[s]->Forward(0, inputs[s], none, true).status(), "forward");
       d_out = grads[s];
       std::vector<float*> blocks;
       for (auto& g : param_grads[s]) blocks.push_back(g.data());
-      Check(segments[s]->Backward(0, &d_out, true, absl::MakeSpan(blocks)).status(), "backward");
+      Check(chains[s]->Backward(0, &d_out, true, absl::MakeSpan(blocks)).status(), "backward");
     }
   };
   step();
@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
   std::printf("| figure | value |\n|---|---:|\n");
   std::printf("| GEMM ceiling (FP32) | %.3g FLOP/s |\n", ceiling);
   std::printf(
-      "| fc layers, batch %lld, as segments (host data in and out) | %.3g FLOP/s = %.2f of "
+      "| fc layers, batch %lld, as chains (host data in and out) | %.3g FLOP/s = %.2f of "
       "the ceiling |\n",
       static_cast<long long>(flags.batch), fc, fc / ceiling);
   std::printf(

@@ -122,7 +122,7 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   EXPECT_GT(step_end, 0);
   EXPECT_LT(prefetch + step_end, busy);
   // And the micro-batches' passes: stage 0 looks its rows up and lays out their gradients, stage
-  // 1 (the GPU) runs the dense segments; each stage's parts within its busy time.
+  // 1 (the GPU) runs the dense chains; each stage's parts within its busy time.
   for (const json& stage : b["stages"]) {
     double parts = 0;
     for (const char* part : {"prefetch", "step_end", "lookup", "dense", "rows", "gradients"}) {
@@ -159,7 +159,7 @@ TEST_F(GpuHostTest, TheMixedPlanLearnsWhatTheCpuLearns) {
   EXPECT_EQ(Metrics(plain)["losses"], b["losses"]);
 
   // Another cut of the steps (micro-batches of 128 samples rather than 64): the same run to the
-  // bit, the GPU stage on the twin included (its segments run block by block as the CPU's do).
+  // bit, the GPU stage on the twin included (its chains run block by block as the CPU's do).
   const std::string coarse = Dir("gpu_coarse");
   r = Heterps(Mixed(coarse, true, {"--micro-batch", "128"}), coarse);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -236,7 +236,7 @@ TEST_F(GpuHostTest, APlanMadeForTheTierKeepsStageZeroOnOneReplica) {
 }
 
 // A plan with a stage on a GPU runs in blocks as large as its micro-batches unless the user
-// names a block size (a GPU runs a segment once per block, at a cost per run): here the whole
+// names a block size (a GPU runs a chain once per block, at a cost per run): here the whole
 // step of 512 samples on one emulated GPU, one block. The same run as the one that names it.
 TEST_F(GpuHostTest, AGpuPlanRunsInLargeBlocksUnlessTold) {
   const auto run = [](const std::string& name, std::vector<std::string> more) {

@@ -1,29 +1,29 @@
 // Where a stage's dense layers run: the seam between the model's stages (heterps/worker) and the
 // devices. A backend serves one device ("cpu": this host's cores, dense/cpu; "cuda:N": a GPU,
 // dense/gpu; "twin:N": the host twin of a GPU, the same code as cuda:N run on the host) and
-// builds *segments*: runs of consecutive dense layers (fc, interaction, logloss) of a spec that
+// builds *chains*: runs of consecutive dense layers (fc, interaction, logloss) of a spec that
 // take a micro-batch's activations from host memory and give their results back to it. What a
-// segment does in between (copies to a device, kernels, GEMMs) is its backend's business; the
+// chain does in between (copies to a device, kernels, GEMMs) is its backend's business; the
 // stage only sees host matrices.
 //
 //   HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<DenseBackend> backend,
 //                            DefaultBackends().Create("cpu", BackendOptions()));   // (1)
-//   HETERPS_ASSIGN_OR_RETURN(auto segment, backend->NewSegment(spec, first, last));
-//   HETERPS_RETURN_IF_ERROR(segment->SetParameters(blocks));      // one per fc layer
-//   HETERPS_ASSIGN_OR_RETURN(const Matrix<float>* out, segment->Forward(ctx, dense, vectors,
+//   HETERPS_ASSIGN_OR_RETURN(auto chain, backend->NewChain(spec, first, last));
+//   HETERPS_RETURN_IF_ERROR(chain->SetParameters(blocks));      // one per fc layer
+//   HETERPS_ASSIGN_OR_RETURN(const Matrix<float>* out, chain->Forward(ctx, dense, vectors,
 //   true));
-//   ... segment->Loss(ctx, labels, scale) for the segment with the loss ...
-//   HETERPS_ASSIGN_OR_RETURN(DenseSegment::InputGrads d_in,
-//                            segment->Backward(ctx, &d_out, /*want_dense=*/true, grads));
+//   ... chain->Loss(ctx, labels, scale) for the chain with the loss ...
+//   HETERPS_ASSIGN_OR_RETURN(DenseChain::InputGrads d_in,
+//                            chain->Backward(ctx, &d_out, /*want_dense=*/true, grads));
 //
 // (1) default_backends.h: every backend this build has, by name.
 //
-// A micro-batch in flight lives in a context (an integer >= 0 chosen by the caller): a segment
+// A micro-batch in flight lives in a context (an integer >= 0 chosen by the caller): a chain
 // keeps each context's state from its Forward to its Backward and reuses its buffers for the next
 // micro-batch. Matrices are row-major, one sample per row. Parameters are one block per fc layer,
 // [W (out x in) | b (out)], as the parameter server's dense table holds them.
 //
-// Thread safety: a segment is used by one thread at a time; a backend's NewSegment and stats may
+// Thread safety: a chain is used by one thread at a time; a backend's NewChain and stats may
 // be called from several threads.
 #pragma once
 
@@ -43,13 +43,13 @@
 
 namespace heterps::dense {
 
-class DenseSegment {
+class DenseChain {
  public:
-  virtual ~DenseSegment() = default;
+  virtual ~DenseChain() = default;
 
   // Floats of each fc layer's parameter block, in layer order.
   virtual const std::vector<int64_t>& block_sizes() const = 0;
-  // Whether the segment folds the embedding vectors (it holds an interaction). If not, the
+  // Whether the chain folds the embedding vectors (it holds an interaction). If not, the
   // vectors pass it unchanged, the caller keeps them and passes a matrix of no columns.
   virtual bool consumes_vectors() const = 0;
   // Whether it ends with the logloss (then Forward's output is the logits, n x 1).
@@ -60,9 +60,9 @@ class DenseSegment {
   // them here, once).
   virtual absl::Status SetParameters(absl::Span<const float* const> blocks) = 0;
 
-  // Runs micro-batch `ctx` through the segment: `dense` (n x width in), `vectors` (n x vectors
+  // Runs micro-batch `ctx` through the chain: `dense` (n x width in), `vectors` (n x vectors
   // times dim when consumes_vectors(), else no columns). Returns the output (n x width out; the
-  // logits, n x 1, for the segment with the loss), in host memory the context owns, valid until
+  // logits, n x 1, for the chain with the loss), in host memory the context owns, valid until
   // the context's next call. With `train`, the context keeps what Backward needs (the inputs
   // must then stay alive and unchanged until Backward).
   virtual absl::StatusOr<const Matrix<float>*> Forward(int ctx, const Matrix<float>& dense,
@@ -72,7 +72,7 @@ class DenseSegment {
   // (n floats, 0 or 1), summed; Backward then starts from `scale` times its gradient.
   virtual absl::StatusOr<double> Loss(int ctx, const float* labels, float scale) = 0;
 
-  // The gradients of what entered the segment (in host memory the context owns, valid until its
+  // The gradients of what entered the chain (in host memory the context owns, valid until its
   // next call): `dense` (n x width in; null unless asked for), `vectors` (when
   // consumes_vectors()).
   struct InputGrads {
@@ -80,7 +80,7 @@ class DenseSegment {
     const Matrix<float>* vectors = nullptr;
   };
   // Backward of context `ctx` from `d_out` (n x width out; consumed: its contents are
-  // overwritten) or, for the segment with the loss, from the loss (d_out null). Adds the
+  // overwritten) or, for the chain with the loss, from the loss (d_out null). Adds the
   // parameters' gradients into `grads` (one block per fc layer, as SetParameters'). InvalidArgument
   // for gradients of the wrong shape; FailedPrecondition before a training Forward.
   virtual absl::StatusOr<InputGrads> Backward(int ctx, Matrix<float>* d_out, bool want_dense,
@@ -110,10 +110,10 @@ class DenseBackend {
  public:
   virtual ~DenseBackend() = default;
   virtual const std::string& device() const = 0;
-  // Layers first..last of `spec` (which must outlive the segment), all of them dense (fc,
+  // Layers first..last of `spec` (which must outlive the chain), all of them dense (fc,
   // interaction, logloss). InvalidArgument naming the spec's file and line otherwise.
-  virtual absl::StatusOr<std::unique_ptr<DenseSegment>> NewSegment(const config::ModelSpec& spec,
-                                                                   int first, int last) = 0;
+  virtual absl::StatusOr<std::unique_ptr<DenseChain>> NewChain(const config::ModelSpec& spec,
+                                                               int first, int last) = 0;
   virtual DeviceStats stats() const = 0;
 };
 
@@ -134,7 +134,7 @@ class BackendRegistry {
   std::map<std::string, Factory> factories_;
 };
 
-// Whether layer kind `kind` runs in a segment.
+// Whether layer kind `kind` runs in a chain.
 bool IsDenseLayer(config::LayerKind kind);
 
 }  // namespace heterps::dense

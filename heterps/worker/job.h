@@ -105,7 +105,7 @@ std::pair<int64_t, int64_t> StepShare(int64_t j, int64_t batch, int64_t hi, int6
 // sums stay the same (a checkpoint's job identity names it).
 //
 // kDefaultBlockSize where every stage runs on CPUs. Where a stage runs on a GPU (its type's kind
-// is gpu, or its device is "cuda:N" or "twin:N"), that stage runs its dense segments once per
+// is gpu, or its device is "cuda:N" or "twin:N"), that stage runs its dense chains once per
 // block, and each run costs a GPU a millisecond or so of copies and waits (docs/benchmarks.md,
 // the sixth GPU run: blocks of 64 made dlrm-small 2.8x slower than one block a step): blocks as
 // large as stage 0's default micro-batch, ceil(batch / (R P)) for the step's `batch` samples, R

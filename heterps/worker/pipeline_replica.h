@@ -140,7 +140,7 @@ struct ReplicaStats {
   // forward and backward passes. ps_seconds overlaps all four.
   double prefetch_seconds = 0, step_end_seconds = 0, write_back_seconds = 0;
   // Of busy_seconds, the micro-batches' passes (Stage::PassSeconds): the embedding rows into the
-  // vectors, the dense segments, the rows' gradients laid out per key; and the gradients handed
+  // vectors, the dense chains, the rows' gradients laid out per key; and the gradients handed
   // to the step (added into its block tree, or pushed).
   double lookup_seconds = 0, dense_seconds = 0, rows_seconds = 0, gradients_seconds = 0;
   // Not of busy_seconds, stage 0: waiting for the step's training lines from its reader; and

@@ -282,7 +282,7 @@ void StepGrads::Add(int64_t first_block, const ParameterGrads& micro_batch) {
 void StepGrads::MergeAll() { ps::MergeNodes(&nodes, /*to_root=*/true, AddNode); }
 
 // A run of the stage's layers: the input (nothing to do), one embedding layer (rows pulled
-// from the parameter servers, on this host) or a segment of consecutive dense layers (on the
+// from the parameter servers, on this host) or a chain of consecutive dense layers (on the
 // stage's backend).
 struct Part {
   enum class Kind { kInput, kEmbedding, kDense } kind = Kind::kInput;
@@ -294,12 +294,12 @@ struct Part {
   int table = 0;      // its sparse table
   int local = 0;      // its index among the stage's embedding layers
   // kDense
-  std::unique_ptr<dense::DenseSegment> segment;
+  std::unique_ptr<dense::DenseChain> chain;
   std::vector<int> blocks;  // the stage-local fc indices of its fc layers, in order
 };
 
 // One micro-batch in flight, on this host: per part, what it produced and the gradients it
-// passed back. The segments keep their own state per context.
+// passed back. The chains keep their own state per context.
 struct Context {
   std::vector<Matrix<float>> vectors_out;     // embedding parts: the vectors with their rows
   std::vector<std::vector<uint64_t>> keys;    // per embedding layer: the keys it looked up
@@ -308,14 +308,14 @@ struct Context {
   Matrix<float> pulled;  // a multi-hot lookup's rows, one per key, before pooling
   const Matrix<float>* out_dense = nullptr;  // what left the stage
   const Matrix<float>* out_vectors = nullptr;
-  Matrix<float> d_top;  // a copy of the gradient given to Backward (the segments consume it)
+  Matrix<float> d_top;  // a copy of the gradient given to Backward (the chains consume it)
   int64_t size = 0;
-  // Blocks: the micro-batch's, and the segments' context for each (a block runs through a
-  // segment on its own).
+  // Blocks: the micro-batch's, and the chains' context for each (a block runs through a
+  // chain on its own).
   int64_t blocks = 1;
-  std::vector<int> segment_contexts;
+  std::vector<int> chain_contexts;
   // Per part, per block (with several blocks): what entered a dense part (kept until backward:
-  // the segments point into it) and the gradient its backward starts from (consumed).
+  // the chains point into it) and the gradient its backward starts from (consumed).
   std::vector<std::vector<Matrix<float>>> block_dense, block_vectors;
   Matrix<float> block_d;
   // Per part: its output and the gradients of its inputs, the blocks' joined.
@@ -337,14 +337,14 @@ struct Stage::Impl {
   std::vector<std::string> layer_names;  // the stage's layers but the input, in order
   bool timing = false;
   int64_t block_rows = 0;  // samples per block; 0: a micro-batch is one block
-  int next_segment_context = 0;
+  int next_chain_context = 0;
   std::vector<double> embedding_seconds;  // per embedding layer
   double ps_seconds = 0;                  // waiting for the parameter servers
   Stage::PassSeconds pass_seconds;
   // The dense pull PullParameters started and no call has waited for yet: it writes `params`.
   std::vector<ps::Ticket> pulling;
 
-  // Completes the dense pull in flight, if any, and hands the parameters to the segments.
+  // Completes the dense pull in flight, if any, and hands the parameters to the chains.
   absl::Status AwaitParameters() {
     if (pulling.empty()) return absl::OkStatus();
     const std::vector<ps::Ticket> tickets = std::move(pulling);
@@ -353,14 +353,14 @@ struct Stage::Impl {
     return HandParameters();
   }
 
-  // Hands `params` to the dense segments.
+  // Hands `params` to the dense chains.
   absl::Status HandParameters() {
     std::vector<const float*> pointers;
     for (Part& part : parts) {
       if (part.kind != Part::Kind::kDense) continue;
       pointers.clear();
       for (int b : part.blocks) pointers.push_back(params[b].data());
-      HETERPS_RETURN_IF_ERROR(part.segment->SetParameters(pointers));
+      HETERPS_RETURN_IF_ERROR(part.chain->SetParameters(pointers));
     }
     return absl::OkStatus();
   }
@@ -392,13 +392,13 @@ struct Stage::Impl {
     return {begin, std::min(block_rows, n - begin)};
   }
 
-  // Runs dense part p (its segment) on the context's micro-batch, block by block: each block's
+  // Runs dense part p (its chain) on the context's micro-batch, block by block: each block's
   // samples on their own, so that what a sample's outputs and a block's gradients are does not
   // depend on the micro-batch around them.
-  absl::StatusOr<const Matrix<float>*> RunSegment(Context& c, size_t p, const Matrix<float>& dense,
-                                                  const Matrix<float>& vectors, bool train) {
-    dense::DenseSegment& segment = *parts[p].segment;
-    if (c.blocks == 1) return segment.Forward(c.segment_contexts[0], dense, vectors, train);
+  absl::StatusOr<const Matrix<float>*> RunChain(Context& c, size_t p, const Matrix<float>& dense,
+                                                const Matrix<float>& vectors, bool train) {
+    dense::DenseChain& chain = *parts[p].chain;
+    if (c.blocks == 1) return chain.Forward(c.chain_contexts[0], dense, vectors, train);
     std::vector<Matrix<float>>& in_dense = c.block_dense[p];
     std::vector<Matrix<float>>& in_vectors = c.block_vectors[p];
     in_dense.resize(c.blocks);
@@ -414,7 +414,7 @@ struct Stage::Impl {
       }
       HETERPS_ASSIGN_OR_RETURN(
           const Matrix<float>* o,
-          segment.Forward(c.segment_contexts[j], in_dense[j], in_vectors[j], train));
+          chain.Forward(c.chain_contexts[j], in_dense[j], in_vectors[j], train));
       if (j == 0) out.resize(c.size, o->cols());
       out.middleRows(begin, rows) = *o;
     }
@@ -426,8 +426,8 @@ struct Stage::Impl {
     const int64_t n = in.size;
     c.size = n;
     c.blocks = BlocksOf(n);
-    while (static_cast<int64_t>(c.segment_contexts.size()) < c.blocks) {
-      c.segment_contexts.push_back(next_segment_context++);
+    while (static_cast<int64_t>(c.chain_contexts.size()) < c.blocks) {
+      c.chain_contexts.push_back(next_chain_context++);
     }
     c.empty.resize(n, 0);
     const Matrix<float>* dense = &in.dense;
@@ -452,9 +452,9 @@ struct Stage::Impl {
       } else if (part.kind == Part::Kind::kDense) {
         HETERPS_RETURN_IF_ERROR(AwaitParameters());
         const absl::Time start = absl::Now();
-        const bool consumes = part.segment->consumes_vectors();
+        const bool consumes = part.chain->consumes_vectors();
         HETERPS_ASSIGN_OR_RETURN(dense,
-                                 RunSegment(c, p, *dense, consumes ? *vectors : c.empty, train));
+                                 RunChain(c, p, *dense, consumes ? *vectors : c.empty, train));
         if (consumes) vectors = &c.empty;
         if (train) pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
       }
@@ -493,12 +493,11 @@ struct Stage::Impl {
     return absl::OkStatus();
   }
 
-  // Backward of dense part p from `d` (its output's gradient; consumed; null for the segment with
-  // the loss), block by block as RunSegment ran it, each block's parameter gradients into its own
+  // Backward of dense part p from `d` (its output's gradient; consumed; null for the chain with
+  // the loss), block by block as RunChain ran it, each block's parameter gradients into its own
   // block of `grads`.
-  absl::StatusOr<dense::DenseSegment::InputGrads> BackSegment(Context& c, size_t p,
-                                                              Matrix<float>* d, bool wanted,
-                                                              ParameterGrads* grads) {
+  absl::StatusOr<dense::DenseChain::InputGrads> BackChain(Context& c, size_t p, Matrix<float>* d,
+                                                          bool wanted, ParameterGrads* grads) {
     Part& part = parts[p];
     std::vector<float*> blocks;
     auto block_grads = [&](int64_t j) {
@@ -509,9 +508,9 @@ struct Stage::Impl {
       return absl::MakeSpan(blocks);
     };
     if (c.blocks == 1) {
-      return part.segment->Backward(c.segment_contexts[0], d, wanted, block_grads(0));
+      return part.chain->Backward(c.chain_contexts[0], d, wanted, block_grads(0));
     }
-    dense::DenseSegment::InputGrads out;
+    dense::DenseChain::InputGrads out;
     for (int64_t j = 0; j < c.blocks; ++j) {
       const auto [begin, rows] = BlockRange(c.size, j);
       Matrix<float>* d_block = nullptr;
@@ -520,8 +519,8 @@ struct Stage::Impl {
         d_block = &c.block_d;
       }
       HETERPS_ASSIGN_OR_RETURN(
-          const dense::DenseSegment::InputGrads g,
-          part.segment->Backward(c.segment_contexts[j], d_block, wanted, block_grads(j)));
+          const dense::DenseChain::InputGrads g,
+          part.chain->Backward(c.chain_contexts[j], d_block, wanted, block_grads(j)));
       if (g.dense != nullptr) {
         if (j == 0) c.joined_d_dense[p].resize(c.size, g.dense->cols());
         c.joined_d_dense[p].middleRows(begin, rows) = *g.dense;
@@ -537,28 +536,28 @@ struct Stage::Impl {
   }
 
   // Backward through the parts from the gradients of what left the stage (d_out_dense may be
-  // consumed; null for the stage with the loss, whose last segment starts from its loss).
+  // consumed; null for the stage with the loss, whose last chain starts from its loss).
   absl::Status Back(int ctx, Context& c, Matrix<float>* d_out_dense,
                     const Matrix<float>& d_out_vectors, ActivationGrads* d_in,
                     ParameterGrads* grads) {
     Matrix<float>* d_dense = d_out_dense;
     const Matrix<float>* d_vectors = &d_out_vectors;
-    const Matrix<float>* d_dense_in = nullptr;  // the gradient of the last segment's input
+    const Matrix<float>* d_dense_in = nullptr;  // the gradient of the last chain's input
     int64_t vector_cols = d_vectors->cols();    // leading columns still owed to earlier parts
     for (size_t p = parts.size(); p-- > 0;) {
       Part& part = parts[p];
       if (part.kind == Part::Kind::kDense) {
-        // The gradient of the segment's dense input goes to an earlier segment, or out.
+        // The gradient of the chain's dense input goes to an earlier chain, or out.
         bool wanted = d_in != nullptr;
         for (size_t q = 0; q < p; ++q) wanted |= parts[q].kind == Part::Kind::kDense;
         Matrix<float>* d = d_dense_in == nullptr ? d_dense : &c.d_top;
         const absl::Time start = absl::Now();
-        if (d_dense_in != nullptr) c.d_top = *d_dense_in;  // the segments consume what they get
-        HETERPS_ASSIGN_OR_RETURN(const dense::DenseSegment::InputGrads g,
-                                 BackSegment(c, p, d, wanted, grads));
+        if (d_dense_in != nullptr) c.d_top = *d_dense_in;  // the chains consume what they get
+        HETERPS_ASSIGN_OR_RETURN(const dense::DenseChain::InputGrads g,
+                                 BackChain(c, p, d, wanted, grads));
         pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
         d_dense_in = g.dense;
-        if (part.segment->consumes_vectors()) {
+        if (part.chain->consumes_vectors()) {
           d_vectors = g.vectors;
           vector_cols = d_vectors->cols();
         }
@@ -648,7 +647,7 @@ absl::StatusOr<std::unique_ptr<Stage>> Stage::Create(const config::ModelSpec& sp
       if (s.kind == LayerKind::kLogloss) impl->loss = true;
       std::vector<Part>& parts = impl->parts;
       if (dense::IsDenseLayer(s.kind)) {
-        // Consecutive dense layers make one segment.
+        // Consecutive dense layers make one chain.
         if (parts.empty() || parts.back().kind != Part::Kind::kDense) {
           parts.emplace_back();
           parts.back().kind = Part::Kind::kDense;
@@ -681,7 +680,7 @@ absl::StatusOr<std::unique_ptr<Stage>> Stage::Create(const config::ModelSpec& sp
   }
   for (Part& part : impl->parts) {
     if (part.kind != Part::Kind::kDense) continue;
-    HETERPS_ASSIGN_OR_RETURN(part.segment, backend->NewSegment(spec, part.first, part.last));
+    HETERPS_ASSIGN_OR_RETURN(part.chain, backend->NewChain(spec, part.first, part.last));
   }
   impl->embedding_seconds.assign(impl->tables.size(), 0.0);
   return std::unique_ptr<Stage>(new Stage(std::move(impl)));
@@ -790,7 +789,7 @@ absl::StatusOr<double> Stage::ForwardBackward(int ctx, const Activations& in, fl
     const int64_t begin = impl_->BlockRange(c.size, j).first;
     HETERPS_ASSIGN_OR_RETURN(
         const double block,
-        impl_->parts.back().segment->Loss(c.segment_contexts[j], in.labels.data() + begin, scale));
+        impl_->parts.back().chain->Loss(c.chain_contexts[j], in.labels.data() + begin, scale));
     loss += block;
     if (block_losses != nullptr) block_losses->push_back(block);
   }
@@ -817,7 +816,7 @@ absl::Status Stage::Backward(int ctx, const ActivationGrads& d_out, ActivationGr
   }
   HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
   const Matrix<float>& d_vectors = d_out.vectors.cols() > 0 ? d_out.vectors : c.empty;
-  c.d_top = d_out.dense;  // the segments consume it
+  c.d_top = d_out.dense;  // the chains consume it
   grads->Reset(c.blocks);
   return impl_->Back(ctx, c, &c.d_top, d_vectors, d_in, grads);
 }
@@ -921,7 +920,7 @@ void Stage::set_timing(bool on) {
   impl_->timing = on;
   if (on) impl_->embedding_seconds.assign(impl_->tables.size(), 0.0);
   for (Part& part : impl_->parts) {
-    if (part.kind == Part::Kind::kDense) part.segment->set_timing(on);
+    if (part.kind == Part::Kind::kDense) part.chain->set_timing(on);
   }
 }
 
@@ -931,7 +930,7 @@ std::vector<std::pair<std::string, double>> Stage::layer_seconds() const {
     if (part.kind == Part::Kind::kEmbedding) {
       out.emplace_back(part.name, impl_->embedding_seconds[part.local]);
     } else if (part.kind == Part::Kind::kDense) {
-      const std::vector<double> seconds = part.segment->layer_seconds();
+      const std::vector<double> seconds = part.chain->layer_seconds();
       for (int i = part.first; i <= part.last; ++i) {
         out.emplace_back(impl_->layer_names[out.size()], seconds[i - part.first]);
       }

@@ -20,7 +20,7 @@
 // context's Backward.
 //
 // Devices: the embedding layers run on this host (their rows come from the PsClient); the dense
-// layers run on a dense::DenseBackend (dense/backend.h), in segments of consecutive dense layers,
+// layers run on a dense::DenseBackend (dense/backend.h), in chains of consecutive dense layers,
 // on the device the stage is planned on (this host's CPU unless told otherwise). The activations
 // between stages are host memory either way.
 //
@@ -227,7 +227,7 @@ class Stage {
   // with the loss writes the click probabilities into out->dense (size x 1).
   absl::Status Predict(int ctx, const Activations& in, Activations* out);
 
-  // Samples per block (ps/block_tree.h): the dense segments run each block of a micro-batch on
+  // Samples per block (ps/block_tree.h): the dense chains run each block of a micro-batch on
   // its own and keep each block's gradients apart. 0 (the default): a micro-batch is one block.
   // A micro-batch of a synchronous job holds whole blocks but for the step's last.
   void set_block_rows(int64_t rows);
@@ -251,7 +251,7 @@ class Stage {
   double ps_seconds() const;
   // Where the micro-batches' passes spent their time since the stage was made, seconds: the
   // embedding rows into the vectors (pulls from a GPU tier or the servers included), the dense
-  // segments (forward, loss, backward: on a GPU stage, its copies and waits included), and the
+  // chains (forward, loss, backward: on a GPU stage, its copies and waits included), and the
   // embedding rows' gradients laid out per key.
   struct PassSeconds {
     double lookup = 0, dense = 0, rows = 0;

@@ -11,9 +11,9 @@ namespace {
 using config::LayerKind;
 using config::LayerSpec;
 
-class CpuSegment : public DenseSegment {
+class CpuChain : public DenseChain {
  public:
-  CpuSegment(const config::ModelSpec& spec, int first, int last) {
+  CpuChain(const config::ModelSpec& spec, int first, int last) {
     for (int i = first; i <= last; ++i) {
       const LayerSpec& s = spec.layers[i];
       Layer layer{&s};
@@ -36,7 +36,7 @@ class CpuSegment : public DenseSegment {
   absl::Status SetParameters(absl::Span<const float* const> blocks) override {
     if (blocks.size() != blocks_.size()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("segment: ", blocks.size(), " parameter blocks for ", blocks_.size()));
+          absl::StrCat("chain: ", blocks.size(), " parameter blocks for ", blocks_.size()));
     }
     params_.assign(blocks.begin(), blocks.end());
     return absl::OkStatus();
@@ -56,7 +56,7 @@ class CpuSegment : public DenseSegment {
       switch (layer.spec->kind) {
         case LayerKind::kFc:
           if (params_[layer.block] == nullptr) {
-            return absl::FailedPreconditionError("segment: forward before SetParameters");
+            return absl::FailedPreconditionError("chain: forward before SetParameters");
           }
           c.fc[i]->Forward(params_[layer.block], *d, &c.out[i]);
           d = &c.out[i];
@@ -77,9 +77,9 @@ class CpuSegment : public DenseSegment {
   }
 
   absl::StatusOr<double> Loss(int ctx, const float* labels, float scale) override {
-    if (!has_loss_) return absl::FailedPreconditionError("segment: no loss layer");
+    if (!has_loss_) return absl::FailedPreconditionError("chain: no loss layer");
     Context& c = ContextOf(ctx);
-    if (!c.trained) return absl::FailedPreconditionError("segment: loss before a training forward");
+    if (!c.trained) return absl::FailedPreconditionError("chain: loss before a training forward");
     const absl::Time start = timing_ ? absl::Now() : absl::InfinitePast();
     const double loss = LoglossSum(*c.logits, labels, scale, &c.d_logits);
     if (timing_) Time(layers_.size() - 1, start);
@@ -95,7 +95,7 @@ class CpuSegment : public DenseSegment {
     }
     if (grads.size() != blocks_.size()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("segment: ", grads.size(), " gradient blocks for ", blocks_.size()));
+          absl::StrCat("chain: ", grads.size(), " gradient blocks for ", blocks_.size()));
     }
     Context& c = *contexts_[ctx];
     Matrix<float>* d = has_loss_ ? &c.d_logits : d_out;
@@ -193,9 +193,9 @@ class CpuSegment : public DenseSegment {
 class CpuBackend : public DenseBackend {
  public:
   const std::string& device() const override { return device_; }
-  absl::StatusOr<std::unique_ptr<DenseSegment>> NewSegment(const config::ModelSpec& spec, int first,
-                                                           int last) override {
-    return NewCpuSegment(spec, first, last);
+  absl::StatusOr<std::unique_ptr<DenseChain>> NewChain(const config::ModelSpec& spec, int first,
+                                                       int last) override {
+    return NewCpuChain(spec, first, last);
   }
   DeviceStats stats() const override { return DeviceStats(); }
 
@@ -207,8 +207,8 @@ class CpuBackend : public DenseBackend {
 
 absl::Status CheckDenseRange(const config::ModelSpec& spec, int first, int last) {
   if (first < 0 || first > last || last >= static_cast<int>(spec.layers.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(spec.source, ": segment of layers ", first, "..",
-                                                   last, " outside the model's"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.source, ": chain of layers ", first, "..", last, " outside the model's"));
   }
   for (int i = first; i <= last; ++i) {
     const LayerSpec& s = spec.layers[i];
@@ -219,16 +219,16 @@ absl::Status CheckDenseRange(const config::ModelSpec& spec, int first, int last)
     }
     if (s.kind == LayerKind::kLogloss && i != last) {
       return absl::InvalidArgumentError(absl::StrCat(spec.source, ":", s.line, ": layer ", s.name,
-                                                     ": the logloss must end its segment"));
+                                                     ": the logloss must end its chain"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<DenseSegment>> NewCpuSegment(const config::ModelSpec& spec,
-                                                            int first, int last) {
+absl::StatusOr<std::unique_ptr<DenseChain>> NewCpuChain(const config::ModelSpec& spec, int first,
+                                                        int last) {
   HETERPS_RETURN_IF_ERROR(CheckDenseRange(spec, first, last));
-  return std::make_unique<CpuSegment>(spec, first, last);
+  return std::make_unique<CpuChain>(spec, first, last);
 }
 
 std::unique_ptr<DenseBackend> NewCpuBackend() { return std::make_unique<CpuBackend>(); }

@@ -1,4 +1,4 @@
-// The dense layers on this host's cores: segments of FcLayer, InteractionLayer and the logloss
+// The dense layers on this host's cores: chains of FcLayer, InteractionLayer and the logloss
 // (layers.h) on Eigen, working in place on the host matrices the stage hands them. Device "cpu".
 //
 // Thread safety: as DenseBackend.
@@ -12,10 +12,10 @@ namespace heterps::dense {
 
 std::unique_ptr<DenseBackend> NewCpuBackend();
 
-// A CPU segment of layers first..last of `spec` (all dense), for backends that keep a part of
+// A CPU chain of layers first..last of `spec` (all dense), for backends that keep a part of
 // their work on the host. InvalidArgument naming the spec's file and line for another kind.
-absl::StatusOr<std::unique_ptr<DenseSegment>> NewCpuSegment(const config::ModelSpec& spec,
-                                                            int first, int last);
+absl::StatusOr<std::unique_ptr<DenseChain>> NewCpuChain(const config::ModelSpec& spec, int first,
+                                                        int last);
 
 // The layers first..last of `spec` checked to be dense: InvalidArgument naming the spec's file
 // and line of the first that is not, or a range outside the spec.

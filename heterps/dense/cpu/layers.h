@@ -1,7 +1,7 @@
 // The dense layers of a model on this host's cores, forward and backward on a mini-batch at once
 // (Eigen matrix products, no per-sample loops in the products), templated on the scalar so that
 // training runs in float and the gradient tests in double. The CPU backend (cpu_backend.h) runs
-// segments of them, and they are the reference every other backend is checked against.
+// chains of them, and they are the reference every other backend is checked against.
 //
 // A batch is a row-major matrix, one sample per row. Parameters are not owned by the layers: they
 // arrive as one contiguous block per layer (the layout each layer documents), as the parameter

@@ -1,5 +1,5 @@
-// The device segment built for CUDA GPUs: nvcc, Thrust's CUDA backend, cuBLASLt.
-#include "heterps/dense/gpu/device_segment.inl"
+// The device chain built for CUDA GPUs: nvcc, Thrust's CUDA backend, cuBLASLt.
+#include "heterps/dense/gpu/device_chain.inl"
 
 namespace heterps::dense::cuda {
 

@@ -1,5 +1,5 @@
-// The dense backend of a GPU (device "cuda:N") and of its host twin ("twin:N"): segments of dense
-// layers on a gpu::Device, their GEMMs on its gpu::Blas (device_segment.inl, one source built for
+// The dense backend of a GPU (device "cuda:N") and of its host twin ("twin:N"): chains of dense
+// layers on a gpu::Device, their GEMMs on its gpu::Blas (device_chain.inl, one source built for
 // both). docs/gpu.md.
 //
 //   HETERPS_ASSIGN_OR_RETURN(auto backend, NewGpuBackend("twin:0", BackendOptions()));
@@ -32,7 +32,7 @@ struct EigenLayout {
   }
 };
 
-// The backend on an open device and its BLAS, per target (device_segment.inl).
+// The backend on an open device and its BLAS, per target (device_chain.inl).
 namespace twin {
 std::unique_ptr<DenseBackend> NewBackend(std::unique_ptr<gpu::Device> device,
                                          std::unique_ptr<gpu::Blas> blas);

@@ -1,5 +1,5 @@
-// The device segment built for the host twin: g++, Thrust's OpenMP backend.
-#include "heterps/dense/gpu/device_segment.inl"
+// The device chain built for the host twin: g++, Thrust's OpenMP backend.
+#include "heterps/dense/gpu/device_chain.inl"
 
 namespace heterps::dense::twin {
 

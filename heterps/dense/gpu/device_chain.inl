@@ -1,14 +1,14 @@
-// A segment of dense layers on a GPU: written once, built twice (gpu/target.h). nvcc builds it
+// A chain of dense layers on a GPU: written once, built twice (gpu/target.h). nvcc builds it
 // into cuda_backend.cu for CUDA GPUs (cuBLASLt and Thrust's CUDA backend); g++ builds it into
 // twin_backend.cc for the host twin (the CPU's GEMMs and Thrust's OpenMP backend). The GEMMs go
 // through gpu::Blas; everything else is a small functor over the elements, run by
 // thrust::for_each_n on the device's stream.
 //
-// A micro-batch's activations are copied to the device at the segment's entry and its output
+// A micro-batch's activations are copied to the device at the chain's entry and its output
 // copied back at the exit; every layer's intermediate results stay on the device until the
 // context's backward. The parameters are copied to the device once per SetParameters (once per
 // step), the gradients of the inputs and of the parameters back once per backward. The loss's
-// per-sample terms come back and are summed on the host in sample order, as the CPU segment sums
+// per-sample terms come back and are summed on the host in sample order, as the CPU chain sums
 // them.
 //
 // Not a header: included once by each target's translation unit.
@@ -177,9 +177,9 @@ absl::Status Grow(gpu::Device* device, DeviceArray<float>& array, int64_t n) {
   return array.Reserve(device, static_cast<size_t>(std::max<int64_t>(n, 1)));
 }
 
-class DeviceSegment : public DenseSegment {
+class DeviceChain : public DenseChain {
  public:
-  DeviceSegment(gpu::Device* device, gpu::Blas* blas, const config::ModelSpec& spec, int first,
+  DeviceChain(gpu::Device* device, gpu::Blas* blas, const config::ModelSpec& spec, int first,
                 int last)
       : device_(device), blas_(blas) {
     for (int i = first; i <= last; ++i) {
@@ -235,7 +235,7 @@ class DeviceSegment : public DenseSegment {
   absl::Status SetParameters(absl::Span<const float* const> blocks) override {
     if (blocks.size() != blocks_.size()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("segment: ", blocks.size(), " parameter blocks for ", blocks_.size()));
+          absl::StrCat("chain: ", blocks.size(), " parameter blocks for ", blocks_.size()));
     }
     for (size_t b = 0; b < blocks.size(); ++b) {
       HETERPS_RETURN_IF_ERROR(
@@ -248,7 +248,7 @@ class DeviceSegment : public DenseSegment {
   absl::StatusOr<const Matrix<float>*> Forward(int ctx, const Matrix<float>& dense,
                                                const Matrix<float>& vectors, bool train) override {
     if (!have_params_ && !blocks_.empty()) {
-      return absl::FailedPreconditionError("segment: forward before SetParameters");
+      return absl::FailedPreconditionError("chain: forward before SetParameters");
     }
     Context& c = ContextOf(ctx);
     const int64_t n = dense.rows();
@@ -299,9 +299,9 @@ class DeviceSegment : public DenseSegment {
   }
 
   absl::StatusOr<double> Loss(int ctx, const float* labels, float scale) override {
-    if (!has_loss_) return absl::FailedPreconditionError("segment: no loss layer");
+    if (!has_loss_) return absl::FailedPreconditionError("chain: no loss layer");
     Context& c = ContextOf(ctx);
-    if (!c.trained) return absl::FailedPreconditionError("segment: loss before a training forward");
+    if (!c.trained) return absl::FailedPreconditionError("chain: loss before a training forward");
     const absl::Time start = timing_ ? absl::Now() : absl::InfinitePast();
     const int64_t n = c.size;
     HETERPS_RETURN_IF_ERROR(Grow(device_, c.labels, n));
@@ -314,7 +314,7 @@ class DeviceSegment : public DenseSegment {
     HETERPS_RETURN_IF_ERROR(
         device_->CopyToHost(c.terms_host.data(), c.terms.data(), n * sizeof(float)));
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
-    // Summed in sample order, in float, as the CPU segment sums.
+    // Summed in sample order, in float, as the CPU chain sums.
     float total = 0;
     for (float t : c.terms_host) total += t;
     if (timing_) HETERPS_RETURN_IF_ERROR(Time(layers_.size() - 1, start));
@@ -330,7 +330,7 @@ class DeviceSegment : public DenseSegment {
     }
     if (grads.size() != blocks_.size()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("segment: ", grads.size(), " gradient blocks for ", blocks_.size()));
+          absl::StrCat("chain: ", grads.size(), " gradient blocks for ", blocks_.size()));
     }
     Context& c = *contexts_[ctx];
     const int64_t n = c.size;
@@ -538,12 +538,12 @@ class DeviceBackend : public DenseBackend {
 
   const std::string& device() const override { return name_; }
 
-  absl::StatusOr<std::unique_ptr<DenseSegment>> NewSegment(const config::ModelSpec& spec,
+  absl::StatusOr<std::unique_ptr<DenseChain>> NewChain(const config::ModelSpec& spec,
                                                            int first, int last) override {
     HETERPS_RETURN_IF_ERROR(CheckDenseRange(spec, first, last));
-    auto segment = std::make_unique<DeviceSegment>(device_.get(), blas_.get(), spec, first, last);
-    HETERPS_RETURN_IF_ERROR(segment->Init());
-    return std::unique_ptr<DenseSegment>(std::move(segment));
+    auto chain = std::make_unique<DeviceChain>(device_.get(), blas_.get(), spec, first, last);
+    HETERPS_RETURN_IF_ERROR(chain->Init());
+    return std::unique_ptr<DenseChain>(std::move(chain));
   }
 
   DeviceStats stats() const override {
@@ -552,7 +552,7 @@ class DeviceBackend : public DenseBackend {
   }
 
  private:
-  // Declared first: the blas and the segments' arrays are freed before the device.
+  // Declared first: the blas and the chains' arrays are freed before the device.
   std::unique_ptr<gpu::Device> device_;
   std::unique_ptr<gpu::Blas> blas_;
   const std::string name_;

@@ -1,4 +1,4 @@
-#include "heterps/dense/gpu/segment_checks.h"
+#include "heterps/dense/gpu/chain_checks.h"
 
 #include <random>
 #include <vector>
@@ -41,16 +41,15 @@ config::ModelSpec Spec(const std::string& path) {
   return *spec;
 }
 
-void ExpectSegmentsAgree(const config::ModelSpec& spec, int first, int last,
-                         DenseBackend* backend) {
+void ExpectChainsAgree(const config::ModelSpec& spec, int first, int last, DenseBackend* backend) {
   SCOPED_TRACE(spec.layers[first].name + ".." + spec.layers[last].name + " on " +
                backend->device());
-  auto cpu = NewCpuSegment(spec, first, last);
+  auto cpu = NewCpuChain(spec, first, last);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto dev = backend->NewSegment(spec, first, last);
+  auto dev = backend->NewChain(spec, first, last);
   ASSERT_TRUE(dev.ok()) << dev.status();
-  DenseSegment& a = **cpu;
-  DenseSegment& b = **dev;
+  DenseChain& a = **cpu;
+  DenseChain& b = **dev;
   std::mt19937 rng(7);
   std::vector<std::vector<float>> params;
   std::vector<const float*> blocks;

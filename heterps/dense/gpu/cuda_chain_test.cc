@@ -1,8 +1,8 @@
-// The GPU segment on a real GPU (cuda:0) against the CPU segment: what device_segment_test checks
+// The GPU chain on a real GPU (cuda:0) against the CPU chain: what device_chain_test checks
 // on the host twin. Skipped where this build has no CUDA or this host no GPU.
 #include "gtest/gtest.h"
+#include "heterps/dense/gpu/chain_checks.h"
 #include "heterps/dense/gpu/device_backend.h"
-#include "heterps/dense/gpu/segment_checks.h"
 
 namespace heterps::dense {
 namespace {
@@ -13,15 +13,15 @@ std::unique_ptr<DenseBackend> Gpu() {
   return *std::move(backend);
 }
 
-TEST(CudaSegmentTest, EveryLayerMatchesTheCpu) {
+TEST(CudaChainTest, EveryLayerMatchesTheCpu) {
   std::unique_ptr<DenseBackend> gpu = Gpu();
   if (gpu == nullptr) GTEST_SKIP() << "no GPU: " << NewGpuBackend("cuda:0", {}).status();
   const config::ModelSpec dlrm = testing::Spec("examples/models/dlrm-small.yaml");
-  testing::ExpectSegmentsAgree(dlrm, dlrm.FindLayer("bottom.0"),
-                               static_cast<int>(dlrm.layers.size()) - 1, gpu.get());
+  testing::ExpectChainsAgree(dlrm, dlrm.FindLayer("bottom.0"),
+                             static_cast<int>(dlrm.layers.size()) - 1, gpu.get());
   const config::ModelSpec every = testing::Spec("tests/specs/every-dense-layer.yaml");
-  testing::ExpectSegmentsAgree(every, every.FindLayer("concat"),
-                               static_cast<int>(every.layers.size()) - 1, gpu.get());
+  testing::ExpectChainsAgree(every, every.FindLayer("concat"),
+                             static_cast<int>(every.layers.size()) - 1, gpu.get());
 }
 
 }  // namespace
