@@ -42,7 +42,7 @@ struct StageReport {
   double prefetch_seconds = 0;   // of which naming the step's keys to a GPU tier
   double step_end_seconds = 0;   // of which ending the step (the gradients out)
   // Of which the micro-batches' passes (worker::ReplicaStats): the embedding rows into the
-  // vectors, the dense segments, the rows' gradients per key, the gradients handed to the step.
+  // vectors, the dense chains, the rows' gradients per key, the gradients handed to the step.
   double lookup_seconds = 0, dense_seconds = 0, rows_seconds = 0, gradients_seconds = 0;
   double send_seconds = 0;       // per step: its time writing to other stages
   // Per step, stage 0, not part of the busy time: waiting for its training lines (the reader

@@ -39,7 +39,7 @@ class GreedyScheduler : public Scheduler {
         return model.Stage(l, l, t).total() * model.type(t).price_per_hour;
       });
     }
-    PricedPlan plan = MakePlan(model, assignment);
+    PricedPlan plan = PricePlan(model, assignment);
     plan.scheduler = std::string(name());
     plan.search_seconds = clock.Elapsed();
     return plan;
@@ -68,7 +68,7 @@ class ManualScheduler : public Scheduler {
                            : type.price_per_hour / type.flops;
       });
     }
-    PricedPlan plan = MakePlan(model, assignment);
+    PricedPlan plan = PricePlan(model, assignment);
     plan.scheduler = std::string(name());
     plan.search_seconds = clock.Elapsed();
     return plan;
@@ -90,7 +90,7 @@ class HomogeneousScheduler : public Scheduler {
     base::Deadline clock(0);
     PricedPlan best;
     for (int t = 0; t < model.num_types(); ++t) {
-      PricedPlan plan = MakePlan(model, std::vector<int>(model.num_layers(), t));
+      PricedPlan plan = PricePlan(model, std::vector<int>(model.num_layers(), t));
       if (t == 0 || Better(plan, best)) best = plan;
     }
     best.scheduler = std::string(name());

@@ -31,7 +31,7 @@ class BruteScheduler : public Scheduler {
     int64_t evaluated = 0;
     bool complete = true;
     while (true) {
-      PricedPlan plan = MakePlan(model, assignment);
+      PricedPlan plan = PricePlan(model, assignment);
       if (evaluated++ == 0 || Better(plan, best)) best = std::move(plan);
       if (evaluated % 1024 == 0) {
         if (options.progress) options.progress(evaluated, best.feasible ? best.cost_usd : INFINITY);

@@ -521,7 +521,7 @@ double ExactSearch::FitMultipliers(double relaxed) {
 }
 
 void ExactSearch::Consider(const std::vector<int>& assignment) {
-  PricedPlan plan = MakePlan(model_, assignment);
+  PricedPlan plan = PricePlan(model_, assignment);
   ++evaluated_;
   if (!have_best_ || Better(plan, best_)) {
     best_ = std::move(plan);
@@ -830,7 +830,7 @@ std::vector<int> ExactSearch::Beam(int width) const {
 // No plan meets the limit: report the fastest plan (every stage with all units of its type, shared
 // limits ignored) and why even it fails.
 PricedPlan ExactSearch::Infeasible() {
-  PricedPlan plan = MakePlan(model_, FastestAssignment(model_));
+  PricedPlan plan = PricePlan(model_, FastestAssignment(model_));
   const cost::Workload& rules = model_.workload();
   plan.why.message = absl::StrCat(
       "even the fastest plan",

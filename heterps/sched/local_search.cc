@@ -38,7 +38,7 @@ const PricedPlan* PlanCache::Evaluate(const std::vector<int>& assignment) {
   if (it != cache_.end()) return &it->second;
   if (exhausted()) return nullptr;
   ++evaluated_;
-  PricedPlan plan = MakePlan(model_, assignment);
+  PricedPlan plan = PricePlan(model_, assignment);
   if (!have_best_ || Better(plan, best_)) {
     best_ = plan;
     have_best_ = true;

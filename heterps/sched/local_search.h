@@ -27,7 +27,7 @@ struct FewestUnits {
 };
 FewestUnits StageAtTheLimit(const cost::CostModel& model, int first, int last, int t);
 
-// Provisions plans once each (MakePlan), counts them against a budget, keeps the best.
+// Provisions plans once each (PricePlan), counts them against a budget, keeps the best.
 class PlanCache {
  public:
   // `on_improvement` (may be empty) hears (plans evaluated, best cost or +inf) at every new best.

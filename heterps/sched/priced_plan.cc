@@ -20,7 +20,7 @@ std::vector<cost::StageSpec> StagesOf(const std::vector<int>& assignment) {
   return stages;
 }
 
-PricedPlan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment) {
+PricedPlan PricePlan(const cost::CostModel& model, const std::vector<int>& assignment) {
   PricedPlan plan;
   plan.assignment = assignment;
   std::vector<cost::StageSpec> specs = StagesOf(assignment);

@@ -49,7 +49,7 @@ struct PricedPlan {
 };
 
 // Groups `assignment` (a type per layer) into stages and provisions them exactly.
-PricedPlan MakePlan(const cost::CostModel& model, const std::vector<int>& assignment);
+PricedPlan PricePlan(const cost::CostModel& model, const std::vector<int>& assignment);
 
 // The stages of an assignment: maximal runs of consecutive layers on one type.
 std::vector<cost::StageSpec> StagesOf(const std::vector<int>& assignment);

@@ -155,7 +155,7 @@ TEST(ExactSchedulerTest, NoPlanBeatsTheCertifiedOptimumOfScalingInstances) {
       others.push_back(Schedule("rl", *cm).assignment);
       for (int t = 0; t < cm->num_types(); ++t) others.push_back(std::vector<int>(layers, t));
       for (const std::vector<int>& assignment : others) {
-        const PricedPlan plan = MakePlan(*cm, assignment);
+        const PricedPlan plan = PricePlan(*cm, assignment);
         if (!plan.feasible) continue;
         EXPECT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9))
             << layers << " x " << types << ": " << PlanLine(*cm, plan) << "\nagainst exact's "
@@ -243,7 +243,7 @@ TEST(ExactSchedulerTest, NoMoveBeatsTheCertifiedOptimumWithSeveralServerTypes) {
             std::vector<int> assignment = exact.assignment;
             std::fill(assignment.begin() + i, assignment.begin() + j + 1, t);
             if (assignment == exact.assignment) continue;
-            const PricedPlan plan = MakePlan(model, assignment);
+            const PricedPlan plan = PricePlan(model, assignment);
             ++moves;
             if (!plan.feasible) continue;
             ASSERT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9)) << PlanLine(model, plan);

@@ -110,11 +110,11 @@ TEST(SearchSchedulerTest, RelaxedAssignmentsFitTheUnitsWhereTheyBind) {
     ++feasible;
     const std::vector<std::vector<int>> seeds = RelaxedAssignments(model, 8);
     ASSERT_FALSE(seeds.empty());
-    const PricedPlan first = MakePlan(model, seeds[0]);
+    const PricedPlan first = PricePlan(model, seeds[0]);
     binding += !first.feasible && first.why.constraint == "units";
     bool any_feasible = false;
     for (const std::vector<int>& seed : seeds) {
-      const PricedPlan plan = MakePlan(model, seed);
+      const PricedPlan plan = PricePlan(model, seed);
       if (!plan.feasible) continue;
       any_feasible = true;
       EXPECT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9)) << "trial " << trial;
@@ -138,14 +138,14 @@ TEST(SearchSchedulerTest, BeamAssignmentsAreFeasibleAndOftenOptimal) {
     const PricedPlan exact = Schedule("exact", model);
     const std::vector<std::vector<int>> beams = BeamAssignments(model, 8, 64);
     if (!exact.feasible) {
-      for (const std::vector<int>& beam : beams) EXPECT_FALSE(MakePlan(model, beam).feasible);
+      for (const std::vector<int>& beam : beams) EXPECT_FALSE(PricePlan(model, beam).feasible);
       continue;
     }
     ++feasible;
     found += !beams.empty();
     double best = cost::kInfinity;
     for (const std::vector<int>& beam : beams) {
-      const PricedPlan plan = MakePlan(model, beam);
+      const PricedPlan plan = PricePlan(model, beam);
       ASSERT_TRUE(plan.feasible) << "trial " << trial << ": " << plan.why.message << "\n"
                                  << instance.model_yaml << instance.cluster_yaml;
       EXPECT_GE(plan.cost_usd, exact.cost_usd * (1 - 1e-9)) << "trial " << trial;

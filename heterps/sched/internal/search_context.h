@@ -70,7 +70,7 @@ class SearchContext {
   std::optional<double> Evaluate(const std::vector<int>& assignment) {
     if (auto it = scores_.find(assignment); it != scores_.end()) return it->second;
     if (Spent()) return std::nullopt;
-    PricedPlan plan = MakePlan(model_, assignment);
+    PricedPlan plan = PricePlan(model_, assignment);
     const double score = Score(plan);
     scores_.emplace(assignment, score);
     if (scores_.size() == 1 || Better(plan, best_)) best_ = std::move(plan);

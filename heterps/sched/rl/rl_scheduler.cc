@@ -139,7 +139,7 @@ absl::StatusOr<PricedPlan> RlScheduler::Schedule(const cost::CostModel& model,
     absl::Status saved = policy.Save(options.policy_out);
     if (!saved.ok()) return saved;
   }
-  PricedPlan plan = evaluator.have_best() ? evaluator.best() : MakePlan(model, {});
+  PricedPlan plan = evaluator.have_best() ? evaluator.best() : PricePlan(model, {});
   plan.scheduler = std::string(name());
   plan.certified_optimal = false;
   plan.plans_evaluated = evaluator.evaluated();

@@ -1,7 +1,7 @@
 // The reinforcement-learning scheduler (`rl`): an LSTM policy (lstm_policy.h) trained with
 // REINFORCE on this instance, returning the best feasible plan it has seen.
 //
-// Each update samples `batch` plans, provisions each exactly (cost::Provision through MakePlan),
+// Each update samples `batch` plans, provisions each exactly (cost::Provision through PricePlan),
 // and rewards it with -log(C / C_ref) when feasible (C_ref: the cheapest homogeneous or greedy
 // plan, or the first feasible plan sampled) and -(infeasible_penalty + log(1 + shortfall))
 // when not. The gradient is the REINFORCE estimate with an exponential-moving-average baseline,

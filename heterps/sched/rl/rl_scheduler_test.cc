@@ -39,7 +39,7 @@ TEST(RlSchedulerTest, FindsTheOptimumWhereItIsUnique) {
     int near = 0;
     std::vector<int> a(model.num_layers(), 0);
     while (true) {
-      PricedPlan p = MakePlan(model, a);
+      PricedPlan p = PricePlan(model, a);
       if (p.feasible && p.cost_usd <= optimum.cost_usd * (1 + 1e-6)) ++near;
       int l = 0;
       while (l < model.num_layers() && ++a[l] == model.num_types()) a[l++] = 0;
@@ -69,7 +69,7 @@ PricedPlan BestTwoStagePlan(const cost::CostModel& model) {
       for (int cut = a == b ? L : 1; cut <= L; ++cut) {
         std::vector<int> assignment(L, b);
         std::fill(assignment.begin(), assignment.begin() + cut, a);
-        PricedPlan plan = MakePlan(model, assignment);
+        PricedPlan plan = PricePlan(model, assignment);
         if (Better(plan, best) || best.assignment.empty()) best = std::move(plan);
       }
     }

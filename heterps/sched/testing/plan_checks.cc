@@ -19,7 +19,7 @@ void ExpectValid(const cost::CostModel& model, const PricedPlan& plan) {
   ASSERT_EQ(plan.assignment.size(), static_cast<size_t>(model.num_layers()));
   std::vector<cost::StageSpec> stages = StagesOf(plan.assignment);
   ASSERT_EQ(stages.size(), plan.stages.size());
-  PricedPlan again = MakePlan(model, plan.assignment);
+  PricedPlan again = PricePlan(model, plan.assignment);
   EXPECT_EQ(again.feasible, plan.feasible);
   if (!plan.feasible) {
     EXPECT_FALSE(plan.why.message.empty());

@@ -62,7 +62,7 @@ TEST(NetworkProfileTest, DegenerateFitsKeepEveryFigureValid) {
 // The real thing: a server on loopback, two replicas' steps through it. The cost model, given the
 // fitted figures, predicts the measured step of a two-unit stage of the whole model at both batch
 // sizes.
-TEST(NetworkProfileTest, TheModelPredictsTheMeasuredStepThroughTheWire) {
+TEST(NetworkProfileTest, TheModelPredictsTheMeasuredStepOverTheNetwork) {
   auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   NetworkProfileOptions options;
