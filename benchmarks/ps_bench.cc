@@ -18,7 +18,8 @@
 // process, port 0) and a
 //    GrpcPsClient. Target: >= 25% of (2). Then the same messages (half a batch's keys per server
 //    from each client thread, rows of D floats back for a pull) to 2 servers of the same protocol
-//    and gRPC settings that only answer: the transport's limit. Target: >= 0.8 of it.
+//    and gRPC settings that only answer: the transport's limit. Target: >= 0.8 of it. And the
+//    same messages over plain ZeroMQ (zmq_echo.h: the transport ps-lite uses), for comparison.
 // 4. The SSD tier: a table of --tier-rows rows whose memory budget is a quarter
 // of its size,
 //    spilling to RocksDB in a temporary directory, under batches that draw 90%
@@ -59,6 +60,7 @@
 #include "benchmarks/bench_cli.h"
 #include "benchmarks/machine_limits.h"
 #include "benchmarks/markdown_section.h"
+#include "benchmarks/zmq_echo.h"
 #include "heterps/base/host.h"
 #include "heterps/ps/in_process_client.h"
 #include "heterps/ps/key_plan.h"
@@ -306,10 +308,43 @@ class EchoService final : public ps::rpc::ParameterServer::Service {
   const int dim_;
 };
 
-// Keys per second through `servers` echo servers: for each of f.threads client threads, one
-// thread per server making blocking calls of half a batch's keys each (the real client's share
-// per server, and its calls in flight), pulls or pushes of dim-float rows.
-double EchoRate(const Flags& f, const std::vector<std::string>& addresses, bool push) {
+// One call to an echo server: a pull of `keys`' rows, or a push of their `grads`.
+using EchoCall = std::function<absl::Status(absl::Span<const uint64_t> keys,
+                                            absl::Span<const float> grads, bool push)>;
+
+// A gRPC client of one EchoService, as the real client calls a server.
+EchoCall GrpcEchoCall(const std::string& address) {
+  std::shared_ptr<ps::rpc::ParameterServer::Stub> stub =
+      ps::rpc::ParameterServer::NewStub(rpc::NewChannel(address));
+  return [stub](absl::Span<const uint64_t> keys, absl::Span<const float> grads, bool push) {
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(ctx, "", absl::Seconds(30));
+    grpc::Status status;
+    if (push) {
+      ps::rpc::PushSparseRequest request;
+      request.set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+      request.set_grads(grads.data(), grads.size() * sizeof(float));
+      ps::rpc::PushReply reply;
+      status = stub->PushSparse(&ctx, request, &reply);
+    } else {
+      ps::rpc::PullSparseRequest request;
+      request.set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+      ps::rpc::PullSparseReply reply;
+      status = stub->PullSparse(&ctx, request, &reply);
+      if (status.ok() && reply.values().size() != grads.size() * sizeof(float)) {
+        status = grpc::Status(grpc::StatusCode::INTERNAL, "short reply");
+      }
+    }
+    return rpc::FromGrpc(status, "echo");
+  };
+}
+
+// Keys per second through the echo servers at `addresses`: for each of f.threads client threads,
+// one thread per server (with a client of its own from `connect`) making blocking calls of half a
+// batch's keys each (the real client's share per server, and its calls in flight), pulls or
+// pushes of dim-float rows.
+double EchoRate(const Flags& f, const std::vector<std::string>& addresses, bool push,
+                const std::function<EchoCall(const std::string&)>& connect) {
   const int per_call = kBatch / static_cast<int>(addresses.size());
   std::atomic<int64_t> keys{0};
   std::atomic<bool> stop{false};
@@ -318,31 +353,13 @@ double EchoRate(const Flags& f, const std::vector<std::string>& addresses, bool 
   for (int t = 0; t < f.threads; ++t) {
     for (const std::string& address : addresses) {
       workers.emplace_back([&, t, address] {
-        auto stub = ps::rpc::ParameterServer::NewStub(rpc::NewChannel(address));
+        const EchoCall call = connect(address);
         uint64_t state = 99 + t;
         std::vector<uint64_t> ids(per_call);
         const std::vector<float> grads(static_cast<size_t>(per_call) * f.dim, 1e-3f);
         while (!stop.load(std::memory_order_relaxed)) {
           for (uint64_t& k : ids) k = SplitMix(state);
-          grpc::ClientContext ctx;
-          rpc::PrepareCall(ctx, "", absl::Seconds(30));
-          grpc::Status status;
-          if (push) {
-            ps::rpc::PushSparseRequest request;
-            request.set_keys(ids.data(), ids.size() * sizeof(uint64_t));
-            request.set_grads(grads.data(), grads.size() * sizeof(float));
-            ps::rpc::PushReply reply;
-            status = stub->PushSparse(&ctx, request, &reply);
-          } else {
-            ps::rpc::PullSparseRequest request;
-            request.set_keys(ids.data(), ids.size() * sizeof(uint64_t));
-            ps::rpc::PullSparseReply reply;
-            status = stub->PullSparse(&ctx, request, &reply);
-            if (status.ok() && reply.values().size() != grads.size() * sizeof(float)) {
-              status = grpc::Status(grpc::StatusCode::INTERNAL, "short reply");
-            }
-          }
-          Check(rpc::FromGrpc(status, "echo"), "echo");
+          Check(call(ids, grads, push), "echo");
           keys += per_call;
         }
       });
@@ -397,7 +414,7 @@ int main(int argc, char** argv) {
   }
 
   // 3. gRPC on loopback, 2 shards.
-  double grpc_pull = 0, grpc_push = 0, echo_pull = 0, echo_push = 0;
+  double grpc_pull = 0, grpc_push = 0, echo_pull = 0, echo_push = 0, zmq_pull = 0, zmq_push = 0;
   if (run("grpc")) {
     const std::string dir = std::filesystem::temp_directory_path() / "heterps_ps_bench_grpc";
     std::vector<std::unique_ptr<ps::rpc::PsServer>> servers;
@@ -428,10 +445,24 @@ int main(int argc, char** argv) {
       addresses.push_back(server->address);
       echoes.push_back(*std::move(server));
     }
-    echo_pull = EchoRate(f, addresses, /*push=*/false);
-    echo_push = EchoRate(f, addresses, /*push=*/true);
+    echo_pull = EchoRate(f, addresses, /*push=*/false, GrpcEchoCall);
+    echo_push = EchoRate(f, addresses, /*push=*/true, GrpcEchoCall);
     for (rpc::Server& server : echoes) server.server->Shutdown();
     std::fprintf(stderr, "echo: pull %.3g, push %.3g keys/s\n", echo_pull, echo_push);
+    // The same messages over plain ZeroMQ.
+    absl::StatusOr<std::unique_ptr<ZmqEchoServers>> zmq = ZmqEchoServers::Start(2, f.dim);
+    Check(zmq.status(), "start zeromq servers");
+    const auto zmq_call = [&zmq](const std::string& address) -> EchoCall {
+      absl::StatusOr<std::unique_ptr<ZmqEchoServers::Client>> client = (*zmq)->Connect(address);
+      Check(client.status(), "zeromq client");
+      std::shared_ptr<ZmqEchoServers::Client> shared = std::move(*client);
+      return [shared](absl::Span<const uint64_t> keys, absl::Span<const float> grads, bool push) {
+        return shared->Call(keys, grads, push);
+      };
+    };
+    zmq_pull = EchoRate(f, (*zmq)->addresses(), /*push=*/false, zmq_call);
+    zmq_push = EchoRate(f, (*zmq)->addresses(), /*push=*/true, zmq_call);
+    std::fprintf(stderr, "zeromq echo: pull %.3g, push %.3g keys/s\n", zmq_pull, zmq_push);
     std::filesystem::remove_all(dir);
   }
 
@@ -596,9 +627,16 @@ int main(int argc, char** argv) {
         "| gRPC push, 2 shards | %.3g keys/s | in-process push | %s | >= 0.25 |\n"
         "| gRPC pull, 2 shards | | the same messages answered by 2 servers with no table, %.3g "
         "keys/s | %s | >= 0.80 |\n"
-        "| gRPC push, 2 shards | | the same, %.3g keys/s | %s | >= 0.80 |\n",
+        "| gRPC push, 2 shards | | the same, %.3g keys/s | %s | >= 0.80 |\n"
+        "| gRPC pull, 2 shards | | the same messages over plain ZeroMQ (REQ/REP, TCP), %.3g "
+        "keys/s | %s | |\n"
+        "| gRPC push, 2 shards | | the same, %.3g keys/s | %s | |\n"
+        "| gRPC echo, pull | %.3g keys/s | ZeroMQ echo | %s | |\n"
+        "| gRPC echo, push | %.3g keys/s | ZeroMQ echo | %s | |\n",
         grpc_pull, ratio(grpc_pull, pull), grpc_push, ratio(grpc_push, push), echo_pull,
-        ratio(grpc_pull, echo_pull), echo_push, ratio(grpc_push, echo_push));
+        ratio(grpc_pull, echo_pull), echo_push, ratio(grpc_push, echo_push), zmq_pull,
+        ratio(grpc_pull, zmq_pull), zmq_push, ratio(grpc_push, zmq_push), echo_pull,
+        ratio(echo_pull, zmq_pull), echo_push, ratio(echo_push, zmq_push));
   }
   if (run("in-process")) {
     absl::StrAppendFormat(&table,

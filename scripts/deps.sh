@@ -24,6 +24,7 @@ PACKAGES=(
   chromium              # tests: the job report opened in a headless browser
   openssl               # tests: a self-signed certificate for the TLS test
   libbenchmark-dev      # micro-benchmarks
+  libzmq3-dev           # ps_bench: plain ZeroMQ beside gRPC, the reference for the transport
   openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)
   prometheus            # tests: promtool lints the /metrics exposition (its server is kept off)
   python3-venv          # tests: the Python wheel installed into a fresh virtual environment
