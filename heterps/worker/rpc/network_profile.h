@@ -1,37 +1,20 @@
 // Measuring what a distributed job pays on this host beyond its layers' compute, so that the first
 // plan predicts the job's speed (docs/cost_model.md, "Profiles"): the network entry of a profile.
 //
-//   HETERPS_ASSIGN_OR_RETURN(std::vector<NetworkPoint> points, ProfileNetwork(spec, 2048,
-//   options)); NetworkFit w = FitNetwork(points, options.replicas, type.dp_loss);
+//   HETERPS_ASSIGN_OR_RETURN(std::vector<NetworkPoint> points,
+//                            ProfileNetwork(spec, 2048, options));
+//   NetworkFit w = FitNetwork(points, options.replicas, type.dp_loss);
 //   profile.network.push_back({"host-cpu", w.bytes_per_second, w.seconds_per_message});
 //
-// At each of two batch sizes (the given one and a quarter of it) it measures, on the options'
-// batches (the job's data, or random batches shaped as the spec's data):
-//   - the layers' compute: Model::ProfileStep against in-process tables, summed over the layers
-//     (what the profile's entries hold);
-//   - a synchronous step of the whole model as a job of `replicas` replicas runs it on this host:
-//     a PsServer on loopback in this process, each replica a thread with a GrpcPsClient of its
-//     own that runs forward and backward on its share of the batch, accumulates its rows'
-//     gradients as its part and exchanges its dense sums with the other replicas (a DenseGroup,
-//     the job's replicas holding the dense parameters); then the commit. With dense_on_servers,
-//     each replica pulls the dense parameters every step and accumulates their gradients with its
-//     rows' instead; asynchronous, each pushes its gradients, no commit. The calls are the
-//     distributed job's (Stage::PullParameters, ForwardBackward, Accumulate or Push,
-//     DenseGroup::Step), and the replicas share the host's cores with the server as the job's
-//     processes do. One difference: the dense exchange goes from thread to thread here, over
-//     loopback gRPC between the job's processes (a few hundred KB a step at dlrm-small's size).
-// FitNetwork turns the points into a type's network figures: with k replicas and the type's beta,
-// one unit's time per batch is X(B) = step(B) k / (1 + beta (k - 1)) (the inverse of ET_s(k)), of
-// which the layers take layer(B); the rest, net(B) = X(B) - layer(B), is what the cost model's
-// DT_s must account for: the RPCs, serialization, the server applying the updates and the cores
-// it takes from the replicas. The model counts a whole-model stage's DT as
-// `bytes(B) / W + messages lat` (CostModel::Traffic); the two points fit W and lat, so that the
-// model, planning that stage with k units, predicts the measured step at both sizes. Where the
-// fit is degenerate `fit` says so: the smaller batch's network time not below the larger's (noise):
-// "latency only", no per-byte cost, the latency carrying the larger network time; a negative
-// intercept: "bytes only", no latency, the rate through the full batch. No points: "none". A plan
-// with another number of units is predicted less closely (the model's ET divides the fixed per-step
-// costs by the units too).
+// ProfileNetwork measures, at the given batch size and a quarter of it, on the options' batches
+// (the job's data, or random batches shaped as the spec's data): the layers' compute
+// (Model::ProfileStep against in-process tables, summed), and a step of the whole model as a job
+// of `replicas` replicas runs it on this host, each replica a thread with a GrpcPsClient of its
+// own against a PsServer on loopback in this process, through the job's own calls in the job's
+// mode. FitNetwork turns the points into a type's network figures W and lat, with which the cost
+// model, planning the whole model as one stage on `replicas` units, predicts both measured steps;
+// `fit` names a degenerate fit ("latency only", "bytes only", "none"). docs/cost_model.md ("The
+// network profile") derives the fit and says what it leaves out.
 //
 // Median of `repeats` timed steps after `warmup` untimed ones, each figure. The server's data
 // directory is a fresh temporary directory, removed after.
