@@ -23,12 +23,19 @@ constexpr int kPollMs = 50;
 absl::StatusOr<std::unique_ptr<ZmqEchoServers>> ZmqEchoServers::Start(int servers, int dim) {
   void* context = zmq_ctx_new();
   if (context == nullptr) return ZmqError("context", "zmq_ctx_new");
+  // An I/O thread per server, as each ps-lite process has its own (the clients share them).
+  if (zmq_ctx_set(context, ZMQ_IO_THREADS, servers) != 0) {
+    absl::Status error = ZmqError("context", "I/O threads");
+    zmq_ctx_term(context);
+    return error;
+  }
   std::unique_ptr<ZmqEchoServers> out(new ZmqEchoServers(context, dim));
   for (int s = 0; s < servers; ++s) {
     void* socket = zmq_socket(context, ZMQ_REP);
     if (socket == nullptr) return ZmqError("tcp://127.0.0.1:*", "zmq_socket");
-    const int timeout = kPollMs;
+    const int timeout = kPollMs, linger = 0;
     if (zmq_setsockopt(socket, ZMQ_RCVTIMEO, &timeout, sizeof(timeout)) != 0 ||
+        zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof(linger)) != 0 ||
         zmq_bind(socket, "tcp://127.0.0.1:*") != 0) {
       absl::Status error = ZmqError("tcp://127.0.0.1:*", "bind");
       zmq_close(socket);
@@ -61,11 +68,16 @@ void ZmqEchoServers::Serve(void* socket) {
     if (zmq_msg_recv(&request, socket, 0) < 0) continue;  // the timeout (or an interrupt)
     const size_t bytes = zmq_msg_size(&request);
     const bool push = bytes > 0 && static_cast<const char*>(zmq_msg_data(&request))[0] == 1;
-    // The keys follow the kind's byte; a push's gradients follow the keys.
-    const size_t keys = push ? (bytes - 1) / (sizeof(uint64_t) + sizeof(float) * dim_)
-                             : (bytes - 1) / sizeof(uint64_t);
-    rows.resize(push ? 0 : keys * dim_ * sizeof(float));
-    zmq_send(socket, rows.data(), rows.size(), 0);
+    // A pull's keys follow the kind's byte (a push, and a message with no kind: empty reply).
+    const size_t keys = push || bytes == 0 ? 0 : (bytes - 1) / sizeof(uint64_t);
+    rows.resize(keys * dim_ * sizeof(float));
+    // A REP socket must send before it receives again: a reply that cannot go ends the server
+    // (its clients' calls then time out, naming it).
+    int sent;
+    do {
+      sent = zmq_send(socket, rows.data(), rows.size(), 0);
+    } while (sent < 0 && zmq_errno() == EINTR);
+    if (sent < 0) break;
   }
   zmq_msg_close(&request);
   zmq_close(socket);

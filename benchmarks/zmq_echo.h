@@ -7,7 +7,9 @@
 //   HETERPS_RETURN_IF_ERROR(client->Call(keys, grads, /*push=*/false));
 //
 // Each server is one thread with a REP socket bound to an ephemeral TCP port on 127.0.0.1, as a
-// ps-lite server has one receiving thread; a client is one REQ socket. A pull sends the keys
+// ps-lite server has one receiving thread, and the context has an I/O thread per server; a client
+// is one REQ socket. A server whose reply cannot be sent stops, and its clients' calls then fail
+// after their 30 s timeout. A pull sends the keys
 // (8 bytes each) and gets back keys x dim floats of bytes; a push sends the keys and their
 // gradients and gets back an empty message. Errors name the address and libzmq's reason.
 //

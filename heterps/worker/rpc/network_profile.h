@@ -74,11 +74,13 @@ struct NetworkFit {
   double bytes_per_second = 0;          // W: > 0
   double seconds_per_message = 0;       // lat: >= 0
   std::string fit;                      // "two points", "latency only" or "bytes only"
-  std::vector<double> network_seconds;  // net(B) of each point (see above), >= 0
+  std::vector<double> network_seconds;  // net(B) = X(B) - layer(B) of each point, >= 0
 };
 
 // The W and lat of two points measured with `replicas` replicas, for a type of data-parallel
-// loss `beta` (see above).
+// loss `beta`: one unit's time per batch is X(B) = step(B) k / (1 + beta (k - 1)), of which the
+// layers take layer(B); the rest, net(B), is fitted as bytes(B) / W + messages lat
+// (docs/cost_model.md, "The network profile").
 NetworkFit FitNetwork(const std::vector<NetworkPoint>& points, int replicas, double beta);
 
 }  // namespace heterps::worker::rpc
