@@ -145,6 +145,7 @@ struct PlanRequest {
   uint64_t seed;
   int64_t max_plans;
   std::string profile;
+  std::string data_region;  // empty: no residency rule (cost::Workload::data_region)
 };
 
 // Plans `model` on `cluster` (GIL released while it searches).
@@ -170,9 +171,10 @@ std::string Schedule(const Model& model, const Cluster& cluster, const PlanReque
         if (!loaded.ok()) return loaded.status();
         profile = *std::move(loaded);
       }
-      absl::StatusOr<cost::CostModel> cost_model =
-          cost::CostModel::Create(model.spec, cluster.spec, cost::Workload{r.throughput, r.samples},
-                                  profile ? &*profile : nullptr);
+      cost::Workload workload{r.throughput, r.samples};
+      workload.data_region = r.data_region;
+      absl::StatusOr<cost::CostModel> cost_model = cost::CostModel::Create(
+          model.spec, cluster.spec, workload, profile ? &*profile : nullptr);
       if (!cost_model.ok()) return cost_model.status();
       sched::SchedulerRegistry registry = sched::DefaultSchedulers();
       absl::StatusOr<std::unique_ptr<sched::Scheduler>> scheduler = registry.Create(r.scheduler);
@@ -271,20 +273,23 @@ PYBIND11_MODULE(_core, m) {
       "plan",
       [](const Model& model, const Cluster& cluster, double throughput,
          const std::string& scheduler, double time_limit, uint64_t seed, int64_t max_plans,
-         double samples, const std::string& profile) {
-        return MakePlan(
-            Schedule(model, cluster,
-                     {throughput, samples, scheduler, time_limit, seed, max_plans, profile}));
+         double samples, const std::string& profile, const std::string& data_region) {
+        return MakePlan(Schedule(
+            model, cluster,
+            {throughput, samples, scheduler, time_limit, seed, max_plans, profile, data_region}));
       },
       py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("throughput"),
       py::arg("scheduler") = "auto", py::arg("time_limit") = 60.0, py::arg("seed") = 1,
       py::arg("max_plans") = 0, py::arg("samples") = 4373472329.0, py::arg("profile") = "",
+      py::arg("data_region") = "",
       "The cheapest plan that reaches `throughput` samples/s (an infeasible plan says why in "
-      "data['infeasible']['reason'])");
+      "data['infeasible']['reason']); `data_region`: the region the data is kept in, where "
+      "every stage and the servers then run (docs/cost_model.md, \"Data residency\")");
   m.def(
       "pareto",
       [](const Model& model, const Cluster& cluster, double throughput, double start, int points,
-         const std::string& scheduler, double time_limit, uint64_t seed, double samples) {
+         const std::string& scheduler, double time_limit, uint64_t seed, double samples,
+         const std::string& data_region) {
         if (points < 2) throw py::value_error("points: at least 2");
         if (!(throughput > 0)) throw py::value_error("throughput: must be positive");
         const double from = start > 0 ? start : throughput / 100;
@@ -293,13 +298,15 @@ PYBIND11_MODULE(_core, m) {
         for (int i = 0; i < points; ++i) {
           const double limit = from * std::pow(throughput / from, i / double(points - 1));
           frontier.push_back(MakePlan(Schedule(
-              model, cluster, {limit, samples, scheduler, time_limit, seed, 0, std::string()})));
+              model, cluster,
+              {limit, samples, scheduler, time_limit, seed, 0, std::string(), data_region})));
         }
         return frontier;
       },
       py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("throughput"),
       py::arg("start") = 0.0, py::arg("points") = 10, py::arg("scheduler") = "auto",
       py::arg("time_limit") = 10.0, py::arg("seed") = 1, py::arg("samples") = 4373472329.0,
+      py::arg("data_region") = "",
       "The cheapest plan at `points` limits spaced geometrically from `start` (default: "
       "throughput / 100) to `throughput`: the cost/throughput frontier");
 }

@@ -125,6 +125,61 @@ TEST(CliTest, InfeasibleLimitExitsOneWithTheReason) {
   EXPECT_THAT(r.err, HasSubstr("the limit is 1,000,000,000,000"));
 }
 
+// --data-region keeps every stage and the servers on that region's types (the table says so),
+// at no less than the cost of the plan free to go anywhere; a region the catalog lacks is bad
+// input.
+TEST(CliTest, ADataRegionKeepsThePlanInIt) {
+  const std::string job =
+      "plan --cluster examples/clusters/fleet-64.yaml --scheduler exact --throughput 2000000 ";
+  Result free = RunCli(job + "--json");
+  ASSERT_EQ(free.exit_code, 0) << free.err;
+  Result kept = RunCli(job + "--json --data-region ap-northeast-1");
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  const auto anywhere = nlohmann::json::parse(free.out), plan = nlohmann::json::parse(kept.out);
+  EXPECT_EQ(plan["data_region"], "ap-northeast-1");
+  EXPECT_TRUE(anywhere["data_region"].is_null());
+  for (const auto& stage : plan["stages"]) EXPECT_EQ(stage["region"], "ap-northeast-1");
+  EXPECT_EQ(plan["parameter_servers"]["region"], "ap-northeast-1");
+  EXPECT_GT(plan["cost_usd"].get<double>(), anywhere["cost_usd"].get<double>());
+  EXPECT_NE(anywhere["stages"][0]["region"], "ap-northeast-1");  // the rule binds here
+  Result table = RunCli(job + "--data-region ap-northeast-1");
+  EXPECT_THAT(table.out,
+              HasSubstr("data kept in region ap-northeast-1: the job runs on its types only"));
+  Result unknown = RunCli(job + "--data-region mars-1");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.err,
+            "heterps: error: the data is kept in region 'mars-1', where cluster 'fleet-64' "
+            "(examples/clusters/fleet-64.yaml) has no type; its regions: us-east-1, eu-west-1, "
+            "ap-northeast-1\n");
+}
+
+// A plan that would carry the data out of its region fails before training starts, naming the
+// plan, the stage, its region and the data's; so does a region the catalog lacks.
+TEST(CliTest, TrainRefusesAPlanThatTakesTheDataOutOfItsRegion) {
+  const std::string plan_path = TempPath("anywhere.json");
+  Result planned = RunCli(
+      "plan --cluster examples/clusters/fleet-64.yaml --scheduler exact --throughput 2000000 "
+      "--json --out " +
+      plan_path);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const auto plan = nlohmann::json::parse(planned.out);
+  const std::string type = plan["stages"][0]["type"], here = plan["stages"][0]["region"];
+  const std::string elsewhere = here == "eu-west-1" ? "us-east-1" : "eu-west-1";
+  Result r =
+      RunCli("train --cluster examples/clusters/fleet-64.yaml --plan " + plan_path +
+             " --data-region " + elsewhere + " --rows 1000 --job-dir " + TempPath("residency-job"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "heterps: error: " + plan_path + ": stage 0 runs on " + type + " in region '" +
+                       here + "', but the data (synthetic) is kept in region '" + elsewhere +
+                       "' and nothing derived from it may leave it\n");
+  Result local =
+      RunCli("train --data-region eu-west-1 --rows 1000 --job-dir " + TempPath("residency-local"));
+  EXPECT_EQ(local.exit_code, 2);
+  EXPECT_THAT(local.err, HasSubstr("the data (synthetic) is kept in region 'eu-west-1', where "
+                                   "cluster 'local'"));
+  EXPECT_THAT(local.err, HasSubstr("its types name no region"));
+}
+
 TEST(CliTest, BadSpecIsOneLineNamingFileLineAndField) {
   Result r = RunCli("plan --model tests/specs/bad-width.yaml --throughput 1000");
   EXPECT_EQ(r.exit_code, 2);

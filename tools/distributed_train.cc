@@ -164,6 +164,9 @@ absl::StatusOr<Planned> ChoosePlan(const TrainFlags& flags, const config::ModelS
   HETERPS_ASSIGN_OR_RETURN(std::string text, base::ReadTextFile(flags.plan_path));
   Planned out;
   HETERPS_ASSIGN_OR_RETURN(out.plan, sched::ReadRunPlan(text, flags.plan_path, spec, cluster));
+  launcher::JobRules rules;
+  SetResidency(flags, &rules);
+  HETERPS_RETURN_IF_ERROR(launcher::CheckResidency(out.plan, flags.plan_path, cluster, rules));
   return out;
 }
 
@@ -277,6 +280,7 @@ std::unique_ptr<launcher::Replanner> NewReplanner(
   o.max_losses = std::max(1, flags.job.max_restarts);
   o.rules.gpu_tier = flags.gpu_cache_gib > 0;
   o.rules.block_size = recipe.settings.block_size;
+  SetResidency(flags, &o.rules);
   o.recipe = recipe;
   o.place_here = true;
   const std::string log_path = job_dir + "/replan.log";

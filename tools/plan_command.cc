@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "embedded/heterps_examples.h"
 #include "heterps/base/file.h"
@@ -65,6 +66,9 @@ absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags) {
   request.workload.price_parameter_servers = !flags.stages_only;
   request.workload.access_skew = flags.access_skew;
   request.rules.gpu_tier = flags.gpu_tier;
+  request.rules.data_region = flags.data_region;
+  request.rules.data_source =
+      flags.data_paths.empty() ? std::string() : absl::StrJoin(flags.data_paths, ", ");
   request.scheduler = flags.scheduler;
   request.options = OptionsFrom(flags, {});
   return request;
@@ -113,6 +117,11 @@ std::string RenderPlan(const cost::CostModel& model, const sched::PricedPlan& pl
                             100 * plan.optimality_gap())
           : std::string("not certified"),
       HumanSeconds(plan.search_seconds), WithCommas(plan.plans_evaluated));
+  if (const cost::Workload& job = model.workload(); !job.data_region.empty()) {
+    out = absl::StrCat(out.substr(0, out.size() - 1), "data kept in region ", job.data_region,
+                       job.data_source.empty() ? "" : absl::StrCat(" (", job.data_source, ")"),
+                       ": the job runs on its types only\n\n");
+  }
   Table table({"stage", "layers", "type", "units", "time/batch", "samples/s", "$/hour"},
               {true, false, false, true, true, true, true});
   for (size_t s = 0; s < plan.stages.size(); ++s) {
@@ -208,6 +217,10 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
                   "Zipf exponent of the embedding rows' popularity, for the share of lookups the "
                   "servers' memory serves when the tables spill to SSD (default 1; 0: uniform)")
       ->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--data-region", flags.data_region,
+                  "the region the training data is kept in (a `region` of the cluster spec): "
+                  "every stage and the parameter servers run on that region's types, as "
+                  "nothing derived from the data may leave it");
   return cmd;
 }
 

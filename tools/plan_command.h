@@ -43,6 +43,9 @@ struct PlanFlags {
   bool stages_only = false;
   double access_skew = 1.0;
   bool gpu_tier = false;  // the first stage on one replica (launcher::JobRules)
+  // --data-region: the region the training data is kept in; the plan runs there only
+  // (launcher::JobRules::data_region). Empty: no rule.
+  std::string data_region;
 };
 
 // Registers the subcommand; `flags` must outlive `app`.

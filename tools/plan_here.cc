@@ -51,6 +51,11 @@ worker::BatchSources DataBatches(const config::ModelSpec& spec,
   };
 }
 
+void SetResidency(const TrainFlags& flags, launcher::JobRules* rules) {
+  rules->data_region = flags.data_region;
+  rules->data_source = absl::StrJoin(flags.data, ", ");
+}
+
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
                                  const config::ClusterSpec& cluster, int64_t samples,
                                  const std::string& policy_out,
@@ -134,6 +139,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   request.profile = measured.profile;
   request.rules.gpu_tier = tier;
   request.rules.block_size = flags.block_size;  // named or resumed; 0: the plan's
+  SetResidency(flags, &request.rules);
   request.scheduler = flags.scheduler;
   request.options.seed = flags.job.tables.seed;
   request.options.time_limit_seconds = 10;

@@ -14,6 +14,7 @@
 #include "heterps/config/cluster_spec.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/profile.h"
+#include "heterps/launcher/planning.h"
 #include "heterps/sched/run_plan.h"
 #include "heterps/worker/rpc/network_profile.h"
 #include "tools/cli_common.h"
@@ -64,5 +65,9 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
                                  const config::ClusterSpec& cluster, int64_t samples,
                                  const std::string& policy_out = "",
                                  const std::vector<std::string>& data_files = {});
+
+// The flags' data residency rule (--data-region, and --data as the data's name in messages) set
+// in `rules`, for the plan made here and the job's re-plans alike.
+void SetResidency(const TrainFlags& flags, launcher::JobRules* rules);
 
 }  // namespace heterps::tools

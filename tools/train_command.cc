@@ -113,6 +113,9 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
                   "Cluster spec (default: the embedded local catalog, this host's CPU)");
   cmd->add_option("--plan", flags.plan_path,
                   "Run this plan (from heterps plan) instead of planning");
+  cmd->add_option("--data-region", flags.data_region,
+                  "The region the data is kept in (a `region` of the cluster spec): every plan "
+                  "made for the job, and --plan, runs on that region's types only");
   CLI::Option* tls =
       cmd->add_flag("--tls", flags.tls,
                     "TLS between every process of the job, with a certificate made for the job "
@@ -282,7 +285,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
         "--scheduler",        "--profile",      "--gpu-emulate",   "--gpu-cache-gib",
         "--gpu-cache-device", "--gpu-tf32",     "--cluster-watch", "--cluster-state",
         "--replan-threshold", "--fresh",        "--ps-memory-mib", "--tls",
-        "--tls-cert",         "--tls-key",      "--eval-interval"}) {
+        "--tls-cert",         "--tls-key",      "--eval-interval", "--data-region"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;

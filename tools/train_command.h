@@ -33,6 +33,9 @@ struct TrainFlags {
   std::string model_path;
   std::string cluster_path;
   std::string plan_path;
+  // --data-region: the region the data is kept in; the plans made (and re-made) for the job, and
+  // a --plan, keep every stage and the servers on its types (launcher::JobRules::data_region).
+  std::string data_region;
   std::vector<std::string> data = {"synthetic"};  // files or globs, plain, gzip or zstd
   int64_t rows = 200000;
   int batch = 0;  // 0: the spec's

@@ -7,7 +7,7 @@ Usage (from the repository root):
 Every type in cloud.yaml becomes several variants: purchase option (on-demand "od" or spot)
 x region. Hardware figures (tflops, mem_gbs, ...) are copied unchanged; only price, units
 and dp_loss vary:
-  * region: price x REGIONS multiplier, units x region share;
+  * region: price x REGIONS multiplier, units x region share, `region` its AWS name;
   * spot:   price x 0.30..0.40 (fixed per base type), units halved, dp_loss + 0.02
             (preemptions and restarts cost some data-parallel efficiency).
 The result is plausible, not real: spot prices and regional markups are modelled, not quoted.
@@ -23,6 +23,9 @@ SOURCE = os.path.join(HERE, "cloud.yaml")
 
 FIELDS = ["name", "kind", "tflops", "mem_gbs", "lookup_mrows", "memory_gib", "network_gbps",
           "overhead_us", "latency_us", "price_per_hour", "units", "dp_loss"]
+
+# region suffix -> its AWS region (the types' `region`, which a job's --data-region names)
+REGION_NAMES = {"use1": "us-east-1", "euw1": "eu-west-1", "apne1": "ap-northeast-1"}
 
 # region suffix -> (price multiplier, share of the us-east-1 quota)
 REGIONS = {
@@ -99,12 +102,14 @@ def variant(base, option, region):
     t["price_per_hour"] = round(price, 4)
     t["units"] = max(1, int(units))
     t["dp_loss"] = round(dp_loss, 3)
+    t["region"] = REGION_NAMES[region]
     return t, note
 
 
 def main():
     catalog = read_catalog(SOURCE)
-    cpus = [t for t in catalog if t["kind"] == "cpu"]
+    # The storage type (its SSD tier's fields are not carried here) stays out: 8 CPU bases.
+    cpus = [t for t in catalog if t["kind"] == "cpu" and "ssd_gib" not in t]
     gpus = [t for t in catalog if t["kind"] == "gpu"]
     out = []
     for i, base in enumerate(cpus):
@@ -125,14 +130,15 @@ def main():
           % (len(out), sum(t["kind"] == "cpu" for t, _ in out),
              sum(t["kind"] == "gpu" for t, _ in out)))
     print("# in on-demand (od) and spot variants across regions use1 (x1.00), euw1 (x1.08) and")
-    print("# apne1 (x1.15). Spot prices (30-40% of on-demand), regional markups and quotas are")
+    print("# apne1 (x1.15), each type's `region` the AWS region of its suffix (us-east-1,")
+    print("# eu-west-1, ap-northeast-1). Spot prices (30-40% of on-demand), regional markups and quotas are")
     print("# modelled, not quoted; hardware figures are cloud.yaml's.")
     print("name: fleet-64")
     print("types:")
     for t, note in out:
         print(f"  # {note}")
         print(f"  - name: {t['name']}")
-        for key in FIELDS[1:]:
+        for key in FIELDS[1:] + ["region"]:
             print(f"    {key}: {fmt(t[key])}")
 
 

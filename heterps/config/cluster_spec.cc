@@ -1,5 +1,7 @@
 #include "heterps/config/cluster_spec.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,8 +25,15 @@ bool IsDeviceName(absl::string_view name) {
   return !name.empty() && name.find_first_not_of("0123456789") == absl::string_view::npos;
 }
 
+// A region's name: letters, digits, '-', '_' and '.', as cloud providers spell them.
+bool IsRegionName(absl::string_view name) {
+  return !name.empty() && name.find_first_not_of(
+                              "abcdefghijklmnopqrstuvwxyz"
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == absl::string_view::npos;
+}
+
 absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view source,
-                                       const std::string& path) {
+                                       const std::string& path, const std::string& region) {
   HETERPS_ASSIGN_OR_RETURN(MapReader reader, MapReader::Create(node, source, path));
   ResourceType type;
   type.line = reader.line();
@@ -62,6 +71,12 @@ absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view
   if (!type.local_device.empty() && cuda != (type.kind == DeviceKind::kGpu)) {
     return reader.Error("local_device",
                         absl::StrCat("'", type.local_device, "' is not a device of kind ", kind));
+  }
+  const bool own_region = reader.Has("region");
+  HETERPS_ASSIGN_OR_RETURN(type.region, reader.String("region", region.c_str()));
+  if (own_region && !IsRegionName(type.region)) {
+    return reader.Error("region", absl::StrCat("must be letters, digits, '-', '_' or '.', got '",
+                                               type.region, "'"));
   }
   HETERPS_RETURN_IF_ERROR(reader.Finish());
   type.flops = tflops * 1e12;
@@ -102,6 +117,12 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
   cluster.source = std::string(source);
   HETERPS_ASSIGN_OR_RETURN(cluster.name, top.String("name"));
   if (cluster.name.empty()) return top.Error("name", "must not be empty");
+  const bool has_region = top.Has("region");
+  HETERPS_ASSIGN_OR_RETURN(std::string region, top.String("region", ""));
+  if (has_region && !IsRegionName(region)) {
+    return top.Error("region",
+                     absl::StrCat("must be letters, digits, '-', '_' or '.', got '", region, "'"));
+  }
   HETERPS_ASSIGN_OR_RETURN(YAML::Node types, top.Node("types"));
   HETERPS_RETURN_IF_ERROR(top.Finish());
   if (!types.IsSequence() || types.size() == 0) {
@@ -110,12 +131,16 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
   absl::flat_hash_map<std::string, int> lines;
   for (size_t i = 0; i < types.size(); ++i) {
     std::string path = absl::StrCat("types[", i, "]");
-    HETERPS_ASSIGN_OR_RETURN(ResourceType type, ParseType(types[i], source, path));
+    HETERPS_ASSIGN_OR_RETURN(ResourceType type, ParseType(types[i], source, path, region));
     auto [it, inserted] = lines.emplace(type.name, type.line);
     if (!inserted) {
       return internal::SpecError(
           source, type.line, path + ".name",
           absl::StrCat("duplicate type name '", type.name, "' (first at line ", it->second, ")"));
+    }
+    if (!type.region.empty() && std::find(cluster.regions.begin(), cluster.regions.end(),
+                                          type.region) == cluster.regions.end()) {
+      cluster.regions.push_back(type.region);
     }
     cluster.types.push_back(std::move(type));
   }

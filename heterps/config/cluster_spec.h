@@ -45,10 +45,14 @@ struct ResourceType {
   double ssd_bytes = 0;
   double ssd_read_rate = 0;
   std::string local_device;  // "cpu" or "cuda:N" when this host has the type; empty otherwise
+  // The region the units are in (YAML: region, or the cluster's `region`): a job whose data is
+  // kept in its region runs only on types of that region (cost::Workload::data_region). Empty:
+  // the catalog names no region.
+  std::string region;
 };
 
 // Whether two types are the same machine: every figure but the name, the price, the units and
-// where it is (local_device) equal. Another market or price for the same hardware (spot and
+// where it is (local_device, region) equal. Another market or price for the same hardware (spot and
 // on-demand) is such a pair; a profile's measurements of one are the other's (docs/cost_model.md).
 bool SameHardware(const ResourceType& a, const ResourceType& b);
 
@@ -56,6 +60,8 @@ struct ClusterSpec {
   std::string name;
   std::string source;  // file the spec came from, for messages
   std::vector<ResourceType> types;
+  // The regions the types are in, in order of first appearance (empty when none is named).
+  std::vector<std::string> regions;
 
   // Index of the type called `name`, or -1.
   int FindType(absl::string_view name) const;

@@ -388,6 +388,30 @@ TEST(ClusterSpecTest, ParsesInBaseUnits) {
   EXPECT_EQ(t.line, 3);
 }
 
+TEST(ClusterSpecTest, TypesTakeTheClustersRegionUnlessTheyNameTheirOwn) {
+  auto none = ParseClusterSpec(kGoodCluster, "c.yaml");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->types[0].region, "");
+  EXPECT_TRUE(none->regions.empty());
+
+  const std::string other =
+      "  - {name: far, kind: gpu, tflops: 1, mem_gbs: 1, lookup_mrows: 1, memory_gib: 1, "
+      "network_gbps: 1, price_per_hour: 1, units: 1, region: eu-west-1}\n"
+      "  - {name: near, kind: gpu, tflops: 1, mem_gbs: 1, lookup_mrows: 1, memory_gib: 1, "
+      "network_gbps: 1, price_per_hour: 1, units: 1}\n";
+  auto two = ParseClusterSpec("region: us-east-1\n" + std::string(kGoodCluster) + other, "c.yaml");
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->types.size(), 3u);
+  EXPECT_EQ(two->types[0].region, "us-east-1");
+  EXPECT_EQ(two->types[1].region, "eu-west-1");
+  EXPECT_EQ(two->types[2].region, "us-east-1");
+  EXPECT_EQ(two->regions, (std::vector<std::string>{"us-east-1", "eu-west-1"}));
+  // Where a type is is not what it is: the same machine in another region is the same hardware.
+  ResourceType moved = two->types[0];
+  moved.region = "ap-northeast-1";
+  EXPECT_TRUE(SameHardware(moved, two->types[0]));
+}
+
 std::vector<BadSpec> BadClusters() {
   const std::string g = kGoodCluster;
   return {
@@ -422,7 +446,13 @@ std::vector<BadSpec> BadClusters() {
       {"unknown field", Edit(g, "    units: 4\n", "    units: 4\n    gpus: 8\n"),
        "c.yaml:12: types[0].gpus: unknown field (expected one of: dp_loss, kind, latency_us, "
        "local_device, lookup_mrows, mem_gbs, memory_gib, name, network_gbps, overhead_us, "
-       "price_per_hour, ssd_gib, ssd_kiops, tflops, units)"},
+       "price_per_hour, region, ssd_gib, ssd_kiops, tflops, units)"},
+      {"a region with a space", Edit(g, "    units: 4\n", "    units: 4\n    region: us east\n"),
+       "c.yaml:12: types[0].region: must be letters, digits, '-', '_' or '.', got 'us east'"},
+      {"an empty region", Edit(g, "    units: 4\n", "    units: 4\n    region: ''\n"),
+       "c.yaml:12: types[0].region: must be letters, digits, '-', '_' or '.', got ''"},
+      {"a bad cluster region", "region: eu/west\n" + g,
+       "c.yaml:1: region: must be letters, digits, '-', '_' or '.', got 'eu/west'"},
   };
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "heterps/base/status_macros.h"
 
@@ -25,6 +26,20 @@ double Median(std::vector<double> v) {
 }
 
 }  // namespace
+
+absl::Status CheckDataRegion(const config::ClusterSpec& cluster, const Workload& workload) {
+  if (workload.data_region.empty() || std::find(cluster.regions.begin(), cluster.regions.end(),
+                                                workload.data_region) != cluster.regions.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the data", workload.data_source.empty() ? "" : absl::StrCat(" (", workload.data_source, ")"),
+      " is kept in region '", workload.data_region, "', where cluster '", cluster.name, "' (",
+      cluster.source, ") has no type; ",
+      cluster.regions.empty()
+          ? std::string("its types name no region")
+          : absl::StrCat("its regions: ", absl::StrJoin(cluster.regions, ", "))));
+}
 
 absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,
                                             const config::ClusterSpec& cluster,
@@ -67,6 +82,7 @@ absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,
                      " units (must be >= 0), through layer ", workload.first_stage_through,
                      " (must be -1 .. ", num_layers - 1, ")"));
   }
+  HETERPS_RETURN_IF_ERROR(CheckDataRegion(cluster, workload));
   if (profile != nullptr) HETERPS_RETURN_IF_ERROR(cm.ApplyProfile(*profile));
   cm.BuildPrefixSums(oct);
   cm.BuildPsModel();
@@ -92,9 +108,11 @@ double ZipfMass(double x, double a) {
 void CostModel::BuildPsModel() {
   if (!workload_.price_parameter_servers) return;
   for (int t = 0; t < num_types(); ++t) {
-    if (cluster_.types[t].kind == config::DeviceKind::kCpu) ps_types_.push_back(t);
+    if (cluster_.types[t].kind != config::DeviceKind::kCpu) continue;
+    prices_ps_ = true;
+    if (InDataRegion(t)) ps_types_.push_back(t);
   }
-  if (ps_types_.empty()) return;
+  if (!prices_ps_) return;
   for (int l = 0; l < num_layers(); ++l) {
     const config::LayerSpec& spec = model_.layers[l];
     ps_dense_bytes_ += 8 * layers_[l].dense_params;
@@ -347,7 +365,7 @@ double CostModel::StageMemoryBytes(int first, int last) const {
 }
 
 double CostModel::StageSeconds(int first, int last, int t) const {
-  if (StageMemoryBytes(first, last) > cluster_.types[t].memory) return kInfinity;
+  if (!CanHold(first, last, t)) return kInfinity;
   return Stage(first, last, t).total();
 }
 

@@ -58,6 +58,13 @@ struct Workload {
   // keep 1 unit and the first embedding layer (launcher::JobRules).
   int64_t first_stage_max_units = 0;
   int first_stage_through = -1;
+  // Data residency (docs/cost_model.md, "Data residency"): the region the training data is kept
+  // in, which nothing derived from it may leave. Every stage reads the data or what the layers
+  // before it made of it, and the parameter servers receive its ids, so the stages and the servers
+  // run on types of this region only; other types cannot hold a stage (StageSeconds is
+  // kInfinity). Empty: no rule. `data_source` names the data in messages ("day_0.tsv").
+  std::string data_region = "";
+  std::string data_source = "";
 };
 
 // The parameter servers of a plan: `shards` shards of type `type`, each holding `memory_bytes`
@@ -95,6 +102,10 @@ struct StageTime {
   double total() const { return compute + comm; }
 };
 
+// OK where the workload names no data region or the cluster has a type in it; else
+// InvalidArgument naming the data, the region and the cluster's regions.
+absl::Status CheckDataRegion(const config::ClusterSpec& cluster, const Workload& workload);
+
 class CostModel {
  public:
   // Validates the workload and the profile against the model and the cluster. Errors:
@@ -127,7 +138,17 @@ class CostModel {
   StageTraffic Traffic(int first, int last) const;
   // The profile's network entries this model applied (the types' network figures they replaced).
   const std::vector<NetworkEntry>& network() const { return network_; }
-  // X_s = Stage(...).total(), or kInfinity when the stage does not fit one unit's memory.
+  // Whether type t may run a part of this job: true, or, under a residency rule, whether t is in
+  // the data's region.
+  bool InDataRegion(int t) const {
+    return workload_.data_region.empty() || cluster_.types[t].region == workload_.data_region;
+  }
+  // Whether one unit of type t can run the stage [first, last]: it is in the data's region and
+  // has the memory. O(1).
+  bool CanHold(int first, int last, int t) const {
+    return InDataRegion(t) && StageMemoryBytes(first, last) <= cluster_.types[t].memory;
+  }
+  // X_s = Stage(...).total(), or kInfinity where the type cannot hold the stage (CanHold).
   double StageSeconds(int first, int last, int t) const;
   // Bytes one unit needs to run the stage [first, last]: dense weights and gradients, one batch's
   // activations and their gradients, the looked-up rows and their gradients.
@@ -150,11 +171,13 @@ class CostModel {
 
   // ---- The parameter servers (docs/cost_model.md, "Parameter servers") ----
 
-  // Whether plans price them: the workload asks for it and some type is a CPU type.
-  bool prices_ps() const { return !ps_types_.empty(); }
+  // Whether plans price them: the workload asks for it and some type is a CPU type. Where no CPU
+  // type is in the data's region, they are priced and no plan can have them.
+  bool prices_ps() const { return prices_ps_; }
   // T: bytes of every embedding row with its key and optimizer state.
   double table_bytes() const { return table_bytes_; }
-  // Whether type t may hold the parameter servers (a CPU type, when they are priced).
+  // Whether type t may hold the parameter servers (a CPU type in the data's region, when they are
+  // priced).
   bool HostsPs(int t) const;
   // n shards on type t: their memory and SSD budgets, hit rate, ET_ps and price. O(embedding
   // layers).
@@ -206,6 +229,7 @@ class CostModel {
     double lookups = 0;  // rows looked up per sample in its tables (slots x ids per slot)
   };
   std::vector<PsTable> ps_tables_;
+  bool prices_ps_ = false;
   std::vector<int> ps_types_;  // types that may hold them
   double table_bytes_ = 0, ps_lookups_ = 0, ps_sparse_bytes_ = 0, ps_dense_bytes_ = 0;
   std::vector<double> ps_candidates_;

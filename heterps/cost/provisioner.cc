@@ -23,6 +23,17 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
                             "(a GPU tier's stage looks the embeddings up)",
                             DescribeStage(model, stages[0]), model.model().layers[through].name)};
   }
+  const cost::Workload& job = model.workload();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (model.InDataRegion(stages[s].type)) continue;
+    const auto& type = model.type(stages[s].type);
+    return {"residency", 1,
+            absl::StrFormat(
+                "stage %d (%s) is in region '%s', but the data%s is kept in region "
+                "'%s' and nothing derived from it may leave it",
+                s, DescribeStage(model, stages[s]), type.region.empty() ? "(none)" : type.region,
+                job.data_source.empty() ? "" : " (" + job.data_source + ")", job.data_region)};
+  }
   for (size_t s = 0; s < stages.size(); ++s) {
     const auto& type = model.type(stages[s].type);
     double need = model.StageMemoryBytes(stages[s].first, stages[s].last);
@@ -54,13 +65,22 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
     // The fastest the servers get on any type, with all its units.
     double fastest = kInfinity;
     std::string type;
+    bool hosts = false;  // some type may hold them
     for (int t = 0; t < model.num_types(); ++t) {
       if (!model.HostsPs(t)) continue;
+      hosts = true;
       const PsServers ps = model.Ps(t, model.type(t).units);
       if (ps.seconds_per_batch < fastest) {
         fastest = ps.seconds_per_batch;
         type = model.type(t).name;
       }
+    }
+    if (!hosts) {
+      return {"residency", 1,
+              absl::StrFormat("the parameter servers receive the data's ids and must run in its "
+                              "region '%s'%s, which has no CPU type",
+                              job.data_region,
+                              job.data_source.empty() ? "" : " (" + job.data_source + ")")};
     }
     if (!std::isfinite(fastest)) {
       return {"parameter servers", 1,

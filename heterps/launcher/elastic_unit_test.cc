@@ -408,6 +408,36 @@ TEST(ReplannerTest, ControlAsksForAPlanAndBadUpdatesAreRefused) {
   EXPECT_GT(next->job.plan.throughput, 0);  // predicted, the file having none
 }
 
+// A job whose data is kept in one region stays there: a type of another region that turns cheap
+// is not switched to, and a plan asked for on it is refused, naming it and both regions.
+TEST(ReplannerTest, AJobWhoseDataIsKeptInARegionStaysThere) {
+  Fixture f("residency");
+  for (config::ResourceType& type : f.options.cluster.types) {
+    type.region = type.name == "cpu-spot" ? "eu-west-1" : "us-east-1";
+  }
+  f.options.cluster.regions = {"us-east-1", "eu-west-1"};
+  f.options.rules.data_region = "us-east-1";
+  f.options.rules.data_source = "train.tsv";
+  Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": 0}]})");
+  f.Start();
+  Write(f.dir + "/state.json",
+        R"({"types": [{"name": "cpu-spot", "units": 1, "price_per_hour": 0.01}]})");
+  EXPECT_FALSE(f.replanner->Check(At(10'000'000, 5)).has_value()) << f.Log();
+  EXPECT_NEAR(f.replanner->CostPerHour(), 0.10, 1e-12);
+
+  JobControl control;
+  control.plan_json = R"({"format": "heterps-plan-v1", "model": "dlrm-small",
+      "cluster": "local-spot", "batch_size": 256, "stages": [{"index": 0, "type": "cpu-spot",
+      "units": 1, "layers": ["input", "emb", "bottom.0", "bottom.1", "interact", "top.0",
+      "top.1", "top.2", "loss"]}]})";
+  control.plan_source = "spot.json";
+  ASSERT_TRUE(WriteJobControl(env, f.dir, control).ok());
+  EXPECT_FALSE(f.replanner->Check(At(10'000'000)).has_value());
+  EXPECT_THAT(f.Log(), HasSubstr("refused: spot.json: stage 0 runs on cpu-spot in region "
+                                 "'eu-west-1', but the data (train.tsv) is kept in region "
+                                 "'us-east-1' and nothing derived from it may leave it"));
+}
+
 // A re-planner whose prices the test sets.
 class Prices final : public Replanner {
  public:

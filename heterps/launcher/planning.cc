@@ -30,8 +30,36 @@ absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request) {
                                          ? std::min(workload.first_stage_max_units, blocks)
                                          : blocks;
   }
+  workload.data_region = request.rules.data_region;
+  workload.data_source = request.rules.data_source;
   return cost::CostModel::Create(request.model, request.cluster, workload,
                                  request.profile ? &*request.profile : nullptr);
+}
+
+absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source,
+                            const config::ClusterSpec& cluster, const JobRules& rules) {
+  if (rules.data_region.empty()) return absl::OkStatus();
+  cost::Workload workload;
+  workload.data_region = rules.data_region;
+  workload.data_source = rules.data_source;
+  HETERPS_RETURN_IF_ERROR(cost::CheckDataRegion(cluster, workload));
+  const auto elsewhere = [&](const std::string& what, const std::string& type_name) {
+    const int t = cluster.FindType(type_name);
+    const std::string region = t < 0 ? "" : cluster.types[t].region;
+    if (t < 0 || region == rules.data_region) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": ", what, " runs on ", type_name, " in region '",
+        region.empty() ? "(none)" : region, "', but the data",
+        rules.data_source.empty() ? "" : absl::StrCat(" (", rules.data_source, ")"),
+        " is kept in region '", rules.data_region, "' and nothing derived from it may leave it"));
+  };
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    HETERPS_RETURN_IF_ERROR(elsewhere(absl::StrCat("stage ", s), plan.stages[s].type));
+  }
+  if (!plan.servers.type.empty()) {
+    HETERPS_RETURN_IF_ERROR(elsewhere("the parameter servers", plan.servers.type));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<MadePlan> MakePlan(const PlanRequest& request) {

@@ -41,6 +41,11 @@ struct JobRules {
   // The job's block size, kept for its life (worker::PlanBlockSize): stage 0's replicas each read
   // whole blocks of a step, so a plan gives it at most ceil(batch / block_size). 0: no limit.
   int64_t block_size = 0;
+  // Data residency (--data-region): the region the training data is kept in; every stage and
+  // the parameter servers run on its types (cost::Workload::data_region). Empty: no rule.
+  // `data_source` names the data in messages.
+  std::string data_region = "";
+  std::string data_source = "";
 };
 
 struct PlanRequest {
@@ -56,6 +61,13 @@ struct PlanRequest {
 // The cost model every plan of `request` is priced with: its workload with the job's rules.
 // InvalidArgument as cost::CostModel::Create.
 absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request);
+
+// Whether a plan made elsewhere (a plan file, `heterps train --plan`) keeps the job's data
+// residency rule: every stage and the servers on types of rules.data_region. OK without a rule;
+// InvalidArgument naming the region missing from the cluster, or the first stage (or the
+// servers) elsewhere, the data and its region. `source` names the plan in messages.
+absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source,
+                            const config::ClusterSpec& cluster, const JobRules& rules);
 
 struct MadePlan {
   cost::CostModel model;  // what the plan was priced with (PlanningModel)

@@ -319,6 +319,10 @@ class ElasticReplanner final : public Replanner {
           sched::ReadRunPlan(control_.plan_json, control_.plan_source, o_.model, catalog);
       if (!requested.ok())
         return keep_going(absl::StrCat("refused: ", requested.status().message()));
+      if (absl::Status kept = CheckResidency(*requested, control_.plan_source, catalog, o_.rules);
+          !kept.ok()) {
+        return keep_going(absl::StrCat("refused: ", kept.message()));
+      }
       plan = *requested;
       if (plan.throughput <= 0) plan.throughput = Predict(plan, catalog);
       ps_shards = control_.ps_shards;

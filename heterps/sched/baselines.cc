@@ -11,9 +11,7 @@ namespace {
 
 using cost::CostModel;
 
-bool Fits(const CostModel& model, int l, int t) {
-  return model.StageMemoryBytes(l, l) <= model.type(t).memory;
-}
+bool Fits(const CostModel& model, int l, int t) { return model.CanHold(l, l, t); }
 
 // The type minimizing score(t) among those that can hold layer l (all types if none can).
 template <typename Score>

@@ -837,6 +837,12 @@ PricedPlan ExactSearch::Infeasible() {
       rules.first_stage_max_units > 0 || rules.first_stage_through >= 0
           ? " that keeps the first stage's rules (the GPU tier's: its units, the layers it holds)"
           : "",
+      rules.data_region.empty()
+          ? ""
+          : absl::StrCat(
+                " on the types of region '", rules.data_region, "', where the data",
+                rules.data_source.empty() ? "" : absl::StrCat(" (", rules.data_source, ")"),
+                " is kept"),
       " fails: ", plan.why.message);
   return plan;
 }

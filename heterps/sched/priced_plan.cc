@@ -85,6 +85,7 @@ std::string PlanToJson(const cost::CostModel& model, const PricedPlan& plan) {
     json stage = {{"index", s},
                   {"layers", layers},
                   {"type", type.name},
+                  {"region", type.region.empty() ? json(nullptr) : json(type.region)},
                   {"units", st.units},
                   {"seconds_per_batch", st.seconds_per_batch},
                   {"compute_seconds", st.compute_seconds},
@@ -100,6 +101,8 @@ std::string PlanToJson(const cost::CostModel& model, const PricedPlan& plan) {
       {"batch_size", model.model().batch_size},
       {"samples", model.workload().samples},
       {"throughput_limit", model.workload().throughput_limit},
+      {"data_region",
+       model.workload().data_region.empty() ? json(nullptr) : json(model.workload().data_region)},
       {"scheduler", plan.scheduler},
       {"feasible", plan.feasible},
       {"certified_optimal", plan.certified_optimal},
@@ -117,7 +120,9 @@ std::string PlanToJson(const cost::CostModel& model, const PricedPlan& plan) {
   if (plan.ps.type >= 0) {
     constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
     const cost::PsServers& p = plan.ps;
+    const std::string& region = model.type(p.type).region;
     ps = {{"type", model.type(p.type).name},
+          {"region", region.empty() ? json(nullptr) : json(region)},
           {"shards", p.shards},
           {"memory_gib_per_shard", p.memory_bytes / kGib},
           {"ssd_gib_per_shard", p.ssd_bytes / kGib},

@@ -33,7 +33,7 @@ int64_t AllowedSpace(const cost::CostModel& model) {
   for (int l = 0; l < model.num_layers(); ++l) {
     int fit = 0;
     for (int t = 0; t < model.num_types(); ++t) {
-      if (model.StageMemoryBytes(l, l) <= model.type(t).memory) ++fit;
+      if (model.CanHold(l, l, t)) ++fit;
     }
     space *= fit > 0 ? fit : model.num_types();
   }

@@ -72,6 +72,23 @@ class PlanTest(unittest.TestCase):
         self.assertTrue(heterps.plan(model, cluster, throughput=1e6,
                                      scheduler="exact").certified_optimal)
 
+    def test_a_data_region_keeps_the_plan_in_it_as_the_command_line_does(self):
+        model = heterps.load_model(MODEL)
+        cluster = heterps.load_cluster("examples/clusters/fleet-64.yaml")
+        plan = heterps.plan(model, cluster, throughput=2e6, scheduler="exact",
+                            data_region="ap-northeast-1")
+        code, out, err = cli("plan", "--cluster", "examples/clusters/fleet-64.yaml",
+                             "--throughput", "2000000", "--scheduler", "exact", "--json",
+                             "--data-region", "ap-northeast-1")
+        self.assertEqual(code, 0, err)
+        want = json.loads(out)
+        self.assertTrue(plan.feasible)
+        self.assertEqual(plan.data["data_region"], "ap-northeast-1")
+        self.assertEqual({s["region"] for s in plan.stages}, {"ap-northeast-1"})
+        self.assertAlmostEqual(plan.cost_usd, want["cost_usd"], places=9)
+        with self.assertRaisesRegex(ValueError, "region 'mars-1'"):
+            heterps.plan(model, cluster, throughput=2e6, data_region="mars-1")
+
     def test_an_infeasible_limit_says_why(self):
         plan = heterps.plan(heterps.load_model(MODEL), heterps.load_cluster(LOCAL),
                             throughput=1e12, scheduler="exact", time_limit=5)

@@ -32,10 +32,11 @@ inline double Score(const PricedPlan& plan) {
 }
 
 // The state of a randomized search over assignments: the types each layer may take (those that
-// can hold the layer alone; all types when none can), the random source, and the plans provisioned
-// so far. Each distinct assignment is provisioned once and counts once against the budget, so
-// revisiting a plan is free. Stops provisioning when the budget or the deadline is spent, except
-// that the first plan is always provisioned so that the search has a result.
+// can hold the layer alone, CostModel::CanHold; all types when none can), the random source, and
+// the plans provisioned so far. Each distinct assignment is provisioned once and counts once
+// against the budget, so revisiting a plan is free. Stops provisioning when the budget or the
+// deadline is spent, except that the first plan is always provisioned so that the search has a
+// result.
 class SearchContext {
  public:
   SearchContext(const cost::CostModel& model, const SchedulerOptions& options,
@@ -48,7 +49,7 @@ class SearchContext {
     for (int l = 0; l < model.num_layers(); ++l) {
       std::vector<int> fit;
       for (int t = 0; t < model.num_types(); ++t) {
-        if (model.StageMemoryBytes(l, l) <= model.type(t).memory) fit.push_back(t);
+        if (model.CanHold(l, l, t)) fit.push_back(t);
       }
       if (fit.empty()) {
         for (int t = 0; t < model.num_types(); ++t) fit.push_back(t);

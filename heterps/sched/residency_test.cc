@@ -1,0 +1,220 @@
+// Data residency (cost::Workload::data_region): every scheduler keeps a job whose data is kept in
+// one region on that region's types, stages and servers alike; the optimum under the rule is the
+// optimum on the catalog cut down to the region (the oracle); an instance that only other regions
+// could serve is reported infeasible, naming the data and its region.
+#include <algorithm>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/sched/default_schedulers.h"
+#include "heterps/sched/schedulers.h"
+#include "heterps/sched/testing/plan_checks.h"
+#include "heterps/sched/testing/random_instance.h"
+
+namespace heterps::sched {
+namespace {
+
+using testing::ExpectValid;
+using ::testing::HasSubstr;
+using testing::InstanceShape;
+using testing::MakeRandomInstance;
+using testing::Schedule;
+
+const std::vector<std::string> kRegions = {"us-east-1", "eu-west-1", "ap-northeast-1"};
+
+// Every feasible plan runs its stages and servers in the data's region.
+void ExpectResident(const cost::CostModel& model, const PricedPlan& plan, const std::string& what) {
+  if (!plan.feasible) return;
+  const std::string& region = model.workload().data_region;
+  for (const PricedStage& stage : plan.stages) {
+    EXPECT_EQ(model.type(stage.spec.type).region, region)
+        << what << ": stage on " << model.type(stage.spec.type).name;
+  }
+  if (plan.ps.type >= 0) {
+    EXPECT_EQ(model.type(plan.ps.type).region, region)
+        << what << ": servers on " << model.type(plan.ps.type).name;
+  }
+}
+
+TEST(ResidencyTest, EverySchedulerKeepsTheJobInTheDataRegionAndExactFindsTheRegionsOptimum) {
+  std::mt19937_64 rng(4101);
+  int feasible = 0, rule_binds = 0, homeless_reported = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    InstanceShape shape{3 + static_cast<int>(rng() % 4), 3 + static_cast<int>(rng() % 3),
+                        1 + static_cast<int>(rng() % 6)};
+    auto instance = MakeRandomInstance(rng, shape);
+    for (auto& type : instance.cluster.types) type.region = kRegions[rng() % kRegions.size()];
+    const std::string region = instance.cluster.types[rng() % shape.types].region;
+    for (const auto& type : instance.cluster.types) {
+      if (std::find(instance.cluster.regions.begin(), instance.cluster.regions.end(),
+                    type.region) == instance.cluster.regions.end()) {
+        instance.cluster.regions.push_back(type.region);
+      }
+    }
+    const PricedPlan anywhere = Schedule("exact", testing::CostModelOf(instance));
+    // The oracle: the same job on the region's types alone, with no rule.
+    auto local = instance;
+    local.cluster.types.clear();
+    for (const auto& type : instance.cluster.types) {
+      if (type.region == region) local.cluster.types.push_back(type);
+    }
+    PricedPlan oracle = Schedule("brute", testing::CostModelOf(local));
+    // Where the catalog has CPU types but none in the region, the servers have nowhere to run:
+    // the region alone would price none.
+    const auto cpu = [](const config::ClusterSpec& cluster) {
+      return std::any_of(cluster.types.begin(), cluster.types.end(),
+                         [](const auto& type) { return type.kind == config::DeviceKind::kCpu; });
+    };
+    const bool homeless_servers = cpu(instance.cluster) && !cpu(local.cluster);
+    if (homeless_servers) oracle.feasible = false;
+
+    instance.workload.data_region = region;
+    instance.workload.data_source = "clicks.tsv";
+    const cost::CostModel model = testing::CostModelOf(instance);
+    const std::string trace = "trial " + std::to_string(trial) + ", data in " + region + "\n" +
+                              instance.model_yaml + instance.cluster_yaml;
+    for (const std::string& name : DefaultSchedulers().Names()) {
+      if (name == "brute") continue;
+      SchedulerOptions options;
+      options.seed = trial + 1;
+      options.max_plans = name == "bo" ? 60 : 300;  // keeps rl and bo quick
+      const PricedPlan plan = Schedule(name, model, options);
+      ExpectValid(model, plan);
+      ExpectResident(model, plan, name + ", " + trace);
+      if (name == "exact") {
+        ASSERT_EQ(plan.feasible, oracle.feasible) << trace;
+        if (!plan.feasible) {
+          EXPECT_THAT(plan.why.message, HasSubstr("region '" + region + "'")) << trace;
+          // Unless a stage fails first (the reason is the first constraint that fails).
+          if (homeless_servers && plan.why.constraint == "residency") ++homeless_reported;
+          continue;
+        }
+        EXPECT_TRUE(plan.certified_optimal);
+        ASSERT_NEAR(plan.cost_usd, oracle.cost_usd, 1e-9 * oracle.cost_usd) << trace;
+        ++feasible;
+        if (!anywhere.feasible || anywhere.cost_usd < plan.cost_usd * (1 - 1e-9)) ++rule_binds;
+      }
+    }
+  }
+  std::cout << feasible << " feasible, the rule binds in " << rule_binds << ", servers with no "
+            << "region to run in reported in " << homeless_reported << "\n";
+  EXPECT_GT(feasible, 25);
+  EXPECT_GT(rule_binds, 10);  // the rule changed the optimum
+  EXPECT_GT(homeless_reported, 3);
+}
+
+constexpr char kModel[] = R"(name: m
+batch_size: 1024
+layers:
+  - {name: in, kind: input, dense: 13, sparse: 4}
+  - {name: emb, kind: embedding, rows: 1000, dim: 8}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: fc, kind: fc, in: 45, out: 64, activation: relu}
+  - {name: logit, kind: fc, in: 64, out: 1}
+  - {name: loss, kind: logloss}
+)";
+
+// A slow CPU in the data's region, a fast GPU and a fast CPU in another.
+constexpr char kCluster[] = R"(name: two-regions
+region: eu-west-1
+types:
+  - {name: slow, kind: cpu, tflops: 0.01, mem_gbs: 1, lookup_mrows: 1, memory_gib: 16,
+     network_gbps: 1, price_per_hour: 1, units: 2}
+  - {name: fast, kind: gpu, tflops: 100, mem_gbs: 1000, lookup_mrows: 1000, memory_gib: 16,
+     network_gbps: 100, price_per_hour: 2, units: 8, region: us-east-1}
+  - {name: server, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 16,
+     network_gbps: 100, price_per_hour: 1, units: 8, region: us-east-1}
+)";
+
+cost::CostModel ModelOf(const std::string& cluster_text, double limit, const std::string& region) {
+  auto model = config::ParseModelSpec(kModel, "m.yaml");
+  auto cluster = config::ParseClusterSpec(cluster_text, "c.yaml");
+  EXPECT_TRUE(model.ok() && cluster.ok()) << model.status() << cluster.status();
+  cost::Workload workload{limit, 1e9};
+  workload.data_region = region;
+  workload.data_source = "day_0.tsv";
+  auto cm = cost::CostModel::Create(*model, *cluster, workload);
+  EXPECT_TRUE(cm.ok()) << cm.status();
+  return *cm;
+}
+
+TEST(ResidencyTest, AJobOnlyAnotherRegionCouldServeIsInfeasibleAndSaysWhy) {
+  // Without the rule the fast region serves it; with it, the slow CPU cannot.
+  const PricedPlan free = Schedule("exact", ModelOf(kCluster, 1e6, ""));
+  ASSERT_TRUE(free.feasible) << free.why.message;
+  const cost::CostModel ruled = ModelOf(kCluster, 1e6, "eu-west-1");
+  EXPECT_FALSE(ruled.InDataRegion(1));
+  EXPECT_FALSE(ruled.HostsPs(2));
+  EXPECT_TRUE(ruled.HostsPs(0));
+  EXPECT_EQ(ruled.StageSeconds(3, 4, 1), cost::kInfinity);
+  for (const std::string& name : DefaultSchedulers().Names()) {
+    SchedulerOptions options;
+    options.max_plans = name == "bo" ? 60 : name == "brute" ? 0 : 300;
+    const PricedPlan plan = Schedule(name, ruled, options);
+    EXPECT_FALSE(plan.feasible) << name;
+    ExpectValid(ruled, plan);
+  }
+  const PricedPlan exact = Schedule("exact", ruled);
+  EXPECT_THAT(exact.why.message,
+              HasSubstr("on the types of region 'eu-west-1', where the data (day_0.tsv) is kept "
+                        "fails: "));
+  // A plan that puts a stage in the other region names the stage, its region and the data's.
+  const PricedPlan crossing = PricePlan(ruled, {0, 0, 0, 1, 1, 1});
+  ASSERT_FALSE(crossing.feasible);
+  EXPECT_EQ(crossing.why.constraint, "residency");
+  EXPECT_EQ(crossing.why.message,
+            "stage 1 (fc..loss on fast) is in region 'us-east-1', but the data (day_0.tsv) is "
+            "kept in region 'eu-west-1' and nothing derived from it may leave it");
+}
+
+TEST(ResidencyTest, TheServersMustBeInTheDataRegionToo) {
+  // The data's region has a GPU and no CPU: the servers, which receive its ids, cannot run there.
+  const std::string cluster = R"(name: gpu-only-here
+types:
+  - {name: gpu, kind: gpu, tflops: 100, mem_gbs: 1000, lookup_mrows: 1000, memory_gib: 16,
+     network_gbps: 100, price_per_hour: 2, units: 8, region: eu-west-1}
+  - {name: server, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 16,
+     network_gbps: 100, price_per_hour: 1, units: 8, region: us-east-1}
+)";
+  ASSERT_TRUE(Schedule("exact", ModelOf(cluster, 1e3, "")).feasible);
+  const cost::CostModel ruled = ModelOf(cluster, 1e3, "eu-west-1");
+  EXPECT_TRUE(ruled.prices_ps());
+  EXPECT_EQ(ruled.CheapestPsRate(ruled.max_bottleneck_seconds()), cost::kInfinity);
+  const PricedPlan plan = Schedule("exact", ruled);
+  ASSERT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.why.constraint, "residency");
+  EXPECT_THAT(plan.why.message,
+              HasSubstr("the parameter servers receive the data's ids and must run in its region "
+                        "'eu-west-1' (day_0.tsv), which has no CPU type"));
+}
+
+TEST(ResidencyTest, ADataRegionTheCatalogLacksIsAnError) {
+  auto model = config::ParseModelSpec(kModel, "m.yaml");
+  auto cluster = config::ParseClusterSpec(kCluster, "c.yaml");
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  cost::Workload workload{1e3, 1e9};
+  workload.data_region = "sa-east-1";
+  workload.data_source = "day_0.tsv";
+  auto cm = cost::CostModel::Create(*model, *cluster, workload);
+  ASSERT_FALSE(cm.ok());
+  EXPECT_EQ(cm.status().message(),
+            "the data (day_0.tsv) is kept in region 'sa-east-1', where cluster 'two-regions' "
+            "(c.yaml) has no type; its regions: eu-west-1, us-east-1");
+  cluster->name = "plain";
+  cluster->source = "p.yaml";
+  for (auto& type : cluster->types) type.region.clear();
+  cluster->regions.clear();
+  workload.data_source.clear();
+  cm = cost::CostModel::Create(*model, *cluster, workload);
+  ASSERT_FALSE(cm.ok());
+  EXPECT_EQ(cm.status().message(),
+            "the data is kept in region 'sa-east-1', where cluster 'plain' (p.yaml) has no type; "
+            "its types name no region");
+}
+
+}  // namespace
+}  // namespace heterps::sched
