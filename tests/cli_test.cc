@@ -169,9 +169,26 @@ TEST(CliTest, TrainRefusesAPlanThatTakesTheDataOutOfItsRegion) {
       RunCli("train --cluster examples/clusters/fleet-64.yaml --plan " + plan_path +
              " --data-region " + elsewhere + " --rows 1000 --job-dir " + TempPath("residency-job"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "heterps: error: " + plan_path + ": stage 0 runs on " + type + " in region '" +
-                       here + "', but the data (synthetic) is kept in region '" + elsewhere +
+  EXPECT_EQ(r.err, "heterps: error: " + plan_path + ": stages[0].type: " + type +
+                       " is in region '" + here +
+                       "', but the data (synthetic) is kept in region '" + elsewhere +
                        "' and nothing derived from it may leave it\n");
+  // A plan made under a rule runs under the same rule only.
+  const std::string kept_path = TempPath("kept.json");
+  ASSERT_EQ(RunCli("plan --cluster examples/clusters/fleet-64.yaml --scheduler exact --throughput "
+                   "2000000 --data-region eu-west-1 --out " +
+                   kept_path)
+                .exit_code,
+            0);
+  for (const std::string& flag : {std::string(), std::string(" --data-region us-east-1")}) {
+    Result other = RunCli("train --cluster examples/clusters/fleet-64.yaml --plan " + kept_path +
+                          flag + " --rows 1000 --job-dir " + TempPath("residency-kept"));
+    EXPECT_EQ(other.exit_code, 2);
+    EXPECT_THAT(other.err, HasSubstr(kept_path + ": data_region: the plan keeps the data in "
+                                                 "region 'eu-west-1', the job "));
+    EXPECT_THAT(other.err, HasSubstr("; run it under the plan's rule, so that the job's re-plans "
+                                     "keep it too"));
+  }
   Result local =
       RunCli("train --data-region eu-west-1 --rows 1000 --job-dir " + TempPath("residency-local"));
   EXPECT_EQ(local.exit_code, 2);

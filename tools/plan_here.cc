@@ -60,6 +60,10 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
                                  const config::ClusterSpec& cluster, int64_t samples,
                                  const std::string& policy_out,
                                  const std::vector<std::string>& data_files) {
+  // A region the catalog lacks is refused before the host is measured.
+  launcher::JobRules rules;
+  SetResidency(flags, &rules);
+  HETERPS_RETURN_IF_ERROR(launcher::CheckResidency(sched::RunPlan{}, "", cluster, rules));
   // Every type this host has a device of is measured on it; the CPU's time sets the default limit.
   std::vector<const config::ResourceType*> local;
   const config::ResourceType* cpu = nullptr;

@@ -102,6 +102,17 @@ bool SameHardware(const ResourceType& a, const ResourceType& b) {
          a.ssd_bytes == b.ssd_bytes && a.ssd_read_rate == b.ssd_read_rate;
 }
 
+std::vector<std::string> ClusterSpec::Regions() const {
+  std::vector<std::string> regions;
+  for (const ResourceType& type : types) {
+    if (!type.region.empty() &&
+        std::find(regions.begin(), regions.end(), type.region) == regions.end()) {
+      regions.push_back(type.region);
+    }
+  }
+  return regions;
+}
+
 int ClusterSpec::FindType(absl::string_view name) const {
   for (size_t i = 0; i < types.size(); ++i) {
     if (types[i].name == name) return static_cast<int>(i);
@@ -137,10 +148,6 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
       return internal::SpecError(
           source, type.line, path + ".name",
           absl::StrCat("duplicate type name '", type.name, "' (first at line ", it->second, ")"));
-    }
-    if (!type.region.empty() && std::find(cluster.regions.begin(), cluster.regions.end(),
-                                          type.region) == cluster.regions.end()) {
-      cluster.regions.push_back(type.region);
     }
     cluster.types.push_back(std::move(type));
   }

@@ -60,8 +60,8 @@ struct ClusterSpec {
   std::string name;
   std::string source;  // file the spec came from, for messages
   std::vector<ResourceType> types;
-  // The regions the types are in, in order of first appearance (empty when none is named).
-  std::vector<std::string> regions;
+  // The regions the types are in, in order of first appearance (empty when none names one).
+  std::vector<std::string> Regions() const;
 
   // Index of the type called `name`, or -1.
   int FindType(absl::string_view name) const;

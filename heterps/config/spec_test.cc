@@ -392,7 +392,7 @@ TEST(ClusterSpecTest, TypesTakeTheClustersRegionUnlessTheyNameTheirOwn) {
   auto none = ParseClusterSpec(kGoodCluster, "c.yaml");
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_EQ(none->types[0].region, "");
-  EXPECT_TRUE(none->regions.empty());
+  EXPECT_TRUE(none->Regions().empty());
 
   const std::string other =
       "  - {name: far, kind: gpu, tflops: 1, mem_gbs: 1, lookup_mrows: 1, memory_gib: 1, "
@@ -405,7 +405,7 @@ TEST(ClusterSpecTest, TypesTakeTheClustersRegionUnlessTheyNameTheirOwn) {
   EXPECT_EQ(two->types[0].region, "us-east-1");
   EXPECT_EQ(two->types[1].region, "eu-west-1");
   EXPECT_EQ(two->types[2].region, "us-east-1");
-  EXPECT_EQ(two->regions, (std::vector<std::string>{"us-east-1", "eu-west-1"}));
+  EXPECT_EQ(two->Regions(), (std::vector<std::string>{"us-east-1", "eu-west-1"}));
   // Where a type is is not what it is: the same machine in another region is the same hardware.
   ResourceType moved = two->types[0];
   moved.region = "ap-northeast-1";

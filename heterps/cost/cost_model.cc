@@ -28,17 +28,17 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 absl::Status CheckDataRegion(const config::ClusterSpec& cluster, const Workload& workload) {
-  if (workload.data_region.empty() || std::find(cluster.regions.begin(), cluster.regions.end(),
-                                                workload.data_region) != cluster.regions.end()) {
+  const std::vector<std::string> regions = cluster.Regions();
+  if (workload.data_region.empty() ||
+      std::find(regions.begin(), regions.end(), workload.data_region) != regions.end()) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "the data", workload.data_source.empty() ? "" : absl::StrCat(" (", workload.data_source, ")"),
       " is kept in region '", workload.data_region, "', where cluster '", cluster.name, "' (",
       cluster.source, ") has no type; ",
-      cluster.regions.empty()
-          ? std::string("its types name no region")
-          : absl::StrCat("its regions: ", absl::StrJoin(cluster.regions, ", "))));
+      regions.empty() ? std::string("its types name no region")
+                      : absl::StrCat("its regions: ", absl::StrJoin(regions, ", "))));
 }
 
 absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,

@@ -77,10 +77,10 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
     }
     if (!hosts) {
       return {"residency", 1,
-              absl::StrFormat("the parameter servers receive the data's ids and must run in its "
-                              "region '%s'%s, which has no CPU type",
-                              job.data_region,
-                              job.data_source.empty() ? "" : " (" + job.data_source + ")")};
+              absl::StrFormat("the data%s is kept in region '%s', which has no CPU type for the "
+                              "parameter servers (they receive its ids)",
+                              job.data_source.empty() ? "" : " (" + job.data_source + ")",
+                              job.data_region)};
     }
     if (!std::isfinite(fastest)) {
       return {"parameter servers", 1,

@@ -415,7 +415,6 @@ TEST(ReplannerTest, AJobWhoseDataIsKeptInARegionStaysThere) {
   for (config::ResourceType& type : f.options.cluster.types) {
     type.region = type.name == "cpu-spot" ? "eu-west-1" : "us-east-1";
   }
-  f.options.cluster.regions = {"us-east-1", "eu-west-1"};
   f.options.rules.data_region = "us-east-1";
   f.options.rules.data_source = "train.tsv";
   Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": 0}]})");
@@ -433,7 +432,7 @@ TEST(ReplannerTest, AJobWhoseDataIsKeptInARegionStaysThere) {
   control.plan_source = "spot.json";
   ASSERT_TRUE(WriteJobControl(env, f.dir, control).ok());
   EXPECT_FALSE(f.replanner->Check(At(10'000'000)).has_value());
-  EXPECT_THAT(f.Log(), HasSubstr("refused: spot.json: stage 0 runs on cpu-spot in region "
+  EXPECT_THAT(f.Log(), HasSubstr("refused: spot.json: stages[0].type: cpu-spot is in region "
                                  "'eu-west-1', but the data (train.tsv) is kept in region "
                                  "'us-east-1' and nothing derived from it may leave it"));
 }

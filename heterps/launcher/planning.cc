@@ -38,26 +38,34 @@ absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request) {
 
 absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source,
                             const config::ClusterSpec& cluster, const JobRules& rules) {
+  if (!plan.data_region.empty() && plan.data_region != rules.data_region) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": data_region: the plan keeps the data in region '", plan.data_region,
+        "', the job ",
+        rules.data_region.empty() ? std::string("names no region (--data-region)")
+                                  : absl::StrCat("in region '", rules.data_region, "'"),
+        "; run it under the plan's rule, so that the job's re-plans keep it too"));
+  }
   if (rules.data_region.empty()) return absl::OkStatus();
   cost::Workload workload;
   workload.data_region = rules.data_region;
   workload.data_source = rules.data_source;
   HETERPS_RETURN_IF_ERROR(cost::CheckDataRegion(cluster, workload));
-  const auto elsewhere = [&](const std::string& what, const std::string& type_name) {
+  const auto elsewhere = [&](const std::string& field, const std::string& type_name) {
     const int t = cluster.FindType(type_name);
     const std::string region = t < 0 ? "" : cluster.types[t].region;
     if (t < 0 || region == rules.data_region) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
-        source, ": ", what, " runs on ", type_name, " in region '",
-        region.empty() ? "(none)" : region, "', but the data",
+        source, ": ", field, ": ", type_name, " is in region '", region.empty() ? "(none)" : region,
+        "', but the data",
         rules.data_source.empty() ? "" : absl::StrCat(" (", rules.data_source, ")"),
         " is kept in region '", rules.data_region, "' and nothing derived from it may leave it"));
   };
   for (size_t s = 0; s < plan.stages.size(); ++s) {
-    HETERPS_RETURN_IF_ERROR(elsewhere(absl::StrCat("stage ", s), plan.stages[s].type));
+    HETERPS_RETURN_IF_ERROR(elsewhere(absl::StrCat("stages[", s, "].type"), plan.stages[s].type));
   }
   if (!plan.servers.type.empty()) {
-    HETERPS_RETURN_IF_ERROR(elsewhere("the parameter servers", plan.servers.type));
+    HETERPS_RETURN_IF_ERROR(elsewhere("parameter_servers.type", plan.servers.type));
   }
   return absl::OkStatus();
 }

@@ -62,10 +62,12 @@ struct PlanRequest {
 // InvalidArgument as cost::CostModel::Create.
 absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request);
 
-// Whether a plan made elsewhere (a plan file, `heterps train --plan`) keeps the job's data
-// residency rule: every stage and the servers on types of rules.data_region. OK without a rule;
-// InvalidArgument naming the region missing from the cluster, or the first stage (or the
-// servers) elsewhere, the data and its region. `source` names the plan in messages.
+// Whether a plan made elsewhere (a plan file, `heterps train --plan`, `heterps ctl --plan`) keeps
+// the job's data residency rule: a plan made under a rule (its data_region) run under the same,
+// and every stage and the servers on types of rules.data_region. InvalidArgument naming the
+// plan's field: a plan made for a region the job does not name (or for another), a region
+// missing from the cluster, or the first stage (or the servers) elsewhere, with the data and its
+// region. OK without a rule on either side. `source` names the plan in messages.
 absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source,
                             const config::ClusterSpec& cluster, const JobRules& rules);
 

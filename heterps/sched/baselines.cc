@@ -73,9 +73,10 @@ class ManualScheduler : public Scheduler {
   }
 
  private:
+  // Whether a type of `kind` may run the job (one in the data's region, under a residency rule).
   static bool HasKind(const CostModel& model, config::DeviceKind kind) {
     for (int t = 0; t < model.num_types(); ++t) {
-      if (model.type(t).kind == kind) return true;
+      if (model.InDataRegion(t) && model.type(t).kind == kind) return true;
     }
     return false;
   }

@@ -623,8 +623,10 @@ PricedPlan ExactSearch::Run() {
   // the search stays exact.
   std::priority_queue<Range> deferred;
   int64_t fresh_work = 0, deferred_work = 0;
+  // A range whose bound is infinite holds no feasible plan (the servers cannot reach its
+  // bottlenecks, say): it is set aside even before a plan is found.
   auto beats = [&](const Range& r) {
-    return !best_.feasible || r.bound < best_.cost_usd * kStrictly;
+    return std::isfinite(r.bound) && (!best_.feasible || r.bound < best_.cost_usd * kStrictly);
   };
   while (!timed_out_) {
     if (deadline_.Expired()) {
@@ -842,7 +844,7 @@ PricedPlan ExactSearch::Infeasible() {
           : absl::StrCat(
                 " on the types of region '", rules.data_region, "', where the data",
                 rules.data_source.empty() ? "" : absl::StrCat(" (", rules.data_source, ")"),
-                " is kept"),
+                " is kept,"),
       " fails: ", plan.why.message);
   return plan;
 }
@@ -962,7 +964,17 @@ std::vector<int> FastestAssignment(const CostModel& model) {
   for (int u = 1; u < num_types; ++u) {
     if (m[num_layers * stride + u] < m[num_layers * stride + t]) t = u;
   }
-  std::vector<int> assignment(num_layers, 0);
+  // Where no type holds some layer, the rest of the plan is on a type that shows why: the first
+  // type, or under a residency rule the data region's type with the most memory.
+  int fallback = 0;
+  for (int u = 0; u < num_types; ++u) {
+    if (model.InDataRegion(u) &&
+        (!model.InDataRegion(fallback) || model.type(u).memory > model.type(fallback).memory)) {
+      fallback = u;
+    }
+  }
+  if (model.InDataRegion(0)) fallback = 0;
+  std::vector<int> assignment(num_layers, fallback);
   for (int j = num_layers; j > 0 && t >= 0;) {
     const int i = from_i[j * stride + t];
     if (i < 0) break;  // no type holds some layer: any assignment shows why

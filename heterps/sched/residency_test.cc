@@ -49,12 +49,6 @@ TEST(ResidencyTest, EverySchedulerKeepsTheJobInTheDataRegionAndExactFindsTheRegi
     auto instance = MakeRandomInstance(rng, shape);
     for (auto& type : instance.cluster.types) type.region = kRegions[rng() % kRegions.size()];
     const std::string region = instance.cluster.types[rng() % shape.types].region;
-    for (const auto& type : instance.cluster.types) {
-      if (std::find(instance.cluster.regions.begin(), instance.cluster.regions.end(),
-                    type.region) == instance.cluster.regions.end()) {
-        instance.cluster.regions.push_back(type.region);
-      }
-    }
     const PricedPlan anywhere = Schedule("exact", testing::CostModelOf(instance));
     // The oracle: the same job on the region's types alone, with no rule.
     auto local = instance;
@@ -160,7 +154,7 @@ TEST(ResidencyTest, AJobOnlyAnotherRegionCouldServeIsInfeasibleAndSaysWhy) {
   }
   const PricedPlan exact = Schedule("exact", ruled);
   EXPECT_THAT(exact.why.message,
-              HasSubstr("on the types of region 'eu-west-1', where the data (day_0.tsv) is kept "
+              HasSubstr("on the types of region 'eu-west-1', where the data (day_0.tsv) is kept, "
                         "fails: "));
   // A plan that puts a stage in the other region names the stage, its region and the data's.
   const PricedPlan crossing = PricePlan(ruled, {0, 0, 0, 1, 1, 1});
@@ -169,6 +163,22 @@ TEST(ResidencyTest, AJobOnlyAnotherRegionCouldServeIsInfeasibleAndSaysWhy) {
   EXPECT_EQ(crossing.why.message,
             "stage 1 (fc..loss on fast) is in region 'us-east-1', but the data (day_0.tsv) is "
             "kept in region 'eu-west-1' and nothing derived from it may leave it");
+}
+
+// Where no type of the data's region has the memory for a layer, the fastest plan exact reports
+// stays in the region and says so: memory, not residency.
+TEST(ResidencyTest, ALayerNoTypeOfTheRegionCanHoldIsAMemoryShortfallThere) {
+  // The region us-east-1's two types (not the first of the catalog) lose their memory.
+  std::string small = kCluster;
+  for (int i = 0; i < 2; ++i) {
+    small.replace(small.rfind("memory_gib: 16"), 14, "memory_gib: 0.0001");
+  }
+  const cost::CostModel model = ModelOf(small, 1e3, "us-east-1");
+  const PricedPlan plan = Schedule("exact", model);
+  ASSERT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.why.constraint, "memory");
+  EXPECT_THAT(plan.why.message, HasSubstr("on the types of region 'us-east-1'"));
+  for (const PricedStage& stage : plan.stages) EXPECT_TRUE(model.InDataRegion(stage.spec.type));
 }
 
 TEST(ResidencyTest, TheServersMustBeInTheDataRegionToo) {
@@ -188,8 +198,8 @@ types:
   ASSERT_FALSE(plan.feasible);
   EXPECT_EQ(plan.why.constraint, "residency");
   EXPECT_THAT(plan.why.message,
-              HasSubstr("the parameter servers receive the data's ids and must run in its region "
-                        "'eu-west-1' (day_0.tsv), which has no CPU type"));
+              HasSubstr("the data (day_0.tsv) is kept in region 'eu-west-1', which has no CPU "
+                        "type for the parameter servers (they receive its ids)"));
 }
 
 TEST(ResidencyTest, ADataRegionTheCatalogLacksIsAnError) {
@@ -207,7 +217,6 @@ TEST(ResidencyTest, ADataRegionTheCatalogLacksIsAnError) {
   cluster->name = "plain";
   cluster->source = "p.yaml";
   for (auto& type : cluster->types) type.region.clear();
-  cluster->regions.clear();
   workload.data_source.clear();
   cm = cost::CostModel::Create(*model, *cluster, workload);
   ASSERT_FALSE(cm.ok());

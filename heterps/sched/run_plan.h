@@ -47,6 +47,9 @@ struct RunPlan {
   double throughput_limit = 0;
   double cost_per_hour_usd = 0, cost_usd = 0;
   bool feasible = false;
+  // The region the plan keeps the data in (`data_region`; empty: none): a job runs it only under
+  // the same rule (launcher::CheckResidency).
+  std::string data_region;
   std::vector<RunStage> stages;
   RunServers servers;
 
