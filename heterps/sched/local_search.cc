@@ -173,7 +173,9 @@ std::vector<std::vector<int>> LocalMoves(const cost::CostModel& model,
   }
   for (int s = 0; s < num_stages; ++s) {
     for (int t = 0; t < model.num_types(); ++t) {
-      if (t != stages[s].type) retype(stages[s].first, stages[s].last, t);
+      if (t != stages[s].type && model.InDataRegion(t)) {
+        retype(stages[s].first, stages[s].last, t);
+      }
     }
   }
   for (int s = 0; s < num_stages; ++s) {
@@ -217,6 +219,11 @@ void Polish(const cost::CostModel& model, PlanCache& evaluator, const base::Dead
   if (!evaluator.have_best()) return;
   std::mt19937_64 rng(options.seed ^ 0x5bd1e9955bd1e995ull);
   const int L = model.num_layers();
+  // The types a kick may draw: those that may run the job (all, without a residency rule).
+  std::vector<int> types;
+  for (int t = 0; t < model.num_types(); ++t) {
+    if (model.InDataRegion(t)) types.push_back(t);
+  }
   Rewindow(model, evaluator, deadline, options.window_plans);
   Descend(model, evaluator, evaluator.best().assignment, deadline, options);
   Rewindow(model, evaluator, deadline, options.window_plans);
@@ -232,8 +239,7 @@ void Polish(const cost::CostModel& model, PlanCache& evaluator, const base::Dead
       if (first > last) std::swap(first, last);
       const std::vector<int>& ranked = RankedTypes(options, first);
       const int pool = std::min<int>(static_cast<int>(ranked.size()), options.types_per_move);
-      const int t = pool > 0 && rng() % 2 == 0 ? ranked[rng() % pool]
-                                               : static_cast<int>(rng() % model.num_types());
+      const int t = pool > 0 && rng() % 2 == 0 ? ranked[rng() % pool] : types[rng() % types.size()];
       std::fill(kick.begin() + first, kick.begin() + last + 1, t);
     }
     Descend(model, evaluator, kick, deadline, options);

@@ -71,6 +71,20 @@ TEST(ResidencyTest, EverySchedulerKeepsTheJobInTheDataRegionAndExactFindsTheRegi
     const cost::CostModel model = testing::CostModelOf(instance);
     const std::string trace = "trial " + std::to_string(trial) + ", data in " + region + "\n" +
                               instance.model_yaml + instance.cluster_yaml;
+    // The random search, drawing without replacement, sees every plan of the region's types that
+    // hold their layers, and no other.
+    int64_t space = 1;
+    for (int l = 0; l < model.num_layers(); ++l) {
+      int fit = 0;
+      for (int t = 0; t < model.num_types(); ++t) {
+        fit +=
+            model.type(t).region == region && model.StageMemoryBytes(l, l) <= model.type(t).memory;
+      }
+      space *= fit > 0 ? fit : model.num_types();
+    }
+    SchedulerOptions every;
+    every.max_plans = space + 1;
+    EXPECT_EQ(Schedule("random", model, every).plans_evaluated, space) << trace;
     for (const std::string& name : DefaultSchedulers().Names()) {
       if (name == "brute") continue;
       SchedulerOptions options;

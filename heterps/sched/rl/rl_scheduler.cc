@@ -91,7 +91,7 @@ absl::StatusOr<PricedPlan> RlScheduler::Schedule(const cost::CostModel& model,
   // first; the cheapest feasible one is the reward's reference and the first plan to imitate.
   reference_cost_ = 0;
   for (int t = 0; t < model.num_types() && !evaluator.exhausted(); ++t) {
-    evaluator.Evaluate(std::vector<int>(model.num_layers(), t));
+    if (model.InDataRegion(t)) evaluator.Evaluate(std::vector<int>(model.num_layers(), t));
   }
   if (auto greedy = NewGreedyScheduler()->Schedule(model, options); greedy.ok()) {
     evaluator.Evaluate(greedy->assignment);
