@@ -1,6 +1,8 @@
 #include "heterps/ps/rocksdb_store.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/db.h"
@@ -143,6 +145,51 @@ absl::Status RocksDbColdStore::Clear() {
   for (it->SeekToFirst(); it->Valid(); it->Next()) batch.Delete(it->key());
   rocksdb::Status s = impl_->db->Write(impl_->write, &batch);
   return s.ok() ? absl::OkStatus() : impl_->Error("clear", s);
+}
+
+std::string DescribeRocksDb(rocksdb::DB* db) {
+  std::string out;
+  for (int level = 0; level < db->NumberLevels(); ++level) {
+    std::string files;
+    if (!db->GetProperty(absl::StrCat("rocksdb.num-files-at-level", level), &files) ||
+        files == "0") {
+      continue;
+    }
+    absl::StrAppend(&out, out.empty() ? "" : ", ", "L", level, " ", files, " files");
+  }
+  uint64_t live = 0, pending = 0, running = 0, entries = 0, deletes = 0;
+  db->GetIntProperty("rocksdb.num-entries-active-mem-table", &entries);
+  db->GetIntProperty("rocksdb.num-deletes-active-mem-table", &deletes);
+  absl::StrAppend(&out, out.empty() ? "" : ", ", "memtable ", entries, " entries (", deletes,
+                  " deletes)");
+  db->GetIntProperty("rocksdb.estimate-live-data-size", &live);
+  db->GetIntProperty("rocksdb.estimate-pending-compaction-bytes", &pending);
+  db->GetIntProperty("rocksdb.num-running-compactions", &running);
+  absl::StrAppend(&out, out.empty() ? "" : "; ", live >> 20, " MiB live, ", pending >> 20,
+                  " MiB waiting for compaction, ", running, " compactions running");
+  return out;
+}
+
+absl::Status WaitForRocksDb(rocksdb::DB* db, absl::string_view dir) {
+  for (;;) {
+    uint64_t busy = 0, value = 0;
+    for (const char* property : {"rocksdb.num-running-compactions", "rocksdb.num-running-flushes",
+                                 "rocksdb.compaction-pending", "rocksdb.mem-table-flush-pending"}) {
+      if (!db->GetIntProperty(property, &value)) {
+        return absl::UnavailableError(
+            absl::StrCat("cold store ", dir, ": RocksDB does not report ", property));
+      }
+      busy += value;
+    }
+    if (busy == 0) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string RocksDbColdStore::Describe() const { return DescribeRocksDb(impl_->db.get()); }
+
+absl::Status RocksDbColdStore::WaitForBackgroundWork() {
+  return WaitForRocksDb(impl_->db.get(), impl_->dir);
 }
 
 }  // namespace heterps::ps

@@ -16,6 +16,7 @@
 #include "heterps/ps/cold_store.h"
 
 namespace rocksdb {
+class DB;
 struct Options;
 }  // namespace rocksdb
 
@@ -24,6 +25,10 @@ namespace heterps::ps {
 // The options the tier opens its database with (docs/ps.md, "The SSD tier"); ps_bench's reference,
 // RocksDB alone, opens its own with them.
 void SetColdStoreOptions(rocksdb::Options* options);
+// RocksDbColdStore::Describe and WaitForBackgroundWork on a database of ps_bench's own (`dir`
+// names it in errors).
+std::string DescribeRocksDb(rocksdb::DB* db);
+absl::Status WaitForRocksDb(rocksdb::DB* db, absl::string_view dir);
 
 class RocksDbColdStore : public ColdStore {
  public:
@@ -44,6 +49,13 @@ class RocksDbColdStore : public ColdStore {
   absl::Status ForEach(
       const std::function<absl::Status(uint64_t, absl::string_view)>& visit) override;
   absl::Status Clear() override;
+
+  // RocksDB's account of the database in one line: the files and bytes of each level, and the
+  // flushes and compactions running or pending (for benchmarks, to say what they measured).
+  std::string Describe() const;
+  // Waits until RocksDB has no flush or compaction running or pending (a benchmark measures the
+  // store at rest, as its reference). Unavailable if RocksDB cannot say.
+  absl::Status WaitForBackgroundWork();
 
  private:
   struct Impl;
