@@ -252,6 +252,22 @@ TEST(ColdTierTest, ABatchBroughtBackStaysWithinTheBudget) {
 // Threads pushing at once to a table mostly on RocksDB, each its own keys spread over every lock
 // shard (so that calls pass over each other's busy shards): every row ends as the same pushes
 // give it one call at a time in a table all in memory, and each row is in one tier.
+TEST(ColdTierTest, TheStoreSaysItsStateAndComesToRest) {
+  auto store = RocksDbColdStore::Open(::testing::TempDir() + "/rest");
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_THAT((*store)->Describe(), ::testing::HasSubstr("memtable 0 entries (0 deletes)"));
+  std::vector<std::pair<uint64_t, std::string>> rows;
+  for (uint64_t key = 0; key < 1000; ++key) rows.emplace_back(key, std::string(100, 'r'));
+  ASSERT_TRUE((*store)->PutMany(rows).ok());
+  ASSERT_TRUE((*store)->DeleteMany(std::vector<uint64_t>{3, 4}).ok());
+  EXPECT_THAT((*store)->Describe(), ::testing::HasSubstr("memtable 1002 entries (2 deletes)"));
+  ASSERT_TRUE((*store)->WaitForBackgroundWork().ok());
+  EXPECT_THAT((*store)->Describe(), ::testing::HasSubstr("0 compactions running"));
+  auto row = (*store)->Get(5);
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ(**row, std::string(100, 'r'));
+}
+
 TEST(ColdTierTest, ConcurrentCallsOverTheTierKeepEveryUpdate) {
   SparseTableOptions options;
   options.lock_shards = 8;
