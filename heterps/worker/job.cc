@@ -169,6 +169,9 @@ absl::StatusOr<sched::RunPlan> PlanFromJson(const base::JsonObject& o) {
   HETERPS_ASSIGN_OR_RETURN(plan.cost_per_hour_usd, o.Double("cost_per_hour_usd"));
   HETERPS_ASSIGN_OR_RETURN(plan.cost_usd, o.Double("cost_usd"));
   HETERPS_ASSIGN_OR_RETURN(plan.feasible, o.Bool("feasible"));
+  if (o.Has("data_region")) {
+    HETERPS_ASSIGN_OR_RETURN(plan.data_region, o.String("data_region"));
+  }
   HETERPS_ASSIGN_OR_RETURN(std::vector<base::JsonObject> stages, o.Objects("stages"));
   for (const base::JsonObject& stage : stages) {
     HETERPS_ASSIGN_OR_RETURN(sched::RunStage s, StageFromJson(stage));
@@ -313,17 +316,19 @@ absl::StatusOr<JobSpec> MakeJob(const ModelText& model, const sched::RunPlan& pl
 std::vector<std::string> JobIdentity(const JobSpec& job) {
   const uint64_t hash = base::Fnv1a64(job.model_yaml.data(), job.model_yaml.size());
   const JobSettings& s = job.settings;
-  return {absl::StrCat("model=", job.model.name, " (spec ", absl::Hex(hash, absl::kZeroPad16), ")"),
-          absl::StrCat("batch_size=", job.batch_size()),
-          absl::StrCat("data=", absl::StrJoin(job.files, ", ")),
-          absl::StrCat("epochs=", s.epochs),
-          absl::StrCat("eval_fraction=", s.eval_fraction),
-          absl::StrCat("skip_bad_lines=", s.bad_lines == data::BadLinePolicy::kSkip),
-          absl::StrCat("sparse_optimizer=", OptimizerToJson(s.tables.sparse_optimizer).dump()),
-          absl::StrCat("dense_optimizer=", OptimizerToJson(s.tables.dense_optimizer).dump()),
-          absl::StrCat("seed=", s.tables.seed),
-          absl::StrCat("mode=", ConsistencyName(s.mode)),
-          absl::StrCat("block_size=", s.block_size)};
+  return {
+      absl::StrCat("model=", job.model.name, " (spec ", absl::Hex(hash, absl::kZeroPad16), ")"),
+      absl::StrCat("batch_size=", job.batch_size()),
+      absl::StrCat("data=", absl::StrJoin(job.files, ", ")),
+      absl::StrCat("epochs=", s.epochs),
+      absl::StrCat("eval_fraction=", s.eval_fraction),
+      absl::StrCat("skip_bad_lines=", s.bad_lines == data::BadLinePolicy::kSkip),
+      absl::StrCat("sparse_optimizer=", OptimizerToJson(s.tables.sparse_optimizer).dump()),
+      absl::StrCat("dense_optimizer=", OptimizerToJson(s.tables.dense_optimizer).dump()),
+      absl::StrCat("seed=", s.tables.seed),
+      absl::StrCat("mode=", ConsistencyName(s.mode)),
+      absl::StrCat("block_size=", s.block_size),
+      absl::StrCat("data_region=", job.plan.data_region.empty() ? "(none)" : job.plan.data_region)};
 }
 
 std::string JobToJson(const JobSpec& job) {
@@ -344,6 +349,7 @@ std::string JobToJson(const JobSpec& job) {
                  {"cost_per_hour_usd", p.cost_per_hour_usd},
                  {"cost_usd", p.cost_usd},
                  {"feasible", p.feasible},
+                 {"data_region", p.data_region},
                  {"stages", stages}}},
                {"files", job.files},
                {"settings",

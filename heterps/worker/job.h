@@ -159,9 +159,10 @@ std::string JobToJson(const JobSpec& job);
 
 // What a job resumed from a checkpoint must share with the job that wrote it, as "name=value"
 // lines: the model (its spec text, by a hash), the batch size, the data files, the passes, the
-// held-out share, the bad-line policy, the optimizers, the seed, the consistency mode and the block
-// size. The plan,
-// the shards and the checkpoint policy may differ (a resume lays the job out anew).
+// held-out share, the bad-line policy, the optimizers, the seed, the consistency mode, the block
+// size and the region the data is kept in (the plan's data_region: a resume under another rule, or
+// none, could take the data out of it). The plan, the shards and the checkpoint policy may differ
+// (a resume lays the job out anew).
 std::vector<std::string> JobIdentity(const JobSpec& job);
 absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view source);
 

@@ -78,6 +78,27 @@ TEST(JobSpecTest, MadeOnceAndShippedWhole) {
   EXPECT_EQ(JobIdentity(more), JobIdentity(*back));
 }
 
+// The region the data is kept in is the job's: it travels with the plan, and a resume under
+// another rule, or none, is another job.
+TEST(JobSpecTest, TheDataRegionTravelsAndIsPartOfTheIdentity) {
+  Fixture f = DlrmTwoStages();
+  f.plan.data_region = "eu-west-1";
+  auto job = MakeJob({f.text, "dlrm-small.yaml", 512}, f.plan, config::ClusterSpec(), {"a.tsv"},
+                     JobSettings());
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto back = ParseJob(JobToJson(*job), "job.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->plan.data_region, "eu-west-1");
+  EXPECT_EQ(JobIdentity(*back), JobIdentity(*job));
+  EXPECT_THAT(JobIdentity(*job), ::testing::Contains("data_region=eu-west-1"));
+  JobSpec anywhere = *back;
+  anywhere.plan.data_region.clear();
+  EXPECT_THAT(JobIdentity(anywhere), ::testing::Contains("data_region=(none)"));
+  JobSpec elsewhere = *back;
+  elsewhere.plan.data_region = "us-east-1";
+  EXPECT_NE(JobIdentity(elsewhere), JobIdentity(*back));
+}
+
 TEST(JobSpecTest, TheDefaultBlockSizeFollowsWhereTheStagesRun) {
   Fixture f = DlrmTwoStages();
   config::ClusterSpec cluster;
