@@ -27,18 +27,30 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
+std::string DataName(const Workload& workload) {
+  return workload.data_source.empty() ? std::string("the data")
+                                      : absl::StrCat("the data (", workload.data_source, ")");
+}
+
+std::string ResidencyBreach(absl::string_view what, absl::string_view region,
+                            const Workload& workload) {
+  return absl::StrCat(what, " is in region '",
+                      region.empty() ? absl::string_view("(none)") : region, "', but ",
+                      DataName(workload), " is kept in region '", workload.data_region,
+                      "' and nothing derived from it may leave it");
+}
+
 absl::Status CheckDataRegion(const config::ClusterSpec& cluster, const Workload& workload) {
   const std::vector<std::string> regions = cluster.Regions();
   if (workload.data_region.empty() ||
       std::find(regions.begin(), regions.end(), workload.data_region) != regions.end()) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the data", workload.data_source.empty() ? "" : absl::StrCat(" (", workload.data_source, ")"),
-      " is kept in region '", workload.data_region, "', where cluster '", cluster.name, "' (",
-      cluster.source, ") has no type; ",
-      regions.empty() ? std::string("its types name no region")
-                      : absl::StrCat("its regions: ", absl::StrJoin(regions, ", "))));
+  return absl::InvalidArgumentError(
+      absl::StrCat(DataName(workload), " is kept in region '", workload.data_region,
+                   "', where cluster '", cluster.name, "' (", cluster.source, ") has no type; ",
+                   regions.empty() ? std::string("its types name no region")
+                                   : absl::StrCat("its regions: ", absl::StrJoin(regions, ", "))));
 }
 
 absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,

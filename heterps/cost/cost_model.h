@@ -106,6 +106,15 @@ struct StageTime {
 // InvalidArgument naming the data, the region and the cluster's regions.
 absl::Status CheckDataRegion(const config::ClusterSpec& cluster, const Workload& workload);
 
+// How messages name the workload's data: "the data (day_0.tsv)", or "the data" where it has no
+// source.
+std::string DataName(const Workload& workload);
+// The sentence every refusal of a part outside the data's region makes: "<what> is in region
+// '<region>', but the data (S) is kept in region '<data_region>' and nothing derived from it may
+// leave it" (`region` empty: "(none)").
+std::string ResidencyBreach(absl::string_view what, absl::string_view region,
+                            const Workload& workload);
+
 class CostModel {
  public:
   // Validates the workload and the profile against the model and the cluster. Errors:

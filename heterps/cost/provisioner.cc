@@ -26,13 +26,9 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
   const cost::Workload& job = model.workload();
   for (size_t s = 0; s < stages.size(); ++s) {
     if (model.InDataRegion(stages[s].type)) continue;
-    const auto& type = model.type(stages[s].type);
     return {"residency", 1,
-            absl::StrFormat(
-                "stage %d (%s) is in region '%s', but the data%s is kept in region "
-                "'%s' and nothing derived from it may leave it",
-                s, DescribeStage(model, stages[s]), type.region.empty() ? "(none)" : type.region,
-                job.data_source.empty() ? "" : " (" + job.data_source + ")", job.data_region)};
+            ResidencyBreach(absl::StrFormat("stage %d (%s)", s, DescribeStage(model, stages[s])),
+                            model.type(stages[s].type).region, job)};
   }
   for (size_t s = 0; s < stages.size(); ++s) {
     const auto& type = model.type(stages[s].type);
@@ -77,10 +73,9 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
     }
     if (!hosts) {
       return {"residency", 1,
-              absl::StrFormat("the data%s is kept in region '%s', which has no CPU type for the "
+              absl::StrFormat("%s is kept in region '%s', which has no CPU type for the "
                               "parameter servers (they receive its ids)",
-                              job.data_source.empty() ? "" : " (" + job.data_source + ")",
-                              job.data_region)};
+                              DataName(job), job.data_region)};
     }
     if (!std::isfinite(fastest)) {
       return {"parameter servers", 1,

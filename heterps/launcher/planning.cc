@@ -56,10 +56,7 @@ absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source
     const std::string region = t < 0 ? "" : cluster.types[t].region;
     if (t < 0 || region == rules.data_region) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
-        source, ": ", field, ": ", type_name, " is in region '", region.empty() ? "(none)" : region,
-        "', but the data",
-        rules.data_source.empty() ? "" : absl::StrCat(" (", rules.data_source, ")"),
-        " is kept in region '", rules.data_region, "' and nothing derived from it may leave it"));
+        source, ": ", field, ": ", cost::ResidencyBreach(type_name, region, workload)));
   };
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     HETERPS_RETURN_IF_ERROR(elsewhere(absl::StrCat("stages[", s, "].type"), plan.stages[s].type));

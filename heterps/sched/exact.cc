@@ -839,12 +839,9 @@ PricedPlan ExactSearch::Infeasible() {
       rules.first_stage_max_units > 0 || rules.first_stage_through >= 0
           ? " that keeps the first stage's rules (the GPU tier's: its units, the layers it holds)"
           : "",
-      rules.data_region.empty()
-          ? ""
-          : absl::StrCat(
-                " on the types of region '", rules.data_region, "', where the data",
-                rules.data_source.empty() ? "" : absl::StrCat(" (", rules.data_source, ")"),
-                " is kept,"),
+      rules.data_region.empty() ? ""
+                                : absl::StrCat(" on the types of region '", rules.data_region,
+                                               "', where ", cost::DataName(rules), " is kept,"),
       " fails: ", plan.why.message);
   return plan;
 }
@@ -967,13 +964,12 @@ std::vector<int> FastestAssignment(const CostModel& model) {
   // Where no type holds some layer, the rest of the plan is on a type that shows why: the first
   // type, or under a residency rule the data region's type with the most memory.
   int fallback = 0;
-  for (int u = 0; u < num_types; ++u) {
+  for (int u = 1; u < num_types && !model.InDataRegion(0); ++u) {
     if (model.InDataRegion(u) &&
         (!model.InDataRegion(fallback) || model.type(u).memory > model.type(fallback).memory)) {
       fallback = u;
     }
   }
-  if (model.InDataRegion(0)) fallback = 0;
   std::vector<int> assignment(num_layers, fallback);
   for (int j = num_layers; j > 0 && t >= 0;) {
     const int i = from_i[j * stride + t];
