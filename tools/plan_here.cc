@@ -63,10 +63,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   // A region the catalog lacks is refused before the host is measured.
   launcher::JobRules rules;
   SetResidency(flags, &rules);
-  cost::Workload residency;
-  residency.data_region = rules.data_region;
-  residency.data_source = rules.data_source;
-  HETERPS_RETURN_IF_ERROR(cost::CheckDataRegion(cluster, residency));
+  HETERPS_RETURN_IF_ERROR(cost::CheckDataRegion(cluster, launcher::ResidencyOf(rules)));
   // Every type this host has a device of is measured on it; the CPU's time sets the default limit.
   std::vector<const config::ResourceType*> local;
   const config::ResourceType* cpu = nullptr;

@@ -36,6 +36,13 @@ absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request) {
                                  request.profile ? &*request.profile : nullptr);
 }
 
+cost::Workload ResidencyOf(const JobRules& rules) {
+  cost::Workload workload;
+  workload.data_region = rules.data_region;
+  workload.data_source = rules.data_source;
+  return workload;
+}
+
 absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source,
                             const config::ClusterSpec& cluster, const JobRules& rules) {
   if (!plan.data_region.empty() && plan.data_region != rules.data_region) {
@@ -47,9 +54,7 @@ absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source
         "; run it under the plan's rule, so that the job's re-plans keep it too"));
   }
   if (rules.data_region.empty()) return absl::OkStatus();
-  cost::Workload workload;
-  workload.data_region = rules.data_region;
-  workload.data_source = rules.data_source;
+  const cost::Workload workload = ResidencyOf(rules);
   HETERPS_RETURN_IF_ERROR(cost::CheckDataRegion(cluster, workload));
   const auto elsewhere = [&](const std::string& field, const std::string& type_name) {
     const int t = cluster.FindType(type_name);

@@ -62,6 +62,10 @@ struct PlanRequest {
 // InvalidArgument as cost::CostModel::Create.
 absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request);
 
+// A workload that carries only the rules' data residency (data_region, data_source): what
+// cost::CheckDataRegion and the residency messages (cost::ResidencyBreach) read.
+cost::Workload ResidencyOf(const JobRules& rules);
+
 // Whether a plan made elsewhere (a plan file, `heterps train --plan`, `heterps ctl --plan`) keeps
 // the job's data residency rule: a plan made under a rule (its data_region) run under the same,
 // and every stage and the servers on types of rules.data_region. InvalidArgument naming the

@@ -249,9 +249,8 @@ TEST(ColdTierTest, ABatchBroughtBackStaysWithinTheBudget) {
   EXPECT_EQ(table.Stats().created, 100);
 }
 
-// Threads pushing at once to a table mostly on RocksDB, each its own keys spread over every lock
-// shard (so that calls pass over each other's busy shards): every row ends as the same pushes
-// give it one call at a time in a table all in memory, and each row is in one tier.
+// The real store describes its memtable and levels, and comes to rest: no flush or compaction
+// running or pending, every row still there.
 TEST(ColdTierTest, TheStoreSaysItsStateAndComesToRest) {
   auto store = RocksDbColdStore::Open(::testing::TempDir() + "/rest");
   ASSERT_TRUE(store.ok()) << store.status();
@@ -268,6 +267,9 @@ TEST(ColdTierTest, TheStoreSaysItsStateAndComesToRest) {
   EXPECT_EQ(**row, std::string(100, 'r'));
 }
 
+// Threads pushing at once to a table mostly on RocksDB, each its own keys spread over every lock
+// shard (so that calls pass over each other's busy shards): every row ends as the same pushes
+// give it one call at a time in a table all in memory, and each row is in one tier.
 TEST(ColdTierTest, ConcurrentCallsOverTheTierKeepEveryUpdate) {
   SparseTableOptions options;
   options.lock_shards = 8;

@@ -50,8 +50,9 @@ class RocksDbColdStore : public ColdStore {
       const std::function<absl::Status(uint64_t, absl::string_view)>& visit) override;
   absl::Status Clear() override;
 
-  // RocksDB's account of the database in one line: the files and bytes of each level, and the
-  // flushes and compactions running or pending (for benchmarks, to say what they measured).
+  // RocksDB's account of the database in one line: the files of each level, the active
+  // memtable's entries and deletes, the live bytes, the bytes waiting for compaction and the
+  // compactions running (for benchmarks, to say what they measured).
   std::string Describe() const;
   // Waits until RocksDB has no flush or compaction running or pending (a benchmark measures the
   // store at rest, as its reference). Unavailable if RocksDB cannot say.

@@ -964,10 +964,12 @@ std::vector<int> FastestAssignment(const CostModel& model) {
   // Where no type holds some layer, the rest of the plan is on a type that shows why: the first
   // type, or under a residency rule the data region's type with the most memory.
   int fallback = 0;
-  for (int u = 1; u < num_types && !model.InDataRegion(0); ++u) {
-    if (model.InDataRegion(u) &&
-        (!model.InDataRegion(fallback) || model.type(u).memory > model.type(fallback).memory)) {
-      fallback = u;
+  if (!model.InDataRegion(0)) {
+    for (int u = 1; u < num_types; ++u) {
+      if (model.InDataRegion(u) &&
+          (!model.InDataRegion(fallback) || model.type(u).memory > model.type(fallback).memory)) {
+        fallback = u;
+      }
     }
   }
   std::vector<int> assignment(num_layers, fallback);
