@@ -34,6 +34,23 @@ REGIONS = {
     "apne1": (1.15, 0.50),
 }
 
+# The links between the regions, one per ordered pair: (from, to) -> (bandwidth_gbps, latency_ms,
+# egress_per_gb). Latency: half the average round trip published for these AWS pairs (80.5,
+# 145.3 and 212.4 ms; "Latency Between AWS Global Regions", 2017, as tabled at
+# acomputerscientistlearnsaws.blogspot.com/2017/04/aws-regions.html). Egress: AWS charges the
+# sending region per GB (AWS Global Network FAQs): $0.02 from us-east-1 and eu-west-1, $0.09 from
+# ap-northeast-1 (Asia-Pacific sources cost up to about $0.09), as published in 2026. Bandwidth:
+# modelled, not measured: one TCP flow between AWS regions reaches roughly 0.3-1.2 Gbit/s, less
+# the longer the round trip; measure your own links and put their figures here.
+LINKS = {
+    ("us-east-1", "eu-west-1"): (1.0, 40, 0.02),
+    ("eu-west-1", "us-east-1"): (1.0, 40, 0.02),
+    ("us-east-1", "ap-northeast-1"): (0.6, 73, 0.02),
+    ("ap-northeast-1", "us-east-1"): (0.6, 73, 0.09),
+    ("eu-west-1", "ap-northeast-1"): (0.4, 106, 0.02),
+    ("ap-northeast-1", "eu-west-1"): (0.4, 106, 0.09),
+}
+
 # Which (option, region) variants each base type gets. 8 CPU bases x 4 = 32 CPU types;
 # 7 GPU bases: 4 x 5 + 3 x 4 = 32 GPU types. Total 64.
 CPU_VARIANTS = [("od", "use1"), ("spot", "use1"), ("od", "euw1")]
@@ -140,6 +157,12 @@ def main():
         print(f"  - name: {t['name']}")
         for key in FIELDS[1:] + ["region"]:
             print(f"    {key}: {fmt(t[key])}")
+    print("# Between the regions: latency half the published round trips, egress the sending")
+    print("# region's published price per GB, bandwidth modelled (make_fleet.py says where from).")
+    print("links:")
+    for (source, dest), (gbps, ms, per_gb) in LINKS.items():
+        print(f"  - {{from: {source}, to: {dest}, bandwidth_gbps: {fmt(gbps)}, latency_ms: {ms}, "
+              f"egress_per_gb: {fmt(per_gb)}}}")
 
 
 if __name__ == "__main__":

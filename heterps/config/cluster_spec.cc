@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "heterps/base/env.h"
@@ -89,6 +90,39 @@ absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view
   return type;
 }
 
+absl::StatusOr<RegionLink> ParseLink(const YAML::Node& node, absl::string_view source,
+                                     const std::string& path,
+                                     const std::vector<std::string>& regions) {
+  HETERPS_ASSIGN_OR_RETURN(MapReader reader, MapReader::Create(node, source, path));
+  RegionLink link;
+  link.line = reader.line();
+  for (auto [key, field] : {std::pair{"from", &link.from}, std::pair{"to", &link.to}}) {
+    HETERPS_ASSIGN_OR_RETURN(*field, reader.String(key));
+    if (std::find(regions.begin(), regions.end(), *field) == regions.end()) {
+      return reader.Error(key, absl::StrCat("no type is in region '", *field, "'; ",
+                                            regions.empty()
+                                                ? std::string("the types name no region")
+                                                : absl::StrCat("the types' regions: ",
+                                                               absl::StrJoin(regions, ", "))));
+    }
+  }
+  if (link.from == link.to) {
+    return reader.Error("to", absl::StrCat("a link joins two regions, not '", link.from,
+                                           "' with itself (inside a region the types' own "
+                                           "network figures apply)"));
+  }
+  HETERPS_ASSIGN_OR_RETURN(double gbps, reader.Number("bandwidth_gbps", Positive()));
+  HETERPS_ASSIGN_OR_RETURN(double ms,
+                           reader.Number("latency_ms", internal::NumberRule{true, 0, 0, false}));
+  HETERPS_ASSIGN_OR_RETURN(double per_gb,
+                           reader.Number("egress_per_gb", internal::NumberRule{true, 0, 0, false}));
+  HETERPS_RETURN_IF_ERROR(reader.Finish());
+  link.bandwidth = gbps * 1e9 / 8.0;
+  link.latency = ms * 1e-3;
+  link.egress_per_byte = per_gb / 1e9;
+  return link;
+}
+
 }  // namespace
 
 absl::string_view DeviceKindName(DeviceKind kind) {
@@ -113,12 +147,56 @@ std::vector<std::string> ClusterSpec::Regions() const {
   return regions;
 }
 
+const RegionLink* ClusterSpec::FindLink(absl::string_view from, absl::string_view to) const {
+  for (const RegionLink& link : links) {
+    if (link.from == from && link.to == to) return &link;
+  }
+  return nullptr;
+}
+
 int ClusterSpec::FindType(absl::string_view name) const {
   for (size_t i = 0; i < types.size(); ++i) {
     if (types[i].name == name) return static_cast<int>(i);
   }
   return -1;
 }
+
+namespace {
+
+// The `links` table (null where the spec has none): one link per ordered pair of the types'
+// distinct regions, none twice.
+absl::Status ParseLinks(const YAML::Node* node, const MapReader& top, absl::string_view source,
+                        ClusterSpec* cluster) {
+  const std::vector<std::string> regions = cluster->Regions();
+  if (node != nullptr && !node->IsSequence()) {
+    return top.Error("links", "must be a list of links between regions (from, to, "
+                              "bandwidth_gbps, latency_ms, egress_per_gb)");
+  }
+  const size_t count = node != nullptr ? node->size() : 0;
+  for (size_t i = 0; i < count; ++i) {
+    const std::string path = absl::StrCat("links[", i, "]");
+    HETERPS_ASSIGN_OR_RETURN(RegionLink link, ParseLink((*node)[i], source, path, regions));
+    if (const RegionLink* first = cluster->FindLink(link.from, link.to)) {
+      return internal::SpecError(source, link.line, path,
+                                 absl::StrCat("a second link from '", link.from, "' to '", link.to,
+                                              "' (first at line ", first->line, ")"));
+    }
+    cluster->links.push_back(std::move(link));
+  }
+  for (const std::string& from : regions) {
+    for (const std::string& to : regions) {
+      if (from == to || cluster->FindLink(from, to) != nullptr) continue;
+      return top.Error(
+          "links", absl::StrCat("no link from '", from, "' to '", to, "': the types are in ",
+                                regions.size(), " regions (", absl::StrJoin(regions, ", "),
+                                "), and each ordered pair of them needs one (from, to, "
+                                "bandwidth_gbps, latency_ms, egress_per_gb)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
                                              absl::string_view source) {
@@ -135,6 +213,11 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
                      absl::StrCat("must be letters, digits, '-', '_' or '.', got '", region, "'"));
   }
   HETERPS_ASSIGN_OR_RETURN(YAML::Node types, top.Node("types"));
+  const bool has_links = top.Has("links");
+  YAML::Node links;
+  if (has_links) {
+    HETERPS_ASSIGN_OR_RETURN(links, top.Node("links"));
+  }
   HETERPS_RETURN_IF_ERROR(top.Finish());
   if (!types.IsSequence() || types.size() == 0) {
     return top.Error("types", "must be a non-empty list of resource types");
@@ -151,6 +234,7 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view yaml_text,
     }
     cluster.types.push_back(std::move(type));
   }
+  HETERPS_RETURN_IF_ERROR(ParseLinks(has_links ? &links : nullptr, top, source, &cluster));
   return cluster;
 }
 

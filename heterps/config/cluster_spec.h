@@ -56,10 +56,27 @@ struct ResourceType {
 // on-demand) is such a pair; a profile's measurements of one are the other's (docs/cost_model.md).
 bool SameHardware(const ResourceType& a, const ResourceType& b);
 
+// The network from one region to another (YAML: an entry of `links`): what a byte sent from a
+// unit in `from` to a unit in `to` takes and costs. Inside a region the types' own network
+// figures apply, and nothing is charged.
+struct RegionLink {
+  std::string from, to;
+  int line = 0;                 // 1-based line in the spec file
+  double bandwidth = 0;         // bytes/s (YAML: bandwidth_gbps, Gbit/s), > 0
+  double latency = 0;           // seconds, one way (YAML: latency_ms), >= 0
+  double egress_per_byte = 0;   // USD per byte sent (YAML: egress_per_gb, USD per 1e9 bytes),
+                                // >= 0: the provider charges the sending region
+};
+
 struct ClusterSpec {
   std::string name;
   std::string source;  // file the spec came from, for messages
   std::vector<ResourceType> types;
+  // One link for each ordered pair of distinct regions (the spec is refused otherwise).
+  std::vector<RegionLink> links;
+  // The link from region `from` to region `to`, or null if there is none (the same region, or a
+  // catalog built without one).
+  const RegionLink* FindLink(absl::string_view from, absl::string_view to) const;
   // The regions the types are in, in order of first appearance (empty when none names one).
   std::vector<std::string> Regions() const;
 

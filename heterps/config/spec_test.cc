@@ -5,11 +5,14 @@
 #include "gtest/gtest.h"
 #include "heterps/config/cluster_spec.h"
 #include "heterps/config/model_spec.h"
+#include "heterps/config/spec_testing.h"
 
 namespace heterps::config {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::BadSpec;
+using testing::Edit;
 
 constexpr char kGoodModel[] = R"(name: m
 batch_size: 64
@@ -35,27 +38,6 @@ layers:
   - name: loss
     kind: logloss
 )";
-
-constexpr char kGoodCluster[] = R"(name: c
-types:
-  - name: cpu
-    kind: cpu
-    tflops: 1
-    mem_gbs: 50
-    lookup_mrows: 60
-    memory_gib: 32
-    network_gbps: 10
-    price_per_hour: 0.5
-    units: 4
-)";
-
-// Replaces the first occurrence of `from` in `text` by `to` (the test fails if absent).
-std::string Edit(std::string text, const std::string& from, const std::string& to) {
-  size_t at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) text.replace(at, from.size(), to);
-  return text;
-}
 
 TEST(ModelSpecTest, OptimizerSettingsAreReadAndTheRestLeftToTheDefaults) {
   auto spec = ParseModelSpec(
@@ -135,12 +117,6 @@ TEST(ModelSpecTest, DlrmSmallIsExactlyAsSpecified) {
   EXPECT_EQ(l[6].activation, Activation::kRelu);
   EXPECT_EQ(l[8].kind, LayerKind::kLogloss);
 }
-
-struct BadSpec {
-  const char* what;
-  std::string text;
-  std::string message;  // the exact one-line error
-};
 
 std::vector<BadSpec> BadModels() {
   const std::string g = kGoodModel;
@@ -371,98 +347,6 @@ TEST(ModelSpecTest, BucketsBoundEachSlotAndSizeItsTables) {
     ASSERT_FALSE(bad.ok()) << message;
     EXPECT_EQ(std::string(bad.status().message()), message);
   }
-}
-
-TEST(ClusterSpecTest, ParsesInBaseUnits) {
-  auto cluster = ParseClusterSpec(kGoodCluster, "c.yaml");
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  const ResourceType& t = cluster->types[0];
-  EXPECT_DOUBLE_EQ(t.flops, 1e12);
-  EXPECT_DOUBLE_EQ(t.mem_bandwidth, 50e9);
-  EXPECT_DOUBLE_EQ(t.lookup_rate, 60e6);
-  EXPECT_DOUBLE_EQ(t.memory, 32.0 * (1 << 30));
-  EXPECT_DOUBLE_EQ(t.network, 10e9 / 8);
-  EXPECT_DOUBLE_EQ(t.overhead, 0);
-  EXPECT_DOUBLE_EQ(t.dp_loss, 0);
-  EXPECT_EQ(t.units, 4);
-  EXPECT_EQ(t.line, 3);
-}
-
-TEST(ClusterSpecTest, TypesTakeTheClustersRegionUnlessTheyNameTheirOwn) {
-  auto none = ParseClusterSpec(kGoodCluster, "c.yaml");
-  ASSERT_TRUE(none.ok()) << none.status();
-  EXPECT_EQ(none->types[0].region, "");
-  EXPECT_TRUE(none->Regions().empty());
-
-  const std::string other =
-      "  - {name: far, kind: gpu, tflops: 1, mem_gbs: 1, lookup_mrows: 1, memory_gib: 1, "
-      "network_gbps: 1, price_per_hour: 1, units: 1, region: eu-west-1}\n"
-      "  - {name: near, kind: gpu, tflops: 1, mem_gbs: 1, lookup_mrows: 1, memory_gib: 1, "
-      "network_gbps: 1, price_per_hour: 1, units: 1}\n";
-  auto two = ParseClusterSpec("region: us-east-1\n" + std::string(kGoodCluster) + other, "c.yaml");
-  ASSERT_TRUE(two.ok()) << two.status();
-  ASSERT_EQ(two->types.size(), 3u);
-  EXPECT_EQ(two->types[0].region, "us-east-1");
-  EXPECT_EQ(two->types[1].region, "eu-west-1");
-  EXPECT_EQ(two->types[2].region, "us-east-1");
-  EXPECT_EQ(two->Regions(), (std::vector<std::string>{"us-east-1", "eu-west-1"}));
-  // Where a type is is not what it is: the same machine in another region is the same hardware.
-  ResourceType moved = two->types[0];
-  moved.region = "ap-northeast-1";
-  EXPECT_TRUE(SameHardware(moved, two->types[0]));
-}
-
-std::vector<BadSpec> BadClusters() {
-  const std::string g = kGoodCluster;
-  return {
-      {"no price", Edit(g, "    price_per_hour: 0.5\n", ""),
-       "c.yaml:3: types[0].price_per_hour: missing required field"},
-      {"typo in the price", Edit(g, "    price_per_hour: 0.5\n", "    price_per_hr: 0.5\n"),
-       "c.yaml:10: types[0].price_per_hr: unknown field, did you mean 'price_per_hour'? (a "
-       "required field)"},
-      {"zero price", Edit(g, "price_per_hour: 0.5", "price_per_hour: 0"),
-       "c.yaml:10: types[0].price_per_hour: must be > 0, got 0"},
-      {"bad kind", Edit(g, "kind: cpu", "kind: tpu"),
-       "c.yaml:4: types[0].kind: unknown value 'tpu' (expected one of: cpu, gpu)"},
-      {"dp_loss of 1", Edit(g, "    units: 4\n", "    units: 4\n    dp_loss: 1\n"),
-       "c.yaml:12: types[0].dp_loss: must be < 1, got 1"},
-      {"an SSD without its reads", Edit(g, "    units: 4\n", "    units: 4\n    ssd_gib: 100\n"),
-       "c.yaml:3: types[0].ssd_kiops: must be > 0 where ssd_gib is (the SSD's random reads/s)"},
-      {"negative SSD", Edit(g, "    units: 4\n", "    units: 4\n    ssd_gib: -1\n"),
-       "c.yaml:12: types[0].ssd_gib: must be >= 0, got -1"},
-      {"fractional units", Edit(g, "units: 4", "units: 2.5"),
-       "c.yaml:11: types[0].units: must be a whole number, got '2.5'"},
-      {"bad device", Edit(g, "    units: 4\n", "    units: 4\n    local_device: gpu0\n"),
-       "c.yaml:12: types[0].local_device: must be 'cpu', 'cuda:N' or 'twin:N', got 'gpu0'"},
-      {"device of the wrong kind",
-       Edit(g, "    units: 4\n", "    units: 4\n    local_device: cuda:0\n"),
-       "c.yaml:12: types[0].local_device: 'cuda:0' is not a device of kind cpu"},
-      {"no types", "name: c\ntypes: []\n",
-       "c.yaml:2: types: must be a non-empty list of resource types"},
-      {"duplicate type",
-       g + "  - {name: cpu, kind: gpu, tflops: 1, mem_gbs: 1, lookup_mrows: 1, memory_gib: 1, "
-           "network_gbps: 1, price_per_hour: 1, units: 1}\n",
-       "c.yaml:12: types[1].name: duplicate type name 'cpu' (first at line 3)"},
-      {"unknown field", Edit(g, "    units: 4\n", "    units: 4\n    gpus: 8\n"),
-       "c.yaml:12: types[0].gpus: unknown field (expected one of: dp_loss, kind, latency_us, "
-       "local_device, lookup_mrows, mem_gbs, memory_gib, name, network_gbps, overhead_us, "
-       "price_per_hour, region, ssd_gib, ssd_kiops, tflops, units)"},
-      {"a region with a space", Edit(g, "    units: 4\n", "    units: 4\n    region: us east\n"),
-       "c.yaml:12: types[0].region: must be letters, digits, '-', '_' or '.', got 'us east'"},
-      {"an empty region", Edit(g, "    units: 4\n", "    units: 4\n    region: ''\n"),
-       "c.yaml:12: types[0].region: must be letters, digits, '-', '_' or '.', got ''"},
-      {"a bad cluster region", "region: eu/west\n" + g,
-       "c.yaml:1: region: must be letters, digits, '-', '_' or '.', got 'eu/west'"},
-  };
-}
-
-TEST(ClusterSpecTest, BadSpecsNameFileLineAndField) {
-  for (const BadSpec& bad : BadClusters()) {
-    auto cluster = ParseClusterSpec(bad.text, "c.yaml");
-    ASSERT_FALSE(cluster.ok()) << bad.what;
-    EXPECT_EQ(std::string(cluster.status().message()), bad.message) << bad.what;
-  }
-  EXPECT_GE(BadModels().size() + BadClusters().size(), 20u);
 }
 
 TEST(SpecFileTest, MissingFileIsNotFound) {

@@ -136,6 +136,9 @@ types:
      network_gbps: 100, price_per_hour: 2, units: 8, region: us-east-1}
   - {name: server, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 16,
      network_gbps: 100, price_per_hour: 1, units: 8, region: us-east-1}
+links:
+  - {from: eu-west-1, to: us-east-1, bandwidth_gbps: 1, latency_ms: 40, egress_per_gb: 0.02}
+  - {from: us-east-1, to: eu-west-1, bandwidth_gbps: 1, latency_ms: 40, egress_per_gb: 0.02}
 )";
 
 cost::CostModel ModelOf(const std::string& cluster_text, double limit, const std::string& region) {
@@ -203,6 +206,9 @@ types:
      network_gbps: 100, price_per_hour: 2, units: 8, region: eu-west-1}
   - {name: server, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 16,
      network_gbps: 100, price_per_hour: 1, units: 8, region: us-east-1}
+links:
+  - {from: eu-west-1, to: us-east-1, bandwidth_gbps: 1, latency_ms: 40, egress_per_gb: 0.02}
+  - {from: us-east-1, to: eu-west-1, bandwidth_gbps: 1, latency_ms: 40, egress_per_gb: 0.02}
 )";
   ASSERT_TRUE(Schedule("exact", ModelOf(cluster, 1e3, "")).feasible);
   const cost::CostModel ruled = ModelOf(cluster, 1e3, "eu-west-1");
