@@ -95,6 +95,7 @@ absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,
                      " (must be -1 .. ", num_layers - 1, ")"));
   }
   HETERPS_RETURN_IF_ERROR(CheckDataRegion(cluster, workload));
+  HETERPS_RETURN_IF_ERROR(cm.IndexLinks());
   if (profile != nullptr) HETERPS_RETURN_IF_ERROR(cm.ApplyProfile(*profile));
   cm.BuildPrefixSums(oct);
   cm.BuildPsModel();
@@ -335,13 +336,98 @@ void CostModel::BuildPrefixSums(const std::vector<std::vector<double>>& analytic
   sparse_bytes_.assign(num_layers + 1, 0.0);
   dense_bytes_.assign(num_layers + 1, 0.0);
   memory_bytes_.assign(num_layers + 1, 0.0);
+  pull_keys_bytes_.assign(num_layers + 1, 0.0);
   for (int l = 0; l < num_layers; ++l) {
     const LayerCost& c = layers_[l];
     sparse_bytes_[l + 1] = sparse_bytes_[l] + batch_ * c.rows * (2 * c.row_bytes + 2 * kKeyBytes);
     dense_bytes_[l + 1] = dense_bytes_[l] + 8 * c.dense_params;
+    pull_keys_bytes_[l + 1] = pull_keys_bytes_[l] + batch_ * c.rows * kKeyBytes;
     memory_bytes_[l + 1] = memory_bytes_[l] + 8 * c.dense_params + 2 * batch_ * c.act_out_bytes +
                            2 * batch_ * c.rows * c.row_bytes;
   }
+}
+
+absl::Status CostModel::IndexLinks() {
+  regions_ = cluster_.Regions();
+  const int r = num_regions();
+  region_of_.assign(cluster_.types.size(), -1);
+  for (size_t t = 0; t < cluster_.types.size(); ++t) {
+    const auto it = std::find(regions_.begin(), regions_.end(), cluster_.types[t].region);
+    if (it != regions_.end()) region_of_[t] = static_cast<int>(it - regions_.begin());
+  }
+  link_of_.assign(static_cast<size_t>(r) * r, -1);
+  for (int a = 0; a < r; ++a) {
+    for (int b = 0; b < r; ++b) {
+      if (a == b) continue;
+      const config::RegionLink* link = cluster_.FindLink(regions_[a], regions_[b]);
+      if (link == nullptr) {
+        // A spec read from a file has every link (config::ParseClusterSpec); one built in code
+        // may lack one.
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cluster '", cluster_.name, "' has no link from region '", regions_[a], "' to '",
+            regions_[b], "' (links: bandwidth_gbps, latency_ms, egress_per_gb)"));
+      }
+      link_of_[a * r + b] = static_cast<int>(link - cluster_.links.data());
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool WanLoad::empty() const {
+  return std::all_of(bytes.begin(), bytes.end(), [](double v) { return v == 0; }) &&
+         std::all_of(messages.begin(), messages.end(), [](double v) { return v == 0; });
+}
+
+WanLoad CostModel::NoWanLoad() const {
+  const size_t pairs = regions_.size() * regions_.size();
+  return {std::vector<double>(pairs, 0.0), std::vector<double>(pairs, 0.0)};
+}
+
+void CostModel::AddBoundaryLoad(int last, int t, int u, WanLoad* load) const {
+  const int a = region_of_[t], b = region_of_[u];
+  if (a == b || a < 0 || b < 0 || last + 1 >= num_layers()) return;
+  const int r = num_regions();
+  const double bytes = batch_ * layers_[last].act_out_bytes;
+  load->bytes[a * r + b] += bytes;  // the activations
+  load->bytes[b * r + a] += bytes;  // their gradients
+  load->messages[a * r + b] += 1;
+  load->messages[b * r + a] += 1;
+}
+
+void CostModel::AddServerLoad(int first, int last, int t, int ps_type, WanLoad* load) const {
+  if (ps_type < 0) return;
+  const int a = region_of_[t], c = region_of_[ps_type];
+  if (a == c || a < 0 || c < 0) return;
+  const int r = num_regions();
+  // sparse_bytes_ counts per looked-up row 2 row bytes + 2 keys: the pull's key and the push's
+  // key and gradient go out, the pulled row comes back.
+  const double sparse = sparse_bytes_[last + 1] - sparse_bytes_[first];
+  const double keys = pull_keys_bytes_[last + 1] - pull_keys_bytes_[first];
+  const double rows_back = (sparse - 2 * keys) / 2;  // B r 4d: the pulled rows
+  const double dense = (dense_bytes_[last + 1] - dense_bytes_[first]) / 2;  // 4 w each way
+  load->bytes[a * r + c] += sparse - rows_back + dense;
+  load->bytes[c * r + a] += rows_back + dense;
+  const double kinds = (sparse > 0 ? 2 : 0) + (dense > 0 ? 2 : 0);  // pull and push of each
+  load->messages[a * r + c] += kinds;
+  load->messages[c * r + a] += kinds;
+}
+
+double CostModel::LinkSeconds(const WanLoad& load) const {
+  double slowest = 0;
+  for (size_t i = 0; i < link_of_.size(); ++i) {
+    if (link_of_[i] < 0 || (load.bytes[i] == 0 && load.messages[i] == 0)) continue;
+    const config::RegionLink& link = cluster_.links[link_of_[i]];
+    slowest = std::max(slowest, load.bytes[i] / link.bandwidth + load.messages[i] * link.latency);
+  }
+  return slowest;
+}
+
+double CostModel::EgressUsdPerBatch(const WanLoad& load) const {
+  double usd = 0;
+  for (size_t i = 0; i < link_of_.size(); ++i) {
+    if (link_of_[i] >= 0) usd += load.bytes[i] * cluster_.links[link_of_[i]].egress_per_byte;
+  }
+  return usd;
 }
 
 StageTraffic CostModel::Traffic(int first, int last) const {

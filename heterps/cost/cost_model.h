@@ -102,6 +102,14 @@ struct StageTime {
   double total() const { return compute + comm; }
 };
 
+// What a plan sends across the links between regions per batch (docs/cost_model.md, "Links
+// between regions"): bytes and messages for each ordered pair of the cluster's regions,
+// [a * R + b] for a link from region a to region b (indices into ClusterSpec::Regions()).
+struct WanLoad {
+  std::vector<double> bytes, messages;
+  bool empty() const;  // nothing crosses
+};
+
 // OK where the workload names no data region or the cluster has a type in it; else
 // InvalidArgument naming the data, the region and the cluster's regions.
 absl::Status CheckDataRegion(const config::ClusterSpec& cluster, const Workload& workload);
@@ -178,6 +186,26 @@ class CostModel {
   int64_t MaxStageUnits(int first, int t) const;
   int64_t MinStageUnits(int first, int last, double x, int t, double e) const;
 
+  // ---- The links between regions (docs/cost_model.md, "Links between regions") ----
+
+  // The index of type t's region in cluster().Regions(), or -1 where the types name none.
+  int RegionOf(int t) const { return region_of_[t]; }
+  int num_regions() const { return static_cast<int>(regions_.size()); }
+  // An empty load: no byte across any link.
+  WanLoad NoWanLoad() const;
+  // Adds to `load` the boundary after layer `last` between a stage on type t and the next on
+  // type u: the activations one way and their gradients back (nothing where both are in one
+  // region).
+  void AddBoundaryLoad(int last, int t, int u, WanLoad* load) const;
+  // Adds the traffic between a stage of layers [first, last] on type t and the parameter servers
+  // on type `ps_type` (nothing in one region, or with ps_type -1).
+  void AddServerLoad(int first, int last, int t, int ps_type, WanLoad* load) const;
+  // max over links of bytes / W_ab + messages lat_ab: the slowest link's seconds per batch (0
+  // for an empty load).
+  double LinkSeconds(const WanLoad& load) const;
+  // sum over links of bytes e_ab: the egress dollars of one batch.
+  double EgressUsdPerBatch(const WanLoad& load) const;
+
   // ---- The parameter servers (docs/cost_model.md, "Parameter servers") ----
 
   // Whether plans price them: the workload asks for it and some type is a CPU type. Where no CPU
@@ -216,6 +244,8 @@ class CostModel {
  private:
   CostModel() = default;
   absl::Status ApplyProfile(const Profile& profile);
+  // regions_, region_of_ and link_of_; InvalidArgument where a pair of regions has no link.
+  absl::Status IndexLinks();
   void BuildPrefixSums(const std::vector<std::vector<double>>& oct);
 
   config::ModelSpec model_;
@@ -230,6 +260,12 @@ class CostModel {
   std::vector<double> sparse_bytes_;  // prefix sums: B * rows * (2 row bytes + 2 keys)
   std::vector<double> dense_bytes_;   // prefix sums: 8 * w (pull weights, push grads)
   std::vector<double> memory_bytes_;  // prefix sums of each layer's working memory
+  std::vector<std::string> regions_;  // cluster_.Regions()
+  std::vector<int> region_of_;        // [t]: index into regions_, -1 where none
+  // [a * R + b]: the index in cluster_.links of the link from region a to region b (-1 on the
+  // diagonal).
+  std::vector<int> link_of_;
+  std::vector<double> pull_keys_bytes_;  // prefix sums: 8 B r_l, the keys a pull sends
 
   void BuildPsModel();
   // The parameter servers' figures.
