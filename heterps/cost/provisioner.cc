@@ -160,6 +160,52 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
   Provisioning best;
   best.cost_usd = kInfinity;
   std::vector<int64_t> units(n), used(model.num_types());
+  // Across regions: the stages' boundaries, and with each choice of the servers' type their
+  // traffic too; the servers' region moves the plan's traffic, so each type that may hold them
+  // is tried, not only the cheapest (docs/cost_model.md, "Links between regions").
+  const bool wan = model.num_regions() > 1;
+  WanLoad boundaries = model.NoWanLoad();
+  for (size_t s = 1; wan && s < n; ++s) {
+    model.AddBoundaryLoad(stages[s - 1].last, stages[s - 1].type, stages[s].type, &boundaries);
+  }
+  std::vector<int> server_types;
+  if (model.prices_ps()) {
+    for (int t = 0; t < model.num_types(); ++t) {
+      if (model.HostsPs(t)) server_types.push_back(t);
+    }
+  } else {
+    server_types.push_back(-1);
+  }
+  const auto load_with = [&](int ps_type) {
+    WanLoad load = boundaries;
+    for (size_t s = 0; wan && s < n; ++s) {
+      model.AddServerLoad(stages[s].first, stages[s].last, stages[s].type, ps_type, &load);
+    }
+    return load;
+  };
+  // Where the plan is cheapest at bottleneck e: as `candidate` below, with each server type's
+  // links and egress.
+  const auto consider = [&](double e, double rate, double bottleneck, const PsServers& ps,
+                            WanLoad load) {
+    const double link = model.LinkSeconds(load);
+    if (link > e) return;  // the links' own bottleneck is a candidate of its own
+    bottleneck = std::max(bottleneck, link);
+    const double egress =
+        model.workload().samples / model.batch() * model.EgressUsdPerBatch(load);
+    const double cost = model.JobCost(bottleneck, rate) + egress;
+    const bool better =
+        cost < best.cost_usd || (cost == best.cost_usd && bottleneck < best.bottleneck_seconds);
+    if (!better) return;
+    best.feasible = true;
+    best.units = units;
+    best.bottleneck_seconds = bottleneck;
+    best.usd_per_hour = rate;
+    best.cost_usd = cost;
+    best.ps = ps;
+    best.link_seconds = link;
+    best.egress_usd = egress;
+    best.wan = std::move(load);
+  };
   // The fewest units of each stage at bottleneck e, and the cheapest servers beside them.
   auto candidate = [&](double e) {
     std::fill(used.begin(), used.end(), 0);
@@ -173,6 +219,19 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
       bottleneck =
           std::max(bottleneck, CostModel::ExecSeconds(x[s], model.type(t).dp_loss, units[s]));
     }
+    if (wan) {
+      for (int p : server_types) {
+        PsServers ps;
+        if (p >= 0) {
+          const int64_t shards = model.MinPsShards(p, e, model.type(p).units - used[p]);
+          if (shards == 0) continue;
+          ps = model.Ps(p, shards);
+        }
+        consider(e, rate + ps.usd_per_hour, std::max(bottleneck, ps.seconds_per_batch), ps,
+                 load_with(p));
+      }
+      return;
+    }
     PsServers ps;
     if (model.prices_ps()) {
       ps = model.CheapestPs(e, used);
@@ -180,16 +239,7 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
       rate += ps.usd_per_hour;
       bottleneck = std::max(bottleneck, ps.seconds_per_batch);
     }
-    const double cost = model.JobCost(bottleneck, rate);
-    const bool better =
-        cost < best.cost_usd || (cost == best.cost_usd && bottleneck < best.bottleneck_seconds);
-    if (!better) return;
-    best.feasible = true;
-    best.units = units;
-    best.bottleneck_seconds = bottleneck;
-    best.usd_per_hour = rate;
-    best.cost_usd = cost;
-    best.ps = ps;
+    consider(e, rate, bottleneck, ps, model.NoWanLoad());
   };
   double floor = 0;  // no bottleneck below it: a stage's ET with all its units
   for (size_t c = 0; possible && c < n; ++c) {
@@ -203,6 +253,12 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
   const std::vector<double>& ps = model.ps_candidates();
   for (auto it = std::lower_bound(ps.begin(), ps.end(), floor); possible && it != ps.end(); ++it) {
     candidate(*it);
+  }
+  // Bottlenecks where a link is the slowest: between two candidates the units are those of the
+  // lower one, so the link's own time is where such a plan is cheapest.
+  for (size_t i = 0; wan && possible && i < server_types.size(); ++i) {
+    const double link = model.LinkSeconds(load_with(server_types[i]));
+    if (link >= floor && link <= e_max) candidate(link);
   }
   if (!best.feasible) {
     Provisioning none;

@@ -50,6 +50,12 @@ struct Provisioning {
   double job_seconds = 0;         // N / throughput
   double cost_usd = 0;            // job_seconds / 3600 * usd_per_hour
   PsServers ps;                   // the parameter servers (type -1: not priced)
+  // Across the links between regions (docs/cost_model.md, "Links between regions"): what the plan
+  // sends per batch, the slowest link's seconds per batch (a bound on the bottleneck) and the
+  // job's egress dollars (in cost_usd).
+  WanLoad wan;
+  double link_seconds = 0;
+  double egress_usd = 0;
   Infeasibility why;              // set when !feasible
 };
 
