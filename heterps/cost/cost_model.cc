@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "heterps/base/status_macros.h"
@@ -420,6 +421,26 @@ double CostModel::LinkSeconds(const WanLoad& load) const {
     slowest = std::max(slowest, load.bytes[i] / link.bandwidth + load.messages[i] * link.latency);
   }
   return slowest;
+}
+
+std::string CostModel::DescribeSlowestLink(const WanLoad& load) const {
+  double slowest = 0;
+  size_t at = link_of_.size();
+  for (size_t i = 0; i < link_of_.size(); ++i) {
+    if (link_of_[i] < 0 || (load.bytes[i] == 0 && load.messages[i] == 0)) continue;
+    const config::RegionLink& link = cluster_.links[link_of_[i]];
+    const double seconds = load.bytes[i] / link.bandwidth + load.messages[i] * link.latency;
+    if (at == link_of_.size() || seconds > slowest) {
+      slowest = seconds;
+      at = i;
+    }
+  }
+  if (at == link_of_.size()) return "";
+  const config::RegionLink& link = cluster_.links[link_of_[at]];
+  return absl::StrFormat(
+      "the link from %s to %s (%.3g MB and %g messages per batch at %g Gbit/s, %g ms one way)",
+      link.from, link.to, load.bytes[at] / 1e6, load.messages[at], link.bandwidth * 8 / 1e9,
+      link.latency * 1e3);
 }
 
 double CostModel::EgressUsdPerBatch(const WanLoad& load) const {

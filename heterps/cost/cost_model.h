@@ -205,6 +205,9 @@ class CostModel {
   double LinkSeconds(const WanLoad& load) const;
   // sum over links of bytes e_ab: the egress dollars of one batch.
   double EgressUsdPerBatch(const WanLoad& load) const;
+  // "the link from us-east-1 to eu-west-1 (1.2 MB and 4 messages per batch at 1 Gbit/s, 40 ms
+  // one way)": the slowest link of `load`, for messages. Empty for an empty load.
+  std::string DescribeSlowestLink(const WanLoad& load) const;
 
   // ---- The parameter servers (docs/cost_model.md, "Parameter servers") ----
 

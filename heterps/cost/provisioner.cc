@@ -90,6 +90,35 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
                             base::HumanNumber(model.batch() / fastest), type,
                             base::HumanNumber(model.workload().throughput_limit))};
   }
+  if (model.num_regions() > 1) {
+    // The plan's links with the servers where they load them least.
+    WanLoad best;
+    double fastest = kInfinity;
+    std::vector<int> server_types;
+    for (int t = 0; t < model.num_types(); ++t) {
+      if (model.prices_ps() && model.HostsPs(t)) server_types.push_back(t);
+    }
+    if (server_types.empty()) server_types.push_back(-1);
+    for (int p : server_types) {
+      WanLoad load = model.NoWanLoad();
+      for (size_t s = 0; s < stages.size(); ++s) {
+        if (s > 0) {
+          model.AddBoundaryLoad(stages[s - 1].last, stages[s - 1].type, stages[s].type, &load);
+        }
+        model.AddServerLoad(stages[s].first, stages[s].last, stages[s].type, p, &load);
+      }
+      if (const double seconds = model.LinkSeconds(load); seconds < fastest) {
+        fastest = seconds;
+        best = std::move(load);
+      }
+    }
+    if (fastest > e_max) {
+      return {"links", fastest / e_max - 1,
+              absl::StrFormat("%s takes %s s per batch, more than the %s s the limit allows",
+                              model.DescribeSlowestLink(best), base::HumanNumber(fastest),
+                              base::HumanNumber(e_max))};
+    }
+  }
   // Every stage can meet the limit alone; together they need more units of a type than exist.
   std::vector<int64_t> need(model.num_types(), 0);
   for (size_t s = 0; s < stages.size(); ++s) {

@@ -34,8 +34,8 @@ struct StageSpec {
 
 // Why a plan cannot be provisioned: the first constraint that fails, and by how much.
 struct Infeasibility {
-  std::string constraint;  // "first stage", "residency", "memory", "throughput", "units" or
-                           // "parameter servers"
+  std::string constraint;  // "first stage", "residency", "memory", "throughput", "links",
+                           // "units" or "parameter servers"
   double shortfall = 0;    // how far over, relative: needed / available - 1 (0.25: 25% more)
   std::string message;     // one line naming the stage, the type and the figures
 };
