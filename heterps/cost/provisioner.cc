@@ -114,9 +114,8 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
     }
     if (fastest > e_max) {
       return {"links", fastest / e_max - 1,
-              absl::StrFormat("%s takes %s s per batch, more than the %s s the limit allows",
-                              model.DescribeSlowestLink(best), base::HumanNumber(fastest),
-                              base::HumanNumber(e_max))};
+              absl::StrFormat("%s takes %.3g s per batch, more than the %.3g s the limit allows",
+                              model.DescribeSlowestLink(best), fastest, e_max)};
     }
   }
   // Every stage can meet the limit alone; together they need more units of a type than exist.
