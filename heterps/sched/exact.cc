@@ -67,7 +67,8 @@ class ExactSearch {
         options_(options),
         num_layers_(model.num_layers()),
         num_types_(model.num_types()),
-        deadline_(options.time_limit_seconds) {}
+        deadline_(options.time_limit_seconds),
+        wan_(model.num_regions() > 1) {}
 
   PricedPlan Run();
   // RelaxedAssignments (schedulers.h).
@@ -91,6 +92,10 @@ class ExactSearch {
     return model_.JobCost(cand_[lo], std::max(s + PsRate(cand_[hi]), v));
   }
   double Price(int t) const { return model_.type(t).price_per_hour; }
+  // The job's egress dollars for a plan's traffic across links.
+  double EgressUsd(const cost::WanLoad& load) const {
+    return model_.workload().samples / model_.batch() * model_.EgressUsdPerBatch(load);
+  }
   double G(int i, int prev) const { return g_[i * (num_types_ + 1) + prev]; }
 
   void BuildStageTable();
@@ -200,6 +205,17 @@ class ExactSearch {
   std::vector<double> dfs_price_;            // p_t + lambda_t
   std::vector<double> plain_price_;          // p_t
   std::vector<std::vector<double>> dfs_g0_;  // per depth: as dfs_g_, at the plain prices
+  // Across regions (docs/cost_model.md, "Links between regions"; wan_: the catalog has several):
+  // the servers of the search under way, the longest a link may take in it (the bucket of
+  // bottlenecks a candidate stands for ends at the next candidate), the dollars one unit of rate
+  // (USD/h) costs at the range's lowest bottleneck (egress converts to rate at it, a lower bound
+  // over the range), and the traffic of the plan so far.
+  bool wan_ = false;
+  Servers dfs_servers_;
+  double dfs_link_limit_ = 0, dfs_usd_per_rate_ = 0;
+  cost::WanLoad dfs_load_;
+  // The traffic `assignment` sends across links with the servers on `ps_type`.
+  cost::WanLoad LoadOf(const std::vector<int>& assignment, int ps_type) const;
   // Where set, FitMultipliers adds the distinct plans of its dynamic programs that fit the
   // units (RelaxedAt).
   std::vector<std::vector<int>>* collect_ = nullptr;
@@ -359,9 +375,16 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
     return;
   }
   if (i == num_layers_) {
+    // Across regions the plan's value is its own: its links may set a bottleneck above dfs_e_,
+    // and its egress is paid per byte.
+    const double value =
+        wan_ ? (model_.JobCost(std::max(dfs_e_, model_.LinkSeconds(dfs_load_)),
+                               cost + dfs_servers_.rate) +
+                EgressUsd(dfs_load_)) / dfs_usd_per_rate_ - dfs_servers_.rate
+             : cost;
     // The children's bounds let through only plans that beat the incumbent; checked again here.
-    if (!(cost < dfs_best_ * kStrictly)) return;
-    dfs_best_ = cost;
+    if (!(value < dfs_best_ * kStrictly)) return;
+    dfs_best_ = value;
     dfs_found_ = dfs_current_;
     return;
   }
@@ -386,6 +409,7 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
     double bound;
     int end, type;
     int64_t units;
+    cost::WanLoad load;  // the plan's traffic across links with this child (wan_)
   };
   std::vector<Child> children;
   for (int t = 0; t < num_types_; ++t) {
@@ -393,19 +417,32 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
     for (int j = i; j < num_layers_; ++j) {
       int64_t k = Units(i, j, t);
       if (k == 0 || k > left[t]) continue;
-      const double bound = std::max(
+      double bound = std::max(
           cost + dfs_price_[t] * static_cast<double>(k) + g[(j + 1) * stride + t] - reserved,
           cost + Price(t) * static_cast<double>(k) + g0[(j + 1) * stride + t]);
-      if (bound < dfs_best_ * kStrictly) children.push_back({bound, j, t, k});
+      cost::WanLoad load;
+      if (wan_) {
+        // The boundary before this stage and the stage's own traffic with the servers; a link
+        // that takes longer than the bucket allows rules the child out, and the egress so far
+        // (paid whatever the rest) raises its bound.
+        load = dfs_load_;
+        if (i > 0) model_.AddBoundaryLoad(i - 1, prev, t, &load);
+        model_.AddServerLoad(i, j, t, dfs_servers_.type, &load);
+        if (model_.LinkSeconds(load) > dfs_link_limit_) continue;
+        bound += EgressUsd(load) / dfs_usd_per_rate_;
+      }
+      if (bound < dfs_best_ * kStrictly) children.push_back({bound, j, t, k, std::move(load)});
     }
   }
   std::sort(children.begin(), children.end(),
             [](const Child& a, const Child& b) { return a.bound < b.bound; });
-  for (const Child& c : children) {
+  for (Child& c : children) {
     if (!(c.bound < dfs_best_ * kStrictly)) break;
     dfs_used_[c.type] += c.units;
     std::fill(dfs_current_.begin() + i, dfs_current_.begin() + c.end + 1, c.type);
+    if (wan_) std::swap(dfs_load_, c.load);
     Dfs(c.end + 1, c.type, cost + Price(c.type) * static_cast<double>(c.units));
+    if (wan_) std::swap(dfs_load_, c.load);
     dfs_used_[c.type] -= c.units;
   }
 }
@@ -520,6 +557,16 @@ double ExactSearch::FitMultipliers(double relaxed) {
   return std::max(best, relaxed);
 }
 
+cost::WanLoad ExactSearch::LoadOf(const std::vector<int>& assignment, int ps_type) const {
+  cost::WanLoad load = model_.NoWanLoad();
+  const std::vector<cost::StageSpec> stages = StagesOf(assignment);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (s > 0) model_.AddBoundaryLoad(stages[s - 1].last, stages[s - 1].type, stages[s].type, &load);
+    model_.AddServerLoad(stages[s].first, stages[s].last, stages[s].type, ps_type, &load);
+  }
+  return load;
+}
+
 void ExactSearch::Consider(const std::vector<int>& assignment) {
   PricedPlan plan = PricePlan(model_, assignment);
   ++evaluated_;
@@ -555,10 +602,18 @@ ExactSearch::Outcome ExactSearch::Evaluate(double e_lo, double e_hi, bool first_
     const double budget = best_.feasible ? best_.cost_usd / c - servers.rate : kInfinity;
     if (!(s < budget * kStrictly) || timed_out_) break;  // nor can any dearer choice
     const UnitsAside aside(units_, servers);
-    if (WithinUnits(relaxed, e_hi)) {
-      // The stages' cheapest plan beside the cheapest servers that leave room for it.
+    if (WithinUnits(relaxed, e_hi) && (!wan_ || LoadOf(relaxed, servers.type).empty())) {
+      // The stages' cheapest plan beside the cheapest servers that leave room for it (and, across
+      // regions, sends nothing over a link: else a dearer plan that stays home may cost less).
       Consider(relaxed);
       return Outcome::kDone;
+    }
+    if (wan_) {
+      dfs_servers_ = servers;
+      dfs_usd_per_rate_ = c;
+      dfs_load_ = model_.NoWanLoad();
+      const auto next = std::upper_bound(cand_.begin(), cand_.end(), e_hi);
+      dfs_link_limit_ = next == cand_.end() ? model_.max_bottleneck_seconds() : *next;
     }
     dfs_first_only_ = first_only;
     dfs_nodes_ = 0;

@@ -3,6 +3,8 @@
 // optimum on the catalog cut down to the region (the oracle); an instance that only other regions
 // could serve is reported infeasible, naming the data and its region.
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <iostream>
 #include <random>
 #include <string>
@@ -26,6 +28,27 @@ using testing::Schedule;
 
 const std::vector<std::string> kRegions = {"us-east-1", "eu-west-1", "ap-northeast-1"};
 
+// Links between every ordered pair of the cluster's regions, drawn so that crossing one can make a
+// plan slower or dearer than staying in one region, or not: bandwidth log-uniform from 100 KB/s
+// to 10 GB/s, latency up to a tenth of `e_max` (the limit's seconds per batch), egress up to
+// $0.10/GB.
+void LinkRegions(std::mt19937_64& rng, double e_max, config::ClusterSpec* cluster) {
+  std::uniform_real_distribution<double> unit(0, 1);
+  cluster->links.clear();
+  for (const std::string& from : cluster->Regions()) {
+    for (const std::string& to : cluster->Regions()) {
+      if (from == to) continue;
+      config::RegionLink link;
+      link.from = from;
+      link.to = to;
+      link.bandwidth = std::pow(10.0, 5 + 5 * unit(rng));
+      link.latency = 0.1 * e_max * unit(rng);
+      link.egress_per_byte = 0.1e-9 * unit(rng);
+      cluster->links.push_back(link);
+    }
+  }
+}
+
 // Every feasible plan runs its stages and servers in the data's region.
 void ExpectResident(const cost::CostModel& model, const PricedPlan& plan, const std::string& what) {
   if (!plan.feasible) return;
@@ -48,6 +71,8 @@ TEST(ResidencyTest, EverySchedulerKeepsTheJobInTheDataRegionAndExactFindsTheRegi
                         1 + static_cast<int>(rng() % 6)};
     auto instance = MakeRandomInstance(rng, shape);
     for (auto& type : instance.cluster.types) type.region = kRegions[rng() % kRegions.size()];
+    LinkRegions(rng, instance.model.batch_size / instance.workload.throughput_limit,
+                &instance.cluster);
     const std::string region = instance.cluster.types[rng() % shape.types].region;
     const PricedPlan anywhere = Schedule("exact", testing::CostModelOf(instance));
     // The oracle: the same job on the region's types alone, with no rule.
@@ -113,6 +138,48 @@ TEST(ResidencyTest, EverySchedulerKeepsTheJobInTheDataRegionAndExactFindsTheRegi
   EXPECT_GT(feasible, 25);
   EXPECT_GT(rule_binds, 10);  // the rule changed the optimum
   EXPECT_GT(homeless_reported, 3);
+}
+
+// Without a rule, a plan may cross regions and pays for it: its links' time bounds its bottleneck
+// and its egress adds to its cost (docs/cost_model.md, "Links between regions"). The exact
+// scheduler stays exact: it equals brute force, which prices every plan through the provisioner,
+// on random catalogs of three regions with random links.
+TEST(LinksTest, ExactEqualsBruteForceWhenPlansCrossRegions) {
+  std::mt19937_64 rng(4103);
+  int feasible = 0, crossing = 0, links_bind = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    InstanceShape shape{3 + static_cast<int>(rng() % 4), 3 + static_cast<int>(rng() % 3),
+                        1 + static_cast<int>(rng() % 6)};
+    auto instance = MakeRandomInstance(rng, shape);
+    for (auto& type : instance.cluster.types) type.region = kRegions[rng() % kRegions.size()];
+    LinkRegions(rng, instance.model.batch_size / instance.workload.throughput_limit,
+                &instance.cluster);
+    const cost::CostModel model = testing::CostModelOf(instance);
+    const std::string trace = "trial " + std::to_string(trial) + "\n" + instance.model_yaml +
+                              instance.cluster_yaml;
+    const PricedPlan brute = Schedule("brute", model);
+    const PricedPlan exact = Schedule("exact", model);
+    ExpectValid(model, exact);
+    ASSERT_EQ(exact.feasible, brute.feasible) << trace;
+    if (!brute.feasible) {
+      if (brute.why.constraint == "links") ++links_bind;
+      continue;
+    }
+    ++feasible;
+    EXPECT_TRUE(exact.certified_optimal) << trace;
+    ASSERT_NEAR(exact.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd) << trace;
+    std::vector<int> regions;
+    for (const PricedStage& stage : exact.stages) regions.push_back(model.RegionOf(stage.spec.type));
+    if (exact.ps.type >= 0) regions.push_back(model.RegionOf(exact.ps.type));
+    if (std::adjacent_find(regions.begin(), regions.end(), std::not_equal_to<>()) !=
+        regions.end()) {
+      ++crossing;
+    }
+  }
+  std::cout << feasible << " feasible, " << crossing << " optima cross a region, "
+            << links_bind << " infeasible for their links\n";
+  EXPECT_GT(feasible, 25);
+  EXPECT_GT(crossing, 3);
 }
 
 constexpr char kModel[] = R"(name: m
