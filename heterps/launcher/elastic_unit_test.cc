@@ -415,6 +415,9 @@ TEST(ReplannerTest, AJobWhoseDataIsKeptInARegionStaysThere) {
   for (config::ResourceType& type : f.options.cluster.types) {
     type.region = type.name == "cpu-spot" ? "eu-west-1" : "us-east-1";
   }
+  for (auto [from, to] : {std::pair{"us-east-1", "eu-west-1"}, std::pair{"eu-west-1", "us-east-1"}}) {
+    f.options.cluster.links.push_back({from, to, 0, 1e9 / 8, 0.040, 0.02e-9});
+  }
   f.options.rules.data_region = "us-east-1";
   f.options.rules.data_source = "train.tsv";
   Write(f.dir + "/state.json", R"({"types": [{"name": "cpu-spot", "units": 0}]})");
