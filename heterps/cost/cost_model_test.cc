@@ -82,6 +82,7 @@ batch_size: 100
 layers:
   - {name: input, kind: input, dense: 0, sparse: 2}
   - {name: emb, kind: embedding, rows: 1000, dim: 4}
+  - {name: cat, kind: interaction, op: concat}
   - {name: top, kind: fc, in: 8, out: 1}
   - {name: loss, kind: logloss}
 )",
@@ -110,7 +111,7 @@ links:
   // Within one region nothing crosses.
   WanLoad load = cm->NoWanLoad();
   cm->AddBoundaryLoad(1, 0, 2, &load);
-  cm->AddServerLoad(0, 1, 0, 2, &load);
+  cm->AddServerLoad(0, 3, 0, 2, &load);
   EXPECT_TRUE(load.empty());
   EXPECT_EQ(cm->LinkSeconds(load), 0);
   EXPECT_EQ(cm->EgressUsdPerBatch(load), 0);
@@ -125,7 +126,7 @@ links:
   // and back (keys 1600 and gradients with keys 4800 out, rows 3200 back), and top's 9 weights
   // (36 bytes) each way; two messages each way for the rows and two for the weights.
   WanLoad servers = cm->NoWanLoad();
-  cm->AddServerLoad(1, 2, 0, 1, &servers);
+  cm->AddServerLoad(1, 3, 0, 1, &servers);
   EXPECT_DOUBLE_EQ(servers.bytes[0 * 2 + 1], 1600 + 4800 + 36);
   EXPECT_DOUBLE_EQ(servers.bytes[1 * 2 + 0], 3200 + 36);
   EXPECT_DOUBLE_EQ(servers.messages[0 * 2 + 1], 4);
@@ -133,8 +134,8 @@ links:
   EXPECT_DOUBLE_EQ(cm->LinkSeconds(servers), 6436 / 1.25e8 + 4 * 0.020);
   // Together the plan's sparse and dense bytes, as DT_s counts them.
   EXPECT_DOUBLE_EQ(servers.bytes[1] + servers.bytes[2],
-                   cm->Traffic(1, 2).bytes - 2 * 100 * cm->layer(1).act_in_bytes -
-                       2 * 100 * cm->layer(2).act_out_bytes);
+                   cm->Traffic(1, 3).bytes - 2 * 100 * cm->layer(1).act_in_bytes -
+                       2 * 100 * cm->layer(3).act_out_bytes);
 }
 
 TEST(CostModelTest, GoldenStageTime) {

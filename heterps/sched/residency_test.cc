@@ -136,7 +136,8 @@ TEST(ResidencyTest, EverySchedulerKeepsTheJobInTheDataRegionAndExactFindsTheRegi
   std::cout << feasible << " feasible, the rule binds in " << rule_binds << ", servers with no "
             << "region to run in reported in " << homeless_reported << "\n";
   EXPECT_GT(feasible, 25);
-  EXPECT_GT(rule_binds, 10);  // the rule changed the optimum
+  // The rule changed the optimum (less often than with free links: crossing a region costs).
+  EXPECT_GT(rule_binds, 4);
   EXPECT_GT(homeless_reported, 3);
 }
 
