@@ -205,6 +205,13 @@ class CostModel {
   double LinkSeconds(const WanLoad& load) const;
   // sum over links of bytes e_ab: the egress dollars of one batch.
   double EgressUsdPerBatch(const WanLoad& load) const;
+  // One link's share of a load: what crosses it per batch, its seconds and its egress dollars.
+  struct LinkUse {
+    std::string from, to;
+    double bytes = 0, messages = 0, seconds = 0, usd = 0;  // per batch
+  };
+  // The links `load` uses, in the order of the regions.
+  std::vector<LinkUse> LinkUses(const WanLoad& load) const;
   // "the link from us-east-1 to eu-west-1 (1.2 MB and 4 messages per batch at 1 Gbit/s, 40 ms
   // one way)": the slowest link of `load`, for messages. Empty for an empty load.
   std::string DescribeSlowestLink(const WanLoad& load) const;

@@ -103,6 +103,18 @@ std::string CostModel::DescribeSlowestLink(const WanLoad& load) const {
       link.latency * 1e3);
 }
 
+std::vector<CostModel::LinkUse> CostModel::LinkUses(const WanLoad& load) const {
+  std::vector<LinkUse> uses;
+  for (size_t i = 0; i < link_of_.size(); ++i) {
+    if (link_of_[i] < 0 || (load.bytes[i] == 0 && load.messages[i] == 0)) continue;
+    const config::RegionLink& link = cluster_.links[link_of_[i]];
+    uses.push_back({link.from, link.to, load.bytes[i], load.messages[i],
+                    load.bytes[i] / link.bandwidth + load.messages[i] * link.latency,
+                    load.bytes[i] * link.egress_per_byte});
+  }
+  return uses;
+}
+
 double CostModel::EgressUsdPerBatch(const WanLoad& load) const {
   double usd = 0;
   for (size_t i = 0; i < link_of_.size(); ++i) {

@@ -44,6 +44,9 @@ PricedPlan PricePlan(const cost::CostModel& model, const std::vector<int>& assig
   plan.cost_per_hour_usd = p.usd_per_hour;
   plan.job_seconds = p.job_seconds;
   plan.ps = p.ps;
+  plan.wan = p.wan;
+  plan.link_seconds = p.link_seconds;
+  plan.egress_usd = p.egress_usd;
   plan.plans_evaluated = 1;
   return plan;
 }
@@ -133,6 +136,21 @@ std::string PlanToJson(const cost::CostModel& model, const PricedPlan& plan) {
           {"usd_per_hour", p.usd_per_hour}};
   }
   root["parameter_servers"] = ps;
+  // Across regions: each link the plan uses, and the job's egress.
+  json links = json::array();
+  if (plan.feasible && !plan.wan.bytes.empty()) {
+    const double batches = model.workload().samples / model.batch();
+    for (const cost::CostModel::LinkUse& use : model.LinkUses(plan.wan)) {
+      links.push_back({{"from", use.from},
+                       {"to", use.to},
+                       {"bytes_per_batch", use.bytes},
+                       {"messages_per_batch", use.messages},
+                       {"seconds_per_batch", use.seconds},
+                       {"egress_usd", use.usd * batches}});
+    }
+  }
+  root["links"] = links;
+  root["egress_usd"] = plan.egress_usd;
   if (!plan.feasible) {
     root["infeasible"] = {{"constraint", plan.why.constraint},
                           {"shortfall", plan.why.shortfall},

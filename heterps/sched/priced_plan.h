@@ -36,6 +36,12 @@ struct PricedPlan {
   double job_seconds = 0;
   // The parameter servers the plan rents (type -1: not priced); in throughput and cost above.
   cost::PsServers ps;
+  // What the plan sends across the links between regions per batch (docs/cost_model.md, "Links
+  // between regions"), the slowest link's seconds per batch and the job's egress dollars (in
+  // cost_usd); empty, 0 and 0 for a plan in one region.
+  cost::WanLoad wan;
+  double link_seconds = 0;
+  double egress_usd = 0;
   double search_seconds = 0;    // wall time the scheduler took
   int64_t plans_evaluated = 0;  // scheduling plans provisioned (or bounded) by the search
   cost::Infeasibility why;      // when !feasible

@@ -16,6 +16,7 @@
 #include "heterps/sched/schedulers.h"
 #include "heterps/sched/testing/plan_checks.h"
 #include "heterps/sched/testing/random_instance.h"
+#include "nlohmann/json.hpp"
 
 namespace heterps::sched {
 namespace {
@@ -268,17 +269,35 @@ TEST(ResidencyTest, ALayerNoTypeOfTheRegionCanHoldIsAMemoryShortfallThere) {
 
 TEST(ResidencyTest, TheServersMustBeInTheDataRegionToo) {
   // The data's region has a GPU and no CPU: the servers, which receive its ids, cannot run there.
+  // (The CPU is far too slow to run the stages itself.)
   const std::string cluster = R"(name: gpu-only-here
 types:
   - {name: gpu, kind: gpu, tflops: 100, mem_gbs: 1000, lookup_mrows: 1000, memory_gib: 16,
      network_gbps: 100, price_per_hour: 2, units: 8, region: eu-west-1}
-  - {name: server, kind: cpu, tflops: 1, mem_gbs: 100, lookup_mrows: 100, memory_gib: 16,
+  - {name: server, kind: cpu, tflops: 0.000001, mem_gbs: 0.001, lookup_mrows: 100, memory_gib: 16,
      network_gbps: 100, price_per_hour: 1, units: 8, region: us-east-1}
 links:
   - {from: eu-west-1, to: us-east-1, bandwidth_gbps: 1, latency_ms: 40, egress_per_gb: 0.02}
   - {from: us-east-1, to: eu-west-1, bandwidth_gbps: 1, latency_ms: 40, egress_per_gb: 0.02}
 )";
-  ASSERT_TRUE(Schedule("exact", ModelOf(cluster, 1e3, "")).feasible);
+  // Without the rule the stages run on the GPU and the servers across the link: the plan says
+  // what crosses, how long it takes and what it costs.
+  const cost::CostModel free = ModelOf(cluster, 1e3, "");
+  const PricedPlan across = Schedule("exact", free);
+  ASSERT_TRUE(across.feasible);
+  EXPECT_EQ(free.type(across.ps.type).name, "server");
+  EXPECT_GT(across.link_seconds, 0);
+  EXPECT_LE(across.link_seconds, 1 / across.throughput * free.batch() * (1 + 1e-12));
+  EXPECT_NEAR(across.egress_usd,
+              free.workload().samples / free.batch() * free.EgressUsdPerBatch(across.wan),
+              1e-9 * across.egress_usd);
+  EXPECT_GT(across.egress_usd, 0);
+  const nlohmann::json json = nlohmann::json::parse(PlanToJson(free, across));
+  ASSERT_EQ(json["links"].size(), 2u);
+  EXPECT_EQ(json["links"][0]["from"], "eu-west-1");
+  EXPECT_EQ(json["links"][0]["to"], "us-east-1");
+  EXPECT_GT(json["links"][0]["bytes_per_batch"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(json["egress_usd"].get<double>(), across.egress_usd);
   const cost::CostModel ruled = ModelOf(cluster, 1e3, "eu-west-1");
   EXPECT_TRUE(ruled.prices_ps());
   EXPECT_EQ(ruled.CheapestPsRate(ruled.max_bottleneck_seconds()), cost::kInfinity);
