@@ -948,7 +948,8 @@ class ExactScheduler : public Scheduler {
     SchedulerOptions first = options;
     if (limit > 0) first.time_limit_seconds = 0.1 * limit;
     PricedPlan plan = ExactSearch(model, first).Run();
-    if (limit > 0 && !plan.certified_optimal) {
+    // An infeasible answer not cut short is proven: nothing to seed or improve.
+    if (limit > 0 && !plan.certified_optimal && (plan.feasible || plan.cut_short)) {
       SchedulerOptions seeded = options, quick = options;
       quick.time_limit_seconds = 0.05 * limit;
       PlanCache cache(model, std::numeric_limits<int64_t>::max());
