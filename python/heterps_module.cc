@@ -146,6 +146,7 @@ struct PlanRequest {
   int64_t max_plans;
   std::string profile;
   std::string data_region;  // empty: no residency rule (cost::Workload::data_region)
+  bool activations_may_cross = false;  // cost::Workload::activations_may_cross
 };
 
 // Plans `model` on `cluster` (GIL released while it searches).
@@ -173,6 +174,7 @@ std::string Schedule(const Model& model, const Cluster& cluster, const PlanReque
       }
       cost::Workload workload{r.throughput, r.samples};
       workload.data_region = r.data_region;
+      workload.activations_may_cross = r.activations_may_cross;
       absl::StatusOr<cost::CostModel> cost_model = cost::CostModel::Create(
           model.spec, cluster.spec, workload, profile ? &*profile : nullptr);
       if (!cost_model.ok()) return cost_model.status();
@@ -273,18 +275,23 @@ PYBIND11_MODULE(_core, m) {
       "plan",
       [](const Model& model, const Cluster& cluster, double throughput,
          const std::string& scheduler, double time_limit, uint64_t seed, int64_t max_plans,
-         double samples, const std::string& profile, const std::string& data_region) {
-        return MakePlan(Schedule(
-            model, cluster,
-            {throughput, samples, scheduler, time_limit, seed, max_plans, profile, data_region}));
+         double samples, const std::string& profile, const std::string& data_region,
+         bool activations_may_cross) {
+        if (activations_may_cross && data_region.empty()) {
+          throw py::value_error("activations_may_cross: needs data_region");
+        }
+        return MakePlan(Schedule(model, cluster,
+                                 {throughput, samples, scheduler, time_limit, seed, max_plans,
+                                  profile, data_region, activations_may_cross}));
       },
       py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("throughput"),
       py::arg("scheduler") = "auto", py::arg("time_limit") = 60.0, py::arg("seed") = 1,
       py::arg("max_plans") = 0, py::arg("samples") = 4373472329.0, py::arg("profile") = "",
-      py::arg("data_region") = "",
+      py::arg("data_region") = "", py::arg("activations_may_cross") = false,
       "The cheapest plan that reaches `throughput` samples/s (an infeasible plan says why in "
       "data['infeasible']['reason']); `data_region`: the region the data is kept in, where "
-      "every stage and the servers then run (docs/cost_model.md, \"Data residency\")");
+      "every stage and the servers then run (docs/cost_model.md, \"Data residency\"); "
+      "`activations_may_cross`: the stages past the raw features may run elsewhere");
   m.def(
       "pareto",
       [](const Model& model, const Cluster& cluster, double throughput, double start, int points,
@@ -297,9 +304,9 @@ PYBIND11_MODULE(_core, m) {
         std::vector<Plan> frontier;
         for (int i = 0; i < points; ++i) {
           const double limit = from * std::pow(throughput / from, i / double(points - 1));
-          frontier.push_back(MakePlan(Schedule(
-              model, cluster,
-              {limit, samples, scheduler, time_limit, seed, 0, std::string(), data_region})));
+          frontier.push_back(MakePlan(Schedule(model, cluster,
+                                               {limit, samples, scheduler, time_limit, seed, 0,
+                                                std::string(), data_region, false})));
         }
         return frontier;
       },

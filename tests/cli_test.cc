@@ -145,6 +145,23 @@ TEST(CliTest, ADataRegionKeepsThePlanInIt) {
   Result table = RunCli(job + "--data-region ap-northeast-1");
   EXPECT_THAT(table.out,
               HasSubstr("data kept in region ap-northeast-1: the job runs on its types only"));
+  // Letting activations cross: the stages from bottom.1 on may leave, at no more than the cost
+  // of keeping everything home; the servers stay.
+  Result crossing = RunCli(job + "--json --data-region ap-northeast-1 --activations-may-cross");
+  ASSERT_EQ(crossing.exit_code, 0) << crossing.err;
+  const auto may_cross = nlohmann::json::parse(crossing.out);
+  EXPECT_EQ(may_cross["activations_may_cross"], true);
+  EXPECT_EQ(plan["activations_may_cross"], false);
+  EXPECT_LE(may_cross["cost_usd"].get<double>(), plan["cost_usd"].get<double>() * (1 + 1e-9));
+  EXPECT_EQ(may_cross["parameter_servers"]["region"], "ap-northeast-1");
+  EXPECT_EQ(may_cross["stages"][0]["region"], "ap-northeast-1");
+  Result crossing_table = RunCli(job + "--data-region ap-northeast-1 --activations-may-cross");
+  EXPECT_THAT(crossing_table.out,
+              HasSubstr("data kept in region ap-northeast-1: the stages before layer bottom.1 and "
+                        "the servers run on its types; activations may cross from there on"));
+  Result alone = RunCli(job + "--activations-may-cross");
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_THAT(alone.err, HasSubstr("--activations-may-cross requires --data-region"));
   Result unknown = RunCli(job + "--data-region mars-1");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_EQ(unknown.err,
@@ -189,6 +206,16 @@ TEST(CliTest, TrainRefusesAPlanThatTakesTheDataOutOfItsRegion) {
     EXPECT_THAT(other.err, HasSubstr("; run it under the plan's rule, so that the job's re-plans "
                                      "keep it too"));
   }
+  // ... and under the same policy on activations.
+  Result policy = RunCli("train --cluster examples/clusters/fleet-64.yaml --plan " + kept_path +
+                         " --data-region eu-west-1 --activations-may-cross --rows 1000 --job-dir " +
+                         TempPath("residency-policy"));
+  EXPECT_EQ(policy.exit_code, 2);
+  EXPECT_EQ(policy.err,
+            "heterps: error: " + kept_path +
+                ": activations_may_cross: the plan keeps everything in region "
+                "'eu-west-1', the job lets activations leave it (--activations-may-cross); run it "
+                "under the plan's rule, so that the job's re-plans keep it too\n");
   Result local =
       RunCli("train --data-region eu-west-1 --rows 1000 --job-dir " + TempPath("residency-local"));
   EXPECT_EQ(local.exit_code, 2);

@@ -166,7 +166,8 @@ absl::StatusOr<Planned> ChoosePlan(const TrainFlags& flags, const config::ModelS
   HETERPS_ASSIGN_OR_RETURN(out.plan, sched::ReadRunPlan(text, flags.plan_path, spec, cluster));
   launcher::JobRules rules;
   SetResidency(flags, &rules);
-  HETERPS_RETURN_IF_ERROR(launcher::CheckResidency(out.plan, flags.plan_path, cluster, rules));
+  HETERPS_RETURN_IF_ERROR(
+      launcher::CheckResidency(out.plan, flags.plan_path, spec, cluster, rules));
   return out;
 }
 

@@ -67,6 +67,7 @@ absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags) {
   request.workload.access_skew = flags.access_skew;
   request.rules.gpu_tier = flags.gpu_tier;
   request.rules.data_region = flags.data_region;
+  request.rules.activations_may_cross = flags.activations_may_cross;
   request.rules.data_source =
       flags.data_paths.empty() ? std::string() : absl::StrJoin(flags.data_paths, ", ");
   request.scheduler = flags.scheduler;
@@ -120,7 +121,11 @@ std::string RenderPlan(const cost::CostModel& model, const sched::PricedPlan& pl
   if (const cost::Workload& job = model.workload(); !job.data_region.empty()) {
     out = absl::StrCat(out.substr(0, out.size() - 1), "data kept in region ", job.data_region,
                        job.data_source.empty() ? "" : absl::StrCat(" (", job.data_source, ")"),
-                       ": the job runs on its types only\n\n");
+                       model.away_from() < model.num_layers()
+                           ? absl::StrCat(": the stages before layer ", model.away_from_name(),
+                                          " and the servers run on its types; activations may "
+                                          "cross from there on\n\n")
+                           : std::string(": the job runs on its types only\n\n"));
   }
   Table table({"stage", "layers", "type", "units", "time/batch", "samples/s", "$/hour"},
               {true, false, false, true, true, true, true});
@@ -230,6 +235,11 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
                   "the region the training data is kept in (a `region` of the cluster spec): "
                   "every stage and the parameter servers run on that region's types, as "
                   "nothing derived from the data may leave it");
+  cmd->add_flag("--activations-may-cross", flags.activations_may_cross,
+                "with --data-region: let pooled activations (and the labels) leave the data's "
+                "region, so that the stages past the embeddings and the first learned layer of "
+                "the dense features may run on other regions' types")
+      ->needs("--data-region");
   return cmd;
 }
 

@@ -46,6 +46,9 @@ struct PlanFlags {
   // --data-region: the region the training data is kept in; the plan runs there only
   // (launcher::JobRules::data_region). Empty: no rule.
   std::string data_region;
+  // --activations-may-cross: stages past the raw features may run in other regions
+  // (launcher::JobRules::activations_may_cross).
+  bool activations_may_cross = false;
 };
 
 // Registers the subcommand; `flags` must outlive `app`.

@@ -53,6 +53,7 @@ worker::BatchSources DataBatches(const config::ModelSpec& spec,
 
 void SetResidency(const TrainFlags& flags, launcher::JobRules* rules) {
   rules->data_region = flags.data_region;
+  rules->activations_may_cross = flags.activations_may_cross;
   rules->data_source = absl::StrJoin(flags.data, ", ");
 }
 

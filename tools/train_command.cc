@@ -116,6 +116,11 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("--data-region", flags.data_region,
                   "The region the data is kept in (a `region` of the cluster spec): every plan "
                   "made for the job, and --plan, runs on that region's types only");
+  cmd->add_flag("--activations-may-cross", flags.activations_may_cross,
+                "with --data-region: the stages past the embeddings and the first learned layer of "
+                "the dense features may run on other regions' types (pooled activations and the "
+                "labels leave the data's region)")
+      ->needs("--data-region");
   CLI::Option* tls =
       cmd->add_flag("--tls", flags.tls,
                     "TLS between every process of the job, with a certificate made for the job "

@@ -36,6 +36,8 @@ struct TrainFlags {
   // --data-region: the region the data is kept in; the plans made (and re-made) for the job, and
   // a --plan, keep every stage and the servers on its types (launcher::JobRules::data_region).
   std::string data_region;
+  // --activations-may-cross (launcher::JobRules::activations_may_cross).
+  bool activations_may_cross = false;
   std::vector<std::string> data = {"synthetic"};  // files or globs, plain, gzip or zstd
   int64_t rows = 200000;
   int batch = 0;  // 0: the spec's

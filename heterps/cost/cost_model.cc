@@ -34,11 +34,33 @@ std::string DataName(const Workload& workload) {
 }
 
 std::string ResidencyBreach(absl::string_view what, absl::string_view region,
-                            const Workload& workload) {
-  return absl::StrCat(what, " is in region '",
-                      region.empty() ? absl::string_view("(none)") : region, "', but ",
-                      DataName(workload), " is kept in region '", workload.data_region,
-                      "' and nothing derived from it may leave it");
+                            const Workload& workload, absl::string_view away_from) {
+  return absl::StrCat(
+      what, " is in region '", region.empty() ? absl::string_view("(none)") : region, "', but ",
+      DataName(workload), " is kept in region '", workload.data_region,
+      "' and nothing derived from it may leave it",
+      away_from.empty()
+          ? std::string()
+          : absl::StrCat(" before layer '", away_from, "' (activations may cross from there on)"));
+}
+
+int FirstLayerAwayFromData(const config::ModelSpec& model) {
+  const int num_layers = static_cast<int>(model.layers.size());
+  int last_embedding = -1;
+  for (int l = 0; l < num_layers; ++l) {
+    if (model.layers[l].kind == config::LayerKind::kEmbedding) last_embedding = l;
+  }
+  bool raw_dense = false;  // the dense stream holds raw features
+  for (int l = 0; l < num_layers; ++l) {
+    const config::LayerSpec& layer = model.layers[l];
+    if (layer.kind == config::LayerKind::kInput) raw_dense = layer.dense_features > 0;
+    if (layer.kind == config::LayerKind::kFc ||
+        (layer.kind == config::LayerKind::kCustom && layer.params > 0)) {
+      raw_dense = false;
+    }
+    if (l >= last_embedding && !raw_dense && l + 1 < num_layers) return l + 1;
+  }
+  return num_layers;
 }
 
 absl::Status CheckDataRegion(const config::ClusterSpec& cluster, const Workload& workload) {
@@ -96,6 +118,9 @@ absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,
                      " (must be -1 .. ", num_layers - 1, ")"));
   }
   HETERPS_RETURN_IF_ERROR(CheckDataRegion(cluster, workload));
+  cm.away_from_ = workload.activations_may_cross && !workload.data_region.empty()
+                      ? FirstLayerAwayFromData(model)
+                      : num_layers;
   HETERPS_RETURN_IF_ERROR(cm.IndexLinks());
   if (profile != nullptr) HETERPS_RETURN_IF_ERROR(cm.ApplyProfile(*profile));
   cm.BuildPrefixSums(oct);

@@ -65,7 +65,19 @@ struct Workload {
   // kInfinity). Empty: no rule. `data_source` names the data in messages ("day_0.tsv").
   std::string data_region = "";
   std::string data_source = "";
+  // The opt-in policy that lets pooled activations (and the labels the loss needs) leave the
+  // data's region (--activations-may-cross): a stage from FirstLayerAwayFromData on may run on
+  // another region's types; the stages before it and the servers stay. Meaningless, and refused
+  // by the commands, without a data_region.
+  bool activations_may_cross = false;
 };
+
+// The first layer whose input holds nothing raw (docs/cost_model.md, "Data residency"): every
+// embedding layer is behind it (the ids stay) and the dense features went through a learned
+// layer (an `fc`, or a custom layer with parameters) since the input. A stage starting there may
+// leave the data's region under activations_may_cross. The number of layers where no such layer
+// exists (the loss itself reads raw features, or an embedding is last). O(layers).
+int FirstLayerAwayFromData(const config::ModelSpec& model);
 
 // The parameter servers of a plan: `shards` shards of type `type`, each holding `memory_bytes`
 // of the tables' rows in memory and `ssd_bytes` on its SSD.
@@ -119,9 +131,11 @@ absl::Status CheckDataRegion(const config::ClusterSpec& cluster, const Workload&
 std::string DataName(const Workload& workload);
 // The sentence every refusal of a part outside the data's region makes: "<what> is in region
 // '<region>', but the data (S) is kept in region '<data_region>' and nothing derived from it may
-// leave it" (`region` empty: "(none)").
+// leave it" (`region` empty: "(none)"). Under activations_may_cross, `away_from` names the first
+// layer that may leave (FirstLayerAwayFromData; empty: none may): "... may leave it before layer
+// 'bottom.1' (activations may cross from there on)".
 std::string ResidencyBreach(absl::string_view what, absl::string_view region,
-                            const Workload& workload);
+                            const Workload& workload, absl::string_view away_from = "");
 
 class CostModel {
  public:
@@ -160,10 +174,21 @@ class CostModel {
   bool InDataRegion(int t) const {
     return workload_.data_region.empty() || cluster_.types[t].region == workload_.data_region;
   }
-  // Whether one unit of type t can run the stage [first, last]: it is in the data's region and
+  // Whether a stage starting at layer `first` may run on type t: t is in the data's region, or
+  // the workload lets activations cross and the stage starts at or after away_from(). O(1).
+  bool MayRun(int first, int t) const { return first >= away_from_ || InDataRegion(t); }
+  // The first layer a stage outside the data's region may start at: FirstLayerAwayFromData under
+  // activations_may_cross, else num_layers() (none may).
+  int away_from() const { return away_from_; }
+  // That layer's name for messages (ResidencyBreach), or empty where no stage may leave.
+  absl::string_view away_from_name() const {
+    return away_from_ < num_layers() ? absl::string_view(model_.layers[away_from_].name)
+                                     : absl::string_view();
+  }
+  // Whether one unit of type t can run the stage [first, last]: it may run there (MayRun) and
   // has the memory. O(1).
   bool CanHold(int first, int last, int t) const {
-    return InDataRegion(t) && StageMemoryBytes(first, last) <= cluster_.types[t].memory;
+    return MayRun(first, t) && StageMemoryBytes(first, last) <= cluster_.types[t].memory;
   }
   // X_s = Stage(...).total(), or kInfinity where the type cannot hold the stage (CanHold).
   double StageSeconds(int first, int last, int t) const;
@@ -272,6 +297,7 @@ class CostModel {
   std::vector<double> memory_bytes_;  // prefix sums of each layer's working memory
   std::vector<std::string> regions_;  // cluster_.Regions()
   std::vector<int> region_of_;        // [t]: index into regions_, -1 where none
+  int away_from_ = 0;                 // away_from()
   // [a * R + b]: the index in cluster_.links of the link from region a to region b (-1 on the
   // diagonal).
   std::vector<int> link_of_;

@@ -25,10 +25,10 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
   }
   const cost::Workload& job = model.workload();
   for (size_t s = 0; s < stages.size(); ++s) {
-    if (model.InDataRegion(stages[s].type)) continue;
+    if (model.MayRun(stages[s].first, stages[s].type)) continue;
     return {"residency", 1,
             ResidencyBreach(absl::StrFormat("stage %d (%s)", s, DescribeStage(model, stages[s])),
-                            model.type(stages[s].type).region, job)};
+                            model.type(stages[s].type).region, job, model.away_from_name())};
   }
   for (size_t s = 0; s < stages.size(); ++s) {
     const auto& type = model.type(stages[s].type);

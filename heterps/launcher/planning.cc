@@ -32,6 +32,7 @@ absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request) {
   }
   workload.data_region = request.rules.data_region;
   workload.data_source = request.rules.data_source;
+  workload.activations_may_cross = request.rules.activations_may_cross;
   return cost::CostModel::Create(request.model, request.cluster, workload,
                                  request.profile ? &*request.profile : nullptr);
 }
@@ -40,11 +41,13 @@ cost::Workload ResidencyOf(const JobRules& rules) {
   cost::Workload workload;
   workload.data_region = rules.data_region;
   workload.data_source = rules.data_source;
+  workload.activations_may_cross = rules.activations_may_cross;
   return workload;
 }
 
 absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source,
-                            const config::ClusterSpec& cluster, const JobRules& rules) {
+                            const config::ModelSpec& model, const config::ClusterSpec& cluster,
+                            const JobRules& rules) {
   if (!plan.data_region.empty() && plan.data_region != rules.data_region) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": data_region: the plan keeps the data in region '", plan.data_region,
@@ -54,16 +57,31 @@ absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source
         "; run it under the plan's rule, so that the job's re-plans keep it too"));
   }
   if (rules.data_region.empty()) return absl::OkStatus();
+  if (plan.activations_may_cross != rules.activations_may_cross) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": activations_may_cross: the plan ",
+        plan.activations_may_cross ? "lets activations leave region '"
+                                   : "keeps everything in region '",
+        rules.data_region, "', the job ",
+        rules.activations_may_cross ? "lets activations leave it (--activations-may-cross)"
+                                    : "does not (--activations-may-cross)",
+        "; run it under the plan's rule, so that the job's re-plans keep it too"));
+  }
   const cost::Workload workload = ResidencyOf(rules);
   HETERPS_RETURN_IF_ERROR(cost::CheckDataRegion(cluster, workload));
+  const int away_from = rules.activations_may_cross ? cost::FirstLayerAwayFromData(model)
+                                                    : static_cast<int>(model.layers.size());
+  const std::string away_name =
+      away_from < static_cast<int>(model.layers.size()) ? model.layers[away_from].name : "";
   const auto elsewhere = [&](const std::string& field, const std::string& type_name) {
     const int t = cluster.FindType(type_name);
     const std::string region = t < 0 ? "" : cluster.types[t].region;
     if (t < 0 || region == rules.data_region) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
-        source, ": ", field, ": ", cost::ResidencyBreach(type_name, region, workload)));
+        source, ": ", field, ": ", cost::ResidencyBreach(type_name, region, workload, away_name)));
   };
   for (size_t s = 0; s < plan.stages.size(); ++s) {
+    if (plan.stages[s].first >= away_from) continue;
     HETERPS_RETURN_IF_ERROR(elsewhere(absl::StrCat("stages[", s, "].type"), plan.stages[s].type));
   }
   if (!plan.servers.type.empty()) {

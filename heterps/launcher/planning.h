@@ -46,6 +46,9 @@ struct JobRules {
   // `data_source` names the data in messages.
   std::string data_region = "";
   std::string data_source = "";
+  // --activations-may-cross (cost::Workload::activations_may_cross): stages from the first layer
+  // past the raw features (cost::FirstLayerAwayFromData) may run in other regions.
+  bool activations_may_cross = false;
 };
 
 struct PlanRequest {
@@ -62,18 +65,22 @@ struct PlanRequest {
 // InvalidArgument as cost::CostModel::Create.
 absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request);
 
-// A workload that carries only the rules' data residency (data_region, data_source): what
-// cost::CheckDataRegion and the residency messages (cost::ResidencyBreach) read.
+// A workload that carries only the rules' data residency (data_region, data_source,
+// activations_may_cross): what cost::CheckDataRegion and the residency messages
+// (cost::ResidencyBreach) read.
 cost::Workload ResidencyOf(const JobRules& rules);
 
 // Whether a plan made elsewhere (a plan file, `heterps train --plan`, `heterps ctl --plan`) keeps
-// the job's data residency rule: a plan made under a rule (its data_region) run under the same,
-// and every stage and the servers on types of rules.data_region. InvalidArgument naming the
-// plan's field: a plan made for a region the job does not name (or for another), a region
-// missing from the cluster, or the first stage (or the servers) elsewhere, with the data and its
-// region. OK without a rule on either side. `source` names the plan in messages.
+// the job's data residency rule: a plan made under a rule (its data_region and
+// activations_may_cross) run under the same, and every stage and the servers on types of
+// rules.data_region, except, under activations_may_cross, the stages that start at or after
+// cost::FirstLayerAwayFromData(model). InvalidArgument naming the plan's field: a plan made for a
+// region the job does not name (or for another, or under another policy), a region missing from
+// the cluster, or a stage (or the servers) elsewhere, with the data and its region. OK without a
+// rule on either side. `source` names the plan in messages.
 absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source,
-                            const config::ClusterSpec& cluster, const JobRules& rules);
+                            const config::ModelSpec& model, const config::ClusterSpec& cluster,
+                            const JobRules& rules);
 
 struct MadePlan {
   cost::CostModel model;  // what the plan was priced with (PlanningModel)

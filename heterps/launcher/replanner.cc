@@ -319,7 +319,8 @@ class ElasticReplanner final : public Replanner {
           sched::ReadRunPlan(control_.plan_json, control_.plan_source, o_.model, catalog);
       if (!requested.ok())
         return keep_going(absl::StrCat("refused: ", requested.status().message()));
-      if (absl::Status kept = CheckResidency(*requested, control_.plan_source, catalog, o_.rules);
+      if (absl::Status kept =
+              CheckResidency(*requested, control_.plan_source, o_.model, catalog, o_.rules);
           !kept.ok()) {
         return keep_going(absl::StrCat("refused: ", kept.message()));
       }

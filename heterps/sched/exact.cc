@@ -894,9 +894,14 @@ PricedPlan ExactSearch::Infeasible() {
       rules.first_stage_max_units > 0 || rules.first_stage_through >= 0
           ? " that keeps the first stage's rules (the GPU tier's: its units, the layers it holds)"
           : "",
-      rules.data_region.empty() ? ""
-                                : absl::StrCat(" on the types of region '", rules.data_region,
-                                               "', where ", cost::DataName(rules), " is kept,"),
+      rules.data_region.empty()
+          ? ""
+          : absl::StrCat(model_.away_from() < num_layers_
+                             ? absl::StrCat(" with the stages before layer '",
+                                            model_.away_from_name(), "' and the servers")
+                             : std::string(),
+                         " on the types of region '", rules.data_region, "', where ",
+                         cost::DataName(rules), " is kept,"),
       " fails: ", plan.why.message);
   return plan;
 }

@@ -173,7 +173,7 @@ std::vector<std::vector<int>> LocalMoves(const cost::CostModel& model,
   }
   for (int s = 0; s < num_stages; ++s) {
     for (int t = 0; t < model.num_types(); ++t) {
-      if (t != stages[s].type && model.InDataRegion(t)) {
+      if (t != stages[s].type && model.MayRun(stages[s].first, t)) {
         retype(stages[s].first, stages[s].last, t);
       }
     }
@@ -219,10 +219,11 @@ void Polish(const cost::CostModel& model, PlanCache& evaluator, const base::Dead
   if (!evaluator.have_best()) return;
   std::mt19937_64 rng(options.seed ^ 0x5bd1e9955bd1e995ull);
   const int L = model.num_layers();
-  // The types a kick may draw: those that may run the job (all, without a residency rule).
+  // The types a kick may draw: those that may run a part of the job (all, without a residency
+  // rule; a kick that puts an early layer outside the data's region is priced infeasible).
   std::vector<int> types;
   for (int t = 0; t < model.num_types(); ++t) {
-    if (model.InDataRegion(t)) types.push_back(t);
+    if (model.MayRun(L - 1, t)) types.push_back(t);
   }
   Rewindow(model, evaluator, deadline, options.window_plans);
   Descend(model, evaluator, evaluator.best().assignment, deadline, options);

@@ -106,6 +106,7 @@ std::string PlanToJson(const cost::CostModel& model, const PricedPlan& plan) {
       {"throughput_limit", model.workload().throughput_limit},
       {"data_region",
        model.workload().data_region.empty() ? json(nullptr) : json(model.workload().data_region)},
+      {"activations_may_cross", model.workload().activations_may_cross},
       {"scheduler", plan.scheduler},
       {"feasible", plan.feasible},
       {"certified_optimal", plan.certified_optimal},

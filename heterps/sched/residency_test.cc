@@ -210,13 +210,15 @@ links:
   - {from: us-east-1, to: eu-west-1, bandwidth_gbps: 1, latency_ms: 40, egress_per_gb: 0.02}
 )";
 
-cost::CostModel ModelOf(const std::string& cluster_text, double limit, const std::string& region) {
+cost::CostModel ModelOf(const std::string& cluster_text, double limit, const std::string& region,
+                        bool activations_may_cross = false) {
   auto model = config::ParseModelSpec(kModel, "m.yaml");
   auto cluster = config::ParseClusterSpec(cluster_text, "c.yaml");
   EXPECT_TRUE(model.ok() && cluster.ok()) << model.status() << cluster.status();
   cost::Workload workload{limit, 1e9};
   workload.data_region = region;
   workload.data_source = "day_0.tsv";
+  workload.activations_may_cross = activations_may_cross;
   auto cm = cost::CostModel::Create(*model, *cluster, workload);
   EXPECT_TRUE(cm.ok()) << cm.status();
   return *cm;
@@ -249,6 +251,151 @@ TEST(ResidencyTest, AJobOnlyAnotherRegionCouldServeIsInfeasibleAndSaysWhy) {
   EXPECT_EQ(crossing.why.message,
             "stage 1 (fc..loss on fast) is in region 'us-east-1', but the data (day_0.tsv) is "
             "kept in region 'eu-west-1' and nothing derived from it may leave it");
+  // Under --activations-may-cross the layers from 'logit' on may leave: the plan that moves
+  // logit..loss to the fast GPU keeps the rule, the one that moves fc too does not, and says
+  // where the line is.
+  const cost::CostModel may_cross = ModelOf(kCluster, 1e6, "eu-west-1", true);
+  EXPECT_EQ(may_cross.away_from_name(), "logit");
+  EXPECT_NE(PricePlan(may_cross, {0, 0, 0, 0, 1, 1}).why.constraint, "residency");
+  EXPECT_EQ(PricePlan(may_cross, {0, 0, 0, 1, 1, 1}).why.message,
+            "stage 1 (fc..loss on fast) is in region 'us-east-1', but the data (day_0.tsv) is "
+            "kept in region 'eu-west-1' and nothing derived from it may leave it before layer "
+            "'logit' (activations may cross from there on)");
+  const PricedPlan fastest = Schedule("exact", may_cross);
+  ASSERT_FALSE(fastest.feasible);
+  EXPECT_THAT(fastest.why.message,
+              HasSubstr("with the stages before layer 'logit' and the servers on the types of "
+                        "region 'eu-west-1'"));
+  const nlohmann::json json = nlohmann::json::parse(PlanToJson(may_cross, fastest));
+  EXPECT_EQ(json["activations_may_cross"], true);
+  EXPECT_EQ(nlohmann::json::parse(PlanToJson(ruled, exact))["activations_may_cross"], false);
+}
+
+// The first layer past the raw features: behind every embedding and after the dense features'
+// first learned layer; none where the loss reads raw features.
+TEST(ActivationsMayCrossTest, TheFirstLayerPastTheRawFeatures) {
+  const auto away = [](const std::string& yaml) {
+    auto model = config::ParseModelSpec(yaml, "m.yaml");
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? cost::FirstLayerAwayFromData(*model) : -1;
+  };
+  EXPECT_EQ(away(kModel), 4);  // in, emb, cat, fc | logit, loss
+  // Sparse features only: right after the embedding.
+  EXPECT_EQ(away(R"(name: m
+batch_size: 64
+layers:
+  - {name: in, kind: input, sparse: 4}
+  - {name: emb, kind: embedding, rows: 100, dim: 8}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: fc, kind: fc, in: 32, out: 1}
+  - {name: loss, kind: logloss}
+)"),
+            2);
+  // A bottom MLP before the embedding: the embedding is the last raw reader.
+  EXPECT_EQ(away(R"(name: m
+batch_size: 64
+layers:
+  - {name: in, kind: input, dense: 13, sparse: 4}
+  - {name: bottom, kind: fc, in: 13, out: 8}
+  - {name: emb, kind: embedding, rows: 100, dim: 8}
+  - {name: dot, kind: interaction, op: dot}
+  - {name: top, kind: fc, in: 18, out: 1}
+  - {name: loss, kind: logloss}
+)"),
+            3);
+  // The loss reads the raw dense feature: nothing may leave.
+  EXPECT_EQ(away(R"(name: m
+batch_size: 64
+layers:
+  - {name: in, kind: input, dense: 1}
+  - {name: loss, kind: logloss}
+)"),
+            2);
+}
+
+// Under --activations-may-cross the stages from cost::FirstLayerAwayFromData on may run in other
+// regions and pay for their links; the stages before it and the servers stay. Every scheduler's
+// plan keeps that rule, and exact still equals brute force (which prices every plan, the rule
+// included, through the provisioner) on random catalogs of three regions with random links.
+TEST(ActivationsMayCrossTest, ExactEqualsBruteForceAndEveryPlanKeepsTheRawStagesHome) {
+  std::mt19937_64 rng(4107);
+  int feasible = 0, crossing = 0, cheaper = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    InstanceShape shape{5 + static_cast<int>(rng() % 3), 3 + static_cast<int>(rng() % 3),
+                        1 + static_cast<int>(rng() % 6)};
+    auto instance = MakeRandomInstance(rng, shape);
+    for (auto& type : instance.cluster.types) type.region = kRegions[rng() % kRegions.size()];
+    LinkRegions(rng, instance.model.batch_size / instance.workload.throughput_limit,
+                &instance.cluster);
+    const std::string region = instance.cluster.types[rng() % shape.types].region;
+    // The data's region eight times dearer and egress a thousandth of LinkRegions' (activations
+    // are many bytes: at those prices leaving the region seldom pays), so that it pays sometimes.
+    for (auto& type : instance.cluster.types) {
+      if (type.region == region) type.price_per_hour *= 8;
+    }
+    for (auto& link : instance.cluster.links) link.egress_per_byte *= 0.001;
+    instance.workload.data_region = region;
+    instance.workload.data_source = "clicks.tsv";
+    const PricedPlan strict = Schedule("exact", testing::CostModelOf(instance));
+    instance.workload.activations_may_cross = true;
+    const cost::CostModel model = testing::CostModelOf(instance);
+    const int away = model.away_from();
+    ASSERT_EQ(away, cost::FirstLayerAwayFromData(instance.model));
+    ASSERT_LT(away, model.num_layers());
+    const std::string trace = "trial " + std::to_string(trial) + ", data in " + region +
+                              ", may leave from layer " + std::to_string(away) + "\n" +
+                              instance.model_yaml + instance.cluster_yaml;
+    const auto keeps_rule = [&](const PricedPlan& plan, const std::string& name) {
+      if (!plan.feasible) return;
+      for (const PricedStage& stage : plan.stages) {
+        if (stage.spec.first >= away) continue;
+        EXPECT_EQ(model.type(stage.spec.type).region, region)
+            << name << ": stage from layer " << stage.spec.first << " on "
+            << model.type(stage.spec.type).name << "\n"
+            << trace;
+      }
+      if (plan.ps.type >= 0) {
+        EXPECT_EQ(model.type(plan.ps.type).region, region) << name;
+      }
+    };
+    for (const std::string& name : DefaultSchedulers().Names()) {
+      if (name == "brute" || name == "exact") continue;
+      SchedulerOptions options;
+      options.seed = trial + 1;
+      options.max_plans = name == "bo" ? 60 : 300;
+      const PricedPlan plan = Schedule(name, model, options);
+      ExpectValid(model, plan);
+      keeps_rule(plan, name);
+    }
+    const PricedPlan brute = Schedule("brute", model);
+    const PricedPlan exact = Schedule("exact", model);
+    ExpectValid(model, exact);
+    keeps_rule(exact, "exact");
+    keeps_rule(brute, "brute");
+    ASSERT_EQ(exact.feasible, brute.feasible) << trace;
+    if (strict.feasible) {
+      EXPECT_TRUE(exact.feasible) << trace;  // the policy only adds plans
+    }
+    if (!exact.feasible) continue;
+    ++feasible;
+    EXPECT_TRUE(exact.certified_optimal) << trace;
+    ASSERT_NEAR(exact.cost_usd, brute.cost_usd, 1e-9 * brute.cost_usd) << trace;
+    if (strict.feasible) {
+      EXPECT_LE(exact.cost_usd, strict.cost_usd * (1 + 1e-9)) << trace;
+    }
+    if (!strict.feasible || exact.cost_usd < strict.cost_usd * (1 - 1e-9)) ++cheaper;
+    for (const PricedStage& stage : exact.stages) {
+      if (model.type(stage.spec.type).region != region) {
+        ++crossing;
+        break;
+      }
+    }
+  }
+  std::cout << feasible << " feasible, " << crossing << " optima leave the region, " << cheaper
+            << " cheaper (or only feasible) under the policy\n";
+  EXPECT_GT(feasible, 25);
+  EXPECT_GE(crossing, 3);
+  EXPECT_GE(cheaper, 3);
 }
 
 // Where no type of the data's region has the memory for a layer, the fastest plan exact reports

@@ -80,6 +80,7 @@ RunPlan FromPlan(const cost::CostModel& model, const PricedPlan& plan) {
   run.cost_usd = plan.cost_usd;
   run.feasible = plan.feasible;
   run.data_region = model.workload().data_region;
+  run.activations_may_cross = model.workload().activations_may_cross;
   for (const PricedStage& s : plan.stages) {
     const config::ResourceType& type = model.cluster().types[s.spec.type];
     run.stages.push_back({s.spec.first, s.spec.last, type.name, type.local_device, s.units,
@@ -130,6 +131,8 @@ absl::StatusOr<RunPlan> ReadRunPlan(absl::string_view json_text, absl::string_vi
   if (root.contains("data_region") && !root["data_region"].is_null()) {
     HETERPS_ASSIGN_OR_RETURN(plan.data_region, Field<std::string>(root, "", "data_region", source));
   }
+  HETERPS_ASSIGN_OR_RETURN(plan.activations_may_cross,
+                           OptionalField(root, "", "activations_may_cross", false, source));
   HETERPS_ASSIGN_OR_RETURN(plan.throughput, OptionalField(root, "", "throughput", 0.0, source));
   HETERPS_ASSIGN_OR_RETURN(plan.throughput_limit,
                            OptionalField(root, "", "throughput_limit", 0.0, source));

@@ -50,6 +50,9 @@ struct RunPlan {
   // The region the plan keeps the data in (`data_region`; empty: none): a job runs it only under
   // the same rule (launcher::CheckResidency).
   std::string data_region;
+  // The plan lets activations leave that region (`activations_may_cross`; cost::Workload): a job
+  // runs it only under the same policy.
+  bool activations_may_cross = false;
   std::vector<RunStage> stages;
   RunServers servers;
 

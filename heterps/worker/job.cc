@@ -172,6 +172,9 @@ absl::StatusOr<sched::RunPlan> PlanFromJson(const base::JsonObject& o) {
   if (o.Has("data_region")) {
     HETERPS_ASSIGN_OR_RETURN(plan.data_region, o.String("data_region"));
   }
+  if (o.Has("activations_may_cross")) {
+    HETERPS_ASSIGN_OR_RETURN(plan.activations_may_cross, o.Bool("activations_may_cross"));
+  }
   HETERPS_ASSIGN_OR_RETURN(std::vector<base::JsonObject> stages, o.Objects("stages"));
   for (const base::JsonObject& stage : stages) {
     HETERPS_ASSIGN_OR_RETURN(sched::RunStage s, StageFromJson(stage));
@@ -328,7 +331,8 @@ std::vector<std::string> JobIdentity(const JobSpec& job) {
       absl::StrCat("seed=", s.tables.seed),
       absl::StrCat("mode=", ConsistencyName(s.mode)),
       absl::StrCat("block_size=", s.block_size),
-      absl::StrCat("data_region=", job.plan.data_region.empty() ? "(none)" : job.plan.data_region)};
+      absl::StrCat("data_region=", job.plan.data_region.empty() ? "(none)" : job.plan.data_region),
+      absl::StrCat("activations_may_cross=", job.plan.activations_may_cross)};
 }
 
 std::string JobToJson(const JobSpec& job) {
@@ -350,6 +354,7 @@ std::string JobToJson(const JobSpec& job) {
                  {"cost_usd", p.cost_usd},
                  {"feasible", p.feasible},
                  {"data_region", p.data_region},
+                 {"activations_may_cross", p.activations_may_cross},
                  {"stages", stages}}},
                {"files", job.files},
                {"settings",

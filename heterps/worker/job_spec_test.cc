@@ -97,6 +97,17 @@ TEST(JobSpecTest, TheDataRegionTravelsAndIsPartOfTheIdentity) {
   JobSpec elsewhere = *back;
   elsewhere.plan.data_region = "us-east-1";
   EXPECT_NE(JobIdentity(elsewhere), JobIdentity(*back));
+  // So is the policy on activations (--activations-may-cross).
+  EXPECT_FALSE(back->plan.activations_may_cross);
+  EXPECT_THAT(JobIdentity(*back), ::testing::Contains("activations_may_cross=0"));
+  f.plan.activations_may_cross = true;
+  auto crossing = MakeJob({f.text, "dlrm-small.yaml", 512}, f.plan, config::ClusterSpec(),
+                          {"a.tsv"}, JobSettings());
+  ASSERT_TRUE(crossing.ok()) << crossing.status();
+  auto crossing_back = ParseJob(JobToJson(*crossing), "job.json");
+  ASSERT_TRUE(crossing_back.ok()) << crossing_back.status();
+  EXPECT_TRUE(crossing_back->plan.activations_may_cross);
+  EXPECT_NE(JobIdentity(*crossing_back), JobIdentity(*back));
 }
 
 TEST(JobSpecTest, TheDefaultBlockSizeFollowsWhereTheStagesRun) {

@@ -98,6 +98,8 @@ def train(plan=None, *, model=None, cluster=None, data=None, job_dir, single_pro
         # A plan made for data kept in a region runs, and is re-planned, under the same rule.
         if plan.data.get("data_region") and "data_region" not in options:
             options["data_region"] = plan.data["data_region"]
+            if plan.data.get("activations_may_cross"):
+                options.setdefault("activations_may_cross", True)
     elif plan is not None:
         args += ["--plan", os.fspath(plan)]
     for flag, spec, name in (("--model", model, "model.yaml"), ("--cluster", cluster, "cluster.yaml")):

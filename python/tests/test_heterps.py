@@ -88,6 +88,13 @@ class PlanTest(unittest.TestCase):
         self.assertAlmostEqual(plan.cost_usd, want["cost_usd"], places=9)
         with self.assertRaisesRegex(ValueError, "region 'mars-1'"):
             heterps.plan(model, cluster, throughput=2e6, data_region="mars-1")
+        crossing = heterps.plan(model, cluster, throughput=2e6, scheduler="exact",
+                                data_region="ap-northeast-1", activations_may_cross=True)
+        self.assertTrue(crossing.data["activations_may_cross"])
+        self.assertFalse(plan.data["activations_may_cross"])
+        self.assertLessEqual(crossing.cost_usd, plan.cost_usd * (1 + 1e-9))
+        with self.assertRaisesRegex(ValueError, "activations_may_cross: needs data_region"):
+            heterps.plan(model, cluster, throughput=2e6, activations_may_cross=True)
 
     def test_an_infeasible_limit_says_why(self):
         plan = heterps.plan(heterps.load_model(MODEL), heterps.load_cluster(LOCAL),
