@@ -12,6 +12,7 @@
 #include "heterps/base/file.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/launcher/cluster_state.h"
+#include "heterps/launcher/planning.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/segment_ledger.h"
 
@@ -438,6 +439,49 @@ TEST(ReplannerTest, AJobWhoseDataIsKeptInARegionStaysThere) {
   EXPECT_THAT(f.Log(), HasSubstr("refused: spot.json: stages[0].type: cpu-spot is in region "
                                  "'eu-west-1', but the data (train.tsv) is kept in region "
                                  "'us-east-1' and nothing derived from it may leave it"));
+}
+
+// Under --activations-may-cross a plan file may put the stages from the first layer past the raw
+// features (dlrm-small: bottom.1) in another region; one made under a rule keeps its policy, one
+// made without a rule is checked stage by stage.
+TEST(CheckResidencyTest, ThePolicyOnActivationsIsKeptAndItsLineHolds) {
+  Fixture f("residency-policy");
+  config::ClusterSpec cluster = f.cluster;
+  for (config::ResourceType& type : cluster.types) {
+    type.region = type.name == "cpu-spot" ? "eu-west-1" : "us-east-1";
+  }
+  auto spec = config::ParseModelSpec(f.model_text, "dlrm-small.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(cost::FirstLayerAwayFromData(*spec), 3);
+  ASSERT_EQ(spec->layers[3].name, "bottom.1");
+  const int last = static_cast<int>(spec->layers.size()) - 1;
+  JobRules rules;
+  rules.data_region = "us-east-1";
+  rules.data_source = "train.tsv";
+  rules.activations_may_cross = true;
+  sched::RunPlan plan;
+  plan.data_region = "us-east-1";
+  plan.activations_may_cross = true;
+  plan.stages = {{0, 2, "cpu-a", "cpu", 1}, {3, last, "cpu-spot", "cpu", 1}};
+  EXPECT_TRUE(CheckResidency(plan, "p.json", *spec, cluster, rules).ok());
+  sched::RunPlan unruled = plan;
+  unruled.data_region.clear();
+  unruled.activations_may_cross = false;
+  EXPECT_TRUE(CheckResidency(unruled, "p.json", *spec, cluster, rules).ok());
+  JobRules strict = rules;
+  strict.activations_may_cross = false;
+  EXPECT_EQ(CheckResidency(plan, "p.json", *spec, cluster, strict).message(),
+            "p.json: activations_may_cross: the plan lets activations leave region 'us-east-1', "
+            "the job does not (--activations-may-cross); run it under the plan's rule, so that "
+            "the job's re-plans keep it too");
+  EXPECT_THAT(CheckResidency(unruled, "p.json", *spec, cluster, strict).message(),
+              HasSubstr("stages[1].type: cpu-spot is in region 'eu-west-1'"));
+  sched::RunPlan early = plan;
+  early.stages = {{0, 1, "cpu-a", "cpu", 1}, {2, last, "cpu-spot", "cpu", 1}};
+  EXPECT_EQ(CheckResidency(early, "p.json", *spec, cluster, rules).message(),
+            "p.json: stages[1].type: cpu-spot is in region 'eu-west-1', but the data (train.tsv) "
+            "is kept in region 'us-east-1' and nothing derived from it may leave it before layer "
+            "'bottom.1' (activations may cross from there on)");
 }
 
 // A re-planner whose prices the test sets.

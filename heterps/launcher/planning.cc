@@ -57,7 +57,8 @@ absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source
         "; run it under the plan's rule, so that the job's re-plans keep it too"));
   }
   if (rules.data_region.empty()) return absl::OkStatus();
-  if (plan.activations_may_cross != rules.activations_may_cross) {
+  // A plan made under a rule keeps its policy too (one made without a rule has none to keep).
+  if (!plan.data_region.empty() && plan.activations_may_cross != rules.activations_may_cross) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": activations_may_cross: the plan ",
         plan.activations_may_cross ? "lets activations leave region '"
