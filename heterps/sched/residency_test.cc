@@ -50,6 +50,18 @@ void LinkRegions(std::mt19937_64& rng, double e_max, config::ClusterSpec* cluste
   }
 }
 
+// A random instance of `first` to `first + span - 1` layers and 3 to 5 types, each type in one of
+// kRegions at random, the regions linked by LinkRegions.
+testing::RandomInstance ThreeRegionInstance(std::mt19937_64& rng, int first, int span) {
+  InstanceShape shape{first + static_cast<int>(rng() % span), 3 + static_cast<int>(rng() % 3),
+                      1 + static_cast<int>(rng() % 6)};
+  auto instance = MakeRandomInstance(rng, shape);
+  for (auto& type : instance.cluster.types) type.region = kRegions[rng() % kRegions.size()];
+  LinkRegions(rng, instance.model.batch_size / instance.workload.throughput_limit,
+              &instance.cluster);
+  return instance;
+}
+
 // Every feasible plan runs its stages and servers in the data's region.
 void ExpectResident(const cost::CostModel& model, const PricedPlan& plan, const std::string& what) {
   if (!plan.feasible) return;
@@ -68,13 +80,8 @@ TEST(ResidencyTest, EverySchedulerKeepsTheJobInTheDataRegionAndExactFindsTheRegi
   std::mt19937_64 rng(4101);
   int feasible = 0, rule_binds = 0, homeless_reported = 0;
   for (int trial = 0; trial < 120; ++trial) {
-    InstanceShape shape{3 + static_cast<int>(rng() % 4), 3 + static_cast<int>(rng() % 3),
-                        1 + static_cast<int>(rng() % 6)};
-    auto instance = MakeRandomInstance(rng, shape);
-    for (auto& type : instance.cluster.types) type.region = kRegions[rng() % kRegions.size()];
-    LinkRegions(rng, instance.model.batch_size / instance.workload.throughput_limit,
-                &instance.cluster);
-    const std::string region = instance.cluster.types[rng() % shape.types].region;
+    auto instance = ThreeRegionInstance(rng, 3, 4);
+    const std::string region = instance.cluster.types[rng() % instance.cluster.types.size()].region;
     const PricedPlan anywhere = Schedule("exact", testing::CostModelOf(instance));
     // The oracle: the same job on the region's types alone, with no rule.
     auto local = instance;
@@ -150,12 +157,7 @@ TEST(LinksTest, ExactEqualsBruteForceWhenPlansCrossRegions) {
   std::mt19937_64 rng(4103);
   int feasible = 0, crossing = 0, links_bind = 0;
   for (int trial = 0; trial < 120; ++trial) {
-    InstanceShape shape{3 + static_cast<int>(rng() % 4), 3 + static_cast<int>(rng() % 3),
-                        1 + static_cast<int>(rng() % 6)};
-    auto instance = MakeRandomInstance(rng, shape);
-    for (auto& type : instance.cluster.types) type.region = kRegions[rng() % kRegions.size()];
-    LinkRegions(rng, instance.model.batch_size / instance.workload.throughput_limit,
-                &instance.cluster);
+    auto instance = ThreeRegionInstance(rng, 3, 4);
     const cost::CostModel model = testing::CostModelOf(instance);
     const std::string trace = "trial " + std::to_string(trial) + "\n" + instance.model_yaml +
                               instance.cluster_yaml;
@@ -321,13 +323,8 @@ TEST(ActivationsMayCrossTest, ExactEqualsBruteForceAndEveryPlanKeepsTheRawStages
   std::mt19937_64 rng(4107);
   int feasible = 0, crossing = 0, cheaper = 0;
   for (int trial = 0; trial < 120; ++trial) {
-    InstanceShape shape{5 + static_cast<int>(rng() % 3), 3 + static_cast<int>(rng() % 3),
-                        1 + static_cast<int>(rng() % 6)};
-    auto instance = MakeRandomInstance(rng, shape);
-    for (auto& type : instance.cluster.types) type.region = kRegions[rng() % kRegions.size()];
-    LinkRegions(rng, instance.model.batch_size / instance.workload.throughput_limit,
-                &instance.cluster);
-    const std::string region = instance.cluster.types[rng() % shape.types].region;
+    auto instance = ThreeRegionInstance(rng, 5, 3);
+    const std::string region = instance.cluster.types[rng() % instance.cluster.types.size()].region;
     // The data's region eight times dearer and egress a thousandth of LinkRegions' (activations
     // are many bytes: at those prices leaving the region seldom pays), so that it pays sometimes.
     for (auto& type : instance.cluster.types) {
