@@ -162,7 +162,7 @@ std::string RenderPlan(const cost::CostModel& model, const sched::PricedPlan& pl
                            WithCommas(plan.throughput), HumanSeconds(plan.job_seconds),
                            base::HumanUsd(plan.cost_usd), base::HumanUsd(plan.cost_per_hour_usd));
     // Across regions: each link's load and time per batch, and the egress (in the cost above).
-    if (!plan.wan.bytes.empty() && !plan.wan.empty()) {
+    if (!plan.wan.empty()) {
       for (const cost::CostModel::LinkUse& use : model.LinkUses(plan.wan)) {
         out += absl::StrFormat("across %s -> %s: %.3g MB and %g messages per batch, %s\n", use.from,
                                use.to, use.bytes / 1e6, use.messages, HumanSeconds(use.seconds));

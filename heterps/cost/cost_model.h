@@ -230,12 +230,16 @@ class CostModel {
   double LinkSeconds(const WanLoad& load) const;
   // sum over links of bytes e_ab: the egress dollars of one batch.
   double EgressUsdPerBatch(const WanLoad& load) const;
+  // The whole job's egress dollars: N / B batches of EgressUsdPerBatch.
+  double JobEgressUsd(const WanLoad& load) const {
+    return workload_.samples / batch_ * EgressUsdPerBatch(load);
+  }
   // One link's share of a load: what crosses it per batch, its seconds and its egress dollars.
   struct LinkUse {
     std::string from, to;
     double bytes = 0, messages = 0, seconds = 0, usd = 0;  // per batch
   };
-  // The links `load` uses, in the order of the regions.
+  // The links `load` uses, in the order of the regions (none for a default-constructed load).
   std::vector<LinkUse> LinkUses(const WanLoad& load) const;
   // "the link from us-east-1 to eu-west-1 (1.2 MB and 4 messages per batch at 1 Gbit/s, 40 ms
   // one way)": the slowest link of `load`, for messages. Empty for an empty load.
@@ -302,6 +306,8 @@ class CostModel {
   // diagonal).
   std::vector<int> link_of_;
   std::vector<double> pull_keys_bytes_;  // prefix sums: 8 B r_l, the keys a pull sends
+  // Seconds per batch of `load` on the link of pair i (an index into link_of_).
+  double LinkTime(const WanLoad& load, size_t i) const;
 
   void BuildPsModel();
   // The parameter servers' figures.

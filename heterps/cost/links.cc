@@ -73,46 +73,42 @@ void CostModel::AddServerLoad(int first, int last, int t, int ps_type, WanLoad* 
   load->messages[c * r + a] += kinds;
 }
 
+double CostModel::LinkTime(const WanLoad& load, size_t i) const {
+  const config::RegionLink& link = cluster_.links[link_of_[i]];
+  return load.bytes[i] / link.bandwidth + load.messages[i] * link.latency;
+}
+
 double CostModel::LinkSeconds(const WanLoad& load) const {
   double slowest = 0;
   for (size_t i = 0; i < link_of_.size(); ++i) {
     if (link_of_[i] < 0 || (load.bytes[i] == 0 && load.messages[i] == 0)) continue;
-    const config::RegionLink& link = cluster_.links[link_of_[i]];
-    slowest = std::max(slowest, load.bytes[i] / link.bandwidth + load.messages[i] * link.latency);
+    slowest = std::max(slowest, LinkTime(load, i));
   }
   return slowest;
 }
 
-std::string CostModel::DescribeSlowestLink(const WanLoad& load) const {
-  double slowest = 0;
-  size_t at = link_of_.size();
-  for (size_t i = 0; i < link_of_.size(); ++i) {
-    if (link_of_[i] < 0 || (load.bytes[i] == 0 && load.messages[i] == 0)) continue;
-    const config::RegionLink& link = cluster_.links[link_of_[i]];
-    const double seconds = load.bytes[i] / link.bandwidth + load.messages[i] * link.latency;
-    if (at == link_of_.size() || seconds > slowest) {
-      slowest = seconds;
-      at = i;
-    }
-  }
-  if (at == link_of_.size()) return "";
-  const config::RegionLink& link = cluster_.links[link_of_[at]];
-  return absl::StrFormat(
-      "the link from %s to %s (%.3g MB and %g messages per batch at %g Gbit/s, %g ms one way)",
-      link.from, link.to, load.bytes[at] / 1e6, load.messages[at], link.bandwidth * 8 / 1e9,
-      link.latency * 1e3);
-}
-
 std::vector<CostModel::LinkUse> CostModel::LinkUses(const WanLoad& load) const {
   std::vector<LinkUse> uses;
-  for (size_t i = 0; i < link_of_.size(); ++i) {
+  for (size_t i = 0; i < link_of_.size() && i < load.bytes.size(); ++i) {
     if (link_of_[i] < 0 || (load.bytes[i] == 0 && load.messages[i] == 0)) continue;
     const config::RegionLink& link = cluster_.links[link_of_[i]];
-    uses.push_back({link.from, link.to, load.bytes[i], load.messages[i],
-                    load.bytes[i] / link.bandwidth + load.messages[i] * link.latency,
+    uses.push_back({link.from, link.to, load.bytes[i], load.messages[i], LinkTime(load, i),
                     load.bytes[i] * link.egress_per_byte});
   }
   return uses;
+}
+
+std::string CostModel::DescribeSlowestLink(const WanLoad& load) const {
+  const std::vector<LinkUse> uses = LinkUses(load);
+  const auto slowest =
+      std::max_element(uses.begin(), uses.end(),
+                       [](const LinkUse& a, const LinkUse& b) { return a.seconds < b.seconds; });
+  if (slowest == uses.end()) return "";
+  const config::RegionLink& link = *cluster_.FindLink(slowest->from, slowest->to);
+  return absl::StrFormat(
+      "the link from %s to %s (%.3g MB and %g messages per batch at %g Gbit/s, %g ms one way)",
+      link.from, link.to, slowest->bytes / 1e6, slowest->messages, link.bandwidth * 8 / 1e9,
+      link.latency * 1e3);
 }
 
 double CostModel::EgressUsdPerBatch(const WanLoad& load) const {

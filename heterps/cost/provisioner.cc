@@ -12,6 +12,17 @@ namespace {
 
 double Gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
+// The types the plan's servers may run on, each tried across regions: those that may hold them
+// where they are priced, else -1 (none).
+std::vector<int> ServerTypes(const CostModel& model) {
+  if (!model.prices_ps()) return {-1};
+  std::vector<int> types;
+  for (int t = 0; t < model.num_types(); ++t) {
+    if (model.HostsPs(t)) types.push_back(t);
+  }
+  return types;
+}
+
 // The first constraint the plan fails even at its most generous provisioning.
 Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages,
                       const std::vector<double>& x) {
@@ -94,19 +105,10 @@ Infeasibility Explain(const CostModel& model, absl::Span<const StageSpec> stages
     // The plan's links with the servers where they load them least.
     WanLoad best;
     double fastest = kInfinity;
-    std::vector<int> server_types;
-    for (int t = 0; t < model.num_types(); ++t) {
-      if (model.prices_ps() && model.HostsPs(t)) server_types.push_back(t);
-    }
+    std::vector<int> server_types = ServerTypes(model);
     if (server_types.empty()) server_types.push_back(-1);
     for (int p : server_types) {
-      WanLoad load = model.NoWanLoad();
-      for (size_t s = 0; s < stages.size(); ++s) {
-        if (s > 0) {
-          model.AddBoundaryLoad(stages[s - 1].last, stages[s - 1].type, stages[s].type, &load);
-        }
-        model.AddServerLoad(stages[s].first, stages[s].last, stages[s].type, p, &load);
-      }
+      WanLoad load = PlanWanLoad(model, stages, p);
       if (const double seconds = model.LinkSeconds(load); seconds < fastest) {
         fastest = seconds;
         best = std::move(load);
@@ -192,25 +194,9 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
   // traffic too; the servers' region moves the plan's traffic, so each type that may hold them
   // is tried, not only the cheapest (docs/cost_model.md, "Links between regions").
   const bool wan = model.num_regions() > 1;
-  WanLoad boundaries = model.NoWanLoad();
-  for (size_t s = 1; wan && s < n; ++s) {
-    model.AddBoundaryLoad(stages[s - 1].last, stages[s - 1].type, stages[s].type, &boundaries);
-  }
-  std::vector<int> server_types;
-  if (model.prices_ps()) {
-    for (int t = 0; t < model.num_types(); ++t) {
-      if (model.HostsPs(t)) server_types.push_back(t);
-    }
-  } else {
-    server_types.push_back(-1);
-  }
-  const auto load_with = [&](int ps_type) {
-    WanLoad load = boundaries;
-    for (size_t s = 0; wan && s < n; ++s) {
-      model.AddServerLoad(stages[s].first, stages[s].last, stages[s].type, ps_type, &load);
-    }
-    return load;
-  };
+  const std::vector<int> server_types = wan ? ServerTypes(model) : std::vector<int>();
+  std::vector<WanLoad> loads;  // [i]: the plan's traffic with the servers on server_types[i]
+  for (int p : server_types) loads.push_back(PlanWanLoad(model, stages, p));
   // Where the plan is cheapest at bottleneck e: as `candidate` below, with each server type's
   // links and egress.
   const auto consider = [&](double e, double rate, double bottleneck, const PsServers& ps,
@@ -218,8 +204,7 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
     const double link = model.LinkSeconds(load);
     if (link > e) return;  // the links' own bottleneck is a candidate of its own
     bottleneck = std::max(bottleneck, link);
-    const double egress =
-        model.workload().samples / model.batch() * model.EgressUsdPerBatch(load);
+    const double egress = model.JobEgressUsd(load);
     const double cost = model.JobCost(bottleneck, rate) + egress;
     const bool better =
         cost < best.cost_usd || (cost == best.cost_usd && bottleneck < best.bottleneck_seconds);
@@ -248,7 +233,8 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
           std::max(bottleneck, CostModel::ExecSeconds(x[s], model.type(t).dp_loss, units[s]));
     }
     if (wan) {
-      for (int p : server_types) {
+      for (size_t i = 0; i < server_types.size(); ++i) {
+        const int p = server_types[i];
         PsServers ps;
         if (p >= 0) {
           const int64_t shards = model.MinPsShards(p, e, model.type(p).units - used[p]);
@@ -256,7 +242,7 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
           ps = model.Ps(p, shards);
         }
         consider(e, rate + ps.usd_per_hour, std::max(bottleneck, ps.seconds_per_batch), ps,
-                 load_with(p));
+                 loads[i]);
       }
       return;
     }
@@ -284,8 +270,8 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
   }
   // Bottlenecks where a link is the slowest: between two candidates the units are those of the
   // lower one, so the link's own time is where such a plan is cheapest.
-  for (size_t i = 0; wan && possible && i < server_types.size(); ++i) {
-    const double link = model.LinkSeconds(load_with(server_types[i]));
+  for (size_t i = 0; possible && i < loads.size(); ++i) {
+    const double link = model.LinkSeconds(loads[i]);
     if (link >= floor && link <= e_max) candidate(link);
   }
   if (!best.feasible) {
@@ -300,6 +286,17 @@ Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stage
   best.throughput = model.batch() / best.bottleneck_seconds;
   best.job_seconds = model.JobSeconds(best.bottleneck_seconds);
   return best;
+}
+
+WanLoad PlanWanLoad(const CostModel& model, absl::Span<const StageSpec> stages, int ps_type) {
+  WanLoad load = model.NoWanLoad();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (s > 0) {
+      model.AddBoundaryLoad(stages[s - 1].last, stages[s - 1].type, stages[s].type, &load);
+    }
+    model.AddServerLoad(stages[s].first, stages[s].last, stages[s].type, ps_type, &load);
+  }
+  return load;
 }
 
 }  // namespace heterps::cost

@@ -62,6 +62,11 @@ struct Provisioning {
 // Provisions `stages` (consecutive, covering every layer once, in order) exactly.
 Provisioning Provision(const CostModel& model, absl::Span<const StageSpec> stages);
 
+// What the plan of `stages` sends across the links between regions per batch with its parameter
+// servers on `ps_type` (-1: none): every boundary between stages and every stage's traffic with
+// the servers (docs/cost_model.md, "Links between regions").
+WanLoad PlanWanLoad(const CostModel& model, absl::Span<const StageSpec> stages, int ps_type);
+
 // "emb..top.2 on t4": the stage's layers and type, for messages and tables.
 std::string DescribeStage(const CostModel& model, const StageSpec& stage);
 

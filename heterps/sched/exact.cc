@@ -40,6 +40,7 @@
 #include "absl/strings/string_view.h"
 #include "heterps/base/deadline.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/cost/provisioner.h"
 #include "heterps/sched/local_search.h"
 #include "heterps/sched/schedulers.h"
 
@@ -92,10 +93,6 @@ class ExactSearch {
     return model_.JobCost(cand_[lo], std::max(s + PsRate(cand_[hi]), v));
   }
   double Price(int t) const { return model_.type(t).price_per_hour; }
-  // The job's egress dollars for a plan's traffic across links.
-  double EgressUsd(const cost::WanLoad& load) const {
-    return model_.workload().samples / model_.batch() * model_.EgressUsdPerBatch(load);
-  }
   double G(int i, int prev) const { return g_[i * (num_types_ + 1) + prev]; }
 
   void BuildStageTable();
@@ -214,8 +211,6 @@ class ExactSearch {
   Servers dfs_servers_;
   double dfs_link_limit_ = 0, dfs_usd_per_rate_ = 0;
   cost::WanLoad dfs_load_;
-  // The traffic `assignment` sends across links with the servers on `ps_type`.
-  cost::WanLoad LoadOf(const std::vector<int>& assignment, int ps_type) const;
   // Where set, FitMultipliers adds the distinct plans of its dynamic programs that fit the
   // units (RelaxedAt).
   std::vector<std::vector<int>>* collect_ = nullptr;
@@ -377,11 +372,12 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
   if (i == num_layers_) {
     // Across regions the plan's value is its own: its links may set a bottleneck above dfs_e_,
     // and its egress is paid per byte.
-    const double value =
-        wan_ ? (model_.JobCost(std::max(dfs_e_, model_.LinkSeconds(dfs_load_)),
-                               cost + dfs_servers_.rate) +
-                EgressUsd(dfs_load_)) / dfs_usd_per_rate_ - dfs_servers_.rate
-             : cost;
+    const double value = wan_ ? (model_.JobCost(std::max(dfs_e_, model_.LinkSeconds(dfs_load_)),
+                                                cost + dfs_servers_.rate) +
+                                 model_.JobEgressUsd(dfs_load_)) /
+                                        dfs_usd_per_rate_ -
+                                    dfs_servers_.rate
+                              : cost;
     // The children's bounds let through only plans that beat the incumbent; checked again here.
     if (!(value < dfs_best_ * kStrictly)) return;
     dfs_best_ = value;
@@ -429,7 +425,7 @@ void ExactSearch::Dfs(int i, int prev, double cost) {
         if (i > 0) model_.AddBoundaryLoad(i - 1, prev, t, &load);
         model_.AddServerLoad(i, j, t, dfs_servers_.type, &load);
         if (model_.LinkSeconds(load) > dfs_link_limit_) continue;
-        bound += EgressUsd(load) / dfs_usd_per_rate_;
+        bound += model_.JobEgressUsd(load) / dfs_usd_per_rate_;
       }
       if (bound < dfs_best_ * kStrictly) children.push_back({bound, j, t, k, std::move(load)});
     }
@@ -557,16 +553,6 @@ double ExactSearch::FitMultipliers(double relaxed) {
   return std::max(best, relaxed);
 }
 
-cost::WanLoad ExactSearch::LoadOf(const std::vector<int>& assignment, int ps_type) const {
-  cost::WanLoad load = model_.NoWanLoad();
-  const std::vector<cost::StageSpec> stages = StagesOf(assignment);
-  for (size_t s = 0; s < stages.size(); ++s) {
-    if (s > 0) model_.AddBoundaryLoad(stages[s - 1].last, stages[s - 1].type, stages[s].type, &load);
-    model_.AddServerLoad(stages[s].first, stages[s].last, stages[s].type, ps_type, &load);
-  }
-  return load;
-}
-
 void ExactSearch::Consider(const std::vector<int>& assignment) {
   PricedPlan plan = PricePlan(model_, assignment);
   ++evaluated_;
@@ -602,7 +588,8 @@ ExactSearch::Outcome ExactSearch::Evaluate(double e_lo, double e_hi, bool first_
     const double budget = best_.feasible ? best_.cost_usd / c - servers.rate : kInfinity;
     if (!(s < budget * kStrictly) || timed_out_) break;  // nor can any dearer choice
     const UnitsAside aside(units_, servers);
-    if (WithinUnits(relaxed, e_hi) && (!wan_ || LoadOf(relaxed, servers.type).empty())) {
+    if (WithinUnits(relaxed, e_hi) &&
+        (!wan_ || cost::PlanWanLoad(model_, StagesOf(relaxed), servers.type).empty())) {
       // The stages' cheapest plan beside the cheapest servers that leave room for it (and, across
       // regions, sends nothing over a link: else a dearer plan that stays home may cost less).
       Consider(relaxed);

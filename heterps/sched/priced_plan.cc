@@ -139,7 +139,7 @@ std::string PlanToJson(const cost::CostModel& model, const PricedPlan& plan) {
   root["parameter_servers"] = ps;
   // Across regions: each link the plan uses, and the job's egress.
   json links = json::array();
-  if (plan.feasible && !plan.wan.bytes.empty()) {
+  if (plan.feasible) {
     const double batches = model.workload().samples / model.batch();
     for (const cost::CostModel::LinkUse& use : model.LinkUses(plan.wan)) {
       links.push_back({{"from", use.from},
