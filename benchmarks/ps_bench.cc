@@ -30,7 +30,8 @@
 //    memory, pulled in batches of uniformly random keys (about three in four miss); misses per
 //    second against RocksDB's own API doing the same to a database opened with the tier's
 //    options, holding as many rows of the same size: per batch, as many rows read with one
-//    MultiGet, deleted, and as many others written back (the spills), in one write batch.
+//    MultiGet and as many others written back (the spills) in one write batch, as the tier does
+//    (it deletes nothing: a row brought back keeps its copy in the store until its next spill).
 //    Target: >= 0.7.
 // 6. The client's key plan (ps::PlanKeys: a batch's distinct keys per server and where each
 //    position finds its key, the first thing every pull and push does) against the same plan
@@ -202,9 +203,10 @@ std::string KeyBytes(uint64_t key) {  // big-endian, as the tier stores keys
 
 // RocksDB alone doing what the tier's misses do to it, as cheaply as its API allows: a database
 // opened with the tier's options (ps::SetColdStoreOptions) in `dir` holds `stored` of `rows` keys
-// with values of `value_bytes`; per batch, each of f.threads threads reads `misses` stored keys
-// with one MultiGet (sorted) and, in one write batch, deletes them and writes as many keys that
-// were not stored (the rows a full memory spills).
+// with values of `value_bytes` (the cold rows); per batch, each of f.threads threads reads `misses`
+// cold keys with one MultiGet (sorted) and, in one write batch, writes as many resident keys (the
+// rows a full memory spills: already stored where the tier has read them before, as it keeps a
+// row's copy, or new), and the two sets swap those keys.
 class RocksDbMisses {
  public:
   // Opens and fills the database, and waits for its flushes and compactions.
@@ -226,16 +228,16 @@ class RocksDbMisses {
       }
       Check(db_->Write(write_, &batch), "rocksdb fill");
     }
-    // Thread t owns the keys k with k % threads == t: those stored, and those not.
+    // Thread t owns the keys k with k % threads == t: the cold ones (stored), and the resident.
     owned_.resize(f.threads);
     for (int64_t k = 0; k < rows; ++k) {
       Keys& keys = owned_[k % f.threads];
       keys.state = 7919 * static_cast<uint64_t>(k % f.threads) + 1;
-      (k < stored ? keys.stored : keys.absent).push_back(static_cast<uint64_t>(k));
+      (k < stored ? keys.cold : keys.resident).push_back(static_cast<uint64_t>(k));
     }
     for (const Keys& keys : owned_) {
-      if (keys.stored.size() < static_cast<size_t>(misses) ||
-          keys.absent.size() < static_cast<size_t>(misses)) {
+      if (keys.cold.size() < static_cast<size_t>(misses) ||
+          keys.resident.size() < static_cast<size_t>(misses)) {
         std::fprintf(stderr, "ps_bench: too few rows for the RocksDB reference\n");
         std::exit(1);
       }
@@ -257,7 +259,7 @@ class RocksDbMisses {
             f_.threads, seconds, [](uint64_t& s) { return s; },
             [&](int t, const std::vector<uint64_t>&) {
               Keys& keys = owned_[t];
-              // `misses` stored keys and as many absent ones, each chosen at random and moved to
+              // `misses` cold keys and as many resident ones, each chosen at random and moved to
               // the end of its list (a partial Fisher-Yates shuffle), then swapped between the
               // lists.
               const auto pick = [&](std::vector<uint64_t>& from) {
@@ -266,10 +268,10 @@ class RocksDbMisses {
                   std::swap(from[SplitMix(keys.state) % (last + 1)], from[last]);
                 }
               };
-              pick(keys.stored);
-              pick(keys.absent);
-              std::vector<uint64_t> read(keys.stored.end() - misses, keys.stored.end());
-              std::vector<uint64_t> written(keys.absent.end() - misses, keys.absent.end());
+              pick(keys.cold);
+              pick(keys.resident);
+              std::vector<uint64_t> read(keys.cold.end() - misses, keys.cold.end());
+              std::vector<uint64_t> written(keys.resident.end() - misses, keys.resident.end());
               std::sort(read.begin(), read.end());
               std::sort(written.begin(), written.end());
               std::vector<std::string> key_bytes(misses);
@@ -288,12 +290,11 @@ class RocksDbMisses {
                 if (values[i].size() != value_bytes_) {
                   Check(rocksdb::Status::Corruption(), "value");
                 }
-                Check(batch.Delete(slices[i]), "rocksdb delete");
               }
               for (uint64_t k : written) Check(batch.Put(KeyBytes(k), value), "rocksdb put");
               Check(db_->Write(write_, &batch), "rocksdb write");
-              std::swap_ranges(keys.stored.end() - misses, keys.stored.end(),
-                               keys.absent.end() - misses);
+              std::swap_ranges(keys.cold.end() - misses, keys.cold.end(),
+                               keys.resident.end() - misses);
             }) /
         kBatch;
     return batches * misses;
@@ -301,7 +302,7 @@ class RocksDbMisses {
 
  private:
   struct Keys {
-    std::vector<uint64_t> stored, absent;
+    std::vector<uint64_t> cold, resident;  // as the tier would hold them
     uint64_t state;  // the thread's random stream
   };
   const Flags& f_;
@@ -724,7 +725,7 @@ int main(int argc, char** argv) {
     absl::StrAppendFormat(
         &table,
         "| SSD tier's misses, 4x over budget, uniform keys, %.1f%% of accesses miss | %.3g "
-        "misses/s | RocksDB alone (MultiGet, delete, write back), %.3g/s; turns taken, the "
+        "misses/s | RocksDB alone (MultiGet, write back), %.3g/s; turns taken, the "
         "median turn's ratio | %.2f | >= 0.70 |\n",
         100 * uniform_miss_rate, tier_misses, rocksdb_misses, misses_ratio);
   }

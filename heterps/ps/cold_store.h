@@ -57,26 +57,8 @@ class ColdStore {
     return rows;
   }
   virtual absl::Status Delete(uint64_t key) = 0;
-  // Deletes every one of `keys` (a key not stored is no error); on an error, none of them is
-  // deleted. RocksDB writes them as one batch, which is atomic; this default deletes them one by
-  // one and puts back what it deleted when one fails (so it keeps the promise only where those
-  // puts succeed: a store that can fail both ways overrides it).
-  virtual absl::Status DeleteMany(absl::Span<const uint64_t> keys) {
-    std::vector<std::pair<uint64_t, std::string>> deleted;
-    for (uint64_t key : keys) {
-      absl::StatusOr<std::optional<std::string>> row = Get(key);
-      absl::Status status = row.status();
-      if (status.ok()) status = Delete(key);
-      if (status.ok()) {
-        if (row->has_value()) deleted.emplace_back(key, **std::move(row));
-        continue;
-      }
-      for (const auto& [old_key, bytes] : deleted) status.Update(Put(old_key, bytes));
-      return status;
-    }
-    return absl::OkStatus();
-  }
-  // Visits every stored row in key order; stops at the first error `visit` returns.
+  // Visits every stored row in key order, as of the call (a snapshot; `visit` may call the store
+  // or take locks held around its calls); stops at the first error `visit` returns.
   virtual absl::Status ForEach(
       const std::function<absl::Status(uint64_t, absl::string_view)>& visit) = 0;
   // Removes every row.
@@ -102,10 +84,16 @@ class MemoryColdStore : public ColdStore {
     rows_.erase(key);
     return absl::OkStatus();
   }
+  // Visits a snapshot, as RocksDB's iterator does, without the lock held (so that `visit` may
+  // take locks that are held around this store's other calls).
   absl::Status ForEach(
       const std::function<absl::Status(uint64_t, absl::string_view)>& visit) override {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [key, bytes] : rows_) {
+    std::map<uint64_t, std::string> rows;
+    {
+      absl::MutexLock lock(&mu_);
+      rows = rows_;
+    }
+    for (const auto& [key, bytes] : rows) {
       absl::Status s = visit(key, bytes);
       if (!s.ok()) return s;
     }

@@ -113,16 +113,6 @@ absl::StatusOr<std::vector<std::optional<std::string>>> RocksDbColdStore::GetMan
   return rows;
 }
 
-absl::Status RocksDbColdStore::DeleteMany(absl::Span<const uint64_t> keys) {
-  rocksdb::WriteBatch batch;
-  for (uint64_t key : keys) {
-    rocksdb::Status s = batch.Delete(KeyBytes(key));
-    if (!s.ok()) return impl_->Error("delete", s);
-  }
-  rocksdb::Status s = impl_->db->Write(impl_->write, &batch);
-  return s.ok() ? absl::OkStatus() : impl_->Error("delete", s);
-}
-
 absl::Status RocksDbColdStore::Delete(uint64_t key) {
   rocksdb::Status s = impl_->db->Delete(impl_->write, KeyBytes(key));
   return s.ok() ? absl::OkStatus() : impl_->Error("delete", s);

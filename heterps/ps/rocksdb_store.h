@@ -44,8 +44,6 @@ class RocksDbColdStore : public ColdStore {
   absl::StatusOr<std::vector<std::optional<std::string>>> GetMany(
       absl::Span<const uint64_t> keys) override;
   absl::Status Delete(uint64_t key) override;
-  // One write batch.
-  absl::Status DeleteMany(absl::Span<const uint64_t> keys) override;
   absl::Status ForEach(
       const std::function<absl::Status(uint64_t, absl::string_view)>& visit) override;
   absl::Status Clear() override;

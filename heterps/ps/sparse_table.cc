@@ -264,6 +264,7 @@ struct SparseTable::Shard {
   }
   void Insert(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     index.Insert(MixKey(MetaOf(slot).key()), slot);
+    stats.shard_rows_peak = std::max(stats.shard_rows_peak, static_cast<int64_t>(index.size()));
   }
   void Erase(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     index.Erase(MixKey(MetaOf(slot).key()), slot);
@@ -377,8 +378,8 @@ absl::Status SparseTable::BringBack(Shard& shard, absl::Span<const uint64_t> key
   }
   // Room first: the shard's oldest rows spilled so that it stays within its share with these.
   if (!found.empty()) HETERPS_RETURN_IF_ERROR(EnforceBudget(shard, found.size()));
-  // Into memory, then out of the store once all are in, so that a failure on either side leaves
-  // each row in the store alone.
+  // Into memory, where the index hides their copies in the store from now on; a failure takes
+  // those already in out again, so that each row stays in the store alone.
   std::vector<uint32_t> slots;
   const auto undo = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (uint32_t slot : slots) {
@@ -386,7 +387,6 @@ absl::Status SparseTable::BringBack(Shard& shard, absl::Span<const uint64_t> key
       shard.free_slots.push_back(slot);
     }
   };
-  std::vector<uint64_t> back;
   for (size_t i : found) {
     absl::StatusOr<uint32_t> slot = Allocate(shard);
     absl::Status status = slot.status();
@@ -403,17 +403,10 @@ absl::Status SparseTable::BringBack(Shard& shard, absl::Span<const uint64_t> key
     meta.set_key(missing[i]);
     meta.last_seen = Tick(now);
     shard.Insert(*slot);
-    back.push_back(missing[i]);
     slots.push_back(*slot);
   }
-  if (!back.empty()) {
-    if (absl::Status deleted = cold_->DeleteMany(back); !deleted.ok()) {
-      undo();
-      return deleted;
-    }
-  }
-  shard.stats.cold_rows -= static_cast<int64_t>(back.size());
-  for (uint64_t key : back) marks->emplace(key, true);
+  shard.stats.cold_rows -= static_cast<int64_t>(found.size());
+  for (size_t i : found) marks->emplace(missing[i], true);
   // Keys in neither tier: their first touch creates the row without asking the store again.
   for (size_t i = 0; i < missing.size(); ++i) {
     if (!rows[i].has_value()) marks->emplace(missing[i], false);
@@ -450,8 +443,7 @@ absl::StatusOr<uint32_t> SparseTable::Touch(Shard& shard, uint64_t key, uint64_t
   float* data = shard.Slot(slot);
   Meta& meta = shard.MetaOf(slot);
   if (cold.has_value()) {
-    absl::Status decoded = Decode(*cold, stride(), data, &meta);
-    if (decoded.ok()) decoded = cold_->Delete(key);
+    absl::Status decoded = Decode(*cold, stride(), data, &meta);  // the store keeps its copy
     if (!decoded.ok()) {
       shard.free_slots.push_back(slot);
       return decoded;
@@ -489,7 +481,8 @@ absl::Status SparseTable::EnforceBudget(Shard& shard,
   std::nth_element(by_age.begin(), by_age.begin() + spill, by_age.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   // Written in batches of rows in key order (a batch's memtable inserts each start where the last
-  // ended); a row leaves memory once its batch is stored.
+  // ended), each replacing the row's stale copy where the store has one; a row leaves memory once
+  // its batch is stored.
   std::vector<std::pair<uint64_t, uint32_t>> by_key(spill);
   for (size_t i = 0; i < spill; ++i) {
     by_key[i] = {shard.MetaOf(by_age[i].second).key(), by_age[i].second};
@@ -695,6 +688,12 @@ bool SparseTable::ReadResident(uint64_t key, float* value, float* state, int64_t
   return true;
 }
 
+bool SparseTable::Resident(uint64_t key) {
+  Shard& shard = ShardOf(key);
+  absl::MutexLock lock(&shard.mu);
+  return shard.Find(key).has_value();
+}
+
 // As Insert does for a row it finds in memory: the floats and the update count replaced, the
 // access count kept, the row seen now.
 absl::StatusOr<bool> SparseTable::OverwriteResident(uint64_t key, const float* value,
@@ -732,11 +731,9 @@ absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
   std::optional<uint32_t> slot = shard.Find(key);
   if (!slot.has_value()) {
     if (cold_ != nullptr) {
+      // A row in the store alone is cold no more (its copy there, stale, stays hidden).
       HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes, cold_->Get(key));
-      if (bytes.has_value()) {
-        HETERPS_RETURN_IF_ERROR(cold_->Delete(key));
-        --shard.stats.cold_rows;
-      }
+      if (bytes.has_value()) --shard.stats.cold_rows;
     }
     HETERPS_ASSIGN_OR_RETURN(slot, Allocate(shard));
     shard.MetaOf(*slot).set_key(key);
@@ -773,6 +770,7 @@ absl::Status SparseTable::ForEachRow(
   if (cold_ == nullptr) return absl::OkStatus();
   std::vector<float> floats(stride);
   return cold_->ForEach([&](uint64_t key, absl::string_view bytes) -> absl::Status {
+    if (Resident(key)) return absl::OkStatus();  // a stale copy: the row was visited in memory
     Meta meta;
     HETERPS_RETURN_IF_ERROR(Decode(bytes, stride, floats.data(), &meta));
     return visit(key, make(floats.data(), meta));
@@ -801,6 +799,7 @@ SparseTableStats SparseTable::Stats() const {
     total.hits += shard->stats.hits;
     total.misses += shard->stats.misses;
     total.spills += shard->stats.spills;
+    total.shard_rows_peak = std::max(total.shard_rows_peak, shard->stats.shard_rows_peak);
   }
   total.memory_bytes = total.memory_rows * SlotBytes();
   return total;

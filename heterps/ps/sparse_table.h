@@ -15,9 +15,11 @@
 // ahead (docs/ps.md). When a shard's resident rows exceed its share of `memory_budget_bytes`, its
 // least recently used rows (by a logical clock of accesses) move to the cold store until the
 // shard is at 90% of its share; touching a cold row brings it back (a batch's cold rows of one lock
-// shard together, in one read and one delete of the cold store). A row is never in both tiers
-// at once, and the table answers exactly as if every row were in memory (tested against a
-// reference model).
+// shard together, in one read of the cold store). A row brought back keeps its copy in the store,
+// stale from its next update on and never read while the row is resident (the index wins); its
+// next spill overwrites it. So a miss costs the store one read and a spill one write, and nothing
+// is deleted (the store holds at most every row of the table). The table answers exactly as if
+// every row were in memory (tested against a reference model).
 //
 // Thread safety: every method may be called concurrently.
 #pragma once
@@ -54,11 +56,14 @@ struct RowData {
 struct SparseTableStats {
   int64_t memory_rows = 0;
   int64_t memory_bytes = 0;  // bytes of resident row slots (value, state, statistics)
-  int64_t cold_rows = 0;
+  int64_t cold_rows = 0;     // rows in the cold store alone (not counting resident rows' copies)
   int64_t created = 0;  // rows created by the initializer
   int64_t hits = 0;     // accesses served from memory
   int64_t misses = 0;   // accesses that brought a row back from the cold store
   int64_t spills = 0;   // rows moved memory -> cold store
+  // The most rows one lock shard has held at once: its share of the budget in rows, plus the one
+  // a touch creates before the spill it causes.
+  int64_t shard_rows_peak = 0;
 };
 
 class SparseTable {
@@ -91,8 +96,8 @@ class SparseTable {
   absl::Status Clear();
   // Writes a row (replacing any), e.g. when a checkpoint is loaded.
   absl::Status Insert(uint64_t key, const RowData& row);
-  // Visits every row of both tiers (memory rows in no particular order, then
-  // cold rows). The table must not change meanwhile.
+  // Visits every row once, from the tier that holds it (memory rows in no particular order, then
+  // cold rows in key order). The table must not change meanwhile.
   absl::Status ForEachRow(const std::function<absl::Status(uint64_t, const RowData&)>& visit);
 
   SparseTableStats Stats() const;
@@ -121,6 +126,8 @@ class SparseTable {
   // one search, no copy in between (Lookup and Insert are the path for the others). False where
   // `key` has no row in memory.
   bool ReadResident(uint64_t key, float* value, float* state, int64_t* steps);
+  // Whether `key` has a row in memory (taking its shard.mu).
+  bool Resident(uint64_t key);
   absl::StatusOr<bool> OverwriteResident(uint64_t key, const float* value, const float* state,
                                          int64_t steps);
   // The rest run with shard.mu held.
@@ -128,9 +135,9 @@ class SparseTable {
   // brought it); false, in neither tier (its first touch creates the row without asking the
   // store).
   using ColdMarks = absl::flat_hash_map<uint64_t, bool>;
-  // Brings the cold rows among keys[group[0..size)] back into memory together (one GetMany, one
-  // DeleteMany; at most the rows the shard keeps after a spill, room made for them first), seen
-  // at `now`, and marks the keys; on an error, leaves every row where it was.
+  // Brings the cold rows among keys[group[0..size)] back into memory together (one GetMany; at
+  // most the rows the shard keeps after a spill, room made for them first), seen at `now`, and
+  // marks the keys; on an error, leaves every row where it was.
   absl::Status BringBack(Shard& shard, absl::Span<const uint64_t> keys, const uint32_t* group,
                          size_t size, uint64_t now, ColdMarks* marks);
   // The slot of `key`: resident, brought back from the cold store, or created; its last access
