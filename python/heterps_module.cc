@@ -296,24 +296,29 @@ PYBIND11_MODULE(_core, m) {
       "pareto",
       [](const Model& model, const Cluster& cluster, double throughput, double start, int points,
          const std::string& scheduler, double time_limit, uint64_t seed, double samples,
-         const std::string& data_region) {
+         const std::string& data_region, bool activations_may_cross) {
         if (points < 2) throw py::value_error("points: at least 2");
+        if (activations_may_cross && data_region.empty()) {
+          throw py::value_error("activations_may_cross: needs data_region");
+        }
         if (!(throughput > 0)) throw py::value_error("throughput: must be positive");
         const double from = start > 0 ? start : throughput / 100;
         if (!(from < throughput)) throw py::value_error("start: must be below throughput");
         std::vector<Plan> frontier;
         for (int i = 0; i < points; ++i) {
           const double limit = from * std::pow(throughput / from, i / double(points - 1));
-          frontier.push_back(MakePlan(Schedule(model, cluster,
-                                               {limit, samples, scheduler, time_limit, seed, 0,
-                                                std::string(), data_region, false})));
+          frontier.push_back(
+              MakePlan(Schedule(model, cluster,
+                                {limit, samples, scheduler, time_limit, seed, 0, std::string(),
+                                 data_region, activations_may_cross})));
         }
         return frontier;
       },
       py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("throughput"),
       py::arg("start") = 0.0, py::arg("points") = 10, py::arg("scheduler") = "auto",
       py::arg("time_limit") = 10.0, py::arg("seed") = 1, py::arg("samples") = 4373472329.0,
-      py::arg("data_region") = "",
+      py::arg("data_region") = "", py::arg("activations_may_cross") = false,
       "The cheapest plan at `points` limits spaced geometrically from `start` (default: "
-      "throughput / 100) to `throughput`: the cost/throughput frontier");
+      "throughput / 100) to `throughput`: the cost/throughput frontier; `data_region` and "
+      "`activations_may_cross` as plan's");
 }

@@ -49,12 +49,12 @@ class ManualScheduler : public Scheduler {
   absl::string_view name() const override { return "manual"; }
   absl::StatusOr<PricedPlan> Schedule(const CostModel& model, const SchedulerOptions&) override {
     base::Deadline clock(0);
-    const bool has_gpu = HasKind(model, config::DeviceKind::kGpu);
-    const bool has_cpu = HasKind(model, config::DeviceKind::kCpu);
     std::vector<int> assignment(model.num_layers());
     for (int l = 0; l < model.num_layers(); ++l) {
       const bool sparse_side = model.layer(l).sparse ||
                                model.model().layers[l].kind == config::LayerKind::kInput;
+      const bool has_gpu = HasKind(model, l, config::DeviceKind::kGpu);
+      const bool has_cpu = HasKind(model, l, config::DeviceKind::kCpu);
       config::DeviceKind want = sparse_side ? (has_cpu ? config::DeviceKind::kCpu
                                                        : config::DeviceKind::kGpu)
                                             : (has_gpu ? config::DeviceKind::kGpu
@@ -73,10 +73,11 @@ class ManualScheduler : public Scheduler {
   }
 
  private:
-  // Whether a type of `kind` may run the job (one in the data's region, under a residency rule).
-  static bool HasKind(const CostModel& model, config::DeviceKind kind) {
+  // Whether a type of `kind` may run layer l (under a residency rule, one in the data's region,
+  // or anywhere past the raw features where activations may cross: CostModel::MayRun).
+  static bool HasKind(const CostModel& model, int l, config::DeviceKind kind) {
     for (int t = 0; t < model.num_types(); ++t) {
-      if (model.InDataRegion(t) && model.type(t).kind == kind) return true;
+      if (model.MayRun(l, t) && model.type(t).kind == kind) return true;
     }
     return false;
   }

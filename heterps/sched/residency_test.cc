@@ -273,6 +273,23 @@ TEST(ResidencyTest, AJobOnlyAnotherRegionCouldServeIsInfeasibleAndSaysWhy) {
   EXPECT_EQ(nlohmann::json::parse(PlanToJson(ruled, exact))["activations_may_cross"], false);
 }
 
+// The manual baseline (the sparse side on CPUs, the dense side on GPUs) offers the dense layers
+// another region's GPU where activations may cross, and only past the line.
+TEST(ActivationsMayCrossTest, TheManualBaselineTakesAnotherRegionsGpuPastTheLine) {
+  const PricedPlan home = Schedule("manual", ModelOf(kCluster, 1e3, "eu-west-1"));
+  ASSERT_TRUE(home.feasible) << home.why.message;
+  ASSERT_EQ(home.stages.size(), 1u);
+  EXPECT_EQ(home.stages[0].spec.type, 0);
+  const cost::CostModel may_cross = ModelOf(kCluster, 1e3, "eu-west-1", true);
+  const PricedPlan plan = Schedule("manual", may_cross);
+  ASSERT_TRUE(plan.feasible) << plan.why.message;
+  ExpectValid(may_cross, plan);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(plan.stages[0].spec.type, 0);
+  EXPECT_EQ(plan.stages[1].spec.type, 1);
+  EXPECT_EQ(plan.stages[1].spec.first, may_cross.away_from());
+}
+
 // The first layer past the raw features: behind every embedding and after the dense features'
 // first learned layer; none where the loss reads raw features.
 TEST(ActivationsMayCrossTest, TheFirstLayerPastTheRawFeatures) {

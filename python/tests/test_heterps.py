@@ -121,6 +121,28 @@ class PlanTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             heterps.pareto(model, cluster, throughput=1e6, points=1)
 
+    def test_the_frontier_under_a_data_region_is_the_command_lines(self):
+        model = heterps.load_model(MODEL)
+        cluster = heterps.load_cluster("examples/clusters/fleet-64.yaml")
+        for crossing in (False, True):
+            frontier = heterps.pareto(model, cluster, throughput=3e6, points=3,
+                                      scheduler="exact", data_region="ap-northeast-1",
+                                      activations_may_cross=crossing)
+            args = ["plan", "--pareto", "--pareto-points", "3", "--throughput", "3000000",
+                    "--cluster", "examples/clusters/fleet-64.yaml", "--scheduler", "exact",
+                    "--json", "--data-region", "ap-northeast-1"]
+            code, out, err = cli(*(args + (["--activations-may-cross"] if crossing else [])))
+            self.assertEqual(code, 0, err)
+            want = json.loads(out)
+            self.assertEqual(len(frontier), 3)
+            for got, plan in zip(frontier, want["frontier"]):
+                self.assertEqual(got.data["activations_may_cross"], crossing)
+                self.assertEqual(got.feasible, plan["feasible"])
+                if got.feasible:
+                    self.assertAlmostEqual(got.cost_usd, plan["cost_usd"], places=9)
+        with self.assertRaisesRegex(ValueError, "activations_may_cross: needs data_region"):
+            heterps.pareto(model, cluster, throughput=1e6, activations_may_cross=True)
+
 
 class TrainTest(unittest.TestCase):
     def test_a_plan_made_in_python_trains_and_reports(self):
