@@ -535,6 +535,28 @@ TEST(CliTest, GenDataWritesADeclaredLayoutThatPlanMeasures) {
   EXPECT_THAT(r.out, HasSubstr("movielens-genres: 2,700 training samples"));
 }
 
+// Every example model trains on the single process, on synthetic data in its layout; the one
+// whose layers are for planning only (custom) says so in one line.
+TEST(CliTest, EveryExampleModelTrains) {
+  int models = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("examples/models")) {
+    const std::string model = entry.path().string();
+    SCOPED_TRACE(model);
+    const Result r = RunCli("train --single-process --batch 256 --rows 1500 --model " + model);
+    ++models;
+    if (entry.path().filename() == "bst-attention.yaml") {
+      EXPECT_EQ(r.exit_code, 2);
+      EXPECT_THAT(r.err, HasSubstr("custom layers describe costs for planning; they cannot be "
+                                   "trained"));
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      continue;
+    }
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("eval AUC"));
+  }
+  EXPECT_GE(models, 8);
+}
+
 TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   const std::string metrics = TempPath("metrics.json");
   const std::string data = TempPath("train.tsv");

@@ -525,10 +525,12 @@ class ModelParser {
       layer.dense_width_in = prev.dense_width_out;
       layer.vectors_in = prev.vectors_out;
       layer.vector_dim_in = prev.vector_dim_out;
+      layer.vector_floats_in = prev.vector_floats_out;
     }
     layer.dense_width_out = shape_.dense_width;
     layer.vectors_out = shape_.vectors;
     layer.vector_dim_out = shape_.vector_dim;
+    layer.vector_floats_out = shape_.vector_floats;
     model.layers.push_back(std::move(layer));
     return absl::OkStatus();
   }

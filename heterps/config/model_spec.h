@@ -69,7 +69,8 @@ struct LayerSpec {
   // Activation shape entering and leaving the layer, filled in by validation.
   int64_t dense_width_in = 0, dense_width_out = 0;
   int64_t vectors_in = 0, vectors_out = 0;  // embedding vectors carried
-  int64_t vector_dim_in = 0, vector_dim_out = 0;
+  int64_t vector_dim_in = 0, vector_dim_out = 0;        // their dim; -1 where their dims differ
+  int64_t vector_floats_in = 0, vector_floats_out = 0;  // their floats, all dims added
 };
 
 // One optimizer's settings as the spec's `optimizer` section gives them (docs/config.md). A

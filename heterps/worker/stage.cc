@@ -119,6 +119,10 @@ absl::Status CreateModelTables(const config::ModelSpec& spec, ps::PsClient* clie
   ps::DenseTableOptions dense;
   dense.optimizer = options.dense_optimizer;
   dense.seed = options.seed;
+  // A custom layer is the reason such a model cannot train, whatever else its shapes say.
+  for (const LayerSpec& layer : spec.layers) {
+    if (layer.kind == LayerKind::kCustom) HETERPS_RETURN_IF_ERROR(CheckTrainable(spec, layer));
+  }
   int embeddings = 0;
   for (const LayerSpec& layer : spec.layers) {
     HETERPS_RETURN_IF_ERROR(CheckTrainable(spec, layer));

@@ -169,8 +169,12 @@ class CpuChain : public DenseChain {
         if (s.kind == LayerKind::kFc) {
           c->fc[i] = std::make_unique<FcLayer<float>>(s.in, s.out, s.activation);
         } else if (s.kind == LayerKind::kInteraction) {
-          c->interaction[i] = std::make_unique<InteractionLayer<float>>(
-              s.op, s.dense_width_in, s.vectors_in, s.vector_dim_in);
+          // A concat sees the vectors as one of all their floats: their dims may differ.
+          c->interaction[i] = s.op == config::InteractionOp::kConcat
+                                  ? std::make_unique<InteractionLayer<float>>(
+                                        s.op, s.dense_width_in, 1, s.vector_floats_in)
+                                  : std::make_unique<InteractionLayer<float>>(
+                                        s.op, s.dense_width_in, s.vectors_in, s.vector_dim_in);
         }
       }
     }

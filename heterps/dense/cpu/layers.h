@@ -58,7 +58,8 @@ class FcLayer {
 // Folds a dense vector d (width D) and V embedding vectors e_1..e_V (dim each) into one dense
 // vector per sample. kConcat: [d, e_1, ..., e_V] (D + V dim). kDot (DLRM): with D == dim and
 // z = (d, e_1, ..., e_V), [d, <z_i, z_j> for i < j in row-major order] (D + (V+1) V / 2). No
-// parameters.
+// parameters. A concat of vectors whose dims differ is a concat of one vector of all their floats
+// (V = 1, dim = their floats).
 template <typename T>
 class InteractionLayer {
  public:

@@ -62,7 +62,7 @@ void ExpectChainsAgree(const config::ModelSpec& spec, int first, int last, Dense
   ASSERT_TRUE(a.SetParameters(blocks).ok());
   ASSERT_TRUE(b.SetParameters(blocks).ok());
   const config::LayerSpec& in = spec.layers[first];
-  const int64_t vector_cols = a.consumes_vectors() ? in.vectors_in * in.vector_dim_in : 0;
+  const int64_t vector_cols = a.consumes_vectors() ? in.vector_floats_in : 0;
   // Two micro-batches of odd sizes in flight at once, answered in the reverse order.
   const int64_t sizes[2] = {37, 5};
   Matrix<float> dense[2], vectors[2];

@@ -435,7 +435,7 @@ class DeviceChain : public DenseChain {
 
   absl::Status InteractionForward(Context& c, size_t i, const LayerSpec& s, int64_t n,
                                   const float* d, const float* v) {
-    const int64_t w = s.dense_width_in, vw = s.vectors_in * s.vector_dim_in;
+    const int64_t w = s.dense_width_in, vw = s.vector_floats_in;
     HETERPS_RETURN_IF_ERROR(Grow(device_, c.out[i], n * s.dense_width_out));
     if (s.op == InteractionOp::kConcat) {
       ForEach(device_, n * (w + vw), Concat{c.out[i].data(), d, v, w, vw});
@@ -457,7 +457,7 @@ class DeviceChain : public DenseChain {
 
   absl::Status InteractionBackward(Context& c, size_t i, const LayerSpec& s, int64_t n,
                                    const float* dy) {
-    const int64_t w = s.dense_width_in, vw = s.vectors_in * s.vector_dim_in;
+    const int64_t w = s.dense_width_in, vw = s.vector_floats_in;
     HETERPS_RETURN_IF_ERROR(Grow(device_, c.d[i], n * w));
     HETERPS_RETURN_IF_ERROR(Grow(device_, c.dv[i], n * vw));
     if (s.op == InteractionOp::kConcat) {
