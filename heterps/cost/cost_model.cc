@@ -379,11 +379,11 @@ StageTraffic CostModel::Traffic(int first, int last) const {
   // gradient push.
   double bytes = 0, messages = 0;
   if (first > 0) {
-    bytes += 2 * batch_ * layers_[first].act_in_bytes;
+    bytes += batch_ * (layers_[first].act_in_bytes + layers_[first].grad_in_bytes);
     messages += 2;
   }
   if (last + 1 < num_layers()) {
-    bytes += 2 * batch_ * layers_[last].act_out_bytes;
+    bytes += batch_ * (layers_[last].act_out_bytes + layers_[last].grad_out_bytes);
     messages += 2;
   }
   double sparse = sparse_bytes_[last + 1] - sparse_bytes_[first];

@@ -49,12 +49,16 @@ TEST(CostModelTest, LayerCharacteristics) {
   EXPECT_DOUBLE_EQ(cm.layer(1).fwd_flops, 72);
   // 4 * (3*8 + 2*4) activation bytes + 3 * 4 * 36 / 100 weight bytes per sample.
   EXPECT_DOUBLE_EQ(cm.layer(1).mem_bytes, 132.32);
-  EXPECT_DOUBLE_EQ(cm.layer(1).act_in_bytes, 32);
-  EXPECT_DOUBLE_EQ(cm.layer(1).act_out_bytes, 16);
+  // In: 8 floats and the label; out: 4 floats and the label; back: the floats' gradients.
+  EXPECT_DOUBLE_EQ(cm.layer(1).act_in_bytes, 36);
+  EXPECT_DOUBLE_EQ(cm.layer(1).act_out_bytes, 20);
+  EXPECT_DOUBLE_EQ(cm.layer(1).grad_in_bytes, 32);
+  EXPECT_DOUBLE_EQ(cm.layer(1).grad_out_bytes, 16);
 }
 
 // A cut between the input and a multi-hot embedding ships every id of every slot, not one per
-// slot: 26 slots of 50 ids are 26 * 50 * 8 bytes per sample.
+// slot: 26 slots of 50 ids are 26 * 50 * 8 bytes per sample, and each slot's offset (4 bytes).
+// The label travels too, up to the loss; the gradients coming back are the floats'.
 TEST(CostModelTest, MultiHotIdsCrossACutBeforeTheirEmbedding) {
   auto model = config::ParseModelSpec(R"(name: multi
 batch_size: 100
@@ -70,8 +74,10 @@ layers:
   auto cluster = config::ParseClusterSpec(kOneType, "one.yaml");
   auto cm = CostModel::Create(*model, *cluster, {1e3, 1e6});
   ASSERT_TRUE(cm.ok()) << cm.status();
-  EXPECT_DOUBLE_EQ(cm->layer(0).act_out_bytes, 4 * 13 + 8 * 26 * 50);
-  EXPECT_DOUBLE_EQ(cm->layer(1).act_out_bytes, 4 * (13 + 26 * 16));
+  EXPECT_DOUBLE_EQ(cm->layer(0).act_out_bytes, 4 * 13 + 8 * 26 * 50 + 4 * 26 + 4);
+  EXPECT_DOUBLE_EQ(cm->layer(0).grad_out_bytes, 4 * 13);
+  EXPECT_DOUBLE_EQ(cm->layer(1).act_out_bytes, 4 * (13 + 26 * 16) + 4);
+  EXPECT_DOUBLE_EQ(cm->layer(1).grad_out_bytes, 4 * (13 + 26 * 16));
 }
 
 TEST(CostModelTest, GoldenStageTime) {
@@ -80,12 +86,13 @@ TEST(CostModelTest, GoldenStageTime) {
   EXPECT_NEAR(cm.LayerSeconds(1, 0), 6.015392e-5, 1e-15);
   // OCT(fc1) = 10us * 4 + 100 * (3*10/1e12 + 56.6/1e11) = 4.00596e-5 s.
   EXPECT_NEAR(cm.LayerSeconds(2, 0), 4.00596e-5, 1e-15);
-  // Stage fc0..fc1: 2*100*32 bytes in, 2*100*4 out, 8*(36+5) of weights = 7528 B at 1e9 B/s.
+  // Stage fc0..fc1: 100*(36+32) bytes in and back, 100*(8+4) out and back (activations with the
+  // label, gradients without), 8*(36+5) of weights = 8328 B at 1e9 B/s.
   StageTime t = cm.Stage(1, 2, 0);
-  EXPECT_NEAR(t.comm, 7.528e-6, 1e-18);
-  EXPECT_NEAR(t.total(), 1.0774152e-4, 1e-15);
+  EXPECT_NEAR(t.comm, 8.328e-6, 1e-18);
+  EXPECT_NEAR(t.total(), 1.0854152e-4, 1e-15);
   // ET(2) = X * (1 + 0.1) / 2.
-  EXPECT_NEAR(CostModel::ExecSeconds(t.total(), 0.1, 2), 5.9257836e-5, 1e-15);
+  EXPECT_NEAR(CostModel::ExecSeconds(t.total(), 0.1, 2), 5.9697836e-5, 1e-15);
 }
 
 TEST(CostModelTest, EveryMessageCostsTheLatency) {
@@ -96,7 +103,7 @@ TEST(CostModelTest, EveryMessageCostsTheLatency) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   CostModel cm = *CostModel::Create(*model, *cluster, {1e6, 1e9});
   // fc0..fc1: activations in and out (2 messages each) and the weights (2): 6 x 5 us.
-  EXPECT_NEAR(cm.Stage(1, 2, 0).comm, 7.528e-6 + 6 * 5e-6, 1e-18);
+  EXPECT_NEAR(cm.Stage(1, 2, 0).comm, 8.328e-6 + 6 * 5e-6, 1e-18);
   // The whole model: only the weights travel.
   EXPECT_NEAR(cm.Stage(0, 3, 0).comm, 3.28e-7 + 2 * 5e-6, 1e-18);
 }

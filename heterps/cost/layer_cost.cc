@@ -8,32 +8,61 @@ namespace {
 constexpr double kFloat = 4;  // bytes per float
 constexpr double kId = 8;     // bytes per sparse id (64-bit key)
 
+// The bytes of ids a sample carries from the input while an embedding layer lies ahead (every
+// slot's ids, as the input read them: docs/cost_model.md), and the ids alone.
+struct InputIds {
+  double ids = 0, bytes = 0;
+};
+InputIds IdsOfTheInput(const config::ModelSpec& model) {
+  InputIds out;
+  int64_t slots = 0;
+  bool ragged = false;
+  for (const config::LayerSpec& layer : model.layers) {
+    if (layer.kind == config::LayerKind::kInput) slots = layer.sparse_slots;
+  }
+  // Slot s holds the ids its readers expect (the most, where two readers differ); a slot no
+  // embedding layer reads holds one.
+  for (int64_t s = 0; s < slots; ++s) {
+    double ids = 1;
+    for (const config::LayerSpec& e : model.layers) {
+      if (e.kind != config::LayerKind::kEmbedding || s >= e.slots) continue;
+      ids = std::max(ids, static_cast<double>(e.ids_per_slot));
+      ragged = ragged || e.ids_per_slot > 1;
+    }
+    out.ids += ids;
+  }
+  // A multi-hot batch carries each slot's offset into its keys (int32).
+  out.bytes = kId * out.ids + (ragged ? 4 * static_cast<double>(slots) : 0);
+  return out;
+}
+
 }  // namespace
 
 std::vector<LayerCost> DeriveLayerCosts(const config::ModelSpec& model, double batch) {
   using config::LayerKind;
   std::vector<LayerCost> costs;
-  double pending_ids = 0;    // sparse ids per sample not yet consumed by an embedding layer
+  const InputIds input_ids = IdsOfTheInput(model);
+  // The last embedding layer and the loss: a layer before the one passes the input's ids on,
+  // before the other the labels.
+  int last_embedding = -1, loss = -1;
+  for (int l = 0; l < static_cast<int>(model.layers.size()); ++l) {
+    if (model.layers[l].kind == LayerKind::kEmbedding) last_embedding = l;
+    if (model.layers[l].kind == LayerKind::kLogloss) loss = l;
+  }
   double vector_floats = 0;  // floats of embedding vectors carried (their dims may differ)
-  double act_in = 0;
-  for (const config::LayerSpec& layer : model.layers) {
+  double act_in = 0, grad_in = 0;
+  for (int l = 0; l < static_cast<int>(model.layers.size()); ++l) {
+    const config::LayerSpec& layer = model.layers[l];
     LayerCost c;
     c.act_in_bytes = act_in;
+    c.grad_in_bytes = grad_in;
     switch (layer.kind) {
       case LayerKind::kInput: {
-        // Every slot's ids: a multi-hot slot carries ids_per_slot of them until its embedding
-        // layer consumes it; a slot no embedding layer reads carries one.
-        double slots_read = 0, ids = 0;
-        for (const config::LayerSpec& e : model.layers) {
-          if (e.kind != LayerKind::kEmbedding) continue;
-          slots_read += static_cast<double>(e.slots);
-          ids += static_cast<double>(e.slots) * static_cast<double>(e.ids_per_slot);
-        }
-        pending_ids = ids + std::max(0.0, static_cast<double>(layer.sparse_slots) - slots_read);
-        // Parsing a sample: read the raw fields, write the features; log(1 + x) per integer.
+        // Parsing a sample: read the raw fields, write the features and ids; log(1 + x) per
+        // integer.
         c.fwd_flops = static_cast<double>(layer.dense_features);
         c.mem_bytes =
-            2 * kFloat * static_cast<double>(layer.dense_features) + 2 * kId * pending_ids;
+            2 * kFloat * static_cast<double>(layer.dense_features) + 2 * kId * input_ids.ids;
         c.ops = 1;
         break;
       }
@@ -48,7 +77,6 @@ std::vector<LayerCost> DeriveLayerCosts(const config::ModelSpec& model, double b
         // write one gradient row per looked-up row.
         c.mem_bytes = 2 * (c.rows * c.row_bytes + slots * c.row_bytes);
         c.ops = 2 * slots;  // a gather and a scatter per table
-        pending_ids = std::max(0.0, pending_ids - c.rows);
         vector_floats += slots * dim;
         break;
       }
@@ -89,16 +117,19 @@ std::vector<LayerCost> DeriveLayerCosts(const config::ModelSpec& model, double b
         c.ops = 6;
         break;
     }
-    // What leaves the layer: the dense vector, the embedding vectors, and the raw ids that no
-    // embedding layer has consumed yet. A custom layer declares its own size; the loss sends
-    // nothing on.
+    // What leaves the layer, as a stage boundary carries it (worker::Activations): the dense
+    // vector and the embedding vectors; the input's ids while an embedding layer lies ahead; the
+    // label while the loss does. What comes back: the dense vector's and the vectors' gradients.
+    // A custom layer declares its own size (both ways); the loss sends nothing on.
     if (layer.kind == LayerKind::kCustom) {
-      c.act_out_bytes = layer.activation_bytes;
+      c.act_out_bytes = c.grad_out_bytes = layer.activation_bytes;
     } else if (layer.kind != LayerKind::kLogloss) {
-      c.act_out_bytes =
-          kFloat * (static_cast<double>(layer.dense_width_out) + vector_floats) + kId * pending_ids;
+      c.grad_out_bytes = kFloat * (static_cast<double>(layer.dense_width_out) + vector_floats);
+      c.act_out_bytes = c.grad_out_bytes + (l < last_embedding ? input_ids.bytes : 0) +
+                        (l < loss ? kFloat : 0);
     }
     act_in = c.act_out_bytes;
+    grad_in = c.grad_out_bytes;
     costs.push_back(c);
   }
   return costs;

@@ -17,8 +17,11 @@ struct LayerCost {
   double row_bytes = 0;        // 4 d_l: bytes of one looked-up row
   double dense_params = 0;     // w_l: dense parameters (floats)
   double sparse_params = 0;    // floats in the layer's embedding tables (held by the PS)
-  double act_in_bytes = 0;     // a_in_l: bytes per sample entering the layer
-  double act_out_bytes = 0;    // a_out_l: bytes per sample leaving the layer
+  // What a stage boundary carries per sample (worker::Activations forward, ActivationGrads back):
+  double act_in_bytes = 0;     // a_in_l: bytes entering the layer
+  double act_out_bytes = 0;    // a_out_l: bytes leaving the layer
+  double grad_in_bytes = 0;    // g_in_l: bytes of the gradients the layer sends back
+  double grad_out_bytes = 0;   // g_out_l: bytes of the gradients it receives
   double ops = 0;              // ops_l: operations (kernels) per batch, forward + backward
 };
 

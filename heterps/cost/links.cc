@@ -48,9 +48,8 @@ void CostModel::AddBoundaryLoad(int last, int t, int u, WanLoad* load) const {
   const int a = region_of_[t], b = region_of_[u];
   if (a == b || a < 0 || b < 0 || last + 1 >= num_layers()) return;
   const int r = num_regions();
-  const double bytes = batch_ * layers_[last].act_out_bytes;
-  load->bytes[a * r + b] += bytes;  // the activations
-  load->bytes[b * r + a] += bytes;  // their gradients
+  load->bytes[a * r + b] += batch_ * layers_[last].act_out_bytes;   // the activations
+  load->bytes[b * r + a] += batch_ * layers_[last].grad_out_bytes;  // their gradients
   load->messages[a * r + b] += 1;
   load->messages[b * r + a] += 1;
 }

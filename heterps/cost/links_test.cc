@@ -46,13 +46,14 @@ links:
   EXPECT_TRUE(load.empty());
   EXPECT_EQ(cm->LinkSeconds(load), 0);
   EXPECT_EQ(cm->EgressUsdPerBatch(load), 0);
-  // The cut after emb from a to b: 100 samples x 2 slots x 4 floats = 3200 bytes each way.
+  // The cut after emb from a to b: 100 samples x (2 slots x 4 floats and the label) = 3600 bytes
+  // out, 100 x 2 x 4 floats of gradients = 3200 back.
   cm->AddBoundaryLoad(1, 0, 1, &load);
-  EXPECT_DOUBLE_EQ(load.bytes[0 * 2 + 1], 3200);
+  EXPECT_DOUBLE_EQ(load.bytes[0 * 2 + 1], 3600);
   EXPECT_DOUBLE_EQ(load.bytes[1 * 2 + 0], 3200);
-  // a -> b: 3200 / 1.25e8 + 20 ms; b -> a: 3200 / 2.5e8 + 20 ms.
-  EXPECT_DOUBLE_EQ(cm->LinkSeconds(load), 3200 / 1.25e8 + 0.020);
-  EXPECT_DOUBLE_EQ(cm->EgressUsdPerBatch(load), 3200 * 0.02e-9 + 3200 * 0.09e-9);
+  // a -> b: 3600 / 1.25e8 + 20 ms; b -> a: 3200 / 2.5e8 + 20 ms.
+  EXPECT_DOUBLE_EQ(cm->LinkSeconds(load), 3600 / 1.25e8 + 0.020);
+  EXPECT_DOUBLE_EQ(cm->EgressUsdPerBatch(load), 3600 * 0.02e-9 + 3200 * 0.09e-9);
   // Stage emb..top in a, its servers in b: per batch 200 rows of 16 bytes with 8-byte keys out
   // and back (keys 1600 and gradients with keys 4800 out, rows 3200 back), and top's 9 weights
   // (36 bytes) each way; two messages each way for the rows and two for the weights.
@@ -65,8 +66,9 @@ links:
   EXPECT_DOUBLE_EQ(cm->LinkSeconds(servers), 6436 / 1.25e8 + 4 * 0.020);
   // Together the plan's sparse and dense bytes, as DT_s counts them.
   EXPECT_DOUBLE_EQ(servers.bytes[1] + servers.bytes[2],
-                   cm->Traffic(1, 3).bytes - 2 * 100 * cm->layer(1).act_in_bytes -
-                       2 * 100 * cm->layer(3).act_out_bytes);
+                   cm->Traffic(1, 3).bytes -
+                       100 * (cm->layer(1).act_in_bytes + cm->layer(1).grad_in_bytes) -
+                       100 * (cm->layer(3).act_out_bytes + cm->layer(3).grad_out_bytes));
 }
 
 }  // namespace
