@@ -125,8 +125,8 @@ std::vector<LayerCost> DeriveLayerCosts(const config::ModelSpec& model, double b
       c.act_out_bytes = c.grad_out_bytes = layer.activation_bytes;
     } else if (layer.kind != LayerKind::kLogloss) {
       c.grad_out_bytes = kFloat * (static_cast<double>(layer.dense_width_out) + vector_floats);
-      c.act_out_bytes = c.grad_out_bytes + (l < last_embedding ? input_ids.bytes : 0) +
-                        (l < loss ? kFloat : 0);
+      c.act_out_bytes =
+          c.grad_out_bytes + (l < last_embedding ? input_ids.bytes : 0) + (l < loss ? kFloat : 0);
     }
     act_in = c.act_out_bytes;
     grad_in = c.grad_out_bytes;

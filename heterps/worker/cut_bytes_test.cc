@@ -12,8 +12,9 @@ namespace {
 // What a cut carries per sample is what the cost model prices there (cost::DeriveLayerCosts'
 // act_out_bytes): the dense vector and the embedding vectors, the input's ids (with their offsets
 // where a slot is multi-hot) while an embedding layer lies ahead, and the labels while the loss
-// does; and back (grad_out_bytes), the gradients of the dense vector and the vectors. Every cut of three models: one embedding layer, two reading the same slots, and a
-// multi-hot one that leaves slots unread.
+// does; and back (grad_out_bytes), the gradients of the dense vector and the vectors. Every cut of
+// three models: one embedding layer, two reading the same slots, and a multi-hot one that leaves
+// slots unread.
 TEST(CutBytesTest, EachCutCarriesTheBytesTheCostModelPrices) {
   auto multi_hot = config::ParseModelSpec(R"(
 name: multi-hot
