@@ -98,10 +98,10 @@ TEST_P(ColdStoreTest, BatchedCallsAnswerAsOneKeyCalls) {
 INSTANTIATE_TEST_SUITE_P(Stores, ColdStoreTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "RocksDb" : "Memory"; });
 
-// A store whose batched reads fail on demand, and which counts its calls.
+// A store whose batched reads and clears fail on demand, and which counts its calls.
 class FailingColdStore : public MemoryColdStore {
  public:
-  bool fail_get_many = false;
+  bool fail_get_many = false, fail_clear = false;
   int64_t get_many_calls = 0, deletes = 0;
   absl::StatusOr<std::vector<std::optional<std::string>>> GetMany(
       absl::Span<const uint64_t> keys) override {
@@ -112,6 +112,10 @@ class FailingColdStore : public MemoryColdStore {
   absl::Status Delete(uint64_t key) override {
     ++deletes;
     return MemoryColdStore::Delete(key);
+  }
+  absl::Status Clear() override {
+    if (fail_clear) return absl::UnavailableError("clear failed");
+    return MemoryColdStore::Clear();
   }
 };
 
@@ -127,6 +131,16 @@ std::unique_ptr<SparseTable> MakeSmallTable(std::unique_ptr<ColdStore> cold) {
   auto created = SparseTable::Create(SmallTable(), std::move(cold));
   EXPECT_TRUE(created.ok()) << created.status();
   return created.ok() ? *std::move(created) : nullptr;
+}
+// A SmallTable over a FailingColdStore, and the store.
+struct FailingTable {
+  std::unique_ptr<SparseTable> table;
+  FailingColdStore* cold = nullptr;
+};
+FailingTable MakeFailingTable() {
+  auto owned = std::make_unique<FailingColdStore>();
+  FailingColdStore* cold = owned.get();
+  return {MakeSmallTable(std::move(owned)), cold};
 }
 std::vector<uint64_t> HundredKeys() {
   std::vector<uint64_t> keys(100);
@@ -148,11 +162,10 @@ std::vector<float> Pushed(const SparseTable& table, uint64_t key, float grad) {
 // when the read fails or a stored row is corrupt, the call reports it and every row stays where it
 // was, with the value it had: each row in memory or in the store, visited once.
 TEST(ColdTierTest, AFailedBringBackLosesNoRow) {
-  auto owned = std::make_unique<FailingColdStore>();
-  FailingColdStore* cold = owned.get();
-  std::unique_ptr<SparseTable> made = MakeSmallTable(std::move(owned));
-  ASSERT_NE(made, nullptr);
-  SparseTable& table = *made;
+  FailingTable made = MakeFailingTable();
+  ASSERT_NE(made.table, nullptr);
+  SparseTable& table = *made.table;
+  FailingColdStore* cold = made.cold;
   const std::vector<uint64_t> keys = HundredKeys();
   std::vector<float> grads(100 * 16, 0.5f), values(100 * 16);
   ASSERT_TRUE(table.Push(keys, grads).ok());
@@ -238,11 +251,10 @@ TEST(ColdTierTest, ABatchBroughtBackStaysWithinTheBudget) {
 // value, once), overwritten by the row's next spill, and never deleted. Against the same pushes to
 // a table all in memory.
 TEST(ColdTierTest, ACopyLeftInTheStoreIsNeverRead) {
-  auto owned = std::make_unique<FailingColdStore>();
-  FailingColdStore* cold = owned.get();
-  std::unique_ptr<SparseTable> made = MakeSmallTable(std::move(owned));
-  ASSERT_NE(made, nullptr);
-  SparseTable& table = *made;
+  FailingTable made = MakeFailingTable();
+  ASSERT_NE(made.table, nullptr);
+  SparseTable& table = *made.table;
+  FailingColdStore* cold = made.cold;
   SparseTableOptions all_in_memory = SmallTable();
   all_in_memory.memory_budget_bytes = 0;
   auto reference = SparseTable::Create(all_in_memory, nullptr);
@@ -293,6 +305,50 @@ TEST(ColdTierTest, ACopyLeftInTheStoreIsNeverRead) {
   EXPECT_GT(stale_seen, 10);  // resident rows had copies in the store
   EXPECT_EQ(cold->deletes, 0);
   EXPECT_LE(Count(*cold), 100);  // a copy per row at most
+}
+
+// A Clear the store fails leaves the table as it was (its rows in memory still hide their copies
+// in the store); one that succeeds leaves no row in either tier.
+TEST(ColdTierTest, AClearTheStoreFailsChangesNothing) {
+  FailingTable made = MakeFailingTable();
+  ASSERT_NE(made.table, nullptr);
+  SparseTable& table = *made.table;
+  FailingColdStore* cold = made.cold;
+  const std::vector<uint64_t> keys = HundredKeys();
+  std::vector<float> grads(100 * 16, 0.5f), values(100 * 16);
+  // Pushed, brought back and pushed again: the rows in memory have stale copies in the store.
+  ASSERT_TRUE(table.Push(keys, grads).ok());
+  ASSERT_TRUE(table.Pull(keys, absl::MakeSpan(values)).ok());
+  std::fill(grads.begin(), grads.end(), 0.25f);
+  ASSERT_TRUE(table.Push(keys, grads).ok());
+  ASSERT_GT(Count(*cold), table.Stats().cold_rows);
+  std::map<uint64_t, std::vector<float>> before;
+  ASSERT_TRUE(table
+                  .ForEachRow([&](uint64_t key, const RowData& row) {
+                    before[key] = row.value;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  ASSERT_EQ(before.size(), 100u);
+
+  cold->fail_clear = true;
+  const absl::Status failed = table.Clear();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  cold->fail_clear = false;
+  ASSERT_TRUE(table.Pull(keys, absl::MakeSpan(values)).ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    for (int d = 0; d < 16; ++d) ASSERT_EQ(values[i * 16 + d], before[keys[i]][d]) << keys[i];
+  }
+
+  ASSERT_TRUE(table.Clear().ok());
+  EXPECT_EQ(Count(*cold), 0);
+  EXPECT_EQ(table.Stats().memory_rows, 0);
+  EXPECT_EQ(table.Stats().cold_rows, 0);
+  ASSERT_TRUE(table.Pull(keys, absl::MakeSpan(values)).ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::vector<float> fresh = table.InitialValue(keys[i]);
+    for (int d = 0; d < 16; ++d) ASSERT_EQ(values[i * 16 + d], fresh[d]) << keys[i];
+  }
 }
 
 // The real store describes its memtable and levels, and comes to rest: no flush or compaction

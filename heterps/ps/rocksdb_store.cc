@@ -133,6 +133,7 @@ absl::Status RocksDbColdStore::Clear() {
   rocksdb::WriteBatch batch;
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) batch.Delete(it->key());
+  if (!it->status().ok()) return impl_->Error("clear", it->status());
   rocksdb::Status s = impl_->db->Write(impl_->write, &batch);
   return s.ok() ? absl::OkStatus() : impl_->Error("clear", s);
 }

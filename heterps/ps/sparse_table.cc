@@ -730,12 +730,15 @@ absl::Status SparseTable::Insert(uint64_t key, const RowData& row) {
   absl::MutexLock lock(&shard.mu);
   std::optional<uint32_t> slot = shard.Find(key);
   if (!slot.has_value()) {
+    // A row in the store alone is cold no more once in memory (its copy there, stale, stays
+    // hidden).
+    bool cold = false;
     if (cold_ != nullptr) {
-      // A row in the store alone is cold no more (its copy there, stale, stays hidden).
       HETERPS_ASSIGN_OR_RETURN(std::optional<std::string> bytes, cold_->Get(key));
-      if (bytes.has_value()) --shard.stats.cold_rows;
+      cold = bytes.has_value();
     }
     HETERPS_ASSIGN_OR_RETURN(slot, Allocate(shard));
+    if (cold) --shard.stats.cold_rows;
     shard.MetaOf(*slot).set_key(key);
     shard.Insert(*slot);
   }
@@ -778,6 +781,9 @@ absl::Status SparseTable::ForEachRow(
 }
 
 absl::Status SparseTable::Clear() {
+  // The store first: where it fails, the table stays as it was (memory's rows hide the store's
+  // stale copies, which must not outlive them).
+  if (cold_ != nullptr) HETERPS_RETURN_IF_ERROR(cold_->Clear());
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     shard->index.Clear();
@@ -786,7 +792,7 @@ absl::Status SparseTable::Clear() {
     shard->free_slots.clear();
     shard->stats.cold_rows = 0;
   }
-  return cold_ == nullptr ? absl::OkStatus() : cold_->Clear();
+  return absl::OkStatus();
 }
 
 SparseTableStats SparseTable::Stats() const {

@@ -92,12 +92,14 @@ class SparseTable {
   absl::Status Export(absl::Span<const uint64_t> keys, RowBatch* out);
   // Replaces the rows of `keys` with `rows` (shaped as Export's); their access counts stay.
   absl::Status Import(absl::Span<const uint64_t> keys, const RowBatch& rows);
-  // Removes every row from both tiers (cumulative counters stay).
+  // Removes every row from both tiers (cumulative counters stay); the store first, so that where
+  // it fails the table is unchanged.
   absl::Status Clear();
   // Writes a row (replacing any), e.g. when a checkpoint is loaded.
   absl::Status Insert(uint64_t key, const RowData& row);
   // Visits every row once, from the tier that holds it (memory rows in no particular order, then
-  // cold rows in key order). The table must not change meanwhile.
+  // cold rows in key order). The table must not change meanwhile: a row brought back between the
+  // two passes would be visited in neither.
   absl::Status ForEachRow(const std::function<absl::Status(uint64_t, const RowData&)>& visit);
 
   SparseTableStats Stats() const;
