@@ -132,21 +132,29 @@ std::unique_ptr<SparseTable> MakeSmallTable(std::unique_ptr<ColdStore> cold) {
   EXPECT_TRUE(created.ok()) << created.status();
   return created.ok() ? *std::move(created) : nullptr;
 }
-// A SmallTable over a FailingColdStore, and the store.
-struct FailingTable {
-  std::unique_ptr<SparseTable> table;
-  FailingColdStore* cold = nullptr;
-};
-FailingTable MakeFailingTable() {
-  auto owned = std::make_unique<FailingColdStore>();
-  FailingColdStore* cold = owned.get();
-  return {MakeSmallTable(std::move(owned)), cold};
-}
 std::vector<uint64_t> HundredKeys() {
   std::vector<uint64_t> keys(100);
   for (uint64_t k = 0; k < 100; ++k) keys[k] = k * 31 + 1;
   return keys;
 }
+
+// Tests of a SmallTable over a FailingColdStore (`table`, `cold`), given HundredKeys (`keys`).
+class FailingStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto owned = std::make_unique<FailingColdStore>();
+    cold = owned.get();
+    made_ = MakeSmallTable(std::move(owned));
+    ASSERT_NE(made_, nullptr);
+  }
+  SparseTable& table() { return *made_; }
+
+  FailingColdStore* cold = nullptr;
+  const std::vector<uint64_t> keys = HundredKeys();
+
+ private:
+  std::unique_ptr<SparseTable> made_;
+};
 
 // Each row's value after one push of `grad` to it, from its initial value.
 std::vector<float> Pushed(const SparseTable& table, uint64_t key, float grad) {
@@ -161,12 +169,8 @@ std::vector<float> Pushed(const SparseTable& table, uint64_t key, float grad) {
 // A batch's cold rows come back together (one GetMany per lock shard, as many as the shard keeps);
 // when the read fails or a stored row is corrupt, the call reports it and every row stays where it
 // was, with the value it had: each row in memory or in the store, visited once.
-TEST(ColdTierTest, AFailedBringBackLosesNoRow) {
-  FailingTable made = MakeFailingTable();
-  ASSERT_NE(made.table, nullptr);
-  SparseTable& table = *made.table;
-  FailingColdStore* cold = made.cold;
-  const std::vector<uint64_t> keys = HundredKeys();
+TEST_F(FailingStoreTest, AFailedBringBackLosesNoRow) {
+  SparseTable& table = this->table();
   std::vector<float> grads(100 * 16, 0.5f), values(100 * 16);
   ASSERT_TRUE(table.Push(keys, grads).ok());
   ASSERT_GT(table.Stats().cold_rows, 50);
@@ -250,16 +254,12 @@ TEST(ColdTierTest, ABatchBroughtBackStaysWithinTheBudget) {
 // the row is in memory (pulls, Lookup, ForEachRow and a checkpoint's scan see the row's latest
 // value, once), overwritten by the row's next spill, and never deleted. Against the same pushes to
 // a table all in memory.
-TEST(ColdTierTest, ACopyLeftInTheStoreIsNeverRead) {
-  FailingTable made = MakeFailingTable();
-  ASSERT_NE(made.table, nullptr);
-  SparseTable& table = *made.table;
-  FailingColdStore* cold = made.cold;
+TEST_F(FailingStoreTest, ACopyLeftInTheStoreIsNeverRead) {
+  SparseTable& table = this->table();
   SparseTableOptions all_in_memory = SmallTable();
   all_in_memory.memory_budget_bytes = 0;
   auto reference = SparseTable::Create(all_in_memory, nullptr);
   ASSERT_TRUE(reference.ok()) << reference.status();
-  const std::vector<uint64_t> keys = HundredKeys();
   std::mt19937_64 rng(3);
   std::normal_distribution<float> normal;
   int64_t stale_seen = 0;
@@ -309,12 +309,8 @@ TEST(ColdTierTest, ACopyLeftInTheStoreIsNeverRead) {
 
 // A Clear the store fails leaves the table as it was (its rows in memory still hide their copies
 // in the store); one that succeeds leaves no row in either tier.
-TEST(ColdTierTest, AClearTheStoreFailsChangesNothing) {
-  FailingTable made = MakeFailingTable();
-  ASSERT_NE(made.table, nullptr);
-  SparseTable& table = *made.table;
-  FailingColdStore* cold = made.cold;
-  const std::vector<uint64_t> keys = HundredKeys();
+TEST_F(FailingStoreTest, AClearTheStoreFailsChangesNothing) {
+  SparseTable& table = this->table();
   std::vector<float> grads(100 * 16, 0.5f), values(100 * 16);
   // Pushed, brought back and pushed again: the rows in memory have stale copies in the store.
   ASSERT_TRUE(table.Push(keys, grads).ok());
