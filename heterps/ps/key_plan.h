@@ -16,8 +16,8 @@ using base::ServerOf;
 
 // Distinct keys of a batch, grouped by server, and where each position of the batch finds its
 // key: the client-side work every implementation shares. Any thread may call PlanKeys; each keeps
-// a scratch table between its calls (16 bytes a slot, at least twice the batch's keys; at most
-// 4 MiB: a larger batch's table is freed when the call returns).
+// a scratch table between its calls (base::KeyIndex; at most 4 MiB: a larger batch's table is
+// freed when the call returns).
 struct KeyPlan {
   std::vector<std::vector<uint64_t>> keys;  // [server]: distinct keys, first-seen order
   std::vector<std::pair<int, int>> where;   // [position]: (server, index in keys[server])

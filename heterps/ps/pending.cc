@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <thread>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "heterps/base/key_index.h"
 #include "heterps/ps/block_tree.h"
 
 namespace heterps::ps {
@@ -73,7 +73,8 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
     // order.
     std::vector<absl::Status> statuses(groups);
     auto apply = [&](int g) {
-      absl::flat_hash_map<uint64_t, size_t> index;
+      thread_local base::KeyIndex index;
+      index.Reset(total / groups + total / (4 * groups));
       std::vector<uint64_t> keys;
       // Per key: its contributions, (part, offset of its row in `rows`).
       std::vector<std::vector<std::pair<int, size_t>>> parts_of;
@@ -81,12 +82,12 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
       for (const auto& [part, contribution] : parts) {
         for (size_t i = 0; i < contribution.keys.size(); ++i) {
           if (groups > 1 && table->LockShardOf(contribution.keys[i]) % groups != g) continue;
-          auto [at, fresh] = index.try_emplace(contribution.keys[i], keys.size());
+          auto [at, fresh] = index.Insert(contribution.keys[i], keys.size());
           if (fresh) {
             keys.push_back(contribution.keys[i]);
             parts_of.emplace_back();
           }
-          std::vector<std::pair<int, size_t>>& mine = parts_of[at->second];
+          std::vector<std::pair<int, size_t>>& mine = parts_of[at];
           const float* grad = contribution.grads.data() + i * dim;
           if (!mine.empty() && mine.back().first == part) {
             float* row = rows.data() + mine.back().second;
@@ -100,9 +101,12 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
       std::vector<float> sums(keys.size() * dim);
       for (size_t k = 0; k < keys.size(); ++k) {
         std::vector<std::pair<int, size_t>>& mine = parts_of[k];
-        MergeNodes(&mine, /*to_root=*/true, [&](size_t& left, size_t right) {
-          for (int d = 0; d < dim; ++d) rows[left + d] += rows[right + d];
-        });
+        // One contribution is the key's sum as it is.
+        if (mine.size() > 1) {
+          MergeNodes(&mine, /*to_root=*/true, [&](size_t& left, size_t right) {
+            for (int d = 0; d < dim; ++d) rows[left + d] += rows[right + d];
+          });
+        }
         std::copy_n(rows.data() + mine.front().second, dim, sums.data() + k * dim);
       }
       statuses[g] = table->Push(keys, sums);

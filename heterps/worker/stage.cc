@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
@@ -187,17 +186,18 @@ void AddNode(StepGrads::Node& into, const StepGrads::Node& more) {
     const StepGrads::Sparse& theirs = more.sparse[e];
     if (theirs.keys.empty()) continue;
     const size_t dim = theirs.sums.size() / theirs.keys.size();
-    absl::flat_hash_map<uint64_t, size_t> index;
-    for (size_t k = 0; k < mine.keys.size(); ++k) index.emplace(mine.keys[k], k);
+    thread_local base::KeyIndex index;
+    index.Reset(mine.keys.size() + theirs.keys.size());
+    for (size_t k = 0; k < mine.keys.size(); ++k) index.Insert(mine.keys[k], k);
     for (size_t k = 0; k < theirs.keys.size(); ++k) {
       const float* sum = theirs.sums.data() + k * dim;
-      auto it = index.find(theirs.keys[k]);
-      if (it == index.end()) {
+      auto [at, fresh] = index.Insert(theirs.keys[k], mine.keys.size());
+      if (fresh) {
         mine.keys.push_back(theirs.keys[k]);
         mine.sums.insert(mine.sums.end(), sum, sum + dim);
         continue;
       }
-      float* into_sum = mine.sums.data() + it->second * dim;
+      float* into_sum = mine.sums.data() + size_t{at} * dim;
       for (size_t d = 0; d < dim; ++d) into_sum[d] += sum[d];
     }
   }
@@ -215,15 +215,16 @@ void StepGrads::LeafSparse(const ParameterGrads& micro_batch, int64_t j, size_t 
   const size_t dim = static_cast<size_t>(dims[e]);
   out->keys.clear();
   out->sums.clear();
-  index_.clear();
+  const size_t begin = j == 0 ? 0 : rows.ends[j - 1];
+  index_.Reset(rows.ends[j] - begin);
   // The block's rows, each key's summed in order from 0.
-  for (size_t i = j == 0 ? 0 : rows.ends[j - 1]; i < rows.ends[j]; ++i) {
-    auto [it, fresh] = index_.try_emplace(rows.keys[i], out->keys.size());
+  for (size_t i = begin; i < rows.ends[j]; ++i) {
+    auto [at, fresh] = index_.Insert(rows.keys[i], out->keys.size());
     if (fresh) {
       out->keys.push_back(rows.keys[i]);
       out->sums.resize(out->sums.size() + dim, 0.0f);
     }
-    float* sum = out->sums.data() + it->second * dim;
+    float* sum = out->sums.data() + size_t{at} * dim;
     const float* grad = rows.grads.data() + i * dim;
     for (size_t d = 0; d < dim; ++d) sum[d] += grad[d];
   }

@@ -47,8 +47,8 @@
 #include <vector>
 
 #include "Eigen/Core"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "heterps/base/key_index.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/data/criteo.h"
 #include "heterps/dense/backend.h"
@@ -165,7 +165,7 @@ struct StepGrads {
 
   std::vector<Node> spare_;  // memory of nodes merged or cleared
   Node leaf_;                // a block's sparse sums, before they join a node
-  absl::flat_hash_map<uint64_t, size_t> index_;
+  base::KeyIndex index_;     // a block's keys
 };
 
 class Stage {
