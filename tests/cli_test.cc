@@ -170,6 +170,71 @@ TEST(CliTest, ADataRegionKeepsThePlanInIt) {
             "ap-northeast-1\n");
 }
 
+// --data-shares: a plan per region, each on its own region's types at its share of the limit and
+// of the samples, and the syncs between them; the job's cost is the regions' and the egress. Bad
+// shares are bad input naming the flag; syncs a link cannot carry in time make it infeasible.
+TEST(CliTest, DataSharesPlanEachRegionAndTheSyncsBetweenThem) {
+  const std::string job =
+      "plan --cluster examples/clusters/fleet-64.yaml --scheduler exact --throughput 200000 "
+      "--data-shares us-east-1=0.75,ap-northeast-1=0.25 ";
+  const std::string out_path = TempPath("regions.json");
+  Result r = RunCli(job + "--sync-steps 1000 --json --out " + out_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto made = nlohmann::json::parse(r.out);
+  EXPECT_EQ(made, nlohmann::json::parse(Slurp(out_path)));
+  EXPECT_EQ(made["format"], "heterps-regions-plan-v1");
+  EXPECT_EQ(made["sync_steps"], 1000);
+  ASSERT_EQ(made["regions"].size(), 2u);
+  double regions_usd = 0, longest = 0;
+  for (const auto& region : made["regions"]) {
+    const auto& plan = region["plan"];
+    EXPECT_EQ(plan["data_region"], region["region"]);
+    for (const auto& stage : plan["stages"]) EXPECT_EQ(stage["region"], region["region"]);
+    EXPECT_NEAR(plan["throughput_limit"].get<double>(), 200000 * region["share"].get<double>(),
+                1e-6);
+    regions_usd += region["cost_usd"].get<double>();
+    longest = std::max(longest, region["job_seconds"].get<double>());
+  }
+  const auto& sync = made["sync"];
+  EXPECT_TRUE(sync["keeps_up"]);
+  EXPECT_GT(sync["egress_usd"].get<double>(), 0);
+  double egress = 0;
+  for (const auto& flow : sync["flows"]) {
+    EXPECT_NE(flow["from"], flow["to"]);
+    EXPECT_LE(flow["load"].get<double>(), 1);
+    egress += flow["egress_usd"].get<double>();
+  }
+  EXPECT_NEAR(sync["egress_usd"].get<double>(), egress, 1e-9 * egress);
+  EXPECT_NEAR(made["cost_usd"].get<double>(), regions_usd + egress, 1e-9 * (regions_usd + egress));
+  EXPECT_DOUBLE_EQ(made["job_seconds"].get<double>(), longest);
+  // Syncing ten times as often sends more between the regions.
+  Result often = RunCli(job + "--sync-steps 100 --json");
+  ASSERT_EQ(often.exit_code, 0) << often.err;
+  EXPECT_GT(nlohmann::json::parse(often.out)["sync"]["bytes"].get<double>(),
+            sync["bytes"].get<double>());
+  Result table = RunCli(job + "--sync-steps 1000");
+  EXPECT_THAT(table.out, HasSubstr("region ap-northeast-1: 25% of the samples"));
+  EXPECT_THAT(table.out, HasSubstr("sync every 1000 steps: "));
+  EXPECT_THAT(table.out, HasSubstr("(the slowest region), cost "));
+  // A sync every step at this rate is more than the links carry.
+  Result slow = RunCli(job + "--sync-steps 1");
+  EXPECT_EQ(slow.exit_code, 1);
+  EXPECT_THAT(slow.err, HasSubstr("heterps: no feasible plan (sync constraint): the link "));
+  EXPECT_THAT(slow.err, HasSubstr("raise --sync-steps"));
+  const std::string cluster = "plan --cluster examples/clusters/fleet-64.yaml ";
+  for (const auto& [flags, error] : std::vector<std::pair<std::string, std::string>>{
+           {"--data-shares us-east-1", "--data-shares: 'us-east-1' is not REGION=SHARE"},
+           {"--data-shares us-east-1=0.5,eu-west-1=0.4", "shares add up to 0.9, not 1"},
+           {"--data-shares us-east-1=0.5,mars-1=0.5", "region 'mars-1' is not a region"},
+           {"--data-shares us-east-1=1", "two regions or more"},
+           {"--sync-steps 10", "--sync-steps requires --data-shares"},
+           {"--data-shares us-east-1=0.5,eu-west-1=0.5 --data-region us-east-1", "excludes"}}) {
+    Result bad = RunCli(cluster + flags);
+    EXPECT_EQ(bad.exit_code, 2) << flags;
+    EXPECT_THAT(bad.err, HasSubstr(error)) << flags;
+  }
+}
+
 // A plan that would carry the data out of its region fails before training starts, naming the
 // plan, the stage, its region and the data's; so does a region the catalog lacks.
 TEST(CliTest, TrainRefusesAPlanThatTakesTheDataOutOfItsRegion) {

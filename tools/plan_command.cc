@@ -103,10 +103,6 @@ sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
   return options;
 }
 
-}  // namespace internal
-
-namespace {
-
 std::string RenderPlan(const cost::CostModel& model, const sched::PricedPlan& plan) {
   std::string out = absl::StrFormat(
       "%s on %s: %s samples/s needed, %s samples; scheduler %s (%s, %s, %s plans evaluated)\n\n",
@@ -174,7 +170,7 @@ std::string RenderPlan(const cost::CostModel& model, const sched::PricedPlan& pl
   return out;
 }
 
-}  // namespace
+}  // namespace internal
 
 CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   CLI::App* cmd = app.add_subcommand(
@@ -240,11 +236,25 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
                 "region, so that the stages past the embeddings and the first learned layer of "
                 "the dense features may run on other regions' types")
       ->needs("--data-region");
+  CLI::Option* shares =
+      cmd->add_option(
+             "--data-shares", flags.data_shares,
+             "a job whose data is kept in several regions: REGION=SHARE for each (shares of "
+             "the samples, adding up to 1, comma-separated); each region gets a plan of its "
+             "own and the regions exchange parameter deltas every --sync-steps steps")
+          ->delimiter(',')
+          ->excludes("--data-region")
+          ->excludes("--pareto");
+  cmd->add_option("--sync-steps", flags.sync_steps,
+                  "with --data-shares: the steps a region takes between two syncs (default 100)")
+      ->check(Positive())
+      ->needs(shares);
   return cmd;
 }
 
 int RunPlan(const PlanFlags& flags) {
   if (flags.pareto) return RunPareto(flags);
+  if (!flags.data_shares.empty()) return RunRegionsPlan(flags);
   absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags);
   if (!request.ok()) return Fail(request.status());
   if (absl::Status known = sched::DefaultSchedulers().Create(flags.scheduler).status();
@@ -295,7 +305,7 @@ int RunPlan(const PlanFlags& flags) {
         internal::WritePlanReport(flags, *model, json, nlohmann::ordered_json::array());
     if (!written.ok()) return Fail(written);
   }
-  std::cout << (flags.json ? json : RenderPlan(*model, *plan)) << std::flush;
+  std::cout << (flags.json ? json : internal::RenderPlan(*model, *plan)) << std::flush;
   if (!plan->feasible && plan->cut_short) {
     std::cerr << absl::StrFormat(
         "heterps: no feasible plan found before the time limit (%s plans evaluated in %s); "

@@ -49,6 +49,10 @@ struct PlanFlags {
   // --activations-may-cross: stages past the raw features may run in other regions
   // (launcher::JobRules::activations_may_cross).
   bool activations_may_cross = false;
+  // --data-shares: REGION=SHARE for each region the data is kept in (a job across regions,
+  // launcher::MakeRegionsPlan), the regions syncing every `sync_steps` of their steps.
+  std::vector<std::string> data_shares;
+  int64_t sync_steps = 100;
 };
 
 // Registers the subcommand; `flags` must outlive `app`.
@@ -61,6 +65,10 @@ int RunPlan(const PlanFlags& flags);
 // --pareto (pareto_command.cc): 0 if some limit has a feasible plan, 1 if none has, 2 bad input.
 int RunPareto(const PlanFlags& flags);
 
+// --data-shares (regions_command.cc): a plan per region and the syncs between them. 0 if every
+// region's plan is feasible and the links carry the syncs in time, 1 if not, 2 bad input.
+int RunRegionsPlan(const PlanFlags& flags);
+
 namespace internal {
 // The plan the flags ask for (launcher/planning.h), at their throughput limit (the embedded
 // model's default without one).
@@ -70,6 +78,9 @@ absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags);
 // --pareto).
 absl::Status WritePlanReport(const PlanFlags& flags, const cost::CostModel& model,
                              const std::string& plan, const nlohmann::ordered_json& frontier);
+// The plan as `heterps plan` prints it: the header, a row per stage and the servers, and the
+// pipeline's rate, time and cost.
+std::string RenderPlan(const cost::CostModel& model, const sched::PricedPlan& plan);
 // Scheduler options from the flags (PlanRequestFrom's); `progress` may be empty.
 sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
                                     std::function<void(int64_t, double)> progress);

@@ -100,6 +100,70 @@ absl::StatusOr<MadePlan> MakePlan(const PlanRequest& request) {
   return MadePlan{std::move(model), std::move(plan), std::move(run)};
 }
 
+bool RegionsPlan::feasible() const {
+  if (!sync.keeps_up()) return false;
+  for (const MadePlan& made : regions) {
+    if (!made.plan.feasible) return false;
+  }
+  return true;
+}
+
+double RegionsPlan::total_cost_usd() const {
+  double usd = sync.egress_usd;
+  for (double c : cost_usd) usd += c;
+  return usd;
+}
+
+double RegionsPlan::total_job_seconds() const {
+  double seconds = 0;
+  for (double s : job_seconds) seconds = std::max(seconds, s);
+  return seconds;
+}
+
+absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
+                                            const std::vector<cost::DataShare>& shares,
+                                            int64_t sync_steps) {
+  if (!request.rules.data_region.empty() || request.rules.activations_may_cross) {
+    return absl::InvalidArgumentError(
+        "a job across regions keeps each share of its data in its own region: it takes no data "
+        "region (nor activations that cross) of its own");
+  }
+  cost::SyncJob job{shares, sync_steps, request.workload.throughput_limit, request.workload.samples,
+                    request.workload.access_skew};
+  RegionsPlan made;
+  HETERPS_ASSIGN_OR_RETURN(made.sync, cost::CheapestSync(request.model, request.cluster, job));
+  made.sync_steps = sync_steps;
+  made.shares = shares;
+  const double batch = static_cast<double>(request.model.batch_size);
+  for (const cost::DataShare& share : shares) {
+    PlanRequest region = request;
+    region.rules.data_region = share.region;
+    region.workload.throughput_limit = share.share * request.workload.throughput_limit;
+    region.workload.samples = share.share * request.workload.samples;
+    if (request.options.time_limit_seconds > 0) {
+      region.options.time_limit_seconds =
+          request.options.time_limit_seconds / static_cast<double>(shares.size());
+    }
+    HETERPS_ASSIGN_OR_RETURN(MadePlan plan, MakePlan(region));
+    // The syncs on this region's pace: each takes its seconds every K steps.
+    double sync_seconds = 0;
+    for (const cost::SyncFlow& flow : made.sync.flows) {
+      if (flow.cadence == share.region) {
+        sync_seconds =
+            std::max(sync_seconds, flow.seconds_per_sync / static_cast<double>(sync_steps));
+      }
+    }
+    double throughput = plan.plan.throughput;
+    if (sync_seconds > 0) throughput = std::min(throughput, batch / sync_seconds);
+    const double seconds = throughput > 0 ? region.workload.samples / throughput : 0;
+    made.throughput.push_back(throughput);
+    made.job_seconds.push_back(seconds);
+    made.cost_usd.push_back(plan.plan.egress_usd + plan.plan.cost_per_hour_usd * seconds / 3600);
+    made.regions.push_back(std::move(plan));
+  }
+  return made;
+}
+
 absl::StatusOr<worker::JobSpec> JobOfPlan(const JobRecipe& recipe, const sched::RunPlan& plan,
                                           const config::ClusterSpec& cluster, int ps_shards) {
   worker::JobSettings settings = recipe.settings;

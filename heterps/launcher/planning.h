@@ -25,6 +25,7 @@
 #include "heterps/config/model_spec.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/cost/profile.h"
+#include "heterps/cost/region_sync.h"
 #include "heterps/sched/priced_plan.h"
 #include "heterps/sched/run_plan.h"
 #include "heterps/sched/scheduler.h"
@@ -91,6 +92,33 @@ struct MadePlan {
 // The request's scheduler on its cost model. An unknown scheduler, a bad workload or profile, or
 // a scheduler's error: its status.
 absl::StatusOr<MadePlan> MakePlan(const PlanRequest& request);
+
+// A job whose data sources are kept in several regions (docs/cost_model.md, "Training across
+// regions"): each region trains on its share of the samples with a plan of its own, made as
+// MakePlan makes one with the region for data_region and its share of the limit and of the
+// samples, and the regions exchange parameter deltas every `sync_steps` of their steps
+// (cost::CheapestSync). A region whose syncs take longer than its plan's steps runs at the
+// syncs' pace: its time and cost are the plan's at that pace.
+struct RegionsPlan {
+  int64_t sync_steps = 0;
+  std::vector<cost::DataShare> shares;
+  std::vector<MadePlan> regions;  // in the shares' order
+  // Per region: samples/s, with the syncs (at most the plan's), the job's seconds and its USD
+  // at that pace.
+  std::vector<double> throughput, job_seconds, cost_usd;
+  cost::SyncPrice sync;
+  // Every region's plan feasible and every link carrying its syncs in time.
+  bool feasible() const;
+  double total_cost_usd() const;     // the regions' and the egress
+  double total_job_seconds() const;  // the slowest region's
+};
+
+// The plans and the syncs of a job across regions. InvalidArgument for shares or sync steps that
+// cost::PriceSync refuses, or a request with a data region of its own (the shares name the
+// regions); MakePlan's errors otherwise. The request's time limit is shared by the regions.
+absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
+                                            const std::vector<cost::DataShare>& shares,
+                                            int64_t sync_steps);
 
 // What the user set for every job of a run, whatever its plan.
 struct JobRecipe {

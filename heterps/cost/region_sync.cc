@@ -1,0 +1,235 @@
+#include "heterps/cost/region_sync.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/cost/layer_cost.h"
+
+namespace heterps::cost {
+
+namespace {
+
+constexpr double kKeyBytes = 8;
+constexpr double kFloatBytes = 4;
+
+// One embedding table (a layer's slot): its rows, the bytes a row's delta sends (key and values),
+// and the lookups a sample makes into it.
+struct SyncTable {
+  double rows = 0, row_bytes = 0, lookups = 0;
+};
+
+struct ModelTraffic {
+  double dense_bytes = 0;
+  std::vector<SyncTable> tables;
+};
+
+ModelTraffic TrafficOf(const config::ModelSpec& model) {
+  ModelTraffic traffic;
+  const std::vector<LayerCost> costs =
+      DeriveLayerCosts(model, static_cast<double>(model.batch_size));
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    traffic.dense_bytes += kFloatBytes * costs[l].dense_params;
+    const config::LayerSpec& spec = model.layers[l];
+    if (spec.kind != config::LayerKind::kEmbedding || spec.slots <= 0) continue;
+    const double slots = static_cast<double>(spec.slots);
+    for (int64_t s = 0; s < spec.slots; ++s) {
+      traffic.tables.push_back({static_cast<double>(spec.rows),
+                                kKeyBytes + kFloatBytes * static_cast<double>(spec.dim),
+                                costs[l].rows / slots});
+    }
+  }
+  return traffic;
+}
+
+// A delta's bytes when the tables' rows were looked up by `batches[i]` batches of region i.
+double DeltaOf(const ModelTraffic& traffic, double batch, const std::vector<double>& batches,
+               double skew) {
+  double bytes = traffic.dense_bytes;
+  for (const SyncTable& table : traffic.tables) {
+    double rows = 0;
+    for (double b : batches) rows += DistinctRows(b * batch * table.lookups, table.rows, skew);
+    bytes += std::min(rows, table.rows) * table.row_bytes;
+  }
+  return bytes;
+}
+
+absl::Status CheckJob(const config::ClusterSpec& cluster, const SyncJob& job) {
+  if (job.shares.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shares: a job across regions has data in two regions or more, not ", job.shares.size()));
+  }
+  const std::vector<std::string> regions = cluster.Regions();
+  double sum = 0;
+  for (size_t i = 0; i < job.shares.size(); ++i) {
+    const DataShare& s = job.shares[i];
+    if (std::find(regions.begin(), regions.end(), s.region) == regions.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shares: region '", s.region, "' is not a region of cluster ", cluster.name,
+          " (its regions: ", regions.empty() ? "none" : absl::StrJoin(regions, ", "), ")"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (job.shares[j].region == s.region) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("shares: region '", s.region, "' is given twice"));
+      }
+    }
+    if (!(s.share > 0 && s.share <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("shares: the share of region '", s.region,
+                                                     "' is ", s.share, "; it must be in (0, 1]"));
+    }
+    sum += s.share;
+  }
+  if (std::abs(sum - 1) > 1e-6) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shares: the regions' shares add up to ", sum, ", not 1"));
+  }
+  if (job.sync_steps < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sync_steps: ", job.sync_steps, "; the regions sync every K >= 1 steps"));
+  }
+  if (!(job.throughput_limit > 0) || !(job.samples > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("throughput_limit (", job.throughput_limit,
+                                                   ") and samples (", job.samples,
+                                                   ") must be > 0"));
+  }
+  if (!(job.access_skew >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("access_skew: ", job.access_skew, "; it must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+double DistinctRows(double lookups, double rows, double skew) {
+  const double m = std::max(lookups, 0.0), r = std::floor(std::max(rows, 0.0));
+  if (m == 0 || r == 0) return 0;
+  const double a = std::max(skew, 0.0);
+  // The hottest kSummed rows term by term, the rest as the integral of the same term over
+  // [kSummed + 1/2, R + 1/2] (Simpson's rule in ln x, where the term is smooth).
+  constexpr double kSummed = 1000;
+  constexpr int kIntervals = 512;  // even
+  const double summed = std::min(r, kSummed);
+  const double from = std::log(summed + 0.5), to = std::log(r + 0.5);
+  auto integrate = [&](auto f) {  // of f(x) dx over [from, to], x = e^t
+    if (r <= summed) return 0.0;
+    const double h = (to - from) / kIntervals;
+    double sum = 0;
+    for (int i = 0; i <= kIntervals; ++i) {
+      const double x = std::exp(from + i * h);
+      sum += (i == 0 || i == kIntervals ? 1 : i % 2 == 1 ? 4 : 2) * f(x) * x;
+    }
+    return sum * h / 3;
+  };
+  double mass = 0;  // sum_i i^-a over the table
+  for (double i = 1; i <= summed; ++i) mass += std::pow(i, -a);
+  mass += integrate([&](double x) { return std::pow(x, -a); });
+  // Row i is touched with probability 1 - (1 - p_i)^m, p_i = i^-a / mass.
+  double touched = 0;
+  for (double i = 1; i <= summed; ++i) {
+    touched += -std::expm1(m * std::log1p(-std::pow(i, -a) / mass));
+  }
+  touched += integrate([&](double x) { return -std::expm1(-m * std::pow(x, -a) / mass); });
+  return std::min({touched, m, r});
+}
+
+double DeltaBytes(const config::ModelSpec& model, double batches, double skew) {
+  return DeltaOf(TrafficOf(model), static_cast<double>(model.batch_size), {batches}, skew);
+}
+
+int SyncPrice::busiest() const {
+  int best = -1;
+  for (size_t i = 0; i < flows.size(); ++i) {
+    if (best < 0 || flows[i].load() > flows[best].load()) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+bool SyncPrice::keeps_up() const {
+  return std::all_of(flows.begin(), flows.end(), [](const SyncFlow& f) { return f.load() <= 1; });
+}
+
+std::string SyncPrice::name() const {
+  return topology == SyncTopology::kHub ? absl::StrCat("hub ", hub) : "peer to peer";
+}
+
+absl::StatusOr<SyncPrice> PriceSync(const config::ModelSpec& model,
+                                    const config::ClusterSpec& cluster, const SyncJob& job,
+                                    SyncTopology topology, const std::string& hub) {
+  if (absl::Status valid = CheckJob(cluster, job); !valid.ok()) return valid;
+  const size_t n = job.shares.size();
+  size_t h = n;
+  if (topology == SyncTopology::kHub) {
+    for (size_t i = 0; i < n; ++i) {
+      if (job.shares[i].region == hub) h = i;
+    }
+    if (h == n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hub: '", hub, "' is not one of the job's data regions"));
+    }
+  }
+  const ModelTraffic traffic = TrafficOf(model);
+  const double batch = static_cast<double>(model.batch_size);
+  const double k = static_cast<double>(job.sync_steps);
+  const double own = DeltaOf(traffic, batch, {k}, job.access_skew);
+  SyncPrice price;
+  price.topology = topology;
+  if (topology == SyncTopology::kHub) price.hub = hub;
+  // A flow of `bytes` each sync of region `c`, from region `a` to region `b`.
+  auto add = [&](size_t a, size_t b, size_t c, double bytes) -> absl::Status {
+    const config::RegionLink* link = cluster.FindLink(job.shares[a].region, job.shares[b].region);
+    if (link == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster ", cluster.name, " has no link from ",
+                                                     job.shares[a].region, " to ",
+                                                     job.shares[b].region));
+    }
+    const double share = job.shares[c].share;
+    SyncFlow flow{job.shares[a].region, job.shares[b].region, job.shares[c].region};
+    flow.bytes_per_sync = bytes;
+    flow.syncs = job.samples * share / (batch * k);
+    flow.seconds_per_sync = bytes / link->bandwidth + link->latency;
+    flow.seconds_between_syncs = k * batch / (share * job.throughput_limit);
+    flow.egress_usd = flow.syncs * bytes * link->egress_per_byte;
+    price.bytes += flow.syncs * bytes;
+    price.egress_usd += flow.egress_usd;
+    price.flows.push_back(std::move(flow));
+    return absl::OkStatus();
+  };
+  for (size_t a = 0; a < n; ++a) {
+    if (topology == SyncTopology::kPeerToPeer) {
+      for (size_t b = 0; b < n; ++b) {
+        if (b != a) HETERPS_RETURN_IF_ERROR(add(a, b, a, own));
+      }
+      continue;
+    }
+    if (a == h) continue;
+    HETERPS_RETURN_IF_ERROR(add(a, h, a, own));
+    // Back: the others' deltas since a's last sync, K f_q / f_a of q's steps each.
+    std::vector<double> others;
+    for (size_t q = 0; q < n; ++q) {
+      if (q != a) others.push_back(k * job.shares[q].share / job.shares[a].share);
+    }
+    HETERPS_RETURN_IF_ERROR(add(h, a, a, DeltaOf(traffic, batch, others, job.access_skew)));
+  }
+  return price;
+}
+
+absl::StatusOr<SyncPrice> CheapestSync(const config::ModelSpec& model,
+                                       const config::ClusterSpec& cluster, const SyncJob& job) {
+  HETERPS_ASSIGN_OR_RETURN(SyncPrice best,
+                           PriceSync(model, cluster, job, SyncTopology::kPeerToPeer));
+  for (const DataShare& s : job.shares) {
+    HETERPS_ASSIGN_OR_RETURN(SyncPrice hub,
+                             PriceSync(model, cluster, job, SyncTopology::kHub, s.region));
+    const bool better = best.keeps_up() ? hub.keeps_up() && hub.egress_usd < best.egress_usd
+                                        : hub.keeps_up() || hub.flows[hub.busiest()].load() <
+                                                                best.flows[best.busiest()].load();
+    if (better) best = std::move(hub);
+  }
+  return best;
+}
+
+}  // namespace heterps::cost

@@ -1,0 +1,94 @@
+// The price of training across regions with the data kept where it is (docs/cost_model.md,
+// "Training across regions"): each region trains on its own share of the samples with a plan of
+// its own, and every K steps the regions exchange the parameter deltas of those steps (Paddle's
+// GEO mode, with regions for trainers). What crosses is deltas only; this prices those bytes:
+// how long each link takes to carry a sync against the time the sender's K steps take, and the
+// egress they cost.
+//
+//   SyncJob job{.shares = {{"us-east-1", 0.6}, {"eu-west-1", 0.4}}, .sync_steps = 100,
+//               .throughput_limit = 1e6, .samples = 4.4e9};
+//   HETERPS_ASSIGN_OR_RETURN(SyncPrice sync, CheapestSync(model, cluster, job));
+//   // sync.egress_usd: the job's egress; sync.keeps_up(): every link carries its syncs in time
+//
+// Thread safety: functions of their arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterps/config/cluster_spec.h"
+#include "heterps/config/model_spec.h"
+
+namespace heterps::cost {
+
+// The distinct rows that `lookups` (m) independent draws from a table of `rows` (R) rows touch,
+// expected, where the i-th hottest row is drawn with probability p_i = i^-a / sum_j j^-a
+// (Zipf(a), a = `skew`; 0: uniform): sum_i 1 - (1 - p_i)^m, term by term for the hottest 1000
+// rows and as the integral of the same term beyond (within 1% of the sum; the tests check it).
+// Never more than min(m, R). Each argument >= 0.
+double DistinctRows(double lookups, double rows, double skew);
+
+// Bytes of one region's delta after `batches` batches: every dense parameter (4 bytes) and, per
+// embedding table (a layer's slot), the rows those batches touched with their keys (8 + 4 d each).
+// `batches` > 0.
+double DeltaBytes(const config::ModelSpec& model, double batches, double skew);
+
+// One data source's region and its share of the job's samples.
+struct DataShare {
+  std::string region;
+  double share = 0;  // in (0, 1]; a job's shares add up to 1
+};
+
+struct SyncJob {
+  std::vector<DataShare> shares;  // two or more, distinct regions of the cluster
+  int64_t sync_steps = 0;         // K >= 1: a region syncs after each K of its own steps
+  double throughput_limit = 0;    // TL, samples/s: region r trains at f_r TL
+  double samples = 0;             // N: region r reads N f_r of them
+  double access_skew = 1.0;       // the rows' popularity (Workload::access_skew)
+};
+
+// Hub: every other region sends its delta to the hub and receives the merge of the others'
+// (the hub's included); peer to peer: every region sends its delta to every other.
+enum class SyncTopology { kHub, kPeerToPeer };
+
+// One ordered pair of regions' syncs over the job. Each sync follows the cadence of one region
+// (`cadence`: the sender of a delta, or the region a hub's merge goes to), every K of its steps.
+struct SyncFlow {
+  std::string from, to, cadence;
+  double bytes_per_sync = 0;
+  double syncs = 0;                  // over the job: N f_cadence / (B K)
+  double seconds_per_sync = 0;       // bytes / W + one-way latency
+  double seconds_between_syncs = 0;  // K B / (f_cadence TL): what the cadence's K steps take
+  double egress_usd = 0;             // syncs x bytes x the link's egress price
+  // The share of the time between syncs the link is busy with them: above 1 it cannot keep up.
+  double load() const { return seconds_per_sync / seconds_between_syncs; }
+};
+
+struct SyncPrice {
+  SyncTopology topology = SyncTopology::kPeerToPeer;
+  std::string hub;              // kHub: the hub region
+  std::vector<SyncFlow> flows;  // every ordered pair that carries syncs
+  double bytes = 0;             // over the job, all flows
+  double egress_usd = 0;        // over the job, all flows
+  // The flow with the highest load (-1: none).
+  int busiest() const;
+  bool keeps_up() const;     // every flow's load <= 1
+  std::string name() const;  // "peer to peer" or "hub us-east-1"
+};
+
+// The syncs of `job` in `topology` (kHub: with the hub `hub`, one of the job's regions).
+// InvalidArgument for a job that breaks SyncJob's rules (naming the field and the value), a
+// region the cluster does not have, or a pair of regions with no link.
+absl::StatusOr<SyncPrice> PriceSync(const config::ModelSpec& model,
+                                    const config::ClusterSpec& cluster, const SyncJob& job,
+                                    SyncTopology topology, const std::string& hub = "");
+
+// Of peer to peer and a hub in each of the job's regions, the least egress among those that keep
+// up (equal egress: peer to peer, then the hubs in the job's order); where none keeps up, the
+// one whose busiest flow has the least load. Errors as PriceSync.
+absl::StatusOr<SyncPrice> CheapestSync(const config::ModelSpec& model,
+                                       const config::ClusterSpec& cluster, const SyncJob& job);
+
+}  // namespace heterps::cost

@@ -1,0 +1,183 @@
+// `heterps plan --data-shares`: a job whose data is kept in several regions — a plan per region
+// and the parameter syncs between them (launcher::MakeRegionsPlan, docs/cost_model.md, "Training
+// across regions").
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "heterps/base/file.h"
+#include "heterps/sched/default_schedulers.h"
+#include "nlohmann/json.hpp"
+#include "tools/plan_command.h"
+#include "tools/table.h"
+
+namespace heterps::tools {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Bytes in decimal units, three significant digits: "4.78 MB".
+std::string HumanBytes(double bytes) {
+  if (bytes >= 1e12) return absl::StrFormat("%.3g TB", bytes / 1e12);
+  if (bytes >= 1e9) return absl::StrFormat("%.3g GB", bytes / 1e9);
+  if (bytes >= 1e6) return absl::StrFormat("%.3g MB", bytes / 1e6);
+  if (bytes >= 1e3) return absl::StrFormat("%.3g kB", bytes / 1e3);
+  return absl::StrFormat("%.0f B", bytes);
+}
+
+absl::StatusOr<std::vector<cost::DataShare>> ParseShares(const std::vector<std::string>& items) {
+  std::vector<cost::DataShare> shares;
+  for (const std::string& item : items) {
+    std::vector<std::string> parts = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    double share = 0;
+    if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtod(parts[1], &share)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data-shares: '", item, "' is not REGION=SHARE (for example us-east-1=0.6)"));
+    }
+    shares.push_back({parts[0], share});
+  }
+  return shares;
+}
+
+// "every step", "every 100 steps".
+std::string Every(int64_t steps) {
+  return steps == 1 ? std::string("every step") : absl::StrFormat("every %d steps", steps);
+}
+
+json SyncJson(const cost::SyncPrice& sync) {
+  json flows = json::array();
+  for (const cost::SyncFlow& f : sync.flows) {
+    flows.push_back({{"from", f.from},
+                     {"to", f.to},
+                     {"cadence", f.cadence},
+                     {"bytes_per_sync", f.bytes_per_sync},
+                     {"syncs", f.syncs},
+                     {"seconds_per_sync", f.seconds_per_sync},
+                     {"seconds_between_syncs", f.seconds_between_syncs},
+                     {"load", f.load()},
+                     {"egress_usd", f.egress_usd}});
+  }
+  return {{"topology", sync.topology == cost::SyncTopology::kHub ? "hub" : "peer_to_peer"},
+          {"hub", sync.hub},
+          {"keeps_up", sync.keeps_up()},
+          {"bytes", sync.bytes},
+          {"egress_usd", sync.egress_usd},
+          {"flows", flows}};
+}
+
+std::string RenderSync(const launcher::RegionsPlan& made) {
+  const cost::SyncPrice& sync = made.sync;
+  std::string out = absl::StrFormat(
+      "\nsync %s: %s (of peer to peer and a hub in each region, the least egress that keeps "
+      "up)\n",
+      Every(made.sync_steps), sync.name());
+  Table table(
+      {"from", "to", "per sync", "syncs", "time per sync", "between syncs", "load", "egress"},
+      {false, false, true, true, true, true, true, true});
+  for (const cost::SyncFlow& f : sync.flows) {
+    table.AddRow({f.from, f.to, HumanBytes(f.bytes_per_sync), WithCommas(f.syncs),
+                  HumanSeconds(f.seconds_per_sync), HumanSeconds(f.seconds_between_syncs),
+                  absl::StrFormat("%.1f%%", 100 * f.load()), base::HumanUsd(f.egress_usd)});
+  }
+  out += table.Render();
+  out += absl::StrFormat("between regions %s over the job, egress %s\n", HumanBytes(sync.bytes),
+                         base::HumanUsd(sync.egress_usd));
+  return out;
+}
+
+}  // namespace
+
+int RunRegionsPlan(const PlanFlags& flags) {
+  if (!flags.report_path.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--report: a plan across regions (--data-shares) has no page yet; use --out or --json"));
+  }
+  absl::StatusOr<std::vector<cost::DataShare>> shares = ParseShares(flags.data_shares);
+  if (!shares.ok()) return Fail(shares.status());
+  absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags);
+  if (!request.ok()) return Fail(request.status());
+  if (absl::Status known = sched::DefaultSchedulers().Create(flags.scheduler).status();
+      !known.ok()) {
+    return Fail(known);
+  }
+  ProgressLine progress(!flags.json);
+  request->options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
+    progress.Show(absl::StrFormat("searching: %s plans evaluated, best %s", WithCommas(n),
+                                  std::isfinite(best) ? base::HumanUsd(best) : "none yet"));
+  });
+  absl::StatusOr<launcher::RegionsPlan> made =
+      launcher::MakeRegionsPlan(*request, *shares, flags.sync_steps);
+  progress.Clear();
+  if (!made.ok()) {
+    absl::Status status = made.status();
+    // The cost model names the job's fields; the user gave flags.
+    return Fail(absl::Status(status.code(),
+                             absl::StrCat("--data-shares/--sync-steps: ", status.message())));
+  }
+  json regions = json::array();
+  std::string text = absl::StrFormat(
+      "a job across %d regions, each share of the data kept in its region, syncing parameter "
+      "deltas %s\n",
+      made->regions.size(), Every(made->sync_steps));
+  for (size_t r = 0; r < made->regions.size(); ++r) {
+    const cost::DataShare& share = made->shares[r];
+    const launcher::MadePlan& plan = made->regions[r];
+    json one = {{"region", share.region},
+                {"share", share.share},
+                {"throughput", made->throughput[r]},
+                {"job_seconds", made->job_seconds[r]},
+                {"cost_usd", made->cost_usd[r]},
+                {"plan", json::parse(sched::PlanToJson(plan.model, plan.plan))}};
+    regions.push_back(std::move(one));
+    text +=
+        absl::StrFormat("\nregion %s: %.4g%% of the samples\n", share.region, 100 * share.share);
+    text += internal::RenderPlan(plan.model, plan.plan);
+    if (plan.plan.feasible && made->throughput[r] < plan.plan.throughput * (1 - 1e-9)) {
+      text += absl::StrFormat("the syncs hold this region to %s samples/s: job %s, cost %s\n",
+                              WithCommas(made->throughput[r]), HumanSeconds(made->job_seconds[r]),
+                              base::HumanUsd(made->cost_usd[r]));
+    }
+  }
+  text += RenderSync(*made);
+  if (made->feasible()) {
+    text += absl::StrFormat("\njob %s (the slowest region), cost %s: the regions %s, egress %s\n",
+                            HumanSeconds(made->total_job_seconds()),
+                            base::HumanUsd(made->total_cost_usd()),
+                            base::HumanUsd(made->total_cost_usd() - made->sync.egress_usd),
+                            base::HumanUsd(made->sync.egress_usd));
+  }
+  const json out = {{"format", "heterps-regions-plan-v1"},
+                    {"sync_steps", made->sync_steps},
+                    {"feasible", made->feasible()},
+                    {"cost_usd", made->total_cost_usd()},
+                    {"job_seconds", made->total_job_seconds()},
+                    {"regions", regions},
+                    {"sync", SyncJson(made->sync)}};
+  const std::string dumped = out.dump(2) + "\n";
+  if (!flags.out_path.empty()) {
+    absl::Status written = base::WriteFileAtomically(flags.out_path, dumped);
+    if (!written.ok()) return Fail(written);
+  }
+  std::cout << (flags.json ? dumped : text) << std::flush;
+  for (size_t r = 0; r < made->regions.size(); ++r) {
+    const sched::PricedPlan& plan = made->regions[r].plan;
+    if (!plan.feasible) {
+      std::cerr << absl::StrFormat("heterps: no feasible plan in region %s (%s constraint): %s\n",
+                                   made->shares[r].region, plan.why.constraint, plan.why.message);
+      return 1;
+    }
+  }
+  if (!made->sync.keeps_up()) {
+    const cost::SyncFlow& f = made->sync.flows[made->sync.busiest()];
+    std::cerr << absl::StrFormat(
+        "heterps: no feasible plan (sync constraint): the link %s -> %s takes %s per sync "
+        "against %s between %s's syncs (%.0f%%); raise --sync-steps\n",
+        f.from, f.to, HumanSeconds(f.seconds_per_sync), HumanSeconds(f.seconds_between_syncs),
+        f.cadence, 100 * f.load());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace heterps::tools
