@@ -228,7 +228,14 @@ TEST(CliTest, DataSharesPlanEachRegionAndTheSyncsBetweenThem) {
            {"--data-shares us-east-1=0.5,mars-1=0.5", "region 'mars-1' is not a region"},
            {"--data-shares us-east-1=1", "two regions or more"},
            {"--sync-steps 10", "--sync-steps requires --data-shares"},
-           {"--data-shares us-east-1=0.5,eu-west-1=0.5 --data-region us-east-1", "excludes"}}) {
+           {"--data-shares us-east-1=0.5,eu-west-1=0.4",
+            "heterps: error: --data-shares: the regions' shares add up to 0.9, not 1\n"},
+           {"--data-shares us-east-1=0.5,eu-west-1=0.5 --data-region us-east-1", "excludes"},
+           {"--data-shares us-east-1=0.5,eu-west-1=0.5 --pareto", "excludes"},
+           {"--data-shares us-east-1=0.5,eu-west-1=0.5 --report " + TempPath("r.html"),
+            "--report: a plan across regions (--data-shares) has no page yet"},
+           {"--data-shares us-east-1=0.5,eu-west-1=0.5 --scheduler exact --policy-in p.json",
+            "--policy-in and --policy-out are rl's; the exact scheduler has no policy"}}) {
     Result bad = RunCli(cluster + flags);
     EXPECT_EQ(bad.exit_code, 2) << flags;
     EXPECT_THAT(bad.err, HasSubstr(error)) << flags;

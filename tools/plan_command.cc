@@ -91,6 +91,22 @@ absl::Status WritePlanReport(const PlanFlags& flags, const cost::CostModel& mode
   return base::WriteFileAtomically(flags.report_path, PlanReportHtml(data));
 }
 
+absl::Status CheckSchedulerFlags(const PlanFlags& flags) {
+  HETERPS_RETURN_IF_ERROR(sched::DefaultSchedulers().Create(flags.scheduler).status());
+  // Options a scheduler would silently ignore are errors.
+  if ((!flags.policy_in.empty() || !flags.policy_out.empty()) && flags.scheduler != "rl") {
+    return absl::InvalidArgumentError(absl::StrCat("--policy-in and --policy-out are rl's; the ",
+                                                   flags.scheduler, " scheduler has no policy"));
+  }
+  if (flags.max_plans > 0 && (flags.scheduler == "exact" || flags.scheduler == "greedy" ||
+                              flags.scheduler == "homogeneous" || flags.scheduler == "manual")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-plans: the ", flags.scheduler,
+                     " scheduler has no budget of plans (--time-limit bounds exact)"));
+  }
+  return absl::OkStatus();
+}
+
 sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
                                     std::function<void(int64_t, double)> progress) {
   sched::SchedulerOptions options;
@@ -257,21 +273,8 @@ int RunPlan(const PlanFlags& flags) {
   if (!flags.data_shares.empty()) return RunRegionsPlan(flags);
   absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags);
   if (!request.ok()) return Fail(request.status());
-  if (absl::Status known = sched::DefaultSchedulers().Create(flags.scheduler).status();
-      !known.ok()) {
-    return Fail(known);
-  }
-  // Options a scheduler would silently ignore are errors.
-  if ((!flags.policy_in.empty() || !flags.policy_out.empty()) && flags.scheduler != "rl") {
-    return Fail(
-        absl::InvalidArgumentError(absl::StrCat("--policy-in and --policy-out are rl's; the ",
-                                                flags.scheduler, " scheduler has no policy")));
-  }
-  if (flags.max_plans > 0 && (flags.scheduler == "exact" || flags.scheduler == "greedy" ||
-                              flags.scheduler == "homogeneous" || flags.scheduler == "manual")) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--max-plans: the ", flags.scheduler,
-                     " scheduler has no budget of plans (--time-limit bounds exact)")));
+  if (absl::Status checked = internal::CheckSchedulerFlags(flags); !checked.ok()) {
+    return Fail(checked);
   }
   ProgressLine progress(!flags.json);
   request->options = internal::OptionsFrom(flags, [&](int64_t n, double best) {

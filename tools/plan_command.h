@@ -81,6 +81,9 @@ absl::Status WritePlanReport(const PlanFlags& flags, const cost::CostModel& mode
 // The plan as `heterps plan` prints it: the header, a row per stage and the servers, and the
 // pipeline's rate, time and cost.
 std::string RenderPlan(const cost::CostModel& model, const sched::PricedPlan& plan);
+// InvalidArgument for an unknown --scheduler, or an option it would silently ignore
+// (--policy-in/--policy-out but rl's, --max-plans of a scheduler with no budget of plans).
+absl::Status CheckSchedulerFlags(const PlanFlags& flags);
 // Scheduler options from the flags (PlanRequestFrom's); `progress` may be empty.
 sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
                                     std::function<void(int64_t, double)> progress);

@@ -3,26 +3,24 @@
 // across regions").
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "heterps/base/file.h"
 #include "heterps/sched/default_schedulers.h"
-#include "nlohmann/json.hpp"
 #include "tools/plan_command.h"
 #include "tools/table.h"
 
 namespace heterps::tools {
 namespace {
 
-using json = nlohmann::ordered_json;
-
-// Bytes in decimal units, three significant digits: "4.78 MB".
+// Bytes in decimal units, three significant digits: "4.78 MB" (999,999 bytes: "1 MB").
 std::string HumanBytes(double bytes) {
-  if (bytes >= 1e12) return absl::StrFormat("%.3g TB", bytes / 1e12);
-  if (bytes >= 1e9) return absl::StrFormat("%.3g GB", bytes / 1e9);
-  if (bytes >= 1e6) return absl::StrFormat("%.3g MB", bytes / 1e6);
-  if (bytes >= 1e3) return absl::StrFormat("%.3g kB", bytes / 1e3);
+  for (const auto& [unit, name] :
+       {std::pair<double, const char*>{1e12, "TB"}, {1e9, "GB"}, {1e6, "MB"}, {1e3, "kB"}}) {
+    if (bytes >= 0.9995 * unit) return absl::StrFormat("%.3g %s", bytes / unit, name);
+  }
   return absl::StrFormat("%.0f B", bytes);
 }
 
@@ -43,27 +41,6 @@ absl::StatusOr<std::vector<cost::DataShare>> ParseShares(const std::vector<std::
 // "every step", "every 100 steps".
 std::string Every(int64_t steps) {
   return steps == 1 ? std::string("every step") : absl::StrFormat("every %d steps", steps);
-}
-
-json SyncJson(const cost::SyncPrice& sync) {
-  json flows = json::array();
-  for (const cost::SyncFlow& f : sync.flows) {
-    flows.push_back({{"from", f.from},
-                     {"to", f.to},
-                     {"cadence", f.cadence},
-                     {"bytes_per_sync", f.bytes_per_sync},
-                     {"syncs", f.syncs},
-                     {"seconds_per_sync", f.seconds_per_sync},
-                     {"seconds_between_syncs", f.seconds_between_syncs},
-                     {"load", f.load()},
-                     {"egress_usd", f.egress_usd}});
-  }
-  return {{"topology", sync.topology == cost::SyncTopology::kHub ? "hub" : "peer_to_peer"},
-          {"hub", sync.hub},
-          {"keeps_up", sync.keeps_up()},
-          {"bytes", sync.bytes},
-          {"egress_usd", sync.egress_usd},
-          {"flows", flows}};
 }
 
 std::string RenderSync(const launcher::RegionsPlan& made) {
@@ -97,9 +74,8 @@ int RunRegionsPlan(const PlanFlags& flags) {
   if (!shares.ok()) return Fail(shares.status());
   absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags);
   if (!request.ok()) return Fail(request.status());
-  if (absl::Status known = sched::DefaultSchedulers().Create(flags.scheduler).status();
-      !known.ok()) {
-    return Fail(known);
+  if (absl::Status checked = internal::CheckSchedulerFlags(flags); !checked.ok()) {
+    return Fail(checked);
   }
   ProgressLine progress(!flags.json);
   request->options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
@@ -110,12 +86,17 @@ int RunRegionsPlan(const PlanFlags& flags) {
       launcher::MakeRegionsPlan(*request, *shares, flags.sync_steps);
   progress.Clear();
   if (!made.ok()) {
-    absl::Status status = made.status();
-    // The cost model names the job's fields; the user gave flags.
-    return Fail(absl::Status(status.code(),
-                             absl::StrCat("--data-shares/--sync-steps: ", status.message())));
+    // The syncs' pricing names the job's fields; the user gave flags.
+    const absl::string_view message = made.status().message();
+    for (const auto& [field, flag] :
+         {std::pair<absl::string_view, absl::string_view>{"shares: ", "--data-shares: "},
+          {"sync_steps: ", "--sync-steps: "}}) {
+      if (absl::StartsWith(message, field)) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(flag, message.substr(field.size()))));
+      }
+    }
+    return Fail(made.status());
   }
-  json regions = json::array();
   std::string text = absl::StrFormat(
       "a job across %d regions, each share of the data kept in its region, syncing parameter "
       "deltas %s\n",
@@ -123,13 +104,6 @@ int RunRegionsPlan(const PlanFlags& flags) {
   for (size_t r = 0; r < made->regions.size(); ++r) {
     const cost::DataShare& share = made->shares[r];
     const launcher::MadePlan& plan = made->regions[r];
-    json one = {{"region", share.region},
-                {"share", share.share},
-                {"throughput", made->throughput[r]},
-                {"job_seconds", made->job_seconds[r]},
-                {"cost_usd", made->cost_usd[r]},
-                {"plan", json::parse(sched::PlanToJson(plan.model, plan.plan))}};
-    regions.push_back(std::move(one));
     text +=
         absl::StrFormat("\nregion %s: %.4g%% of the samples\n", share.region, 100 * share.share);
     text += internal::RenderPlan(plan.model, plan.plan);
@@ -147,14 +121,7 @@ int RunRegionsPlan(const PlanFlags& flags) {
                             base::HumanUsd(made->total_cost_usd() - made->sync.egress_usd),
                             base::HumanUsd(made->sync.egress_usd));
   }
-  const json out = {{"format", "heterps-regions-plan-v1"},
-                    {"sync_steps", made->sync_steps},
-                    {"feasible", made->feasible()},
-                    {"cost_usd", made->total_cost_usd()},
-                    {"job_seconds", made->total_job_seconds()},
-                    {"regions", regions},
-                    {"sync", SyncJson(made->sync)}};
-  const std::string dumped = out.dump(2) + "\n";
+  const std::string dumped = launcher::RegionsPlanToJson(*made);
   if (!flags.out_path.empty()) {
     absl::Status written = base::WriteFileAtomically(flags.out_path, dumped);
     if (!written.ok()) return Fail(written);
@@ -162,6 +129,15 @@ int RunRegionsPlan(const PlanFlags& flags) {
   std::cout << (flags.json ? dumped : text) << std::flush;
   for (size_t r = 0; r < made->regions.size(); ++r) {
     const sched::PricedPlan& plan = made->regions[r].plan;
+    if (!plan.feasible && plan.cut_short) {
+      std::cerr << absl::StrFormat(
+          "heterps: no feasible plan found in region %s before its share of the time limit (%s "
+          "plans evaluated in %s); the search was cut short, so one may exist: raise "
+          "--time-limit\n",
+          made->shares[r].region, WithCommas(plan.plans_evaluated),
+          HumanSeconds(plan.search_seconds));
+      return 1;
+    }
     if (!plan.feasible) {
       std::cerr << absl::StrFormat("heterps: no feasible plan in region %s (%s constraint): %s\n",
                                    made->shares[r].region, plan.why.constraint, plan.why.message);

@@ -14,7 +14,8 @@
 // starts a new generation, re-sizing the table where it is too small or more than 4x too large
 // for the batch (a table far larger than the batch would spread its keys over more cache lines
 // than it needs). A batch with more distinct keys than Reset was told grows the table (the
-// batch's entries re-inserted), so that the bound is a hint, never a limit.
+// batch's entries re-inserted), so that the bound is a hint, never a limit. Trim frees a table
+// above a size, so that a thread keeps a small one between batches and no more.
 //
 // Thread safety: none; give each thread its own (a thread_local one, or a member of an object
 // one thread uses at a time).
@@ -63,11 +64,16 @@ class KeyIndex {
   // Distinct keys inserted since Reset.
   size_t size() const { return count_; }
   // Bytes the table holds (16 a slot).
-  size_t bytes() const { return entries_.size() * sizeof(Entry); }
+  size_t bytes() const { return entries_.capacity() * sizeof(Entry); }
   // Frees the table (the next Reset allocates one).
   void Release() {
     std::vector<Entry>().swap(entries_);
     count_ = 0;
+  }
+  // Frees the table where it holds more than `max_bytes`: a thread's table kept between batches
+  // stays within that, a larger batch's (a checkpoint's) goes when the batch is done.
+  void Trim(size_t max_bytes) {
+    if (bytes() > max_bytes) Release();
   }
 
  private:
@@ -78,7 +84,7 @@ class KeyIndex {
   };
 
   void Allocate(size_t slots) {
-    entries_.assign(slots, Entry{0, 0, 0});
+    std::vector<Entry>(slots, Entry{0, 0, 0}).swap(entries_);  // a smaller one frees the old
     shift_ = 64;
     for (size_t s = slots; s > 1; s /= 2) --shift_;
     generation_ = 1;

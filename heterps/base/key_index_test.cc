@@ -39,6 +39,21 @@ TEST(KeyIndexTest, EachBatchAnswersAsAMapBuiltFromEmpty) {
   }
 }
 
+TEST(KeyIndexTest, ATableKeptForBatchesOfOneSizeForgetsEachBatch) {
+  // The same hint every time: one table, its slots holding older batches' keys (in the probe
+  // chains of this one's) that must not be found.
+  std::mt19937_64 random(3);
+  KeyIndex index;
+  index.Reset(500);
+  const size_t bytes = index.bytes();
+  for (int batch = 0; batch < 200; ++batch) {
+    std::vector<uint64_t> keys(300 + random() % 200);
+    for (uint64_t& key : keys) key = random() % 2000;
+    CheckBatch(index, keys, 500);
+    EXPECT_EQ(index.bytes(), bytes);
+  }
+}
+
 TEST(KeyIndexTest, AKeyOfTheLastBatchIsNewInTheNext) {
   KeyIndex index;
   index.Reset(4);
@@ -58,8 +73,13 @@ TEST(KeyIndexTest, KeepsItsTableForBatchesOfTheSameSizeAndReleasesIt) {
   EXPECT_GE(bytes, 2 * 1000 * 16u);
   index.Reset(900);
   EXPECT_EQ(index.bytes(), bytes);
-  index.Reset(10);  // far smaller: a table that fits
+  index.Reset(10);  // far smaller: a table that fits, the large one freed
   EXPECT_LT(index.bytes(), bytes);
+  index.Trim(index.bytes());  // within the size: kept
+  EXPECT_GT(index.bytes(), 0u);
+  index.Trim(index.bytes() - 1);
+  EXPECT_EQ(index.bytes(), 0u);
+  index.Reset(1000);
   index.Release();
   EXPECT_EQ(index.bytes(), 0u);
   CheckBatch(index, {3, 1, 3, 2}, 0);  // grows from nothing

@@ -44,14 +44,12 @@ ModelTraffic TrafficOf(const config::ModelSpec& model) {
   return traffic;
 }
 
-// A delta's bytes when the tables' rows were looked up by `batches[i]` batches of region i.
-double DeltaOf(const ModelTraffic& traffic, double batch, const std::vector<double>& batches,
-               double skew) {
+// A delta's bytes after `batches` batches (of one region, or of several merged: their lookups
+// draw from the same popularity, so the rows they touch together are those of all their draws).
+double DeltaOf(const ModelTraffic& traffic, double batch, double batches, double skew) {
   double bytes = traffic.dense_bytes;
   for (const SyncTable& table : traffic.tables) {
-    double rows = 0;
-    for (double b : batches) rows += DistinctRows(b * batch * table.lookups, table.rows, skew);
-    bytes += std::min(rows, table.rows) * table.row_bytes;
+    bytes += DistinctRows(batches * batch * table.lookups, table.rows, skew) * table.row_bytes;
   }
   return bytes;
 }
@@ -137,7 +135,7 @@ double DistinctRows(double lookups, double rows, double skew) {
 }
 
 double DeltaBytes(const config::ModelSpec& model, double batches, double skew) {
-  return DeltaOf(TrafficOf(model), static_cast<double>(model.batch_size), {batches}, skew);
+  return DeltaOf(TrafficOf(model), static_cast<double>(model.batch_size), batches, skew);
 }
 
 int SyncPrice::busiest() const {
@@ -174,7 +172,7 @@ absl::StatusOr<SyncPrice> PriceSync(const config::ModelSpec& model,
   const ModelTraffic traffic = TrafficOf(model);
   const double batch = static_cast<double>(model.batch_size);
   const double k = static_cast<double>(job.sync_steps);
-  const double own = DeltaOf(traffic, batch, {k}, job.access_skew);
+  const double own = DeltaOf(traffic, batch, k, job.access_skew);
   SyncPrice price;
   price.topology = topology;
   if (topology == SyncTopology::kHub) price.hub = hub;
@@ -207,10 +205,10 @@ absl::StatusOr<SyncPrice> PriceSync(const config::ModelSpec& model,
     }
     if (a == h) continue;
     HETERPS_RETURN_IF_ERROR(add(a, h, a, own));
-    // Back: the others' deltas since a's last sync, K f_q / f_a of q's steps each.
-    std::vector<double> others;
+    // Back: the others' deltas since a's last sync, K f_q / f_a of q's steps each, merged.
+    double others = 0;
     for (size_t q = 0; q < n; ++q) {
-      if (q != a) others.push_back(k * job.shares[q].share / job.shares[a].share);
+      if (q != a) others += k * job.shares[q].share / job.shares[a].share;
     }
     HETERPS_RETURN_IF_ERROR(add(h, a, a, DeltaOf(traffic, batch, others, job.access_skew)));
   }

@@ -35,7 +35,7 @@ TEST(RegionSyncTest, DistinctRowsIsTheExpectedCountOfTouchedRows) {
   }
   EXPECT_EQ(DistinctRows(0, 1000, 1), 0);
   EXPECT_EQ(DistinctRows(10, 0, 1), 0);
-  EXPECT_LE(DistinctRows(3, 1e9, 0), 3);
+  EXPECT_NEAR(DistinctRows(3, 1e9, 0), 3, 1e-6);
   EXPECT_NEAR(DistinctRows(1e12, 1e9, 1), 1e9, 1e7);  // every row, about
 }
 
@@ -151,10 +151,9 @@ TEST_F(SyncPriceTest, AHubSendsEachRegionTheOthersDeltas) {
   EXPECT_EQ(to_b.from, "a");
   EXPECT_EQ(to_b.to, "b");
   EXPECT_EQ(to_b.cadence, "b");
-  // Between two of b's syncs a takes 20 steps and c 10: 2 x 1000 (1 - 0.999^2000 + 1 -
-  // 0.999^1000) rows, at most every row.
-  const double rows = 1000 * (2 - std::pow(0.999, 2000) - std::pow(0.999, 1000));
-  EXPECT_NEAR(to_b.bytes_per_sync, 36 + 2 * std::min(rows, 1000.0) * 24, 1e-6);
+  // Between two of b's syncs a takes 20 steps and c 10: the rows 3,000 lookups a table touch,
+  // 1000 (1 - 0.999^3000), in each of the 2 tables.
+  EXPECT_NEAR(to_b.bytes_per_sync, Delta(30), 1e-6);
   EXPECT_DOUBLE_EQ(to_b.syncs, 1e6 * 0.25 / 1000);
   EXPECT_NEAR(price->flows[0].bytes_per_sync, Delta(10), 1e-6);
   // Nothing goes from a region to itself, and every flow's egress is in the total.
@@ -226,6 +225,9 @@ TEST_F(SyncPriceTest, BadJobsAreRefusedNamingTheField) {
   EXPECT_THAT(refused({{{"a", 1.5}, {"b", -0.5}}, 10, 1000, 1e6}),
               HasSubstr("the share of region 'a' is 1.5"));
   EXPECT_THAT(refused({{{"a", 0.5}, {"b", 0.5}}, 0, 1000, 1e6}), HasSubstr("sync_steps: 0"));
+  EXPECT_THAT(refused({{{"a", 0.5}, {"b", 0.5}}, 10, 0, 1e6}), HasSubstr("throughput_limit (0)"));
+  EXPECT_THAT(refused({{{"a", 0.5}, {"b", 0.5}}, 10, 1000, -1}), HasSubstr("samples (-1)"));
+  EXPECT_THAT(refused({{{"a", 0.5}, {"b", 0.5}}, 10, 1000, 1e6, -2}), HasSubstr("access_skew: -2"));
   EXPECT_THAT(refused({{{"a", 0.5}, {"b", 0.5}}, 10, 1000, 1e6}, "c"),
               HasSubstr("hub: 'c' is not one of the job's data regions"));
 }

@@ -1,12 +1,15 @@
 #include "heterps/launcher/planning.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/dense/default_backends.h"
 #include "heterps/sched/default_schedulers.h"
+#include "nlohmann/json.hpp"
 
 namespace heterps::launcher {
 
@@ -116,13 +119,17 @@ double RegionsPlan::total_cost_usd() const {
 
 double RegionsPlan::total_job_seconds() const {
   double seconds = 0;
-  for (double s : job_seconds) seconds = std::max(seconds, s);
+  for (double s : job_seconds) {
+    if (std::isnan(s)) return s;
+    seconds = std::max(seconds, s);
+  }
   return seconds;
 }
 
 absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
                                             const std::vector<cost::DataShare>& shares,
                                             int64_t sync_steps) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   if (!request.rules.data_region.empty() || request.rules.activations_may_cross) {
     return absl::InvalidArgumentError(
         "a job across regions keeps each share of its data in its own region: it takes no data "
@@ -153,15 +160,67 @@ absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
             std::max(sync_seconds, flow.seconds_per_sync / static_cast<double>(sync_steps));
       }
     }
-    double throughput = plan.plan.throughput;
-    if (sync_seconds > 0) throughput = std::min(throughput, batch / sync_seconds);
-    const double seconds = throughput > 0 ? region.workload.samples / throughput : 0;
+    // A region with no feasible plan has no time nor cost (NaN; null in the JSON), nor has the
+    // job.
+    double throughput = plan.plan.feasible ? plan.plan.throughput : kNaN;
+    if (sync_seconds > 0 && plan.plan.feasible) {
+      throughput = std::min(throughput, batch / sync_seconds);
+    }
+    const double seconds = region.workload.samples / throughput;
     made.throughput.push_back(throughput);
     made.job_seconds.push_back(seconds);
     made.cost_usd.push_back(plan.plan.egress_usd + plan.plan.cost_per_hour_usd * seconds / 3600);
     made.regions.push_back(std::move(plan));
   }
   return made;
+}
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json SyncJson(const cost::SyncPrice& sync) {
+  json flows = json::array();
+  for (const cost::SyncFlow& f : sync.flows) {
+    flows.push_back({{"from", f.from},
+                     {"to", f.to},
+                     {"cadence", f.cadence},
+                     {"bytes_per_sync", f.bytes_per_sync},
+                     {"syncs", f.syncs},
+                     {"seconds_per_sync", f.seconds_per_sync},
+                     {"seconds_between_syncs", f.seconds_between_syncs},
+                     {"load", f.load()},
+                     {"egress_usd", f.egress_usd}});
+  }
+  return {{"topology", sync.topology == cost::SyncTopology::kHub ? "hub" : "peer_to_peer"},
+          {"hub", sync.hub},
+          {"keeps_up", sync.keeps_up()},
+          {"bytes", sync.bytes},
+          {"egress_usd", sync.egress_usd},
+          {"flows", flows}};
+}
+
+}  // namespace
+
+std::string RegionsPlanToJson(const RegionsPlan& made) {
+  json regions = json::array();
+  for (size_t r = 0; r < made.regions.size(); ++r) {
+    const MadePlan& plan = made.regions[r];
+    regions.push_back({{"region", made.shares[r].region},
+                       {"share", made.shares[r].share},
+                       {"throughput", made.throughput[r]},
+                       {"job_seconds", made.job_seconds[r]},
+                       {"cost_usd", made.cost_usd[r]},
+                       {"plan", json::parse(sched::PlanToJson(plan.model, plan.plan))}});
+  }
+  const json out = {{"format", "heterps-regions-plan-v1"},
+                    {"sync_steps", made.sync_steps},
+                    {"feasible", made.feasible()},
+                    {"cost_usd", made.total_cost_usd()},
+                    {"job_seconds", made.total_job_seconds()},
+                    {"regions", regions},
+                    {"sync", SyncJson(made.sync)}};
+  return out.dump(2) + "\n";
 }
 
 absl::StatusOr<worker::JobSpec> JobOfPlan(const JobRecipe& recipe, const sched::RunPlan& plan,

@@ -104,7 +104,7 @@ struct RegionsPlan {
   std::vector<cost::DataShare> shares;
   std::vector<MadePlan> regions;  // in the shares' order
   // Per region: samples/s, with the syncs (at most the plan's), the job's seconds and its USD
-  // at that pace.
+  // at that pace; NaN for a region with no feasible plan (and so the job's totals).
   std::vector<double> throughput, job_seconds, cost_usd;
   cost::SyncPrice sync;
   // Every region's plan feasible and every link carrying its syncs in time.
@@ -119,6 +119,10 @@ struct RegionsPlan {
 absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
                                             const std::vector<cost::DataShare>& shares,
                                             int64_t sync_steps);
+
+// The plans and syncs as JSON (docs/plan_format.md, "Across regions"): format
+// heterps-regions-plan-v1, each region's plan as sched::PlanToJson writes it.
+std::string RegionsPlanToJson(const RegionsPlan& made);
 
 // What the user set for every job of a run, whatever its plan.
 struct JobRecipe {

@@ -33,7 +33,7 @@ KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers) {
     if (fresh) mine.push_back(key);
     plan.where[i] = {server, static_cast<int>(at)};
   }
-  if (index.bytes() > kKept) index.Release();
+  index.Trim(kKept);
   return plan;
 }
 

@@ -73,8 +73,10 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
     // order.
     std::vector<absl::Status> statuses(groups);
     auto apply = [&](int g) {
+      // The calling thread's table is kept between commits (up to 16 MiB); a helper thread's
+      // lives for one commit.
       thread_local base::KeyIndex index;
-      index.Reset(total / groups + total / (4 * groups));
+      index.Reset(total / groups);
       std::vector<uint64_t> keys;
       // Per key: its contributions, (part, offset of its row in `rows`).
       std::vector<std::vector<std::pair<int, size_t>>> parts_of;
@@ -109,6 +111,7 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
         }
         std::copy_n(rows.data() + mine.front().second, dim, sums.data() + k * dim);
       }
+      index.Trim(size_t{16} << 20);
       statuses[g] = table->Push(keys, sums);
     };
     std::vector<std::thread> helpers;
