@@ -23,6 +23,7 @@ PACKAGES=(
   libjs-chart.js        # Chart.js, inlined into every job report (report.html)
   chromium              # tests: the job report opened in a headless browser
   openssl               # tests: a self-signed certificate for the TLS test
+  iproute2              # tests: regions as network namespaces (ip netns, veth, tc's tbf)
   libbenchmark-dev      # micro-benchmarks
   libzmq3-dev           # ps_bench: plain ZeroMQ beside gRPC, the reference for the transport
   openmpi-bin           # tests: a job started by mpirun (launch only; heterps does not link MPI)
