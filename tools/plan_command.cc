@@ -107,6 +107,17 @@ absl::Status CheckSchedulerFlags(const PlanFlags& flags) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<launcher::PlanRequest> SearchRequestFrom(const PlanFlags& flags,
+                                                        ProgressLine& progress) {
+  HETERPS_ASSIGN_OR_RETURN(launcher::PlanRequest request, PlanRequestFrom(flags));
+  HETERPS_RETURN_IF_ERROR(CheckSchedulerFlags(flags));
+  request.options = OptionsFrom(flags, [&progress](int64_t n, double best) {
+    progress.Show(absl::StrFormat("searching: %s plans evaluated, best %s", WithCommas(n),
+                                  std::isfinite(best) ? base::HumanUsd(best) : "none yet"));
+  });
+  return request;
+}
+
 sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
                                     std::function<void(int64_t, double)> progress) {
   sched::SchedulerOptions options;
@@ -271,16 +282,9 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
 int RunPlan(const PlanFlags& flags) {
   if (flags.pareto) return RunPareto(flags);
   if (!flags.data_shares.empty()) return RunRegionsPlan(flags);
-  absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags);
-  if (!request.ok()) return Fail(request.status());
-  if (absl::Status checked = internal::CheckSchedulerFlags(flags); !checked.ok()) {
-    return Fail(checked);
-  }
   ProgressLine progress(!flags.json);
-  request->options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
-    progress.Show(absl::StrFormat("searching: %s plans evaluated, best %s", WithCommas(n),
-                                  std::isfinite(best) ? base::HumanUsd(best) : "none yet"));
-  });
+  absl::StatusOr<launcher::PlanRequest> request = internal::SearchRequestFrom(flags, progress);
+  if (!request.ok()) return Fail(request.status());
   absl::StatusOr<launcher::MadePlan> made = launcher::MakePlan(*request);
   if (!made.ok()) {
     progress.Clear();

@@ -84,6 +84,10 @@ std::string RenderPlan(const cost::CostModel& model, const sched::PricedPlan& pl
 // InvalidArgument for an unknown --scheduler, or an option it would silently ignore
 // (--policy-in/--policy-out but rl's, --max-plans of a scheduler with no budget of plans).
 absl::Status CheckSchedulerFlags(const PlanFlags& flags);
+// PlanRequestFrom's request, its flags checked (CheckSchedulerFlags), its search showing its
+// progress on `progress` (which must outlive the search).
+absl::StatusOr<launcher::PlanRequest> SearchRequestFrom(const PlanFlags& flags,
+                                                        ProgressLine& progress);
 // Scheduler options from the flags (PlanRequestFrom's); `progress` may be empty.
 sched::SchedulerOptions OptionsFrom(const PlanFlags& flags,
                                     std::function<void(int64_t, double)> progress);

@@ -72,16 +72,9 @@ int RunRegionsPlan(const PlanFlags& flags) {
   }
   absl::StatusOr<std::vector<cost::DataShare>> shares = ParseShares(flags.data_shares);
   if (!shares.ok()) return Fail(shares.status());
-  absl::StatusOr<launcher::PlanRequest> request = internal::PlanRequestFrom(flags);
-  if (!request.ok()) return Fail(request.status());
-  if (absl::Status checked = internal::CheckSchedulerFlags(flags); !checked.ok()) {
-    return Fail(checked);
-  }
   ProgressLine progress(!flags.json);
-  request->options = internal::OptionsFrom(flags, [&](int64_t n, double best) {
-    progress.Show(absl::StrFormat("searching: %s plans evaluated, best %s", WithCommas(n),
-                                  std::isfinite(best) ? base::HumanUsd(best) : "none yet"));
-  });
+  absl::StatusOr<launcher::PlanRequest> request = internal::SearchRequestFrom(flags, progress);
+  if (!request.ok()) return Fail(request.status());
   absl::StatusOr<launcher::RegionsPlan> made =
       launcher::MakeRegionsPlan(*request, *shares, flags.sync_steps);
   progress.Clear();
