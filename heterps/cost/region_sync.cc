@@ -15,10 +15,10 @@ namespace {
 constexpr double kKeyBytes = 8;
 constexpr double kFloatBytes = 4;
 
-// One embedding table (a layer's slot): its rows, the bytes a row's delta sends (key and values),
-// and the lookups a sample makes into it.
+// The embedding tables of a layer (one per slot, `copies` of them, alike): each one's rows, the
+// bytes a row's delta sends (key and values), and the lookups a sample makes into it.
 struct SyncTable {
-  double rows = 0, row_bytes = 0, lookups = 0;
+  double copies = 0, rows = 0, row_bytes = 0, lookups = 0;
 };
 
 struct ModelTraffic {
@@ -35,11 +35,9 @@ ModelTraffic TrafficOf(const config::ModelSpec& model) {
     const config::LayerSpec& spec = model.layers[l];
     if (spec.kind != config::LayerKind::kEmbedding || spec.slots <= 0) continue;
     const double slots = static_cast<double>(spec.slots);
-    for (int64_t s = 0; s < spec.slots; ++s) {
-      traffic.tables.push_back({static_cast<double>(spec.rows),
-                                kKeyBytes + kFloatBytes * static_cast<double>(spec.dim),
-                                costs[l].rows / slots});
-    }
+    traffic.tables.push_back({slots, static_cast<double>(spec.rows),
+                              kKeyBytes + kFloatBytes * static_cast<double>(spec.dim),
+                              costs[l].rows / slots});
   }
   return traffic;
 }
@@ -49,7 +47,8 @@ ModelTraffic TrafficOf(const config::ModelSpec& model) {
 double DeltaOf(const ModelTraffic& traffic, double batch, double batches, double skew) {
   double bytes = traffic.dense_bytes;
   for (const SyncTable& table : traffic.tables) {
-    bytes += DistinctRows(batches * batch * table.lookups, table.rows, skew) * table.row_bytes;
+    bytes += table.copies * DistinctRows(batches * batch * table.lookups, table.rows, skew) *
+             table.row_bytes;
   }
   return bytes;
 }
