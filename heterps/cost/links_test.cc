@@ -1,6 +1,7 @@
 // What a plan sends across the links between regions, worked out by hand.
 #include "gtest/gtest.h"
 #include "heterps/cost/cost_model.h"
+#include "heterps/cost/emb_model_testing.h"
 
 namespace heterps::cost {
 namespace {
@@ -8,16 +9,7 @@ namespace {
 // A small embedding model on two regions 1 Gbit/s and 20 ms apart one way, 2 Gbit/s back,
 // $0.02/GB one way and $0.09/GB back.
 TEST(LinksTest, TrafficAcrossRegionsGoesOverTheirLinks) {
-  auto model = config::ParseModelSpec(R"(name: emb
-batch_size: 100
-layers:
-  - {name: input, kind: input, dense: 0, sparse: 2}
-  - {name: emb, kind: embedding, rows: 1000, dim: 4}
-  - {name: cat, kind: interaction, op: concat}
-  - {name: top, kind: fc, in: 8, out: 1}
-  - {name: loss, kind: logloss}
-)",
-                                      "emb.yaml");
+  auto model = config::ParseModelSpec(testing::kEmbModelYaml, "emb.yaml");
   ASSERT_TRUE(model.ok()) << model.status();
   auto cluster = config::ParseClusterSpec(R"(name: two
 types:

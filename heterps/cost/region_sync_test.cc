@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "heterps/cost/emb_model_testing.h"
 
 namespace heterps::cost {
 namespace {
@@ -65,16 +66,7 @@ class SyncPriceTest : public ::testing::Test {
   void SetUp() override {
     // Two slots of 1000 rows of 4 floats (a row's delta: an 8-byte key and 16 bytes), and an fc
     // of 8 x 1 weights and a bias (36 bytes), batch 100.
-    auto model = config::ParseModelSpec(R"(name: emb
-batch_size: 100
-layers:
-  - {name: input, kind: input, dense: 0, sparse: 2}
-  - {name: emb, kind: embedding, rows: 1000, dim: 4}
-  - {name: cat, kind: interaction, op: concat}
-  - {name: top, kind: fc, in: 8, out: 1}
-  - {name: loss, kind: logloss}
-)",
-                                        "emb.yaml");
+    auto model = config::ParseModelSpec(testing::kEmbModelYaml, "emb.yaml");
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *model;
     // Three regions; a -> b 1 Gbit/s, 20 ms, $0.02/GB; every other link 2 Gbit/s, 40 ms,
