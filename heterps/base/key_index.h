@@ -32,6 +32,10 @@ namespace heterps::base {
 
 class KeyIndex {
  public:
+  // What a thread's table for a step's keys keeps between steps (Trim): a step of up to about 500
+  // thousand distinct keys reuses its table, a larger one frees it.
+  static constexpr size_t kStepKeptBytes = size_t{16} << 20;
+
   // Starts a batch of at most `max_keys` distinct keys (a hint: more grow the table).
   void Reset(size_t max_keys) {
     size_t slots = 16;

@@ -73,8 +73,8 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
     // order.
     std::vector<absl::Status> statuses(groups);
     auto apply = [&](int g) {
-      // The calling thread's table is kept between commits (up to 16 MiB); a helper thread's
-      // lives for one commit.
+      // The calling thread's table is kept between commits (up to KeyIndex::kStepKeptBytes); a
+      // helper thread's lives for one commit.
       thread_local base::KeyIndex index;
       index.Reset(total / groups);
       std::vector<uint64_t> keys;
@@ -111,7 +111,7 @@ absl::Status PendingUpdates::Apply(const CheckpointTables& tables, int threads) 
         }
         std::copy_n(rows.data() + mine.front().second, dim, sums.data() + k * dim);
       }
-      index.Trim(size_t{16} << 20);
+      index.Trim(base::KeyIndex::kStepKeptBytes);
       statuses[g] = table->Push(keys, sums);
     };
     std::vector<std::thread> helpers;

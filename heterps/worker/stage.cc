@@ -174,9 +174,6 @@ void ParameterGrads::Reset(int64_t n) {
 
 namespace {
 
-// The most a thread's key table keeps between merges (base::KeyIndex::Trim).
-constexpr size_t kKeptIndexBytes = size_t{16} << 20;
-
 // A block tree node's sums plus a sibling's: the dense sums added, each key's sums added, keys
 // only the sibling has appended.
 void AddNode(StepGrads::Node& into, const StepGrads::Node& more) {
@@ -203,7 +200,7 @@ void AddNode(StepGrads::Node& into, const StepGrads::Node& more) {
       float* into_sum = mine.sums.data() + size_t{at} * dim;
       for (size_t d = 0; d < dim; ++d) into_sum[d] += sum[d];
     }
-    index.Trim(kKeptIndexBytes);
+    index.Trim(base::KeyIndex::kStepKeptBytes);
   }
 }
 
