@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <string_view>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -47,17 +46,6 @@ absl::Status Run(const std::vector<std::string>& argv) {
   }
   unlink(log);
   return status;
-}
-
-void WriteAll(int fd, std::string_view data, bool* failed) {
-  while (!data.empty()) {
-    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n <= 0) {
-      *failed = true;
-      return;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
 }
 
 }  // namespace
@@ -105,10 +93,9 @@ struct Pipe {
           return;
         }
         lock.unlock();
-        bool failed = false;
-        WriteAll(dst, data, &failed);
+        const bool sent = SendAll(dst, data.data(), data.size());
         lock.lock();
-        if (failed) {
+        if (!sent) {
           shutdown(src, SHUT_RDWR);  // the reader ends, and with it this
         }
       }
@@ -324,6 +311,26 @@ void RegionNet::Accept(int listener, int from, int to, int to_port) {
     std::lock_guard<std::mutex> lock(mu_);
     connections_.push_back(std::move(c));
   }
+}
+
+bool SendAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t sent = send(fd, data, n, MSG_NOSIGNAL);
+    if (sent <= 0) return false;
+    data += sent;
+    n -= static_cast<size_t>(sent);
+  }
+  return true;
+}
+
+bool RecvAll(int fd, char* out, size_t n) {
+  while (n > 0) {
+    const ssize_t got = recv(fd, out, n, 0);
+    if (got <= 0) return false;
+    out += got;
+    n -= static_cast<size_t>(got);
+  }
+  return true;
 }
 
 uint64_t RegionNet::RelayedBytes(const std::string& from, const std::string& to) const {

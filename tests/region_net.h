@@ -38,6 +38,11 @@ struct RegionNetLink {
   double latency_seconds = 0;   // >= 0: added by the relay to every chunk from -> to
 };
 
+// Sends (receives) exactly `n` bytes on a stream socket; false where the connection ends or
+// fails first.
+bool SendAll(int fd, const char* data, size_t n);
+bool RecvAll(int fd, char* out, size_t n);
+
 class RegionNet {
  public:
   // The regions (two or more, distinct) and a link for every ordered pair of them.

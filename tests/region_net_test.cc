@@ -27,26 +27,6 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-bool ReadExactly(int fd, char* out, size_t n) {
-  while (n > 0) {
-    const ssize_t got = recv(fd, out, n, 0);
-    if (got <= 0) return false;
-    out += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-bool WriteExactly(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t sent = send(fd, data, n, MSG_NOSIGNAL);
-    if (sent <= 0) return false;
-    data += sent;
-    n -= static_cast<size_t>(sent);
-  }
-  return true;
-}
-
 // A server in one region: 'p' is answered with 'p'; 's' and a length: that many bytes are read,
 // then 'd' answered; 'r' and a length: that many bytes are sent.
 void Serve(int listener) {
@@ -54,20 +34,20 @@ void Serve(int listener) {
   if (fd < 0) return;
   std::vector<char> buffer(1 << 20);
   char command;
-  while (ReadExactly(fd, &command, 1)) {
+  while (RecvAll(fd, &command, 1)) {
     if (command == 'p') {
-      if (!WriteExactly(fd, "p", 1)) break;
+      if (!SendAll(fd, "p", 1)) break;
       continue;
     }
     uint64_t length = 0;
-    if (!ReadExactly(fd, reinterpret_cast<char*>(&length), sizeof(length))) break;
+    if (!RecvAll(fd, reinterpret_cast<char*>(&length), sizeof(length))) break;
     bool ok = true;
     for (uint64_t done = 0; ok && done < length;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), length - done));
-      ok = command == 's' ? ReadExactly(fd, buffer.data(), n) : WriteExactly(fd, buffer.data(), n);
+      ok = command == 's' ? RecvAll(fd, buffer.data(), n) : SendAll(fd, buffer.data(), n);
       done += n;
     }
-    if (!ok || (command == 's' && !WriteExactly(fd, "d", 1))) break;
+    if (!ok || (command == 's' && !SendAll(fd, "d", 1))) break;
   }
   close(fd);
 }
@@ -105,8 +85,8 @@ TEST(RegionNetTest, TheLinksMeasureWhatTheyWereSet) {
   for (int i = 0; i < 15; ++i) {
     const Clock::time_point start = Clock::now();
     char answer = 0;
-    ASSERT_TRUE(WriteExactly(*client, "p", 1));
-    ASSERT_TRUE(ReadExactly(*client, &answer, 1));
+    ASSERT_TRUE(SendAll(*client, "p", 1));
+    ASSERT_TRUE(RecvAll(*client, &answer, 1));
     trips.push_back(Since(start));
   }
   std::sort(trips.begin(), trips.end());
@@ -121,11 +101,11 @@ TEST(RegionNetTest, TheLinksMeasureWhatTheyWereSet) {
     const Clock::time_point start = Clock::now();
     char header[1 + sizeof(length)] = {command};
     std::memcpy(header + 1, &length, sizeof(length));
-    EXPECT_TRUE(WriteExactly(*client, header, sizeof(header)));
+    EXPECT_TRUE(SendAll(*client, header, sizeof(header)));
     for (uint64_t done = 0; done < length;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), length - done));
-      const bool ok = command == 's' ? WriteExactly(*client, buffer.data(), n)
-                                     : ReadExactly(*client, buffer.data(), n);
+      const bool ok =
+          command == 's' ? SendAll(*client, buffer.data(), n) : RecvAll(*client, buffer.data(), n);
       if (!ok) {
         ADD_FAILURE() << "transfer broken";
         return 0.0;
@@ -134,7 +114,7 @@ TEST(RegionNetTest, TheLinksMeasureWhatTheyWereSet) {
     }
     char done = 0;
     if (command == 's') {
-      EXPECT_TRUE(ReadExactly(*client, &done, 1));
+      EXPECT_TRUE(RecvAll(*client, &done, 1));
     }
     return static_cast<double>(length) / (Since(start) - rtt);
   };
