@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/dense/cpu/cpu_backend.h"
+#include "heterps/ps/bags.h"
 #include "heterps/ps/block_tree.h"
 
 namespace heterps::worker {
@@ -486,17 +487,14 @@ struct Stage::Impl {
         part.table, keys, absl::MakeSpan(into->data(), static_cast<size_t>(into->size()))));
     ps_seconds += absl::ToDoubleSeconds(absl::Now() - start);
     if (!pulled.ok() || one_hot) return pulled;
-    rows->setZero(in.size, part.slots * part.dim);
-    for (int64_t r = 0; r < in.size; ++r) {
-      for (int64_t s = 0; s < part.slots; ++s) {
-        const int32_t begin = offsets[r * part.slots + s], end = offsets[r * part.slots + s + 1];
-        if (begin == end) continue;
-        auto slot = rows->row(r).segment(s * part.dim, part.dim);
-        for (int32_t k = begin; k < end; ++k) slot += c.pulled.row(k);
-        if (part.mean) slot *= 1.0f / static_cast<float>(end - begin);
-      }
-    }
+    rows->resize(in.size, part.slots * part.dim);
+    ps::PoolBags(BagsOf(c, part), part.dim, c.pulled.data(), rows->data(), rows->cols(), 0);
     return absl::OkStatus();
+  }
+
+  // The bags of embedding `part`'s lookup for the context's micro-batch (Lookup's keys).
+  ps::Bags BagsOf(const Context& c, const Part& part) const {
+    return {c.keys[part.local], c.offsets[part.local], c.size, part.slots, part.mean};
   }
 
   // Backward of dense part p from `d` (its output's gradient; consumed; null for the chain with
@@ -578,24 +576,8 @@ struct Stage::Impl {
         rows.keys.insert(rows.keys.end(), keys.begin(), keys.end());
         const size_t at = rows.grads.size();
         rows.grads.resize(at + keys.size() * part.dim);
-        for (int64_t r = 0; r < c.size; ++r) {
-          const float* d = d_vectors->row(r).data() + vector_cols;
-          if (offsets.empty()) {
-            std::copy_n(d, width, rows.grads.data() + at + r * width);
-            continue;
-          }
-          // Each key of a slot gets the slot's gradient, over the key count for a mean.
-          for (int64_t s = 0; s < part.slots; ++s) {
-            const int32_t begin = offsets[r * part.slots + s],
-                          end = offsets[r * part.slots + s + 1];
-            const float scale =
-                part.mean ? 1.0f / static_cast<float>(std::max(end - begin, 1)) : 1.0f;
-            for (int32_t k = begin; k < end; ++k) {
-              float* g = rows.grads.data() + at + static_cast<size_t>(k) * part.dim;
-              for (int64_t j = 0; j < part.dim; ++j) g[j] = d[s * part.dim + j] * scale;
-            }
-          }
-        }
+        ps::SpreadBagGrads(BagsOf(c, part), part.dim, d_vectors->data(), d_vectors->cols(),
+                           vector_cols, rows.grads.data() + at);
         // Where each block's rows end.
         for (int64_t j = 0; j < c.blocks; ++j) {
           const auto [begin, n] = BlockRange(c.size, j);

@@ -109,6 +109,47 @@ absl::Status GpuTier::Prefetch(int table, absl::Span<const uint64_t> keys) {
   return engine_->Prefetch(table, keys, target());
 }
 
+absl::Status GpuTier::CheckBagRows(const char* what, int table, const Bags& bags, const float* data,
+                                   int64_t stride, int64_t column) const {
+  if (!engine_->Has(table)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU tier: ", what, " of table ", table, ", which has no rows on ", device_->info().name));
+  }
+  HETERPS_RETURN_IF_ERROR(CheckBags(bags, absl::StrCat("GPU tier: ", what)));
+  const int64_t width = bags.slots * engine_->dim(table);
+  if (column < 0 || column + width > stride) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU tier: ", what, ": ", width,
+                                                   " floats from column ", column,
+                                                   " do not fit rows of ", stride));
+  }
+  if (bags.samples == 0) return absl::OkStatus();
+  const size_t bytes = static_cast<size_t>((bags.samples - 1) * stride + width) * sizeof(float);
+  if (data == nullptr || !device_->IsDeviceMemory(data + column, bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU tier: ", what, ": the ", bytes,
+                                                   " bytes of the bags' vectors are not memory of ",
+                                                   device_->info().name));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuTier::LookupBags(int table, const Bags& bags, float* out, int64_t stride,
+                                 int64_t column) {
+  HETERPS_RETURN_IF_ERROR(CheckBagRows("lookup", table, bags, out, stride, column));
+  return engine_->LookupBags(table, bags, out, stride, column, target());
+}
+
+absl::Status GpuTier::PushBags(int table, const Bags& bags, const float* grads, int64_t stride,
+                               int64_t column) {
+  HETERPS_RETURN_IF_ERROR(CheckBagRows("push", table, bags, grads, stride, column));
+  return engine_->PushBags(table, bags, grads, stride, column, false, 0, target());
+}
+
+absl::Status GpuTier::AccumulateBags(int table, const Bags& bags, const float* grads,
+                                     int64_t stride, int64_t column, int part) {
+  HETERPS_RETURN_IF_ERROR(CheckBagRows("push", table, bags, grads, stride, column));
+  return engine_->PushBags(table, bags, grads, stride, column, true, part, target());
+}
+
 absl::Status GpuTier::Flush() {
   HETERPS_RETURN_IF_ERROR(engine_->Flush(target()));
   return ForwardingPsClient::Flush();

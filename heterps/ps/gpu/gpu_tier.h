@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "heterps/gpu/device.h"
+#include "heterps/ps/bags.h"
 #include "heterps/ps/forwarding_client.h"
 
 namespace heterps::ps {
@@ -100,6 +101,31 @@ class GpuTier : public ForwardingPsClient {
   absl::Status Flush() override;
   absl::Status Wait(Ticket ticket) override;
 
+  // The device path (docs/gpu.md, "The tier feeds the stage"): the lookup and its backward with
+  // the bags' vectors and their gradients in the tier's device memory, where a dense stage on the
+  // same device reads and writes them, so that no row comes to the host and goes up again.
+  //
+  // LookupBags writes the bags' vectors (ps/bags.h: PoolBags' arithmetic and layout) into `out`
+  // (device memory: row r at out + r * stride, the bags from `column`). The resident keys' rows
+  // are read on the device; the others come from the servers and go up (as a pull's would). The
+  // stream orders the writes before later work on the device; the call returns without waiting
+  // for them where every key is resident.
+  //
+  // PushBags and AccumulateBags are LookupBags' backward: each key gets its bag's gradient, read
+  // from `grads` (device memory, laid out as LookupBags' `out`; SpreadBagGrads' arithmetic), and
+  // the keys' gradients are pushed as PushSparse and AccumulateSparse push host gradients (merged
+  // per key in the order the keys come, applied on the device to resident rows, the rest to the
+  // servers).
+  //
+  // InvalidArgument for bags that disagree with themselves (CheckBags), for a column past the
+  // stride, and for `out` or `grads` not in the tier's device memory; FailedPrecondition for a
+  // table the tier does not hold (AddTables); the servers' errors for the keys that pass through.
+  absl::Status LookupBags(int table, const Bags& bags, float* out, int64_t stride, int64_t column);
+  absl::Status PushBags(int table, const Bags& bags, const float* grads, int64_t stride,
+                        int64_t column);
+  absl::Status AccumulateBags(int table, const Bags& bags, const float* grads, int64_t stride,
+                              int64_t column, int part);
+
   GpuTierStats stats() const;
   const gpu::Device& device() const { return *device_; }
 
@@ -108,6 +134,10 @@ class GpuTier : public ForwardingPsClient {
           std::unique_ptr<TierEngine> engine);
   // A ticket for a call the tier completed itself (negative: apart from the target's).
   Ticket Done(absl::Status status);
+  // The device path's checks: the table is the tier's, the bags agree with themselves, and the
+  // floats their vectors take from `data` lie in the device's memory.
+  absl::Status CheckBagRows(const char* what, int table, const Bags& bags, const float* data,
+                            int64_t stride, int64_t column) const;
 
   gpu::Device* const device_;
   const GpuTierOptions options_;

@@ -24,6 +24,13 @@ namespace {
 
 constexpr int kDim = 8;
 
+// The device the lock-step cases run on.
+#if defined(HETERPS_TIER_TEST_CUDA)
+constexpr absl::string_view kDevice = "cuda:0";
+#else
+constexpr absl::string_view kDevice = "twin:0";
+#endif
+
 // The host twin's OpenMP backend on 16 threads whatever this host has, so that Thrust's
 // allocations from inside its parallel regions (a sort's merges) meet as they do on a 16-core
 // machine (a scratch allocator that was not thread-safe failed there and passed on 2 cores).
@@ -80,6 +87,38 @@ struct Case {
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// Whether the servers behind a tier, written back, hold what `reference` holds alone: every row's
+// value, state and update count (to `relative` as Same), and on the twin the same digest.
+::testing::AssertionResult SameRows(InProcessPsClient& behind, InProcessPsClient& reference,
+                                    double relative) {
+  const auto a = Rows(reference), b = Rows(behind);
+  if (a.size() != b.size()) {
+    return ::testing::AssertionFailure() << b.size() << " rows against " << a.size();
+  }
+  for (const auto& [key, row] : a) {
+    const RowData& other = b.at(key);
+    ::testing::AssertionResult same = Same(other.value, row.value, relative);
+    if (same) same = Same(other.state, row.state, relative);
+    if (!same) return same << " (key " << key << ")";
+    if (other.steps != row.steps) {
+      return ::testing::AssertionFailure()
+             << "key " << key << ": " << other.steps << " updates against " << row.steps;
+    }
+  }
+  if (relative == 0 && Digest(behind) != Digest(reference)) {
+    return ::testing::AssertionFailure() << "the digests differ";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The device the lock-step cases run on, open; null where a GPU is not here (the caller skips).
+std::unique_ptr<gpu::Device> OpenTestDevice() {
+  auto device = gpu::OpenDevice(kDevice, {});
+  if (!device.ok() && kDevice != "twin:0") return nullptr;
+  EXPECT_TRUE(device.ok()) << device.status();
+  return device.ok() ? *std::move(device) : nullptr;
 }
 
 // A tier on `device` in front of `behind`'s table 0 (`rows` rows in all, made with `options`),
@@ -144,17 +183,7 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
     if (step % 10 == 9) {
       // Written back, the servers hold what they would hold alone: bit for bit.
       ASSERT_TRUE(tier->Flush().ok());
-      const auto a = Rows(reference), b = Rows(behind);
-      ASSERT_EQ(a.size(), b.size()) << "step " << step;
-      for (const auto& [key, row] : a) {
-        const RowData& other = b.at(key);
-        ASSERT_TRUE(Same(other.value, row.value, relative)) << key;
-        ASSERT_TRUE(Same(other.state, row.state, relative)) << key;
-        ASSERT_EQ(other.steps, row.steps) << key;
-      }
-      if (relative == 0) {
-        EXPECT_EQ(Digest(behind), Digest(reference));
-      }
+      ASSERT_TRUE(SameRows(behind, reference, relative)) << "step " << step;
     }
   }
   const GpuTierStats stats = tier->stats();
@@ -167,6 +196,103 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
     EXPECT_GT(stats.evicted_rows, 0);
   }
 }
+
+struct BagCase {
+  bool one_hot, mean;
+  int64_t budget_rows;  // rows the tier may hold
+  bool accumulate;      // gradients as accumulated parts, committed per step
+};
+
+void PrintTo(const BagCase& c, std::ostream* os) {
+  *os << (c.one_hot ? "one-hot"
+          : c.mean  ? "multi-hot mean"
+                    : "multi-hot sum")
+      << ", " << c.budget_rows << " rows" << (c.accumulate ? ", accumulated" : "");
+}
+
+class GpuTierBagsTest : public ::testing::TestWithParam<BagCase> {};
+
+// The device path against the stage's host path: the same keys pulled from the servers alone and
+// pooled on the host (PoolBags), the same bags' gradients spread on the host (SpreadBagGrads) and
+// pushed to the servers alone. The vectors land in their columns of the device's rows and nowhere
+// else; resident keys and keys that pass through, empty bags, duplicates inside a bag.
+TEST_P(GpuTierBagsTest, PooledOnTheDeviceAsTheStagePoolsThemOnTheHost) {
+  const BagCase c = GetParam();
+  std::unique_ptr<gpu::Device> device = OpenTestDevice();
+  if (device == nullptr) GTEST_SKIP() << kDevice << " is not here";
+  const double relative = device->info().emulated ? 0 : 1e-4;
+  const SparseTableOptions options = Options(OptimizerKind::kAdagrad);
+  InProcessPsClient reference(2), behind(2);
+  ASSERT_TRUE(reference.CreateSparseTable(0, options).ok());
+  ASSERT_TRUE(behind.CreateSparseTable(0, options).ok());
+  std::unique_ptr<GpuTier> tier = NewTier(&behind, device.get(), options, 300, c.budget_rows);
+  ASSERT_NE(tier, nullptr);
+  constexpr int64_t kSlots = 3, kColumn = 5, kStride = kColumn + kSlots * kDim + 2;
+  std::mt19937_64 rng(c.budget_rows + 2 * c.one_hot + c.mean);
+  std::normal_distribution<float> normal;
+  for (int step = 0; step < 40; ++step) {
+    const int64_t samples = step == 7 ? 0 : 1 + static_cast<int64_t>(rng() % 16);
+    std::vector<uint64_t> keys;
+    std::vector<int32_t> offsets;
+    for (int64_t b = 0; b < samples * kSlots; ++b) {
+      if (!c.one_hot) offsets.push_back(static_cast<int32_t>(keys.size()));
+      const int count = c.one_hot ? 1 : static_cast<int>(rng() % 4);  // empty bags too
+      for (int k = 0; k < count; ++k) keys.push_back(7919ull * (rng() % 60) + 3);
+    }
+    if (!c.one_hot) offsets.push_back(static_cast<int32_t>(keys.size()));
+    const Bags bags{keys, offsets, samples, kSlots, c.mean};
+    const size_t named = step % 3 == 0 ? keys.size() : step % 3 == 1 ? keys.size() / 2 : 0;
+    ASSERT_TRUE(tier->Prefetch(0, absl::MakeConstSpan(keys.data(), named)).ok());
+
+    // The lookup: the host's pooling of the servers' rows, and the device's.
+    std::vector<float> rows(keys.size() * kDim), want(samples * kStride, 7.0f),
+        got(samples * kStride, 0.0f);
+    ASSERT_TRUE(reference.Wait(reference.PullSparse(0, keys, absl::MakeSpan(rows))).ok());
+    PoolBags(bags, kDim, rows.data(), want.data(), kStride, kColumn);
+    auto out = gpu::DeviceArray<float>::Make(device.get(), std::max<int64_t>(1, samples * kStride));
+    ASSERT_TRUE(out.ok());
+    ASSERT_TRUE(device->Fill(out->data(), 0, out->size() * 4).ok());
+    std::vector<float> sevens(out->size(), 7.0f);
+    ASSERT_TRUE(device->CopyToDevice(out->data(), sevens.data(), sevens.size() * 4).ok());
+    ASSERT_TRUE(tier->LookupBags(0, bags, out->data(), kStride, kColumn).ok());
+    ASSERT_TRUE(device->CopyToHost(got.data(), out->data(), got.size() * 4).ok());
+    ASSERT_TRUE(device->Synchronize().ok());
+    ASSERT_TRUE(Same(got, want, relative)) << "step " << step;
+
+    // Its backward: the bags' gradients on the device, spread and pushed there; on the host,
+    // spread and pushed to the servers alone.
+    std::vector<float> d(samples * kStride);
+    for (float& g : d) g = normal(rng);
+    std::vector<float> grads(keys.size() * kDim);
+    SpreadBagGrads(bags, kDim, d.data(), kStride, kColumn, grads.data());
+    ASSERT_TRUE(device->CopyToDevice(out->data(), d.data(), d.size() * 4).ok());
+    if (c.accumulate) {
+      ASSERT_TRUE(reference.Wait(reference.AccumulateSparse(0, keys, grads, 3)).ok());
+      ASSERT_TRUE(tier->AccumulateBags(0, bags, out->data(), kStride, kColumn, 3).ok());
+      ASSERT_TRUE(reference.Commit().ok());
+      ASSERT_TRUE(tier->Commit().ok());
+    } else {
+      ASSERT_TRUE(reference.Wait(reference.PushSparse(0, keys, grads)).ok());
+      ASSERT_TRUE(tier->PushBags(0, bags, out->data(), kStride, kColumn).ok());
+    }
+    ASSERT_TRUE(device->Synchronize().ok());
+    if (step % 10 == 9) {
+      ASSERT_TRUE(tier->Flush().ok());
+      ASSERT_TRUE(SameRows(behind, reference, relative)) << "step " << step;
+    }
+  }
+  const GpuTierStats stats = tier->stats();
+  EXPECT_GT(stats.hits, 0);
+  if (c.budget_rows < 60) {
+    EXPECT_GT(stats.misses, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OneAndMultiHot, GpuTierBagsTest,
+    ::testing::Values(BagCase{true, false, 1000, false}, BagCase{false, false, 1000, false},
+                      BagCase{false, true, 1000, false}, BagCase{false, true, 12, false},
+                      BagCase{true, false, 5, true}, BagCase{false, false, 20, true}));
 
 INSTANTIATE_TEST_SUITE_P(
     EveryOptimizerAndBudget, GpuTierTest,
@@ -263,6 +389,77 @@ TEST(GpuTierTrafficTest, ResidentKeysMoveOnlyTheStepsOwnData) {
   }
   EXPECT_EQ(tier->stats().misses, 0);
   EXPECT_EQ(tier->stats().loaded_rows, 150);
+}
+
+// The device path with every key resident: the keys and the bags' offsets go up, and nothing
+// else crosses PCIe either way (the rows stay on the device, and so do their gradients).
+TEST(GpuTierTrafficTest, BagsOfResidentKeysMoveOnlyTheKeysAndOffsets) {
+  auto device = gpu::OpenDevice("twin:0", {});
+  ASSERT_TRUE(device.ok());
+  const SparseTableOptions options = Options(OptimizerKind::kAdam);
+  InProcessPsClient behind(1);
+  ASSERT_TRUE(behind.CreateSparseTable(0, options).ok());
+  std::unique_ptr<GpuTier> tier = NewTier(&behind, device->get(), options, 1000, 1000);
+  ASSERT_NE(tier, nullptr);
+  constexpr int64_t kSamples = 50, kSlots = 2;
+  std::vector<uint64_t> keys;
+  std::vector<int32_t> offsets;
+  for (int64_t b = 0; b < kSamples * kSlots; ++b) {
+    offsets.push_back(static_cast<int32_t>(keys.size()));
+    for (int64_t k = 0; k < b % 3; ++k) keys.push_back(13 * ((b * 7 + k) % 90) + 1);
+  }
+  offsets.push_back(static_cast<int32_t>(keys.size()));
+  const Bags bags{keys, offsets, kSamples, kSlots, true};
+  auto rows = gpu::DeviceArray<float>::Make(device->get(), kSamples * kSlots * kDim);
+  ASSERT_TRUE(rows.ok());
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(tier->Prefetch(0, keys).ok());
+    const gpu::DeviceCounters before = (*device)->counters();
+    ASSERT_TRUE(tier->LookupBags(0, bags, rows->data(), kSlots * kDim, 0).ok());
+    const gpu::DeviceCounters looked_up = (*device)->counters();
+    const int64_t up = keys.size() * 8 + offsets.size() * 4;
+    EXPECT_EQ(looked_up.host_to_device_bytes - before.host_to_device_bytes, up);
+    EXPECT_EQ(looked_up.device_to_host_bytes, before.device_to_host_bytes);
+    ASSERT_TRUE(tier->PushBags(0, bags, rows->data(), kSlots * kDim, 0).ok());
+    const gpu::DeviceCounters pushed = (*device)->counters();
+    EXPECT_EQ(pushed.host_to_device_bytes - looked_up.host_to_device_bytes, up);
+    EXPECT_EQ(pushed.device_to_host_bytes, before.device_to_host_bytes);
+  }
+  EXPECT_EQ(tier->stats().misses, 0);
+}
+
+TEST(GpuTierOptionsTest, BagsRefusals) {
+  auto device = gpu::OpenDevice("twin:0", {});
+  ASSERT_TRUE(device.ok());
+  const SparseTableOptions options = Options(OptimizerKind::kSgd);
+  InProcessPsClient behind(1);
+  ASSERT_TRUE(behind.CreateSparseTable(0, options).ok());
+  ASSERT_TRUE(behind.CreateSparseTable(1, options).ok());
+  std::unique_ptr<GpuTier> tier = NewTier(&behind, device->get(), options, 100, 100);
+  ASSERT_NE(tier, nullptr);
+  auto rows = gpu::DeviceArray<float>::Make(device->get(), 4 * kDim);
+  ASSERT_TRUE(rows.ok());
+  const std::vector<uint64_t> keys = {1, 2, 3, 4};
+  const std::vector<int32_t> offsets = {0, 1, 3, 3, 4};
+  const Bags bags{keys, offsets, 2, 2, false};
+  EXPECT_TRUE(tier->LookupBags(0, bags, rows->data(), 2 * kDim, 0).ok());
+  const absl::Status other = tier->LookupBags(1, bags, rows->data(), 2 * kDim, 0);
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.message(), ::testing::HasSubstr("table 1, which has no rows on twin:0"));
+  std::vector<float> host(4 * kDim);
+  EXPECT_THAT(tier->LookupBags(0, bags, host.data(), 2 * kDim, 0).message(),
+              ::testing::HasSubstr("not memory of twin:0"));
+  EXPECT_THAT(tier->PushBags(0, bags, rows->data(), 2 * kDim, 1).message(),
+              ::testing::HasSubstr("do not fit rows of 16"));
+  EXPECT_THAT(
+      tier->LookupBags(0, {keys, offsets, 2, 4, false}, rows->data(), 2 * kDim, 0).message(),
+      ::testing::HasSubstr("5 offsets for 8 bags"));
+  EXPECT_THAT(tier->LookupBags(0, {keys, {}, 1, 2, false}, rows->data(), 2 * kDim, 0).message(),
+              ::testing::HasSubstr("4 keys for 2 one-key bags"));
+  const std::vector<int32_t> backwards = {0, 3, 1, 3, 4};
+  EXPECT_THAT(tier->AccumulateBags(0, {keys, backwards, 2, 2, false}, rows->data(), 2 * kDim, 0, 1)
+                  .message(),
+              ::testing::HasSubstr("must ascend from 0"));
 }
 
 TEST(GpuTierOptionsTest, Refusals) {

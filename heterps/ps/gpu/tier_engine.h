@@ -26,7 +26,14 @@ class TierEngine {
   virtual absl::Status Push(int table, absl::Span<const uint64_t> keys,
                             absl::Span<const float> grads, bool accumulate, int part,
                             PsClient* target) = 0;
+  // GpuTier::LookupBags and PushBags (accumulate: AccumulateBags), on checked arguments.
+  virtual absl::Status LookupBags(int table, const Bags& bags, float* out, int64_t stride,
+                                  int64_t column, PsClient* target) = 0;
+  virtual absl::Status PushBags(int table, const Bags& bags, const float* grads, int64_t stride,
+                                int64_t column, bool accumulate, int part, PsClient* target) = 0;
   virtual absl::Status Flush(PsClient* target) = 0;
+  // The table's row width, floats (a table it Has).
+  virtual int64_t dim(int table) const = 0;
   virtual GpuTierStats stats() const = 0;
 };
 

@@ -143,6 +143,66 @@ struct Update {
   }
 };
 
+// Element (b, d) of bag b's vector (ps/bags.h's PoolBags, the same arithmetic): the rows of
+// the bag's keys, each resident (position >= 0: the slot's row) or fetched from the servers
+// (position -2 - j: row j of `fetched`).
+struct PoolOnDevice {
+  const int64_t* position;  // per key
+  const float* values;      // the table's slots
+  const float* fetched;
+  const int32_t* offsets;  // null: one-hot
+  int64_t slots, dim;
+  int mean;
+  float* out;
+  int64_t stride, column;
+  HETERPS_HD const float* Row(int64_t k) const {
+    const int64_t p = position[k];
+    return p >= 0 ? values + p * dim : fetched + (-2 - p) * dim;
+  }
+  HETERPS_HD void operator()(int64_t e) const {
+    const int64_t b = e / dim, d = e % dim;
+    float* v = out + (b / slots) * stride + column + (b % slots) * dim + d;
+    if (offsets == nullptr) {
+      *v = Row(b)[d];
+      return;
+    }
+    const int32_t begin = offsets[b], end = offsets[b + 1];
+    float sum = 0.0f;
+    for (int32_t k = begin; k < end; ++k) sum += Row(k)[d];
+    if (mean && end > begin) sum *= 1.0f / static_cast<float>(end - begin);
+    *v = sum;
+  }
+};
+
+// Element (b, d) of the gradients of bag b's keys from the bag's (ps/bags.h's SpreadBagGrads).
+struct SpreadOnDevice {
+  const float* d_bags;
+  int64_t stride, column;
+  const int32_t* offsets;  // null: one-hot
+  int64_t slots, dim;
+  int mean;
+  float* grads;  // per key
+  HETERPS_HD void operator()(int64_t e) const {
+    const int64_t b = e / dim, d = e % dim;
+    const float g = d_bags[(b / slots) * stride + column + (b % slots) * dim + d];
+    if (offsets == nullptr) {
+      grads[b * dim + d] = g;
+      return;
+    }
+    const int32_t begin = offsets[b], end = offsets[b + 1];
+    const float scale = mean ? 1.0f / static_cast<float>(end - begin > 1 ? end - begin : 1) : 1.0f;
+    for (int32_t k = begin; k < end; ++k) grads[int64_t{k} * dim + d] = g * scale;
+  }
+};
+
+// Marks the keys fetched from the servers: missing key j (at position `at[j]`) reads row j of
+// the fetched rows.
+struct MarkFetched {
+  const int64_t* at;
+  int64_t* position;
+  HETERPS_HD void operator()(int64_t j) const { position[at[j]] = -2 - j; }
+};
+
 // Copies `width` elements per row from rows `from[i]` of `in` to row i of `out`.
 template <typename T>
 struct GatherRows {
@@ -282,48 +342,58 @@ class Engine : public TierEngine {
     const int64_t n = static_cast<int64_t>(keys.size());
     HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), t.dim));
     if (n == 0) return absl::OkStatus();
-    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
-    // Merge the duplicates: sort the keys stably (their positions along), then per distinct key
-    // the sum of its gradients in the order they came, as the servers sum them.
     HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, keys));
     HETERPS_RETURN_IF_ERROR(Upload(grads_in_, grads));
-    HETERPS_RETURN_IF_ERROR(order_.Reserve(device_, n));
-    thrust::sequence(policy, order_.data(), order_.data() + n);
-    thrust::stable_sort_by_key(policy, scratch_keys_.data(), scratch_keys_.data() + n,
-                               order_.data());
-    HETERPS_RETURN_IF_ERROR(distinct_.Reserve(device_, n));
-    HETERPS_RETURN_IF_ERROR(counts_.Reserve(device_, n));
-    const auto ends = thrust::reduce_by_key(policy, scratch_keys_.data(), scratch_keys_.data() + n,
-                                            thrust::constant_iterator<int64_t>(1), distinct_.data(),
-                                            counts_.data());
-    const int64_t u = ends.first - distinct_.data();
-    HETERPS_RETURN_IF_ERROR(starts_.Reserve(device_, u));
-    thrust::exclusive_scan(policy, counts_.data(), counts_.data() + u, starts_.data());
-    HETERPS_RETURN_IF_ERROR(rows_.Reserve(device_, u * t.dim));
-    Run(u * t.dim, SumSegments{starts_.data(), counts_.data(), order_.data(), grads_in_.data(),
-                               rows_.data(), t.dim});
-    // The resident ones updated here; the others to the servers, summed (in key order). None
-    // where the window's prefetch found room for all: then nothing comes back to the host, and
-    // the update runs on while the host goes on (the stream orders it before any later work).
-    HETERPS_RETURN_IF_ERROR(Locate(t, distinct_.data(), u));
-    HETERPS_ASSIGN_OR_RETURN(const int64_t m, Missing(u));
-    const OptimizerOptions& o = t.options.optimizer;
-    Run(u, Update{positions_.data(), rows_.data(), t.values.data(), t.state_floats.data(),
-                  t.steps.data(), t.dirty.data(), t.dim, static_cast<int>(o.kind), o.learning_rate,
-                  o.beta1, o.beta2, o.epsilon});
-    if (m == 0) return absl::OkStatus();
-    std::vector<uint64_t> pass_keys(m);
-    std::vector<float> pass_grads(m * t.dim);
-    HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, m));
-    HETERPS_RETURN_IF_ERROR(spare_floats_.Reserve(device_, m * t.dim));
-    thrust::gather(policy, lower_.data(), lower_.data() + m, distinct_.data(), spare_keys_.data());
-    Run(m * t.dim, GatherRows<float>{lower_.data(), rows_.data(), spare_floats_.data(), t.dim});
-    HETERPS_RETURN_IF_ERROR(Download(pass_keys.data(), spare_keys_.data(), m));
-    HETERPS_RETURN_IF_ERROR(Download(pass_grads.data(), spare_floats_.data(), m * t.dim));
-    HETERPS_RETURN_IF_ERROR(device_->Synchronize());
-    return target->Wait(accumulate ? target->AccumulateSparse(table, pass_keys, pass_grads, part)
-                                   : target->PushSparse(table, pass_keys, pass_grads));
+    return PushUploaded(table, t, n, accumulate, part, target);
   }
+
+  absl::Status LookupBags(int table, const Bags& bags, float* out, int64_t stride, int64_t column,
+                          PsClient* target) override {
+    Table& t = tables_.at(table);
+    const int64_t n = static_cast<int64_t>(bags.keys.size());
+    if (bags.bags() == 0) return absl::OkStatus();
+    HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, bags.keys));
+    HETERPS_ASSIGN_OR_RETURN(const int32_t* offsets, UploadOffsets(bags));
+    HETERPS_RETURN_IF_ERROR(Locate(t, scratch_keys_.data(), n));
+    // The keys that are not resident (none where the window's prefetch found room for all): their
+    // rows from the servers, up to the device.
+    HETERPS_ASSIGN_OR_RETURN(const int64_t m, Missing(n));
+    stats_.hits += n - m;
+    stats_.misses += m;
+    std::vector<float> fetched;
+    if (m > 0) {
+      std::vector<int64_t> at(m);
+      HETERPS_RETURN_IF_ERROR(Download(at.data(), lower_.data(), m));
+      HETERPS_RETURN_IF_ERROR(device_->Synchronize());
+      std::vector<uint64_t> missing;
+      for (int64_t i : at) missing.push_back(bags.keys[i]);
+      fetched.resize(m * t.dim);
+      HETERPS_RETURN_IF_ERROR(
+          target->Wait(target->PullSparse(table, missing, absl::MakeSpan(fetched))));
+      HETERPS_RETURN_IF_ERROR(Upload(spare_floats_, absl::MakeConstSpan(fetched)));
+      Run(m, MarkFetched{lower_.data(), positions_.data()});
+    }
+    Run(bags.bags() * t.dim,
+        PoolOnDevice{positions_.data(), t.values.data(), spare_floats_.data(), offsets, bags.slots,
+                     t.dim, bags.mean ? 1 : 0, out, stride, column});
+    // The fetched rows, host memory the upload reads, are done with once the stream is.
+    return m > 0 ? device_->Synchronize() : absl::OkStatus();
+  }
+
+  absl::Status PushBags(int table, const Bags& bags, const float* grads, int64_t stride,
+                        int64_t column, bool accumulate, int part, PsClient* target) override {
+    Table& t = tables_.at(table);
+    const int64_t n = static_cast<int64_t>(bags.keys.size());
+    if (n == 0) return absl::OkStatus();
+    HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, bags.keys));
+    HETERPS_ASSIGN_OR_RETURN(const int32_t* offsets, UploadOffsets(bags));
+    HETERPS_RETURN_IF_ERROR(grads_in_.Reserve(device_, n * t.dim));
+    Run(bags.bags() * t.dim, SpreadOnDevice{grads, stride, column, offsets, bags.slots, t.dim,
+                                            bags.mean ? 1 : 0, grads_in_.data()});
+    return PushUploaded(table, t, n, accumulate, part, target);
+  }
+
+  int64_t dim(int table) const override { return tables_.at(table).dim; }
 
   absl::Status Flush(PsClient* target) override {
     for (auto& [table, t] : tables_) {
@@ -366,6 +436,57 @@ class Engine : public TierEngine {
     DeviceArray<int32_t> dirty;
     std::vector<int64_t> free;  // the slots no row holds (the next one taken from the back)
   };
+
+  // Push's work after its n keys are in scratch_keys_ and their gradients in grads_in_.
+  absl::Status PushUploaded(int table, Table& t, int64_t n, bool accumulate, int part,
+                            PsClient* target) {
+    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
+    // Merge the duplicates: sort the keys stably (their positions along), then per distinct key
+    // the sum of its gradients in the order they came, as the servers sum them.
+    HETERPS_RETURN_IF_ERROR(order_.Reserve(device_, n));
+    thrust::sequence(policy, order_.data(), order_.data() + n);
+    thrust::stable_sort_by_key(policy, scratch_keys_.data(), scratch_keys_.data() + n,
+                               order_.data());
+    HETERPS_RETURN_IF_ERROR(distinct_.Reserve(device_, n));
+    HETERPS_RETURN_IF_ERROR(counts_.Reserve(device_, n));
+    const auto ends = thrust::reduce_by_key(policy, scratch_keys_.data(), scratch_keys_.data() + n,
+                                            thrust::constant_iterator<int64_t>(1), distinct_.data(),
+                                            counts_.data());
+    const int64_t u = ends.first - distinct_.data();
+    HETERPS_RETURN_IF_ERROR(starts_.Reserve(device_, u));
+    thrust::exclusive_scan(policy, counts_.data(), counts_.data() + u, starts_.data());
+    HETERPS_RETURN_IF_ERROR(rows_.Reserve(device_, u * t.dim));
+    Run(u * t.dim, SumSegments{starts_.data(), counts_.data(), order_.data(), grads_in_.data(),
+                               rows_.data(), t.dim});
+    // The resident ones updated here; the others to the servers, summed (in key order). None
+    // where the window's prefetch found room for all: then nothing comes back to the host, and
+    // the update runs on while the host goes on (the stream orders it before any later work).
+    HETERPS_RETURN_IF_ERROR(Locate(t, distinct_.data(), u));
+    HETERPS_ASSIGN_OR_RETURN(const int64_t m, Missing(u));
+    const OptimizerOptions& o = t.options.optimizer;
+    Run(u, Update{positions_.data(), rows_.data(), t.values.data(), t.state_floats.data(),
+                  t.steps.data(), t.dirty.data(), t.dim, static_cast<int>(o.kind), o.learning_rate,
+                  o.beta1, o.beta2, o.epsilon});
+    if (m == 0) return absl::OkStatus();
+    std::vector<uint64_t> pass_keys(m);
+    std::vector<float> pass_grads(m * t.dim);
+    HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, m));
+    HETERPS_RETURN_IF_ERROR(spare_floats_.Reserve(device_, m * t.dim));
+    thrust::gather(policy, lower_.data(), lower_.data() + m, distinct_.data(), spare_keys_.data());
+    Run(m * t.dim, GatherRows<float>{lower_.data(), rows_.data(), spare_floats_.data(), t.dim});
+    HETERPS_RETURN_IF_ERROR(Download(pass_keys.data(), spare_keys_.data(), m));
+    HETERPS_RETURN_IF_ERROR(Download(pass_grads.data(), spare_floats_.data(), m * t.dim));
+    HETERPS_RETURN_IF_ERROR(device_->Synchronize());
+    return target->Wait(accumulate ? target->AccumulateSparse(table, pass_keys, pass_grads, part)
+                                   : target->PushSparse(table, pass_keys, pass_grads));
+  }
+
+  // The bags' offsets on the device (null for one-hot bags).
+  absl::StatusOr<const int32_t*> UploadOffsets(const Bags& bags) {
+    if (bags.one_hot()) return nullptr;
+    HETERPS_RETURN_IF_ERROR(Upload(offsets_, bags.offsets));
+    return offsets_.data();
+  }
 
   template <typename F>
   void Run(int64_t n, const F& f) {
@@ -569,6 +690,7 @@ class Engine : public TierEngine {
   DeviceArray<uint64_t> scratch_keys_, distinct_, spare_keys_;
   DeviceArray<int64_t> counts_, lower_, positions_, order_, starts_, spare_ints_;
   DeviceArray<float> grads_in_, rows_, spare_floats_;
+  DeviceArray<int32_t> offsets_;
 };
 
 // The raw gather: a row index per output row, as random as a tier's lookups, nothing else.
