@@ -261,6 +261,37 @@ TEST_F(GpuHostTest, AGpuPlanRunsInLargeBlocksUnlessTold) {
   EXPECT_NE(small["losses"], metrics["losses"]);  // other sums
 }
 
+// A one-stage GPU plan with the tier on the stage's own device: the tier feeds the stage there
+// (the rows pooled into the chain's input on the device, their gradients applied there), and the
+// run is the run without the tier to the bit, synchronous and asynchronous.
+TEST_F(GpuHostTest, TheTierFeedsAOneStageGpuPlanOnItsDevice) {
+  for (const std::string mode : {"sync", "async"}) {
+    SCOPED_TRACE(mode);
+    const auto run = [&](const std::string& name, std::vector<std::string> more) {
+      const std::string dir = Dir(name + "_" + mode);
+      more.insert(more.end(), {"--checkpoint-every", "0", "--mode", mode});
+      const Outcome r = Heterps(OneStage(dir, "gpu", more), dir);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      return std::pair{r.out, r.exit_code == 0 ? Metrics(dir) : json()};
+    };
+    const auto [out, fed] = run("gpu_fed", {"--gpu-cache-gib", "0.00006"});
+    EXPECT_THAT(out, HasSubstr("GPU tier        twin:0, 0 MB, feeding the stage on the device"));
+    ASSERT_FALSE(fed.is_null());
+    const json tier = fed["stages"][0]["gpu_tier"];
+    ASSERT_FALSE(tier.is_null()) << fed.dump(1);
+    EXPECT_EQ(tier["feeds_stage"], true);
+    EXPECT_GT(tier["hit_rate"].get<double>(), 0.3);
+    EXPECT_LT(tier["hit_rate"].get<double>(), 1.0);  // rows come and go: some pass through
+    const auto [plain_out, plain] = run("gpu_unfed", {});
+    EXPECT_EQ(fed["parameter_digest"], plain["parameter_digest"]);
+    EXPECT_EQ(fed["losses"], plain["losses"]);
+    EXPECT_EQ(fed["eval_auc"], plain["eval_auc"]);
+    // The rows stay on the device: less over PCIe than the stage's copies alone without the tier.
+    EXPECT_LT(fed["stages"][0]["pcie_bytes_per_batch"].get<double>(),
+              plain["stages"][0]["pcie_bytes_per_batch"].get<double>());
+  }
+}
+
 // A resumed job keeps its block size whatever plan it resumes on: here one begun on the GPU
 // (blocks of 512) goes on on the CPU (whose own default is 64), and ends as the uninterrupted run.
 TEST_F(GpuHostTest, AResumeOnAnotherPlanKeepsTheBlockSize) {

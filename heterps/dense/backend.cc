@@ -11,6 +11,18 @@ bool IsDenseLayer(config::LayerKind kind) {
          kind == config::LayerKind::kLogloss;
 }
 
+absl::StatusOr<float*> DenseChain::DeviceVectors(int, int64_t, int64_t) {
+  return absl::UnimplementedError(consumes_vectors()
+                                      ? "chain: its vectors come from host memory on this backend"
+                                      : "chain: it does not consume vectors");
+}
+
+absl::StatusOr<const Matrix<float>*> DenseChain::ForwardDeviceVectors(int ctx,
+                                                                      const Matrix<float>& dense,
+                                                                      bool train) {
+  return DeviceVectors(ctx, dense.rows(), 0).status();
+}
+
 void BackendRegistry::Register(std::string kind, Factory factory) {
   factories_[std::move(kind)] = std::move(factory);
 }

@@ -41,6 +41,10 @@
 #include "heterps/config/model_spec.h"
 #include "heterps/dense/matrix.h"
 
+namespace heterps::gpu {
+class Device;
+}  // namespace heterps::gpu
+
 namespace heterps::dense {
 
 class DenseChain {
@@ -78,6 +82,9 @@ class DenseChain {
   struct InputGrads {
     const Matrix<float>* dense = nullptr;
     const Matrix<float>* vectors = nullptr;
+    // After ForwardDeviceVectors, the vectors' gradient stays on the device: n x cols floats,
+    // row-major, in device memory the context owns, valid until its next call (`vectors` null).
+    const float* device_vectors = nullptr;
   };
   // Backward of context `ctx` from `d_out` (n x width out; consumed: its contents are
   // overwritten) or, for the chain with the loss, from the loss (d_out null). Adds the
@@ -85,6 +92,26 @@ class DenseChain {
   // for gradients of the wrong shape; FailedPrecondition before a training Forward.
   virtual absl::StatusOr<InputGrads> Backward(int ctx, Matrix<float>* d_out, bool want_dense,
                                               absl::Span<float* const> grads) = 0;
+
+  // The device path (docs/gpu.md, "The tier feeds the stage"): a chain on a device
+  // (DenseBackend::gpu_device) that consumes vectors can take a forward's vectors from that
+  // device's memory, where a producer on the device (GpuTier::LookupBags) wrote them, and leave
+  // their gradient there:
+  //
+  //   HETERPS_ASSIGN_OR_RETURN(float* v, chain->DeviceVectors(ctx, n, cols));
+  //   ... the producer writes the n x cols floats at v, on the device's stream ...
+  //   HETERPS_ASSIGN_OR_RETURN(auto out, chain->ForwardDeviceVectors(ctx, dense, train));
+  //   ... Backward(ctx, ...) then gives InputGrads::device_vectors ...
+  //
+  // DeviceVectors: where context `ctx`'s next ForwardDeviceVectors reads its vectors (n x cols
+  // floats, row-major, device memory the context owns). Unimplemented for a chain on the host or
+  // one that does not consume vectors (the defaults).
+  virtual absl::StatusOr<float*> DeviceVectors(int ctx, int64_t n, int64_t cols);
+  // Forward with the vectors DeviceVectors placed: `dense` must have their n rows
+  // (InvalidArgument otherwise, and FailedPrecondition without DeviceVectors).
+  virtual absl::StatusOr<const Matrix<float>*> ForwardDeviceVectors(int ctx,
+                                                                    const Matrix<float>& dense,
+                                                                    bool train);
 
   // Profiling: while on, each call adds each layer's seconds (forward + backward; the loss's to
   // the logloss layer) to layer_seconds(), in layer order.
@@ -115,6 +142,9 @@ class DenseBackend {
   virtual absl::StatusOr<std::unique_ptr<DenseChain>> NewChain(const config::ModelSpec& spec,
                                                                int first, int last) = 0;
   virtual DeviceStats stats() const = 0;
+  // The device the chains run on (the backend owns it; null for the host's CPU, the default).
+  // Work for the chains' device memory (DenseChain::DeviceVectors) goes on its stream.
+  virtual gpu::Device* gpu_device() { return nullptr; }
 };
 
 // Backends made by the device's kind: the part of a device name before ':' ("cpu", "cuda",

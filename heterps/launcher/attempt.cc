@@ -697,6 +697,7 @@ class Attempt::Impl {
             report.tier_loaded_rows = grew(&worker::ReplicaStats::tier_loaded_rows) / steps;
             report.tier_written_back_rows =
                 grew(&worker::ReplicaStats::tier_written_back_rows) / steps;
+            report.tier_feeds_stage = e.tier_feeds_stage;
           }
         }
       }

@@ -90,6 +90,12 @@ class PipelineReplica::Impl {
     HETERPS_RETURN_IF_ERROR(MakeTier());
     HETERPS_ASSIGN_OR_RETURN(
         stage_, Stage::Create(job_.model, mine.first, mine.last, client_, backend_.get()));
+    // The tier feeds the stage on their device where they share one; a synchronous step's rows
+    // then take one micro-batch (Stage::UseDeviceTier).
+    if (tier_ != nullptr && tier_device_ == nullptr &&
+        (job_.settings.mode != Consistency::kSync || Parts(job_.batch_size()) == 1)) {
+      device_path_ = stage_->UseDeviceTier(tier_.get());
+    }
     const bool last = stage_index_ + 1 == job_.stages();
     if (stage_->has_loss() != last) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -347,6 +353,7 @@ class PipelineReplica::Impl {
     s.tier_misses = tier_misses_.load();
     s.tier_loaded_rows = tier_loaded_.load();
     s.tier_written_back_rows = tier_written_.load();
+    s.tier_feeds_stage = device_path_;
     return s;
   }
 
@@ -378,9 +385,16 @@ class PipelineReplica::Impl {
   absl::Status MakeTier() {
     const std::string& device = job_.settings.gpu_tier_device;
     if (stage_index_ != 0 || device.empty()) return absl::OkStatus();
-    HETERPS_ASSIGN_OR_RETURN(tier_device_, gpu::OpenDevice(device, {}));
-    HETERPS_ASSIGN_OR_RETURN(
-        tier_, ps::GpuTier::Create(client_, tier_device_.get(), {job_.settings.gpu_tier_bytes}));
+    // The stage's own device where the tier is on it (one stream, one memory: the device path),
+    // else a device of the tier's own.
+    gpu::Device* on = nullptr;
+    if (device == ReplicaDevice(job_.plan.stages[0].device, replica_)) on = backend_->gpu_device();
+    if (on == nullptr) {
+      HETERPS_ASSIGN_OR_RETURN(tier_device_, gpu::OpenDevice(device, {}));
+      on = tier_device_.get();
+    }
+    HETERPS_ASSIGN_OR_RETURN(tier_,
+                             ps::GpuTier::Create(client_, on, {job_.settings.gpu_tier_bytes}));
     int table = 0;
     const sched::RunStage& mine = job_.plan.stages[0];
     std::vector<ps::TierTable> tables;
@@ -408,7 +422,8 @@ class PipelineReplica::Impl {
     }
     if (tier_ != nullptr) {
       const ps::GpuTierStats t = tier_->stats();
-      pcie += t.host_to_device_bytes + t.device_to_host_bytes;
+      // A device the stage shares with the tier counts its copies once (the backend's).
+      if (tier_device_ != nullptr) pcie += t.host_to_device_bytes + t.device_to_host_bytes;
       tier_hits_ = t.hits;
       tier_misses_ = t.misses;
       tier_loaded_ = t.loaded_rows;
@@ -670,8 +685,9 @@ class PipelineReplica::Impl {
   Downstream* const downstream_;
   DensePeers* const peers_;  // the stage's other replicas; null: dense parameters on the servers
   std::unique_ptr<dense::DenseBackend> backend_;  // the stage's device
-  std::unique_ptr<gpu::Device> tier_device_;
+  std::unique_ptr<gpu::Device> tier_device_;      // the tier's, where it is not the stage's device
   std::unique_ptr<ps::GpuTier> tier_;
+  bool device_path_ = false;  // the tier feeds the stage on their device
   std::unique_ptr<Stage> stage_;
   std::unique_ptr<DenseGroup> dense_;  // the stage's dense parameters, when its replicas hold them
   std::unique_ptr<GradientPolicy> policy_;

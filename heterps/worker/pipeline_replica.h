@@ -153,6 +153,9 @@ struct ReplicaStats {
   // served from the device and passed through, rows it loaded and wrote back.
   int64_t pcie_bytes = 0;
   int64_t tier_hits = 0, tier_misses = 0, tier_loaded_rows = 0, tier_written_back_rows = 0;
+  // The tier feeds the stage on their shared device (Stage::UseDeviceTier): the rows and their
+  // gradients never come to the host.
+  bool tier_feeds_stage = false;
 };
 
 class PipelineReplica {

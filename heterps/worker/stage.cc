@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -11,6 +12,7 @@
 #include "heterps/dense/cpu/cpu_backend.h"
 #include "heterps/ps/bags.h"
 #include "heterps/ps/block_tree.h"
+#include "heterps/ps/gpu/gpu_tier.h"
 
 namespace heterps::worker {
 namespace {
@@ -317,6 +319,7 @@ struct Context {
   const Matrix<float>* out_vectors = nullptr;
   Matrix<float> d_top;  // a copy of the gradient given to Backward (the chains consume it)
   int64_t size = 0;
+  bool on_device = false;  // the device path ran it (Stage::UseDeviceTier)
   // Blocks: the micro-batch's, and the chains' context for each (a block runs through a
   // chain on its own).
   int64_t blocks = 1;
@@ -348,6 +351,19 @@ struct Stage::Impl {
   std::vector<double> embedding_seconds;  // per embedding layer
   double ps_seconds = 0;                  // waiting for the parameter servers
   Stage::PassSeconds pass_seconds;
+  // The device path (UseDeviceTier): the tier, the part of the chain it feeds, that chain's
+  // vector floats per sample; and the pushes owed: an embedding part's bags of a context whose
+  // backward left their gradients on the device (at `column` of rows of device_cols floats).
+  ps::GpuTier* device_tier = nullptr;
+  size_t device_chain = 0;
+  int64_t device_cols = 0;
+  struct OwedBags {
+    int ctx;
+    size_t part;
+    int64_t column;
+    const float* grads;
+  };
+  std::vector<OwedBags> owed;
   // The dense pull PullParameters started and no call has waited for yet: it writes `params`.
   std::vector<ps::Ticket> pulling;
 
@@ -439,20 +455,32 @@ struct Stage::Impl {
     c.empty.resize(n, 0);
     const Matrix<float>* dense = &in.dense;
     const Matrix<float>* vectors = in.vectors.cols() > 0 ? &in.vectors : &c.empty;
+    // The device path: the bags pooled on the device, into the input of the chain they feed.
+    c.on_device = device_tier != nullptr && c.blocks == 1 && in.vectors.cols() == 0;
+    float* device_vectors = nullptr;
+    int64_t column = 0;
+    if (c.on_device) {
+      if (train) DropOwed(ctx);  // of a step a failure cut short: the context's buffers go on
+      HETERPS_ASSIGN_OR_RETURN(device_vectors, parts[device_chain].chain->DeviceVectors(
+                                                   c.chain_contexts[0], n, device_cols));
+    }
     for (size_t p = 0; p < parts.size(); ++p) {
       Part& part = parts[p];
       if (part.kind == Part::Kind::kEmbedding) {
         const absl::Time start = absl::Now();
         // The rows join the vectors already carried (copied only when there are some).
         Matrix<float>& joined = c.vectors_out[p];
-        if (vectors->cols() == 0) {
+        if (c.on_device) {
+          HETERPS_RETURN_IF_ERROR(LookupOnDevice(c, in, part, device_vectors, column));
+          column += part.slots * part.dim;
+        } else if (vectors->cols() == 0) {
           HETERPS_RETURN_IF_ERROR(Lookup(c, in, part, &joined));
         } else {
           HETERPS_RETURN_IF_ERROR(Lookup(c, in, part, &c.rows));
           joined.resize(n, vectors->cols() + c.rows.cols());
           joined << *vectors, c.rows;
         }
-        vectors = &joined;
+        if (!c.on_device) vectors = &joined;
         const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
         if (train) pass_seconds.lookup += seconds;
         if (timing) embedding_seconds[part.local] += seconds;
@@ -460,8 +488,13 @@ struct Stage::Impl {
         HETERPS_RETURN_IF_ERROR(AwaitParameters());
         const absl::Time start = absl::Now();
         const bool consumes = part.chain->consumes_vectors();
-        HETERPS_ASSIGN_OR_RETURN(dense,
-                                 RunChain(c, p, *dense, consumes ? *vectors : c.empty, train));
+        if (c.on_device && p == device_chain) {
+          HETERPS_ASSIGN_OR_RETURN(
+              dense, part.chain->ForwardDeviceVectors(c.chain_contexts[0], *dense, train));
+        } else {
+          HETERPS_ASSIGN_OR_RETURN(dense,
+                                   RunChain(c, p, *dense, consumes ? *vectors : c.empty, train));
+        }
         if (consumes) vectors = &c.empty;
         if (train) pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
       }
@@ -471,14 +504,55 @@ struct Stage::Impl {
     return absl::OkStatus();
   }
 
+  // The keys of embedding `part` for the micro-batch, into the context (c.keys, c.offsets).
+  absl::Status KeysOf(Context& c, const Activations& in, const Part& part) {
+    return GatherKeys(in, input_slots, part.slots, absl::StrCat("layer ", part.name),
+                      &c.keys[part.local], &c.offsets[part.local]);
+  }
+
+  // The device path's lookup of embedding `part`: its bags into columns [column, column + slots
+  // dim) of the device's rows at `out` (device_cols floats a row).
+  absl::Status LookupOnDevice(Context& c, const Activations& in, const Part& part, float* out,
+                              int64_t column) {
+    HETERPS_RETURN_IF_ERROR(KeysOf(c, in, part));
+    const absl::Time start = absl::Now();
+    absl::Status status =
+        device_tier->LookupBags(part.table, BagsOf(c, part), out, device_cols, column);
+    ps_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+    return status;
+  }
+
+  // Pushes the bags' gradients the device path owes (AccumulateBags as `part`, else PushBags).
+  absl::Status PushOwed(std::optional<int> part) {
+    const std::vector<OwedBags> pushes = std::move(owed);
+    owed.clear();
+    const absl::Time start = absl::Now();
+    absl::Status status;
+    for (const OwedBags& o : pushes) {
+      const Part& p = parts[o.part];
+      const ps::Bags bags = BagsOf(*contexts[o.ctx], p);
+      status.Update(
+          part.has_value()
+              ? device_tier->AccumulateBags(p.table, bags, o.grads, device_cols, o.column, *part)
+              : device_tier->PushBags(p.table, bags, o.grads, device_cols, o.column));
+    }
+    ps_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+    return status;
+  }
+
+  // Forgets the pushes context `ctx` owes.
+  void DropOwed(int ctx) {
+    owed.erase(
+        std::remove_if(owed.begin(), owed.end(), [ctx](const OwedBags& o) { return o.ctx == ctx; }),
+        owed.end());
+  }
+
   // Pulls the rows of embedding `part` for the micro-batch into `rows` (n x slots dim), pooling
   // the slots that hold several keys or none.
   absl::Status Lookup(Context& c, const Activations& in, const Part& part, Matrix<float>* rows) {
-    std::vector<uint64_t>& keys = c.keys[part.local];
-    std::vector<int32_t>& offsets = c.offsets[part.local];
-    HETERPS_RETURN_IF_ERROR(GatherKeys(in, input_slots, part.slots,
-                                       absl::StrCat("layer ", part.name), &keys, &offsets));
-    const bool one_hot = offsets.empty();
+    HETERPS_RETURN_IF_ERROR(KeysOf(c, in, part));
+    const std::vector<uint64_t>& keys = c.keys[part.local];
+    const bool one_hot = c.offsets[part.local].empty();
     Matrix<float>* into = one_hot ? rows : &c.pulled;
     into->resize(static_cast<int64_t>(keys.size()) / (one_hot ? part.slots : 1),
                  (one_hot ? part.slots : 1) * part.dim);
@@ -548,6 +622,7 @@ struct Stage::Impl {
     const Matrix<float>* d_vectors = &d_out_vectors;
     const Matrix<float>* d_dense_in = nullptr;  // the gradient of the last chain's input
     int64_t vector_cols = d_vectors->cols();    // leading columns still owed to earlier parts
+    const float* device_grads = nullptr;        // the device path: the vectors' gradient there
     for (size_t p = parts.size(); p-- > 0;) {
       Part& part = parts[p];
       if (part.kind == Part::Kind::kDense) {
@@ -561,7 +636,11 @@ struct Stage::Impl {
                                  BackChain(c, p, d, wanted, grads));
         pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
         d_dense_in = g.dense;
-        if (part.chain->consumes_vectors()) {
+        if (g.device_vectors != nullptr) {
+          device_grads = g.device_vectors;
+          d_vectors = &c.empty;
+          vector_cols = device_cols;
+        } else if (part.chain->consumes_vectors()) {
           d_vectors = g.vectors;
           vector_cols = d_vectors->cols();
         }
@@ -571,6 +650,12 @@ struct Stage::Impl {
         const int64_t width = part.slots * part.dim;
         vector_cols -= width;
         ParameterGrads::Rows& rows = grads->sparse[part.local];
+        if (device_grads != nullptr) {
+          // The device path: pushed from the device (Push, Accumulate), no rows here.
+          owed.push_back({ctx, p, vector_cols, device_grads});
+          rows.ends[0] = rows.keys.size();
+          continue;
+        }
         const std::vector<uint64_t>& keys = c.keys[part.local];
         const std::vector<int32_t>& offsets = c.offsets[part.local];
         rows.keys.insert(rows.keys.end(), keys.begin(), keys.end());
@@ -851,7 +936,32 @@ StepGrads Stage::NewStepGrads() const {
   return grads;
 }
 
+bool Stage::UseDeviceTier(ps::GpuTier* tier) {
+  Impl& s = *impl_;
+  if (tier == nullptr || static_cast<ps::PsClient*>(tier) != s.client || s.first != 0) {
+    return false;
+  }
+  const gpu::Device* device = s.backend->gpu_device();
+  if (device == nullptr || device != &tier->device()) return false;
+  // The input, the embedding layers (every one the tier's), then the chain that folds them.
+  size_t p = 0;
+  int64_t cols = 0;
+  for (; p < s.parts.size(); ++p) {
+    const Part& part = s.parts[p];
+    if (part.kind == Part::Kind::kDense) break;
+    if (part.kind != Part::Kind::kEmbedding) continue;
+    if (!tier->Holds(part.table)) return false;
+    cols += part.slots * part.dim;
+  }
+  if (cols == 0 || p == s.parts.size() || !s.parts[p].chain->consumes_vectors()) return false;
+  s.device_tier = tier;
+  s.device_chain = p;
+  s.device_cols = cols;
+  return true;
+}
+
 absl::Status Stage::Push(const ParameterGrads& grads) {
+  HETERPS_RETURN_IF_ERROR(impl_->PushOwed(std::nullopt));
   ps::PsClient* client = impl_->client;
   std::vector<ps::Ticket> tickets;
   for (size_t e = 0; e < grads.sparse.size(); ++e) {
@@ -883,6 +993,20 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
 
 absl::Status Stage::Accumulate(const StepGrads& grads, bool dense,
                                const std::function<absl::Status()>& meanwhile) {
+  if (!impl_->owed.empty()) {
+    // The device path's rows: the step's one node (one micro-batch of one block).
+    const int ctx = impl_->owed.front().ctx;
+    const bool one = std::all_of(impl_->owed.begin(), impl_->owed.end(),
+                                 [ctx](const Impl::OwedBags& o) { return o.ctx == ctx; });
+    if (grads.nodes.size() != 1 || !one) {
+      impl_->owed.clear();
+      return absl::InternalError(absl::StrCat(
+          "stage: the device path's embedding gradients need one micro-batch of one block a "
+          "step; this step has ",
+          grads.nodes.size(), " nodes"));
+    }
+    HETERPS_RETURN_IF_ERROR(impl_->PushOwed(grads.nodes.front().first));
+  }
   ps::PsClient* client = impl_->client;
   std::vector<ps::Ticket> tickets;
   for (const auto& [part, node] : grads.nodes) {

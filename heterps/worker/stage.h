@@ -22,7 +22,8 @@
 // Devices: the embedding layers run on this host (their rows come from the PsClient); the dense
 // layers run on a dense::DenseBackend (dense/backend.h), in chains of consecutive dense layers,
 // on the device the stage is planned on (this host's CPU unless told otherwise). The activations
-// between stages are host memory either way.
+// between stages are host memory either way. A GPU tier on the stage's device may feed its first
+// chain on the device (UseDeviceTier).
 //
 // Parameters: embedding layer e (counting embedding layers of the whole spec from 0) is sparse
 // table e, looking up slots 0 .. slots-1 of the input's keys. A slot holding several keys
@@ -53,6 +54,10 @@
 #include "heterps/data/criteo.h"
 #include "heterps/dense/backend.h"
 #include "heterps/ps/ps_client.h"
+
+namespace heterps::ps {
+class GpuTier;
+}  // namespace heterps::ps
 
 namespace heterps::worker {
 
@@ -232,6 +237,19 @@ class Stage {
   // A micro-batch of a synchronous job holds whole blocks but for the step's last.
   void set_block_rows(int64_t rows);
   int64_t block_rows() const;
+
+  // The device path (docs/gpu.md, "The tier feeds the stage"). Where `tier` is the stage's
+  // client, holds every embedding table of the stage, and the stage's first dense chain folds
+  // the vectors right after its embedding layers on the tier's device (the stage starts at the
+  // input, its backend's gpu_device is the tier's), a micro-batch of one block pools its bags on
+  // the device straight into that chain's input (GpuTier::LookupBags) and leaves the bags'
+  // gradients there: Push and Accumulate then push them from the device (PushBags;
+  // AccumulateBags, as the step's one node's part), and `grads` carry no rows for those
+  // layers. The caller must then accumulate at most one micro-batch a step (a step's
+  // micro-batches' rows are merged by its block tree on the host, which the device path skips);
+  // asynchronous pushes may come after every micro-batch. Returns whether the path is on (false,
+  // and nothing changes, where the stage's layers or devices do not allow it).
+  bool UseDeviceTier(ps::GpuTier* tier);
 
   // An empty ParameterGrads (StepGrads) shaped for this stage.
   ParameterGrads NewGrads() const;

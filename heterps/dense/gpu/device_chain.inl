@@ -247,55 +247,38 @@ class DeviceChain : public DenseChain {
 
   absl::StatusOr<const Matrix<float>*> Forward(int ctx, const Matrix<float>& dense,
                                                const Matrix<float>& vectors, bool train) override {
-    if (!have_params_ && !blocks_.empty()) {
-      return absl::FailedPreconditionError("chain: forward before SetParameters");
-    }
     Context& c = ContextOf(ctx);
-    const int64_t n = dense.rows();
-    c.size = n;
-    c.trained = false;
-    c.in_dense_cols = dense.cols();
     c.in_vectors_cols = vectors.cols();
-    HETERPS_RETURN_IF_ERROR(Upload(c.in_dense, dense));
+    c.device_vectors = false;
+    c.placed_rows = -1;
     HETERPS_RETURN_IF_ERROR(Upload(c.in_vectors, vectors));
-    const float* d = c.in_dense.data();
-    const float* v = c.in_vectors.data();
-    int64_t width = dense.cols();
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const LayerSpec& s = *layers_[i].spec;
-      const absl::Time start = timing_ ? absl::Now() : absl::InfinitePast();
-      switch (s.kind) {
-        case LayerKind::kFc:
-          HETERPS_RETURN_IF_ERROR(Grow(device_, c.out[i], n * s.out));
-          HETERPS_RETURN_IF_ERROR(blas_->Linear(n, s.out, s.in, d,
-                                                params_[layers_[i].block].data(),
-                                                params_[layers_[i].block].data() + s.out * s.in,
-                                                s.activation == Activation::kRelu,
-                                                c.out[i].data()));
-          if (s.activation == Activation::kSigmoid) {
-            ForEach(device_, n * s.out, Sigmoid{c.out[i].data()});
-          }
-          d = c.out[i].data();
-          width = s.out;
-          break;
-        case LayerKind::kInteraction:
-          HETERPS_RETURN_IF_ERROR(InteractionForward(c, i, s, n, d, v));
-          d = c.out[i].data();
-          width = s.dense_width_out;
-          v = nullptr;
-          break;
-        default:
-          break;
-      }
-      if (timing_ && s.kind != LayerKind::kLogloss) HETERPS_RETURN_IF_ERROR(Time(i, start));
+    return Run(c, dense, train);
+  }
+
+  absl::StatusOr<float*> DeviceVectors(int ctx, int64_t n, int64_t cols) override {
+    if (!consumes_vectors_) return DenseChain::DeviceVectors(ctx, n, cols);
+    Context& c = ContextOf(ctx);
+    HETERPS_RETURN_IF_ERROR(Grow(device_, c.in_vectors, n * cols));
+    c.placed_rows = n;
+    c.placed_cols = cols;
+    return c.in_vectors.data();
+  }
+
+  absl::StatusOr<const Matrix<float>*> ForwardDeviceVectors(int ctx, const Matrix<float>& dense,
+                                                            bool train) override {
+    Context& c = ContextOf(ctx);
+    if (c.placed_rows < 0) {
+      return absl::FailedPreconditionError("chain: a forward of device vectors not placed");
     }
-    c.last = d;
-    c.out_host.resize(n, width);
-    HETERPS_RETURN_IF_ERROR(
-        device_->CopyToHost(c.out_host.data(), d, static_cast<size_t>(n * width) * sizeof(float)));
-    HETERPS_RETURN_IF_ERROR(device_->Synchronize());
-    c.trained = train;
-    return &c.out_host;
+    if (c.placed_rows != dense.rows()) {
+      return absl::InvalidArgumentError(absl::StrCat("chain: ", dense.rows(),
+                                                     " dense rows for device vectors of ",
+                                                     c.placed_rows, " rows"));
+    }
+    c.in_vectors_cols = c.placed_cols;
+    c.device_vectors = true;
+    c.placed_rows = -1;
+    return Run(c, dense, train);
   }
 
   absl::StatusOr<double> Loss(int ctx, const float* labels, float scale) override {
@@ -376,7 +359,9 @@ class DeviceChain : public DenseChain {
           c.d_dense_host.data(), dy, static_cast<size_t>(c.d_dense_host.size()) * sizeof(float)));
       out.dense = &c.d_dense_host;
     }
-    if (dv != nullptr) {
+    if (dv != nullptr && c.device_vectors) {
+      out.device_vectors = dv;
+    } else if (dv != nullptr) {
       c.d_vectors_host.resize(n, c.in_vectors_cols);
       HETERPS_RETURN_IF_ERROR(device_->CopyToHost(
           c.d_vectors_host.data(), dv,
@@ -407,6 +392,10 @@ class DeviceChain : public DenseChain {
     const float* last = nullptr;  // the last layer's output, on the device
     int64_t size = 0, in_dense_cols = 0, in_vectors_cols = 0;
     bool trained = false;
+    // DeviceVectors' rows and columns, until the forward that reads them (-1: none placed); and
+    // whether the context's forward took its vectors from the device.
+    int64_t placed_rows = -1, placed_cols = 0;
+    bool device_vectors = false;
     Matrix<float> out_host, d_dense_host, d_vectors_host;
     std::vector<float> terms_host;
   };
@@ -424,6 +413,56 @@ class DeviceChain : public DenseChain {
       c->gram.resize(n);
     }
     return *c;
+  }
+
+  // The forward of context c, its vectors on the device (uploaded or placed).
+  absl::StatusOr<const Matrix<float>*> Run(Context& c, const Matrix<float>& dense, bool train) {
+    if (!have_params_ && !blocks_.empty()) {
+      return absl::FailedPreconditionError("chain: forward before SetParameters");
+    }
+    const int64_t n = dense.rows();
+    c.size = n;
+    c.trained = false;
+    c.in_dense_cols = dense.cols();
+    HETERPS_RETURN_IF_ERROR(Upload(c.in_dense, dense));
+    const float* d = c.in_dense.data();
+    const float* v = c.in_vectors.data();
+    int64_t width = dense.cols();
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const LayerSpec& s = *layers_[i].spec;
+      const absl::Time start = timing_ ? absl::Now() : absl::InfinitePast();
+      switch (s.kind) {
+        case LayerKind::kFc:
+          HETERPS_RETURN_IF_ERROR(Grow(device_, c.out[i], n * s.out));
+          HETERPS_RETURN_IF_ERROR(blas_->Linear(n, s.out, s.in, d,
+                                                params_[layers_[i].block].data(),
+                                                params_[layers_[i].block].data() + s.out * s.in,
+                                                s.activation == Activation::kRelu,
+                                                c.out[i].data()));
+          if (s.activation == Activation::kSigmoid) {
+            ForEach(device_, n * s.out, Sigmoid{c.out[i].data()});
+          }
+          d = c.out[i].data();
+          width = s.out;
+          break;
+        case LayerKind::kInteraction:
+          HETERPS_RETURN_IF_ERROR(InteractionForward(c, i, s, n, d, v));
+          d = c.out[i].data();
+          width = s.dense_width_out;
+          v = nullptr;
+          break;
+        default:
+          break;
+      }
+      if (timing_ && s.kind != LayerKind::kLogloss) HETERPS_RETURN_IF_ERROR(Time(i, start));
+    }
+    c.last = d;
+    c.out_host.resize(n, width);
+    HETERPS_RETURN_IF_ERROR(
+        device_->CopyToHost(c.out_host.data(), d, static_cast<size_t>(n * width) * sizeof(float)));
+    HETERPS_RETURN_IF_ERROR(device_->Synchronize());
+    c.trained = train;
+    return &c.out_host;
   }
 
   // A host matrix into a device array (grown as needed); its columns kept for the backward.
@@ -550,6 +589,8 @@ class DeviceBackend : public DenseBackend {
     const gpu::DeviceCounters c = device_->counters();
     return {c.bytes_in_use, c.peak_bytes, c.host_to_device_bytes, c.device_to_host_bytes};
   }
+
+  gpu::Device* gpu_device() override { return device_.get(); }
 
  private:
   // Declared first: the blas and the chains' arrays are freed before the device.

@@ -9,6 +9,7 @@
 #include "heterps/dense/cpu/cpu_backend.h"
 #include "heterps/dense/gpu/chain_checks.h"
 #include "heterps/dense/gpu/device_backend.h"
+#include "heterps/gpu/device.h"
 
 namespace heterps::dense {
 namespace {
@@ -55,6 +56,87 @@ TEST(DeviceChainTest, ConcatAndEveryActivationMatchTheCpu) {
   auto backend = Twin();
   testing::ExpectChainsAgree(spec, spec.FindLayer("concat"),
                              static_cast<int>(spec.layers.size()) - 1, backend.get());
+}
+
+// The device path: vectors a producer wrote into the chain's device memory give the run that the
+// same vectors from host memory give (outputs, loss, every gradient, to the bit: the same code on
+// the same device), and their gradient stays on the device.
+TEST(DeviceChainTest, VectorsPlacedOnTheDeviceRunAsVectorsFromTheHost) {
+  const config::ModelSpec spec = testing::Spec("examples/models/dlrm-small.yaml");
+  auto backend = Twin();
+  gpu::Device* device = backend->gpu_device();
+  ASSERT_NE(device, nullptr);
+  const int first = spec.FindLayer("bottom.0"), last = static_cast<int>(spec.layers.size()) - 1;
+  auto chain = backend->NewChain(spec, first, last);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  DenseChain& c = **chain;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  std::vector<std::vector<float>> params, grads_host, grads_device;
+  for (int64_t size : c.block_sizes()) {
+    params.emplace_back(size);
+    for (float& p : params.back()) p = normal(rng);
+    grads_host.emplace_back(size, 0.0f);
+    grads_device.emplace_back(size, 0.0f);
+  }
+  std::vector<const float*> blocks;
+  for (const auto& p : params) blocks.push_back(p.data());
+  ASSERT_TRUE(c.SetParameters(blocks).ok());
+  const int64_t n = 37, cols = 26 * 16;
+  Matrix<float> dense(n, 13), vectors(n, cols);
+  for (float& x : absl::MakeSpan(dense.data(), dense.size())) x = normal(rng);
+  for (float& x : absl::MakeSpan(vectors.data(), vectors.size())) x = normal(rng);
+  std::vector<float> labels(n);
+  for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<float>(i % 2);
+
+  auto host_out = c.Forward(0, dense, vectors, true);
+  ASSERT_TRUE(host_out.ok()) << host_out.status();
+  auto placed = c.DeviceVectors(1, n, cols);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_TRUE(device->CopyToDevice(*placed, vectors.data(), vectors.size() * 4).ok());
+  auto device_out = c.ForwardDeviceVectors(1, dense, true);
+  ASSERT_TRUE(device_out.ok()) << device_out.status();
+  EXPECT_EQ(**device_out, **host_out);
+  auto host_loss = c.Loss(0, labels.data(), 0.5f), device_loss = c.Loss(1, labels.data(), 0.5f);
+  ASSERT_TRUE(host_loss.ok() && device_loss.ok());
+  EXPECT_EQ(*device_loss, *host_loss);
+
+  auto pointers = [](std::vector<std::vector<float>>& g) {
+    std::vector<float*> out;
+    for (auto& b : g) out.push_back(b.data());
+    return out;
+  };
+  const std::vector<float*> gh = pointers(grads_host), gd = pointers(grads_device);
+  auto host_in = c.Backward(0, nullptr, true, gh);
+  ASSERT_TRUE(host_in.ok()) << host_in.status();
+  auto device_in = c.Backward(1, nullptr, true, gd);
+  ASSERT_TRUE(device_in.ok()) << device_in.status();
+  ASSERT_NE(host_in->vectors, nullptr);
+  EXPECT_EQ(device_in->vectors, nullptr);
+  ASSERT_NE(device_in->device_vectors, nullptr);
+  EXPECT_TRUE(device->IsDeviceMemory(device_in->device_vectors, n * cols * 4));
+  Matrix<float> d_vectors(n, cols);
+  ASSERT_TRUE(device->CopyToHost(d_vectors.data(), device_in->device_vectors, n * cols * 4).ok());
+  ASSERT_TRUE(device->Synchronize().ok());
+  EXPECT_EQ(d_vectors, *host_in->vectors);
+  EXPECT_EQ(*device_in->dense, *host_in->dense);
+  EXPECT_EQ(grads_device, grads_host);
+
+  // A forward of vectors not placed, or of other rows, is refused; so are device vectors where
+  // the chain takes none, or on the host's CPU.
+  EXPECT_EQ(c.ForwardDeviceVectors(1, dense, true).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(c.DeviceVectors(1, n + 1, cols).ok());
+  EXPECT_THAT(c.ForwardDeviceVectors(1, dense, true).status().message(),
+              ::testing::HasSubstr("37 dense rows for device vectors of 38 rows"));
+  auto bottom = backend->NewChain(spec, first, spec.FindLayer("bottom.1"));
+  ASSERT_TRUE(bottom.ok());
+  EXPECT_EQ((*bottom)->DeviceVectors(0, n, cols).status().code(), absl::StatusCode::kUnimplemented);
+  std::unique_ptr<DenseBackend> cpu = NewCpuBackend();
+  EXPECT_EQ(cpu->gpu_device(), nullptr);
+  auto on_cpu = cpu->NewChain(spec, first, last);
+  ASSERT_TRUE(on_cpu.ok());
+  EXPECT_EQ((*on_cpu)->DeviceVectors(0, n, cols).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(DeviceChainTest, TheBudgetIsEnforcedWithAClearError) {

@@ -173,6 +173,7 @@ absl::StatusOr<ReplicaFigures> GrpcProcesses::Stats(int stage, int replica,
   r.tier_misses = s.tier_misses();
   r.tier_loaded_rows = s.tier_loaded_rows();
   r.tier_written_back_rows = s.tier_written_back_rows();
+  r.tier_feeds_stage = s.tier_feeds_stage();
   out.bytes_sent = s.bytes_sent();
   out.ps_rpcs = heterps::rpc::FromProto(s.ps_rpcs());
   return out;

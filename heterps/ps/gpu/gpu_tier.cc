@@ -109,6 +109,8 @@ absl::Status GpuTier::Prefetch(int table, absl::Span<const uint64_t> keys) {
   return engine_->Prefetch(table, keys, target());
 }
 
+bool GpuTier::Holds(int table) const { return engine_->Has(table); }
+
 absl::Status GpuTier::CheckBagRows(const char* what, int table, const Bags& bags, const float* data,
                                    int64_t stride, int64_t column) const {
   if (!engine_->Has(table)) {

@@ -128,6 +128,8 @@ class GpuTier : public ForwardingPsClient {
 
   GpuTierStats stats() const;
   const gpu::Device& device() const { return *device_; }
+  // Whether `table` gets rows on the device (AddTables).
+  bool Holds(int table) const;
 
  private:
   GpuTier(PsClient* target, gpu::Device* device, const GpuTierOptions& options,

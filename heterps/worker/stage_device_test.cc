@@ -1,0 +1,216 @@
+// The device path (Stage::UseDeviceTier): a GPU tier feeding the stage's first chain on their
+// shared device gives the run of the host path (rows pooled on the host, gradients spread there)
+// to the bit, on the host twin: the same losses, and the same parameters once the tier has
+// written its rows back, asynchronous and synchronous, one-hot and multi-hot (two embedding
+// layers side by side in the chain's input).
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/dense/gpu/device_backend.h"
+#include "heterps/gpu/device.h"
+#include "heterps/ps/gpu/gpu_tier.h"
+#include "heterps/ps/in_process_client.h"
+#include "heterps/worker/stage.h"
+
+namespace heterps::worker {
+namespace {
+
+constexpr int kBatch = 48, kSteps = 6;
+
+config::ModelSpec Spec(bool multi_hot) {
+  if (!multi_hot) {
+    auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return *spec;
+  }
+  auto spec = config::ParseModelSpec(R"(
+name: multi-hot
+batch_size: 48
+layers:
+  - {name: input, kind: input, dense: 1, sparse: 2}
+  - {name: emb, kind: embedding, rows: 100, dim: 4, ids_per_slot: 3, pooling: mean}
+  - {name: emb2, kind: embedding, rows: 100, dim: 3, ids_per_slot: 3, pooling: sum}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: top, kind: fc, in: 15, out: 1}
+  - {name: loss, kind: logloss}
+data:
+  columns:
+    - {role: label}
+    - {role: dense}
+    - {name: item, role: sparse}
+    - {name: tags, role: multi_hot}
+)",
+                                     "multi-hot.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+// Step `step`'s micro-batch of `n` samples: few ids per slot (keys repeat, and a small tier
+// misses some), multi-hot slots of zero to three ids.
+Activations Input(const config::ModelSpec& spec, int64_t n, int step) {
+  std::mt19937_64 rng(step);
+  std::uniform_real_distribution<float> unit(0, 1);
+  const int64_t dense = spec.layers[0].dense_features, slots = spec.layers[0].sparse_slots;
+  const bool multi_hot = spec.name == "multi-hot";
+  Activations in;
+  in.size = n;
+  in.dense.resize(n, dense);
+  for (int64_t i = 0; i < in.dense.size(); ++i) in.dense.data()[i] = unit(rng);
+  for (int64_t r = 0; r < n; ++r) {
+    in.labels.push_back(unit(rng) < 0.3f ? 1.0f : 0.0f);
+    for (int64_t s = 0; s < slots; ++s) {
+      if (multi_hot) in.offsets.push_back(static_cast<int32_t>(in.keys.size()));
+      const int count = multi_hot ? static_cast<int>(rng() % 4) : 1;
+      for (int k = 0; k < count; ++k) in.keys.push_back(97 * s + rng() % 7);
+    }
+  }
+  if (multi_hot) in.offsets.push_back(static_cast<int32_t>(in.keys.size()));
+  return in;
+}
+
+struct Trained {
+  std::vector<double> losses;
+  std::vector<float> rows, dense;
+  int64_t device_to_host_bytes = 0;
+};
+
+// kSteps steps of the whole model on twin:0 with a GPU tier of `room` rows a table: on the
+// stage's device with the device path, or on a device of its own (twin:1: the host path).
+Trained Train(const config::ModelSpec& spec, bool device_path, bool sync, int64_t room) {
+  Trained out;
+  ps::InProcessPsClient servers(2);
+  const ModelOptions options;
+  EXPECT_TRUE(CreateModelTables(spec, &servers, options).ok());
+  auto backend = dense::NewGpuBackend("twin:0", {});
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  std::unique_ptr<gpu::Device> own;
+  gpu::Device* device = (*backend)->gpu_device();
+  if (!device_path) {
+    own = *gpu::OpenDevice("twin:1", {});
+    device = own.get();
+  }
+  std::vector<ps::TierTable> tables;
+  int64_t bytes = 0;
+  for (const config::LayerSpec& layer : spec.layers) {
+    if (layer.kind != config::LayerKind::kEmbedding) continue;
+    const int table = static_cast<int>(tables.size());
+    tables.push_back(
+        {table, EmbeddingTableOptions(layer, table, options), layer.rows * layer.slots});
+    bytes += room * ps::TierRowBytes(tables.back().options) * layer.slots;
+  }
+  auto tier = ps::GpuTier::Create(&servers, device, {bytes});
+  EXPECT_TRUE(tier.ok());
+  EXPECT_TRUE((*tier)->AddTables(tables).ok());
+  const int last = static_cast<int>(spec.layers.size()) - 1;
+  auto stage = Stage::Create(spec, 0, last, tier->get(), backend->get());
+  EXPECT_TRUE(stage.ok()) << stage.status();
+  Stage& s = **stage;
+  EXPECT_EQ(s.UseDeviceTier(tier->get()), device_path);
+  for (int step = 0; step < kSteps; ++step) {
+    const Activations in = Input(spec, kBatch, step);
+    EXPECT_TRUE(s.Prefetch(in).ok());
+    EXPECT_TRUE(s.PullParameters().ok());
+    ParameterGrads grads = s.NewGrads();
+    auto loss = s.ForwardBackward(0, in, 1.0f / kBatch, nullptr, &grads);
+    EXPECT_TRUE(loss.ok()) << loss.status();
+    out.losses.push_back(loss.ok() ? *loss : 0);
+    if (sync) {
+      StepGrads sums = s.NewStepGrads();
+      sums.Add(0, grads);
+      sums.MergeAll();
+      EXPECT_TRUE(s.Accumulate(sums).ok());
+      EXPECT_TRUE((*tier)->Commit().ok());
+    } else {
+      EXPECT_TRUE(s.Push(grads).ok());
+    }
+  }
+  EXPECT_TRUE((*tier)->Flush().ok());
+  std::vector<uint64_t> keys;
+  for (int64_t s = 0; s < spec.layers[0].sparse_slots; ++s) {
+    for (uint64_t k = 0; k < 7; ++k) keys.push_back(97 * s + k);
+  }
+  for (const ps::TierTable& t : tables) {
+    std::vector<float> rows(keys.size() * t.options.dim);
+    EXPECT_TRUE(servers.Wait(servers.PullSparse(t.table, keys, absl::MakeSpan(rows))).ok());
+    out.rows.insert(out.rows.end(), rows.begin(), rows.end());
+  }
+  for (const AlignedFloats& block : s.dense_values()) {
+    out.dense.insert(out.dense.end(), block.begin(), block.end());
+  }
+  EXPECT_TRUE(s.PullParameters().ok());
+  ParameterGrads grads = s.NewGrads();
+  EXPECT_TRUE(s.ForwardBackward(0, Input(spec, kBatch, 99), 1.0f, nullptr, &grads).ok());
+  for (const AlignedFloats& block : s.dense_values()) {
+    out.dense.insert(out.dense.end(), block.begin(), block.end());
+  }
+  out.device_to_host_bytes = (*backend)->stats().device_to_host_bytes;
+  return out;
+}
+
+struct Case {
+  bool multi_hot, sync;
+  int64_t room;  // rows a table's tier holds (per slot)
+};
+
+class StageDeviceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(StageDeviceTest, TheTierFeedingTheChainGivesTheHostPathsBits) {
+  const Case c = GetParam();
+  const config::ModelSpec spec = Spec(c.multi_hot);
+  const Trained host = Train(spec, false, c.sync, c.room);
+  const Trained device = Train(spec, true, c.sync, c.room);
+  EXPECT_EQ(device.losses, host.losses);
+  EXPECT_EQ(device.rows, host.rows);
+  EXPECT_EQ(device.dense, host.dense);
+  // The rows did not come down to the host (the host path's chain device got its vectors from
+  // the host and gave their gradients back; the tier on twin:1 moved the rows).
+  EXPECT_LT(device.device_to_host_bytes, host.device_to_host_bytes);
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << (c.multi_hot ? "multi-hot" : "dlrm-small") << (c.sync ? ", sync" : ", async") << ", "
+      << c.room << " rows";
+}
+
+INSTANTIATE_TEST_SUITE_P(OneAndMultiHot, StageDeviceTest,
+                         ::testing::Values(Case{false, false, 100}, Case{false, true, 100},
+                                           Case{false, true, 3}, Case{true, false, 2},
+                                           Case{true, true, 100}));
+
+// A synchronous step's rows on the device take one micro-batch: a second one is an error, not
+// a wrong sum.
+TEST(StageDeviceRulesTest, ASynchronousStepOfTwoMicroBatchesIsRefused) {
+  const config::ModelSpec spec = Spec(false);
+  ps::InProcessPsClient servers(1);
+  ASSERT_TRUE(CreateModelTables(spec, &servers, ModelOptions()).ok());
+  auto backend = dense::NewGpuBackend("twin:0", {});
+  ASSERT_TRUE(backend.ok());
+  auto tier = ps::GpuTier::Create(&servers, (*backend)->gpu_device(), {1 << 20});
+  ASSERT_TRUE(tier.ok());
+  ASSERT_TRUE(
+      (*tier)
+          ->AddTables({{0, EmbeddingTableOptions(spec.layers[1], 0, ModelOptions()), 100000 * 26}})
+          .ok());
+  auto stage =
+      Stage::Create(spec, 0, static_cast<int>(spec.layers.size()) - 1, tier->get(), backend->get());
+  ASSERT_TRUE(stage.ok());
+  ASSERT_TRUE((*stage)->UseDeviceTier(tier->get()));
+  ASSERT_TRUE((*stage)->PullParameters().ok());
+  StepGrads sums = (*stage)->NewStepGrads();
+  for (int m = 0; m < 2; ++m) {
+    ParameterGrads grads = (*stage)->NewGrads();
+    ASSERT_TRUE((*stage)->ForwardBackward(m, Input(spec, 16, m), 1.0f / 32, nullptr, &grads).ok());
+    sums.Add(m, grads);
+  }
+  sums.MergeAll();
+  EXPECT_THAT((*stage)->Accumulate(sums).message(),
+              ::testing::HasSubstr("need one micro-batch of one block a step"));
+  // A stage on the host's CPU, or a tier on another device, keeps the host path.
+  auto cpu = Stage::Create(spec, 0, static_cast<int>(spec.layers.size()) - 1, tier->get());
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_FALSE((*cpu)->UseDeviceTier(tier->get()));
+}
+
+}  // namespace
+}  // namespace heterps::worker
