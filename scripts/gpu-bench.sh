@@ -213,6 +213,7 @@ for name in sorted(os.listdir(out + "/jobs")):
                  "eval_auc": m["eval_auc"], "usd_per_epoch": m["plan_cost_per_hour_usd"] * epoch_hours,
                  "plan": [(s["layers"], s["device"], s["units"]) for s in m["stages"]],
                  "tier_hit_rate": tier[0]["hit_rate"] if tier else None,
+                 "tier_feeds_stage": tier[0].get("feeds_stage", False) if tier else False,
                  "gpu_utilisation_mean": sum(util) / len(util) if util else None,
                  "stage0_ms_per_batch": parts,
                  "tier_loaded_rows_per_batch": tier[0]["loaded_rows_per_batch"] if tier else None})
@@ -241,7 +242,8 @@ for j in jobs:
         j["job"], plan, j["samples_per_second"],
         "%.2f" % j["measured_over_predicted"] if j["measured_over_predicted"] else "-",
         j["eval_auc"], j["usd_per_epoch"],
-        "%.2f" % j["tier_hit_rate"] if j["tier_hit_rate"] is not None else "-",
+        ("%.2f" % j["tier_hit_rate"] + (", on the device" if j["tier_feeds_stage"] else ""))
+        if j["tier_hit_rate"] is not None else "-",
         p["measured"], p["ps"], p["prefetch"], p["step_end"],
         p["lookup"], p["dense"], p["rows"], p["gradients"],
         "%.0f%%" % j["gpu_utilisation_mean"] if j["gpu_utilisation_mean"] is not None else "-"))
