@@ -108,7 +108,8 @@ class DenseChain {
   // one that does not consume vectors (the defaults).
   virtual absl::StatusOr<float*> DeviceVectors(int ctx, int64_t n, int64_t cols);
   // Forward with the vectors DeviceVectors placed: `dense` must have their n rows
-  // (InvalidArgument otherwise, and FailedPrecondition without DeviceVectors).
+  // (InvalidArgument otherwise, and FailedPrecondition without DeviceVectors; Unimplemented
+  // where DeviceVectors is).
   virtual absl::StatusOr<const Matrix<float>*> ForwardDeviceVectors(int ctx,
                                                                     const Matrix<float>& dense,
                                                                     bool train);

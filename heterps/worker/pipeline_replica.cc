@@ -91,9 +91,11 @@ class PipelineReplica::Impl {
     HETERPS_ASSIGN_OR_RETURN(
         stage_, Stage::Create(job_.model, mine.first, mine.last, client_, backend_.get()));
     // The tier feeds the stage on their device where they share one; a synchronous step's rows
-    // then take one micro-batch (Stage::UseDeviceTier).
+    // then take one micro-batch of one block (Stage::UseDeviceTier).
     if (tier_ != nullptr && tier_device_ == nullptr &&
-        (job_.settings.mode != Consistency::kSync || Parts(job_.batch_size()) == 1)) {
+        (job_.settings.mode != Consistency::kSync ||
+         (Parts(job_.batch_size()) == 1 &&
+          StepBlocks(job_.batch_size(), job_.settings.block_size) == 1))) {
       device_path_ = stage_->UseDeviceTier(tier_.get());
     }
     const bool last = stage_index_ + 1 == job_.stages();

@@ -173,6 +173,7 @@ void ParameterGrads::Reset(int64_t n) {
     rows.grads.clear();
     rows.ends.assign(static_cast<size_t>(n), 0);
   }
+  device.clear();
 }
 
 namespace {
@@ -212,6 +213,7 @@ void AddNode(StepGrads::Node& into, const StepGrads::Node& more) {
 void StepGrads::Clear() {
   for (auto& [part, node] : nodes) spare_.push_back(std::move(node));
   nodes.clear();
+  device.clear();
 }
 
 void StepGrads::LeafSparse(const ParameterGrads& micro_batch, int64_t j, size_t e, Sparse* out) {
@@ -235,6 +237,7 @@ void StepGrads::LeafSparse(const ParameterGrads& micro_batch, int64_t j, size_t 
 }
 
 void StepGrads::Add(int64_t first_block, const ParameterGrads& micro_batch) {
+  device.insert(device.end(), micro_batch.device.begin(), micro_batch.device.end());
   for (int64_t j = 0; j < micro_batch.blocks; ++j) {
     int part = ps::NodePart(0, first_block + j);
     Node node;
@@ -352,18 +355,10 @@ struct Stage::Impl {
   double ps_seconds = 0;                  // waiting for the parameter servers
   Stage::PassSeconds pass_seconds;
   // The device path (UseDeviceTier): the tier, the part of the chain it feeds, that chain's
-  // vector floats per sample; and the pushes owed: an embedding part's bags of a context whose
-  // backward left their gradients on the device (at `column` of rows of device_cols floats).
+  // vector floats per sample.
   ps::GpuTier* device_tier = nullptr;
   size_t device_chain = 0;
   int64_t device_cols = 0;
-  struct OwedBags {
-    int ctx;
-    size_t part;
-    int64_t column;
-    const float* grads;
-  };
-  std::vector<OwedBags> owed;
   // The dense pull PullParameters started and no call has waited for yet: it writes `params`.
   std::vector<ps::Ticket> pulling;
 
@@ -460,7 +455,6 @@ struct Stage::Impl {
     float* device_vectors = nullptr;
     int64_t column = 0;
     if (c.on_device) {
-      if (train) DropOwed(ctx);  // of a step a failure cut short: the context's buffers go on
       HETERPS_ASSIGN_OR_RETURN(device_vectors, parts[device_chain].chain->DeviceVectors(
                                                    c.chain_contexts[0], n, device_cols));
     }
@@ -522,13 +516,11 @@ struct Stage::Impl {
     return status;
   }
 
-  // Pushes the bags' gradients the device path owes (AccumulateBags as `part`, else PushBags).
-  absl::Status PushOwed(std::optional<int> part) {
-    const std::vector<OwedBags> pushes = std::move(owed);
-    owed.clear();
+  // Pushes the device path's gradients (AccumulateBags as `part`, else PushBags).
+  absl::Status PushDevice(const std::vector<DeviceGrads>& pushes, std::optional<int> part) {
     const absl::Time start = absl::Now();
     absl::Status status;
-    for (const OwedBags& o : pushes) {
+    for (const DeviceGrads& o : pushes) {
       const Part& p = parts[o.part];
       const ps::Bags bags = BagsOf(*contexts[o.ctx], p);
       status.Update(
@@ -538,13 +530,6 @@ struct Stage::Impl {
     }
     ps_seconds += absl::ToDoubleSeconds(absl::Now() - start);
     return status;
-  }
-
-  // Forgets the pushes context `ctx` owes.
-  void DropOwed(int ctx) {
-    owed.erase(
-        std::remove_if(owed.begin(), owed.end(), [ctx](const OwedBags& o) { return o.ctx == ctx; }),
-        owed.end());
   }
 
   // Pulls the rows of embedding `part` for the micro-batch into `rows` (n x slots dim), pooling
@@ -652,7 +637,7 @@ struct Stage::Impl {
         ParameterGrads::Rows& rows = grads->sparse[part.local];
         if (device_grads != nullptr) {
           // The device path: pushed from the device (Push, Accumulate), no rows here.
-          owed.push_back({ctx, p, vector_cols, device_grads});
+          grads->device.push_back({ctx, p, vector_cols, device_grads});
           rows.ends[0] = rows.keys.size();
           continue;
         }
@@ -954,6 +939,10 @@ bool Stage::UseDeviceTier(ps::GpuTier* tier) {
     cols += part.slots * part.dim;
   }
   if (cols == 0 || p == s.parts.size() || !s.parts[p].chain->consumes_vectors()) return false;
+  // Embedding layers after that chain feed a later one from the host: not this path.
+  for (size_t q = p + 1; q < s.parts.size(); ++q) {
+    if (s.parts[q].kind == Part::Kind::kEmbedding) return false;
+  }
   s.device_tier = tier;
   s.device_chain = p;
   s.device_cols = cols;
@@ -961,7 +950,7 @@ bool Stage::UseDeviceTier(ps::GpuTier* tier) {
 }
 
 absl::Status Stage::Push(const ParameterGrads& grads) {
-  HETERPS_RETURN_IF_ERROR(impl_->PushOwed(std::nullopt));
+  HETERPS_RETURN_IF_ERROR(impl_->PushDevice(grads.device, std::nullopt));
   ps::PsClient* client = impl_->client;
   std::vector<ps::Ticket> tickets;
   for (size_t e = 0; e < grads.sparse.size(); ++e) {
@@ -993,19 +982,20 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
 
 absl::Status Stage::Accumulate(const StepGrads& grads, bool dense,
                                const std::function<absl::Status()>& meanwhile) {
-  if (!impl_->owed.empty()) {
-    // The device path's rows: the step's one node (one micro-batch of one block).
-    const int ctx = impl_->owed.front().ctx;
-    const bool one = std::all_of(impl_->owed.begin(), impl_->owed.end(),
-                                 [ctx](const Impl::OwedBags& o) { return o.ctx == ctx; });
-    if (grads.nodes.size() != 1 || !one) {
-      impl_->owed.clear();
+  std::optional<int> device_part;  // the device path's rows: the part of the step's one node
+  if (!grads.device.empty()) {
+    const int ctx = grads.device.front().ctx;
+    const int64_t contexts =
+        1 + std::count_if(grads.device.begin(), grads.device.end(),
+                          [ctx](const DeviceGrads& o) { return o.ctx != ctx; });
+    if (grads.nodes.size() != 1 || contexts > 1) {
       return absl::InternalError(absl::StrCat(
           "stage: the device path's embedding gradients need one micro-batch of one block a "
           "step; this step has ",
-          grads.nodes.size(), " nodes"));
+          contexts > 1 ? absl::StrCat(contexts, " micro-batches")
+                       : absl::StrCat(grads.nodes.size(), " nodes")));
     }
-    HETERPS_RETURN_IF_ERROR(impl_->PushOwed(grads.nodes.front().first));
+    device_part = grads.nodes.front().first;
   }
   ps::PsClient* client = impl_->client;
   std::vector<ps::Ticket> tickets;
@@ -1020,7 +1010,10 @@ absl::Status Stage::Accumulate(const StepGrads& grads, bool dense,
           client->AccumulateDense(kDenseTable, impl_->blocks[b], node.dense[b], part));
     }
   }
-  absl::Status status = meanwhile ? meanwhile() : absl::OkStatus();
+  // The device's pushes while the host's travel.
+  absl::Status status =
+      device_part ? impl_->PushDevice(grads.device, *device_part) : absl::OkStatus();
+  if (meanwhile) status.Update(meanwhile());
   status.Update(WaitAll(client, tickets, &impl_->ps_seconds));
   return status;
 }

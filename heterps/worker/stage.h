@@ -114,6 +114,16 @@ struct ActivationGrads {
 // Samples [begin, begin + n) of a reader's batch as the activations entering the first layer.
 void InputActivations(const data::Batch& batch, int64_t begin, int64_t n, Activations* out);
 
+// The device path's embedding gradients (Stage::UseDeviceTier): left on the device by a
+// micro-batch's backward, pushed from there by Stage::Push or Stage::Accumulate. Callers carry
+// them along with the rest (a step's leave with it when it is cleared) and look no further.
+struct DeviceGrads {
+  int ctx = 0;                   // the micro-batch's context (its keys)
+  size_t part = 0;               // the stage's embedding part
+  int64_t column = 0;            // its bags' first column, in rows of the chain's vector floats
+  const float* grads = nullptr;  // device memory of the chain's context
+};
+
 // The gradients of a stage's parameters over one micro-batch, block by block: with a block size
 // (Stage::set_block_rows), the micro-batch's samples are cut into blocks of that many (the last
 // may be shorter) and each block's gradients are kept apart, so that a step's sums can be formed
@@ -129,6 +139,7 @@ struct ParameterGrads {
   };
   std::vector<Rows> sparse;  // per embedding layer of the stage
   std::vector<int64_t> floats;  // per fc layer: one block's gradient floats
+  std::vector<DeviceGrads> device;  // the device path's layers, instead of their rows
 
   // Zeroes the dense sums and empties the rows for `blocks` blocks, keeping the memory.
   void Reset(int64_t blocks);
@@ -156,6 +167,7 @@ struct StepGrads {
   };
   std::vector<std::pair<int, Node>> nodes;  // (part, node), merged as far as they go, by part
   std::vector<int64_t> dims;                // per embedding layer: its dim
+  std::vector<DeviceGrads> device;          // the micro-batches' (ParameterGrads::device)
 
   void Clear();  // keeps the nodes' memory for the next step's
   // Adds one micro-batch's gradients (of the same stage), its first block being `first_block`
@@ -243,12 +255,12 @@ class Stage {
   // the vectors right after its embedding layers on the tier's device (the stage starts at the
   // input, its backend's gpu_device is the tier's), a micro-batch of one block pools its bags on
   // the device straight into that chain's input (GpuTier::LookupBags) and leaves the bags'
-  // gradients there: Push and Accumulate then push them from the device (PushBags;
-  // AccumulateBags, as the step's one node's part), and `grads` carry no rows for those
-  // layers. The caller must then accumulate at most one micro-batch a step (a step's
-  // micro-batches' rows are merged by its block tree on the host, which the device path skips);
-  // asynchronous pushes may come after every micro-batch. Returns whether the path is on (false,
-  // and nothing changes, where the stage's layers or devices do not allow it).
+  // gradients there: `grads` carry them as DeviceGrads instead of rows, and Push and Accumulate
+  // push them from the device (PushBags; AccumulateBags, as the step's one node's part). The caller
+  // must then accumulate at most one micro-batch a step (a step's micro-batches' rows are merged by
+  // its block tree on the host, which the device path skips); asynchronous pushes may come after
+  // every micro-batch. Returns whether the path is on (false, and nothing changes, where the
+  // stage's layers or devices do not allow it).
   bool UseDeviceTier(ps::GpuTier* tier);
 
   // An empty ParameterGrads (StepGrads) shaped for this stage.

@@ -205,7 +205,42 @@ TEST(StageDeviceRulesTest, ASynchronousStepOfTwoMicroBatchesIsRefused) {
   }
   sums.MergeAll();
   EXPECT_THAT((*stage)->Accumulate(sums).message(),
-              ::testing::HasSubstr("need one micro-batch of one block a step"));
+              ::testing::HasSubstr("need one micro-batch of one block a step; this step has 2 "
+                                   "micro-batches"));
+  // A stage whose later chain folds embedding layers of its own keeps the host path.
+  auto two_folds = config::ParseModelSpec(R"(
+name: two-folds
+batch_size: 8
+layers:
+  - {name: input, kind: input, dense: 1, sparse: 2}
+  - {name: emb, kind: embedding, rows: 100, dim: 4}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: mid, kind: fc, in: 9, out: 4}
+  - {name: emb2, kind: embedding, rows: 100, dim: 3}
+  - {name: cat2, kind: interaction, op: concat}
+  - {name: top, kind: fc, in: 10, out: 1}
+  - {name: loss, kind: logloss}
+data:
+  columns:
+    - {role: label}
+    - {role: dense}
+    - {name: a, role: sparse}
+    - {name: b, role: sparse}
+)",
+                                          "two-folds.yaml");
+  ASSERT_TRUE(two_folds.ok()) << two_folds.status();
+  ps::InProcessPsClient more(1);
+  auto both = ps::GpuTier::Create(&more, (*backend)->gpu_device(), {1 << 20});
+  ASSERT_TRUE(both.ok());
+  ASSERT_TRUE(
+      (*both)
+          ->AddTables({{0, EmbeddingTableOptions(two_folds->layers[1], 0, ModelOptions()), 200},
+                       {1, EmbeddingTableOptions(two_folds->layers[4], 1, ModelOptions()), 200}})
+          .ok());
+  auto folds = Stage::Create(*two_folds, 0, static_cast<int>(two_folds->layers.size()) - 1,
+                             both->get(), backend->get());
+  ASSERT_TRUE(folds.ok()) << folds.status();
+  EXPECT_FALSE((*folds)->UseDeviceTier(both->get()));
   // A stage on the host's CPU, or a tier on another device, keeps the host path.
   auto cpu = Stage::Create(spec, 0, static_cast<int>(spec.layers.size()) - 1, tier->get());
   ASSERT_TRUE(cpu.ok());
