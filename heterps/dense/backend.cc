@@ -23,6 +23,17 @@ absl::StatusOr<const Matrix<float>*> DenseChain::ForwardDeviceVectors(int ctx,
   return DeviceVectors(ctx, dense.rows(), 0).status();
 }
 
+absl::Status DenseChain::Hold(const HeldOptimizer&, absl::Span<const float* const>,
+                              absl::Span<const float* const>) {
+  return absl::UnimplementedError("chain: its parameters stay in host memory on this backend");
+}
+
+absl::Status DenseChain::ApplyHeld(absl::Span<const int64_t>) { return Hold({}, {}, {}); }
+
+absl::Status DenseChain::ReadHeld(absl::Span<float* const>, absl::Span<float* const>) {
+  return Hold({}, {}, {});
+}
+
 void BackendRegistry::Register(std::string kind, Factory factory) {
   factories_[std::move(kind)] = std::move(factory);
 }

@@ -114,6 +114,34 @@ class DenseChain {
                                                                     const Matrix<float>& dense,
                                                                     bool train);
 
+  // Held parameters (docs/gpu.md, "Dense parameters held on the device"): a chain on a device
+  // can keep its parameters and their optimizer's state there and update them itself, with the
+  // parameter servers' arithmetic (ps/optimizer.h's ApplyUpdate of a dense block, fed the
+  // gradient 0.0f + dW that a zeroed host buffer would hold), instead of taking them with
+  // SetParameters and giving their gradients back at each backward:
+  //
+  //   HETERPS_RETURN_IF_ERROR(chain->Hold(optimizer, values, state));   // once
+  //   ... Forward, Loss, Backward(ctx, d_out, want_dense, /*grads=*/{}) ...
+  //   HETERPS_RETURN_IF_ERROR(chain->ApplyHeld(steps));                 // once a backward
+  //   ... and at the end of a round: ReadHeld(values, state) ...
+  //
+  // Hold: the values (one block per fc layer, as SetParameters) and their state
+  // (StateFloats(kind) floats a parameter: adagrad's accumulators; adam's [m | v]) go to the
+  // device; SetParameters is refused from then on. Backward with no `grads` then leaves the
+  // parameters' gradients on the device. ApplyHeld: every block updated once from the last
+  // backward's gradients, `steps` the blocks' update counts after this update (adam's bias
+  // correction), as the servers count them; FailedPrecondition unless exactly one backward came
+  // since the last update. ReadHeld: the values and state back in host memory. Unimplemented for
+  // a chain on the host (the defaults); InvalidArgument for blocks of the wrong count.
+  struct HeldOptimizer {
+    int kind = 0;  // ps::OptimizerKind's order: 0 sgd, 1 adagrad, 2 adam
+    float learning_rate = 0, beta1 = 0, beta2 = 0, epsilon = 0;
+  };
+  virtual absl::Status Hold(const HeldOptimizer& optimizer, absl::Span<const float* const> values,
+                            absl::Span<const float* const> state);
+  virtual absl::Status ApplyHeld(absl::Span<const int64_t> steps);
+  virtual absl::Status ReadHeld(absl::Span<float* const> values, absl::Span<float* const> state);
+
   // Profiling: while on, each call adds each layer's seconds (forward + backward; the loss's to
   // the logloss layer) to layer_seconds(), in layer order.
   virtual void set_timing(bool on) = 0;

@@ -166,6 +166,37 @@ struct Logloss {
   }
 };
 
+// One optimizer update of a held block's parameter i from its gradient (ps/optimizer.h's
+// ApplyUpdate, the same expressions: adam's bias corrections c1, c2 computed on the host).
+struct HeldUpdate {
+  float* w;
+  float* state;  // adagrad: a; adam: [m | v]
+  const float* g;
+  int64_t size;
+  int kind;
+  float lr, b1, b2, rest1, rest2, eps;
+  double c1, c2;
+  HETERPS_HD void operator()(int64_t i) const {
+    const float gi = 0.0f + g[i];  // what a zeroed host buffer holds after the backward
+    if (kind == 0) {
+      w[i] -= lr * gi;
+    } else if (kind == 1) {
+      state[i] += gi * gi;
+      w[i] -= lr * gi / (sqrtf(state[i]) + eps);
+    } else {
+      float* m = state;
+      float* v = state + size;
+      const float mi = b1 * m[i] + rest1 * gi;
+      const float vi = b2 * v[i] + rest2 * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      const double m_hat = mi / c1, v_hat = vi / c2;
+      w[i] -= static_cast<float>(static_cast<double>(lr) * m_hat /
+                                 (sqrt(v_hat) + static_cast<double>(eps)));
+    }
+  }
+};
+
 template <typename F>
 void ForEach(gpu::Device* device, int64_t n, const F& f) {
   if (n <= 0) return;
@@ -233,6 +264,9 @@ class DeviceChain : public DenseChain {
   bool has_loss() const override { return has_loss_; }
 
   absl::Status SetParameters(absl::Span<const float* const> blocks) override {
+    if (held_) {
+      return absl::FailedPreconditionError("chain: its parameters are held on the device");
+    }
     if (blocks.size() != blocks_.size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("chain: ", blocks.size(), " parameter blocks for ", blocks_.size()));
@@ -311,7 +345,7 @@ class DeviceChain : public DenseChain {
       return absl::FailedPreconditionError(
           absl::StrCat("backward of context ", ctx, " before its training forward"));
     }
-    if (grads.size() != blocks_.size()) {
+    if (grads.size() != blocks_.size() && !(held_ && grads.empty())) {
       return absl::InvalidArgumentError(
           absl::StrCat("chain: ", grads.size(), " gradient blocks for ", blocks_.size()));
     }
@@ -370,7 +404,77 @@ class DeviceChain : public DenseChain {
     }
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
     c.trained = false;
+    if (held_) ++backwards_;
     return out;
+  }
+
+  absl::Status Hold(const HeldOptimizer& optimizer, absl::Span<const float* const> values,
+                    absl::Span<const float* const> state) override {
+    if (values.size() != blocks_.size() || state.size() != blocks_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("chain: ", values.size(), " value and ",
+                                                     state.size(), " state blocks for ",
+                                                     blocks_.size()));
+    }
+    optimizer_ = optimizer;
+    const int64_t per = optimizer.kind == 0 ? 0 : optimizer.kind == 1 ? 1 : 2;
+    state_.resize(blocks_.size());
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      HETERPS_RETURN_IF_ERROR(
+          device_->CopyToDevice(params_[b].data(), values[b], blocks_[b] * sizeof(float)));
+      HETERPS_RETURN_IF_ERROR(Grow(device_, state_[b], per * blocks_[b]));
+      if (per > 0) {
+        HETERPS_RETURN_IF_ERROR(device_->CopyToDevice(state_[b].data(), state[b],
+                                                      per * blocks_[b] * sizeof(float)));
+      }
+    }
+    HETERPS_RETURN_IF_ERROR(device_->Synchronize());
+    held_ = have_params_ = true;
+    backwards_ = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status ApplyHeld(absl::Span<const int64_t> steps) override {
+    if (!held_ || backwards_ != 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "chain: an update of held parameters after ", held_ ? backwards_ : 0,
+          " backward passes (it takes one)"));
+    }
+    if (steps.size() != blocks_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chain: ", steps.size(), " update counts for ", blocks_.size(), " blocks"));
+    }
+    const HeldOptimizer& o = optimizer_;
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      const double t = static_cast<double>(steps[b]);
+      const double c1 = 1 - std::pow(static_cast<double>(o.beta1), t);
+      const double c2 = 1 - std::pow(static_cast<double>(o.beta2), t);
+      ForEach(device_, blocks_[b],
+              HeldUpdate{params_[b].data(), state_[b].data(), grads_[b].data(), blocks_[b],
+                         o.kind, o.learning_rate, o.beta1, o.beta2, 1 - o.beta1, 1 - o.beta2,
+                         o.epsilon, c1, c2});
+    }
+    backwards_ = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadHeld(absl::Span<float* const> values,
+                        absl::Span<float* const> state) override {
+    if (!held_) return absl::FailedPreconditionError("chain: no parameters held");
+    if (values.size() != blocks_.size() || state.size() != blocks_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("chain: ", values.size(), " value and ",
+                                                     state.size(), " state blocks for ",
+                                                     blocks_.size()));
+    }
+    const int64_t per = optimizer_.kind == 0 ? 0 : optimizer_.kind == 1 ? 1 : 2;
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      HETERPS_RETURN_IF_ERROR(
+          device_->CopyToHost(values[b], params_[b].data(), blocks_[b] * sizeof(float)));
+      if (per > 0) {
+        HETERPS_RETURN_IF_ERROR(device_->CopyToHost(state[b], state_[b].data(),
+                                                    per * blocks_[b] * sizeof(float)));
+      }
+    }
+    return device_->Synchronize();
   }
 
   void set_timing(bool on) override {
@@ -540,7 +644,8 @@ class DeviceChain : public DenseChain {
       HETERPS_RETURN_IF_ERROR(blas_->Gemm(false, false, n, s.in, s.out, 1.0f, dy, s.out,
                                           params_[b].data(), s.in, 0.0f, c.d[i].data(), s.in));
     }
-    // The parameters' gradients, added into the caller's blocks.
+    // The parameters' gradients, added into the caller's blocks (held: left on the device).
+    if (grads.empty()) return absl::OkStatus();
     std::vector<float>& host = host_grads_[b];
     HETERPS_RETURN_IF_ERROR(device_->CopyToHost(host.data(), gw, host.size() * sizeof(float)));
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
@@ -561,6 +666,12 @@ class DeviceChain : public DenseChain {
   std::vector<int64_t> blocks_;
   std::vector<DeviceArray<float>> params_, grads_;
   std::vector<std::vector<float>> host_grads_;
+  // Held parameters (Hold): their optimizer, state, and the backward passes since the last
+  // update.
+  bool held_ = false;
+  HeldOptimizer optimizer_;
+  std::vector<DeviceArray<float>> state_;
+  int64_t backwards_ = 0;
   DeviceArray<int32_t> pair_row_, pair_col_, pair_of_;
   DeviceArray<float> ones_, dz_;
   bool have_params_ = false;

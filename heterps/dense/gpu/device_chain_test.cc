@@ -10,6 +10,7 @@
 #include "heterps/dense/gpu/chain_checks.h"
 #include "heterps/dense/gpu/device_backend.h"
 #include "heterps/gpu/device.h"
+#include "heterps/ps/optimizer.h"
 
 namespace heterps::dense {
 namespace {
@@ -137,6 +138,99 @@ TEST(DeviceChainTest, VectorsPlacedOnTheDeviceRunAsVectorsFromTheHost) {
   auto on_cpu = cpu->NewChain(spec, first, last);
   ASSERT_TRUE(on_cpu.ok());
   EXPECT_EQ((*on_cpu)->DeviceVectors(0, n, cols).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+// Held parameters: the chain's own updates on the device give what the servers' updates of the
+// gradients it would have given back give (ps::ApplyUpdate on 0 + dW), to the bit, for every
+// optimizer over several steps; no parameter's gradient crosses to the host.
+TEST(DeviceChainTest, HeldParametersUpdateAsTheServersWould) {
+  const config::ModelSpec spec = testing::Spec("examples/models/dlrm-small.yaml");
+  for (const ps::OptimizerKind kind :
+       {ps::OptimizerKind::kSgd, ps::OptimizerKind::kAdagrad, ps::OptimizerKind::kAdam}) {
+    SCOPED_TRACE(ps::OptimizerName(kind));
+    auto backend = Twin();
+    const int first = spec.FindLayer("bottom.0"), last = static_cast<int>(spec.layers.size()) - 1;
+    auto held = backend->NewChain(spec, first, last);
+    auto given = backend->NewChain(spec, first, last);
+    ASSERT_TRUE(held.ok() && given.ok());
+    ps::OptimizerOptions o;
+    o.kind = kind;
+    o.learning_rate = 0.05f;
+    o.initial_accumulator = 0.1f;
+    const std::vector<int64_t>& sizes = (*held)->block_sizes();
+    const size_t blocks = sizes.size();
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 0.1f);
+    std::vector<std::vector<float>> values(blocks), state(blocks);
+    for (size_t b = 0; b < blocks; ++b) {
+      values[b].resize(sizes[b]);
+      for (float& x : values[b]) x = normal(rng);
+      state[b].resize(ps::StateFloats(kind) * sizes[b]);
+      ps::InitState(o, state[b].data(), static_cast<int>(sizes[b]));
+    }
+    auto consts = [](const std::vector<std::vector<float>>& v) {
+      std::vector<const float*> out;
+      for (const auto& b : v) out.push_back(b.data());
+      return out;
+    };
+    auto mutables = [](std::vector<std::vector<float>>& v) {
+      std::vector<float*> out;
+      for (auto& b : v) out.push_back(b.data());
+      return out;
+    };
+    ASSERT_TRUE((*held)
+                    ->Hold({static_cast<int>(kind), o.learning_rate, o.beta1, o.beta2, o.epsilon},
+                           consts(values), consts(state))
+                    .ok());
+    EXPECT_EQ((*held)->SetParameters(consts(values)).code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ((*held)->ApplyHeld(std::vector<int64_t>(blocks, 1)).code(),
+              absl::StatusCode::kFailedPrecondition);  // no backward yet
+    const int64_t n = 29;
+    std::vector<float> labels(n);
+    for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<float>(i % 3 == 0);
+    for (int64_t step = 1; step <= 4; ++step) {
+      Matrix<float> dense(n, 13), vectors(n, 26 * 16);
+      for (float& x : absl::MakeSpan(dense.data(), dense.size())) x = normal(rng);
+      for (float& x : absl::MakeSpan(vectors.data(), vectors.size())) x = normal(rng);
+      // The servers' way: the parameters given, the gradients back into zeroed buffers, updated
+      // on the host.
+      ASSERT_TRUE((*given)->SetParameters(consts(values)).ok());
+      ASSERT_TRUE((*given)->Forward(0, dense, vectors, true).ok());
+      auto loss = (*given)->Loss(0, labels.data(), 1.0f / n);
+      std::vector<std::vector<float>> grads(blocks);
+      for (size_t b = 0; b < blocks; ++b) grads[b].assign(sizes[b], 0.0f);
+      ASSERT_TRUE((*given)->Backward(0, nullptr, false, mutables(grads)).ok());
+      for (size_t b = 0; b < blocks; ++b) {
+        ps::ApplyUpdate(o, values[b].data(), state[b].data(), grads[b].data(),
+                        static_cast<int>(sizes[b]), step);
+      }
+      // The held way.
+      ASSERT_TRUE((*held)->Forward(0, dense, vectors, true).ok());
+      auto held_loss = (*held)->Loss(0, labels.data(), 1.0f / n);
+      ASSERT_TRUE(loss.ok() && held_loss.ok());
+      EXPECT_EQ(*held_loss, *loss) << "step " << step;
+      const DeviceStats before = backend->stats();
+      ASSERT_TRUE((*held)->Backward(0, nullptr, false, {}).ok());
+      ASSERT_TRUE((*held)->ApplyHeld(std::vector<int64_t>(blocks, step)).ok());
+      // The vectors' gradient comes back (they came from the host); no parameter's does.
+      EXPECT_EQ(backend->stats().device_to_host_bytes - before.device_to_host_bytes,
+                n * 26 * 16 * 4);
+    }
+    std::vector<std::vector<float>> got_values(blocks), got_state(blocks);
+    for (size_t b = 0; b < blocks; ++b) {
+      got_values[b].resize(sizes[b]);
+      got_state[b].resize(state[b].size());
+    }
+    ASSERT_TRUE((*held)->ReadHeld(mutables(got_values), mutables(got_state)).ok());
+    EXPECT_EQ(got_values, values);
+    EXPECT_EQ(got_state, state);
+  }
+  // On the host's CPU: refused, the parameters stay with the caller.
+  std::unique_ptr<DenseBackend> cpu = NewCpuBackend();
+  auto on_cpu = cpu->NewChain(spec, spec.FindLayer("bottom.0"), spec.layers.size() - 1);
+  ASSERT_TRUE(on_cpu.ok());
+  EXPECT_EQ((*on_cpu)->Hold({}, {}, {}).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ((*on_cpu)->ApplyHeld({}).code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(DeviceChainTest, TheBudgetIsEnforcedWithAClearError) {
