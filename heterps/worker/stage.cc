@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -322,7 +323,6 @@ struct Context {
   const Matrix<float>* out_vectors = nullptr;
   Matrix<float> d_top;  // a copy of the gradient given to Backward (the chains consume it)
   int64_t size = 0;
-  bool on_device = false;  // the device path ran it (Stage::UseDeviceTier)
   // Blocks: the micro-batch's, and the chains' context for each (a block runs through a
   // chain on its own).
   int64_t blocks = 1;
@@ -451,10 +451,10 @@ struct Stage::Impl {
     const Matrix<float>* dense = &in.dense;
     const Matrix<float>* vectors = in.vectors.cols() > 0 ? &in.vectors : &c.empty;
     // The device path: the bags pooled on the device, into the input of the chain they feed.
-    c.on_device = device_tier != nullptr && c.blocks == 1 && in.vectors.cols() == 0;
+    const bool on_device = device_tier != nullptr && c.blocks == 1 && in.vectors.cols() == 0;
     float* device_vectors = nullptr;
     int64_t column = 0;
-    if (c.on_device) {
+    if (on_device) {
       HETERPS_ASSIGN_OR_RETURN(device_vectors, parts[device_chain].chain->DeviceVectors(
                                                    c.chain_contexts[0], n, device_cols));
     }
@@ -464,7 +464,7 @@ struct Stage::Impl {
         const absl::Time start = absl::Now();
         // The rows join the vectors already carried (copied only when there are some).
         Matrix<float>& joined = c.vectors_out[p];
-        if (c.on_device) {
+        if (on_device) {
           HETERPS_RETURN_IF_ERROR(LookupOnDevice(c, in, part, device_vectors, column));
           column += part.slots * part.dim;
         } else if (vectors->cols() == 0) {
@@ -474,7 +474,7 @@ struct Stage::Impl {
           joined.resize(n, vectors->cols() + c.rows.cols());
           joined << *vectors, c.rows;
         }
-        if (!c.on_device) vectors = &joined;
+        if (!on_device) vectors = &joined;
         const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
         if (train) pass_seconds.lookup += seconds;
         if (timing) embedding_seconds[part.local] += seconds;
@@ -482,7 +482,7 @@ struct Stage::Impl {
         HETERPS_RETURN_IF_ERROR(AwaitParameters());
         const absl::Time start = absl::Now();
         const bool consumes = part.chain->consumes_vectors();
-        if (c.on_device && p == device_chain) {
+        if (on_device && p == device_chain) {
           HETERPS_ASSIGN_OR_RETURN(
               dense, part.chain->ForwardDeviceVectors(c.chain_contexts[0], *dense, train));
         } else {
@@ -984,10 +984,9 @@ absl::Status Stage::Accumulate(const StepGrads& grads, bool dense,
                                const std::function<absl::Status()>& meanwhile) {
   std::optional<int> device_part;  // the device path's rows: the part of the step's one node
   if (!grads.device.empty()) {
-    const int ctx = grads.device.front().ctx;
-    const int64_t contexts =
-        1 + std::count_if(grads.device.begin(), grads.device.end(),
-                          [ctx](const DeviceGrads& o) { return o.ctx != ctx; });
+    std::set<int> micro_batches;  // their contexts
+    for (const DeviceGrads& o : grads.device) micro_batches.insert(o.ctx);
+    const size_t contexts = micro_batches.size();
     if (grads.nodes.size() != 1 || contexts > 1) {
       return absl::InternalError(absl::StrCat(
           "stage: the device path's embedding gradients need one micro-batch of one block a "

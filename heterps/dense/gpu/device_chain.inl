@@ -416,7 +416,8 @@ class DeviceChain : public DenseChain {
                                                      blocks_.size()));
     }
     optimizer_ = optimizer;
-    const int64_t per = optimizer.kind == 0 ? 0 : optimizer.kind == 1 ? 1 : 2;
+    state_per_ = optimizer.kind == 0 ? 0 : optimizer.kind == 1 ? 1 : 2;
+    const int64_t per = state_per_;
     state_.resize(blocks_.size());
     for (size_t b = 0; b < blocks_.size(); ++b) {
       HETERPS_RETURN_IF_ERROR(
@@ -465,7 +466,7 @@ class DeviceChain : public DenseChain {
                                                      state.size(), " state blocks for ",
                                                      blocks_.size()));
     }
-    const int64_t per = optimizer_.kind == 0 ? 0 : optimizer_.kind == 1 ? 1 : 2;
+    const int64_t per = state_per_;
     for (size_t b = 0; b < blocks_.size(); ++b) {
       HETERPS_RETURN_IF_ERROR(
           device_->CopyToHost(values[b], params_[b].data(), blocks_[b] * sizeof(float)));
@@ -670,6 +671,7 @@ class DeviceChain : public DenseChain {
   // update.
   bool held_ = false;
   HeldOptimizer optimizer_;
+  int64_t state_per_ = 0;  // state floats a parameter: 0 sgd, 1 adagrad, 2 adam
   std::vector<DeviceArray<float>> state_;
   int64_t backwards_ = 0;
   DeviceArray<int32_t> pair_row_, pair_col_, pair_of_;
