@@ -16,6 +16,7 @@ using testing::Dir;
 using ::testing::HasSubstr;
 using testing::Heterps;
 using testing::Metrics;
+using ::testing::Not;
 using testing::Outcome;
 using json = nlohmann::json;
 
@@ -290,6 +291,46 @@ TEST_F(GpuHostTest, TheTierFeedsAOneStageGpuPlanOnItsDevice) {
     EXPECT_LT(fed["stages"][0]["pcie_bytes_per_batch"].get<double>(),
               plain["stages"][0]["pcie_bytes_per_batch"].get<double>());
   }
+}
+
+// A one-stage GPU plan of one block a step holds its dense parameters and their optimizer on
+// the device, and writes them back at the ends of rounds (a checkpoint every 5 steps, an
+// evaluation each epoch): the run of the same job whose servers keep them, to the bit, without
+// the parameters going up and their gradients coming down every step; after kill -9 of the
+// stage it ends where the uninterrupted run does.
+TEST_F(GpuHostTest, AOneStageGpuPlanHoldsItsDenseParametersOnTheDevice) {
+  const auto run = [](const std::string& name, std::vector<std::string> more) {
+    const std::string dir = Dir(name);
+    more.insert(more.end(), {"--epochs", "2", "--checkpoint-every", "5"});
+    const Outcome r = Heterps(OneStage(dir, "gpu", more), dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::pair{r.out, r.exit_code == 0 ? Metrics(dir) : json()};
+  };
+  const auto [out, held] = run("gpu_held", {});
+  EXPECT_THAT(out, HasSubstr("dense on GPU    stage 0: parameters and optimizer held on twin:0, "
+                             "written back at the ends of rounds"));
+  ASSERT_FALSE(held.is_null());
+  EXPECT_EQ(held["stages"][0]["dense_held"], true);
+  const auto [servers_out, servers] = run("gpu_dense_on_servers", {"--dense-on-servers"});
+  ASSERT_FALSE(servers.is_null());
+  EXPECT_EQ(servers["stages"][0]["dense_held"], false);
+  EXPECT_THAT(servers_out, Not(HasSubstr("dense on GPU")));
+  EXPECT_EQ(held["parameter_digest"], servers["parameter_digest"]);
+  EXPECT_EQ(held["losses"], servers["losses"]);
+  EXPECT_EQ(held["eval_auc"], servers["eval_auc"]);
+  // dlrm-small's fc layers hold 129,169 parameters (13-64-16 and 367-256-128-1, with biases): 4
+  // bytes each went up every step and as many came down; the write-backs take values and Adam's
+  // state down every 5 steps.
+  EXPECT_LT(held["stages"][0]["pcie_bytes_per_batch"].get<double>(),
+            servers["stages"][0]["pcie_bytes_per_batch"].get<double>() - 4 * 129169);
+
+  // Ranks: 0 the coordinator, 1 the shard, 2 the stage.
+  const std::string dir = Dir("gpu_held_kill");
+  const json killed = testing::KillMidRun(
+      OneStage(dir, "gpu", {"--epochs", "2", "--checkpoint-every", "5"}), dir, 2, 15);
+  EXPECT_EQ(killed["restarts"], 1);
+  EXPECT_EQ(killed["parameter_digest"], held["parameter_digest"]);
+  EXPECT_EQ(killed["losses"], held["losses"]);
 }
 
 // A resumed job keeps its block size whatever plan it resumes on: here one begun on the GPU

@@ -141,6 +141,13 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
         WithCommas(s0.tier_loaded_rows), WithCommas(s0.tier_written_back_rows),
         HumanSeconds(s0.write_back_seconds));
   }
+  for (size_t s = 0; s < r.stages.size(); ++s) {
+    if (!r.stages[s].dense_held) continue;
+    absl::StrAppendFormat(&out,
+                          "  dense on GPU    stage %d: parameters and optimizer held on %s, "
+                          "written back at the ends of rounds\n",
+                          s, r.stages[s].device);
+  }
   if (r.segments.size() <= 1 && plan.cost_per_hour_usd > 0) {
     const double seconds = r.wall_seconds > 0 ? r.wall_seconds : r.seconds;
     absl::StrAppendFormat(&out, "  plan cost       %s/hour; %s for this run's %s\n",
@@ -204,7 +211,8 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
                       {"run_seconds_per_batch", s.run_seconds},
                       {"send_seconds_per_batch", s.send_seconds},
                       {"idle_fraction", s.idle_fraction},
-                      {"pcie_bytes_per_batch", s.pcie_bytes}});
+                      {"pcie_bytes_per_batch", s.pcie_bytes},
+                      {"dense_held", s.dense_held}});
     if (s.tier_hit_rate >= 0) {
       stages.back()["gpu_tier"] = {{"hit_rate", s.tier_hit_rate},
                                    {"loaded_rows_per_batch", s.tier_loaded_rows},

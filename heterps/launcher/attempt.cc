@@ -670,6 +670,7 @@ class Attempt::Impl {
         auto grew = [&](auto worker::ReplicaStats::*field) {
           return static_cast<double>(e.*field - b.*field);
         };
+        report.dense_held = report.dense_held || e.dense_held;
         const double write_back = grew(&worker::ReplicaStats::write_back_seconds);
         const double busy = grew(&worker::ReplicaStats::busy_seconds) - write_back;
         const double idle = grew(&worker::ReplicaStats::idle_seconds);

@@ -56,6 +56,7 @@ struct StageReport {
   double tier_hit_rate = -1;
   double tier_loaded_rows = 0, tier_written_back_rows = 0;
   bool tier_feeds_stage = false;  // on their shared device (docs/gpu.md)
+  bool dense_held = false;  // the stage's dense parameters and optimizer on its device (gpu.md)
   // The busiest replica's seconds writing its GPU tier back to the servers, in all (at the end of
   // each round of steps: before a checkpoint, a switch and the job's end).
   double write_back_seconds = 0;

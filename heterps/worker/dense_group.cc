@@ -196,6 +196,54 @@ absl::Status DenseGroup::WriteBack(const std::vector<AlignedFloats>& values) {
   return WaitAll(client_, tickets);
 }
 
+absl::Status DenseGroup::LoadHeld(Stage& stage) {
+  if (replicas_ != 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dense group: one replica holds the parameters on its device, not ", replicas_));
+  }
+  if (held_) return absl::FailedPreconditionError("dense group: held already");
+  std::vector<AlignedFloats> values;
+  HETERPS_RETURN_IF_ERROR(Load(values));
+  // Each piece's state arrays into its block's (ps::DenseSlice: a piece's m, then its v).
+  const int per = ps::StateFloats(optimizer_.kind);
+  std::vector<std::vector<float>> state(blocks_.size());
+  for (size_t b = 0; b < blocks_.size(); ++b) state[b].resize(per * blocks_[b].second);
+  for (size_t i = 0; i < mine().size(); ++i) {
+    const Piece& p = mine()[i];
+    for (int k = 0; k < per; ++k) {
+      std::copy_n(state_[i].begin() + k * p.count, p.count,
+                  state[p.block].begin() + k * blocks_[p.block].second + p.offset);
+    }
+  }
+  const absl::Status held = stage.HoldDense(optimizer_, values, state);
+  loaded_ = held_ = held.ok();
+  return held;
+}
+
+absl::Status DenseGroup::StepHeld(Stage& stage) {
+  if (!held_) return absl::FailedPreconditionError("dense group: StepHeld before LoadHeld");
+  std::vector<int64_t> steps(blocks_.size(), 0);
+  for (size_t i = 0; i < mine().size(); ++i) steps[mine()[i].block] = steps_[i] + 1;
+  HETERPS_RETURN_IF_ERROR(stage.ApplyHeldDense(steps));
+  for (int64_t& s : steps_) ++s;
+  return absl::OkStatus();
+}
+
+absl::Status DenseGroup::WriteBackHeld(Stage& stage) {
+  if (!held_) return absl::FailedPreconditionError("dense group: WriteBackHeld before LoadHeld");
+  std::vector<AlignedFloats> values;
+  std::vector<std::vector<float>> state;
+  HETERPS_RETURN_IF_ERROR(stage.ReadHeldDense(&values, &state));
+  for (size_t i = 0; i < mine().size(); ++i) {
+    const Piece& p = mine()[i];
+    for (int k = 0; k < ps::StateFloats(optimizer_.kind); ++k) {
+      std::copy_n(state[p.block].begin() + k * blocks_[p.block].second + p.offset, p.count,
+                  state_[i].begin() + k * p.count);
+    }
+  }
+  return WriteBack(values);
+}
+
 void DenseGroup::Abort(int64_t step, const absl::Status& why) {
   DenseMessage m;
   m.step = step;

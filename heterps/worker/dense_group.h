@@ -104,6 +104,20 @@ class DenseGroup {
   // servers.
   absl::Status WriteBack(const std::vector<AlignedFloats>& values);
 
+  // The same with the values and their optimizer state held by the stage on its GPU
+  // (Stage::HoldDense; docs/gpu.md, "Dense parameters held on the device"), for a group of one
+  // replica whose steps train one micro-batch of one block: LoadHeld loads as Load does and hands
+  // the values and the state to `stage`; StepHeld counts the step's update and has the stage apply
+  // it from its backward's gradients on the device (the servers' arithmetic: the values Step would
+  // give, to the bit where the device's float arithmetic is the host's); WriteBackHeld reads
+  // them back from the stage and writes them as WriteBack does. FailedPrecondition for a group of
+  // several replicas, a second LoadHeld, StepHeld or WriteBackHeld before LoadHeld; the stage's
+  // errors.
+  absl::Status LoadHeld(Stage& stage);
+  absl::Status StepHeld(Stage& stage);
+  absl::Status WriteBackHeld(Stage& stage);
+  bool held() const { return held_; }
+
   // From the transport: a message of another replica of the stage. Messages of a step this
   // replica has finished are dropped. An abort makes this replica's Step of that step return
   // Aborted with the sender's reason.
@@ -144,6 +158,7 @@ class DenseGroup {
   std::vector<std::vector<float>> state_;  // per piece of mine(): its DenseSlice state
   std::vector<int64_t> steps_;             // per piece of mine(): its block's update count
   bool loaded_ = false;
+  bool held_ = false;  // the values and state are the stage's (LoadHeld)
 
   absl::Mutex mu_;
   // Messages by (step, kind), in arrival order; those of steps before `done_` are dropped.

@@ -57,6 +57,8 @@ class SyncPolicy : public GradientPolicy {
     } else {
       // The rows travel to the servers while the replicas exchange their dense sums.
       status = stage.Accumulate(total_, /*dense=*/false, [&] {
+        // Held on the stage's device, the parameters are updated there.
+        if (dense_->held()) return dense_->StepHeld(stage);
         return stage.UpdateDense([&](std::vector<AlignedFloats>& values) {
           return dense_->Step(step, total_, values, cancelled_);
         });

@@ -113,6 +113,10 @@ class PipelineReplica::Impl {
       dense_ = std::make_unique<DenseGroup>(kDenseTable, stage_->dense_blocks(),
                                             job_.settings.tables.dense_optimizer, replica_,
                                             job_.replicas(stage_index_), peers_, client_);
+      // A GPU stage of one replica whose steps are one block holds them on its device, with
+      // their optimizer (docs/gpu.md, "Dense parameters held on the device").
+      hold_dense_ = job_.replicas(stage_index_) == 1 && stage_->can_hold_dense() &&
+                    StepBlocks(job_.batch_size(), job_.settings.block_size) == 1;
     }
     if (job_.settings.mode == Consistency::kSync) stage_->set_block_rows(job_.settings.block_size);
     policy_ = MakeGradientPolicy(job_.settings.mode, *stage_, dense_.get(),
@@ -228,10 +232,7 @@ class PipelineReplica::Impl {
       const absl::Time start = absl::Now();
       // A replica that ran none of the step's micro-batches (a short last step, a later stage's
       // replica the step's blocks did not reach) still takes its part in the dense exchange.
-      if (dense_ != nullptr && !dense_->loaded()) {
-        HETERPS_RETURN_IF_ERROR(
-            stage_->UpdateDense([this](std::vector<AlignedFloats>& v) { return dense_->Load(v); }));
-      }
+      if (dense_ != nullptr && !dense_->loaded()) HETERPS_RETURN_IF_ERROR(LoadDense());
       HETERPS_RETURN_IF_ERROR(
           policy_->EndStep(*stage_, step, /*whole=*/job_.replicas(stage_index_) == 1));
       Charge(&Impl::step_end_seconds_, start);
@@ -251,9 +252,19 @@ class PipelineReplica::Impl {
     const absl::Time start = absl::Now();
     absl::Status status;
     if (tier_ != nullptr) status.Update(tier_->Flush());
-    if (dense_ != nullptr) status.Update(dense_->WriteBack(stage_->dense_values()));
+    if (dense_ != nullptr) {
+      status.Update(dense_->held() ? dense_->WriteBackHeld(*stage_)
+                                   : dense_->WriteBack(stage_->dense_values()));
+    }
     Charge(&Impl::write_back_seconds_, start);
     return status;
+  }
+
+  // The stage's dense parameters from the servers into the group (the stage's device, where it
+  // holds them), once.
+  absl::Status LoadDense() {
+    if (hold_dense_) return dense_->LoadHeld(*stage_);
+    return stage_->UpdateDense([this](std::vector<AlignedFloats>& v) { return dense_->Load(v); });
   }
 
   void OnDense(DenseMessage message) {
@@ -356,6 +367,7 @@ class PipelineReplica::Impl {
     s.tier_loaded_rows = tier_loaded_.load();
     s.tier_written_back_rows = tier_written_.load();
     s.tier_feeds_stage = device_path_;
+    s.dense_held = hold_dense_;
     return s;
   }
 
@@ -519,8 +531,7 @@ class PipelineReplica::Impl {
       HETERPS_RETURN_IF_ERROR(stage_->PullParameters());
     } else if (!dense_->loaded()) {
       // Held by the stage's replicas: loaded once, then updated by the exchange.
-      HETERPS_RETURN_IF_ERROR(
-          stage_->UpdateDense([this](std::vector<AlignedFloats>& v) { return dense_->Load(v); }));
+      HETERPS_RETURN_IF_ERROR(LoadDense());
     }
     pulled_step_ = step;
     return absl::OkStatus();
@@ -692,6 +703,7 @@ class PipelineReplica::Impl {
   bool device_path_ = false;  // the tier feeds the stage on their device
   std::unique_ptr<Stage> stage_;
   std::unique_ptr<DenseGroup> dense_;  // the stage's dense parameters, when its replicas hold them
+  bool hold_dense_ = false;            // and keep them on the stage's device (LoadDense)
   std::unique_ptr<GradientPolicy> policy_;
   std::unique_ptr<ShardReader> train_reader_;  // stage 0, used under step_mu_
   absl::Mutex step_mu_;                        // one RunStep or Evaluate at a time

@@ -156,6 +156,8 @@ struct ReplicaStats {
   // The tier feeds the stage on their shared device (Stage::UseDeviceTier): the rows and their
   // gradients never come to the host.
   bool tier_feeds_stage = false;
+  // The stage's dense parameters and their optimizer are held on its device (docs/gpu.md).
+  bool dense_held = false;
 };
 
 class PipelineReplica {

@@ -165,7 +165,7 @@ void InputActivations(const data::Batch& batch, int64_t begin, int64_t n, Activa
 
 void ParameterGrads::Reset(int64_t n) {
   blocks = n;
-  for (size_t f = 0; f < dense.size(); ++f) {
+  for (size_t f = 0; !dense_held && f < dense.size(); ++f) {
     dense[f].resize(static_cast<size_t>(n * floats[f]));
     std::fill(dense[f].begin(), dense[f].end(), 0.0f);
   }
@@ -249,7 +249,7 @@ void StepGrads::Add(int64_t first_block, const ParameterGrads& micro_batch) {
       // which makes their parent.
       node = std::move(sibling->second);
       nodes.erase(sibling);
-      for (size_t f = 0; f < micro_batch.dense.size(); ++f) {
+      for (size_t f = 0; !micro_batch.dense_held && f < micro_batch.dense.size(); ++f) {
         Eigen::Map<Eigen::ArrayXd>(node.dense[f].data(), micro_batch.floats[f]) +=
             Eigen::Map<const Eigen::ArrayXf>(micro_batch.dense_block(f, j), micro_batch.floats[f])
                 .cast<double>();
@@ -266,8 +266,8 @@ void StepGrads::Add(int64_t first_block, const ParameterGrads& micro_batch) {
         node = std::move(spare_.back());
         spare_.pop_back();
       }
-      node.dense.resize(micro_batch.dense.size());
-      for (size_t f = 0; f < micro_batch.dense.size(); ++f) {
+      node.dense.resize(micro_batch.dense_held ? 0 : micro_batch.dense.size());
+      for (size_t f = 0; f < node.dense.size(); ++f) {
         const float* g = micro_batch.dense_block(f, j);
         node.dense[f].assign(g, g + micro_batch.floats[f]);
       }
@@ -359,6 +359,9 @@ struct Stage::Impl {
   ps::GpuTier* device_tier = nullptr;
   size_t device_chain = 0;
   int64_t device_cols = 0;
+  // The dense parameters held on the device (HoldDense): their state's floats a parameter.
+  bool held = false;
+  int held_state_floats = 0;
   // The dense pull PullParameters started and no call has waited for yet: it writes `params`.
   std::vector<ps::Ticket> pulling;
 
@@ -369,6 +372,28 @@ struct Stage::Impl {
     pulling.clear();
     HETERPS_RETURN_IF_ERROR(WaitAll(client, tickets, &ps_seconds));
     return HandParameters();
+  }
+
+  absl::Status RefuseWhileHeld(const char* call) const {
+    if (!held) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("stage: ", call, " while the dense parameters are held on the device"));
+  }
+  // A micro-batch of `blocks` blocks may train: while held, one block (the chains update their
+  // parameters from one backward's gradients).
+  absl::Status CheckHeldBlocks(int64_t blocks) const {
+    if (!held || blocks <= 1) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("stage: a micro-batch of ", blocks,
+                     " blocks while the dense parameters are held on the device (they take one)"));
+  }
+  // Calls `f(part, its blocks' indices)` for every dense part.
+  template <typename F>
+  absl::Status ForEachChain(F f) {
+    for (Part& part : parts) {
+      if (part.kind == Part::Kind::kDense) HETERPS_RETURN_IF_ERROR(f(part));
+    }
+    return absl::OkStatus();
   }
 
   // Hands `params` to the dense chains.
@@ -565,6 +590,7 @@ struct Stage::Impl {
     std::vector<float*> blocks;
     auto block_grads = [&](int64_t j) {
       blocks.clear();
+      if (held) return absl::MakeSpan(blocks);  // none: they stay on the device
       for (int b : part.blocks) {
         blocks.push_back(grads->dense[b].data() + j * grads->floats[b]);
       }
@@ -768,6 +794,7 @@ const std::vector<AlignedFloats>& Stage::dense_values() const { return impl_->pa
 
 absl::Status Stage::UpdateDense(
     const std::function<absl::Status(std::vector<AlignedFloats>& values)>& update) {
+  HETERPS_RETURN_IF_ERROR(impl_->RefuseWhileHeld("UpdateDense"));
   HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
   std::vector<size_t> sizes;
   for (const AlignedFloats& p : impl_->params) sizes.push_back(p.size());
@@ -782,6 +809,7 @@ absl::Status Stage::UpdateDense(
 }
 
 absl::Status Stage::PullParameters() {
+  HETERPS_RETURN_IF_ERROR(impl_->RefuseWhileHeld("PullParameters"));
   // A pull no call has waited for yet writes the same buffers: it completes first.
   HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
   // One call for every block where the client can (the servers hold them in one table).
@@ -838,6 +866,7 @@ absl::StatusOr<double> Stage::ForwardBackward(int ctx, const Activations& in, fl
     return absl::InvalidArgumentError(
         absl::StrCat("loss: ", in.labels.size(), " labels for ", in.size, " samples"));
   }
+  HETERPS_RETURN_IF_ERROR(impl_->CheckHeldBlocks(impl_->BlocksOf(in.size)));
   Context& c = impl_->ContextOf(ctx);
   HETERPS_RETURN_IF_ERROR(impl_->Run(ctx, c, in, /*train=*/true));
   double loss = 0;
@@ -852,6 +881,7 @@ absl::StatusOr<double> Stage::ForwardBackward(int ctx, const Activations& in, fl
     if (block_losses != nullptr) block_losses->push_back(block);
   }
   impl_->pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
+  grads->dense_held = impl_->held;
   grads->Reset(c.blocks);
   HETERPS_RETURN_IF_ERROR(impl_->Back(ctx, c, nullptr, c.empty, d_in, grads));
   return loss;
@@ -872,9 +902,11 @@ absl::Status Stage::Backward(int ctx, const ActivationGrads& d_out, ActivationGr
                      " + ", d_out.vectors.cols(), ") for activations of ", c.size, " x (",
                      c.out_dense->cols(), " + ", c.out_vectors->cols(), ")"));
   }
+  HETERPS_RETURN_IF_ERROR(impl_->CheckHeldBlocks(c.blocks));
   HETERPS_RETURN_IF_ERROR(impl_->AwaitParameters());
   const Matrix<float>& d_vectors = d_out.vectors.cols() > 0 ? d_out.vectors : c.empty;
   c.d_top = d_out.dense;  // the chains consume it
+  grads->dense_held = impl_->held;
   grads->Reset(c.blocks);
   return impl_->Back(ctx, c, &c.d_top, d_vectors, d_in, grads);
 }
@@ -921,6 +953,89 @@ StepGrads Stage::NewStepGrads() const {
   return grads;
 }
 
+bool Stage::can_hold_dense() const {
+  return impl_->backend->gpu_device() != nullptr && !impl_->blocks.empty();
+}
+bool Stage::holds_dense() const { return impl_->held; }
+
+absl::Status Stage::HoldDense(const ps::OptimizerOptions& optimizer,
+                              const std::vector<AlignedFloats>& values,
+                              const std::vector<std::vector<float>>& state) {
+  Impl& s = *impl_;
+  if (!can_hold_dense()) {
+    return absl::FailedPreconditionError(
+        "stage: the dense parameters can be held on a GPU only (this stage's are on the host, or "
+        "it has none)");
+  }
+  HETERPS_RETURN_IF_ERROR(s.RefuseWhileHeld("HoldDense"));
+  const int per = ps::StateFloats(optimizer.kind);
+  if (values.size() != s.blocks.size() || state.size() != s.blocks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("stage: ", values.size(), " value and ",
+                                                   state.size(), " state blocks to hold for ",
+                                                   s.blocks.size()));
+  }
+  for (size_t b = 0; b < s.blocks.size(); ++b) {
+    const size_t n = s.params[b].size();
+    if (values[b].size() != n || state[b].size() != per * n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage: dense block ", s.blocks[b], ": ", values[b].size(), " values and ",
+                       state[b].size(), " state floats to hold for ", n, " parameters"));
+    }
+  }
+  HETERPS_RETURN_IF_ERROR(s.AwaitParameters());
+  const dense::DenseChain::HeldOptimizer held{static_cast<int>(optimizer.kind),
+                                              optimizer.learning_rate, optimizer.beta1,
+                                              optimizer.beta2, optimizer.epsilon};
+  HETERPS_RETURN_IF_ERROR(s.ForEachChain([&](Part& part) {
+    std::vector<const float*> v, st;
+    for (int b : part.blocks) {
+      v.push_back(values[b].data());
+      st.push_back(state[b].data());
+    }
+    return part.chain->Hold(held, v, st);
+  }));
+  s.held = true;
+  s.held_state_floats = per;
+  return absl::OkStatus();
+}
+
+absl::Status Stage::ApplyHeldDense(absl::Span<const int64_t> steps) {
+  Impl& s = *impl_;
+  if (!s.held) return absl::FailedPreconditionError("stage: ApplyHeldDense before HoldDense");
+  if (steps.size() != s.blocks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("stage: ", steps.size(), " update counts for ",
+                                                   s.blocks.size(), " dense blocks"));
+  }
+  const absl::Time start = absl::Now();
+  const absl::Status status = s.ForEachChain([&](Part& part) {
+    std::vector<int64_t> counts;
+    for (int b : part.blocks) counts.push_back(steps[b]);
+    return part.chain->ApplyHeld(counts);
+  });
+  s.pass_seconds.dense += absl::ToDoubleSeconds(absl::Now() - start);
+  return status;
+}
+
+absl::Status Stage::ReadHeldDense(std::vector<AlignedFloats>* values,
+                                  std::vector<std::vector<float>>* state) {
+  Impl& s = *impl_;
+  if (!s.held) return absl::FailedPreconditionError("stage: ReadHeldDense before HoldDense");
+  values->resize(s.blocks.size());
+  state->resize(s.blocks.size());
+  for (size_t b = 0; b < s.blocks.size(); ++b) {
+    (*values)[b].resize(s.params[b].size());
+    (*state)[b].resize(s.held_state_floats * s.params[b].size());
+  }
+  return s.ForEachChain([&](Part& part) {
+    std::vector<float*> v, st;
+    for (int b : part.blocks) {
+      v.push_back((*values)[b].data());
+      st.push_back((*state)[b].data());
+    }
+    return part.chain->ReadHeld(v, st);
+  });
+}
+
 bool Stage::UseDeviceTier(ps::GpuTier* tier) {
   Impl& s = *impl_;
   if (tier == nullptr || static_cast<ps::PsClient*>(tier) != s.client || s.first != 0) {
@@ -961,7 +1076,8 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
   // Several blocks' gradients summed in block order.
   std::vector<AlignedFloats> sums;
   std::vector<ps::DensePush> dense;
-  for (size_t b = 0; b < grads.dense.size(); ++b) {
+  const size_t blocks = grads.dense_held ? 0 : grads.dense.size();  // held: on the device
+  for (size_t b = 0; b < blocks; ++b) {
     if (grads.blocks == 1) {
       dense.push_back({impl_->blocks[b], absl::MakeConstSpan(grads.dense[b])});
       continue;
@@ -972,7 +1088,7 @@ absl::Status Stage::Push(const ParameterGrads& grads) {
       for (int64_t i = 0; i < grads.floats[b]; ++i) sums.back()[i] += more[i];
     }
   }
-  for (size_t b = 0; grads.blocks > 1 && b < grads.dense.size(); ++b) {
+  for (size_t b = 0; grads.blocks > 1 && b < blocks; ++b) {
     dense.push_back({impl_->blocks[b], absl::MakeConstSpan(sums[b])});
   }
   const std::vector<ps::Ticket> pushes = client->PushDenseBlocks(kDenseTable, dense);

@@ -140,6 +140,9 @@ struct ParameterGrads {
   std::vector<Rows> sparse;  // per embedding layer of the stage
   std::vector<int64_t> floats;  // per fc layer: one block's gradient floats
   std::vector<DeviceGrads> device;  // the device path's layers, instead of their rows
+  // The stage holds its dense parameters on the device (Stage::HoldDense): their gradients
+  // stayed there, `dense` holds none (its sums are neither zeroed nor read).
+  bool dense_held = false;
 
   // Zeroes the dense sums and empties the rows for `blocks` blocks, keeping the memory.
   void Reset(int64_t blocks);
@@ -262,6 +265,31 @@ class Stage {
   // every micro-batch. Returns whether the path is on (false, and nothing changes, where the
   // stage's layers or devices do not allow it).
   bool UseDeviceTier(ps::GpuTier* tier);
+
+  // Dense parameters held on the device (docs/gpu.md, "Dense parameters held on the device").
+  // Where every dense chain of the stage can hold its parameters (can_hold_dense: a GPU backend,
+  // DenseChain::Hold), HoldDense hands the chains `values` (one buffer per block of
+  // dense_blocks()) and `state` (per block, ps::StateFloats(optimizer.kind) floats a parameter:
+  // Adagrad's accumulators; Adam's m, then v), to be updated with `optimizer`. From then on the
+  // forward passes use the held values, a backward leaves the parameters' gradients on the device
+  // (ParameterGrads::dense_held: Push and Accumulate send no dense gradients), and
+  // ApplyHeldDense updates every block once from the last backward's gradients with the parameter
+  // servers' arithmetic (ps::ApplyUpdate), `steps` (per block) being the update counts after it
+  // (Adam's bias correction). ReadHeldDense copies the values and the state back to the host; they
+  // stay held. While held, PullParameters and UpdateDense are refused (FailedPrecondition), and a
+  // micro-batch must be one block (FailedPrecondition from its backward otherwise).
+  // Errors: FailedPrecondition from HoldDense where the chains cannot hold (nothing changes) or
+  // hold already, from ApplyHeldDense unless exactly one backward came since the last update (the
+  // caller trains one micro-batch a step) and before HoldDense; InvalidArgument for blocks of the
+  // wrong count or size; the device's errors.
+  bool can_hold_dense() const;
+  bool holds_dense() const;
+  absl::Status HoldDense(const ps::OptimizerOptions& optimizer,
+                         const std::vector<AlignedFloats>& values,
+                         const std::vector<std::vector<float>>& state);
+  absl::Status ApplyHeldDense(absl::Span<const int64_t> steps);
+  absl::Status ReadHeldDense(std::vector<AlignedFloats>* values,
+                             std::vector<std::vector<float>>* state);
 
   // An empty ParameterGrads (StepGrads) shaped for this stage.
   ParameterGrads NewGrads() const;

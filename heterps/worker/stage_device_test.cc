@@ -2,7 +2,9 @@
 // shared device gives the run of the host path (rows pooled on the host, gradients spread there)
 // to the bit, on the host twin: the same losses, and the same parameters once the tier has
 // written its rows back, asynchronous and synchronous, one-hot and multi-hot (two embedding
-// layers side by side in the chain's input).
+// layers side by side in the chain's input). With the dense parameters held on the device too
+// (Stage::HoldDense through a DenseGroup of one replica), the same again, and a step whose keys
+// are all resident moves its input over PCIe and little more.
 #include <random>
 
 #include "gmock/gmock.h"
@@ -11,6 +13,7 @@
 #include "heterps/gpu/device.h"
 #include "heterps/ps/gpu/gpu_tier.h"
 #include "heterps/ps/in_process_client.h"
+#include "heterps/worker/dense_group.h"
 #include "heterps/worker/stage.h"
 
 namespace heterps::worker {
@@ -73,11 +76,29 @@ struct Trained {
   std::vector<double> losses;
   std::vector<float> rows, dense;
   int64_t device_to_host_bytes = 0;
+  int64_t last_step_bytes = 0;   // over PCIe, both ways, in the last step
+  int64_t last_input_bytes = 0;  // the last step's input: see InputBytes
 };
 
+// The bytes of a micro-batch's input as the stage takes it to the device: the keys and the bags'
+// offsets once per embedding layer (each of these models' looks up every slot), the dense
+// features and the labels; and what the loss brings back, the logits and each sample's loss.
+int64_t InputBytes(const config::ModelSpec& spec, const Activations& in) {
+  int64_t tables = 0;
+  for (const config::LayerSpec& layer : spec.layers) {
+    tables += layer.kind == config::LayerKind::kEmbedding ? 1 : 0;
+  }
+  return tables * static_cast<int64_t>(in.keys.size() * sizeof(uint64_t) +
+                                       in.offsets.size() * sizeof(int32_t)) +
+         static_cast<int64_t>(in.labels.size() * sizeof(float)) +
+         in.dense.size() * static_cast<int64_t>(sizeof(float)) + in.size * 2 * sizeof(float);
+}
+
 // kSteps steps of the whole model on twin:0 with a GPU tier of `room` rows a table: on the
-// stage's device with the device path, or on a device of its own (twin:1: the host path).
-Trained Train(const config::ModelSpec& spec, bool device_path, bool sync, int64_t room) {
+// stage's device with the device path, or on a device of its own (twin:1: the host path). With
+// `held` (synchronous, the device path), the stage holds its dense parameters on the device.
+Trained Train(const config::ModelSpec& spec, bool device_path, bool sync, int64_t room,
+              bool held = false) {
   Trained out;
   ps::InProcessPsClient servers(2);
   const ModelOptions options;
@@ -107,10 +128,20 @@ Trained Train(const config::ModelSpec& spec, bool device_path, bool sync, int64_
   EXPECT_TRUE(stage.ok()) << stage.status();
   Stage& s = **stage;
   EXPECT_EQ(s.UseDeviceTier(tier->get()), device_path);
+  EXPECT_EQ(s.can_hold_dense(), true);  // both on twin:0
+  DenseGroup group(kDenseTable, s.dense_blocks(), options.dense_optimizer, 0, 1, nullptr,
+                   tier->get());
+  if (held) {
+    EXPECT_TRUE(group.LoadHeld(s).ok());
+  }
+  EXPECT_EQ(s.holds_dense(), held);
   for (int step = 0; step < kSteps; ++step) {
     const Activations in = Input(spec, kBatch, step);
+    const auto before = (*backend)->stats();
     EXPECT_TRUE(s.Prefetch(in).ok());
-    EXPECT_TRUE(s.PullParameters().ok());
+    if (!held) {
+      EXPECT_TRUE(s.PullParameters().ok());
+    }
     ParameterGrads grads = s.NewGrads();
     auto loss = s.ForwardBackward(0, in, 1.0f / kBatch, nullptr, &grads);
     EXPECT_TRUE(loss.ok()) << loss.status();
@@ -119,11 +150,22 @@ Trained Train(const config::ModelSpec& spec, bool device_path, bool sync, int64_
       StepGrads sums = s.NewStepGrads();
       sums.Add(0, grads);
       sums.MergeAll();
-      EXPECT_TRUE(s.Accumulate(sums).ok());
+      if (held) {
+        EXPECT_TRUE(s.Accumulate(sums, false, [&] { return group.StepHeld(s); }).ok());
+      } else {
+        EXPECT_TRUE(s.Accumulate(sums).ok());
+      }
       EXPECT_TRUE((*tier)->Commit().ok());
     } else {
       EXPECT_TRUE(s.Push(grads).ok());
     }
+    const auto after = (*backend)->stats();
+    out.last_step_bytes = after.host_to_device_bytes - before.host_to_device_bytes +
+                          after.device_to_host_bytes - before.device_to_host_bytes;
+    out.last_input_bytes = InputBytes(spec, in);
+  }
+  if (held) {
+    EXPECT_TRUE(group.WriteBackHeld(s).ok());
   }
   EXPECT_TRUE((*tier)->Flush().ok());
   std::vector<uint64_t> keys;
@@ -135,14 +177,13 @@ Trained Train(const config::ModelSpec& spec, bool device_path, bool sync, int64_
     EXPECT_TRUE(servers.Wait(servers.PullSparse(t.table, keys, absl::MakeSpan(rows))).ok());
     out.rows.insert(out.rows.end(), rows.begin(), rows.end());
   }
-  for (const AlignedFloats& block : s.dense_values()) {
-    out.dense.insert(out.dense.end(), block.begin(), block.end());
-  }
-  EXPECT_TRUE(s.PullParameters().ok());
-  ParameterGrads grads = s.NewGrads();
-  EXPECT_TRUE(s.ForwardBackward(0, Input(spec, kBatch, 99), 1.0f, nullptr, &grads).ok());
-  for (const AlignedFloats& block : s.dense_values()) {
-    out.dense.insert(out.dense.end(), block.begin(), block.end());
+  // The dense parameters as the servers hold them at the end (and their optimizer's state).
+  for (const auto& [block, floats] : s.dense_blocks()) {
+    ps::DenseSlice slice;
+    EXPECT_TRUE(servers.Wait(servers.ExportDense(kDenseTable, block, 0, floats, &slice)).ok());
+    out.dense.insert(out.dense.end(), slice.value.begin(), slice.value.end());
+    out.dense.insert(out.dense.end(), slice.state.begin(), slice.state.end());
+    out.dense.push_back(static_cast<float>(slice.steps));
   }
   out.device_to_host_bytes = (*backend)->stats().device_to_host_bytes;
   return out;
@@ -151,6 +192,7 @@ Trained Train(const config::ModelSpec& spec, bool device_path, bool sync, int64_
 struct Case {
   bool multi_hot, sync;
   int64_t room;  // rows a table's tier holds (per slot)
+  bool held = false;
 };
 
 class StageDeviceTest : public ::testing::TestWithParam<Case> {};
@@ -159,24 +201,31 @@ TEST_P(StageDeviceTest, TheTierFeedingTheChainGivesTheHostPathsBits) {
   const Case c = GetParam();
   const config::ModelSpec spec = Spec(c.multi_hot);
   const Trained host = Train(spec, false, c.sync, c.room);
-  const Trained device = Train(spec, true, c.sync, c.room);
+  const Trained device = Train(spec, true, c.sync, c.room, c.held);
   EXPECT_EQ(device.losses, host.losses);
   EXPECT_EQ(device.rows, host.rows);
   EXPECT_EQ(device.dense, host.dense);
   // The rows did not come down to the host (the host path's chain device got its vectors from
   // the host and gave their gradients back; the tier on twin:1 moved the rows).
   EXPECT_LT(device.device_to_host_bytes, host.device_to_host_bytes);
+  if (c.held && c.room >= 7) {
+    // Every key resident after the first steps (7 ids a slot): the last step moved its input
+    // once and the loss, no row, parameter or gradient.
+    EXPECT_LE(device.last_step_bytes, device.last_input_bytes);
+  }
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << (c.multi_hot ? "multi-hot" : "dlrm-small") << (c.sync ? ", sync" : ", async") << ", "
-      << c.room << " rows";
+      << c.room << " rows" << (c.held ? ", dense held" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(OneAndMultiHot, StageDeviceTest,
                          ::testing::Values(Case{false, false, 100}, Case{false, true, 100},
                                            Case{false, true, 3}, Case{true, false, 2},
-                                           Case{true, true, 100}));
+                                           Case{true, true, 100}, Case{false, true, 100, true},
+                                           Case{false, true, 3, true}, Case{true, true, 100, true},
+                                           Case{true, true, 2, true}));
 
 // A synchronous step's rows on the device take one micro-batch: a second one is an error, not
 // a wrong sum.
@@ -245,6 +294,57 @@ data:
   auto cpu = Stage::Create(spec, 0, static_cast<int>(spec.layers.size()) - 1, tier->get());
   ASSERT_TRUE(cpu.ok());
   EXPECT_FALSE((*cpu)->UseDeviceTier(tier->get()));
+}
+
+// What a stage holding its dense parameters refuses: a second hold, pulls and updates from the
+// host, a micro-batch of several blocks, an update without a backward; a stage on the host's CPU
+// cannot hold, and a group of several replicas does not.
+TEST(StageDeviceRulesTest, HeldDenseParametersRefuseWhatWouldLoseUpdates) {
+  const config::ModelSpec spec = Spec(false);
+  const int last = static_cast<int>(spec.layers.size()) - 1;
+  ps::InProcessPsClient servers(1);
+  const ModelOptions options;
+  ASSERT_TRUE(CreateModelTables(spec, &servers, options).ok());
+  auto cpu = Stage::Create(spec, 0, last, &servers);
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_FALSE((*cpu)->can_hold_dense());
+  DenseGroup on_cpu(kDenseTable, (*cpu)->dense_blocks(), options.dense_optimizer, 0, 1, nullptr,
+                    &servers);
+  EXPECT_EQ(on_cpu.LoadHeld(**cpu).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(on_cpu.held());
+  EXPECT_FALSE(on_cpu.loaded());
+
+  auto backend = dense::NewGpuBackend("twin:0", {});
+  ASSERT_TRUE(backend.ok());
+  auto stage = Stage::Create(spec, 0, last, &servers, backend->get());
+  ASSERT_TRUE(stage.ok());
+  Stage& s = **stage;
+  DenseGroup two(kDenseTable, s.dense_blocks(), options.dense_optimizer, 0, 2, nullptr, &servers);
+  EXPECT_THAT(two.LoadHeld(s).message(), ::testing::HasSubstr("one replica holds"));
+  DenseGroup group(kDenseTable, s.dense_blocks(), options.dense_optimizer, 0, 1, nullptr, &servers);
+  EXPECT_EQ(group.StepHeld(s).code(), absl::StatusCode::kFailedPrecondition);
+  std::vector<AlignedFloats> values(s.dense_blocks().size());
+  std::vector<std::vector<float>> state(values.size());
+  EXPECT_EQ(s.HoldDense(options.dense_optimizer, values, state).code(),
+            absl::StatusCode::kInvalidArgument);  // of the wrong sizes
+  EXPECT_FALSE(s.holds_dense());
+  ASSERT_TRUE(group.LoadHeld(s).ok());
+  EXPECT_TRUE(s.holds_dense());
+  EXPECT_EQ(group.LoadHeld(s).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.PullParameters().message(), ::testing::HasSubstr("PullParameters while the dense"));
+  EXPECT_EQ(s.UpdateDense([](std::vector<AlignedFloats>&) { return absl::OkStatus(); }).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(group.StepHeld(s).message(), ::testing::HasSubstr("after 0 backward passes"));
+  ParameterGrads grads = s.NewGrads();
+  s.set_block_rows(8);
+  EXPECT_THAT(
+      s.ForwardBackward(0, Input(spec, 16, 0), 1.0f / 16, nullptr, &grads).status().message(),
+      ::testing::HasSubstr("a micro-batch of 2 blocks while the dense parameters are held"));
+  s.set_block_rows(0);
+  ASSERT_TRUE(s.ForwardBackward(0, Input(spec, 16, 0), 1.0f / 16, nullptr, &grads).ok());
+  EXPECT_TRUE(grads.dense_held);
+  ASSERT_TRUE(group.StepHeld(s).ok());
+  ASSERT_TRUE(group.WriteBackHeld(s).ok());
 }
 
 }  // namespace

@@ -174,6 +174,7 @@ absl::StatusOr<ReplicaFigures> GrpcProcesses::Stats(int stage, int replica,
   r.tier_loaded_rows = s.tier_loaded_rows();
   r.tier_written_back_rows = s.tier_written_back_rows();
   r.tier_feeds_stage = s.tier_feeds_stage();
+  r.dense_held = s.dense_held();
   out.bytes_sent = s.bytes_sent();
   out.ps_rpcs = heterps::rpc::FromProto(s.ps_rpcs());
   return out;

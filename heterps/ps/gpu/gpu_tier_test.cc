@@ -360,8 +360,9 @@ TEST(GpuTierEvictionTest, LeastRecentlyUsedGoFirstAndWriteBacksComeInKeyOrder) {
   EXPECT_EQ(stats.resident_rows, 4);
 }
 
-// With every key of a step resident, a pull moves the keys up and their rows down, and a push the
-// keys and gradients up and nothing down: over PCIe, the step's own data and no more.
+// With every key of a step resident, the keys go up once (the window's prefetch; the pull and
+// the push use them where they are), a pull brings their rows down, and a push takes the
+// gradients up and nothing down: over PCIe, the step's own data and no more.
 TEST(GpuTierTrafficTest, ResidentKeysMoveOnlyTheStepsOwnData) {
   auto device = gpu::OpenDevice("twin:0", {});
   ASSERT_TRUE(device.ok());
@@ -370,29 +371,34 @@ TEST(GpuTierTrafficTest, ResidentKeysMoveOnlyTheStepsOwnData) {
   ASSERT_TRUE(behind.CreateSparseTable(0, options).ok());
   std::unique_ptr<GpuTier> tier = NewTier(&behind, device->get(), options, 1000, 1000);
   ASSERT_NE(tier, nullptr);
-  std::vector<uint64_t> keys;
-  for (uint64_t i = 0; i < 200; ++i) keys.push_back(13 * (i % 150) + 1);  // with duplicates
   for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE(tier->Prefetch(0, keys).ok());
+    std::vector<uint64_t> keys;  // the same 150 keys every step, with duplicates, in other orders
+    for (uint64_t i = 0; i < 200; ++i) keys.push_back(13 * ((i + 7 * step) % 150) + 1);
     const gpu::DeviceCounters before = (*device)->counters();
+    ASSERT_TRUE(tier->Prefetch(0, keys).ok());
+    const gpu::DeviceCounters prefetched = (*device)->counters();
     std::vector<float> values(keys.size() * kDim);
     ASSERT_TRUE(tier->Wait(tier->PullSparse(0, keys, absl::MakeSpan(values))).ok());
     const gpu::DeviceCounters pulled = (*device)->counters();
-    EXPECT_EQ(pulled.host_to_device_bytes - before.host_to_device_bytes, keys.size() * 8);
-    EXPECT_EQ(pulled.device_to_host_bytes - before.device_to_host_bytes, values.size() * 4);
     std::vector<float> grads(values.size(), 0.25f);
     ASSERT_TRUE(tier->Wait(tier->PushSparse(0, keys, grads)).ok());
     const gpu::DeviceCounters pushed = (*device)->counters();
-    EXPECT_EQ(pushed.host_to_device_bytes - pulled.host_to_device_bytes,
-              keys.size() * 8 + grads.size() * 4);
+    if (step == 0) continue;  // the rows loaded
+    EXPECT_EQ(prefetched.host_to_device_bytes - before.host_to_device_bytes, keys.size() * 8);
+    EXPECT_EQ(prefetched.device_to_host_bytes, before.device_to_host_bytes);
+    EXPECT_EQ(pulled.host_to_device_bytes, prefetched.host_to_device_bytes);
+    EXPECT_EQ(pulled.device_to_host_bytes - prefetched.device_to_host_bytes, values.size() * 4);
+    EXPECT_EQ(pushed.host_to_device_bytes - pulled.host_to_device_bytes, grads.size() * 4);
     EXPECT_EQ(pushed.device_to_host_bytes, pulled.device_to_host_bytes);
   }
   EXPECT_EQ(tier->stats().misses, 0);
   EXPECT_EQ(tier->stats().loaded_rows, 150);
 }
 
-// The device path with every key resident: the keys and the bags' offsets go up, and nothing
-// else crosses PCIe either way (the rows stay on the device, and so do their gradients).
+// The device path with every key resident: a step's keys go up once (its window's prefetch; the
+// lookup and the backward's push use them where they are), the bags' offsets once (the lookup),
+// and nothing else crosses PCIe either way (the rows stay on the device, and so do their
+// gradients).
 TEST(GpuTierTrafficTest, BagsOfResidentKeysMoveOnlyTheKeysAndOffsets) {
   auto device = gpu::OpenDevice("twin:0", {});
   ASSERT_TRUE(device.ok());
@@ -401,28 +407,31 @@ TEST(GpuTierTrafficTest, BagsOfResidentKeysMoveOnlyTheKeysAndOffsets) {
   ASSERT_TRUE(behind.CreateSparseTable(0, options).ok());
   std::unique_ptr<GpuTier> tier = NewTier(&behind, device->get(), options, 1000, 1000);
   ASSERT_NE(tier, nullptr);
+  std::vector<uint64_t> all;
+  for (uint64_t k = 0; k < 90; ++k) all.push_back(13 * k + 1);
+  ASSERT_TRUE(tier->Prefetch(0, all).ok());  // every key the steps use, resident
   constexpr int64_t kSamples = 50, kSlots = 2;
-  std::vector<uint64_t> keys;
-  std::vector<int32_t> offsets;
-  for (int64_t b = 0; b < kSamples * kSlots; ++b) {
-    offsets.push_back(static_cast<int32_t>(keys.size()));
-    for (int64_t k = 0; k < b % 3; ++k) keys.push_back(13 * ((b * 7 + k) % 90) + 1);
-  }
-  offsets.push_back(static_cast<int32_t>(keys.size()));
-  const Bags bags{keys, offsets, kSamples, kSlots, true};
   auto rows = gpu::DeviceArray<float>::Make(device->get(), kSamples * kSlots * kDim);
   ASSERT_TRUE(rows.ok());
   for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE(tier->Prefetch(0, keys).ok());
+    std::vector<uint64_t> keys;  // other keys and bags each step
+    std::vector<int32_t> offsets;
+    for (int64_t b = 0; b < kSamples * kSlots; ++b) {
+      offsets.push_back(static_cast<int32_t>(keys.size()));
+      for (int64_t k = 0; k < (b + step) % 3; ++k) keys.push_back(all[(b * 7 + k + step) % 90]);
+    }
+    offsets.push_back(static_cast<int32_t>(keys.size()));
+    const Bags bags{keys, offsets, kSamples, kSlots, true};
     const gpu::DeviceCounters before = (*device)->counters();
+    ASSERT_TRUE(tier->Prefetch(0, keys).ok());
+    const gpu::DeviceCounters prefetched = (*device)->counters();
     ASSERT_TRUE(tier->LookupBags(0, bags, rows->data(), kSlots * kDim, 0).ok());
     const gpu::DeviceCounters looked_up = (*device)->counters();
-    const int64_t up = keys.size() * 8 + offsets.size() * 4;
-    EXPECT_EQ(looked_up.host_to_device_bytes - before.host_to_device_bytes, up);
-    EXPECT_EQ(looked_up.device_to_host_bytes, before.device_to_host_bytes);
     ASSERT_TRUE(tier->PushBags(0, bags, rows->data(), kSlots * kDim, 0).ok());
     const gpu::DeviceCounters pushed = (*device)->counters();
-    EXPECT_EQ(pushed.host_to_device_bytes - looked_up.host_to_device_bytes, up);
+    EXPECT_EQ(prefetched.host_to_device_bytes - before.host_to_device_bytes, keys.size() * 8);
+    EXPECT_EQ(looked_up.host_to_device_bytes - prefetched.host_to_device_bytes, offsets.size() * 4);
+    EXPECT_EQ(pushed.host_to_device_bytes, looked_up.host_to_device_bytes);
     EXPECT_EQ(pushed.device_to_host_bytes, before.device_to_host_bytes);
   }
   EXPECT_EQ(tier->stats().misses, 0);

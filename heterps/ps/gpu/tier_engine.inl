@@ -267,7 +267,7 @@ class Engine : public TierEngine {
     Table& t = tables_.at(table);
     ++window_;
     // The window's distinct keys and how often each comes, sorted.
-    HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, keys));
+    HETERPS_RETURN_IF_ERROR(UploadKeys(t, keys));
     auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
     const int64_t n = static_cast<int64_t>(keys.size());
     thrust::sort(policy, scratch_keys_.data(), scratch_keys_.data() + n);
@@ -311,7 +311,7 @@ class Engine : public TierEngine {
     const int64_t n = static_cast<int64_t>(keys.size());
     HETERPS_RETURN_IF_ERROR(CheckRowFloats("pull", values.size(), keys.size(), t.dim));
     if (n == 0) return absl::OkStatus();
-    HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, keys));
+    HETERPS_RETURN_IF_ERROR(UploadKeys(t, keys));
     HETERPS_RETURN_IF_ERROR(Locate(t, scratch_keys_.data(), n));
     HETERPS_RETURN_IF_ERROR(rows_.Reserve(device_, n * t.dim));
     Run(n * t.dim, GatherValues{positions_.data(), t.values.data(), rows_.data(), t.dim});
@@ -342,7 +342,7 @@ class Engine : public TierEngine {
     const int64_t n = static_cast<int64_t>(keys.size());
     HETERPS_RETURN_IF_ERROR(CheckRowFloats("push", grads.size(), keys.size(), t.dim));
     if (n == 0) return absl::OkStatus();
-    HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, keys));
+    HETERPS_RETURN_IF_ERROR(UploadKeys(t, keys));
     HETERPS_RETURN_IF_ERROR(Upload(grads_in_, grads));
     return PushUploaded(table, t, n, accumulate, part, target);
   }
@@ -352,8 +352,8 @@ class Engine : public TierEngine {
     Table& t = tables_.at(table);
     const int64_t n = static_cast<int64_t>(bags.keys.size());
     if (bags.bags() == 0) return absl::OkStatus();
-    HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, bags.keys));
-    HETERPS_ASSIGN_OR_RETURN(const int32_t* offsets, UploadOffsets(bags));
+    HETERPS_RETURN_IF_ERROR(UploadKeys(t, bags.keys));
+    HETERPS_ASSIGN_OR_RETURN(const int32_t* offsets, UploadOffsets(t, bags));
     HETERPS_RETURN_IF_ERROR(Locate(t, scratch_keys_.data(), n));
     // The keys that are not resident (none where the window's prefetch found room for all): their
     // rows from the servers, up to the device.
@@ -385,8 +385,8 @@ class Engine : public TierEngine {
     Table& t = tables_.at(table);
     const int64_t n = static_cast<int64_t>(bags.keys.size());
     if (n == 0) return absl::OkStatus();
-    HETERPS_RETURN_IF_ERROR(Upload(scratch_keys_, bags.keys));
-    HETERPS_ASSIGN_OR_RETURN(const int32_t* offsets, UploadOffsets(bags));
+    HETERPS_RETURN_IF_ERROR(UploadKeys(t, bags.keys));
+    HETERPS_ASSIGN_OR_RETURN(const int32_t* offsets, UploadOffsets(t, bags));
     HETERPS_RETURN_IF_ERROR(grads_in_.Reserve(device_, n * t.dim));
     Run(bags.bags() * t.dim, SpreadOnDevice{grads, stride, column, offsets, bags.slots, t.dim,
                                             bags.mean ? 1 : 0, grads_in_.data()});
@@ -421,6 +421,13 @@ class Engine : public TierEngine {
   }
 
  private:
+  // What an upload carried, on the host and on the device.
+  template <typename T>
+  struct Sent {
+    std::vector<T> host;
+    DeviceArray<T> device;
+  };
+
   struct Table {
     SparseTableOptions options;
     int64_t dim = 0, state = 0, capacity = 0;
@@ -435,6 +442,8 @@ class Engine : public TierEngine {
     DeviceArray<int64_t> steps, last;
     DeviceArray<int32_t> dirty;
     std::vector<int64_t> free;  // the slots no row holds (the next one taken from the back)
+    Sent<uint64_t> sent_keys;   // the table's last keys uploaded (UploadKeys)
+    Sent<int32_t> sent_offsets;
   };
 
   // Push's work after its n keys are in scratch_keys_ and their gradients in grads_in_.
@@ -481,11 +490,28 @@ class Engine : public TierEngine {
                                    : target->PushSparse(table, pass_keys, pass_grads));
   }
 
-  // The bags' offsets on the device (null for one-hot bags).
-  absl::StatusOr<const int32_t*> UploadOffsets(const Bags& bags) {
+  // `keys` of table t into scratch_keys_ (which the callers reorder); the bags' offsets on the
+  // device (null for one-hot bags). What a table's last upload carried stays on the device, so
+  // that the same keys (a window's prefetch and its one micro-batch's lookup, a lookup and its
+  // backward's push) cross PCIe once: the host compares, the device copies.
+  absl::Status UploadKeys(Table& t, absl::Span<const uint64_t> keys) {
+    HETERPS_RETURN_IF_ERROR(scratch_keys_.Reserve(device_, std::max<size_t>(keys.size(), 1)));
+    return UploadOnce(t.sent_keys, scratch_keys_.data(), keys);
+  }
+  absl::StatusOr<const int32_t*> UploadOffsets(Table& t, const Bags& bags) {
     if (bags.one_hot()) return nullptr;
-    HETERPS_RETURN_IF_ERROR(Upload(offsets_, bags.offsets));
+    HETERPS_RETURN_IF_ERROR(offsets_.Reserve(device_, std::max<size_t>(bags.offsets.size(), 1)));
+    HETERPS_RETURN_IF_ERROR(UploadOnce(t.sent_offsets, offsets_.data(), bags.offsets));
     return offsets_.data();
+  }
+  template <typename T>
+  absl::Status UploadOnce(Sent<T>& sent, T* to, absl::Span<const T> from) {
+    if (from.empty()) return absl::OkStatus();
+    if (!std::equal(from.begin(), from.end(), sent.host.begin(), sent.host.end())) {
+      HETERPS_RETURN_IF_ERROR(Upload(sent.device, from));
+      sent.host.assign(from.begin(), from.end());
+    }
+    return device_->CopyOnDevice(to, sent.device.data(), from.size() * sizeof(T));
   }
 
   template <typename F>

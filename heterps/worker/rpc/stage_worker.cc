@@ -376,6 +376,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_tier_loaded_rows(s.tier_loaded_rows);
       reply->set_tier_written_back_rows(s.tier_written_back_rows);
       reply->set_tier_feeds_stage(s.tier_feeds_stage);
+      reply->set_dense_held(s.dense_held);
       if (ps_client_ != nullptr)
         heterps::rpc::ToProto(ps_client_->CallStats(), reply->mutable_ps_rpcs());
       return absl::OkStatus();
