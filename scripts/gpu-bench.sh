@@ -211,7 +211,8 @@ for name in sorted(os.listdir(out + "/jobs")):
                  "measured_over_predicted": m["samples_per_second"] / m["predicted_samples_per_second"]
                  if m["predicted_samples_per_second"] else None,
                  "eval_auc": m["eval_auc"], "usd_per_epoch": m["plan_cost_per_hour_usd"] * epoch_hours,
-                 "plan": [(s["layers"], s["device"], s["units"]) for s in m["stages"]],
+                 "plan": [(s["layers"], s["device"] + (", dense held" if s.get("dense_held") else ""),
+                           s["units"]) for s in m["stages"]],
                  "tier_hit_rate": tier[0]["hit_rate"] if tier else None,
                  "tier_feeds_stage": tier[0].get("feeds_stage", False) if tier else False,
                  "gpu_utilisation_mean": sum(util) / len(util) if util else None,
