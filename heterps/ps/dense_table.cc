@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/ps/deltas.h"
 #include "heterps/ps/sparse_table.h"
 
 namespace heterps::ps {
@@ -64,6 +65,7 @@ absl::Status DenseTable::Push(int block, absl::Span<const float> grads) {
   if (absl::Status s = CheckBlock(block, grads.size()); !s.ok()) return s;
   Block& b = *blocks_[block];
   absl::MutexLock lock(&b.mu);
+  RecordBase(b);
   ++b.steps;
   ApplyUpdate(options_.optimizer, b.value.data(), b.state.data(), grads.data(),
               static_cast<int>(b.size), b.steps);
@@ -93,6 +95,7 @@ absl::Status DenseTable::Write(int block, const BlockData& data) {
   }
   b.value = data.value;
   b.state = data.state;
+  b.base.clear();
   b.steps = data.steps;
   return absl::OkStatus();
 }
@@ -137,11 +140,46 @@ absl::Status DenseTable::WriteSlice(int block, int64_t offset, const DenseSlice&
   }
   Block& b = *blocks_[block];
   absl::MutexLock lock(&b.mu);
+  RecordBase(b);
   std::copy(slice.value.begin(), slice.value.end(), b.value.begin() + offset);
   for (int j = 0; j < k; ++j) {
     std::copy_n(slice.state.begin() + j * count, count, b.state.begin() + j * b.size + offset);
   }
   b.steps = slice.steps;
+  return absl::OkStatus();
+}
+
+void DenseTable::RecordBase(Block& b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (tracking_.load(std::memory_order_acquire) && b.base.empty()) b.base = b.value;
+}
+
+void DenseTable::TrackDeltas() { tracking_.store(true, std::memory_order_release); }
+
+absl::Status DenseTable::ExportDeltas(int block, float threshold, std::vector<float>* delta) {
+  if (!tracking_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError("export of deltas from a table that does not track them");
+  }
+  HETERPS_RETURN_IF_ERROR(CheckRange(block, 0, 0));
+  Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  delta->clear();
+  if (b.base.empty()) return absl::OkStatus();
+  delta->resize(b.size);
+  bool caught_up = false;
+  if (!TakeDelta(b.value.data(), b.base.data(), b.size, threshold, delta->data(), &caught_up)) {
+    delta->clear();  // the residual stays
+  } else if (caught_up) {
+    b.base.clear();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DenseTable::AddDeltas(int block, absl::Span<const float> delta) {
+  HETERPS_RETURN_IF_ERROR(CheckBlock(block, delta.size()));
+  Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  for (int64_t i = 0; i < b.size; ++i) b.value[i] += delta[i];
+  for (size_t i = 0; i < b.base.size(); ++i) b.base[i] += delta[i];
   return absl::OkStatus();
 }
 

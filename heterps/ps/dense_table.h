@@ -4,6 +4,7 @@
 // Thread safety: every method may be called concurrently; a block is updated under its own lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -44,6 +45,17 @@ class DenseTable {
   absl::Status ReadSlice(int block, int64_t offset, int64_t count, DenseSlice* out) const;
   absl::Status WriteSlice(int block, int64_t offset, const DenseSlice& slice);
 
+  // Deltas between regions, as SparseTable's (sparse_table.h), a block being a row: after
+  // TrackDeltas, a block that a push or a slice's write changes keeps its value from before (its
+  // base) until ExportDeltas sends the change; Write (a checkpoint's restore) forgets it.
+  // ExportDeltas: the block's delta in `delta` where it is tracked and passes `threshold` (its
+  // base moved on, deltas.h), else `delta` empty; FailedPrecondition before TrackDeltas.
+  // AddDeltas: `delta` (the block's size) added to the value, and to the base where tracked; the
+  // state and the update count untouched.
+  void TrackDeltas();
+  absl::Status ExportDeltas(int block, float threshold, std::vector<float>* delta);
+  absl::Status AddDeltas(int block, absl::Span<const float> delta);
+
  private:
   struct Block {
     int64_t size = 0;
@@ -51,13 +63,18 @@ class DenseTable {
     std::vector<float> value ABSL_GUARDED_BY(mu);
     std::vector<float> state ABSL_GUARDED_BY(mu);
     int64_t steps ABSL_GUARDED_BY(mu) = 0;
+    std::vector<float> base ABSL_GUARDED_BY(mu);  // TrackDeltas: empty while unchanged
   };
   explicit DenseTable(const DenseTableOptions& options) : options_(options) {}
   absl::Status CheckBlock(int block, size_t floats) const;
   absl::Status CheckRange(int block, int64_t offset, int64_t count) const;
 
+  // Keeps the block's value as its base unless it has one, while tracking; with b.mu held.
+  void RecordBase(Block& b);
+
   DenseTableOptions options_;
   std::vector<std::unique_ptr<Block>> blocks_;
+  std::atomic<bool> tracking_{false};
 };
 
 }  // namespace heterps::ps

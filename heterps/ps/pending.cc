@@ -37,6 +37,21 @@ absl::Status PendingUpdates::AddDense(int table, int block, int part,
   return absl::OkStatus();
 }
 
+PendingParts PendingUpdates::Export() const {
+  absl::MutexLock lock(&mu_);
+  PendingParts out;
+  for (const auto& [table, parts] : sparse_) {
+    for (const auto& [part, rows] : parts)
+      out.sparse.push_back({table, part, rows.keys, rows.grads});
+  }
+  for (const auto& [where, parts] : dense_) {
+    for (const auto& [part, grads] : parts) {
+      out.dense.push_back({where.first, where.second, part, grads});
+    }
+  }
+  return out;
+}
+
 int PendingUpdates::DefaultThreads() {
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 }

@@ -32,6 +32,22 @@
 
 namespace heterps::ps {
 
+// The contributions a server holds for the next commit, as they came: per (table, part) the rows
+// (keys may repeat where a part sent a table twice), per (table, block, part) the dense sum.
+struct PendingParts {
+  struct Sparse {
+    int table = 0, part = 0;
+    std::vector<uint64_t> keys;
+    std::vector<float> grads;
+  };
+  struct Dense {
+    int table = 0, block = 0, part = 0;
+    std::vector<double> grads;
+  };
+  std::vector<Sparse> sparse;  // by table, then part
+  std::vector<Dense> dense;    // by table, block, then part
+};
+
 class PendingUpdates {
  public:
   // grads: keys.size() * dim floats of sparse table `table`.
@@ -47,6 +63,11 @@ class PendingUpdates {
   // shard into up to `threads` groups (one when there are few rows), each summed and applied on
   // its own thread at once; every key's sum and update are the same for any number of threads.
   absl::Status Apply(const CheckpointTables& tables, int threads = 1);
+
+  // A copy of every contribution held now (they stay). Added to another server's PendingUpdates
+  // with the same parts (AddSparse, AddDense), they make its commit what it would be here, to the
+  // bit (how regions in lockstep share a step: docs/regions.md).
+  PendingParts Export() const;
 
   bool empty() const;
   // The threads a commit on this host takes by default: its hardware threads, at most 8.

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "heterps/base/huge_pages.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/ps/deltas.h"
 
 namespace heterps::ps {
 namespace {
@@ -241,6 +243,8 @@ struct SparseTable::Shard {
   uint32_t slots ABSL_GUARDED_BY(mu) = 0;  // slots handed out (resident, or free for reuse)
   std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
   SparseTableStats stats ABSL_GUARDED_BY(mu);  // memory_* are derived when read
+  // TrackDeltas: the base of every row changed since it was last sent (ExportDeltas).
+  absl::flat_hash_map<uint64_t, std::vector<float>> bases ABSL_GUARDED_BY(mu);
 
   char* SlotStart(uint32_t slot) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     const BlockPlace place = PlaceOf(slot, large_rows);
@@ -596,6 +600,7 @@ absl::Status SparseTable::Push(absl::Span<const uint64_t> keys, absl::Span<const
   return ForEachKey(
       keys, stride(), [&](Shard& shard, size_t i, uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         float* data = shard.Slot(slot);
+        RecordBase(shard, keys[i], data);
         Meta& meta = shard.MetaOf(slot);
         Increment(meta.steps);
         ApplyUpdate(options_.optimizer, data, data + dim, grads.data() + i * dim, dim, meta.steps);
@@ -666,6 +671,12 @@ absl::Status SparseTable::Import(absl::Span<const uint64_t> keys, const RowBatch
                                                rows.state.data() + i * state, rows.steps[i]));
     if (replaced) continue;
     HETERPS_ASSIGN_OR_RETURN(std::optional<RowData> old, Lookup(keys[i]));
+    if (tracking_deltas()) {
+      const std::vector<float> before = old.has_value() ? old->value : InitialValue(keys[i]);
+      Shard& shard = ShardOf(keys[i]);
+      absl::MutexLock lock(&shard.mu);
+      RecordBase(shard, keys[i], before.data());
+    }
     row.value.assign(rows.values.begin() + i * dim, rows.values.begin() + (i + 1) * dim);
     row.state.assign(rows.state.begin() + i * state, rows.state.begin() + (i + 1) * state);
     row.steps = rows.steps[i];
@@ -702,6 +713,7 @@ absl::StatusOr<bool> SparseTable::OverwriteResident(uint64_t key, const float* v
   absl::MutexLock lock(&shard.mu);
   const std::optional<uint32_t> slot = shard.Find(key);
   if (!slot.has_value()) return false;
+  RecordBase(shard, key, shard.Slot(*slot));
   WriteSlot(shard, *slot, value, state, steps);
   HETERPS_RETURN_IF_ERROR(EnforceBudget(shard));
   return true;
@@ -791,8 +803,96 @@ absl::Status SparseTable::Clear() {
     shard->slots = 0;
     shard->free_slots.clear();
     shard->stats.cold_rows = 0;
+    shard->bases.clear();
   }
   return absl::OkStatus();
+}
+
+void SparseTable::RecordBase(Shard& shard, uint64_t key,
+                             const float* value) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (!tracking_deltas()) return;
+  shard.bases.try_emplace(key, value, value + options_.dim);
+}
+
+void SparseTable::TrackDeltas() { tracking_.store(true, std::memory_order_release); }
+
+int64_t SparseTable::tracked_rows() const {
+  int64_t rows = 0;
+  for (const auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    rows += static_cast<int64_t>(shard->bases.size());
+  }
+  return rows;
+}
+
+absl::Status SparseTable::ExportDeltas(float threshold, std::vector<uint64_t>* keys,
+                                       std::vector<float>* deltas) {
+  if (!tracking_deltas()) {
+    return absl::FailedPreconditionError("export of deltas from a table that does not track them");
+  }
+  const int dim = options_.dim, stride = this->stride();
+  std::vector<std::pair<uint64_t, std::vector<float>>> sent;
+  std::vector<float> floats(stride), delta(dim);
+  for (const auto& owned : shards_) {
+    Shard& shard = *owned;
+    absl::MutexLock lock(&shard.mu);
+    for (auto it = shard.bases.begin(); it != shard.bases.end();) {
+      const uint64_t key = it->first;
+      std::vector<float>& base = it->second;
+      const float* value = nullptr;
+      if (const std::optional<uint32_t> slot = shard.Find(key)) {
+        value = shard.Slot(*slot);
+      } else {
+        // Spilled since it changed: the store's copy is the row.
+        std::optional<std::string> bytes;
+        if (cold_ != nullptr) {
+          HETERPS_ASSIGN_OR_RETURN(bytes, cold_->Get(key));
+        }
+        if (!bytes.has_value()) {
+          return absl::InternalError(
+              absl::StrCat("deltas: the tracked row of key ", key, " is in neither tier"));
+        }
+        Meta meta;
+        HETERPS_RETURN_IF_ERROR(Decode(*bytes, stride, floats.data(), &meta));
+        value = floats.data();
+      }
+      bool caught_up = false;
+      if (!TakeDelta(value, base.data(), dim, threshold, delta.data(), &caught_up)) {
+        ++it;  // the residual stays
+        continue;
+      }
+      sent.emplace_back(key, delta);
+      if (caught_up) {
+        shard.bases.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::sort(sent.begin(), sent.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [key, d] : sent) {
+    keys->push_back(key);
+    deltas->insert(deltas->end(), d.begin(), d.end());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::AddDeltas(absl::Span<const uint64_t> keys,
+                                    absl::Span<const float> deltas) {
+  const int dim = options_.dim;
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("add", deltas.size(), keys.size(), dim));
+  const bool tracking = tracking_deltas();
+  return ForEachKey(keys, dim,
+                    [&](Shard& shard, size_t i, uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                      float* data = shard.Slot(slot);
+                      const float* d = deltas.data() + i * dim;
+                      for (int k = 0; k < dim; ++k) data[k] += d[k];
+                      if (!tracking) return;
+                      const auto base = shard.bases.find(keys[i]);
+                      if (base == shard.bases.end()) return;
+                      for (int k = 0; k < dim; ++k) base->second[k] += d[k];
+                    });
 }
 
 SparseTableStats SparseTable::Stats() const {

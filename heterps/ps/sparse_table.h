@@ -104,6 +104,29 @@ class SparseTable {
 
   SparseTableStats Stats() const;
 
+  // Deltas between regions (docs/regions.md, GEO). After TrackDeltas, every row that a push or an
+  // import changes keeps its value from before the change (its base) until ExportDeltas sends the
+  // change; a row no change has touched since it was sent is not tracked (its delta is zero).
+  // Tracking stays on; Clear forgets every base (a loaded checkpoint is where every region is).
+  void TrackDeltas();
+  bool tracking_deltas() const { return tracking_.load(std::memory_order_acquire); }
+  // The tracked rows whose change `delta = value - base` passes `threshold`, in key order: each
+  // row's key and delta (dim floats), appended to `keys` and `deltas`. A row passes where
+  // threshold is 0 (every tracked row), or where its largest |delta| exceeds threshold times its
+  // base's largest |value| (Gaia's significance; any change of a zero base). A sent row's base
+  // moves on by its delta (base + delta, in float: where that is not the value, the rounding stays
+  // tracked as its residual, so that nothing is lost); a row that does not pass keeps its base,
+  // its whole change the residual. FailedPrecondition before TrackDeltas; the cold store's errors.
+  absl::Status ExportDeltas(float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas);
+  // Adds `deltas` (keys.size() * dim floats) to the rows of `keys` (created as a pull creates
+  // them when missing), and to their bases where they are tracked, so that a row's own change
+  // stays what it was (to float rounding: both sums are rounded). The optimizer's state and the
+  // update counts are untouched. A key given twice gets both.
+  absl::Status AddDeltas(absl::Span<const uint64_t> keys, absl::Span<const float> deltas);
+  // Rows tracked now.
+  int64_t tracked_rows() const;
+
   // The lock shard of `key`, in [0, lock_shards()). Calls whose keys lie in disjoint sets of lock
   // shards never wait for each other (PendingUpdates::Apply splits a commit by it).
   int LockShardOf(uint64_t key) const;
@@ -161,11 +184,15 @@ class SparseTable {
   int64_t RowsAfterSpill() const;
   int64_t SlotBytes() const;
   void FillInitialValue(uint64_t key, float* value) const;
+  // Keeps `value` (dim floats) as the base of `key` unless it has one, while tracking; with
+  // shard.mu held.
+  void RecordBase(Shard& shard, uint64_t key, const float* value);
 
   const SparseTableOptions options_;
   std::unique_ptr<ColdStore> cold_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<uint64_t> clock_{0};
+  std::atomic<bool> tracking_{false};  // TrackDeltas
 };
 
 // The mixing hash that spreads keys over lock shards and, in the client, over servers.
