@@ -78,6 +78,23 @@ class ForwardingPsClient : public PsClient {
     return target_->Prefetch(table, keys);
   }
   absl::Status Flush() override { return target_->Flush(); }
+  absl::Status TrackDeltas() override { return target_->TrackDeltas(); }
+  absl::Status ExportDeltas(int table, float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas) override {
+    return target_->ExportDeltas(table, threshold, keys, deltas);
+  }
+  absl::Status AddDeltas(int table, absl::Span<const uint64_t> keys,
+                         absl::Span<const float> deltas) override {
+    return target_->AddDeltas(table, keys, deltas);
+  }
+  absl::Status ExportDenseDeltas(int table, int block, float threshold,
+                                 std::vector<float>* delta) override {
+    return target_->ExportDenseDeltas(table, block, threshold, delta);
+  }
+  absl::Status AddDenseDeltas(int table, int block, absl::Span<const float> delta) override {
+    return target_->AddDenseDeltas(table, block, delta);
+  }
+  absl::Status ExportPending(PendingParts* out) override { return target_->ExportPending(out); }
   absl::Status Wait(Ticket ticket) override { return target_->Wait(ticket); }
 
  protected:

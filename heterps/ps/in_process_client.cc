@@ -172,6 +172,50 @@ Ticket InProcessPsClient::ImportDense(int table, int block, int64_t offset,
                            : t->WriteSlice(block, offset, slice));
 }
 
+absl::Status InProcessPsClient::TrackDeltas() {
+  for (auto& shard : shards_) shard->TrackDeltas();
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::ExportDeltas(int table, float threshold,
+                                             std::vector<uint64_t>* keys,
+                                             std::vector<float>* deltas) {
+  HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
+  for (SparseTable* t : shards) HETERPS_RETURN_IF_ERROR(t->ExportDeltas(threshold, keys, deltas));
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::AddDeltas(int table, absl::Span<const uint64_t> keys,
+                                          absl::Span<const float> deltas) {
+  HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
+  const int dim = shards[0]->dim();
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("add deltas", deltas.size(), keys.size(), dim));
+  const std::vector<ServerRows> split = SplitRows(keys, deltas, dim, num_servers_);
+  for (int s = 0; s < num_servers_; ++s) {
+    HETERPS_RETURN_IF_ERROR(shards[s]->AddDeltas(split[s].keys, split[s].rows));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::ExportDenseDeltas(int table, int block, float threshold,
+                                                  std::vector<float>* delta) {
+  DenseTable* t = dense(table);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no dense table ", table));
+  return t->ExportDeltas(block, threshold, delta);
+}
+
+absl::Status InProcessPsClient::AddDenseDeltas(int table, int block,
+                                               absl::Span<const float> delta) {
+  DenseTable* t = dense(table);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no dense table ", table));
+  return t->AddDeltas(block, delta);
+}
+
+absl::Status InProcessPsClient::ExportPending(PendingParts* out) {
+  for (auto& shard : shards_) MergePendingParts(shard->pending().Export(), out);
+  return absl::OkStatus();
+}
+
 namespace {
 
 // The rows of `batch` at positions `at` (of `floats_per_row` floats each) appended to `out`.

@@ -54,6 +54,15 @@ class InProcessPsClient : public PsClient {
   Ticket ExportDense(int table, int block, int64_t offset, int64_t count, DenseSlice* out) override;
   Ticket ImportDense(int table, int block, int64_t offset, const DenseSlice& slice) override;
   absl::Status Wait(Ticket ticket) override;
+  absl::Status TrackDeltas() override;
+  absl::Status ExportDeltas(int table, float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas) override;
+  absl::Status AddDeltas(int table, absl::Span<const uint64_t> keys,
+                         absl::Span<const float> deltas) override;
+  absl::Status ExportDenseDeltas(int table, int block, float threshold,
+                                 std::vector<float>* delta) override;
+  absl::Status AddDenseDeltas(int table, int block, absl::Span<const float> delta) override;
+  absl::Status ExportPending(PendingParts* out) override;
 
   // Every table of server `server`, for checkpoints.
   CheckpointTables Tables(int server);

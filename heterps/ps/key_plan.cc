@@ -37,4 +37,30 @@ KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers) {
   return plan;
 }
 
+std::vector<ServerRows> SplitRows(absl::Span<const uint64_t> keys, absl::Span<const float> rows,
+                                  int dim, int num_servers) {
+  std::vector<ServerRows> out(num_servers);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ServerRows& to = out[ServerOf(keys[i], num_servers)];
+    to.keys.push_back(keys[i]);
+    to.rows.insert(to.rows.end(), rows.begin() + i * dim, rows.begin() + (i + 1) * dim);
+  }
+  return out;
+}
+
+void MergePendingParts(PendingParts more, PendingParts* into) {
+  for (PendingParts::Sparse& p : more.sparse) {
+    auto at = std::find_if(into->sparse.begin(), into->sparse.end(),
+                           [&](const auto& q) { return q.table == p.table && q.part == p.part; });
+    if (at == into->sparse.end()) {
+      into->sparse.push_back(std::move(p));
+      continue;
+    }
+    at->keys.insert(at->keys.end(), p.keys.begin(), p.keys.end());
+    at->grads.insert(at->grads.end(), p.grads.begin(), p.grads.end());
+  }
+  // A dense block lives on one server: its parts come from it alone.
+  for (PendingParts::Dense& p : more.dense) into->dense.push_back(std::move(p));
+}
+
 }  // namespace heterps::ps

@@ -8,6 +8,7 @@
 
 #include "absl/types/span.h"
 #include "heterps/base/mix_key.h"
+#include "heterps/ps/table_types.h"
 
 namespace heterps::ps {
 
@@ -23,5 +24,18 @@ struct KeyPlan {
   std::vector<std::pair<int, int>> where;   // [position]: (server, index in keys[server])
 };
 KeyPlan PlanKeys(absl::Span<const uint64_t> keys, int num_servers);
+
+// A batch's keys and their rows (`dim` floats each) grouped by server, in batch order, repeats
+// kept: what a call that adds rather than applies sends each server (AddDeltas).
+struct ServerRows {
+  std::vector<uint64_t> keys;
+  std::vector<float> rows;
+};
+std::vector<ServerRows> SplitRows(absl::Span<const uint64_t> keys, absl::Span<const float> rows,
+                                  int dim, int num_servers);
+
+// `more` (one server's pending parts) merged into `into`: one entry per table and part (and
+// block), the servers' keys one after another (they are disjoint), as ExportPending answers.
+void MergePendingParts(PendingParts more, PendingParts* into);
 
 }  // namespace heterps::ps

@@ -29,24 +29,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "heterps/ps/checkpoint.h"
+#include "heterps/ps/table_types.h"
 
 namespace heterps::ps {
-
-// The contributions a server holds for the next commit, as they came: per (table, part) the rows
-// (keys may repeat where a part sent a table twice), per (table, block, part) the dense sum.
-struct PendingParts {
-  struct Sparse {
-    int table = 0, part = 0;
-    std::vector<uint64_t> keys;
-    std::vector<float> grads;
-  };
-  struct Dense {
-    int table = 0, block = 0, part = 0;
-    std::vector<double> grads;
-  };
-  std::vector<Sparse> sparse;  // by table, then part
-  std::vector<Dense> dense;    // by table, block, then part
-};
 
 class PendingUpdates {
  public:

@@ -101,6 +101,27 @@ class PsClient {
   // Makes every update this client holds back visible to the servers (a tier writes its dirty
   // rows back). The default has nothing held back.
   virtual absl::Status Flush() { return absl::OkStatus(); }
+  // Training across regions (docs/regions.md). TrackDeltas: every server tracks the changed rows
+  // of its tables, and of those it creates later, from now on (sparse_table.h). ExportDeltas:
+  // every server's tracked rows of sparse table `table` whose change passes `threshold` (keys,
+  // appended in key order within each server, and dim floats each), their bases moved on;
+  // AddDeltas: deltas added to the rows of `keys` (routed by key; a key given twice gets both)
+  // and to their bases. ExportDenseDeltas and AddDenseDeltas: the same for block `block` of dense
+  // table `table` (dense_table.h; `delta` left empty where there is nothing to send).
+  // ExportPending: every server's contributions held for the commit (pending.h), one entry per
+  // table and part (and block), for another region's servers to add with the same parts
+  // (AccumulateSparse, AccumulateDense). Synchronous. Unimplemented for a client that cannot (the
+  // default); the servers' errors, naming the server.
+  virtual absl::Status TrackDeltas();
+  virtual absl::Status ExportDeltas(int table, float threshold, std::vector<uint64_t>* keys,
+                                    std::vector<float>* deltas);
+  virtual absl::Status AddDeltas(int table, absl::Span<const uint64_t> keys,
+                                 absl::Span<const float> deltas);
+  virtual absl::Status ExportDenseDeltas(int table, int block, float threshold,
+                                         std::vector<float>* delta);
+  virtual absl::Status AddDenseDeltas(int table, int block, absl::Span<const float> delta);
+  virtual absl::Status ExportPending(PendingParts* out);
+
   // The calls this client made to remote servers, by method (base/call_stats.h); none for a
   // client without a network between it and its servers.
   virtual std::vector<base::MethodStats> CallStats() const { return {}; }

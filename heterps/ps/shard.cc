@@ -9,6 +9,7 @@ absl::Status Shard::AddSparse(int id, std::unique_ptr<SparseTable> table) {
   if (sparse_.count(id) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("sparse table ", id, " exists"));
   }
+  if (tracking_) table->TrackDeltas();
   sparse_.emplace(id, std::move(table));
   return absl::OkStatus();
 }
@@ -18,6 +19,7 @@ absl::Status Shard::AddDense(int id, std::unique_ptr<DenseTable> table) {
   if (dense_.count(id) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("dense table ", id, " exists"));
   }
+  if (tracking_) table->TrackDeltas();
   dense_.emplace(id, std::move(table));
   return absl::OkStatus();
 }
@@ -74,5 +76,12 @@ CheckpointTables Shard::Tables() const {
 }
 
 absl::Status Shard::Commit(int threads) { return pending_.Apply(Tables(), threads); }
+
+void Shard::TrackDeltas() {
+  absl::MutexLock lock(&mu_);
+  tracking_ = true;
+  for (auto& [id, table] : sparse_) table->TrackDeltas();
+  for (auto& [id, table] : dense_) table->TrackDeltas();
+}
 
 }  // namespace heterps::ps

@@ -52,11 +52,16 @@ class Shard {
   // Applies the pending gradients with `threads` threads (PendingUpdates::Apply).
   absl::Status Commit(int threads);
 
+  // Every table, and every table added later, tracks its changed rows' bases from now on
+  // (SparseTable::TrackDeltas, DenseTable::TrackDeltas: training across regions).
+  void TrackDeltas();
+
  private:
   mutable absl::Mutex mu_;
   std::map<int, std::unique_ptr<SparseTable>> sparse_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::unique_ptr<DenseTable>> dense_ ABSL_GUARDED_BY(mu_);
   PendingUpdates pending_;
+  bool tracking_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace heterps::ps

@@ -52,4 +52,20 @@ struct DenseSlice {
 // "push") names the call in the message. (Defined in sparse_table.cc.)
 absl::Status CheckRowFloats(absl::string_view op, size_t floats, size_t keys, int dim);
 
+// The contributions a server holds for the next commit, as they came: per (table, part) the rows
+// (keys may repeat where a part sent a table twice), per (table, block, part) the dense sum.
+struct PendingParts {
+  struct Sparse {
+    int table = 0, part = 0;
+    std::vector<uint64_t> keys;
+    std::vector<float> grads;
+  };
+  struct Dense {
+    int table = 0, block = 0, part = 0;
+    std::vector<double> grads;
+  };
+  std::vector<Sparse> sparse;  // by table, then part
+  std::vector<Dense> dense;    // by table, block, then part
+};
+
 }  // namespace heterps::ps

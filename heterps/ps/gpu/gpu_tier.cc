@@ -157,6 +157,30 @@ absl::Status GpuTier::Flush() {
   return ForwardingPsClient::Flush();
 }
 
+absl::Status GpuTier::ExportDeltas(int table, float threshold, std::vector<uint64_t>* keys,
+                                   std::vector<float>* deltas) {
+  if (engine_->Has(table)) HETERPS_RETURN_IF_ERROR(engine_->Flush(target()));
+  return ForwardingPsClient::ExportDeltas(table, threshold, keys, deltas);
+}
+
+absl::Status GpuTier::AddDeltas(int table, absl::Span<const uint64_t> keys,
+                                absl::Span<const float> deltas) {
+  if (engine_->Has(table)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("GPU tier: deltas of other regions for table ", table, ", whose rows on ",
+                     device_->info().name, " they would leave stale"));
+  }
+  return ForwardingPsClient::AddDeltas(table, keys, deltas);
+}
+
+absl::Status GpuTier::ExportPending(PendingParts* out) {
+  if (added_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU tier: the step's pending parts, part of which it merges on ", device_->info().name));
+  }
+  return ForwardingPsClient::ExportPending(out);
+}
+
 absl::Status GpuTier::Wait(Ticket ticket) {
   if (ticket >= 0) return ForwardingPsClient::Wait(ticket);
   absl::MutexLock lock(&mu_);

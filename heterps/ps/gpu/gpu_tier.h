@@ -100,6 +100,15 @@ class GpuTier : public ForwardingPsClient {
   absl::Status Prefetch(int table, absl::Span<const uint64_t> keys) override;
   absl::Status Flush() override;
   absl::Status Wait(Ticket ticket) override;
+  // Between regions: a table's deltas are exported after the tier's rows are written back (Flush
+  // first). Adding deltas to a table the tier holds, and exporting pending parts while it holds
+  // any (the step's rows merged on the device are not the servers'), are FailedPrecondition: its
+  // rows would go stale, or the parts would be short.
+  absl::Status ExportDeltas(int table, float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas) override;
+  absl::Status AddDeltas(int table, absl::Span<const uint64_t> keys,
+                         absl::Span<const float> deltas) override;
+  absl::Status ExportPending(PendingParts* out) override;
 
   // The device path (docs/gpu.md, "The tier feeds the stage"): the lookup and its backward with
   // the bags' vectors and their gradients in the tier's device memory, where a dense stage on the

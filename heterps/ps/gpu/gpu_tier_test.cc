@@ -437,6 +437,33 @@ TEST(GpuTierTrafficTest, BagsOfResidentKeysMoveOnlyTheKeysAndOffsets) {
   EXPECT_EQ(tier->stats().misses, 0);
 }
 
+// Between regions: a table's deltas are exported after the tier's rows are written back, so that
+// its rows' changes are in them; deltas into a table it holds, and the pending parts while it
+// holds any, are refused rather than left stale or short.
+TEST(GpuTierOptionsTest, DeltasBetweenRegionsSeeTheTiersRows) {
+  auto device = gpu::OpenDevice("twin:0", {});
+  ASSERT_TRUE(device.ok());
+  const SparseTableOptions options = Options(OptimizerKind::kAdagrad);
+  InProcessPsClient behind(2);
+  ASSERT_TRUE(behind.CreateSparseTable(0, options).ok());
+  std::unique_ptr<GpuTier> tier = NewTier(&behind, device->get(), options, 1000, 1000);
+  ASSERT_NE(tier, nullptr);
+  ASSERT_TRUE(tier->TrackDeltas().ok());
+  const std::vector<uint64_t> keys = {5, 1, 9};
+  ASSERT_TRUE(tier->Prefetch(0, keys).ok());
+  ASSERT_TRUE(tier->Wait(tier->PushSparse(0, keys, std::vector<float>(3 * kDim, 1.0f))).ok());
+  std::vector<uint64_t> sent;
+  std::vector<float> deltas;
+  ASSERT_TRUE(tier->ExportDeltas(0, 0, &sent, &deltas).ok());
+  std::sort(sent.begin(), sent.end());
+  EXPECT_EQ(sent, (std::vector<uint64_t>{1, 5, 9}));  // changed on the device, written back
+  for (float d : deltas) EXPECT_NE(d, 0.0f);
+  EXPECT_EQ(tier->AddDeltas(0, {1}, std::vector<float>(kDim)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  PendingParts parts;
+  EXPECT_EQ(tier->ExportPending(&parts).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(GpuTierOptionsTest, BagsRefusals) {
   auto device = gpu::OpenDevice("twin:0", {});
   ASSERT_TRUE(device.ok());

@@ -26,6 +26,7 @@
 namespace heterps::ps::rpc {
 namespace {
 
+using internal::FromBytes;
 using internal::ToBytes;
 
 constexpr int kMessageSlackBytes = 4096;  // room for a message's other fields
@@ -818,6 +819,169 @@ absl::StatusOr<std::vector<ShardStats>> GrpcPsClient::Stats(absl::Duration timeo
 
 std::vector<base::MethodStats> GrpcPsClient::CallStats() const {
   return impl_->call_stats.Snapshot();
+}
+
+absl::Status GrpcPsClient::TrackDeltas() {
+  Impl* c = impl_.get();
+  return c->OnShards(c->AllShards(), [c](int s) {
+    PushReply reply;
+    return c->Rpc(s, "TrackDeltas", [&](grpc::ClientContext& ctx) {
+      return c->stubs[s]->TrackDeltas(&ctx, TrackDeltasRequest(), &reply);
+    });
+  });
+}
+
+namespace {
+
+// A server's answer to ExportDeltas, checked: whole rows of `dim` floats for its keys (dense:
+// none, or the block's `dim` floats).
+absl::Status TakeDeltas(const DeltasMessage& reply, int dim, std::vector<uint64_t>* keys,
+                        std::vector<float>* deltas) {
+  const size_t n = reply.keys().size() / sizeof(uint64_t),
+               floats = reply.deltas().size() / sizeof(float);
+  if (reply.keys().size() % sizeof(uint64_t) != 0 || reply.deltas().size() % sizeof(float) != 0 ||
+      (keys != nullptr ? floats != n * dim : floats != 0 && floats != static_cast<size_t>(dim))) {
+    return absl::InternalError("a malformed answer");
+  }
+  if (keys != nullptr) {
+    const size_t at = keys->size();
+    keys->resize(at + n);
+    std::memcpy(keys->data() + at, reply.keys().data(), reply.keys().size());
+  }
+  const size_t at = deltas->size();
+  deltas->resize(at + floats);
+  std::memcpy(deltas->data() + at, reply.deltas().data(), reply.deltas().size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status GrpcPsClient::ExportDeltas(int table, float threshold, std::vector<uint64_t>* keys,
+                                        std::vector<float>* deltas) {
+  Impl* c = impl_.get();
+  std::vector<DeltasMessage> replies(num_servers());
+  HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [&](int s) {
+    ExportDeltasRequest request;
+    request.set_table(table);
+    request.set_threshold(threshold);
+    return c->Rpc(
+        s, absl::StrCat("ExportDeltas table ", table),
+        [&](grpc::ClientContext& ctx) {
+          return c->stubs[s]->ExportDeltas(&ctx, request, &replies[s]);
+        },
+        c->options.rpc_timeout);
+  }));
+  // The rows' floats: every server's tables have the same dim.
+  size_t rows = 0, floats = 0;
+  for (const DeltasMessage& r : replies) {
+    rows += r.keys().size() / sizeof(uint64_t);
+    floats += r.deltas().size() / sizeof(float);
+  }
+  const int dim = rows == 0 ? 0 : static_cast<int>(floats / rows);
+  for (int s = 0; s < num_servers(); ++s) {
+    const absl::Status taken = TakeDeltas(replies[s], dim, keys, deltas);
+    if (!taken.ok()) {
+      return absl::InternalError(
+          absl::StrCat(c->Where(s), ": ExportDeltas table ", table, ": ", taken.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::AddDeltas(int table, absl::Span<const uint64_t> keys,
+                                     absl::Span<const float> deltas) {
+  Impl* c = impl_.get();
+  HETERPS_ASSIGN_OR_RETURN(const int dim, RowFloats("add deltas", deltas.size(), keys.size()));
+  if (keys.empty()) return absl::OkStatus();
+  const std::vector<ServerRows> split = SplitRows(keys, deltas, dim, num_servers());
+  std::vector<int> shards;
+  for (int s = 0; s < num_servers(); ++s) {
+    if (!split[s].keys.empty()) shards.push_back(s);
+  }
+  return c->OnShards(shards, [&](int s) {
+    DeltasMessage request;
+    request.set_table(table);
+    request.set_keys(ToBytes<uint64_t>(split[s].keys));
+    request.set_deltas(ToBytes<float>(split[s].rows));
+    *request.mutable_id() = c->NextPushId();
+    PushReply reply;
+    return c->Rpc(s, absl::StrCat("AddDeltas table ", table), [&](grpc::ClientContext& ctx) {
+      return c->stubs[s]->AddDeltas(&ctx, request, &reply);
+    });
+  });
+}
+
+absl::Status GrpcPsClient::ExportDenseDeltas(int table, int block, float threshold,
+                                             std::vector<float>* delta) {
+  Impl* c = impl_.get();
+  const int s = table % num_servers();
+  ExportDeltasRequest request;
+  request.set_table(table);
+  request.set_threshold(threshold);
+  request.set_dense(true);
+  request.set_block(block);
+  DeltasMessage reply;
+  const std::string what = absl::StrCat("ExportDeltas table ", table, " block ", block);
+  HETERPS_RETURN_IF_ERROR(c->Rpc(
+      s, what,
+      [&](grpc::ClientContext& ctx) { return c->stubs[s]->ExportDeltas(&ctx, request, &reply); },
+      c->options.rpc_timeout));
+  delta->clear();
+  const size_t floats = reply.deltas().size() / sizeof(float);
+  const absl::Status taken = TakeDeltas(reply, static_cast<int>(floats), nullptr, delta);
+  if (!taken.ok())
+    return absl::InternalError(absl::StrCat(c->Where(s), ": ", what, ": ", taken.message()));
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::AddDenseDeltas(int table, int block, absl::Span<const float> delta) {
+  Impl* c = impl_.get();
+  const int s = table % num_servers();
+  DeltasMessage request;
+  request.set_table(table);
+  request.set_dense(true);
+  request.set_block(block);
+  request.set_deltas(ToBytes<float>(delta));
+  *request.mutable_id() = c->NextPushId();
+  PushReply reply;
+  return c->Rpc(
+      s, absl::StrCat("AddDeltas table ", table, " block ", block),
+      [&](grpc::ClientContext& ctx) { return c->stubs[s]->AddDeltas(&ctx, request, &reply); });
+}
+
+absl::Status GrpcPsClient::ExportPending(PendingParts* out) {
+  Impl* c = impl_.get();
+  std::vector<PendingMessage> replies(num_servers());
+  HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [&](int s) {
+    return c->Rpc(s, "ExportPending", [&](grpc::ClientContext& ctx) {
+      return c->stubs[s]->ExportPending(&ctx, ExportPendingRequest(), &replies[s]);
+    });
+  }));
+  for (int s = 0; s < num_servers(); ++s) {
+    PendingParts parts;
+    for (const PendingMessage::Sparse& p : replies[s].sparse()) {
+      PendingParts::Sparse& to = parts.sparse.emplace_back();
+      to.table = p.table();
+      to.part = p.part();
+      to.keys.resize(p.keys().size() / sizeof(uint64_t));
+      to.grads.resize(p.grads().size() / sizeof(float));
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<uint64_t>(p.keys(), absl::MakeSpan(to.keys), "pending keys"));
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<float>(p.grads(), absl::MakeSpan(to.grads), "pending gradients"));
+    }
+    for (const PendingMessage::Dense& p : replies[s].dense()) {
+      PendingParts::Dense& to = parts.dense.emplace_back();
+      to.table = p.table();
+      to.block = p.block();
+      to.part = p.part();
+      to.grads.resize(p.grads().size() / sizeof(double));
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<double>(p.grads(), absl::MakeSpan(to.grads), "pending dense gradients"));
+    }
+    MergePendingParts(std::move(parts), out);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace heterps::ps::rpc

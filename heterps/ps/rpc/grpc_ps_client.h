@@ -89,6 +89,19 @@ class GrpcPsClient : public PsClient {
   Ticket ExportDense(int table, int block, int64_t offset, int64_t count, DenseSlice* out) override;
   Ticket ImportDense(int table, int block, int64_t offset, const DenseSlice& slice) override;
   absl::Status Wait(Ticket ticket) override;
+  // Between regions (PsClient). ExportDeltas makes one attempt per server, never retried: a
+  // server moves its bases on as it answers, so a retry would find nothing to send, and an answer
+  // lost is an error (the job goes back to its last checkpoint). AddDeltas is added once however
+  // often it is retried.
+  absl::Status TrackDeltas() override;
+  absl::Status ExportDeltas(int table, float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas) override;
+  absl::Status AddDeltas(int table, absl::Span<const uint64_t> keys,
+                         absl::Span<const float> deltas) override;
+  absl::Status ExportDenseDeltas(int table, int block, float threshold,
+                                 std::vector<float>* delta) override;
+  absl::Status AddDenseDeltas(int table, int block, absl::Span<const float> delta) override;
+  absl::Status ExportPending(PendingParts* out) override;
 
   // Every shard writes a checkpoint of `step` under its data directory
   // (checkpoint.h). An error names each shard that failed; the shards that

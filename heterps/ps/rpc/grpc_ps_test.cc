@@ -279,6 +279,121 @@ TEST(GrpcPsTest, AccumulatedPushesCommitLikeTheInProcessClient) {
   EXPECT_EQ(da, db);
 }
 
+// Between regions: deltas exported over gRPC are the in-process client's, to the bit, and go
+// into a region of another number of servers; two regions in lockstep, each adding the other's
+// pending parts, commit what one server group holding every part commits.
+TEST(GrpcPsTest, RegionsExchangeDeltasAndPartsLikeTheInProcessClient) {
+  auto servers = StartServers(2, "regions");
+  auto remote = GrpcPsClient::Connect(ClientOptions(servers));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  PsClient& a = **remote;
+  InProcessPsClient reference(2), b(3), all(2);
+  const std::vector<PsClient*> clients = {&a, &reference, &b, &all};
+  for (PsClient* c : clients) {
+    ASSERT_TRUE(c->CreateSparseTable(0, Sparse(OptimizerKind::kAdagrad, 0)).ok());
+    ASSERT_TRUE(c->CreateDenseTable(3, Dense()).ok());
+  }
+  std::vector<uint64_t> keys;
+  std::vector<float> deltas;
+  EXPECT_THAT(a.ExportDeltas(0, 0, &keys, &deltas).message(), HasSubstr("does not track them"));
+  for (PsClient* c : clients) ASSERT_TRUE(c->TrackDeltas().ok());
+  std::mt19937_64 rng(4);
+  std::normal_distribution<float> normal;
+  std::vector<uint64_t> pushed(300);
+  for (uint64_t& k : pushed) k = rng() % 1000;
+  std::vector<float> grads(pushed.size() * 8), block(70000);
+  for (float& g : grads) g = normal(rng);
+  for (float& g : block) g = normal(rng);
+  for (PsClient* c : {&a, static_cast<PsClient*>(&reference)}) {
+    ASSERT_TRUE(c->Wait(c->PushSparse(0, pushed, grads)).ok());
+    ASSERT_TRUE(c->Wait(c->PushDense(3, 1, block)).ok());
+  }
+  std::vector<uint64_t> ref_keys;
+  std::vector<float> ref_deltas, dense, ref_dense;
+  ASSERT_TRUE(a.ExportDeltas(0, 0, &keys, &deltas).ok());
+  ASSERT_TRUE(reference.ExportDeltas(0, 0, &ref_keys, &ref_deltas).ok());
+  EXPECT_EQ(keys, ref_keys);
+  EXPECT_EQ(deltas, ref_deltas);
+  ASSERT_TRUE(a.ExportDenseDeltas(3, 1, 0, &dense).ok());
+  ASSERT_TRUE(reference.ExportDenseDeltas(3, 1, 0, &ref_dense).ok());
+  EXPECT_EQ(dense.size(), 70000u);
+  EXPECT_EQ(dense, ref_dense);
+  ASSERT_TRUE(a.ExportDenseDeltas(3, 0, 0, &ref_dense).ok());
+  EXPECT_TRUE(ref_dense.empty());  // block 0 never changed
+  // Into region b (three servers): its rows move by the deltas, and it has nothing to send.
+  ASSERT_TRUE(b.AddDeltas(0, keys, deltas).ok());
+  ASSERT_TRUE(b.AddDenseDeltas(3, 1, dense).ok());
+  ASSERT_TRUE(a.AddDeltas(0, keys, deltas).ok());  // and over gRPC
+  std::vector<float> in_a(keys.size() * 8), in_b(keys.size() * 8), in_ref(keys.size() * 8);
+  ASSERT_TRUE(b.Wait(b.PullSparse(0, keys, absl::MakeSpan(in_b))).ok());
+  ASSERT_TRUE(reference.Wait(reference.PullSparse(0, keys, absl::MakeSpan(in_ref))).ok());
+  ASSERT_TRUE(a.Wait(a.PullSparse(0, keys, absl::MakeSpan(in_a))).ok());
+  EXPECT_EQ(in_b, in_ref);  // fresh rows plus their change: the change's rows
+  for (size_t i = 0; i < in_a.size(); ++i) EXPECT_EQ(in_a[i], in_ref[i] + deltas[i]) << i;
+  std::vector<uint64_t> none;
+  ASSERT_TRUE(b.ExportDeltas(0, 0, &none, &deltas).ok());
+  EXPECT_TRUE(none.empty());
+
+  // Lockstep, on tables of their own: a holds parts 0 and 1 of a step, b parts 2 and 3; `all`
+  // every part.
+  for (PsClient* c : {&a, static_cast<PsClient*>(&b), static_cast<PsClient*>(&all)}) {
+    ASSERT_TRUE(c->CreateSparseTable(1, Sparse(OptimizerKind::kAdam, 0)).ok());
+    ASSERT_TRUE(c->CreateDenseTable(4, Dense()).ok());
+  }
+  for (int64_t leaf = 0; leaf < 4; ++leaf) {
+    std::vector<uint64_t> step(500);
+    for (uint64_t& k : step) k = rng() % 2000;
+    std::sort(step.begin(), step.end());
+    step.erase(std::unique(step.begin(), step.end()), step.end());
+    std::vector<float> g(step.size() * 8);
+    std::vector<double> d(70000);
+    for (float& x : g) x = normal(rng);
+    for (double& x : d) x = normal(rng);
+    for (PsClient* c : {leaf < 2 ? static_cast<PsClient*>(&a) : &b, static_cast<PsClient*>(&all)}) {
+      ASSERT_TRUE(c->Wait(c->AccumulateSparse(1, step, g, static_cast<int>(leaf))).ok());
+      ASSERT_TRUE(c->Wait(c->AccumulateDense(4, 1, d, static_cast<int>(leaf))).ok());
+    }
+  }
+  PendingParts from_a, from_b;
+  ASSERT_TRUE(a.ExportPending(&from_a).ok());
+  ASSERT_TRUE(b.ExportPending(&from_b).ok());
+  EXPECT_EQ(from_a.sparse.size(), 2u);  // one entry per part, the servers' keys together
+  for (auto [into, parts] : {std::pair{static_cast<PsClient*>(&a), &from_b},
+                             std::pair{static_cast<PsClient*>(&b), &from_a}}) {
+    for (const PendingParts::Sparse& p : parts->sparse) {
+      ASSERT_TRUE(into->Wait(into->AccumulateSparse(p.table, p.keys, p.grads, p.part)).ok());
+    }
+    for (const PendingParts::Dense& p : parts->dense) {
+      ASSERT_TRUE(into->Wait(into->AccumulateDense(p.table, p.block, p.grads, p.part)).ok());
+    }
+  }
+  for (PsClient* c : {&a, static_cast<PsClient*>(&b), static_cast<PsClient*>(&all)}) {
+    ASSERT_TRUE(c->Commit().ok());
+  }
+  std::vector<uint64_t> every(2000);
+  std::iota(every.begin(), every.end(), 0);
+  std::vector<float> ra(every.size() * 8), rb(every.size() * 8), rall(every.size() * 8);
+  ASSERT_TRUE(a.Wait(a.PullSparse(1, every, absl::MakeSpan(ra))).ok());
+  ASSERT_TRUE(b.Wait(b.PullSparse(1, every, absl::MakeSpan(rb))).ok());
+  ASSERT_TRUE(all.Wait(all.PullSparse(1, every, absl::MakeSpan(rall))).ok());
+  EXPECT_EQ(ra, rall);
+  EXPECT_EQ(rb, rall);
+  std::vector<float> da(70000), dall(70000);
+  ASSERT_TRUE(a.Wait(a.PullDense(4, 1, absl::MakeSpan(da))).ok());
+  ASSERT_TRUE(all.Wait(all.PullDense(4, 1, absl::MakeSpan(dall))).ok());
+  EXPECT_EQ(da, dall);
+  // Without b's parts, a's commit would differ (the test can fail).
+  InProcessPsClient half(2);
+  ASSERT_TRUE(half.CreateSparseTable(1, Sparse(OptimizerKind::kAdam, 0)).ok());
+  for (const PendingParts::Sparse& p : from_a.sparse) {
+    ASSERT_TRUE(half.Wait(half.AccumulateSparse(p.table, p.keys, p.grads, p.part)).ok());
+  }
+  ASSERT_TRUE(half.Commit().ok());
+  std::vector<float> rhalf(every.size() * 8);
+  ASSERT_TRUE(half.Wait(half.PullSparse(1, every, absl::MakeSpan(rhalf))).ok());
+  EXPECT_NE(rhalf, rall);
+}
+
 TEST(GrpcPsTest, CallsWithoutTheTokenAreRefused) {
   auto servers = StartServers(1, "auth");
   GrpcPsClientOptions options = ClientOptions(servers);

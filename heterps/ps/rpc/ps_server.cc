@@ -381,6 +381,79 @@ class PsServer::Service final : public ParameterServer::Service {
     });
   }
 
+  grpc::Status TrackDeltas(grpc::ServerContext* ctx, const TrackDeltasRequest*,
+                           PushReply*) override {
+    return Serve(ctx, "TrackDeltas", [&]() -> absl::Status {
+      shard_.TrackDeltas();
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status ExportDeltas(grpc::ServerContext* ctx, const ExportDeltasRequest* request,
+                            DeltasMessage* reply) override {
+    return Serve(ctx, "ExportDeltas", [&]() -> absl::Status {
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      reply->set_table(request->table());
+      reply->set_dense(request->dense());
+      reply->set_block(request->block());
+      std::vector<float> deltas;
+      if (request->dense()) {
+        HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
+        HETERPS_RETURN_IF_ERROR(
+            table->ExportDeltas(request->block(), request->threshold(), &deltas));
+      } else {
+        HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
+        std::vector<uint64_t> keys;
+        HETERPS_RETURN_IF_ERROR(table->ExportDeltas(request->threshold(), &keys, &deltas));
+        reply->set_keys(internal::ToBytes<uint64_t>(keys));
+      }
+      reply->set_deltas(internal::ToBytes<float>(deltas));
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status AddDeltas(grpc::ServerContext* ctx, const DeltasMessage* request,
+                         PushReply*) override {
+    return Serve(ctx, "AddDeltas", [&]() -> absl::Status {
+      absl::ReaderMutexLock snapshot(&snapshot_mu_);
+      HETERPS_ASSIGN_OR_RETURN(const size_t floats, CountOf<float>(request->deltas(), "deltas"));
+      std::vector<float> deltas(floats);
+      HETERPS_RETURN_IF_ERROR(
+          FromBytes<float>(request->deltas(), absl::MakeSpan(deltas), "deltas"));
+      if (request->dense()) {
+        HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
+        return pushes_.Once(
+            request->id(), [&] { return table->AddDeltas(request->block(), deltas); }, duplicates_);
+      }
+      HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
+      HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys, Keys(request->keys()));
+      return pushes_.Once(
+          request->id(), [&] { return table->AddDeltas(keys, deltas); }, duplicates_);
+    });
+  }
+
+  grpc::Status ExportPending(grpc::ServerContext* ctx, const ExportPendingRequest*,
+                             PendingMessage* reply) override {
+    return Serve(ctx, "ExportPending", [&]() -> absl::Status {
+      const PendingParts parts = shard_.pending().Export();
+      for (const PendingParts::Sparse& p : parts.sparse) {
+        PendingMessage::Sparse* out = reply->add_sparse();
+        out->set_table(p.table);
+        out->set_part(p.part);
+        out->set_keys(internal::ToBytes<uint64_t>(p.keys));
+        out->set_grads(internal::ToBytes<float>(p.grads));
+      }
+      for (const PendingParts::Dense& p : parts.dense) {
+        PendingMessage::Dense* out = reply->add_dense();
+        out->set_table(p.table);
+        out->set_block(p.block);
+        out->set_part(p.part);
+        out->set_grads(internal::ToBytes<double>(p.grads));
+      }
+      return absl::OkStatus();
+    });
+  }
+
   grpc::Status Stats(grpc::ServerContext* ctx, const StatsRequest*, StatsReply* reply) override {
     return Serve(ctx, "Stats", [&]() -> absl::Status {
       const ShardStats stats = Snapshot();
