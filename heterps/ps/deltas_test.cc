@@ -48,6 +48,11 @@ TEST(SparseDeltasTest, ChangedRowsSendTheirChangeAndUntouchedOnesNothing) {
   ASSERT_TRUE(t->Pull({6}, absl::MakeSpan(out.data(), kDim)).ok());  // created: no change
   ASSERT_TRUE(t->Push({3, 1, 3, 6}, std::vector<float>(4 * kDim, 0.5f)).ok());
   EXPECT_EQ(t->tracked_rows(), 3);
+  // More rows than one answer may carry: refused before any base moves.
+  EXPECT_EQ(t->ExportDeltas(0, &keys, &deltas, /*max_rows=*/2).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(keys.empty());  // nothing appended
+  EXPECT_EQ(t->tracked_rows(), 3);
   ASSERT_TRUE(t->ExportDeltas(0, &keys, &deltas).ok());
   EXPECT_EQ(keys, (std::vector<uint64_t>{1, 3, 6}));
   for (size_t i = 0; i < keys.size(); ++i) {

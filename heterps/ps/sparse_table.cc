@@ -671,17 +671,26 @@ absl::Status SparseTable::Import(absl::Span<const uint64_t> keys, const RowBatch
                                                rows.state.data() + i * state, rows.steps[i]));
     if (replaced) continue;
     HETERPS_ASSIGN_OR_RETURN(std::optional<RowData> old, Lookup(keys[i]));
+    bool recorded = false;
     if (tracking_deltas()) {
       const std::vector<float> before = old.has_value() ? old->value : InitialValue(keys[i]);
       Shard& shard = ShardOf(keys[i]);
       absl::MutexLock lock(&shard.mu);
-      RecordBase(shard, keys[i], before.data());
+      recorded = shard.bases.try_emplace(keys[i], before.begin(), before.end()).second;
     }
     row.value.assign(rows.values.begin() + i * dim, rows.values.begin() + (i + 1) * dim);
     row.state.assign(rows.state.begin() + i * state, rows.state.begin() + (i + 1) * state);
     row.steps = rows.steps[i];
     row.accesses = old.has_value() ? old->accesses : 0;
-    HETERPS_RETURN_IF_ERROR(Insert(keys[i], row));
+    if (const absl::Status inserted = Insert(keys[i], row); !inserted.ok()) {
+      if (recorded) {
+        // No row changed: no base either (one for a row in neither tier would fail exports).
+        Shard& shard = ShardOf(keys[i]);
+        absl::MutexLock lock(&shard.mu);
+        shard.bases.erase(keys[i]);
+      }
+      return inserted;
+    }
   }
   return absl::OkStatus();
 }
@@ -825,49 +834,61 @@ int64_t SparseTable::tracked_rows() const {
   return rows;
 }
 
+absl::StatusOr<const float*> SparseTable::ValueOf(Shard& shard, uint64_t key,
+                                                  float* floats) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (const std::optional<uint32_t> slot = shard.Find(key)) return shard.Slot(*slot);
+  // Spilled since it changed: the store's copy is the row.
+  std::optional<std::string> bytes;
+  if (cold_ != nullptr) {
+    HETERPS_ASSIGN_OR_RETURN(bytes, cold_->Get(key));
+  }
+  if (!bytes.has_value()) {
+    return absl::InternalError(
+        absl::StrCat("deltas: the tracked row of key ", key, " is in neither tier"));
+  }
+  Meta meta;
+  HETERPS_RETURN_IF_ERROR(Decode(*bytes, stride(), floats, &meta));
+  return static_cast<const float*>(floats);
+}
+
 absl::Status SparseTable::ExportDeltas(float threshold, std::vector<uint64_t>* keys,
-                                       std::vector<float>* deltas) {
+                                       std::vector<float>* deltas, int64_t max_rows) {
   if (!tracking_deltas()) {
     return absl::FailedPreconditionError("export of deltas from a table that does not track them");
   }
-  const int dim = options_.dim, stride = this->stride();
+  const int dim = options_.dim;
+  // First every passing row's delta, nothing moved: a failure here (the cold store's, too many
+  // rows) loses nothing.
   std::vector<std::pair<uint64_t, std::vector<float>>> sent;
-  std::vector<float> floats(stride), delta(dim);
+  std::vector<float> floats(stride()), delta(dim), base(dim);
   for (const auto& owned : shards_) {
     Shard& shard = *owned;
     absl::MutexLock lock(&shard.mu);
-    for (auto it = shard.bases.begin(); it != shard.bases.end();) {
-      const uint64_t key = it->first;
-      std::vector<float>& base = it->second;
-      const float* value = nullptr;
-      if (const std::optional<uint32_t> slot = shard.Find(key)) {
-        value = shard.Slot(*slot);
-      } else {
-        // Spilled since it changed: the store's copy is the row.
-        std::optional<std::string> bytes;
-        if (cold_ != nullptr) {
-          HETERPS_ASSIGN_OR_RETURN(bytes, cold_->Get(key));
-        }
-        if (!bytes.has_value()) {
-          return absl::InternalError(
-              absl::StrCat("deltas: the tracked row of key ", key, " is in neither tier"));
-        }
-        Meta meta;
-        HETERPS_RETURN_IF_ERROR(Decode(*bytes, stride, floats.data(), &meta));
-        value = floats.data();
-      }
+    for (const auto& [key, tracked] : shard.bases) {
+      HETERPS_ASSIGN_OR_RETURN(const float* value, ValueOf(shard, key, floats.data()));
+      base = tracked;
       bool caught_up = false;
-      if (!TakeDelta(value, base.data(), dim, threshold, delta.data(), &caught_up)) {
-        ++it;  // the residual stays
-        continue;
-      }
-      sent.emplace_back(key, delta);
-      if (caught_up) {
-        shard.bases.erase(it++);
-      } else {
-        ++it;
+      if (TakeDelta(value, base.data(), dim, threshold, delta.data(), &caught_up)) {
+        sent.emplace_back(key, delta);
       }
     }
+  }
+  if (max_rows > 0 && static_cast<int64_t>(sent.size()) > max_rows) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("deltas: ", sent.size(), " rows pass the threshold, more than the ", max_rows,
+                     " one answer carries: sync more often, or raise the threshold"));
+  }
+  // Then each sent row's base moves on by its delta, and a row whose base is its value again
+  // (its value now: a change since the first pass stays) is tracked no more.
+  for (const auto& [key, d] : sent) {
+    Shard& shard = ShardOf(key);
+    absl::MutexLock lock(&shard.mu);
+    const auto it = shard.bases.find(key);
+    if (it == shard.bases.end()) continue;  // cleared meanwhile
+    std::vector<float>& b = it->second;
+    for (int i = 0; i < dim; ++i) b[i] += d[i];
+    const absl::StatusOr<const float*> value = ValueOf(shard, key, floats.data());
+    if (value.ok() && std::equal(b.begin(), b.end(), *value)) shard.bases.erase(it);
   }
   std::sort(sent.begin(), sent.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });

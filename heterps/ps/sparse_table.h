@@ -116,9 +116,12 @@ class SparseTable {
   // base's largest |value| (Gaia's significance; any change of a zero base). A sent row's base
   // moves on by its delta (base + delta, in float: where that is not the value, the rounding stays
   // tracked as its residual, so that nothing is lost); a row that does not pass keeps its base,
-  // its whole change the residual. FailedPrecondition before TrackDeltas; the cold store's errors.
+  // its whole change the residual. The deltas are worked out before any base moves: on an error
+  // nothing is sent and nothing moved. FailedPrecondition before TrackDeltas; ResourceExhausted
+  // where more than `max_rows` (> 0) rows pass (one answer's worth); the cold store's errors. One
+  // export at a time per table (pushes and adds may run meanwhile).
   absl::Status ExportDeltas(float threshold, std::vector<uint64_t>* keys,
-                            std::vector<float>* deltas);
+                            std::vector<float>* deltas, int64_t max_rows = 0);
   // Adds `deltas` (keys.size() * dim floats) to the rows of `keys` (created as a pull creates
   // them when missing), and to their bases where they are tracked, so that a row's own change
   // stays what it was (to float rounding: both sums are rounded). The optimizer's state and the
@@ -187,6 +190,9 @@ class SparseTable {
   // Keeps `value` (dim floats) as the base of `key` unless it has one, while tracking; with
   // shard.mu held.
   void RecordBase(Shard& shard, uint64_t key, const float* value);
+  // The value of `key`'s row (resident, or read from the cold store into `floats`, stride floats);
+  // with shard.mu held. Internal where the row is in neither tier.
+  absl::StatusOr<const float*> ValueOf(Shard& shard, uint64_t key, float* floats);
 
   const SparseTableOptions options_;
   std::unique_ptr<ColdStore> cold_;

@@ -3,7 +3,9 @@
 // sending them its blocks' gradients as their block tree's parts (ps/block_tree.h); before the
 // commit, every region's servers take the other regions' parts, so that each region commits the
 // whole step, and every region's parameters are those of one job holding every region's blocks,
-// bit for bit, whatever the optimizer.
+// bit for bit, whatever the optimizer. The regions' dense parameters must then be the servers'
+// too (dense_on_servers): a stage's replicas that hold them (worker/dense_group.h) exchange their
+// sums among themselves, and those sums never become parts that another region could take.
 //
 //   ... every region's stages: Accumulate(their step's parts) on that region's servers ...
 //   HETERPS_RETURN_IF_ERROR(ExchangeParts(regions, cost::SyncTopology::kPeerToPeer, 0, &traffic));

@@ -14,6 +14,7 @@
 #include "heterps/ps/bags.h"
 #include "heterps/ps/block_tree.h"
 #include "heterps/ps/gpu/gpu_tier.h"
+#include "heterps/ps/optimizer.h"
 
 namespace heterps::worker {
 namespace {
@@ -387,7 +388,7 @@ struct Stage::Impl {
         absl::StrCat("stage: a micro-batch of ", blocks,
                      " blocks while the dense parameters are held on the device (they take one)"));
   }
-  // Calls `f(part, its blocks' indices)` for every dense part.
+  // Calls `f(part)` for every dense part, until one fails.
   template <typename F>
   absl::Status ForEachChain(F f) {
     for (Part& part : parts) {

@@ -279,9 +279,10 @@ class Stage {
   // stay held. While held, PullParameters and UpdateDense are refused (FailedPrecondition), and a
   // micro-batch must be one block (FailedPrecondition from its backward otherwise).
   // Errors: FailedPrecondition from HoldDense where the chains cannot hold (nothing changes) or
-  // hold already, from ApplyHeldDense unless exactly one backward came since the last update (the
-  // caller trains one micro-batch a step) and before HoldDense; InvalidArgument for blocks of the
-  // wrong count or size; the device's errors.
+  // hold already (a device's error part way may leave some chains holding: the stage is then
+  // unusable, and the job restarts from its checkpoint), from ApplyHeldDense unless exactly one
+  // backward came since the last update (the caller trains one micro-batch a step) and before
+  // HoldDense; InvalidArgument for blocks of the wrong count or size; the device's errors.
   bool can_hold_dense() const;
   bool holds_dense() const;
   absl::Status HoldDense(const ps::OptimizerOptions& optimizer,

@@ -174,7 +174,7 @@ absl::Status GpuTier::AddDeltas(int table, absl::Span<const uint64_t> keys,
 }
 
 absl::Status GpuTier::ExportPending(PendingParts* out) {
-  if (added_) {
+  if (reserved_bytes_ > 0) {  // it holds a table
     return absl::FailedPreconditionError(absl::StrCat(
         "GPU tier: the step's pending parts, part of which it merges on ", device_->info().name));
   }

@@ -508,6 +508,7 @@ class Engine : public TierEngine {
   absl::Status UploadOnce(Sent<T>& sent, T* to, absl::Span<const T> from) {
     if (from.empty()) return absl::OkStatus();
     if (!std::equal(from.begin(), from.end(), sent.host.begin(), sent.host.end())) {
+      sent.host.clear();  // until the upload has succeeded
       HETERPS_RETURN_IF_ERROR(Upload(sent.device, from));
       sent.host.assign(from.begin(), from.end());
     }

@@ -898,16 +898,24 @@ absl::Status GrpcPsClient::AddDeltas(int table, absl::Span<const uint64_t> keys,
   for (int s = 0; s < num_servers(); ++s) {
     if (!split[s].keys.empty()) shards.push_back(s);
   }
-  return c->OnShards(shards, [&](int s) {
-    DeltasMessage request;
-    request.set_table(table);
-    request.set_keys(ToBytes<uint64_t>(split[s].keys));
-    request.set_deltas(ToBytes<float>(split[s].rows));
-    *request.mutable_id() = c->NextPushId();
-    PushReply reply;
-    return c->Rpc(s, absl::StrCat("AddDeltas table ", table), [&](grpc::ClientContext& ctx) {
-      return c->stubs[s]->AddDeltas(&ctx, request, &reply);
-    });
+  // In messages of at most ChunkKeys rows, each added once.
+  const size_t chunk = c->ChunkKeys(dim);
+  return c->OnShards(shards, [&](int s) -> absl::Status {
+    const ServerRows& rows = split[s];
+    for (size_t at = 0; at < rows.keys.size(); at += chunk) {
+      const size_t count = std::min(chunk, rows.keys.size() - at);
+      DeltasMessage request;
+      request.set_table(table);
+      request.set_keys(ToBytes<uint64_t>(absl::MakeConstSpan(rows.keys.data() + at, count)));
+      request.set_deltas(
+          ToBytes<float>(absl::MakeConstSpan(rows.rows.data() + at * dim, count * dim)));
+      *request.mutable_id() = c->NextPushId();
+      PushReply reply;
+      HETERPS_RETURN_IF_ERROR(c->Rpc(
+          s, absl::StrCat("AddDeltas table ", table),
+          [&](grpc::ClientContext& ctx) { return c->stubs[s]->AddDeltas(&ctx, request, &reply); }));
+    }
+    return absl::OkStatus();
   });
 }
 

@@ -284,7 +284,9 @@ TEST(GrpcPsTest, AccumulatedPushesCommitLikeTheInProcessClient) {
 // pending parts, commit what one server group holding every part commits.
 TEST(GrpcPsTest, RegionsExchangeDeltasAndPartsLikeTheInProcessClient) {
   auto servers = StartServers(2, "regions");
-  auto remote = GrpcPsClient::Connect(ClientOptions(servers));
+  GrpcPsClientOptions options = ClientOptions(servers);
+  options.max_message_bytes = 4 << 10;  // the deltas added in many messages
+  auto remote = GrpcPsClient::Connect(options);
   ASSERT_TRUE(remote.ok()) << remote.status();
   PsClient& a = **remote;
   InProcessPsClient reference(2), b(3), all(2);

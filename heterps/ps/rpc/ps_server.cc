@@ -404,7 +404,13 @@ class PsServer::Service final : public ParameterServer::Service {
       } else {
         HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
         std::vector<uint64_t> keys;
-        HETERPS_RETURN_IF_ERROR(table->ExportDeltas(request->threshold(), &keys, &deltas));
+        // As many rows as one answer carries (a key and dim floats each): more is an error before
+        // any base moves, rather than deltas lost in an answer too large to send.
+        const int64_t row_bytes = sizeof(uint64_t) + sizeof(float) * table->dim();
+        const int64_t max_rows =
+            std::max<int64_t>(1, (options_.max_message_bytes - (int64_t{64} << 10)) / row_bytes);
+        HETERPS_RETURN_IF_ERROR(
+            table->ExportDeltas(request->threshold(), &keys, &deltas, max_rows));
         reply->set_keys(internal::ToBytes<uint64_t>(keys));
       }
       reply->set_deltas(internal::ToBytes<float>(deltas));
