@@ -204,17 +204,12 @@ absl::Status DenseGroup::LoadHeld(Stage& stage) {
   if (held_) return absl::FailedPreconditionError("dense group: held already");
   std::vector<AlignedFloats> values;
   HETERPS_RETURN_IF_ERROR(Load(values));
-  // Each piece's state arrays into its block's (ps::DenseSlice: a piece's m, then its v).
-  const int per = ps::StateFloats(optimizer_.kind);
   std::vector<std::vector<float>> state(blocks_.size());
-  for (size_t b = 0; b < blocks_.size(); ++b) state[b].resize(per * blocks_[b].second);
-  for (size_t i = 0; i < mine().size(); ++i) {
-    const Piece& p = mine()[i];
-    for (int k = 0; k < per; ++k) {
-      std::copy_n(state_[i].begin() + k * p.count, p.count,
-                  state[p.block].begin() + k * blocks_[p.block].second + p.offset);
-    }
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    state[b].resize(ps::StateFloats(optimizer_.kind) * blocks_[b].second);
   }
+  ForEachStateRun(state,
+                  [](float* piece, float* block, int64_t n) { std::copy_n(piece, n, block); });
   const absl::Status held = stage.HoldDense(optimizer_, values, state);
   loaded_ = held_ = held.ok();
   return held;
@@ -234,13 +229,8 @@ absl::Status DenseGroup::WriteBackHeld(Stage& stage) {
   std::vector<AlignedFloats> values;
   std::vector<std::vector<float>> state;
   HETERPS_RETURN_IF_ERROR(stage.ReadHeldDense(&values, &state));
-  for (size_t i = 0; i < mine().size(); ++i) {
-    const Piece& p = mine()[i];
-    for (int k = 0; k < ps::StateFloats(optimizer_.kind); ++k) {
-      std::copy_n(state[p.block].begin() + k * blocks_[p.block].second + p.offset, p.count,
-                  state_[i].begin() + k * p.count);
-    }
-  }
+  ForEachStateRun(state,
+                  [](float* piece, float* block, int64_t n) { std::copy_n(block, n, piece); });
   return WriteBack(values);
 }
 

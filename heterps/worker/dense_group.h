@@ -141,6 +141,19 @@ class DenseGroup {
   int64_t RangeBegin(int r) const { return total_ * r / replicas_; }
   int64_t RangeEnd(int r) const { return total_ * (r + 1) / replicas_; }
   std::vector<Piece> Pieces(int r) const;
+  // Calls run(piece's floats, block's floats, count) for each state array of each of this
+  // replica's pieces: the piece's array (ps::DenseSlice: its m, then its v) against the same
+  // range of its block's array in `blocks` (per block, StateFloats floats a parameter).
+  template <typename F>
+  void ForEachStateRun(std::vector<std::vector<float>>& blocks, F run) {
+    for (size_t i = 0; i < mine().size(); ++i) {
+      const Piece& p = mine()[i];
+      for (int k = 0; k < ps::StateFloats(optimizer_.kind); ++k) {
+        run(state_[i].data() + k * p.count,
+            blocks[p.block].data() + k * blocks_[p.block].second + p.offset, p.count);
+      }
+    }
+  }
   // Waits until the n - 1 messages of (step, kind) are here; takes them, ordered by sender.
   absl::Status Await(int64_t step, DenseMessage::Kind kind, const Cancelled& cancelled,
                      std::vector<DenseMessage>* out);
