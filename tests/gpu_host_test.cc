@@ -283,10 +283,24 @@ TEST_F(GpuHostTest, TheTierFeedsAOneStageGpuPlanOnItsDevice) {
     EXPECT_EQ(tier["feeds_stage"], true);
     EXPECT_GT(tier["hit_rate"].get<double>(), 0.3);
     EXPECT_LT(tier["hit_rate"].get<double>(), 1.0);  // rows come and go: some pass through
+    // The rows each step will miss are fetched while the step before runs (GpuTier::Anticipate).
+    EXPECT_THAT(out, HasSubstr("of them fetched while the step before ran"));
+    EXPECT_GT(tier["ahead_rows_per_batch"].get<double>(), 0);
+    EXPECT_LE(tier["ahead_rows_per_batch"].get<double>(),
+              tier["loaded_rows_per_batch"].get<double>());
     const auto [plain_out, plain] = run("gpu_unfed", {});
     EXPECT_EQ(fed["parameter_digest"], plain["parameter_digest"]);
     EXPECT_EQ(fed["losses"], plain["losses"]);
     EXPECT_EQ(fed["eval_auc"], plain["eval_auc"]);
+    if (mode == "sync") {
+      // Without looking ahead: the same run, every row loaded when its step starts.
+      const auto [now_out, now] =
+          run("gpu_fed_now", {"--gpu-cache-gib", "0.00006", "--no-gpu-cache-lookahead"});
+      EXPECT_EQ(now["parameter_digest"], fed["parameter_digest"]);
+      EXPECT_EQ(now["losses"], fed["losses"]);
+      EXPECT_EQ(now["stages"][0]["gpu_tier"]["ahead_rows_per_batch"], 0);
+      EXPECT_EQ(now["stages"][0]["gpu_tier"]["loaded_rows_per_batch"], tier["loaded_rows_per_batch"]);
+    }
     // The rows stay on the device: less over PCIe than the stage's copies alone without the tier.
     EXPECT_LT(fed["stages"][0]["pcie_bytes_per_batch"].get<double>(),
               plain["stages"][0]["pcie_bytes_per_batch"].get<double>());

@@ -134,12 +134,16 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
     absl::StrAppendFormat(
         &out,
         "  GPU tier        %s, %.0f MB%s: %.1f%% of the keys served from it; %s rows loaded per "
-        "step; written back at the ends of rounds: %s rows per step on average, %s in all "
+        "step%s; written back at the ends of rounds: %s rows per step on average, %s in all "
         "(outside the per-step figures)\n",
         job.settings.gpu_tier_device, job.settings.gpu_tier_bytes / 1e6,
         s0.tier_feeds_stage ? ", feeding the stage on the device" : "", 100 * s0.tier_hit_rate,
-        WithCommas(s0.tier_loaded_rows), WithCommas(s0.tier_written_back_rows),
-        HumanSeconds(s0.write_back_seconds));
+        WithCommas(s0.tier_loaded_rows),
+        s0.tier_loaded_rows > 0
+            ? absl::StrCat(" (", WithCommas(s0.tier_ahead_rows),
+                           " of them fetched while the step before ran)")
+            : "",
+        WithCommas(s0.tier_written_back_rows), HumanSeconds(s0.write_back_seconds));
   }
   for (size_t s = 0; s < r.stages.size(); ++s) {
     if (!r.stages[s].dense_held) continue;
@@ -216,6 +220,7 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
     if (s.tier_hit_rate >= 0) {
       stages.back()["gpu_tier"] = {{"hit_rate", s.tier_hit_rate},
                                    {"loaded_rows_per_batch", s.tier_loaded_rows},
+                                   {"ahead_rows_per_batch", s.tier_ahead_rows},
                                    {"written_back_rows_per_batch", s.tier_written_back_rows},
                                    {"feeds_stage", s.tier_feeds_stage},
                                    {"write_back_seconds", s.write_back_seconds}};

@@ -233,6 +233,9 @@ void AddJobOptions(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_flag("--dense-on-servers", flags.job.dense_on_servers,
                 "Synchronous jobs: the dense parameters through the parameter servers every step "
                 "instead of held by each stage's replicas (the same values; slower)");
+  cmd->add_flag("!--no-gpu-cache-lookahead", flags.job.tier_lookahead,
+                "The GPU tier loads each step's missing rows when the step starts, instead of "
+                "fetching them while the step before runs (the same run; for comparison)");
   cmd->add_option("--gpu-cache-device", flags.gpu_cache_device,
                   "The GPU of the tier (default: the plan's first GPU, else this host's)");
   cmd->add_option("--cluster-watch", flags.cluster_watch,

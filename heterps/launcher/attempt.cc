@@ -232,20 +232,37 @@ class Attempt::Impl {
     std::vector<double> block_losses;  // per block of its share, in block order
     int64_t samples = 0;
   };
-  // Stage-0 replica r's part of step `step`. Thread-safe.
-  absl::StatusOr<StepPart> RunStep(int r, int64_t step, bool write_back) {
-    const int k = layout_.replicas[0];
+  // Stage-0 replica r's share of step `step`: its pass, where it starts in the replica's lines of
+  // the pass, how many samples, and the step's samples in all.
+  struct Share {
+    int64_t epoch = 0, offset = 0, count = 0, samples = 0;
+  };
+  Share ShareOf(int r, int64_t step) const {
     const int64_t batch = job_.batch_size();
     const int64_t j = step % per_pass_;
     const int64_t lo = j * batch, hi = std::min(lo + batch, train_lines_);
-    const auto [offset, count] = worker::StepShare(j, batch, hi, job_.settings.block_size, r, k);
+    const auto [offset, count] =
+        worker::StepShare(j, batch, hi, job_.settings.block_size, r, layout_.replicas[0]);
+    return {step / per_pass_, offset, count, hi - lo};
+  }
+
+  // Stage-0 replica r's part of step `step`; `last`: the round's last step (what a tier and the
+  // stages hold goes back), else the replica learns its share of the next one. Thread-safe.
+  absl::StatusOr<StepPart> RunStep(int r, int64_t step, bool last) {
+    const Share share = ShareOf(r, step);
     worker::StepRequest request;
     request.step = step;
-    request.epoch = step / per_pass_;
-    request.offset = offset;
-    request.count = count;
-    request.scale = 1.0f / static_cast<float>(hi - lo);
-    request.write_back = write_back;
+    request.epoch = share.epoch;
+    request.offset = share.offset;
+    request.count = share.count;
+    request.scale = 1.0f / static_cast<float>(share.samples);
+    request.write_back = last;
+    if (!last) {
+      const Share next = ShareOf(r, step + 1);
+      request.next_epoch = next.epoch;
+      request.next_offset = next.offset;
+      request.next_count = next.count;
+    }
     HETERPS_ASSIGN_OR_RETURN(worker::StepOutcome reply, p_.RunStep(r, request));
     if (reply.skipped_lines > 0) {
       absl::MutexLock lock(&skipped_mu_);
@@ -696,6 +713,7 @@ class Attempt::Impl {
           if (!job_.settings.gpu_tier_device.empty() && s == 0 && hits + misses > 0) {
             report.tier_hit_rate = hits / (hits + misses);
             report.tier_loaded_rows = grew(&worker::ReplicaStats::tier_loaded_rows) / steps;
+            report.tier_ahead_rows = grew(&worker::ReplicaStats::tier_ahead_rows) / steps;
             report.tier_written_back_rows =
                 grew(&worker::ReplicaStats::tier_written_back_rows) / steps;
             report.tier_feeds_stage = e.tier_feeds_stage;

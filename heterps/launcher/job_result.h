@@ -55,6 +55,7 @@ struct StageReport {
   // it loaded and wrote back per step. -1: no tier.
   double tier_hit_rate = -1;
   double tier_loaded_rows = 0, tier_written_back_rows = 0;
+  double tier_ahead_rows = 0;  // of the rows loaded, fetched ahead while the step before ran
   bool tier_feeds_stage = false;  // on their shared device (docs/gpu.md)
   bool dense_held = false;  // the stage's dense parameters and optimizer on its device (gpu.md)
   // The busiest replica's seconds writing its GPU tier back to the servers, in all (at the end of

@@ -77,6 +77,9 @@ class ForwardingPsClient : public PsClient {
   absl::Status Prefetch(int table, absl::Span<const uint64_t> keys) override {
     return target_->Prefetch(table, keys);
   }
+  absl::Status Anticipate(int table, absl::Span<const uint64_t> keys) override {
+    return target_->Anticipate(table, keys);
+  }
   absl::Status Flush() override { return target_->Flush(); }
   absl::Status TrackDeltas() override { return target_->TrackDeltas(); }
   absl::Status ExportDeltas(int table, float threshold, std::vector<uint64_t>* keys,

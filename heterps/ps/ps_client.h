@@ -98,6 +98,12 @@ class PsClient {
   virtual absl::Status Prefetch(int table, absl::Span<const uint64_t> keys) {
     return absl::OkStatus();
   }
+  // A hint after Prefetch: the keys of `table` the window after the coming one will touch (the
+  // next step's), so that a tier fetches the rows it will then miss while the coming window runs
+  // (gpu_tier.h, "Looking ahead"). The default ignores it.
+  virtual absl::Status Anticipate(int table, absl::Span<const uint64_t> keys) {
+    return absl::OkStatus();
+  }
   // Makes every update this client holds back visible to the servers (a tier writes its dirty
   // rows back). The default has nothing held back.
   virtual absl::Status Flush() { return absl::OkStatus(); }

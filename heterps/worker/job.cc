@@ -375,6 +375,7 @@ std::string JobToJson(const JobSpec& job) {
                  {"max_restarts", s.max_restarts},
                  {"gpu_tier_device", s.gpu_tier_device},
                  {"gpu_tier_bytes", s.gpu_tier_bytes},
+                 {"tier_lookahead", s.tier_lookahead},
                  {"gpu_tf32", s.gpu_tf32},
                  {"dense_on_servers", s.dense_on_servers}}}};
   return root.dump(1) + "\n";
@@ -427,6 +428,7 @@ absl::StatusOr<JobSpec> ParseJob(absl::string_view json_text, absl::string_view 
   out.max_restarts = static_cast<int>(restarts);
   HETERPS_ASSIGN_OR_RETURN(out.gpu_tier_device, s.String("gpu_tier_device"));
   HETERPS_ASSIGN_OR_RETURN(out.gpu_tier_bytes, s.Int("gpu_tier_bytes", 0));
+  HETERPS_ASSIGN_OR_RETURN(out.tier_lookahead, s.BoolOr("tier_lookahead", true));
   HETERPS_ASSIGN_OR_RETURN(out.gpu_tf32, s.Bool("gpu_tf32"));
   HETERPS_ASSIGN_OR_RETURN(out.dense_on_servers, s.Bool("dense_on_servers"));
   HETERPS_RETURN_IF_ERROR(CheckSettings(out));

@@ -70,6 +70,9 @@ struct JobSettings {
   // rows ("cuda:0", "twin:0"; empty: none) and its budget, bytes. Needs one replica of stage 0.
   std::string gpu_tier_device;
   int64_t gpu_tier_bytes = 0;
+  // The tier fetches the rows the next step will miss while a step runs (GpuTier::Anticipate):
+  // the same run either way, so not part of the job's identity; off for comparison.
+  bool tier_lookahead = true;
   // GPU stages' GEMMs in TensorFloat-32: faster, less precise; off unless asked for (the host
   // twin computes in FP32 whatever this says).
   bool gpu_tf32 = false;

@@ -152,10 +152,29 @@ class PipelineReplica::Impl {
       run_seconds_ = run_seconds_.load() + absl::ToDoubleSeconds(absl::Now() - start) -
                      (WriteBackSeconds() - written_back);
     });
-    HETERPS_ASSIGN_OR_RETURN(const int64_t n, train_reader_->Take(request.epoch, request.offset,
-                                                                  request.count, batch.get()));
+    int64_t n = 0;
+    const bool read_ahead = ahead_.batch != nullptr && ahead_.epoch == request.epoch &&
+                            ahead_.offset == request.offset && ahead_.count == request.count;
+    if (read_ahead) {
+      batch = std::move(ahead_.batch);
+      n = ahead_.n;
+    } else {
+      HETERPS_ASSIGN_OR_RETURN(n, train_reader_->Take(request.epoch, request.offset, request.count,
+                                                      batch.get()));
+    }
+    ahead_ = Ahead();
+    // The next share, read now where a tier fetches its rows ahead (an error here is left to the
+    // step that reads it).
+    if (tier_ != nullptr && job_.settings.tier_lookahead && request.next_count > 0) {
+      auto next = std::make_shared<data::Batch>();
+      absl::StatusOr<int64_t> got = train_reader_->Take(request.next_epoch, request.next_offset,
+                                                        request.next_count, next.get());
+      if (got.ok() && *got > 0) {
+        ahead_ = {request.next_epoch, request.next_offset, request.next_count, *got, next};
+      }
+    }
     read_seconds_ = read_seconds_.load() + absl::ToDoubleSeconds(absl::Now() - start);
-    HETERPS_RETURN_IF_ERROR(Prefetch(batch, n, cancelled));
+    HETERPS_RETURN_IF_ERROR(Prefetch(batch, n, read_ahead, cancelled));
     auto waiter = std::make_shared<Waiter>();
     const int64_t parts = Parts(n);
     {
@@ -280,14 +299,28 @@ class PipelineReplica::Impl {
     if (dense_ != nullptr) dense_->Abort(step, why);
   }
 
-  // Names a step's keys to the tier, on the compute thread before the step's micro-batches.
-  absl::Status Prefetch(const std::shared_ptr<data::Batch>& batch, int64_t n,
+  // Names a step's keys to the tier, on the compute thread before the step's micro-batches, and
+  // the next step's where it was read ahead (ahead_). `read_ahead`: the step's batch is the one
+  // read ahead at the step before, whose keys were then made ready (ahead_keys_).
+  absl::Status Prefetch(const std::shared_ptr<data::Batch>& batch, int64_t n, bool read_ahead,
                         const Cancelled& cancelled) {
     if (tier_ == nullptr || n == 0) return absl::OkStatus();
-    return OnComputeThread(false, cancelled, [this, batch, n] {
+    std::shared_ptr<data::Batch> next = ahead_.batch;
+    const int64_t next_n = ahead_.n;
+    return OnComputeThread(false, cancelled, [this, batch, n, read_ahead, next, next_n] {
       const absl::Time start = absl::Now();
-      InputActivations(*batch, 0, n, &prefetch_);
+      if (read_ahead && ahead_keys_ready_) {
+        std::swap(prefetch_, ahead_keys_);
+      } else {
+        InputActivations(*batch, 0, n, &prefetch_);
+      }
+      ahead_keys_ready_ = false;
       absl::Status status = stage_->Prefetch(prefetch_);
+      if (status.ok() && next != nullptr) {
+        InputActivations(*next, 0, next_n, &ahead_keys_);
+        status = stage_->Anticipate(ahead_keys_);
+        ahead_keys_ready_ = status.ok();
+      }
       Charge(&Impl::prefetch_seconds_, start);
       return status;
     });
@@ -365,6 +398,7 @@ class PipelineReplica::Impl {
     s.tier_hits = tier_hits_.load();
     s.tier_misses = tier_misses_.load();
     s.tier_loaded_rows = tier_loaded_.load();
+    s.tier_ahead_rows = tier_ahead_.load();
     s.tier_written_back_rows = tier_written_.load();
     s.tier_feeds_stage = device_path_;
     s.dense_held = hold_dense_;
@@ -441,6 +475,8 @@ class PipelineReplica::Impl {
       tier_hits_ = t.hits;
       tier_misses_ = t.misses;
       tier_loaded_ = t.loaded_rows;
+      tier_ahead_ = t.ahead_rows;
+      tier_server_seconds_ = t.server_seconds;
       tier_written_ = t.written_back_rows;
     }
     pcie_bytes_ = pcie;
@@ -493,8 +529,8 @@ class PipelineReplica::Impl {
       }
       const absl::Time start = absl::Now();
       task();
-      ps_seconds_ = stage_->ps_seconds();
       CountDevices();
+      ps_seconds_ = stage_->ps_seconds() + tier_server_seconds_;
       absl::MutexLock lock(&mu_);
       busy_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
       passes_ = stage_->pass_seconds();
@@ -706,6 +742,12 @@ class PipelineReplica::Impl {
   bool hold_dense_ = false;            // and keep them on the stage's device (LoadDense)
   std::unique_ptr<GradientPolicy> policy_;
   std::unique_ptr<ShardReader> train_reader_;  // stage 0, used under step_mu_
+  // Stage 0, under step_mu_: the next step's share, read ahead (StepRequest::next_count).
+  struct Ahead {
+    int64_t epoch = 0, offset = 0, count = 0;
+    int64_t n = 0;  // samples read
+    std::shared_ptr<data::Batch> batch;
+  } ahead_;
   absl::Mutex step_mu_;                        // one RunStep or Evaluate at a time
   std::atomic<bool> stopping_{false};
 
@@ -725,7 +767,7 @@ class PipelineReplica::Impl {
   std::atomic<double> read_seconds_{0}, run_seconds_{0};  // written under step_mu_
   std::atomic<int> in_flight_{0};  // written by the compute thread only
   std::atomic<int64_t> pcie_bytes_{0}, tier_hits_{0}, tier_misses_{0}, tier_loaded_{0},
-      tier_written_{0};
+      tier_written_{0}, tier_ahead_{0};
   std::thread compute_;
 
   // Only the compute thread touches these.
@@ -736,6 +778,9 @@ class PipelineReplica::Impl {
   int next_context_ = 0;
   std::vector<std::unique_ptr<Activations>> spare_;
   Activations out_, prefetch_;
+  Activations ahead_keys_;         // the keys of the share read ahead, named to the tier
+  bool ahead_keys_ready_ = false;  // ahead_keys_ are the next Prefetch's
+  double tier_server_seconds_ = 0;  // the tier's calls to the servers (GpuTierStats)
   ActivationGrads d_in_;
   std::vector<double> block_losses_;
 };

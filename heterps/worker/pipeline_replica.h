@@ -111,6 +111,11 @@ struct StepRequest {
   // end of the job): in between, the tier's rows are read through the tier alone, so writing
   // them back at every step would only cost time (25,000 rows and 6 MB of PCIe a step on a GPU).
   bool write_back = false;
+  // The share of the step that follows in the same round (next_count 0: none). Where a GPU tier
+  // holds stage 0's tables, the replica reads it now and names its keys to the tier
+  // (Stage::Anticipate), which fetches the rows it will miss while this step runs; the next
+  // request for that share then takes what was read.
+  int64_t next_epoch = 0, next_offset = 0, next_count = 0;
 };
 // What the replica writes back at the end of a step: a GPU tier's rows (stage 0) and the dense
 // parameters its stage holds.
@@ -132,7 +137,9 @@ struct ReplicaStats {
   double busy_seconds = 0;    // computing (forward, backward, parameter pulls and pushes)
   double idle_seconds = 0;    // waiting for work
   double send_seconds = 0;    // handing activations and answers to the transport
-  double ps_seconds = 0;      // of busy_seconds: waiting for the parameter servers
+  // Of busy_seconds: waiting for the parameter servers (the stage's calls, and its GPU tier's:
+  // GpuTierStats::server_seconds).
+  double ps_seconds = 0;
   // Of busy_seconds: naming each step's keys to a GPU tier (which loads the rows it lacks),
   // ending the steps (the gradients to the servers or the tier, the dense exchange among the
   // stage's replicas), and the write-back of the tier's rows and the dense parameters to the
@@ -153,6 +160,8 @@ struct ReplicaStats {
   // served from the device and passed through, rows it loaded and wrote back.
   int64_t pcie_bytes = 0;
   int64_t tier_hits = 0, tier_misses = 0, tier_loaded_rows = 0, tier_written_back_rows = 0;
+  // Of the rows loaded, those fetched ahead while the step before ran (GpuTier::Anticipate).
+  int64_t tier_ahead_rows = 0;
   // The tier feeds the stage on their shared device (Stage::UseDeviceTier): the rows and their
   // gradients never come to the host.
   bool tier_feeds_stage = false;

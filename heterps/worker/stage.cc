@@ -375,6 +375,20 @@ struct Stage::Impl {
     return HandParameters();
   }
 
+  // Hands the keys of `in` to `name` (PsClient::Prefetch or Anticipate), one call per embedding
+  // table.
+  absl::Status NameKeys(const Activations& in, const char* what,
+                        absl::Status (ps::PsClient::*name)(int, absl::Span<const uint64_t>)) {
+    std::vector<uint64_t> keys;
+    std::vector<int32_t> offsets;
+    for (const Part& part : parts) {
+      if (part.kind != Part::Kind::kEmbedding) continue;
+      HETERPS_RETURN_IF_ERROR(GatherKeys(in, input_slots, part.slots, what, &keys, &offsets));
+      HETERPS_RETURN_IF_ERROR((client->*name)(part.table, keys));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status RefuseWhileHeld(const char* call) const {
     if (!held) return absl::OkStatus();
     return absl::FailedPreconditionError(
@@ -825,15 +839,11 @@ absl::Status Stage::PullParameters() {
 }
 
 absl::Status Stage::Prefetch(const Activations& in) {
-  std::vector<uint64_t> keys;
-  std::vector<int32_t> offsets;
-  for (const Part& part : impl_->parts) {
-    if (part.kind != Part::Kind::kEmbedding) continue;
-    HETERPS_RETURN_IF_ERROR(
-        GatherKeys(in, impl_->input_slots, part.slots, "prefetch", &keys, &offsets));
-    HETERPS_RETURN_IF_ERROR(impl_->client->Prefetch(part.table, keys));
-  }
-  return absl::OkStatus();
+  return impl_->NameKeys(in, "prefetch", &ps::PsClient::Prefetch);
+}
+
+absl::Status Stage::Anticipate(const Activations& next) {
+  return impl_->NameKeys(next, "anticipate", &ps::PsClient::Anticipate);
 }
 
 absl::Status Stage::Forward(int ctx, const Activations& in, Activations* out) {

@@ -228,6 +228,10 @@ class Stage {
   // Names the keys the coming micro-batches (`in`, a whole share of a step) will look up, per
   // embedding table, to the client (PsClient::Prefetch: a tier loads them ahead).
   absl::Status Prefetch(const Activations& in);
+  // After Prefetch: names the keys of the share after it (`next`, the next step's), per
+  // embedding table, to the client (PsClient::Anticipate: a tier fetches the rows it will miss
+  // while this share runs).
+  absl::Status Anticipate(const Activations& next);
 
   // Runs micro-batch `in` through the stage in context `ctx` (>= 0) and writes what leaves it.
   // Not for the stage with the loss. Errors: the client's (a server down).

@@ -85,6 +85,9 @@ absl::StatusOr<worker::StepOutcome> GrpcProcesses::RunStep(int replica,
   wire.set_count(request.count);
   wire.set_scale(request.scale);
   wire.set_write_back(request.write_back);
+  wire.set_next_epoch(request.next_epoch);
+  wire.set_next_offset(request.next_offset);
+  wire.set_next_count(request.next_count);
   worker_wire::StepReply reply;
   HETERPS_RETURN_IF_ERROR(
       Call(0, replica, absl::StrCat("RunStep ", request.step),
@@ -172,6 +175,7 @@ absl::StatusOr<ReplicaFigures> GrpcProcesses::Stats(int stage, int replica,
   r.tier_hits = s.tier_hits();
   r.tier_misses = s.tier_misses();
   r.tier_loaded_rows = s.tier_loaded_rows();
+  r.tier_ahead_rows = s.tier_ahead_rows();
   r.tier_written_back_rows = s.tier_written_back_rows();
   r.tier_feeds_stage = s.tier_feeds_stage();
   r.dense_held = s.dense_held();

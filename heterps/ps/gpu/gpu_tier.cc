@@ -109,6 +109,11 @@ absl::Status GpuTier::Prefetch(int table, absl::Span<const uint64_t> keys) {
   return engine_->Prefetch(table, keys, target());
 }
 
+absl::Status GpuTier::Anticipate(int table, absl::Span<const uint64_t> keys) {
+  if (!engine_->Has(table)) return ForwardingPsClient::Anticipate(table, keys);
+  return engine_->Anticipate(table, keys, target());
+}
+
 bool GpuTier::Holds(int table) const { return engine_->Has(table); }
 
 absl::Status GpuTier::CheckBagRows(const char* what, int table, const Bags& bags, const float* data,

@@ -26,6 +26,22 @@
 // step is the step's only one for those rows, so that the tier applies it at once rather than at
 // the commit it does not see.
 //
+// Looking ahead. After a window's Prefetch, the replica may name the next window's keys
+// (Anticipate): the tier finds those of them that are not resident, leaves out the window's own
+// misses that found no room (they pass through to the servers during the window), and asks the
+// servers for their rows without waiting, so that the round trip runs while the window computes.
+// The next Prefetch decides its loads exactly as without it (the same misses, evictions and
+// slots) and takes each row it loads from the rows fetched ahead where it can, from the servers
+// otherwise. A row fetched ahead is not taken once anything this tier sends the servers could
+// have changed it after (or while) it was read: a key whose gradients passed through to the
+// servers in the window before the fetch or since, a row written back since; so what is loaded
+// is what a fetch at the Prefetch would have brought, bit for bit. That needs the tier to be its
+// tables' only writer (see Ownership) and the window before's pushes to be waited for (a
+// synchronous step's commit done) before Anticipate, as a replica's steps are. A fetch ahead that
+// failed is dropped, and the Prefetch fetches those rows itself. The servers create the rows
+// they are asked for, as a pull would: the rows of a window named ahead that never comes exist
+// there at their initial values (which is what a pull of them would find).
+//
 // Thread safety: one thread at a time (a replica's compute thread).
 #pragma once
 
@@ -69,6 +85,12 @@ std::vector<int64_t> SplitTierBudget(int64_t budget_bytes, const std::vector<Tie
 struct GpuTierStats {
   int64_t hits = 0, misses = 0;  // keys pulled: served from the device, or passed through
   int64_t loaded_rows = 0;       // rows brought to the device from the servers
+  int64_t ahead_rows = 0;        // of those, fetched ahead (Anticipate) while a window ran
+  int64_t fetched_ahead_rows = 0;  // rows Anticipate asked the servers for (used or not)
+  // Seconds the tier's calls spent in the servers' calls and waiting for them (loads, fetches
+  // ahead, write-backs, keys passing through): a fetch ahead counts its call, and its wait where
+  // its window's Prefetch still had to wait.
+  double server_seconds = 0;
   int64_t written_back_rows = 0;
   int64_t evicted_rows = 0;
   int64_t resident_rows = 0;
@@ -98,6 +120,10 @@ class GpuTier : public ForwardingPsClient {
   Ticket AccumulateSparse(int table, absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                           int part) override;
   absl::Status Prefetch(int table, absl::Span<const uint64_t> keys) override;
+  // The next window's keys (see "Looking ahead"); after Prefetch. A call for a table the tier
+  // does not hold goes to the target. Errors: the device's; a failed fetch shows at the next
+  // Prefetch only as rows fetched again.
+  absl::Status Anticipate(int table, absl::Span<const uint64_t> keys) override;
   absl::Status Flush() override;
   absl::Status Wait(Ticket ticket) override;
   // Between regions: a table's deltas are exported after the tier's rows are written back (Flush

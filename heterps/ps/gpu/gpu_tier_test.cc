@@ -133,6 +133,21 @@ std::unique_ptr<GpuTier> NewTier(PsClient* behind, gpu::Device* device,
   return added.ok() ? *std::move(tier) : nullptr;
 }
 
+// Records the rows the tier loads (ExportRows) and writes back (ImportRows), in the order it asks.
+class RecordingClient : public ForwardingPsClient {
+ public:
+  using ForwardingPsClient::ForwardingPsClient;
+  Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override {
+    exported.emplace_back(keys.begin(), keys.end());
+    return ForwardingPsClient::ExportRows(table, keys, out);
+  }
+  Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override {
+    imported.emplace_back(keys.begin(), keys.end());
+    return ForwardingPsClient::ImportRows(table, keys, rows);
+  }
+  std::vector<std::vector<uint64_t>> exported, imported;
+};
+
 class GpuTierTest : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
 TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
@@ -195,6 +210,84 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
   if (c.budget_rows < 100) {
     EXPECT_GT(stats.evicted_rows, 0);
   }
+}
+
+// Looking ahead (Anticipate: the next window's rows fetched while this one runs) changes no row:
+// the same lock-step, the next window named after each Prefetch (and, every fifth window, keys
+// that never come), gradients passing through for some of the next window's keys after it was
+// named (rows the fetch ahead read before they changed).
+TEST_P(GpuTierTest, LooksAheadAndChangesNothing) {
+  const auto& [c, name] = GetParam();
+  auto device = gpu::OpenDevice(name, {});
+  if (!device.ok() && name != "twin:0") {
+    GTEST_SKIP() << name << " is not here: " << device.status();
+  }
+  ASSERT_TRUE(device.ok()) << device.status();
+  const double relative = (*device)->info().emulated ? 0 : 1e-4;
+  InProcessPsClient reference(2), behind(2);
+  ASSERT_TRUE(reference.CreateSparseTable(0, Options(c.kind)).ok());
+  ASSERT_TRUE(behind.CreateSparseTable(0, Options(c.kind)).ok());
+  RecordingClient recording(&behind);
+  std::unique_ptr<GpuTier> tier =
+      NewTier(&recording, device->get(), Options(c.kind), 300, c.budget_rows);
+  ASSERT_NE(tier, nullptr);
+  std::mt19937_64 rng(9);
+  std::discrete_distribution<int> zipf = [] {
+    std::vector<double> w(300);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 1.0 / (1 + i);
+    return std::discrete_distribution<int>(w.begin(), w.end());
+  }();
+  const auto draw = [&] {
+    std::vector<uint64_t> keys(1 + rng() % 48);
+    for (uint64_t& k : keys) k = 7919ull * zipf(rng) + 3;
+    return keys;
+  };
+  std::vector<std::vector<uint64_t>> steps(61);
+  for (auto& keys : steps) keys = draw();
+  std::normal_distribution<float> normal;
+  for (int step = 0; step + 1 < static_cast<int>(steps.size()); ++step) {
+    const std::vector<uint64_t>& keys = steps[step];
+    ASSERT_TRUE(tier->Prefetch(0, keys).ok());
+    const int64_t fetched = tier->stats().fetched_ahead_rows;
+    ASSERT_TRUE(tier->Anticipate(0, step % 5 == 4 ? draw() : steps[step + 1]).ok());
+    if (step % 5 == 4 && tier->stats().fetched_ahead_rows > fetched) {
+      // Keys named ahead that never come: the servers made the rows fetched ahead (at their
+      // initial values), which the servers alone then have too.
+      RowBatch made;
+      ASSERT_TRUE(reference.Wait(reference.ExportRows(0, recording.exported.back(), &made)).ok());
+    }
+    std::vector<float> want(keys.size() * kDim), got(keys.size() * kDim);
+    ASSERT_TRUE(reference.Wait(reference.PullSparse(0, keys, absl::MakeSpan(want))).ok());
+    ASSERT_TRUE(tier->Wait(tier->PullSparse(0, keys, absl::MakeSpan(got))).ok());
+    ASSERT_TRUE(Same(got, want, relative)) << "step " << step;
+    // Every third step also trains the next step's first keys, after they were named ahead.
+    std::vector<uint64_t> pushed = keys;
+    if (step % 3 == 0) {
+      const std::vector<uint64_t>& later = steps[step + 1];
+      pushed.insert(pushed.end(), later.begin(), later.begin() + std::min<size_t>(4, later.size()));
+    }
+    std::vector<float> grads(pushed.size() * kDim);
+    for (float& g : grads) g = normal(rng);
+    if (c.accumulate) {
+      ASSERT_TRUE(reference.Wait(reference.AccumulateSparse(0, pushed, grads, 3)).ok());
+      ASSERT_TRUE(tier->Wait(tier->AccumulateSparse(0, pushed, grads, 3)).ok());
+      ASSERT_TRUE(reference.Commit().ok());
+      ASSERT_TRUE(tier->Commit().ok());
+    } else {
+      ASSERT_TRUE(reference.Wait(reference.PushSparse(0, pushed, grads)).ok());
+      ASSERT_TRUE(tier->Wait(tier->PushSparse(0, pushed, grads)).ok());
+    }
+    if (step % 10 == 9) {
+      ASSERT_TRUE(tier->Flush().ok());
+      ASSERT_TRUE(SameRows(behind, reference, relative)) << "step " << step;
+    }
+  }
+  ASSERT_TRUE(tier->Flush().ok());
+  EXPECT_TRUE(SameRows(behind, reference, relative));
+  const GpuTierStats stats = tier->stats();
+  EXPECT_GT(stats.ahead_rows, 0);
+  EXPECT_GE(stats.fetched_ahead_rows, stats.ahead_rows);
+  EXPECT_LE(stats.ahead_rows, stats.loaded_rows);
 }
 
 struct BagCase {
@@ -308,20 +401,6 @@ INSTANTIATE_TEST_SUITE_P(
 #else
                        ::testing::Values("twin:0")));
 
-// Records the rows the tier loads (ExportRows) and writes back (ImportRows), in the order it asks.
-class RecordingClient : public ForwardingPsClient {
- public:
-  using ForwardingPsClient::ForwardingPsClient;
-  Ticket ExportRows(int table, absl::Span<const uint64_t> keys, RowBatch* out) override {
-    exported.emplace_back(keys.begin(), keys.end());
-    return ForwardingPsClient::ExportRows(table, keys, out);
-  }
-  Ticket ImportRows(int table, absl::Span<const uint64_t> keys, const RowBatch& rows) override {
-    imported.emplace_back(keys.begin(), keys.end());
-    return ForwardingPsClient::ImportRows(table, keys, rows);
-  }
-  std::vector<std::vector<uint64_t>> exported, imported;
-};
 
 // Which rows go, and in what order (the lock-step test sees values, not these): the least recently
 // used first, in key order among equals; the changed ones written back in key order; and where the
@@ -358,6 +437,58 @@ TEST(GpuTierEvictionTest, LeastRecentlyUsedGoFirstAndWriteBacksComeInKeyOrder) {
   EXPECT_EQ(stats.evicted_rows, 1 + 2 + 4);
   EXPECT_EQ(stats.loaded_rows, 4 + 1 + 2 + 4);
   EXPECT_EQ(stats.resident_rows, 4);
+}
+
+// What is fetched ahead, and what is fetched again: the next window's missing keys but those
+// passing through now (this window's misses without room), each from the rows fetched ahead
+// unless the tier sent the servers something for it since; the loads themselves as without it.
+TEST(GpuTierAheadTest, FetchesTheNextMissesAndAgainWhatChangedSince) {
+  auto device = gpu::OpenDevice("twin:0", {});
+  ASSERT_TRUE(device.ok());
+  const SparseTableOptions options = Options(OptimizerKind::kSgd);
+  InProcessPsClient servers(1);
+  ASSERT_TRUE(servers.CreateSparseTable(0, options).ok());
+  RecordingClient client(&servers);
+  std::unique_ptr<GpuTier> tier = NewTier(&client, device->get(), options, 100, 4);
+  ASSERT_NE(tier, nullptr);
+  using Keys = std::vector<std::vector<uint64_t>>;
+  // 1: six keys missing, room for four: 1-4 loaded (the most frequent; key order among equals),
+  // 5 and 6 pass through in this window. The next names 5, 6, 7 and 8: 7 and 8 fetched ahead.
+  ASSERT_TRUE(tier->Prefetch(0, std::vector<uint64_t>{1, 2, 3, 4, 5, 6}).ok());
+  ASSERT_TRUE(tier->Anticipate(0, std::vector<uint64_t>{8, 5, 7, 6, 7}).ok());
+  EXPECT_EQ(client.exported, (Keys{{1, 2, 3, 4}, {7, 8}}));
+  // This window trains 5 (passing through) and 8 (not resident: passing through, after its row was
+  // fetched ahead), and 1.
+  std::vector<float> grads(3 * kDim, 0.5f);
+  ASSERT_TRUE(tier->Wait(tier->PushSparse(0, std::vector<uint64_t>{1, 5, 8}, grads)).ok());
+  // 2: 2 and 3 (idle, the first in key order) make room for 7 and 8; 7 comes from the rows
+  // fetched ahead, 8 from the servers again.
+  ASSERT_TRUE(tier->Prefetch(0, std::vector<uint64_t>{1, 7, 8}).ok());
+  EXPECT_EQ(client.exported, (Keys{{1, 2, 3, 4}, {7, 8}, {8}}));
+  EXPECT_EQ(tier->stats().ahead_rows, 1);
+  EXPECT_EQ(tier->stats().fetched_ahead_rows, 2);
+  EXPECT_EQ(tier->stats().loaded_rows, 6);
+  std::vector<float> got(2 * kDim), want(2 * kDim);
+  ASSERT_TRUE(tier->Wait(tier->PullSparse(0, std::vector<uint64_t>{7, 8}, absl::MakeSpan(got))).ok());
+  ASSERT_TRUE(tier->Flush().ok());
+  ASSERT_TRUE(
+      servers.Wait(servers.PullSparse(0, std::vector<uint64_t>{7, 8}, absl::MakeSpan(want))).ok());
+  EXPECT_EQ(got, want);
+  // Row 8 has its push (not the row fetched ahead before it): as servers alone have it.
+  InProcessPsClient alone(1);
+  ASSERT_TRUE(alone.CreateSparseTable(0, options).ok());
+  ASSERT_TRUE(alone.Wait(alone.PushSparse(0, std::vector<uint64_t>{8}, std::vector<float>(kDim, 0.5f)))
+                  .ok());
+  std::vector<float> pushed(kDim);
+  ASSERT_TRUE(
+      alone.Wait(alone.PullSparse(0, std::vector<uint64_t>{8}, absl::MakeSpan(pushed))).ok());
+  EXPECT_EQ(std::vector<float>(got.begin() + kDim, got.end()), pushed);
+  // 3: a window named ahead that does not come: its rows fetched and dropped.
+  ASSERT_TRUE(tier->Anticipate(0, std::vector<uint64_t>{20, 21}).ok());
+  ASSERT_TRUE(tier->Prefetch(0, std::vector<uint64_t>{1, 22}).ok());
+  EXPECT_EQ(client.exported.back(), (std::vector<uint64_t>{22}));
+  EXPECT_EQ(tier->stats().ahead_rows, 1);
+  EXPECT_EQ(tier->stats().fetched_ahead_rows, 4);
 }
 
 // With every key of a step resident, the keys go up once (the window's prefetch; the pull and

@@ -20,6 +20,10 @@ class TierEngine {
   virtual absl::Status AddTable(int table, const SparseTableOptions& options, int64_t capacity) = 0;
   virtual bool Has(int table) const = 0;
   virtual absl::Status Prefetch(int table, absl::Span<const uint64_t> keys, PsClient* target) = 0;
+  // GpuTier::Anticipate. `target` must outlive the engine (a fetch in flight is waited for by
+  // the next Prefetch, or by the destructor).
+  virtual absl::Status Anticipate(int table, absl::Span<const uint64_t> keys,
+                                  PsClient* target) = 0;
   virtual absl::Status Pull(int table, absl::Span<const uint64_t> keys, absl::Span<float> values,
                             PsClient* target) = 0;
   // accumulate: the pass-through keys go to the servers as part `part`.

@@ -29,10 +29,12 @@
 #include <thrust/unique.h>
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
@@ -241,6 +243,10 @@ struct SetAt {
 class Engine : public TierEngine {
  public:
   explicit Engine(gpu::Device* device) : device_(device) {}
+  ~Engine() override {
+    // A fetch ahead still in flight writes into its table's rows: wait for it.
+    for (auto& [table, t] : tables_) TakeAhead(t);
+  }
 
   absl::Status AddTable(int table, const SparseTableOptions& options, int64_t capacity) override {
     Table& t = tables_[table];
@@ -266,43 +272,66 @@ class Engine : public TierEngine {
   absl::Status Prefetch(int table, absl::Span<const uint64_t> keys, PsClient* target) override {
     Table& t = tables_.at(table);
     ++window_;
-    // The window's distinct keys and how often each comes, sorted.
+    t.passed_before = std::move(t.passed);
+    t.passed.clear();
+    t.unloaded.clear();
+    // What was fetched ahead for this window serves its loads (Load) and goes with it.
+    const auto drop = absl::MakeCleanup([this, &t] { TakeAhead(t); });
     HETERPS_RETURN_IF_ERROR(UploadKeys(t, keys));
-    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
-    const int64_t n = static_cast<int64_t>(keys.size());
-    thrust::sort(policy, scratch_keys_.data(), scratch_keys_.data() + n);
-    HETERPS_RETURN_IF_ERROR(distinct_.Reserve(device_, std::max<int64_t>(n, 1)));
-    HETERPS_RETURN_IF_ERROR(counts_.Reserve(device_, std::max<int64_t>(n, 1)));
-    const auto ends = thrust::reduce_by_key(policy, scratch_keys_.data(), scratch_keys_.data() + n,
-                                            thrust::constant_iterator<int64_t>(1), distinct_.data(),
-                                            counts_.data());
-    const int64_t w = ends.first - distinct_.data();
-    HETERPS_RETURN_IF_ERROR(Locate(t, distinct_.data(), w));
+    int64_t w = 0;
+    HETERPS_ASSIGN_OR_RETURN(std::vector<Miss> misses, Misses(t, keys.size(), &w));
     Run(w, MarkUsed{positions_.data(), t.last.data(), window_});
-    // To the host: the distinct keys that are missing (in key order), and how often each comes.
-    HETERPS_ASSIGN_OR_RETURN(const int64_t m, Missing(w));
-    if (m == 0) return absl::OkStatus();
-    std::vector<uint64_t> missing_keys(m);
-    std::vector<int64_t> counts(m);
-    HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, m));
-    HETERPS_RETURN_IF_ERROR(spare_ints_.Reserve(device_, m));
-    thrust::gather(policy, lower_.data(), lower_.data() + m, distinct_.data(), spare_keys_.data());
-    thrust::gather(policy, lower_.data(), lower_.data() + m, counts_.data(), spare_ints_.data());
-    HETERPS_RETURN_IF_ERROR(Download(missing_keys.data(), spare_keys_.data(), m));
-    HETERPS_RETURN_IF_ERROR(Download(counts.data(), spare_ints_.data(), m));
-    HETERPS_RETURN_IF_ERROR(device_->Synchronize());
-    std::vector<std::pair<int64_t, uint64_t>> misses;  // (-count, key): hottest first
-    for (int64_t i = 0; i < m; ++i) misses.push_back({-counts[i], missing_keys[i]});
+    if (misses.empty()) return absl::OkStatus();
     HETERPS_RETURN_IF_ERROR(MakeRoom(t, static_cast<int64_t>(misses.size()), target));
     const int64_t room = t.capacity - t.r;
     if (static_cast<int64_t>(misses.size()) > room) {
       std::stable_sort(misses.begin(), misses.end());
+      for (size_t i = room; i < misses.size(); ++i) t.unloaded.push_back(misses[i].second);
+      std::sort(t.unloaded.begin(), t.unloaded.end());
       misses.resize(room);
     }
     std::vector<uint64_t> load;
     for (const auto& [count, key] : misses) load.push_back(key);
     std::sort(load.begin(), load.end());
     return Load(t, load, target);
+  }
+
+  absl::Status Anticipate(int table, absl::Span<const uint64_t> keys,
+                          PsClient* target) override {
+    Table& t = tables_.at(table);
+    TakeAhead(t);  // one named earlier and not taken: dropped
+    if (keys.empty()) return absl::OkStatus();
+    HETERPS_RETURN_IF_ERROR(UploadKeys(t, keys, /*ahead=*/true));
+    int64_t w = 0;
+    HETERPS_ASSIGN_OR_RETURN(std::vector<Miss> misses, Misses(t, keys.size(), &w));
+    // What the next window's Prefetch will load (as it chooses, nothing resident changing until
+    // then): its most frequent misses, as many as the rows it does not use leave room for.
+    const int64_t room = t.capacity - (w - static_cast<int64_t>(misses.size()));
+    if (static_cast<int64_t>(misses.size()) > room) {
+      std::stable_sort(misses.begin(), misses.end());
+      misses.resize(std::max<int64_t>(room, 0));
+    }
+    std::vector<uint64_t> load;
+    for (const auto& [count, key] : misses) load.push_back(key);
+    std::sort(load.begin(), load.end());
+    // Not the keys whose rows the servers may still change before the next window: this window's
+    // misses that found no room (their gradients pass through now) and the keys that passed
+    // through in the window before (its commit may not be behind every fetch).
+    std::vector<uint64_t> passing = t.unloaded;
+    passing.insert(passing.end(), t.passed_before.begin(), t.passed_before.end());
+    passing.insert(passing.end(), t.passed.begin(), t.passed.end());
+    std::sort(passing.begin(), passing.end());
+    Table::Ahead& a = t.ahead;
+    std::set_difference(load.begin(), load.end(), passing.begin(), passing.end(),
+                        std::back_inserter(a.keys));
+    if (a.keys.empty()) return absl::OkStatus();
+    a.target = target;
+    Served([&] {
+      a.ticket = target->ExportRows(table, a.keys, &a.rows);
+      return absl::OkStatus();
+    }).IgnoreError();
+    stats_.fetched_ahead_rows += static_cast<int64_t>(a.keys.size());
+    return absl::OkStatus();
   }
 
   absl::Status Pull(int table, absl::Span<const uint64_t> keys, absl::Span<float> values,
@@ -329,7 +358,9 @@ class Engine : public TierEngine {
     if (missing.empty()) return absl::OkStatus();
     std::vector<float> fetched(missing.size() * t.dim);
     HETERPS_RETURN_IF_ERROR(
-        target->Wait(target->PullSparse(table, missing, absl::MakeSpan(fetched))));
+        Served([&] {
+          return target->Wait(target->PullSparse(table, missing, absl::MakeSpan(fetched)));
+        }));
     for (size_t j = 0; j < at.size(); ++j) {
       std::copy_n(fetched.begin() + j * t.dim, t.dim, values.begin() + at[j] * t.dim);
     }
@@ -369,7 +400,9 @@ class Engine : public TierEngine {
       for (int64_t i : at) missing.push_back(bags.keys[i]);
       fetched.resize(m * t.dim);
       HETERPS_RETURN_IF_ERROR(
-          target->Wait(target->PullSparse(table, missing, absl::MakeSpan(fetched))));
+          Served([&] {
+          return target->Wait(target->PullSparse(table, missing, absl::MakeSpan(fetched)));
+        }));
       HETERPS_RETURN_IF_ERROR(Upload(spare_floats_, absl::MakeConstSpan(fetched)));
       Run(m, MarkFetched{lower_.data(), positions_.data()});
     }
@@ -443,8 +476,85 @@ class Engine : public TierEngine {
     DeviceArray<int32_t> dirty;
     std::vector<int64_t> free;  // the slots no row holds (the next one taken from the back)
     Sent<uint64_t> sent_keys;   // the table's last keys uploaded (UploadKeys)
+    Sent<uint64_t> ahead_keys;  // the next window's, uploaded by Anticipate
     Sent<int32_t> sent_offsets;
+    // Rows fetched ahead for the next window (Anticipate), while this one runs: distinct keys in
+    // key order; their rows, in flight until `ticket` is waited for (target != null); the keys
+    // written to the servers since the fetch began (not taken: Changed).
+    struct Ahead {
+      std::vector<uint64_t> keys;
+      RowBatch rows;
+      PsClient* target = nullptr;
+      Ticket ticket = 0;
+      std::vector<uint64_t> changed;
+    } ahead;
+    // The keys whose gradients passed through to the servers in this window and in the one
+    // before, and this window's misses that found no room (sorted).
+    std::vector<uint64_t> passed, passed_before, unloaded;
   };
+
+  // The rows fetched ahead for table t, waited for and taken from it; none (no keys) where none
+  // were asked for or the fetch failed (the loads then fetch them again).
+  Table::Ahead TakeAhead(Table& t) {
+    if (t.ahead.target == nullptr) return Table::Ahead();
+    // Waited for where the call writes (t.ahead.rows), before anything moves.
+    const bool ok = Served([&] { return t.ahead.target->Wait(t.ahead.ticket); }).ok();
+    Table::Ahead a = std::move(t.ahead);
+    t.ahead = Table::Ahead();
+    const bool whole = ok && a.rows.values.size() == a.keys.size() * t.dim &&
+                       a.rows.state.size() == a.keys.size() * t.state &&
+                       a.rows.steps.size() == a.keys.size();
+    if (!whole) return Table::Ahead();
+    std::sort(a.changed.begin(), a.changed.end());
+    return a;
+  }
+
+  // Keys written to the servers (gradients passed through, rows written back): a fetch ahead in
+  // flight or done may hold their rows from before.
+  void Changed(Table& t, absl::Span<const uint64_t> keys) {
+    if (t.ahead.target == nullptr) return;
+    t.ahead.changed.insert(t.ahead.changed.end(), keys.begin(), keys.end());
+  }
+
+  // The rows of `load` (sorted, distinct), in that order: each from the rows fetched ahead where
+  // they hold it and nothing since can have changed it, else from the servers.
+  absl::Status FetchRows(Table& t, int table, const std::vector<uint64_t>& load, PsClient* target,
+                         RowBatch* rows) {
+    const Table::Ahead a = TakeAhead(t);
+    std::vector<int64_t> from(load.size(), -1);  // the row's index among the rows fetched ahead
+    std::vector<uint64_t> fetch;
+    for (size_t i = 0; i < load.size(); ++i) {
+      const auto it = std::lower_bound(a.keys.begin(), a.keys.end(), load[i]);
+      if (it != a.keys.end() && *it == load[i] &&
+          !std::binary_search(a.changed.begin(), a.changed.end(), load[i])) {
+        from[i] = it - a.keys.begin();
+      } else {
+        fetch.push_back(load[i]);
+      }
+    }
+    if (fetch.size() == load.size()) {
+      return Served([&] { return target->Wait(target->ExportRows(table, load, rows)); });
+    }
+    RowBatch fetched;
+    if (!fetch.empty()) {
+      HETERPS_RETURN_IF_ERROR(
+          Served([&] { return target->Wait(target->ExportRows(table, fetch, &fetched)); }));
+    }
+    const size_t m = load.size(), dim = t.dim, state = t.state;
+    rows->values.resize(m * dim);
+    rows->state.resize(m * state);
+    rows->steps.resize(m);
+    for (size_t i = 0, f = 0; i < m; ++i) {
+      const bool ahead = from[i] >= 0;
+      const RowBatch& in = ahead ? a.rows : fetched;
+      const size_t j = ahead ? static_cast<size_t>(from[i]) : f++;
+      std::copy_n(in.values.data() + j * dim, dim, rows->values.data() + i * dim);
+      std::copy_n(in.state.data() + j * state, state, rows->state.data() + i * state);
+      rows->steps[i] = in.steps[j];
+    }
+    stats_.ahead_rows += static_cast<int64_t>(m - fetch.size());
+    return absl::OkStatus();
+  }
 
   // Push's work after its n keys are in scratch_keys_ and their gradients in grads_in_.
   absl::Status PushUploaded(int table, Table& t, int64_t n, bool accumulate, int part,
@@ -486,17 +596,31 @@ class Engine : public TierEngine {
     HETERPS_RETURN_IF_ERROR(Download(pass_keys.data(), spare_keys_.data(), m));
     HETERPS_RETURN_IF_ERROR(Download(pass_grads.data(), spare_floats_.data(), m * t.dim));
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
-    return target->Wait(accumulate ? target->AccumulateSparse(table, pass_keys, pass_grads, part)
-                                   : target->PushSparse(table, pass_keys, pass_grads));
+    t.passed.insert(t.passed.end(), pass_keys.begin(), pass_keys.end());
+    Changed(t, pass_keys);
+    return Served([&] {
+      return target->Wait(accumulate ? target->AccumulateSparse(table, pass_keys, pass_grads, part)
+                                     : target->PushSparse(table, pass_keys, pass_grads));
+    });
   }
 
   // `keys` of table t into scratch_keys_ (which the callers reorder); the bags' offsets on the
   // device (null for one-hot bags). What a table's last upload carried stays on the device, so
   // that the same keys (a window's prefetch and its one micro-batch's lookup, a lookup and its
-  // backward's push) cross PCIe once: the host compares, the device copies.
-  absl::Status UploadKeys(Table& t, absl::Span<const uint64_t> keys) {
+  // backward's push) cross PCIe once: the host compares, the device copies. The next window's
+  // keys (`ahead`: Anticipate) are kept apart, and become the window's at its Prefetch, so that a
+  // step's keys still cross once.
+  absl::Status UploadKeys(Table& t, absl::Span<const uint64_t> keys, bool ahead = false) {
     HETERPS_RETURN_IF_ERROR(scratch_keys_.Reserve(device_, std::max<size_t>(keys.size(), 1)));
-    return UploadOnce(t.sent_keys, scratch_keys_.data(), keys);
+    const auto same = [&keys](const Sent<uint64_t>& sent) {
+      return std::equal(keys.begin(), keys.end(), sent.host.begin(), sent.host.end());
+    };
+    if (ahead && same(t.sent_keys)) {
+      return device_->CopyOnDevice(scratch_keys_.data(), t.sent_keys.device.data(),
+                                   keys.size() * sizeof(uint64_t));
+    }
+    if (!ahead && !same(t.sent_keys) && same(t.ahead_keys)) std::swap(t.sent_keys, t.ahead_keys);
+    return UploadOnce(ahead ? t.ahead_keys : t.sent_keys, scratch_keys_.data(), keys);
   }
   absl::StatusOr<const int32_t*> UploadOffsets(Table& t, const Bags& bags) {
     if (bags.one_hot()) return nullptr;
@@ -552,6 +676,48 @@ class Engine : public TierEngine {
                                          thrust::counting_iterator<int64_t>(n), positions_.data(),
                                          lower_.data(), NotResident());
     return static_cast<int64_t>(end - lower_.data());
+  }
+
+  // Runs `call` (a call to the servers and its wait) and counts its time as the servers'.
+  template <typename F>
+  absl::Status Served(const F& call) {
+    const absl::Time start = absl::Now();
+    absl::Status status = call();
+    stats_.server_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+    return status;
+  }
+
+  // A window's missing key: (-how often it comes, the key), so that the hottest sort first.
+  using Miss = std::pair<int64_t, uint64_t>;
+
+  // The window's n keys in scratch_keys_ (which it sorts): its distinct keys (*distinct of them,
+  // in distinct_, located among the resident rows in positions_) and, to the host, those that are
+  // not resident, in key order.
+  absl::StatusOr<std::vector<Miss>> Misses(Table& t, int64_t n, int64_t* distinct) {
+    auto policy = gpu::HETERPS_GPU_TARGET::Policy(device_->stream(), scratch_);
+    thrust::sort(policy, scratch_keys_.data(), scratch_keys_.data() + n);
+    HETERPS_RETURN_IF_ERROR(distinct_.Reserve(device_, std::max<int64_t>(n, 1)));
+    HETERPS_RETURN_IF_ERROR(counts_.Reserve(device_, std::max<int64_t>(n, 1)));
+    const auto ends = thrust::reduce_by_key(policy, scratch_keys_.data(), scratch_keys_.data() + n,
+                                            thrust::constant_iterator<int64_t>(1), distinct_.data(),
+                                            counts_.data());
+    const int64_t w = ends.first - distinct_.data();
+    *distinct = w;
+    HETERPS_RETURN_IF_ERROR(Locate(t, distinct_.data(), w));
+    HETERPS_ASSIGN_OR_RETURN(const int64_t m, Missing(w));
+    std::vector<Miss> misses;
+    if (m == 0) return misses;
+    std::vector<uint64_t> keys(m);
+    std::vector<int64_t> counts(m);
+    HETERPS_RETURN_IF_ERROR(spare_keys_.Reserve(device_, m));
+    HETERPS_RETURN_IF_ERROR(spare_ints_.Reserve(device_, m));
+    thrust::gather(policy, lower_.data(), lower_.data() + m, distinct_.data(), spare_keys_.data());
+    thrust::gather(policy, lower_.data(), lower_.data() + m, counts_.data(), spare_ints_.data());
+    HETERPS_RETURN_IF_ERROR(Download(keys.data(), spare_keys_.data(), m));
+    HETERPS_RETURN_IF_ERROR(Download(counts.data(), spare_ints_.data(), m));
+    HETERPS_RETURN_IF_ERROR(device_->Synchronize());
+    for (int64_t i = 0; i < m; ++i) misses.push_back({-counts[i], keys[i]});
+    return misses;
   }
 
   // Frees room for `wanted` rows, up to all the rows this window does not use, least recently
@@ -622,7 +788,7 @@ class Engine : public TierEngine {
     if (m == 0) return absl::OkStatus();
     const int table = TableId(t);
     RowBatch rows;
-    HETERPS_RETURN_IF_ERROR(target->Wait(target->ExportRows(table, load, &rows)));
+    HETERPS_RETURN_IF_ERROR(FetchRows(t, table, load, target, &rows));
     // Their slots, and the index's new entries after its r resident ones.
     std::vector<int64_t> slots(m);
     for (int64_t& slot : slots) {
@@ -696,7 +862,9 @@ class Engine : public TierEngine {
       HETERPS_RETURN_IF_ERROR(Download(batch.state.data(), spare_floats_.data(), k * t.state));
       HETERPS_RETURN_IF_ERROR(device_->Synchronize());
     }
-    HETERPS_RETURN_IF_ERROR(target->Wait(target->ImportRows(table, keys, batch)));
+    Changed(t, keys);
+    HETERPS_RETURN_IF_ERROR(
+        Served([&] { return target->Wait(target->ImportRows(table, keys, batch)); }));
     stats_.written_back_rows += k;
     return absl::OkStatus();
   }

@@ -275,7 +275,8 @@ class StageWorker::Impl final : public wire::Worker::Service {
       HETERPS_ASSIGN_OR_RETURN(
           StepOutcome out,
           replica_->RunStep({request->step(), request->epoch(), request->offset(), request->count(),
-                             request->scale(), request->write_back()},
+                             request->scale(), request->write_back(), request->next_epoch(),
+                             request->next_offset(), request->next_count()},
                             Cancelled(ctx)));
       reply->set_loss_sum(out.loss_sum);
       for (double loss : out.block_losses) reply->add_block_loss(loss);
@@ -374,6 +375,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_tier_hits(s.tier_hits);
       reply->set_tier_misses(s.tier_misses);
       reply->set_tier_loaded_rows(s.tier_loaded_rows);
+      reply->set_tier_ahead_rows(s.tier_ahead_rows);
       reply->set_tier_written_back_rows(s.tier_written_back_rows);
       reply->set_tier_feeds_stage(s.tier_feeds_stage);
       reply->set_dense_held(s.dense_held);
