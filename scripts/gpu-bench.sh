@@ -111,11 +111,19 @@ if device.startswith("twin"):
                        .replace("local_device: cpu", "local_device: " + device) \
                        .replace("units: 2", "units: 1")
 else:
-    # H100 SXM: dense FP32 67 TFLOP/s, HBM3 3.35 TB/s, AWS p5.48xlarge $98.32/h for 8 GPUs.
-    gpu_type = ("  - name: gpu\n    kind: gpu\n    tflops: 67\n    mem_gbs: 3350\n"
-                "    lookup_mrows: 5000\n    memory_gib: 78\n    network_gbps: 400\n"
-                "    overhead_us: 5\n    latency_us: 10\n    price_per_hour: 12.29\n"
-                "    units: 1\n    dp_loss: 0.05\n    local_device: " + device + "\n")
+    # Priced as a buyer pays for one GPU (AWS on-demand, us-east-1, AWS Price List API
+    # 2026-01-19, as launcher/local_gpus.cc and examples/clusters/cloud.yaml cite): an H200 is one
+    # GPU of a p5en.48xlarge, $63.296/h / 8; an H100 a p5.4xlarge, $6.88/h. FP32 67 TFLOP/s
+    # either way; HBM 4.8 TB/s and 141 GB, or 3.35 TB/s and 80 GB.
+    import subprocess
+    name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i",
+                           device.split(":")[1]], capture_output=True, text=True).stdout
+    mem_gbs, memory_gib, price = (4800, 139, "7.912") if "H200" in name else (3350, 78, "6.88")
+    gpu_type = ("  - name: gpu\n    kind: gpu\n    tflops: 67\n    mem_gbs: %d\n"
+                "    lookup_mrows: 5000\n    memory_gib: %d\n    network_gbps: 400\n"
+                "    overhead_us: 5\n    latency_us: 10\n    price_per_hour: %s\n"
+                "    units: 1\n    dp_loss: 0.05\n    local_device: %s\n") % (
+        mem_gbs, memory_gib, price, device)
 head = "name: %s\ntypes:\n"
 open(out + "/cpu.yaml", "w").write(head % "bench-cpu" + cpu_type)
 open(out + "/gpu.yaml", "w").write(head % "bench-gpu" + gpu_type)
@@ -161,6 +169,12 @@ run_job "dlrm-small-bigtables-gpu" dlrm-small gpu --gpu-cache-gib "$small_cache_
 if [[ -f "$out/jobs/dlrm-small-gpu/calibrated_profile.json" ]]; then
   run_job "dlrm-small-gpu-calibrated" dlrm-small gpu --gpu-cache-gib "$cache_gib" \
     --profile "$out/jobs/dlrm-small-gpu/calibrated_profile.json"
+fi
+# On a GPU: the tier loading each step's missing rows when the step starts, rather than fetched
+# while the step before runs (GpuTier::Anticipate): the same run, the servers' round trip waited.
+if ((!twin)); then
+  run_job "dlrm-small-gpu-no-lookahead" dlrm-small gpu --gpu-cache-gib "$cache_gib" \
+    --no-gpu-cache-lookahead
 fi
 # Two epochs: the second finds every row in the tier (4 GB holds dlrm-small's tables whole).
 run_job "dlrm-small-gpu-2epochs" dlrm-small gpu --gpu-cache-gib "$cache_gib" --epochs 2
@@ -217,7 +231,8 @@ for name in sorted(os.listdir(out + "/jobs")):
                  "tier_feeds_stage": tier[0].get("feeds_stage", False) if tier else False,
                  "gpu_utilisation_mean": sum(util) / len(util) if util else None,
                  "stage0_ms_per_batch": parts,
-                 "tier_loaded_rows_per_batch": tier[0]["loaded_rows_per_batch"] if tier else None})
+                 "tier_loaded_rows_per_batch": tier[0]["loaded_rows_per_batch"] if tier else None,
+                 "tier_ahead_rows_per_batch": tier[0].get("ahead_rows_per_batch") if tier else None})
 torch = [json.load(open("%s/torch-%s.json" % (out, v))) for v in ("fused", "compile", "per-table")
          if os.path.exists("%s/torch-%s.json" % (out, v))]
 results = {"device": device, "micro": micro, "tests": tests, "jobs": jobs, "pytorch_dlrm": torch}
@@ -243,7 +258,9 @@ for j in jobs:
         j["job"], plan, j["samples_per_second"],
         "%.2f" % j["measured_over_predicted"] if j["measured_over_predicted"] else "-",
         j["eval_auc"], j["usd_per_epoch"],
-        ("%.2f" % j["tier_hit_rate"] + (", on the device" if j["tier_feeds_stage"] else ""))
+        ("%.2f" % j["tier_hit_rate"] + (", on the device" if j["tier_feeds_stage"] else "")
+         + (", %.0f%% of loads ahead" % (100 * j["tier_ahead_rows_per_batch"] / j["tier_loaded_rows_per_batch"])
+            if j["tier_ahead_rows_per_batch"] is not None and j["tier_loaded_rows_per_batch"] else ""))
         if j["tier_hit_rate"] is not None else "-",
         p["measured"], p["ps"], p["prefetch"], p["step_end"],
         p["lookup"], p["dense"], p["rows"], p["gradients"],

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The dlrm-small GPU jobs alone, for a GPU lent for minutes, from a bundle (scripts/bundle.sh):
-# the plan's default block size against blocks of 64, two epochs, asynchronous, each with where
-# its step goes (the passes, the coordinator's waits, the tier's write-back), and PyTorch's fused
+# the plan's default block size against blocks of 64, without the tier's look-ahead, two epochs,
+# asynchronous, each with where its step goes (the passes, the coordinator's waits, the tier's
+# write-back), and PyTorch's fused
 # DLRM on the same data; then the default job again on the same lines in the binary form
 # (`heterps convert`), which parses nothing: where it is faster, text input held the GPU back.
 # scripts/gpu-bench.sh is the whole experiment; this is its jobs' part.
@@ -24,7 +25,10 @@ for d in /usr/local/cuda/lib64 $(python3 -c 'import glob,site;print(" ".join(glo
 done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt"
 bin/heterps gen-data --rows 500000 --seed 1 --out /tmp/d.tsv >/dev/null
-printf 'name: g\ntypes:\n  - name: gpu\n    kind: gpu\n    tflops: 67\n    mem_gbs: 3350\n    lookup_mrows: 5000\n    memory_gib: 78\n    network_gbps: 400\n    overhead_us: 5\n    latency_us: 10\n    price_per_hour: 12.29\n    units: 1\n    dp_loss: 0.05\n    local_device: cuda:0\n' > /tmp/gpu.yaml
+# One GPU as a buyer pays for it (AWS on demand, us-east-1, 2026-01-19: scripts/gpu-bench.sh).
+read -r mem_gbs memory_gib price < <(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 |
+  awk '/H200/ {print "4800 139 7.912"; next} {print "3350 78 6.88"}')
+printf 'name: g\ntypes:\n  - name: gpu\n    kind: gpu\n    tflops: 67\n    mem_gbs: %s\n    lookup_mrows: 5000\n    memory_gib: %s\n    network_gbps: 400\n    overhead_us: 5\n    latency_us: 10\n    price_per_hour: %s\n    units: 1\n    dp_loss: 0.05\n    local_device: cuda:0\n' "$mem_gbs" "$memory_gib" "$price" > /tmp/gpu.yaml
 job() {  # name flags...
   local name="$1"; shift
 
@@ -45,6 +49,7 @@ for s in m["stages"]:
 PY
 }
 job default
+job no-lookahead --no-gpu-cache-lookahead
 job block64 --block-size 64
 job epochs2 --epochs 2
 job async --mode async

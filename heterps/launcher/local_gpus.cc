@@ -9,20 +9,27 @@
 namespace heterps::launcher {
 namespace {
 
-// Published figures of the GPUs a catalog is most likely to meet, and the on-demand price of one
-// GPU of the nearest cloud instance (the instance's price over its GPUs; us-east-1, 2025):
-//   H100 80GB   AWS p5.48xlarge   $98.32/h / 8   dense FP32 67 TFLOP/s, HBM3 3.35 TB/s
-//   A100 80GB   AWS p4de.24xlarge $40.97/h / 8   FP32 19.5 TFLOP/s,  HBM2e 2.04 TB/s
-//   A100 40GB   AWS p4d.24xlarge  $32.77/h / 8   FP32 19.5 TFLOP/s,  HBM2 1.56 TB/s
-//   L4          AWS g6.xlarge     $0.805/h       FP32 30 TFLOP/s,    GDDR6 0.30 TB/s
-//   T4          AWS g4dn.xlarge   $0.526/h       FP32 8.1 TFLOP/s,   GDDR6 0.32 TB/s
+// Published figures of the GPUs a catalog is most likely to meet (NVIDIA datasheets: FP32 without
+// tensor cores, memory bandwidth), and the on-demand price of one GPU of the nearest cloud
+// instance, the instance's price over its GPUs: AWS EC2 On-Demand, us-east-1, Linux, as the AWS
+// Price List API gave it on 2026-01-19 (the capture examples/clusters/cloud.yaml cites:
+// aws/karpenter-provider-aws pkg/providers/pricing/zz_generated.pricing_aws.go). PRICES CHANGE.
+//   H200 141GB  AWS p5en.48xlarge $63.296/h / 8 = $7.912   FP32 67 TFLOP/s, HBM3e 4.8 TB/s
+//   H100 80GB   AWS p5.4xlarge    $6.88/h (1 GPU; p5.48xlarge $55.04 / 8 the same)
+//                                                         FP32 67 TFLOP/s, HBM3 3.35 TB/s
+//   A100 80GB   AWS p4de.24xlarge $27.44705/h / 8 = $3.431 FP32 19.5 TFLOP/s, HBM2e 2.04 TB/s
+//   A100 40GB   AWS p4d.24xlarge  $21.957642/h / 8 = $2.745 FP32 19.5 TFLOP/s, HBM2 1.56 TB/s
+//   L4          AWS g6.xlarge     $0.8048/h               FP32 30 TFLOP/s, GDDR6 0.30 TB/s
+//   T4          AWS g4dn.xlarge   $0.526/h                FP32 8.1 TFLOP/s, GDDR6 0.32 TB/s
+// The H200 comes first: its device name holds no "H100", but a list read in order must not
+// take an H100 entry for it.
 struct Known {
   const char* model;  // a substring of the device's name
   double tflops, tbs, price;
 };
 constexpr Known kKnown[] = {
-    {"H100", 67, 3.35, 12.29},  {"H200", 67, 4.8, 12.29}, {"A100-SXM4-80GB", 19.5, 2.04, 5.12},
-    {"A100", 19.5, 1.56, 4.10}, {"L4", 30, 0.30, 0.805},  {"T4", 8.1, 0.32, 0.526},
+    {"H200", 67, 4.8, 7.912},      {"H100", 67, 3.35, 6.88}, {"A100-SXM4-80GB", 19.5, 2.04, 3.431},
+    {"A100", 19.5, 1.56, 2.745}, {"L4", 30, 0.30, 0.8048},  {"T4", 8.1, 0.32, 0.526},
 };
 
 const config::ResourceType* HostCpu(const config::ClusterSpec& cluster) {
