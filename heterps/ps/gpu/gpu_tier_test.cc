@@ -148,60 +148,91 @@ class RecordingClient : public ForwardingPsClient {
   std::vector<std::vector<uint64_t>> exported, imported;
 };
 
-class GpuTierTest : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
-
-TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
-  const auto& [c, name] = GetParam();
-  auto device = gpu::OpenDevice(name, {});
-  if (!device.ok() && name != "twin:0") {
-    GTEST_SKIP() << name << " is not here: " << device.status();
+// The lock-step cases: a tier (in front of `behind`, through `recording`) against `reference`, the
+// servers alone, both with table 0 of the case's optimizer; keys drawn Zipf from 300 rows.
+class GpuTierTest : public ::testing::TestWithParam<std::tuple<Case, std::string>> {
+ protected:
+  void SetUp() override {
+    const auto& [c, name] = GetParam();
+    auto device = gpu::OpenDevice(name, {});
+    if (!device.ok() && name != "twin:0") {
+      GTEST_SKIP() << name << " is not here: " << device.status();
+    }
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = *std::move(device);
+    relative_ = device_->info().emulated ? 0 : 1e-4;
+    ASSERT_TRUE(reference_.CreateSparseTable(0, Options(c.kind)).ok());
+    ASSERT_TRUE(behind_.CreateSparseTable(0, Options(c.kind)).ok());
+    tier_ = NewTier(&recording_, device_.get(), Options(c.kind), 300, c.budget_rows);
+    ASSERT_NE(tier_, nullptr);
   }
-  ASSERT_TRUE(device.ok()) << device.status();
-  const double relative = (*device)->info().emulated ? 0 : 1e-4;
-  InProcessPsClient reference(2), behind(2);
-  ASSERT_TRUE(reference.CreateSparseTable(0, Options(c.kind)).ok());
-  ASSERT_TRUE(behind.CreateSparseTable(0, Options(c.kind)).ok());
-  std::unique_ptr<GpuTier> tier =
-      NewTier(&behind, device->get(), Options(c.kind), 300, c.budget_rows);
-  ASSERT_NE(tier, nullptr);
 
-  std::mt19937_64 rng(5);
-  std::discrete_distribution<int> zipf = [] {
+  // A step's keys: 1 to 48, duplicates on purpose.
+  std::vector<uint64_t> Draw() {
+    std::vector<uint64_t> keys(1 + rng_() % 48);
+    for (uint64_t& k : keys) k = 7919ull * zipf_(rng_) + 3;
+    return keys;
+  }
+  // Pulls `keys` through the tier and from the servers alone: the same values.
+  ::testing::AssertionResult PullBoth(const std::vector<uint64_t>& keys) {
+    std::vector<float> want(keys.size() * kDim), got(keys.size() * kDim);
+    if (!reference_.Wait(reference_.PullSparse(0, keys, absl::MakeSpan(want))).ok() ||
+        !tier_->Wait(tier_->PullSparse(0, keys, absl::MakeSpan(got))).ok()) {
+      return ::testing::AssertionFailure() << "a pull failed";
+    }
+    return Same(got, want, relative_);
+  }
+  // Random gradients for `keys`, pushed to both (or accumulated as the step's part and committed:
+  // the tier's replica is the only contributor of its rows, so the tier applies its rows' share
+  // at once, the servers the rest at the commit).
+  void TrainBoth(const std::vector<uint64_t>& keys) {
+    std::vector<float> grads(keys.size() * kDim);
+    for (float& g : grads) g = normal_(rng_);
+    if (std::get<0>(GetParam()).accumulate) {
+      ASSERT_TRUE(reference_.Wait(reference_.AccumulateSparse(0, keys, grads, 3)).ok());
+      ASSERT_TRUE(tier_->Wait(tier_->AccumulateSparse(0, keys, grads, 3)).ok());
+      ASSERT_TRUE(reference_.Commit().ok());
+      ASSERT_TRUE(tier_->Commit().ok());
+    } else {
+      ASSERT_TRUE(reference_.Wait(reference_.PushSparse(0, keys, grads)).ok());
+      ASSERT_TRUE(tier_->Wait(tier_->PushSparse(0, keys, grads)).ok());
+    }
+  }
+  // Written back, the servers hold what they would hold alone: bit for bit on the twin.
+  ::testing::AssertionResult FlushedRowsAgree() {
+    if (!tier_->Flush().ok()) return ::testing::AssertionFailure() << "the flush failed";
+    return SameRows(behind_, reference_, relative_);
+  }
+
+  std::unique_ptr<gpu::Device> device_;
+  double relative_ = 0;
+  InProcessPsClient reference_{2}, behind_{2};
+  RecordingClient recording_{&behind_};
+  std::unique_ptr<GpuTier> tier_;
+  std::mt19937_64 rng_;
+  std::discrete_distribution<int> zipf_ = [] {
     std::vector<double> w(300);
     for (size_t i = 0; i < w.size(); ++i) w[i] = 1.0 / (1 + i);
     return std::discrete_distribution<int>(w.begin(), w.end());
   }();
-  std::normal_distribution<float> normal;
+  std::normal_distribution<float> normal_;
+};
+
+TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
+  const Case c = std::get<0>(GetParam());
+  rng_.seed(5);
   for (int step = 0; step < 60; ++step) {
-    std::vector<uint64_t> keys(1 + rng() % 48);
-    for (uint64_t& k : keys) k = 7919ull * zipf(rng) + 3;  // duplicates on purpose
+    const std::vector<uint64_t> keys = Draw();
     // The window: all of the step's keys, a part of them, or none.
     const size_t named = step % 3 == 0 ? keys.size() : step % 3 == 1 ? keys.size() / 2 : 0;
-    ASSERT_TRUE(tier->Prefetch(0, absl::MakeConstSpan(keys.data(), named)).ok());
-    std::vector<float> want(keys.size() * kDim), got(keys.size() * kDim);
-    ASSERT_TRUE(reference.Wait(reference.PullSparse(0, keys, absl::MakeSpan(want))).ok());
-    ASSERT_TRUE(tier->Wait(tier->PullSparse(0, keys, absl::MakeSpan(got))).ok());
-    ASSERT_TRUE(Same(got, want, relative)) << "step " << step;
-    std::vector<float> grads(keys.size() * kDim);
-    for (float& g : grads) g = normal(rng);
-    if (c.accumulate) {
-      // The step's part (the tier's replica is the only contributor of its rows), then the
-      // commit: the tier has applied its rows' share at once, the servers the rest now.
-      ASSERT_TRUE(reference.Wait(reference.AccumulateSparse(0, keys, grads, 3)).ok());
-      ASSERT_TRUE(tier->Wait(tier->AccumulateSparse(0, keys, grads, 3)).ok());
-      ASSERT_TRUE(reference.Commit().ok());
-      ASSERT_TRUE(tier->Commit().ok());
-    } else {
-      ASSERT_TRUE(reference.Wait(reference.PushSparse(0, keys, grads)).ok());
-      ASSERT_TRUE(tier->Wait(tier->PushSparse(0, keys, grads)).ok());
-    }
+    ASSERT_TRUE(tier_->Prefetch(0, absl::MakeConstSpan(keys.data(), named)).ok());
+    ASSERT_TRUE(PullBoth(keys)) << "step " << step;
+    TrainBoth(keys);
     if (step % 10 == 9) {
-      // Written back, the servers hold what they would hold alone: bit for bit.
-      ASSERT_TRUE(tier->Flush().ok());
-      ASSERT_TRUE(SameRows(behind, reference, relative)) << "step " << step;
+      ASSERT_TRUE(FlushedRowsAgree()) << "step " << step;
     }
   }
-  const GpuTierStats stats = tier->stats();
+  const GpuTierStats stats = tier_->stats();
   EXPECT_GT(stats.hits, 0);
   EXPECT_GT(stats.loaded_rows, 0);
   EXPECT_GT(stats.written_back_rows, 0);
@@ -217,74 +248,35 @@ TEST_P(GpuTierTest, LockStepWithTheParameterServerAlone) {
 // that never come), gradients passing through for some of the next window's keys after it was
 // named (rows the fetch ahead read before they changed).
 TEST_P(GpuTierTest, LooksAheadAndChangesNothing) {
-  const auto& [c, name] = GetParam();
-  auto device = gpu::OpenDevice(name, {});
-  if (!device.ok() && name != "twin:0") {
-    GTEST_SKIP() << name << " is not here: " << device.status();
-  }
-  ASSERT_TRUE(device.ok()) << device.status();
-  const double relative = (*device)->info().emulated ? 0 : 1e-4;
-  InProcessPsClient reference(2), behind(2);
-  ASSERT_TRUE(reference.CreateSparseTable(0, Options(c.kind)).ok());
-  ASSERT_TRUE(behind.CreateSparseTable(0, Options(c.kind)).ok());
-  RecordingClient recording(&behind);
-  std::unique_ptr<GpuTier> tier =
-      NewTier(&recording, device->get(), Options(c.kind), 300, c.budget_rows);
-  ASSERT_NE(tier, nullptr);
-  std::mt19937_64 rng(9);
-  std::discrete_distribution<int> zipf = [] {
-    std::vector<double> w(300);
-    for (size_t i = 0; i < w.size(); ++i) w[i] = 1.0 / (1 + i);
-    return std::discrete_distribution<int>(w.begin(), w.end());
-  }();
-  const auto draw = [&] {
-    std::vector<uint64_t> keys(1 + rng() % 48);
-    for (uint64_t& k : keys) k = 7919ull * zipf(rng) + 3;
-    return keys;
-  };
+  rng_.seed(9);
   std::vector<std::vector<uint64_t>> steps(61);
-  for (auto& keys : steps) keys = draw();
-  std::normal_distribution<float> normal;
+  for (auto& keys : steps) keys = Draw();
   for (int step = 0; step + 1 < static_cast<int>(steps.size()); ++step) {
     const std::vector<uint64_t>& keys = steps[step];
-    ASSERT_TRUE(tier->Prefetch(0, keys).ok());
-    const int64_t fetched = tier->stats().fetched_ahead_rows;
-    ASSERT_TRUE(tier->Anticipate(0, step % 5 == 4 ? draw() : steps[step + 1]).ok());
-    if (step % 5 == 4 && tier->stats().fetched_ahead_rows > fetched) {
+    ASSERT_TRUE(tier_->Prefetch(0, keys).ok());
+    const int64_t fetched = tier_->stats().fetched_ahead_rows;
+    ASSERT_TRUE(tier_->Anticipate(0, step % 5 == 4 ? Draw() : steps[step + 1]).ok());
+    if (step % 5 == 4 && tier_->stats().fetched_ahead_rows > fetched) {
       // Keys named ahead that never come: the servers made the rows fetched ahead (at their
       // initial values), which the servers alone then have too.
       RowBatch made;
-      ASSERT_TRUE(reference.Wait(reference.ExportRows(0, recording.exported.back(), &made)).ok());
+      ASSERT_TRUE(
+          reference_.Wait(reference_.ExportRows(0, recording_.exported.back(), &made)).ok());
     }
-    std::vector<float> want(keys.size() * kDim), got(keys.size() * kDim);
-    ASSERT_TRUE(reference.Wait(reference.PullSparse(0, keys, absl::MakeSpan(want))).ok());
-    ASSERT_TRUE(tier->Wait(tier->PullSparse(0, keys, absl::MakeSpan(got))).ok());
-    ASSERT_TRUE(Same(got, want, relative)) << "step " << step;
+    ASSERT_TRUE(PullBoth(keys)) << "step " << step;
     // Every third step also trains the next step's first keys, after they were named ahead.
     std::vector<uint64_t> pushed = keys;
     if (step % 3 == 0) {
       const std::vector<uint64_t>& later = steps[step + 1];
       pushed.insert(pushed.end(), later.begin(), later.begin() + std::min<size_t>(4, later.size()));
     }
-    std::vector<float> grads(pushed.size() * kDim);
-    for (float& g : grads) g = normal(rng);
-    if (c.accumulate) {
-      ASSERT_TRUE(reference.Wait(reference.AccumulateSparse(0, pushed, grads, 3)).ok());
-      ASSERT_TRUE(tier->Wait(tier->AccumulateSparse(0, pushed, grads, 3)).ok());
-      ASSERT_TRUE(reference.Commit().ok());
-      ASSERT_TRUE(tier->Commit().ok());
-    } else {
-      ASSERT_TRUE(reference.Wait(reference.PushSparse(0, pushed, grads)).ok());
-      ASSERT_TRUE(tier->Wait(tier->PushSparse(0, pushed, grads)).ok());
-    }
+    TrainBoth(pushed);
     if (step % 10 == 9) {
-      ASSERT_TRUE(tier->Flush().ok());
-      ASSERT_TRUE(SameRows(behind, reference, relative)) << "step " << step;
+      ASSERT_TRUE(FlushedRowsAgree()) << "step " << step;
     }
   }
-  ASSERT_TRUE(tier->Flush().ok());
-  EXPECT_TRUE(SameRows(behind, reference, relative));
-  const GpuTierStats stats = tier->stats();
+  EXPECT_TRUE(FlushedRowsAgree());
+  const GpuTierStats stats = tier_->stats();
   EXPECT_GT(stats.ahead_rows, 0);
   EXPECT_GE(stats.fetched_ahead_rows, stats.ahead_rows);
   EXPECT_LE(stats.ahead_rows, stats.loaded_rows);
@@ -402,18 +394,29 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("twin:0")));
 
 
+// A tier of four rows (SGD, on the twin) in front of one server, recording what it loads and
+// writes back.
+class FourRowTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto device = gpu::OpenDevice("twin:0", {});
+    ASSERT_TRUE(device.ok());
+    device_ = *std::move(device);
+    ASSERT_TRUE(servers.CreateSparseTable(0, options).ok());
+    tier = NewTier(&client, device_.get(), options, 100, 4);
+    ASSERT_NE(tier, nullptr);
+  }
+  const SparseTableOptions options = Options(OptimizerKind::kSgd);
+  std::unique_ptr<gpu::Device> device_;
+  InProcessPsClient servers{1};
+  RecordingClient client{&servers};
+  std::unique_ptr<GpuTier> tier;
+};
+
 // Which rows go, and in what order (the lock-step test sees values, not these): the least recently
 // used first, in key order among equals; the changed ones written back in key order; and where the
 // room is short, the window's most frequent missing keys loaded.
-TEST(GpuTierEvictionTest, LeastRecentlyUsedGoFirstAndWriteBacksComeInKeyOrder) {
-  auto device = gpu::OpenDevice("twin:0", {});
-  ASSERT_TRUE(device.ok());
-  const SparseTableOptions options = Options(OptimizerKind::kSgd);
-  InProcessPsClient servers(1);
-  ASSERT_TRUE(servers.CreateSparseTable(0, options).ok());
-  RecordingClient client(&servers);
-  std::unique_ptr<GpuTier> tier = NewTier(&client, device->get(), options, 100, 4);
-  ASSERT_NE(tier, nullptr);
+TEST_F(FourRowTierTest, LeastRecentlyUsedGoFirstAndWriteBacksComeInKeyOrder) {
   auto window = [&](std::vector<uint64_t> keys, std::vector<uint64_t> pushed) {
     ASSERT_TRUE(tier->Prefetch(0, keys).ok());
     if (pushed.empty()) return;
@@ -442,15 +445,7 @@ TEST(GpuTierEvictionTest, LeastRecentlyUsedGoFirstAndWriteBacksComeInKeyOrder) {
 // What is fetched ahead, and what is fetched again: the next window's missing keys but those
 // passing through now (this window's misses without room), each from the rows fetched ahead
 // unless the tier sent the servers something for it since; the loads themselves as without it.
-TEST(GpuTierAheadTest, FetchesTheNextMissesAndAgainWhatChangedSince) {
-  auto device = gpu::OpenDevice("twin:0", {});
-  ASSERT_TRUE(device.ok());
-  const SparseTableOptions options = Options(OptimizerKind::kSgd);
-  InProcessPsClient servers(1);
-  ASSERT_TRUE(servers.CreateSparseTable(0, options).ok());
-  RecordingClient client(&servers);
-  std::unique_ptr<GpuTier> tier = NewTier(&client, device->get(), options, 100, 4);
-  ASSERT_NE(tier, nullptr);
+TEST_F(FourRowTierTest, FetchesTheNextMissesAndAgainWhatChangedSince) {
   using Keys = std::vector<std::vector<uint64_t>>;
   // 1: six keys missing, room for four: 1-4 loaded (the most frequent; key order among equals),
   // 5 and 6 pass through in this window. The next names 5, 6, 7 and 8: 7 and 8 fetched ahead.
