@@ -311,11 +311,14 @@ TEST_F(GpuHostTest, TheTierFeedsAOneStageGpuPlanOnItsDevice) {
 // the device, and writes them back at the ends of rounds (a checkpoint every 5 steps, an
 // evaluation each epoch): the run of the same job whose servers keep them, to the bit, without
 // the parameters going up and their gradients coming down every step; after kill -9 of the
-// stage it ends where the uninterrupted run does.
+// stage it ends where the uninterrupted run does. A tier feeds the stage in all three, fetching
+// each step's misses while the step before runs, across the rounds' and the epochs' ends.
 TEST_F(GpuHostTest, AOneStageGpuPlanHoldsItsDenseParametersOnTheDevice) {
-  const auto run = [](const std::string& name, std::vector<std::string> more) {
+  const std::vector<std::string> job = {"--epochs", "2", "--checkpoint-every", "5",
+                                        "--gpu-cache-gib", "0.00006"};
+  const auto run = [&job](const std::string& name, std::vector<std::string> more) {
     const std::string dir = Dir(name);
-    more.insert(more.end(), {"--epochs", "2", "--checkpoint-every", "5"});
+    more.insert(more.end(), job.begin(), job.end());
     const Outcome r = Heterps(OneStage(dir, "gpu", more), dir);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return std::pair{r.out, r.exit_code == 0 ? Metrics(dir) : json()};
@@ -325,6 +328,7 @@ TEST_F(GpuHostTest, AOneStageGpuPlanHoldsItsDenseParametersOnTheDevice) {
                              "written back at the ends of rounds"));
   ASSERT_FALSE(held.is_null());
   EXPECT_EQ(held["stages"][0]["dense_held"], true);
+  EXPECT_GT(held["stages"][0]["gpu_tier"]["ahead_rows_per_batch"].get<double>(), 0);
   const auto [servers_out, servers] = run("gpu_dense_on_servers", {"--dense-on-servers"});
   ASSERT_FALSE(servers.is_null());
   EXPECT_EQ(servers["stages"][0]["dense_held"], false);
@@ -340,8 +344,7 @@ TEST_F(GpuHostTest, AOneStageGpuPlanHoldsItsDenseParametersOnTheDevice) {
 
   // Ranks: 0 the coordinator, 1 the shard, 2 the stage.
   const std::string dir = Dir("gpu_held_kill");
-  const json killed = testing::KillMidRun(
-      OneStage(dir, "gpu", {"--epochs", "2", "--checkpoint-every", "5"}), dir, 2, 15);
+  const json killed = testing::KillMidRun(OneStage(dir, "gpu", job), dir, 2, 15);
   EXPECT_EQ(killed["restarts"], 1);
   EXPECT_EQ(killed["parameter_digest"], held["parameter_digest"]);
   EXPECT_EQ(killed["losses"], held["losses"]);

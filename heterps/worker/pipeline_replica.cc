@@ -153,14 +153,22 @@ class PipelineReplica::Impl {
                      (WriteBackSeconds() - written_back);
     });
     int64_t n = 0;
+    // The bad lines of the step's pass so far, as of its own read (a read ahead into the next pass
+    // starts that pass's count).
+    int64_t skipped = 0;
+    std::string first_bad;
     const bool read_ahead = ahead_.batch != nullptr && ahead_.epoch == request.epoch &&
                             ahead_.offset == request.offset && ahead_.count == request.count;
     if (read_ahead) {
       batch = std::move(ahead_.batch);
       n = ahead_.n;
+      skipped = ahead_.skipped;
+      first_bad = std::move(ahead_.first_bad);
     } else {
       HETERPS_ASSIGN_OR_RETURN(n, train_reader_->Take(request.epoch, request.offset, request.count,
                                                       batch.get()));
+      skipped = train_reader_->skipped();
+      first_bad = train_reader_->first_bad();
     }
     ahead_ = Ahead();
     // The next share, read now where a tier fetches its rows ahead (an error here is left to the
@@ -170,11 +178,12 @@ class PipelineReplica::Impl {
       absl::StatusOr<int64_t> got = train_reader_->Take(request.next_epoch, request.next_offset,
                                                         request.next_count, next.get());
       if (got.ok() && *got > 0) {
-        ahead_ = {request.next_epoch, request.next_offset, request.next_count, *got, next};
+        ahead_ = {request.next_epoch, request.next_offset, request.next_count, *got, next,
+                  train_reader_->skipped(), train_reader_->first_bad()};
       }
     }
     read_seconds_ = read_seconds_.load() + absl::ToDoubleSeconds(absl::Now() - start);
-    HETERPS_RETURN_IF_ERROR(Prefetch(batch, n, read_ahead, cancelled));
+    HETERPS_RETURN_IF_ERROR(Prefetch(batch, n, cancelled));
     auto waiter = std::make_shared<Waiter>();
     const int64_t parts = Parts(n);
     {
@@ -203,8 +212,8 @@ class PipelineReplica::Impl {
     }
     for (double loss : out.block_losses) out.loss_sum += loss;
     out.samples = n;
-    out.skipped_lines = train_reader_->skipped();
-    out.first_bad_line = train_reader_->first_bad();
+    out.skipped_lines = skipped;
+    out.first_bad_line = std::move(first_bad);
     return out;
   }
 
@@ -300,26 +309,32 @@ class PipelineReplica::Impl {
   }
 
   // Names a step's keys to the tier, on the compute thread before the step's micro-batches, and
-  // the next step's where it was read ahead (ahead_). `read_ahead`: the step's batch is the one
-  // read ahead at the step before, whose keys were then made ready (ahead_keys_).
-  absl::Status Prefetch(const std::shared_ptr<data::Batch>& batch, int64_t n, bool read_ahead,
+  // the next step's where it was read ahead (ahead_), whose keys are then kept for its own
+  // Prefetch (ahead_keys_, of the batch ahead_keys_batch_). The next step's names are a hint:
+  // where they fail (the device's memory), the step goes on without them.
+  absl::Status Prefetch(const std::shared_ptr<data::Batch>& batch, int64_t n,
                         const Cancelled& cancelled) {
     if (tier_ == nullptr || n == 0) return absl::OkStatus();
     std::shared_ptr<data::Batch> next = ahead_.batch;
     const int64_t next_n = ahead_.n;
-    return OnComputeThread(false, cancelled, [this, batch, n, read_ahead, next, next_n] {
+    return OnComputeThread(false, cancelled, [this, batch, n, next, next_n] {
       const absl::Time start = absl::Now();
-      if (read_ahead && ahead_keys_ready_) {
+      if (ahead_keys_batch_ == batch) {
         std::swap(prefetch_, ahead_keys_);
       } else {
         InputActivations(*batch, 0, n, &prefetch_);
       }
-      ahead_keys_ready_ = false;
+      ahead_keys_batch_ = nullptr;
       absl::Status status = stage_->Prefetch(prefetch_);
       if (status.ok() && next != nullptr) {
         InputActivations(*next, 0, next_n, &ahead_keys_);
-        status = stage_->Anticipate(ahead_keys_);
-        ahead_keys_ready_ = status.ok();
+        const absl::Status named = stage_->Anticipate(ahead_keys_);
+        if (named.ok()) {
+          ahead_keys_batch_ = next;
+        } else {
+          base::LogLine(absl::StrCat(name_, ": the next step's rows are not fetched ahead: ",
+                                     named.message()));
+        }
       }
       Charge(&Impl::prefetch_seconds_, start);
       return status;
@@ -476,7 +491,6 @@ class PipelineReplica::Impl {
       tier_misses_ = t.misses;
       tier_loaded_ = t.loaded_rows;
       tier_ahead_ = t.ahead_rows;
-      tier_server_seconds_ = t.server_seconds;
       tier_written_ = t.written_back_rows;
     }
     pcie_bytes_ = pcie;
@@ -529,8 +543,8 @@ class PipelineReplica::Impl {
       }
       const absl::Time start = absl::Now();
       task();
+      ps_seconds_ = stage_->ps_seconds();
       CountDevices();
-      ps_seconds_ = stage_->ps_seconds() + tier_server_seconds_;
       absl::MutexLock lock(&mu_);
       busy_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
       passes_ = stage_->pass_seconds();
@@ -747,6 +761,8 @@ class PipelineReplica::Impl {
     int64_t epoch = 0, offset = 0, count = 0;
     int64_t n = 0;  // samples read
     std::shared_ptr<data::Batch> batch;
+    int64_t skipped = 0;    // the reader's bad lines of that pass after it
+    std::string first_bad;  // and the first of them
   } ahead_;
   absl::Mutex step_mu_;                        // one RunStep or Evaluate at a time
   std::atomic<bool> stopping_{false};
@@ -778,9 +794,10 @@ class PipelineReplica::Impl {
   int next_context_ = 0;
   std::vector<std::unique_ptr<Activations>> spare_;
   Activations out_, prefetch_;
-  Activations ahead_keys_;         // the keys of the share read ahead, named to the tier
-  bool ahead_keys_ready_ = false;  // ahead_keys_ are the next Prefetch's
-  double tier_server_seconds_ = 0;  // the tier's calls to the servers (GpuTierStats)
+  Activations ahead_keys_;  // the keys of the share read ahead, named to the tier
+  // The batch ahead_keys_ hold the keys of (null: none), kept so that no other batch takes its
+  // address.
+  std::shared_ptr<const data::Batch> ahead_keys_batch_;
   ActivationGrads d_in_;
   std::vector<double> block_losses_;
 };

@@ -137,9 +137,7 @@ struct ReplicaStats {
   double busy_seconds = 0;    // computing (forward, backward, parameter pulls and pushes)
   double idle_seconds = 0;    // waiting for work
   double send_seconds = 0;    // handing activations and answers to the transport
-  // Of busy_seconds: waiting for the parameter servers (the stage's calls, and its GPU tier's:
-  // GpuTierStats::server_seconds).
-  double ps_seconds = 0;
+  double ps_seconds = 0;      // of busy_seconds: waiting for the parameter servers
   // Of busy_seconds: naming each step's keys to a GPU tier (which loads the rows it lacks),
   // ending the steps (the gradients to the servers or the tier, the dense exchange among the
   // stage's replicas), and the write-back of the tier's rows and the dense parameters to the

@@ -430,6 +430,9 @@ class Engine : public TierEngine {
 
   absl::Status Flush(PsClient* target) override {
     for (auto& [table, t] : tables_) {
+      // A fetch ahead in flight is done before the end of the round (a checkpoint follows): the
+      // rows it makes exist then, whatever the timing. It still serves the next window.
+      Settle(t);
       if (t.r == 0) continue;
       std::vector<int64_t> slots(t.r);
       std::vector<int32_t> dirty(t.capacity);
@@ -486,6 +489,7 @@ class Engine : public TierEngine {
       RowBatch rows;
       PsClient* target = nullptr;
       Ticket ticket = 0;
+      bool waited = false, whole = false;  // Settle: waited for, and every row came
       std::vector<uint64_t> changed;
     } ahead;
     // The keys whose gradients passed through to the servers in this window and in the one
@@ -493,18 +497,24 @@ class Engine : public TierEngine {
     std::vector<uint64_t> passed, passed_before, unloaded;
   };
 
+  // Waits for the fetch ahead of table t, if one is in flight, and keeps whether it brought every
+  // row (the call writes into t.ahead.rows until then).
+  void Settle(Table& t) {
+    Table::Ahead& a = t.ahead;
+    if (a.target == nullptr || a.waited) return;
+    a.whole = Served([&] { return a.target->Wait(a.ticket); }).ok() &&
+              a.rows.values.size() == a.keys.size() * t.dim &&
+              a.rows.state.size() == a.keys.size() * t.state && a.rows.steps.size() == a.keys.size();
+    a.waited = true;
+  }
+
   // The rows fetched ahead for table t, waited for and taken from it; none (no keys) where none
   // were asked for or the fetch failed (the loads then fetch them again).
   Table::Ahead TakeAhead(Table& t) {
-    if (t.ahead.target == nullptr) return Table::Ahead();
-    // Waited for where the call writes (t.ahead.rows), before anything moves.
-    const bool ok = Served([&] { return t.ahead.target->Wait(t.ahead.ticket); }).ok();
+    Settle(t);
     Table::Ahead a = std::move(t.ahead);
     t.ahead = Table::Ahead();
-    const bool whole = ok && a.rows.values.size() == a.keys.size() * t.dim &&
-                       a.rows.state.size() == a.keys.size() * t.state &&
-                       a.rows.steps.size() == a.keys.size();
-    if (!whole) return Table::Ahead();
+    if (!a.whole) return Table::Ahead();
     std::sort(a.changed.begin(), a.changed.end());
     return a;
   }
@@ -517,29 +527,36 @@ class Engine : public TierEngine {
   }
 
   // The rows of `load` (sorted, distinct), in that order: each from the rows fetched ahead where
-  // they hold it and nothing since can have changed it, else from the servers.
+  // they hold it and nothing since can have changed it, else from the servers (asked before the
+  // fetch ahead is waited for, so that the two calls overlap).
   absl::Status FetchRows(Table& t, int table, const std::vector<uint64_t>& load, PsClient* target,
                          RowBatch* rows) {
-    const Table::Ahead a = TakeAhead(t);
+    const std::vector<uint64_t> ahead_keys = t.ahead.keys;
+    std::vector<uint64_t> changed = t.ahead.changed;
+    std::sort(changed.begin(), changed.end());
     std::vector<int64_t> from(load.size(), -1);  // the row's index among the rows fetched ahead
     std::vector<uint64_t> fetch;
     for (size_t i = 0; i < load.size(); ++i) {
-      const auto it = std::lower_bound(a.keys.begin(), a.keys.end(), load[i]);
-      if (it != a.keys.end() && *it == load[i] &&
-          !std::binary_search(a.changed.begin(), a.changed.end(), load[i])) {
-        from[i] = it - a.keys.begin();
+      const auto it = std::lower_bound(ahead_keys.begin(), ahead_keys.end(), load[i]);
+      if (it != ahead_keys.end() && *it == load[i] &&
+          !std::binary_search(changed.begin(), changed.end(), load[i])) {
+        from[i] = it - ahead_keys.begin();
       } else {
         fetch.push_back(load[i]);
       }
     }
-    if (fetch.size() == load.size()) {
+    const auto all = [&] {
       return Served([&] { return target->Wait(target->ExportRows(table, load, rows)); });
+    };
+    if (fetch.size() == load.size()) {
+      TakeAhead(t);  // none of its rows serve
+      return all();
     }
     RowBatch fetched;
-    if (!fetch.empty()) {
-      HETERPS_RETURN_IF_ERROR(
-          Served([&] { return target->Wait(target->ExportRows(table, fetch, &fetched)); }));
-    }
+    const Ticket ticket = fetch.empty() ? 0 : target->ExportRows(table, fetch, &fetched);
+    const Table::Ahead a = TakeAhead(t);
+    if (!fetch.empty()) HETERPS_RETURN_IF_ERROR(Served([&] { return target->Wait(ticket); }));
+    if (a.keys.empty()) return all();  // the fetch ahead failed: every row from the servers
     const size_t m = load.size(), dim = t.dim, state = t.state;
     rows->values.resize(m * dim);
     rows->state.resize(m * state);
