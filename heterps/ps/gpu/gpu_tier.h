@@ -87,10 +87,6 @@ struct GpuTierStats {
   int64_t loaded_rows = 0;       // rows brought to the device from the servers
   int64_t ahead_rows = 0;        // of those, fetched ahead (Anticipate) while a window ran
   int64_t fetched_ahead_rows = 0;  // rows Anticipate asked the servers for (used or not)
-  // Seconds the tier's calls spent in the servers' calls and waiting for them (loads, fetches
-  // ahead, write-backs, keys passing through): a fetch ahead counts its call, and its wait where
-  // its window's Prefetch still had to wait.
-  double server_seconds = 0;
   int64_t written_back_rows = 0;
   int64_t evicted_rows = 0;
   int64_t resident_rows = 0;

@@ -283,17 +283,7 @@ class Engine : public TierEngine {
     Run(w, MarkUsed{positions_.data(), t.last.data(), window_});
     if (misses.empty()) return absl::OkStatus();
     HETERPS_RETURN_IF_ERROR(MakeRoom(t, static_cast<int64_t>(misses.size()), target));
-    const int64_t room = t.capacity - t.r;
-    if (static_cast<int64_t>(misses.size()) > room) {
-      std::stable_sort(misses.begin(), misses.end());
-      for (size_t i = room; i < misses.size(); ++i) t.unloaded.push_back(misses[i].second);
-      std::sort(t.unloaded.begin(), t.unloaded.end());
-      misses.resize(room);
-    }
-    std::vector<uint64_t> load;
-    for (const auto& [count, key] : misses) load.push_back(key);
-    std::sort(load.begin(), load.end());
-    return Load(t, load, target);
+    return Load(t, Hottest(std::move(misses), t.capacity - t.r, &t.unloaded), target);
   }
 
   absl::Status Anticipate(int table, absl::Span<const uint64_t> keys,
@@ -306,14 +296,8 @@ class Engine : public TierEngine {
     HETERPS_ASSIGN_OR_RETURN(std::vector<Miss> misses, Misses(t, keys.size(), &w));
     // What the next window's Prefetch will load (as it chooses, nothing resident changing until
     // then): its most frequent misses, as many as the rows it does not use leave room for.
-    const int64_t room = t.capacity - (w - static_cast<int64_t>(misses.size()));
-    if (static_cast<int64_t>(misses.size()) > room) {
-      std::stable_sort(misses.begin(), misses.end());
-      misses.resize(std::max<int64_t>(room, 0));
-    }
-    std::vector<uint64_t> load;
-    for (const auto& [count, key] : misses) load.push_back(key);
-    std::sort(load.begin(), load.end());
+    const int64_t used = w - static_cast<int64_t>(misses.size());
+    const std::vector<uint64_t> load = Hottest(std::move(misses), t.capacity - used, nullptr);
     // Not the keys whose rows the servers may still change before the next window: this window's
     // misses that found no room (their gradients pass through now) and the keys that passed
     // through in the window before (its commit may not be behind every fetch).
@@ -326,10 +310,7 @@ class Engine : public TierEngine {
                         std::back_inserter(a.keys));
     if (a.keys.empty()) return absl::OkStatus();
     a.target = target;
-    Served([&] {
-      a.ticket = target->ExportRows(table, a.keys, &a.rows);
-      return absl::OkStatus();
-    }).IgnoreError();
+    a.ticket = target->ExportRows(table, a.keys, &a.rows);
     stats_.fetched_ahead_rows += static_cast<int64_t>(a.keys.size());
     return absl::OkStatus();
   }
@@ -358,9 +339,7 @@ class Engine : public TierEngine {
     if (missing.empty()) return absl::OkStatus();
     std::vector<float> fetched(missing.size() * t.dim);
     HETERPS_RETURN_IF_ERROR(
-        Served([&] {
-          return target->Wait(target->PullSparse(table, missing, absl::MakeSpan(fetched)));
-        }));
+        target->Wait(target->PullSparse(table, missing, absl::MakeSpan(fetched))));
     for (size_t j = 0; j < at.size(); ++j) {
       std::copy_n(fetched.begin() + j * t.dim, t.dim, values.begin() + at[j] * t.dim);
     }
@@ -400,9 +379,7 @@ class Engine : public TierEngine {
       for (int64_t i : at) missing.push_back(bags.keys[i]);
       fetched.resize(m * t.dim);
       HETERPS_RETURN_IF_ERROR(
-          Served([&] {
-          return target->Wait(target->PullSparse(table, missing, absl::MakeSpan(fetched)));
-        }));
+          target->Wait(target->PullSparse(table, missing, absl::MakeSpan(fetched))));
       HETERPS_RETURN_IF_ERROR(Upload(spare_floats_, absl::MakeConstSpan(fetched)));
       Run(m, MarkFetched{lower_.data(), positions_.data()});
     }
@@ -502,7 +479,7 @@ class Engine : public TierEngine {
   void Settle(Table& t) {
     Table::Ahead& a = t.ahead;
     if (a.target == nullptr || a.waited) return;
-    a.whole = Served([&] { return a.target->Wait(a.ticket); }).ok() &&
+    a.whole = a.target->Wait(a.ticket).ok() &&
               a.rows.values.size() == a.keys.size() * t.dim &&
               a.rows.state.size() == a.keys.size() * t.state && a.rows.steps.size() == a.keys.size();
     a.waited = true;
@@ -531,7 +508,7 @@ class Engine : public TierEngine {
   // fetch ahead is waited for, so that the two calls overlap).
   absl::Status FetchRows(Table& t, int table, const std::vector<uint64_t>& load, PsClient* target,
                          RowBatch* rows) {
-    const std::vector<uint64_t> ahead_keys = t.ahead.keys;
+    const std::vector<uint64_t>& ahead_keys = t.ahead.keys;  // until TakeAhead, below
     std::vector<uint64_t> changed = t.ahead.changed;
     std::sort(changed.begin(), changed.end());
     std::vector<int64_t> from(load.size(), -1);  // the row's index among the rows fetched ahead
@@ -545,9 +522,7 @@ class Engine : public TierEngine {
         fetch.push_back(load[i]);
       }
     }
-    const auto all = [&] {
-      return Served([&] { return target->Wait(target->ExportRows(table, load, rows)); });
-    };
+    const auto all = [&] { return target->Wait(target->ExportRows(table, load, rows)); };
     if (fetch.size() == load.size()) {
       TakeAhead(t);  // none of its rows serve
       return all();
@@ -555,7 +530,7 @@ class Engine : public TierEngine {
     RowBatch fetched;
     const Ticket ticket = fetch.empty() ? 0 : target->ExportRows(table, fetch, &fetched);
     const Table::Ahead a = TakeAhead(t);
-    if (!fetch.empty()) HETERPS_RETURN_IF_ERROR(Served([&] { return target->Wait(ticket); }));
+    if (!fetch.empty()) HETERPS_RETURN_IF_ERROR(target->Wait(ticket));
     if (a.keys.empty()) return all();  // the fetch ahead failed: every row from the servers
     const size_t m = load.size(), dim = t.dim, state = t.state;
     rows->values.resize(m * dim);
@@ -615,10 +590,8 @@ class Engine : public TierEngine {
     HETERPS_RETURN_IF_ERROR(device_->Synchronize());
     t.passed.insert(t.passed.end(), pass_keys.begin(), pass_keys.end());
     Changed(t, pass_keys);
-    return Served([&] {
-      return target->Wait(accumulate ? target->AccumulateSparse(table, pass_keys, pass_grads, part)
-                                     : target->PushSparse(table, pass_keys, pass_grads));
-    });
+    return target->Wait(accumulate ? target->AccumulateSparse(table, pass_keys, pass_grads, part)
+                                   : target->PushSparse(table, pass_keys, pass_grads));
   }
 
   // `keys` of table t into scratch_keys_ (which the callers reorder); the bags' offsets on the
@@ -695,17 +668,27 @@ class Engine : public TierEngine {
     return static_cast<int64_t>(end - lower_.data());
   }
 
-  // Runs `call` (a call to the servers and its wait) and counts its time as the servers'.
-  template <typename F>
-  absl::Status Served(const F& call) {
-    const absl::Time start = absl::Now();
-    absl::Status status = call();
-    stats_.server_seconds += absl::ToDoubleSeconds(absl::Now() - start);
-    return status;
-  }
-
   // A window's missing key: (-how often it comes, the key), so that the hottest sort first.
   using Miss = std::pair<int64_t, uint64_t>;
+
+  // What a window whose misses are `misses` loads into `room` free rows: its most frequent misses
+  // (key order among equals), the keys sorted; the others into *left (sorted) unless null.
+  static std::vector<uint64_t> Hottest(std::vector<Miss> misses, int64_t room,
+                                       std::vector<uint64_t>* left) {
+    room = std::max<int64_t>(room, 0);
+    if (static_cast<int64_t>(misses.size()) > room) {
+      std::stable_sort(misses.begin(), misses.end());
+      for (size_t i = room; left != nullptr && i < misses.size(); ++i) {
+        left->push_back(misses[i].second);
+      }
+      if (left != nullptr) std::sort(left->begin(), left->end());
+      misses.resize(room);
+    }
+    std::vector<uint64_t> keys;
+    for (const auto& [count, key] : misses) keys.push_back(key);
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  }
 
   // The window's n keys in scratch_keys_ (which it sorts): its distinct keys (*distinct of them,
   // in distinct_, located among the resident rows in positions_) and, to the host, those that are
@@ -880,8 +863,7 @@ class Engine : public TierEngine {
       HETERPS_RETURN_IF_ERROR(device_->Synchronize());
     }
     Changed(t, keys);
-    HETERPS_RETURN_IF_ERROR(
-        Served([&] { return target->Wait(target->ImportRows(table, keys, batch)); }));
+    HETERPS_RETURN_IF_ERROR(target->Wait(target->ImportRows(table, keys, batch)));
     stats_.written_back_rows += k;
     return absl::OkStatus();
   }
