@@ -825,6 +825,18 @@ TEST(CliTest, ProfileWritesWhatThePlannerReads) {
   int twin = 0;
   for (const auto& e : both["entries"]) twin += e["type"] == "gpu-twin";
   EXPECT_GE(twin, 7);
+  EXPECT_EQ(both.count("tier"), 0u);
+  // With a GPU tier: the twin measured with the tier feeding the stage on it, its entry written.
+  r = RunCli("profile --repeats 2 --batch 512 --gpu-emulate 1 --gpu-cache-gib 0.001 --out " +
+             profile);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("GPU tier of gpu-twin (0.001 GiB): "));
+  EXPECT_THAT(r.out, HasSubstr("dense parameters held on the device"));
+  auto tier = nlohmann::json::parse(Slurp(profile));
+  ASSERT_EQ(tier["tier"].size(), 1u);
+  EXPECT_EQ(tier["tier"][0]["type"], "gpu-twin");
+  EXPECT_EQ(tier["tier"][0]["lookups_per_batch"], 512 * 26);
+  EXPECT_GT(tier["tier"][0]["server_rows_per_batch"].get<double>(), 0);
   // This host's CPU alone, for the local catalog, on a data file (shorter than two batches).
   const std::string data = TempPath("profile-data.tsv");
   r = RunCli("gen-data --rows 3000 --seed 5 --out " + data);

@@ -51,6 +51,30 @@ worker::BatchSources DataBatches(const config::ModelSpec& spec,
   };
 }
 
+worker::ProfileOptions TierProfileOptions(const TrainFlags& flags, const config::ModelSpec& spec,
+                                          const std::string& device) {
+  worker::ProfileOptions options;
+  options.device = device;
+  if (flags.gpu_cache_gib > 0 &&
+      (flags.gpu_cache_device.empty() || flags.gpu_cache_device == device)) {
+    options.gpu_tier_bytes = static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30));
+    options.tier_lookahead = flags.job.tier_lookahead;
+    options.hold_dense = flags.job.dense_on_replicas() &&
+                         (flags.block_size <= 0 || flags.block_size >= spec.batch_size);
+  }
+  return options;
+}
+
+void MergeProfile(const cost::Profile& one, cost::Profile* into) {
+  if (into->entries.empty() && into->network.empty() && into->tier.empty()) {
+    *into = one;
+    return;
+  }
+  into->entries.insert(into->entries.end(), one.entries.begin(), one.entries.end());
+  into->network.insert(into->network.end(), one.network.begin(), one.network.end());
+  into->tier.insert(into->tier.end(), one.tier.begin(), one.tier.end());
+}
+
 void SetResidency(const TrainFlags& flags, launcher::JobRules* rules) {
   rules->data_region = flags.data_region;
   rules->activations_may_cross = flags.activations_may_cross;
@@ -90,22 +114,18 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
     ProgressLine progress(true);
     const worker::BatchSources batches = DataBatches(spec, data_files, flags.job.bad_lines);
     for (const config::ResourceType* t : local) {
+      worker::ProfileOptions options = TierProfileOptions(flags, spec, t->local_device);
+      options.type = t->name;
+      options.repeats = 5;
+      options.progress = [&](int done, int total) {
+        progress.Show(
+            absl::StrFormat("profiling this host's %s %s", t->local_device, Bar(done, total)));
+      };
       HETERPS_ASSIGN_OR_RETURN(
           worker::HostProfile one,
-          worker::ProfileHost(
-              spec, static_cast<int>(spec.batch_size), t->name, 5,
-              [&](int done, int total) {
-                progress.Show(absl::StrFormat("profiling this host's %s %s", t->local_device,
-                                              Bar(done, total)));
-              },
-              t->local_device, batches));
+          worker::ProfileHost(spec, static_cast<int>(spec.batch_size), options, batches));
       if (t == cpu) measured.total_seconds = one.total_seconds;
-      if (measured.profile.entries.empty()) {
-        measured.profile = one.profile;
-      } else {
-        measured.profile.entries.insert(measured.profile.entries.end(), one.profile.entries.begin(),
-                                        one.profile.entries.end());
-      }
+      MergeProfile(one.profile, &measured.profile);
     }
     // What the job pays beyond the layers: the same for every type of this host.
     worker::rpc::NetworkProfileOptions network;

@@ -48,6 +48,18 @@ absl::StatusOr<NetworkMeasured> AddNetworkProfile(
     const std::vector<const config::ResourceType*>& types,
     worker::rpc::NetworkProfileOptions options, ProgressLine& progress, cost::Profile* profile);
 
+// How a local type's layers are profiled for the flags' job: with a GPU tier (--gpu-cache-gib) on
+// the type's own device where the job's is (no --gpu-cache-device, or that device), the tier's
+// device path (worker::ProfileOptions::gpu_tier_bytes), the look-ahead as the flags have it, and
+// the dense parameters held on the device where the job would hold them (synchronous, dense on
+// the replicas, one block a step). Type, progress and repeats are the caller's.
+worker::ProfileOptions TierProfileOptions(const TrainFlags& flags, const config::ModelSpec& spec,
+                                          const std::string& device);
+
+// Adds one type's profile (its entries, network and tier) to `into`, which takes its header where
+// it has no entries yet.
+void MergeProfile(const cost::Profile& one, cost::Profile* into);
+
 // Batches from the job's data files in the spec's layout, bad lines as the flags say; null (random
 // batches) when `files` is empty.
 worker::BatchSources DataBatches(const config::ModelSpec& spec,

@@ -39,6 +39,10 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags) {
   cmd->add_option("--gpu-emulate", flags.gpu_emulate,
                   "For testing: also measure the host twin of a GPU (type gpu-twin)")
       ->check(CLI::Range(0, 64));
+  cmd->add_option("--gpu-cache-gib", flags.gpu_cache_gib,
+                  "Measure each GPU with a GPU tier of this many GiB feeding the stage on it, as "
+                  "`heterps train --gpu-cache-gib` runs it")
+      ->check(NonNegative());
   return cmd;
 }
 
@@ -80,23 +84,23 @@ int RunProfile(const ProfileFlags& flags) {
   cost::Profile profile;
   std::vector<worker::HostProfile> measured;
   ProgressLine progress(true);
+  TrainFlags job;  // the default synchronous job, with the tier asked for
+  job.gpu_cache_gib = flags.gpu_cache_gib;
   for (const config::ResourceType& t : local.types) {
-    absl::StatusOr<worker::HostProfile> one = worker::ProfileHost(
-        *spec, batch_size, t.name, flags.repeats,
-        [&](int done, int total) {
-          progress.Show(absl::StrFormat("profiling %s %s batch %d of %d", t.local_device,
-                                        Bar(done, total), done + 1, total));
-        },
-        t.local_device, network_options.batches);
+    worker::ProfileOptions options = TierProfileOptions(job, *spec, t.local_device);
+    options.type = t.name;
+    options.repeats = flags.repeats;
+    options.progress = [&](int done, int total) {
+      progress.Show(absl::StrFormat("profiling %s %s batch %d of %d", t.local_device,
+                                    Bar(done, total), done + 1, total));
+    };
+    absl::StatusOr<worker::HostProfile> one =
+        worker::ProfileHost(*spec, batch_size, options, network_options.batches);
     if (!one.ok()) {
       progress.Clear();
       return Fail(one.status());
     }
-    if (profile.entries.empty())
-      profile = one->profile;
-    else
-      profile.entries.insert(profile.entries.end(), one->profile.entries.begin(),
-                             one->profile.entries.end());
+    MergeProfile(one->profile, &profile);
     measured.push_back(*std::move(one));
   }
   absl::StatusOr<NetworkMeasured> network =
@@ -127,6 +131,15 @@ int RunProfile(const ProfileFlags& flags) {
   }
   table.AddRow(total);
   std::printf("%s\n", table.Render().c_str());
+  for (const cost::TierEntry& e : profile.tier) {
+    std::printf(
+        "GPU tier of %s (%s GiB): %.0f of a batch's %.0f lookups to and from the "
+        "servers (%.1f%%: loaded, or passed through), dense parameters %s\n",
+        e.type.c_str(), HumanNumber(flags.gpu_cache_gib).c_str(), e.server_rows_per_batch,
+        e.lookups_per_batch, 100 * e.server_rows_per_batch / e.lookups_per_batch,
+        e.dense_held ? "held on the device" : "on the servers");
+  }
+  if (!profile.tier.empty()) std::printf("\n");
   // The network: a synchronous step through the real client and server, beyond the layers.
   const worker::rpc::NetworkFit& fit = network->fits.front();
   Table steps({"batch", "layers, 1 unit (ms)", "step of the replicas (ms)", "network, 1 unit (ms)",

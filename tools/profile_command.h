@@ -12,8 +12,11 @@
 // type --type (default host-cpu, the type of examples/clusters/local.yaml). Then the network
 // (worker/rpc/network_profile.h): a synchronous step of the whole model through the real client and
 // server, with as many replicas as --cluster's (default: the embedded local.yaml) type --type has
-// units here, fitted into the profile's network entries with each type's dp_loss. Prints the
-// tables. Exit codes: 0 written, 2 bad input or a failure.
+// units here, fitted into the profile's network entries with each type's dp_loss. With
+// --gpu-cache-gib G, each GPU (or emulated one) is measured with a GPU tier of G GiB on it
+// feeding the stage there and the dense parameters held on it, as a synchronous job with that
+// tier runs a one-stage plan on it (the profile's tier entries: docs/cost_model.md, "The GPU
+// tier"). Prints the tables. Exit codes: 0 written, 2 bad input or a failure.
 #pragma once
 
 #include <string>
@@ -32,7 +35,8 @@ struct ProfileFlags {
       cluster_path;  // whose types' units and dp_loss the network is fitted for (empty: local)
   int repeats = 5;
   std::string out;
-  int gpu_emulate = 0;  // for testing: also the host twin of a GPU (type gpu-twin)
+  int gpu_emulate = 0;       // for testing: also the host twin of a GPU (type gpu-twin)
+  double gpu_cache_gib = 0;  // > 0: the GPUs measured with a GPU tier of this size
 };
 
 CLI::App* AddProfileCommand(CLI::App& app, ProfileFlags& flags);

@@ -24,6 +24,7 @@ Profile Calibrate(const CostModel& model, const std::vector<MeasuredStage>& stag
   profile.batch_size = static_cast<int64_t>(model.batch());
   profile.host = host;
   profile.network = model.network();  // the stages' DT below is the model's, with these figures
+  profile.tier = model.tier();        // and these tiers
   // The types whose network the run shows cheaper than the model's: a stage whose DT alone is over
   // nine tenths of its measured time. Its layers keep their time (between a tenth and a half of
   // the measured), and DT takes the rest.

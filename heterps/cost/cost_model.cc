@@ -102,6 +102,7 @@ absl::StatusOr<CostModel> CostModel::Create(const config::ModelSpec& model,
     }
   }
   cm.profiled_.assign(cm.num_types(), std::vector<bool>(num_layers, false));
+  cm.tier_.assign(cm.num_types(), TierEntry());
   if (!(workload.access_skew >= 0) || !std::isfinite(workload.access_skew)) {
     return absl::InvalidArgumentError(
         absl::StrCat("access skew must be a number >= 0, got ", workload.access_skew));
@@ -341,6 +342,25 @@ absl::Status CostModel::ApplyProfile(const Profile& profile) {
          cluster_.types[t].latency = cluster_.types[u].latency;
          measured[t] = true;
        });
+  for (size_t i = 0; i < profile.tier.size(); ++i) {
+    const TierEntry& e = profile.tier[i];
+    const int t = cluster_.FindType(e.type);
+    if (t < 0)
+      return bad(absl::StrCat("tier[", i, "].type: no type '", e.type, "' in the cluster"));
+    if (!(e.lookups_per_batch > 0) || !(e.server_rows_per_batch >= 0) ||
+        !(e.server_rows_per_batch <= e.lookups_per_batch)) {
+      return bad(absl::StrCat("tier[", i,
+                              "]: the lookups must be > 0 and the loaded rows from 0 "
+                              "to the lookups"));
+    }
+    if (tier_[t].lookups_per_batch > 0) {
+      return bad(absl::StrCat("tier[", i, "]: a second tier entry for ", e.type));
+    }
+    tier_[t] = e;
+    tier_entries_.push_back(e);
+  }
+  lend([&](size_t t) { return tier_[t].lookups_per_batch > 0; },
+       [&](size_t t, size_t u) { tier_[t] = tier_[u]; });
   return absl::OkStatus();
 }
 
@@ -373,7 +393,17 @@ void CostModel::BuildPrefixSums(const std::vector<std::vector<double>>& analytic
   }
 }
 
-StageTraffic CostModel::Traffic(int first, int last) const {
+double CostModel::ServerRowShare(int first, int t) const {
+  if (!workload_.gpu_tier || first != 0 || t < 0 || tier_[t].lookups_per_batch <= 0) return 1;
+  return tier_[t].server_rows_per_batch / tier_[t].lookups_per_batch;
+}
+
+bool CostModel::HoldsDense(int first, int t) const {
+  return workload_.gpu_tier && first == 0 && t >= 0 && tier_[t].lookups_per_batch > 0 &&
+         tier_[t].dense_held;
+}
+
+StageTraffic CostModel::Traffic(int first, int last, int t) const {
   // Activations in and their gradients out at the front boundary; the reverse at the back. Each
   // exchange is two messages per batch; so are the row pull and push, and the weight pull and
   // gradient push.
@@ -386,8 +416,10 @@ StageTraffic CostModel::Traffic(int first, int last) const {
     bytes += batch_ * (layers_[last].act_out_bytes + layers_[last].grad_out_bytes);
     messages += 2;
   }
-  double sparse = sparse_bytes_[last + 1] - sparse_bytes_[first];
-  double dense = dense_bytes_[last + 1] - dense_bytes_[first];
+  // A GPU tier's stage: its misses loaded and written back (each a key and a row), where the
+  // servers would send every row and take every gradient.
+  const double sparse = (sparse_bytes_[last + 1] - sparse_bytes_[first]) * ServerRowShare(first, t);
+  const double dense = HoldsDense(first, t) ? 0 : dense_bytes_[last + 1] - dense_bytes_[first];
   messages += (sparse > 0 ? 2 : 0) + (dense > 0 ? 2 : 0);
   return {bytes + sparse + dense, messages};
 }
@@ -395,7 +427,7 @@ StageTraffic CostModel::Traffic(int first, int last) const {
 StageTime CostModel::Stage(int first, int last, int t) const {
   StageTime time;
   time.compute = oct_[t][last + 1] - oct_[t][first];
-  const StageTraffic traffic = Traffic(first, last);
+  const StageTraffic traffic = Traffic(first, last, t);
   const config::ResourceType& type = cluster_.types[t];
   time.comm = traffic.bytes / type.network + traffic.messages * type.latency;
   return time;

@@ -58,6 +58,11 @@ struct Workload {
   // keep 1 unit and the first embedding layer (launcher::JobRules).
   int64_t first_stage_max_units = 0;
   int first_stage_through = -1;
+  // The job has a GPU tier (--gpu-cache-gib): a first stage on a type the profile measured with
+  // one (Profile::tier) moves the tier's misses to and from the servers instead of every row it
+  // looks up, and no dense weights where the tier's stage held them on its device
+  // (docs/cost_model.md, "The GPU tier").
+  bool gpu_tier = false;
   // Data residency (docs/cost_model.md, "Data residency"): the region the training data is kept
   // in, which nothing derived from it may leave. Every stage reads the data or what the layers
   // before it made of it, and the parameter servers receive its ids, so the stages and the servers
@@ -165,10 +170,20 @@ class CostModel {
 
   // One unit's time per batch for the stage of layers [first, last] on type t. O(1).
   StageTime Stage(int first, int last, int t) const;
-  // The bytes and messages of DT_s for the stage [first, last], whatever its type. O(1).
-  StageTraffic Traffic(int first, int last) const;
+  // The bytes and messages of DT_s for the stage [first, last] on type t (-1: whatever its type,
+  // as though no type had a GPU tier). O(1).
+  StageTraffic Traffic(int first, int last, int t = -1) const;
+  // Under Workload::gpu_tier, of the rows a stage starting at `first` on type t looks up, the
+  // share that travels to and from the servers: the profile's tier entry's loaded rows per
+  // lookup for a first stage on a type it has one for; 1 otherwise (and for t -1).
+  double ServerRowShare(int first, int t) const;
+  // Whether that stage keeps its dense weights on its device (the tier entry's dense_held): it
+  // pulls and pushes none per batch.
+  bool HoldsDense(int first, int t) const;
   // The profile's network entries this model applied (the types' network figures they replaced).
   const std::vector<NetworkEntry>& network() const { return network_; }
+  // The profile's tier entries this model applied.
+  const std::vector<TierEntry>& tier() const { return tier_entries_; }
   // Whether type t may run a part of this job: true, or, under a residency rule, whether t is in
   // the data's region.
   bool InDataRegion(int t) const {
@@ -296,6 +311,8 @@ class CostModel {
   std::vector<std::vector<bool>> profiled_;    // [t][l]
   std::vector<std::vector<double>> measured_;  // [t][l]: profiled seconds where profiled_
   std::vector<NetworkEntry> network_;
+  std::vector<TierEntry> tier_entries_;
+  std::vector<TierEntry> tier_;  // [t]: the profile's tier entry (or lent); lookups 0 where none
   std::vector<double> sparse_bytes_;  // prefix sums: B * rows * (2 row bytes + 2 keys)
   std::vector<double> dense_bytes_;   // prefix sums: 8 * w (pull weights, push grads)
   std::vector<double> memory_bytes_;  // prefix sums of each layer's working memory

@@ -296,20 +296,20 @@ TEST(CostModelTest, ProfileOverridesAndCalibrates) {
   auto model = config::ParseModelSpec(kTinyModel, "tiny.yaml");
   auto cluster = config::ParseClusterSpec(kOneType, "one.yaml");
   CostModel plain = *CostModel::Create(*model, *cluster, {1e6, 1e9});
-  Profile profile{"tiny", 100, "test", {{"fc0", "box", 2 * plain.LayerSeconds(1, 0)}}, {}};
+  Profile profile{"tiny", 100, "test", {{"fc0", "box", 2 * plain.LayerSeconds(1, 0)}}, {}, {}};
   CostModel profiled = *CostModel::Create(*model, *cluster, {1e6, 1e9}, &profile);
   EXPECT_TRUE(profiled.IsProfiled(1, 0));
   EXPECT_NEAR(profiled.LayerSeconds(1, 0), 2 * plain.LayerSeconds(1, 0), 1e-15);
   // The one measured ratio (2x) calibrates the other layers of the type.
   EXPECT_NEAR(profiled.LayerSeconds(2, 0), 2 * plain.LayerSeconds(2, 0), 1e-15);
 
-  Profile wrong_layer{"tiny", 100, "", {{"nope", "box", 1e-3}}, {}};
+  Profile wrong_layer{"tiny", 100, "", {{"nope", "box", 1e-3}}, {}, {}};
   auto bad = CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_layer);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("entries[0].layer: no layer 'nope'"), std::string::npos);
-  Profile wrong_batch{"tiny", 64, "", {}, {}};
+  Profile wrong_batch{"tiny", 64, "", {}, {}, {}};
   EXPECT_FALSE(CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_batch).ok());
-  Profile wrong_type{"tiny", 100, "", {}, {{"nope", 1e8, 1e-4}}};
+  Profile wrong_type{"tiny", 100, "", {}, {{"nope", 1e8, 1e-4}}, {}};
   bad = CostModel::Create(*model, *cluster, {1e6, 1e9}, &wrong_type);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("network[0].type: no type 'nope'"), std::string::npos);
@@ -333,7 +333,8 @@ types:
   ASSERT_TRUE(model.ok() && cluster.ok()) << cluster.status();
   CostModel plain = *CostModel::Create(*model, *cluster, {1e6, 1e9});
   Profile profile{
-      "tiny", 100, "test", {{"fc0", "box", 3 * plain.LayerSeconds(1, 0)}}, {{"box", 2.5e8, 3e-4}}};
+      "tiny", 100, "test", {{"fc0", "box", 3 * plain.LayerSeconds(1, 0)}}, {{"box", 2.5e8, 3e-4}},
+      {}};
   CostModel measured = *CostModel::Create(*model, *cluster, {1e6, 1e9}, &profile);
   for (int l = 0; l < measured.num_layers(); ++l) {
     EXPECT_EQ(measured.LayerSeconds(l, 1), measured.LayerSeconds(l, 0)) << l;
@@ -357,7 +358,7 @@ types:
 // measured W and lat, for the stages and for the parameter servers alike.
 TEST(CostModelTest, NetworkEntryReplacesTheNetworkFigures) {
   CostModel plain = Tiny(1e6, 1e9);
-  Profile profile{"tiny", 100, "test", {}, {{"box", 2.5e8, 3e-4}}};
+  Profile profile{"tiny", 100, "test", {}, {{"box", 2.5e8, 3e-4}}, {}};
   auto measured = CostModel::Create(plain.model(), plain.cluster(), {1e6, 1e9}, &profile);
   ASSERT_TRUE(measured.ok()) << measured.status();
   EXPECT_EQ(measured->network().size(), 1u);

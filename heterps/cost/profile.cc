@@ -107,6 +107,39 @@ absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_v
       profile.network.push_back(std::move(entry));
     }
   }
+  if (auto tier = root.find("tier"); tier != root.end()) {
+    if (!tier->is_array()) return Bad(source, "tier", "must be an array");
+    for (size_t i = 0; i < tier->size(); ++i) {
+      const json& e = (*tier)[i];
+      const std::string path = absl::StrCat("tier[", i, "]");
+      if (!e.is_object()) return Bad(source, path, "must be an object");
+      TierEntry entry;
+      HETERPS_ASSIGN_OR_RETURN(const json* type, Field(e, source, path, "type", T::string));
+      HETERPS_ASSIGN_OR_RETURN(const json* lookups,
+                               Field(e, source, path, "lookups_per_batch", T::number_float));
+      HETERPS_ASSIGN_OR_RETURN(const json* rows,
+                               Field(e, source, path, "server_rows_per_batch", T::number_float));
+      HETERPS_ASSIGN_OR_RETURN(const json* held, Field(e, source, path, "dense_held", T::boolean));
+      entry.type = type->get<std::string>();
+      entry.lookups_per_batch = lookups->get<double>();
+      entry.server_rows_per_batch = rows->get<double>();
+      entry.dense_held = held->get<bool>();
+      if (!(entry.lookups_per_batch > 0) || !std::isfinite(entry.lookups_per_batch)) {
+        return Bad(source, path + ".lookups_per_batch", "must be a positive number");
+      }
+      if (!(entry.server_rows_per_batch >= 0) ||
+          !(entry.server_rows_per_batch <= entry.lookups_per_batch)) {
+        return Bad(source, path + ".server_rows_per_batch",
+                   "must be a number from 0 to lookups_per_batch");
+      }
+      for (const TierEntry& seen : profile.tier) {
+        if (seen.type == entry.type) {
+          return Bad(source, path + ".type", absl::StrCat("a second tier entry for ", entry.type));
+        }
+      }
+      profile.tier.push_back(std::move(entry));
+    }
+  }
   return profile;
 }
 
@@ -134,6 +167,16 @@ std::string ProfileToJson(const Profile& profile) {
                          {"seconds_per_message", e.seconds_per_message}});
     }
     root["network"] = network;
+  }
+  if (!profile.tier.empty()) {
+    json tier = json::array();
+    for (const TierEntry& e : profile.tier) {
+      tier.push_back({{"type", e.type},
+                      {"lookups_per_batch", e.lookups_per_batch},
+                      {"server_rows_per_batch", e.server_rows_per_batch},
+                      {"dense_held", e.dense_held}});
+    }
+    root["tier"] = tier;
   }
   return root.dump(2) + "\n";
 }

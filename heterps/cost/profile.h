@@ -11,8 +11,13 @@
 //                                      "seconds_per_batch": 0.0021}, ...],
 //    "network": [{"type": "host-cpu", "bytes_per_second": 2.1e8, "seconds_per_message": 3e-4}]}
 //
+//    "tier": [{"type": "h200", "lookups_per_batch": 53248, "server_rows_per_batch": 1210,
+//              "dense_held": true}]}
+//
 // "network" is optional: without it the types keep the cluster spec's network figures. Files
 // written before it was named so call it "wire", which is read as well (not both in one file).
+// "tier" is optional too: a type's GPU tier as the profile measured it (the embedding layers
+// looked up from a tier on the type's device, as a job with --gpu-cache-gib runs them).
 #pragma once
 
 #include <string>
@@ -40,12 +45,27 @@ struct NetworkEntry {
   double seconds_per_message = 0;  // lat_t, >= 0
 };
 
+// A GPU type's embedding layers as measured through a GPU tier on its device feeding the stage
+// there (worker/profile.h, ProfileOptions::gpu_tier_bytes): of the rows a batch looks up, how
+// many travel between the tier and the servers (the rows it loaded, each written back once later,
+// and the keys that passed through it, each pulled and its gradient pushed), and whether the dense
+// parameters and their optimizer were held on the device (none pulled or pushed per batch). The
+// cost model charges a first stage on the type that traffic with the servers instead of every
+// looked-up row and every dense weight (docs/cost_model.md, "The GPU tier").
+struct TierEntry {
+  std::string type;                  // resource type name in the cluster spec
+  double lookups_per_batch = 0;      // rows looked up per batch, all tables, > 0
+  double server_rows_per_batch = 0;  // of them to and from the servers, 0 ..= lookups
+  bool dense_held = false;
+};
+
 struct Profile {
   std::string model;  // the model spec's name the profile was taken on
   int64_t batch_size = 0;
   std::string host;  // free text describing the machine
   std::vector<ProfileEntry> entries;
   std::vector<NetworkEntry> network;  // at most one per type
+  std::vector<TierEntry> tier;        // at most one per type
 };
 
 // Parses profile JSON; errors are InvalidArgument "<source>: <field path>: <problem>".

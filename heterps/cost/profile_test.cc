@@ -9,7 +9,7 @@ namespace heterps::cost {
 namespace {
 
 TEST(ProfileTest, JsonRoundTrip) {
-  Profile p{"tiny", 100, "host", {{"fc0", "box", 1.5e-3}, {"fc1", "box", 2e-4}}, {}};
+  Profile p{"tiny", 100, "host", {{"fc0", "box", 1.5e-3}, {"fc1", "box", 2e-4}}, {}, {}};
   auto back = ParseProfile(ProfileToJson(p), "p.json");
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->entries.size(), 2u);
@@ -37,6 +37,39 @@ TEST(ProfileTest, JsonRoundTrip) {
   EXPECT_EQ(bad.status().message(),
             "p.json: entries[0].seconds_per_batch: must be a positive number");
   EXPECT_FALSE(ParseProfile("{not json", "p.json").ok());
+}
+
+// A GPU tier's entries: kept through JSON; a share beyond the lookups, or a missing field, named.
+TEST(ProfileTest, TierEntriesRoundTripAndTheirErrorsAreNamed) {
+  Profile p{"tiny", 100, "host", {{"fc0", "gpu", 1e-3}}, {}, {{"gpu", 53248, 1210.5, true}}};
+  auto back = ParseProfile(ProfileToJson(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->tier.size(), 1u);
+  EXPECT_EQ(back->tier[0].type, "gpu");
+  EXPECT_DOUBLE_EQ(back->tier[0].lookups_per_batch, 53248);
+  EXPECT_DOUBLE_EQ(back->tier[0].server_rows_per_batch, 1210.5);
+  EXPECT_TRUE(back->tier[0].dense_held);
+  p.tier.clear();
+  EXPECT_EQ(ProfileToJson(p).find("\"tier\""), std::string::npos);
+  const std::string head = R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
+                               "entries": [], "tier": )";
+  auto beyond = ParseProfile(head + R"([{"type": "g", "lookups_per_batch": 10,
+      "server_rows_per_batch": 11, "dense_held": false}]})",
+                             "p.json");
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_EQ(beyond.status().message(),
+            "p.json: tier[0].server_rows_per_batch: must be a number from 0 to lookups_per_batch");
+  auto missing = ParseProfile(head + R"([{"type": "g", "lookups_per_batch": 10,
+      "server_rows_per_batch": 1}]})",
+                              "p.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "p.json: tier[0].dense_held: missing required field");
+  auto twice = ParseProfile(head + R"([{"type": "g", "lookups_per_batch": 10,
+      "server_rows_per_batch": 1, "dense_held": true}, {"type": "g", "lookups_per_batch": 10,
+      "server_rows_per_batch": 1, "dense_held": true}]})",
+                            "p.json");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "p.json: tier[1].type: a second tier entry for g");
 }
 
 // The network entries' key was called "wire" before: files with it are read, their errors name

@@ -19,6 +19,7 @@ absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request) {
     // The tier holds the first stage's embedding tables: that stage reaches the first of them,
     // on one replica.
     workload.first_stage_max_units = 1;
+    workload.gpu_tier = true;
     const auto& layers = request.model.layers;
     for (int l = 0; l < static_cast<int>(layers.size()); ++l) {
       if (layers[l].kind == config::LayerKind::kEmbedding) {

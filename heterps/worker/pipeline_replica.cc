@@ -165,8 +165,8 @@ class PipelineReplica::Impl {
       skipped = ahead_.skipped;
       first_bad = std::move(ahead_.first_bad);
     } else {
-      HETERPS_ASSIGN_OR_RETURN(n, train_reader_->Take(request.epoch, request.offset, request.count,
-                                                      batch.get()));
+      HETERPS_ASSIGN_OR_RETURN(
+          n, train_reader_->Take(request.epoch, request.offset, request.count, batch.get()));
       skipped = train_reader_->skipped();
       first_bad = train_reader_->first_bad();
     }
@@ -178,8 +178,9 @@ class PipelineReplica::Impl {
       absl::StatusOr<int64_t> got = train_reader_->Take(request.next_epoch, request.next_offset,
                                                         request.next_count, next.get());
       if (got.ok() && *got > 0) {
-        ahead_ = {request.next_epoch, request.next_offset, request.next_count, *got, next,
-                  train_reader_->skipped(), train_reader_->first_bad()};
+        ahead_ = {
+            request.next_epoch,       request.next_offset,       request.next_count, *got, next,
+            train_reader_->skipped(), train_reader_->first_bad()};
       }
     }
     read_seconds_ = read_seconds_.load() + absl::ToDoubleSeconds(absl::Now() - start);
@@ -332,8 +333,8 @@ class PipelineReplica::Impl {
         if (named.ok()) {
           ahead_keys_batch_ = next;
         } else {
-          base::LogLine(absl::StrCat(name_, ": the next step's rows are not fetched ahead: ",
-                                     named.message()));
+          base::LogLine(absl::StrCat(
+              name_, ": the next step's rows are not fetched ahead: ", named.message()));
         }
       }
       Charge(&Impl::prefetch_seconds_, start);
@@ -458,20 +459,9 @@ class PipelineReplica::Impl {
     }
     HETERPS_ASSIGN_OR_RETURN(tier_,
                              ps::GpuTier::Create(client_, on, {job_.settings.gpu_tier_bytes}));
-    int table = 0;
     const sched::RunStage& mine = job_.plan.stages[0];
-    std::vector<ps::TierTable> tables;
-    for (int l = 0; l < static_cast<int>(job_.model.layers.size()); ++l) {
-      const config::LayerSpec& layer = job_.model.layers[l];
-      if (layer.kind != config::LayerKind::kEmbedding) continue;
-      if (l >= mine.first && l <= mine.last) {
-        // `rows` per slot: the table holds each of its slots' ids apart.
-        tables.push_back({table, EmbeddingTableOptions(layer, table, job_.settings.tables),
-                          std::max<int64_t>(layer.rows * std::max<int64_t>(layer.slots, 1), 1)});
-      }
-      ++table;
-    }
-    HETERPS_RETURN_IF_ERROR(tier_->AddTables(tables));
+    HETERPS_RETURN_IF_ERROR(
+        tier_->AddTables(StageTierTables(job_.model, mine.first, mine.last, job_.settings.tables)));
     client_ = tier_.get();
     return absl::OkStatus();
   }
@@ -764,7 +754,7 @@ class PipelineReplica::Impl {
     int64_t skipped = 0;    // the reader's bad lines of that pass after it
     std::string first_bad;  // and the first of them
   } ahead_;
-  absl::Mutex step_mu_;                        // one RunStep or Evaluate at a time
+  absl::Mutex step_mu_;  // one RunStep or Evaluate at a time
   std::atomic<bool> stopping_{false};
 
   // The compute thread's queues and counters.
@@ -781,7 +771,7 @@ class PipelineReplica::Impl {
   std::atomic<int64_t> micro_batches_{0};
   std::atomic<double> ps_seconds_{0};
   std::atomic<double> read_seconds_{0}, run_seconds_{0};  // written under step_mu_
-  std::atomic<int> in_flight_{0};  // written by the compute thread only
+  std::atomic<int> in_flight_{0};                         // written by the compute thread only
   std::atomic<int64_t> pcie_bytes_{0}, tier_hits_{0}, tier_misses_{0}, tier_loaded_{0},
       tier_written_{0}, tier_ahead_{0};
   std::thread compute_;

@@ -7,10 +7,14 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "heterps/base/host.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/cost/layer_cost.h"
 #include "heterps/dense/default_backends.h"
+#include "heterps/ps/gpu/gpu_tier.h"
 #include "heterps/ps/in_process_client.h"
+#include "heterps/worker/dense_group.h"
 #include "heterps/worker/model.h"
 
 namespace heterps::worker {
@@ -98,57 +102,180 @@ BatchSource FileBatches(const config::ModelSpec& spec, const std::vector<std::st
   };
 }
 
+namespace {
+
+// Per layer, the seconds of each timed batch, in the order the layers first came.
+struct LayerTimes {
+  std::map<std::string, std::vector<double>> times;
+  std::vector<std::string> order;
+
+  void Add(const std::vector<std::pair<std::string, double>>& layers) {
+    for (const auto& [name, seconds] : layers) {
+      if (times[name].empty()) order.push_back(name);
+      times[name].push_back(seconds);
+    }
+  }
+};
+
+// The device path's batches (ProfileOptions::gpu_tier_bytes): the tier on the backend's device
+// in front of `client`, the stage it feeds and, holding the dense parameters, their group of one
+// replica. Adds the timed batches' layers to `times`; writes the tier's entry.
+absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& next,
+                           const ProfileOptions& options, ps::PsClient* client,
+                           dense::DenseBackend* backend, LayerTimes* times, int64_t* batch_size,
+                           cost::TierEntry* entry) {
+  const int last = static_cast<int>(spec.layers.size()) - 1;
+  const ModelOptions tables;  // as ProfileLayers made them
+  HETERPS_ASSIGN_OR_RETURN(
+      std::unique_ptr<ps::GpuTier> tier,
+      ps::GpuTier::Create(client, backend->gpu_device(), {options.gpu_tier_bytes}));
+  HETERPS_RETURN_IF_ERROR(tier->AddTables(StageTierTables(spec, 0, last, tables)));
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<Stage> stage,
+                           Stage::Create(spec, 0, last, tier.get(), backend));
+  // A model whose layers the device path cannot take still looks its rows up through the tier.
+  stage->UseDeviceTier(tier.get());
+  std::unique_ptr<DenseGroup> dense;
+  if (options.hold_dense && stage->can_hold_dense()) {
+    dense = std::make_unique<DenseGroup>(kDenseTable, stage->dense_blocks(), tables.dense_optimizer,
+                                         0, 1, nullptr, client);
+    HETERPS_RETURN_IF_ERROR(dense->LoadHeld(*stage));
+  }
+  // Where the tier's work goes: to the embedding layers by their lookups per sample (its loads,
+  // and the rows' updates on the device), to the fc layers by their parameters (their update on
+  // the device). Weights of layers, summing to 1 within each group.
+  std::map<std::string, double> by_lookups, by_parameters;
+  const std::vector<cost::LayerCost> costs = cost::DeriveLayerCosts(spec, 1);
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const config::LayerSpec& layer = spec.layers[l];
+    if (layer.kind == config::LayerKind::kEmbedding) {
+      by_lookups[layer.name] = layer.slots * layer.ids_per_slot;
+    }
+    if (costs[l].dense_params > 0) by_parameters[layer.name] = costs[l].dense_params;
+  }
+  for (auto* weights : {&by_lookups, &by_parameters}) {
+    double sum = 0;
+    for (const auto& [name, w] : *weights) sum += w;
+    for (auto& [name, w] : *weights) w = sum > 0 ? w / sum : 0;
+  }
+  ParameterGrads grads = stage->NewGrads();
+  Activations in, next_in;
+  data::Batch batch, ahead;
+  bool have_ahead = false;
+  const int total = options.warmup + options.repeats;
+  ps::GpuTierStats before;
+  for (int i = 0; i < total; ++i) {
+    if (options.progress) options.progress(i, total);
+    if (i == 0) {
+      HETERPS_ASSIGN_OR_RETURN(const bool more, next(&batch));
+      if (!more) break;
+    } else {
+      if (!have_ahead) break;
+      std::swap(batch, ahead);
+    }
+    have_ahead = false;
+    if (i + 1 < total) {
+      HETERPS_ASSIGN_OR_RETURN(have_ahead, next(&ahead));
+    }
+    if (*batch_size == 0) *batch_size = batch.size;
+    if (i == options.warmup) before = tier->stats();
+    InputActivations(batch, 0, batch.size, &in);
+    const absl::Time start = absl::Now();
+    HETERPS_RETURN_IF_ERROR(stage->Prefetch(in));
+    const double prefetch = absl::ToDoubleSeconds(absl::Now() - start);
+    if (have_ahead && options.tier_lookahead) {
+      InputActivations(ahead, 0, ahead.size, &next_in);
+      HETERPS_RETURN_IF_ERROR(stage->Anticipate(next_in));
+    }
+    if (dense == nullptr) HETERPS_RETURN_IF_ERROR(stage->PullParameters());
+    stage->set_timing(true);
+    absl::StatusOr<double> loss =
+        stage->ForwardBackward(0, in, 1.0f / static_cast<float>(batch.size), nullptr, &grads);
+    stage->set_timing(false);
+    HETERPS_RETURN_IF_ERROR(loss.status());
+    std::vector<std::pair<std::string, double>> layers = stage->layer_seconds();
+    const absl::Time pushed = absl::Now();
+    HETERPS_RETURN_IF_ERROR(stage->Push(grads));
+    const absl::Time updated = absl::Now();
+    if (dense != nullptr) HETERPS_RETURN_IF_ERROR(dense->StepHeld(*stage));
+    // The device's updates: done when it has done them.
+    HETERPS_RETURN_IF_ERROR(backend->gpu_device()->Synchronize());
+    const double rows = prefetch + absl::ToDoubleSeconds(updated - pushed);
+    const double held = absl::ToDoubleSeconds(absl::Now() - updated);
+    if (i < options.warmup) continue;
+    for (auto& [name, seconds] : layers) {
+      if (auto it = by_lookups.find(name); it != by_lookups.end()) seconds += rows * it->second;
+      if (auto it = by_parameters.find(name); it != by_parameters.end()) {
+        seconds += held * it->second;
+      }
+    }
+    times->Add(layers);
+  }
+  const ps::GpuTierStats after = tier->stats();
+  const int timed =
+      times->order.empty() ? 0 : static_cast<int>(times->times[times->order[0]].size());
+  if (timed > 0) {
+    entry->type = options.type;
+    entry->lookups_per_batch =
+        static_cast<double>(after.hits + after.misses - before.hits - before.misses) / timed;
+    // The rows loaded (written back later) and the keys that passed through.
+    entry->server_rows_per_batch =
+        static_cast<double>(after.loaded_rows - before.loaded_rows + after.misses - before.misses) /
+        timed;
+    entry->server_rows_per_batch = std::min(entry->server_rows_per_batch, entry->lookups_per_batch);
+    entry->dense_held = dense != nullptr;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const BatchSource& next,
                                           const ProfileOptions& options) {
   ps::InProcessPsClient client(1);
   HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, ModelOptions()));
   HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<dense::DenseBackend> backend,
                            dense::DefaultBackends().Create(options.device, {}));
-  HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client, backend.get()));
-  std::map<std::string, std::vector<double>> times;
-  std::vector<std::string> order;
-  const int total = options.warmup + options.repeats;
+  LayerTimes times;
   int64_t batch_size = 0;
-  data::Batch batch;
-  for (int i = 0; i < total; ++i) {
-    if (options.progress) options.progress(i, total);
-    HETERPS_ASSIGN_OR_RETURN(const bool more, next(&batch));
-    if (!more) break;
-    if (batch_size == 0) batch_size = batch.size;
-    HETERPS_ASSIGN_OR_RETURN(auto layers, model->ProfileStep(batch));
-    if (i < options.warmup) continue;
-    for (const auto& [name, seconds] : layers) {
-      if (times[name].empty()) order.push_back(name);
-      times[name].push_back(seconds);
+  cost::TierEntry tier;
+  if (options.gpu_tier_bytes > 0 && backend->gpu_device() != nullptr) {
+    HETERPS_RETURN_IF_ERROR(
+        ProfileOnTier(spec, next, options, &client, backend.get(), &times, &batch_size, &tier));
+  } else {
+    HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, &client, backend.get()));
+    const int total = options.warmup + options.repeats;
+    data::Batch batch;
+    for (int i = 0; i < total; ++i) {
+      if (options.progress) options.progress(i, total);
+      HETERPS_ASSIGN_OR_RETURN(const bool more, next(&batch));
+      if (!more) break;
+      if (batch_size == 0) batch_size = batch.size;
+      HETERPS_ASSIGN_OR_RETURN(auto layers, model->ProfileStep(batch));
+      if (i >= options.warmup) times.Add(layers);
     }
   }
-  if (order.empty()) {
+  if (times.order.empty()) {
     return absl::FailedPreconditionError("profile: the data ended before a batch was timed");
   }
   HostProfile out;
   out.profile.model = spec.name;
   out.profile.batch_size = batch_size;
   out.profile.host = base::HostDescription();
-  for (const std::string& name : order) {
-    std::vector<double>& t = times[name];
+  for (const std::string& name : times.order) {
+    std::vector<double>& t = times.times[name];
     std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
     const double median = t[t.size() / 2];
     out.medians.emplace_back(name, median);
     out.total_seconds += median;
     if (median > 0) out.profile.entries.push_back({name, options.type, median});
   }
+  if (tier.lookups_per_batch > 0) out.profile.tier.push_back(tier);
   return out;
 }
 
 absl::StatusOr<HostProfile> ProfileHost(const config::ModelSpec& spec, int batch,
-                                        const std::string& type, int repeats,
-                                        const std::function<void(int, int)>& progress,
-                                        const std::string& device, const BatchSources& batches) {
-  ProfileOptions options;
-  options.device = device;
-  options.repeats = repeats;
-  options.type = type;
-  options.progress = progress;
+                                        const ProfileOptions& options,
+                                        const BatchSources& batches) {
   return ProfileLayers(spec, batches ? batches(batch) : RandomBatches(spec, batch, 1), options);
 }
 

@@ -1,7 +1,9 @@
 // Measuring a model's layers on this host: what `heterps profile` writes, what `heterps train`
 // plans with (docs/cost_model.md, "Profiles") and what train_bench reports.
 //
-//   HETERPS_ASSIGN_OR_RETURN(HostProfile p, ProfileHost(spec, 2048, "cpu-local", 5, nullptr));
+//   ProfileOptions options;
+//   options.type = "cpu-local";
+//   HETERPS_ASSIGN_OR_RETURN(HostProfile p, ProfileHost(spec, 2048, options));
 //   for (const auto& [layer, seconds] : p.medians) ...
 //
 // Thread safety: functions of their arguments; a BatchSource is used by one thread.
@@ -52,22 +54,37 @@ struct ProfileOptions {
   int repeats = 5;             // batches timed; the median counts
   std::string type;            // the resource type the profile entries are for
   std::string device = "cpu";  // where the dense layers run ("cpu", "twin:0", "cuda:0")
+  // The embedding layers as a job with a GPU tier (--gpu-cache-gib) runs a one-stage plan on a
+  // GPU `device` (docs/cost_model.md, "The GPU tier"): a ps::GpuTier of this many bytes on the
+  // device, in front of the tables, feeds the stage there (Stage::UseDeviceTier); each batch's
+  // keys are named to it first (Stage::Prefetch: its misses loaded, timed as part of the
+  // embedding layers, in proportion to their lookups) and, with `tier_lookahead`, the next
+  // batch's keys right after (Stage::Anticipate, untimed: the job fetches them while the step
+  // runs; the rows' updates on the device timed with them). The profile's `tier` entry then says
+  // how many of a batch's lookups travelled to and from the servers, loaded or passed through
+  // (cost::TierEntry). 0, or a device that is not a GPU's: the rows come through the client, no
+  // tier entry.
+  int64_t gpu_tier_bytes = 0;
+  bool tier_lookahead = true;
+  // With the tier: the dense parameters and their optimizer held on the device (Stage::HoldDense),
+  // as a synchronous job holds them whose GPU stage is one replica of one block a step; the
+  // tier entry's dense_held says whether they were.
+  bool hold_dense = false;
   // Called before each batch with (done, total).
   std::function<void(int, int)> progress;
 };
 
 // Builds the model against in-process tables and trains it on the source's batches; per layer,
-// the median forward + backward seconds of one batch (Model::ProfileStep), as profile entries
-// for options.type (the batch size is the first batch's). FailedPrecondition when the source ends
-// before a batch is timed.
+// the median forward + backward seconds of one batch (Model::ProfileStep, or the device path's
+// step with a GPU tier), as profile entries for options.type (the batch size is the first
+// batch's). FailedPrecondition when the source ends before a batch is timed; the tier's and the
+// device's errors.
 absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const BatchSource& next,
                                           const ProfileOptions& options);
 
 // ProfileLayers on batches(batch), or on RandomBatches(batch, 1) when `batches` is null.
 absl::StatusOr<HostProfile> ProfileHost(const config::ModelSpec& spec, int batch,
-                                        const std::string& type, int repeats,
-                                        const std::function<void(int, int)>& progress,
-                                        const std::string& device = "cpu",
+                                        const ProfileOptions& options,
                                         const BatchSources& batches = nullptr);
 
 }  // namespace heterps::worker

@@ -57,6 +57,7 @@
 
 namespace heterps::ps {
 class GpuTier;
+struct TierTable;
 }  // namespace heterps::ps
 
 namespace heterps::worker {
@@ -92,6 +93,12 @@ absl::Status CreateModelTables(const config::ModelSpec& spec, ps::PsClient* clie
 // dim, the optimizer, the seed of table `table`, the initial range and the memory budget.
 ps::SparseTableOptions EmbeddingTableOptions(const config::LayerSpec& layer, int table,
                                              const ModelOptions& options);
+
+// The tables a GPU tier in front of stage layers first..last holds (ps/gpu/gpu_tier.h): one per
+// embedding layer among them, numbered and optioned as CreateModelTables made them, able to hold
+// the layer's `rows` per slot (a table holds each of its slots' ids apart).
+std::vector<ps::TierTable> StageTierTables(const config::ModelSpec& spec, int first, int last,
+                                           const ModelOptions& options);
 
 // What crosses a stage boundary: the activations of a micro-batch of `size` samples.
 struct Activations {
@@ -137,8 +144,8 @@ struct ParameterGrads {
     std::vector<float> grads;    // keys.size() * dim
     std::vector<size_t> ends;    // per block: the rows of the blocks up to its end
   };
-  std::vector<Rows> sparse;  // per embedding layer of the stage
-  std::vector<int64_t> floats;  // per fc layer: one block's gradient floats
+  std::vector<Rows> sparse;         // per embedding layer of the stage
+  std::vector<int64_t> floats;      // per fc layer: one block's gradient floats
   std::vector<DeviceGrads> device;  // the device path's layers, instead of their rows
   // The stage holds its dense parameters on the device (Stage::HoldDense): their gradients
   // stayed there, `dense` holds none (its sums are neither zeroed nor read).

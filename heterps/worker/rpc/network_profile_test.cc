@@ -96,7 +96,7 @@ TEST(NetworkProfileTest, TheModelPredictsTheMeasuredStepOverTheNetwork) {
   cluster.types.emplace_back();
   cluster.types.back().name = "host-cpu";
   cluster.types.back().dp_loss = beta;
-  cost::Profile profile{spec->name, 0, "test", {}, {}};
+  cost::Profile profile{spec->name, 0, "test", {}, {}, {}};
   profile.network.push_back({"host-cpu", w.bytes_per_second, w.seconds_per_message});
   for (size_t i = 0; i < points->size(); ++i) {
     const NetworkPoint& p = (*points)[i];
