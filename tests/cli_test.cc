@@ -832,6 +832,8 @@ TEST(CliTest, ProfileWritesWhatThePlannerReads) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("GPU tier of gpu-twin (0.001 GiB): "));
   EXPECT_THAT(r.out, HasSubstr("dense parameters held on the device"));
+  EXPECT_THAT(r.out, HasSubstr("network of gpu-twin: "));
+  EXPECT_THAT(r.out, HasSubstr(" (the GPU tier's own step)"));
   auto tier = nlohmann::json::parse(Slurp(profile));
   ASSERT_EQ(tier["tier"].size(), 1u);
   EXPECT_EQ(tier["tier"][0]["type"], "gpu-twin");

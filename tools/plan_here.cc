@@ -42,6 +42,37 @@ absl::StatusOr<NetworkMeasured> AddNetworkProfile(
   return out;
 }
 
+absl::Status AddTierNetworkProfiles(
+    const config::ModelSpec& spec, int batch, const std::vector<const config::ResourceType*>& types,
+    const std::function<worker::ProfileOptions(const config::ResourceType&)>& tier,
+    worker::rpc::NetworkProfileOptions options, ProgressLine& progress, cost::Profile* profile) {
+  if (!options.synchronous) return absl::OkStatus();
+  for (const config::ResourceType* type : types) {
+    const bool measured =
+        std::any_of(profile->tier.begin(), profile->tier.end(),
+                    [&](const cost::TierEntry& e) { return e.type == type->name; });
+    if (!measured) continue;
+    options.tier = tier(*type);
+    options.replicas = 1;
+    options.layer_seconds = 0;
+    for (const cost::ProfileEntry& e : profile->entries) {
+      if (e.type == type->name) options.layer_seconds += e.seconds_per_batch;
+    }
+    options.progress = [&](int done, int total) {
+      progress.Show(absl::StrFormat("profiling the GPU tier's step on %s %s", type->local_device,
+                                    Bar(done, total)));
+    };
+    HETERPS_ASSIGN_OR_RETURN(const std::vector<worker::rpc::NetworkPoint> points,
+                             worker::rpc::ProfileNetwork(spec, batch, options));
+    const worker::rpc::NetworkFit fit = worker::rpc::FitNetwork(points, 1, type->dp_loss);
+    auto same = [&](const cost::NetworkEntry& e) { return e.type == type->name; };
+    profile->network.erase(std::remove_if(profile->network.begin(), profile->network.end(), same),
+                           profile->network.end());
+    profile->network.push_back({type->name, fit.bytes_per_second, fit.seconds_per_message});
+  }
+  return absl::OkStatus();
+}
+
 worker::BatchSources DataBatches(const config::ModelSpec& spec,
                                  const std::vector<std::string>& files,
                                  data::BadLinePolicy bad_lines) {
@@ -137,6 +168,13 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
                                               measured.total_seconds, *cpu, local, network,
                                               progress, &measured.profile)
                                 .status());
+    // A GPU with the tier pays what its own step pays.
+    HETERPS_RETURN_IF_ERROR(AddTierNetworkProfiles(
+        spec, static_cast<int>(spec.batch_size), local,
+        [&](const config::ResourceType& t) {
+          return TierProfileOptions(flags, spec, t.local_device);
+        },
+        network, progress, &measured.profile));
   }
   // One unit's speed as the model sees it: the layers and, with a network profile, what the job
   // pays beyond them.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,16 @@ struct NetworkMeasured {
 absl::StatusOr<NetworkMeasured> AddNetworkProfile(
     const config::ModelSpec& spec, int batch, double layer_seconds, const config::ResourceType& cpu,
     const std::vector<const config::ResourceType*>& types,
+    worker::rpc::NetworkProfileOptions options, ProgressLine& progress, cost::Profile* profile);
+
+// The network of each of `types` whose layers `profile` measured with a GPU tier (a tier entry)
+// in a synchronous job: worker::rpc::ProfileNetwork of the one replica on the device path
+// (`tier(type)`: the type's profile options), fitted with the type's data-parallel loss, in
+// place of the type's network entry; the other types keep theirs. `options` as for
+// AddNetworkProfile.
+absl::Status AddTierNetworkProfiles(
+    const config::ModelSpec& spec, int batch, const std::vector<const config::ResourceType*>& types,
+    const std::function<worker::ProfileOptions(const config::ResourceType&)>& tier,
     worker::rpc::NetworkProfileOptions options, ProgressLine& progress, cost::Profile* profile);
 
 // How a local type's layers are profiled for the flags' job: with a GPU tier (--gpu-cache-gib) on

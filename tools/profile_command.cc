@@ -1,5 +1,6 @@
 #include "tools/profile_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -106,6 +107,15 @@ int RunProfile(const ProfileFlags& flags) {
   absl::StatusOr<NetworkMeasured> network =
       AddNetworkProfile(*spec, batch_size, measured.front().total_seconds, local.types.front(),
                         types, network_options, progress, &profile);
+  if (network.ok()) {
+    const absl::Status tier = AddTierNetworkProfiles(
+        *spec, batch_size, types,
+        [&](const config::ResourceType& t) {
+          return TierProfileOptions(job, *spec, t.local_device);
+        },
+        network_options, progress, &profile);
+    if (!tier.ok()) network = tier;
+  }
   progress.Clear();
   if (!network.ok()) return Fail(network.status());
   absl::Status written = base::WriteFileAtomically(flags.out, cost::ProfileToJson(profile));
@@ -157,6 +167,18 @@ int RunProfile(const ProfileFlags& flags) {
       "loopback:\n\n%s\n",
       network->replicas, steps.Render().c_str());
   for (size_t i = 0; i < types.size(); ++i) {
+    const bool tier =
+        std::any_of(profile.tier.begin(), profile.tier.end(),
+                    [&](const cost::TierEntry& e) { return e.type == types[i]->name; });
+    auto entry =
+        std::find_if(profile.network.begin(), profile.network.end(),
+                     [&](const cost::NetworkEntry& e) { return e.type == types[i]->name; });
+    if (tier && entry != profile.network.end()) {
+      std::printf("network of %s: %.1f MB/s and %.3f ms per message (the GPU tier's own step)\n",
+                  types[i]->name.c_str(), entry->bytes_per_second / 1e6,
+                  1e3 * entry->seconds_per_message);
+      continue;
+    }
     std::printf("network of %s: %.1f MB/s and %.3f ms per message (%s fit)\n",
                 types[i]->name.c_str(), network->fits[i].bytes_per_second / 1e6,
                 1e3 * network->fits[i].seconds_per_message, network->fits[i].fit.c_str());

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -11,6 +12,8 @@
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
+#include "heterps/dense/default_backends.h"
+#include "heterps/ps/gpu/gpu_tier.h"
 #include "heterps/ps/rpc/grpc_ps_client.h"
 #include "heterps/ps/rpc/ps_server.h"
 #include "heterps/worker/dense_group.h"
@@ -29,15 +32,24 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The model's DT traffic of the whole model at `batch` samples per step.
-absl::StatusOr<cost::StageTraffic> WholeModelTraffic(config::ModelSpec spec, int64_t batch) {
+// The model's DT traffic of the whole model at `batch` samples per step; with a GPU tier's entry
+// (measured at that batch), the traffic of the tier's stage.
+absl::StatusOr<cost::StageTraffic> WholeModelTraffic(config::ModelSpec spec, int64_t batch,
+                                                     const cost::TierEntry* tier = nullptr) {
   spec.batch_size = batch;
   config::ClusterSpec cluster;
   cluster.types.emplace_back();
   cluster.types.back().name = "network";
+  cost::Workload workload = cost::ColocatedWorkload(1, 1);
+  cost::Profile profile{spec.name, batch, "", {}, {}, {}};
+  if (tier != nullptr) {
+    workload.gpu_tier = true;
+    profile.tier.push_back(*tier);
+    profile.tier.back().type = "network";
+  }
   HETERPS_ASSIGN_OR_RETURN(const cost::CostModel model,
-                           cost::CostModel::Create(spec, cluster, cost::ColocatedWorkload(1, 1)));
-  return model.Traffic(0, model.num_layers() - 1);
+                           cost::CostModel::Create(spec, cluster, workload, &profile));
+  return model.Traffic(0, model.num_layers() - 1, 0);
 }
 
 // A directory of its own under the system's temporary directory, removed when it goes.
@@ -175,6 +187,93 @@ absl::StatusOr<double> NetworkStepSeconds(const config::ModelSpec& spec, int64_t
   return Median(std::move(seconds));
 }
 
+// The median seconds of a synchronous step of the whole model on the device path (options.tier):
+// one replica, its GrpcPsClient behind a GpuTier on the device, through a PsServer on loopback.
+absl::StatusOr<double> TierStepSeconds(const config::ModelSpec& spec, const BatchSource& next,
+                                       const NetworkProfileOptions& options,
+                                       const std::function<void()>& tick) {
+  HETERPS_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make());
+  ps::rpc::PsServerOptions server_options;
+  server_options.data_dir = dir.path();
+  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ps::rpc::PsServer> server,
+                           ps::rpc::PsServer::Start(server_options));
+  ps::rpc::GrpcPsClientOptions client_options;
+  client_options.servers = {server->address()};
+  std::vector<double> seconds;
+  {
+    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<ps::rpc::GrpcPsClient> client,
+                             ps::rpc::GrpcPsClient::Connect(client_options));
+    HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, client.get(), options.model_options));
+    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<dense::DenseBackend> backend,
+                             dense::DefaultBackends().Create(options.tier.device, {}));
+    if (backend->gpu_device() == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "network profile: a GPU tier needs a GPU device, not '", options.tier.device, "'"));
+    }
+    const int last = static_cast<int>(spec.layers.size()) - 1;
+    HETERPS_ASSIGN_OR_RETURN(
+        std::unique_ptr<ps::GpuTier> tier,
+        ps::GpuTier::Create(client.get(), backend->gpu_device(), {options.tier.gpu_tier_bytes}));
+    HETERPS_RETURN_IF_ERROR(tier->AddTables(StageTierTables(spec, 0, last, options.model_options)));
+    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<Stage> stage,
+                             Stage::Create(spec, 0, last, tier.get(), backend.get()));
+    stage->UseDeviceTier(tier.get());
+    std::unique_ptr<DenseGroup> dense;
+    if (options.tier.hold_dense && stage->can_hold_dense()) {
+      dense = std::make_unique<DenseGroup>(kDenseTable, stage->dense_blocks(),
+                                           options.model_options.dense_optimizer, 0, 1, nullptr,
+                                           client.get());
+      HETERPS_RETURN_IF_ERROR(dense->LoadHeld(*stage));
+    }
+    ParameterGrads grads = stage->NewGrads();
+    StepGrads sums = stage->NewStepGrads();
+    Activations in, next_in;
+    data::Batch batch, ahead;
+    bool have_ahead = false;
+    const int total = options.warmup + options.repeats;
+    for (int i = 0; i < total; ++i) {
+      tick();
+      if (i == 0) {
+        HETERPS_ASSIGN_OR_RETURN(const bool more, next(&batch));
+        if (!more) break;
+      } else {
+        if (!have_ahead) break;
+        std::swap(batch, ahead);
+      }
+      // The replica reads the next step's share while this one runs: not timed.
+      have_ahead = false;
+      if (i + 1 < total) {
+        HETERPS_ASSIGN_OR_RETURN(have_ahead, next(&ahead));
+      }
+      const absl::Time start = absl::Now();
+      InputActivations(batch, 0, batch.size, &in);
+      HETERPS_RETURN_IF_ERROR(stage->Prefetch(in));
+      if (have_ahead && options.tier.tier_lookahead) {
+        InputActivations(ahead, 0, ahead.size, &next_in);
+        HETERPS_RETURN_IF_ERROR(stage->Anticipate(next_in));
+      }
+      if (dense == nullptr) HETERPS_RETURN_IF_ERROR(stage->PullParameters());
+      stage->set_block_rows(batch.size);
+      HETERPS_RETURN_IF_ERROR(
+          stage->ForwardBackward(0, in, 1.0f / static_cast<float>(batch.size), nullptr, &grads)
+              .status());
+      sums.Clear();
+      sums.Add(0, grads);
+      HETERPS_RETURN_IF_ERROR(stage->Accumulate(sums, dense == nullptr));
+      HETERPS_RETURN_IF_ERROR(tier->Commit());
+      if (dense != nullptr) HETERPS_RETURN_IF_ERROR(dense->StepHeld(*stage));
+      HETERPS_RETURN_IF_ERROR(backend->gpu_device()->Synchronize());
+      if (i >= options.warmup) seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    HETERPS_RETURN_IF_ERROR(tier->Flush());
+  }
+  server->Shutdown(absl::Seconds(1));
+  if (seconds.empty()) {
+    return absl::FailedPreconditionError("network profile: the data ended before a step was timed");
+  }
+  return Median(std::move(seconds));
+}
+
 }  // namespace
 
 NetworkFit FitNetwork(const std::vector<NetworkPoint>& points, int replicas, double beta) {
@@ -223,13 +322,18 @@ absl::StatusOr<std::vector<NetworkPoint>> ProfileNetwork(const config::ModelSpec
   if (options.replicas < 1) {
     return absl::InvalidArgumentError("network profile: the replicas must be >= 1");
   }
+  const bool tier = options.tier.gpu_tier_bytes > 0;
+  if (tier && (options.replicas != 1 || !options.synchronous)) {
+    return absl::InvalidArgumentError(
+        "network profile: a GPU tier's stage is one replica of a synchronous job");
+  }
   const std::vector<int64_t> sizes = {batch, std::max(1, batch / 4)};
   const auto measures_layers = [&](int64_t b) {
     return !(b == batch && options.layer_seconds > 0);
   };
   const int steps = options.warmup + options.repeats;
   int total = 0;
-  for (const int64_t b : sizes) total += (measures_layers(b) ? 2 : 1) * steps;
+  for (const int64_t b : sizes) total += (measures_layers(b) || tier ? 2 : 1) * steps;
   int done = 0;
   const auto tick = [&] {
     if (options.progress) options.progress(done, total);
@@ -244,23 +348,33 @@ absl::StatusOr<std::vector<NetworkPoint>> ProfileNetwork(const config::ModelSpec
     at.batch_size = b;
     NetworkPoint p;
     p.batch = b;
-    HETERPS_ASSIGN_OR_RETURN(const cost::StageTraffic traffic, WholeModelTraffic(spec, b));
-    p.bytes = traffic.bytes;
-    p.messages = traffic.messages;
-    if (!measures_layers(b)) {
+    // The layers (with a tier: its entry, which the traffic needs, at every batch).
+    std::optional<cost::TierEntry> measured;
+    if (!measures_layers(b) && !tier) {
       p.layer_seconds = options.layer_seconds;
     } else {
-      ProfileOptions layers;
+      ProfileOptions layers = tier ? options.tier : ProfileOptions();
       layers.warmup = options.warmup;
       layers.repeats = options.repeats;
       layers.type = "network";
       layers.progress = [&](int, int) { tick(); };
       HETERPS_ASSIGN_OR_RETURN(const HostProfile in_process,
                                ProfileLayers(at, batches(static_cast<int>(b)), layers));
-      p.layer_seconds = in_process.total_seconds;
+      p.layer_seconds = measures_layers(b) ? in_process.total_seconds : options.layer_seconds;
+      if (!in_process.profile.tier.empty()) measured = in_process.profile.tier.front();
     }
-    HETERPS_ASSIGN_OR_RETURN(
-        p.step_seconds, NetworkStepSeconds(at, b, batches(static_cast<int>(b)), options, tick));
+    if (tier && !measured) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "network profile: no GPU tier could be measured on '", options.tier.device, "'"));
+    }
+    HETERPS_ASSIGN_OR_RETURN(const cost::StageTraffic traffic,
+                             WholeModelTraffic(spec, b, measured ? &*measured : nullptr));
+    p.bytes = traffic.bytes;
+    p.messages = traffic.messages;
+    const BatchSource source = batches(static_cast<int>(b));
+    HETERPS_ASSIGN_OR_RETURN(p.step_seconds,
+                             tier ? TierStepSeconds(at, source, options, tick)
+                                  : NetworkStepSeconds(at, b, source, options, tick));
     points.push_back(p);
   }
   return points;

@@ -62,6 +62,15 @@ struct NetworkProfileOptions {
   BatchSources batches;
   // The tables' optimizers (the job's): what the server's apply costs depends on them.
   ModelOptions model_options;
+  // A GPU type with a GPU tier (tier.gpu_tier_bytes > 0 on tier.device, a GPU's): the step of
+  // one replica as the job runs a one-stage plan there, its GrpcPsClient behind a ps::GpuTier on
+  // the device that feeds the stage (the rest of `tier` as ProfileLayers reads it: the look-ahead,
+  // the dense parameters held on the device), each step's keys named to the tier first and the
+  // next step's after, its gradients accumulated and committed; `replicas` must then be 1. The
+  // layers are measured the same way (ProfileLayers with `tier`), and each point's bytes are the
+  // tier's traffic: the cost model's, with the tier entry that layer profile measured at that
+  // batch (docs/cost_model.md, "The GPU tier").
+  ProfileOptions tier;
   // Called before each step with (done, total).
   std::function<void(int, int)> progress;
 };

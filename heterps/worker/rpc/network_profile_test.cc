@@ -135,6 +135,54 @@ TEST(NetworkProfileTest, TheModelPredictsTheMeasuredStepOverTheNetwork) {
   EXPECT_GT((*points)[0].step_seconds, 0);
 }
 
+// A GPU type with a tier (the host twin here): one replica's step on the device path through a
+// server on loopback; the points' bytes are the tier's traffic (the rows it moved, no dense
+// weights: fewer bytes than every row and weight); only one replica of a synchronous job, on a
+// GPU's device.
+TEST(NetworkProfileTest, ATiersStepIsMeasuredOnTheDevicePath) {
+  auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  NetworkProfileOptions options;
+  options.warmup = 1;
+  options.repeats = 3;
+  options.tier.device = "twin:0";
+  options.tier.gpu_tier_bytes = int64_t{64} << 20;
+  options.tier.hold_dense = true;
+  auto points = ProfileNetwork(*spec, 256, options);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 2u);
+  NetworkProfileOptions plain;
+  plain.warmup = 0;
+  plain.repeats = 1;
+  auto without = ProfileNetwork(*spec, 256, plain);
+  ASSERT_TRUE(without.ok()) << without.status();
+  for (size_t i = 0; i < points->size(); ++i) {
+    const NetworkPoint& p = (*points)[i];
+    EXPECT_GT(p.layer_seconds, 0);
+    EXPECT_GT(p.step_seconds, 0);
+    EXPECT_GT(p.bytes, 0);
+    EXPECT_LT(p.bytes, (*without)[i].bytes);
+    EXPECT_EQ(p.messages, 2);  // the tier's rows, loaded and written back; no dense weights
+  }
+  const NetworkFit w = FitNetwork(*points, 1, 0);
+  EXPECT_GT(w.bytes_per_second, 0);
+  EXPECT_GE(w.seconds_per_message, 0);
+  // One replica of a synchronous job only.
+  options.replicas = 2;
+  EXPECT_EQ(ProfileNetwork(*spec, 256, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.replicas = 1;
+  options.synchronous = false;
+  EXPECT_EQ(ProfileNetwork(*spec, 256, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A device that is not a GPU's: named.
+  options.synchronous = true;
+  options.tier.device = "cpu";
+  auto cpu = ProfileNetwork(*spec, 256, options);
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_NE(cpu.status().message().find("'cpu'"), std::string::npos) << cpu.status();
+}
+
 // Criteo lines (label, 13 counts, 26 hex ids) into a temporary file.
 std::string CriteoFile(const std::string& name, int lines) {
   const std::string path = (std::filesystem::temp_directory_path() / name).string();
