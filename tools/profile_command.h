@@ -16,7 +16,8 @@
 // --gpu-cache-gib G, each GPU (or emulated one) is measured with a GPU tier of G GiB on it
 // feeding the stage there and the dense parameters held on it, as a synchronous job with that
 // tier runs a one-stage plan on it (the profile's tier entries: docs/cost_model.md, "The GPU
-// tier"). Prints the tables. Exit codes: 0 written, 2 bad input or a failure.
+// tier"), and each such GPU's network from a step of its own through the tier and a server on
+// loopback. Prints the tables. Exit codes: 0 written, 2 bad input or a failure.
 #pragma once
 
 #include <string>
