@@ -838,7 +838,7 @@ TEST(CliTest, ProfileWritesWhatThePlannerReads) {
   ASSERT_EQ(tier["tier"].size(), 1u);
   EXPECT_EQ(tier["tier"][0]["type"], "gpu-twin");
   EXPECT_EQ(tier["tier"][0]["lookups_per_batch"], 512 * 26);
-  EXPECT_GT(tier["tier"][0]["server_rows_per_batch"].get<double>(), 0);
+  EXPECT_GT(tier["tier"][0]["loaded_rows_per_batch"].get<double>(), 0);
   // This host's CPU alone, for the local catalog, on a data file (shorter than two batches).
   const std::string data = TempPath("profile-data.tsv");
   r = RunCli("gen-data --rows 3000 --seed 5 --out " + data);

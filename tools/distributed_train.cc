@@ -280,6 +280,7 @@ std::unique_ptr<launcher::Replanner> NewReplanner(
   o.threshold = flags.replan_threshold;
   o.max_losses = std::max(1, flags.job.max_restarts);
   o.rules.gpu_tier = flags.gpu_cache_gib > 0;
+  o.rules.tier_holds_dense = launcher::RulesOf(job).tier_holds_dense;
   o.rules.block_size = recipe.settings.block_size;
   SetResidency(flags, &o.rules);
   o.recipe = recipe;

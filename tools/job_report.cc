@@ -139,10 +139,9 @@ std::string Summary(const worker::JobSpec& job, const launcher::JobResult& r, co
         job.settings.gpu_tier_device, job.settings.gpu_tier_bytes / 1e6,
         s0.tier_feeds_stage ? ", feeding the stage on the device" : "", 100 * s0.tier_hit_rate,
         WithCommas(s0.tier_loaded_rows),
-        s0.tier_loaded_rows > 0
-            ? absl::StrCat(" (", WithCommas(s0.tier_ahead_rows),
-                           " of them fetched while the step before ran)")
-            : "",
+        s0.tier_loaded_rows > 0 ? absl::StrCat(" (", WithCommas(s0.tier_ahead_rows),
+                                               " of them fetched while the step before ran)")
+                                : "",
         WithCommas(s0.tier_written_back_rows), HumanSeconds(s0.write_back_seconds));
   }
   for (size_t s = 0; s < r.stages.size(); ++s) {
@@ -305,7 +304,10 @@ absl::StatusOr<std::string> WriteCalibratedProfile(const worker::JobSpec& job,
       cost::CostModel model,
       cost::CostModel::Create(
           job.model, cluster,
-          cost::ColocatedWorkload(std::max(job.plan.throughput_limit, 1.0), 1e9),
+          // Priced as it was planned: its tier's traffic where it had one.
+          launcher::WithRules(
+              job.model, launcher::RulesOf(job),
+              cost::ColocatedWorkload(std::max(job.plan.throughput_limit, 1.0), 1e9)),
           profile ? &*profile : nullptr));
   const double overhead = std::max(0.0, r.step_seconds - Busiest(r));
   std::vector<cost::MeasuredStage> measured;

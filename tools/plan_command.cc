@@ -66,6 +66,7 @@ absl::StatusOr<launcher::PlanRequest> PlanRequestFrom(const PlanFlags& flags) {
   request.workload.price_parameter_servers = !flags.stages_only;
   request.workload.access_skew = flags.access_skew;
   request.rules.gpu_tier = flags.gpu_tier;
+  request.rules.tier_holds_dense = flags.gpu_tier;  // the default job: synchronous, one block
   request.rules.data_region = flags.data_region;
   request.rules.activations_may_cross = flags.activations_may_cross;
   request.rules.data_source =

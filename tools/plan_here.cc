@@ -90,10 +90,14 @@ worker::ProfileOptions TierProfileOptions(const TrainFlags& flags, const config:
       (flags.gpu_cache_device.empty() || flags.gpu_cache_device == device)) {
     options.gpu_tier_bytes = static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30));
     options.tier_lookahead = flags.job.tier_lookahead;
-    options.hold_dense = flags.job.dense_on_replicas() &&
-                         (flags.block_size <= 0 || flags.block_size >= spec.batch_size);
+    options.hold_dense = TierHoldsDense(flags, spec);
   }
   return options;
+}
+
+bool TierHoldsDense(const TrainFlags& flags, const config::ModelSpec& spec) {
+  return flags.gpu_cache_gib > 0 && flags.job.dense_on_replicas() &&
+         (flags.block_size <= 0 || worker::StepBlocks(spec.batch_size, flags.block_size) == 1);
 }
 
 void MergeProfile(const cost::Profile& one, cost::Profile* into) {
@@ -144,10 +148,13 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   } else {
     ProgressLine progress(true);
     const worker::BatchSources batches = DataBatches(spec, data_files, flags.job.bad_lines);
+    HETERPS_ASSIGN_OR_RETURN(const worker::ModelOptions tables,
+                             ModelOptionsFrom(flags, spec, spec.batch_size));
     for (const config::ResourceType* t : local) {
       worker::ProfileOptions options = TierProfileOptions(flags, spec, t->local_device);
       options.type = t->name;
       options.repeats = 5;
+      options.tables = tables;
       options.progress = [&](int done, int total) {
         progress.Show(
             absl::StrFormat("profiling this host's %s %s", t->local_device, Bar(done, total)));
@@ -172,7 +179,9 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
     HETERPS_RETURN_IF_ERROR(AddTierNetworkProfiles(
         spec, static_cast<int>(spec.batch_size), local,
         [&](const config::ResourceType& t) {
-          return TierProfileOptions(flags, spec, t.local_device);
+          worker::ProfileOptions options = TierProfileOptions(flags, spec, t.local_device);
+          options.tables = tables;
+          return options;
         },
         network, progress, &measured.profile));
   }
@@ -201,6 +210,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   request.cluster = cluster;
   request.profile = measured.profile;
   request.rules.gpu_tier = tier;
+  request.rules.tier_holds_dense = TierHoldsDense(flags, spec);
   request.rules.block_size = flags.block_size;  // named or resumed; 0: the plan's
   SetResidency(flags, &request.rules);
   request.scheduler = flags.scheduler;

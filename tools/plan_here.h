@@ -66,6 +66,11 @@ absl::Status AddTierNetworkProfiles(
 // the replicas, one block a step). Type, progress and repeats are the caller's.
 worker::ProfileOptions TierProfileOptions(const TrainFlags& flags, const config::ModelSpec& spec,
                                           const std::string& device);
+// Whether the flags' job holds its dense parameters with its GPU tier where one stage is the
+// whole model (launcher::JobRules::tier_holds_dense): a tier, dense parameters on the replicas of
+// a synchronous job, one block a step (no block size named: the plan's, one block for one GPU
+// stage).
+bool TierHoldsDense(const TrainFlags& flags, const config::ModelSpec& spec);
 
 // Adds one type's profile (its entries, network and tier) to `into`, which takes its header where
 // it has no entries yet.

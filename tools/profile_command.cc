@@ -143,10 +143,11 @@ int RunProfile(const ProfileFlags& flags) {
   std::printf("%s\n", table.Render().c_str());
   for (const cost::TierEntry& e : profile.tier) {
     std::printf(
-        "GPU tier of %s (%s GiB): %.0f of a batch's %.0f lookups to and from the "
-        "servers (%.1f%%: loaded, or passed through), dense parameters %s\n",
-        e.type.c_str(), HumanNumber(flags.gpu_cache_gib).c_str(), e.server_rows_per_batch,
-        e.lookups_per_batch, 100 * e.server_rows_per_batch / e.lookups_per_batch,
+        "GPU tier of %s (%s GiB): of a batch's %.0f lookups, %.0f loaded from the servers and "
+        "%.0f passed through to them (%.1f%%), dense parameters %s\n",
+        e.type.c_str(), HumanNumber(flags.gpu_cache_gib).c_str(), e.lookups_per_batch,
+        e.loaded_rows_per_batch, e.passed_rows_per_batch,
+        100 * (e.loaded_rows_per_batch + e.passed_rows_per_batch) / e.lookups_per_batch,
         e.dense_held ? "held on the device" : "on the servers");
   }
   if (!profile.tier.empty()) std::printf("\n");

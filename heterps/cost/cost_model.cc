@@ -347,11 +347,12 @@ absl::Status CostModel::ApplyProfile(const Profile& profile) {
     const int t = cluster_.FindType(e.type);
     if (t < 0)
       return bad(absl::StrCat("tier[", i, "].type: no type '", e.type, "' in the cluster"));
-    if (!(e.lookups_per_batch > 0) || !(e.server_rows_per_batch >= 0) ||
-        !(e.server_rows_per_batch <= e.lookups_per_batch)) {
+    if (!(e.lookups_per_batch > 0) || !(e.loaded_rows_per_batch >= 0) ||
+        !(e.passed_rows_per_batch >= 0) ||
+        !(e.loaded_rows_per_batch + e.passed_rows_per_batch <= e.lookups_per_batch)) {
       return bad(absl::StrCat("tier[", i,
-                              "]: the lookups must be > 0 and the loaded rows from 0 "
-                              "to the lookups"));
+                              "]: the lookups must be > 0 and the loaded and passed "
+                              "rows from 0 to the lookups together"));
     }
     if (tier_[t].lookups_per_batch > 0) {
       return bad(absl::StrCat("tier[", i, "]: a second tier entry for ", e.type));
@@ -393,14 +394,28 @@ void CostModel::BuildPrefixSums(const std::vector<std::vector<double>>& analytic
   }
 }
 
-double CostModel::ServerRowShare(int first, int t) const {
-  if (!workload_.gpu_tier || first != 0 || t < 0 || tier_[t].lookups_per_batch <= 0) return 1;
-  return tier_[t].server_rows_per_batch / tier_[t].lookups_per_batch;
+bool CostModel::TierFeeds(int first, int t) const {
+  return workload_.gpu_tier && first == 0 && t >= 0 && tier_[t].lookups_per_batch > 0;
 }
 
-bool CostModel::HoldsDense(int first, int t) const {
-  return workload_.gpu_tier && first == 0 && t >= 0 && tier_[t].lookups_per_batch > 0 &&
+bool CostModel::HoldsDense(int first, int last, int t) const {
+  return TierFeeds(first, t) && workload_.tier_holds_dense && last == num_layers() - 1 &&
          tier_[t].dense_held;
+}
+
+CostModel::TierBytes CostModel::TierRowBytes(int first, int last, int t) const {
+  // Per looked-up row: its key (8 B) and its value (4 d B) in the model's prefix sums.
+  const double keys = pull_keys_bytes_[last + 1] - pull_keys_bytes_[first];
+  const double values = (sparse_bytes_[last + 1] - sparse_bytes_[first] - 2 * keys) / 2;
+  const TierEntry& e = tier_[t];
+  const double loaded = e.loaded_rows_per_batch / e.lookups_per_batch;
+  const double passed = e.passed_rows_per_batch / e.lookups_per_batch;
+  const double row = 1 + workload_.ps_state_floats;  // value and state floats per value float
+  TierBytes bytes;
+  // A load sends its key and receives the row; its write-back sends both.
+  bytes.sent = loaded * (2 * keys + row * values) + passed * (2 * keys + values);
+  bytes.received = loaded * row * values + passed * values;
+  return bytes;
 }
 
 StageTraffic CostModel::Traffic(int first, int last, int t) const {
@@ -416,10 +431,15 @@ StageTraffic CostModel::Traffic(int first, int last, int t) const {
     bytes += batch_ * (layers_[last].act_out_bytes + layers_[last].grad_out_bytes);
     messages += 2;
   }
-  // A GPU tier's stage: its misses loaded and written back (each a key and a row), where the
-  // servers would send every row and take every gradient.
-  const double sparse = (sparse_bytes_[last + 1] - sparse_bytes_[first]) * ServerRowShare(first, t);
-  const double dense = HoldsDense(first, t) ? 0 : dense_bytes_[last + 1] - dense_bytes_[first];
+  // A GPU tier's stage: its misses loaded and written back, or passed through, where the servers
+  // would send every row and take every gradient.
+  double sparse = sparse_bytes_[last + 1] - sparse_bytes_[first];
+  if (TierFeeds(first, t)) {
+    const TierBytes tier = TierRowBytes(first, last, t);
+    sparse = tier.sent + tier.received;
+  }
+  const double dense =
+      HoldsDense(first, last, t) ? 0 : dense_bytes_[last + 1] - dense_bytes_[first];
   messages += (sparse > 0 ? 2 : 0) + (dense > 0 ? 2 : 0);
   return {bytes + sparse + dense, messages};
 }

@@ -60,9 +60,11 @@ struct Workload {
   int first_stage_through = -1;
   // The job has a GPU tier (--gpu-cache-gib): a first stage on a type the profile measured with
   // one (Profile::tier) moves the tier's misses to and from the servers instead of every row it
-  // looks up, and no dense weights where the tier's stage held them on its device
-  // (docs/cost_model.md, "The GPU tier").
+  // looks up (docs/cost_model.md, "The GPU tier"). With tier_holds_dense (a synchronous job,
+  // dense parameters on the replicas, one block a step), such a stage that is the whole model
+  // moves no dense weights where the profile held them on the device.
   bool gpu_tier = false;
+  bool tier_holds_dense = false;
   // Data residency (docs/cost_model.md, "Data residency"): the region the training data is kept
   // in, which nothing derived from it may leave. Every stage reads the data or what the layers
   // before it made of it, and the parameter servers receive its ids, so the stages and the servers
@@ -173,13 +175,13 @@ class CostModel {
   // The bytes and messages of DT_s for the stage [first, last] on type t (-1: whatever its type,
   // as though no type had a GPU tier). O(1).
   StageTraffic Traffic(int first, int last, int t = -1) const;
-  // Under Workload::gpu_tier, of the rows a stage starting at `first` on type t looks up, the
-  // share that travels to and from the servers: the profile's tier entry's loaded rows per
-  // lookup for a first stage on a type it has one for; 1 otherwise (and for t -1).
-  double ServerRowShare(int first, int t) const;
-  // Whether that stage keeps its dense weights on its device (the tier entry's dense_held): it
+  // Under Workload::gpu_tier, whether a stage starting at `first` on type t looks its rows up in
+  // a GPU tier the profile measured (a first stage on a type with a tier entry; false for t -1).
+  bool TierFeeds(int first, int t) const;
+  // Whether the stage [first, last] on type t keeps its dense weights on its device: fed by the
+  // tier, the whole model, under Workload::tier_holds_dense, where the tier entry held them. It
   // pulls and pushes none per batch.
-  bool HoldsDense(int first, int t) const;
+  bool HoldsDense(int first, int last, int t) const;
   // The profile's network entries this model applied (the types' network figures they replaced).
   const std::vector<NetworkEntry>& network() const { return network_; }
   // The profile's tier entries this model applied.
@@ -323,6 +325,14 @@ class CostModel {
   // diagonal).
   std::vector<int> link_of_;
   std::vector<double> pull_keys_bytes_;  // prefix sums: 8 B r_l, the keys a pull sends
+  // The bytes to and from the servers of the rows of layers [first, last] a GPU tier on type t
+  // moves: its loads and write-backs (key, value and optimizer state each way) and its pass-
+  // throughs (as a pull and a push). Split as AddServerLoad needs them: sent (keys, gradients,
+  // written-back rows) and received (rows).
+  struct TierBytes {
+    double sent = 0, received = 0;
+  };
+  TierBytes TierRowBytes(int first, int last, int t) const;
   // Seconds per batch of `load` on the link of pair i (an index into link_of_).
   double LinkTime(const WanLoad& load, size_t i) const;
 

@@ -60,17 +60,18 @@ void CostModel::AddServerLoad(int first, int last, int t, int ps_type, WanLoad* 
   if (a == c || a < 0 || c < 0) return;
   const int r = num_regions();
   // sparse_bytes_ counts per looked-up row 2 row bytes + 2 keys: the pull's key and the push's
-  // key and gradient go out, the pulled row comes back; a GPU tier's stage moves its misses alone
-  // (a loaded row back, a written-back key and row out: the same bytes).
-  const double share = ServerRowShare(first, t);
-  const double sparse = (sparse_bytes_[last + 1] - sparse_bytes_[first]) * share;
-  const double keys = (pull_keys_bytes_[last + 1] - pull_keys_bytes_[first]) * share;
-  const double rows_back = (sparse - 2 * keys) / 2;  // B r 4d: the pulled rows
-  const double dense =                               // 4 w each way
-      HoldsDense(first, t) ? 0 : (dense_bytes_[last + 1] - dense_bytes_[first]) / 2;
-  load->bytes[a * r + c] += sparse - rows_back + dense;
-  load->bytes[c * r + a] += rows_back + dense;
-  const double kinds = (sparse > 0 ? 2 : 0) + (dense > 0 ? 2 : 0);  // pull and push of each
+  // key and gradient go out, the pulled row comes back; a GPU tier's stage moves its misses alone.
+  const double sparse = sparse_bytes_[last + 1] - sparse_bytes_[first];
+  const double keys = pull_keys_bytes_[last + 1] - pull_keys_bytes_[first];
+  const double back = (sparse - 2 * keys) / 2;  // B r 4d: the pulled rows
+  TierBytes rows{sparse - back, back};
+  if (TierFeeds(first, t)) rows = TierRowBytes(first, last, t);
+  const double dense =  // 4 w each way
+      HoldsDense(first, last, t) ? 0 : (dense_bytes_[last + 1] - dense_bytes_[first]) / 2;
+  load->bytes[a * r + c] += rows.sent + dense;
+  load->bytes[c * r + a] += rows.received + dense;
+  const double kinds =  // pull and push of each
+      (rows.sent + rows.received > 0 ? 2 : 0) + (dense > 0 ? 2 : 0);
   load->messages[a * r + c] += kinds;
   load->messages[c * r + a] += kinds;
 }

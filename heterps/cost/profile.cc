@@ -117,20 +117,27 @@ absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_v
       HETERPS_ASSIGN_OR_RETURN(const json* type, Field(e, source, path, "type", T::string));
       HETERPS_ASSIGN_OR_RETURN(const json* lookups,
                                Field(e, source, path, "lookups_per_batch", T::number_float));
-      HETERPS_ASSIGN_OR_RETURN(const json* rows,
-                               Field(e, source, path, "server_rows_per_batch", T::number_float));
+      HETERPS_ASSIGN_OR_RETURN(const json* loaded,
+                               Field(e, source, path, "loaded_rows_per_batch", T::number_float));
+      HETERPS_ASSIGN_OR_RETURN(const json* passed,
+                               Field(e, source, path, "passed_rows_per_batch", T::number_float));
       HETERPS_ASSIGN_OR_RETURN(const json* held, Field(e, source, path, "dense_held", T::boolean));
       entry.type = type->get<std::string>();
       entry.lookups_per_batch = lookups->get<double>();
-      entry.server_rows_per_batch = rows->get<double>();
+      entry.loaded_rows_per_batch = loaded->get<double>();
+      entry.passed_rows_per_batch = passed->get<double>();
       entry.dense_held = held->get<bool>();
       if (!(entry.lookups_per_batch > 0) || !std::isfinite(entry.lookups_per_batch)) {
         return Bad(source, path + ".lookups_per_batch", "must be a positive number");
       }
-      if (!(entry.server_rows_per_batch >= 0) ||
-          !(entry.server_rows_per_batch <= entry.lookups_per_batch)) {
-        return Bad(source, path + ".server_rows_per_batch",
-                   "must be a number from 0 to lookups_per_batch");
+      if (!(entry.loaded_rows_per_batch >= 0)) {
+        return Bad(source, path + ".loaded_rows_per_batch", "must be a number >= 0");
+      }
+      if (!(entry.passed_rows_per_batch >= 0) ||
+          !(entry.loaded_rows_per_batch + entry.passed_rows_per_batch <= entry.lookups_per_batch)) {
+        return Bad(source, path + ".passed_rows_per_batch",
+                   "must be a number >= 0 that with loaded_rows_per_batch is at most "
+                   "lookups_per_batch");
       }
       for (const TierEntry& seen : profile.tier) {
         if (seen.type == entry.type) {
@@ -173,7 +180,8 @@ std::string ProfileToJson(const Profile& profile) {
     for (const TierEntry& e : profile.tier) {
       tier.push_back({{"type", e.type},
                       {"lookups_per_batch", e.lookups_per_batch},
-                      {"server_rows_per_batch", e.server_rows_per_batch},
+                      {"loaded_rows_per_batch", e.loaded_rows_per_batch},
+                      {"passed_rows_per_batch", e.passed_rows_per_batch},
                       {"dense_held", e.dense_held}});
     }
     root["tier"] = tier;

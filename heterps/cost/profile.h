@@ -9,10 +9,9 @@
 //   {"format": "heterps-profile-v1", "model": "dlrm-small", "batch_size": 2048,
 //    "host": "free text", "entries": [{"layer": "top.0", "type": "host-cpu",
 //                                      "seconds_per_batch": 0.0021}, ...],
-//    "network": [{"type": "host-cpu", "bytes_per_second": 2.1e8, "seconds_per_message": 3e-4}]}
-//
-//    "tier": [{"type": "h200", "lookups_per_batch": 53248, "server_rows_per_batch": 1210,
-//              "dense_held": true}]}
+//    "network": [{"type": "host-cpu", "bytes_per_second": 2.1e8, "seconds_per_message": 3e-4}],
+//    "tier": [{"type": "h200", "lookups_per_batch": 53248, "loaded_rows_per_batch": 1210,
+//              "passed_rows_per_batch": 0, "dense_held": true}]}
 //
 // "network" is optional: without it the types keep the cluster spec's network figures. Files
 // written before it was named so call it "wire", which is read as well (not both in one file).
@@ -47,15 +46,16 @@ struct NetworkEntry {
 
 // A GPU type's embedding layers as measured through a GPU tier on its device feeding the stage
 // there (worker/profile.h, ProfileOptions::gpu_tier_bytes): of the rows a batch looks up, how
-// many travel between the tier and the servers (the rows it loaded, each written back once later,
-// and the keys that passed through it, each pulled and its gradient pushed), and whether the dense
-// parameters and their optimizer were held on the device (none pulled or pushed per batch). The
-// cost model charges a first stage on the type that traffic with the servers instead of every
-// looked-up row and every dense weight (docs/cost_model.md, "The GPU tier").
+// many the tier loaded from the servers (each with its optimizer state, written back once later)
+// and how many passed through it to them (no room: pulled, their gradients pushed), and whether
+// the dense parameters and their optimizer were held on the device (none pulled or pushed per
+// batch). The cost model charges a first stage on the type that traffic with the servers instead
+// of every looked-up row and dense weight (docs/cost_model.md, "The GPU tier").
 struct TierEntry {
   std::string type;                  // resource type name in the cluster spec
   double lookups_per_batch = 0;      // rows looked up per batch, all tables, > 0
-  double server_rows_per_batch = 0;  // of them to and from the servers, 0 ..= lookups
+  double loaded_rows_per_batch = 0;  // loaded from the servers, >= 0
+  double passed_rows_per_batch = 0;  // passed through to them, >= 0; with loaded <= lookups
   bool dense_held = false;
 };
 

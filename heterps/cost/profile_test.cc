@@ -39,35 +39,42 @@ TEST(ProfileTest, JsonRoundTrip) {
   EXPECT_FALSE(ParseProfile("{not json", "p.json").ok());
 }
 
-// A GPU tier's entries: kept through JSON; a share beyond the lookups, or a missing field, named.
+// A GPU tier's entries: kept through JSON; rows beyond the lookups, or a missing field, named.
 TEST(ProfileTest, TierEntriesRoundTripAndTheirErrorsAreNamed) {
-  Profile p{"tiny", 100, "host", {{"fc0", "gpu", 1e-3}}, {}, {{"gpu", 53248, 1210.5, true}}};
+  Profile p{"tiny", 100, "host", {{"fc0", "gpu", 1e-3}}, {}, {{"gpu", 53248, 1210.5, 3, true}}};
   auto back = ParseProfile(ProfileToJson(p), "p.json");
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->tier.size(), 1u);
   EXPECT_EQ(back->tier[0].type, "gpu");
   EXPECT_DOUBLE_EQ(back->tier[0].lookups_per_batch, 53248);
-  EXPECT_DOUBLE_EQ(back->tier[0].server_rows_per_batch, 1210.5);
+  EXPECT_DOUBLE_EQ(back->tier[0].loaded_rows_per_batch, 1210.5);
+  EXPECT_DOUBLE_EQ(back->tier[0].passed_rows_per_batch, 3);
   EXPECT_TRUE(back->tier[0].dense_held);
   p.tier.clear();
   EXPECT_EQ(ProfileToJson(p).find("\"tier\""), std::string::npos);
   const std::string head = R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
                                "entries": [], "tier": )";
   auto beyond = ParseProfile(head + R"([{"type": "g", "lookups_per_batch": 10,
-      "server_rows_per_batch": 11, "dense_held": false}]})",
+      "loaded_rows_per_batch": 6, "passed_rows_per_batch": 5, "dense_held": false}]})",
                              "p.json");
   ASSERT_FALSE(beyond.ok());
   EXPECT_EQ(beyond.status().message(),
-            "p.json: tier[0].server_rows_per_batch: must be a number from 0 to lookups_per_batch");
+            "p.json: tier[0].passed_rows_per_batch: must be a number >= 0 that with "
+            "loaded_rows_per_batch is at most lookups_per_batch");
+  auto negative = ParseProfile(head + R"([{"type": "g", "lookups_per_batch": 10,
+      "loaded_rows_per_batch": -1, "passed_rows_per_batch": 0, "dense_held": false}]})",
+                               "p.json");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().message(),
+            "p.json: tier[0].loaded_rows_per_batch: must be a number >= 0");
   auto missing = ParseProfile(head + R"([{"type": "g", "lookups_per_batch": 10,
-      "server_rows_per_batch": 1}]})",
+      "loaded_rows_per_batch": 1, "passed_rows_per_batch": 0}]})",
                               "p.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), "p.json: tier[0].dense_held: missing required field");
-  auto twice = ParseProfile(head + R"([{"type": "g", "lookups_per_batch": 10,
-      "server_rows_per_batch": 1, "dense_held": true}, {"type": "g", "lookups_per_batch": 10,
-      "server_rows_per_batch": 1, "dense_held": true}]})",
-                            "p.json");
+  const std::string entry = R"({"type": "g", "lookups_per_batch": 10, "loaded_rows_per_batch": 1,
+      "passed_rows_per_batch": 0, "dense_held": true})";
+  auto twice = ParseProfile(head + "[" + entry + ", " + entry + "]}", "p.json");
   ASSERT_FALSE(twice.ok());
   EXPECT_EQ(twice.status().message(), "p.json: tier[1].type: a second tier entry for g");
 }

@@ -14,13 +14,29 @@
 namespace heterps::launcher {
 
 absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request) {
-  cost::Workload workload = request.workload;
-  if (request.rules.gpu_tier) {
+  return cost::CostModel::Create(request.model, request.cluster,
+                                 WithRules(request.model, request.rules, request.workload),
+                                 request.profile ? &*request.profile : nullptr);
+}
+
+JobRules RulesOf(const worker::JobSpec& job) {
+  JobRules rules;
+  rules.gpu_tier = job.settings.gpu_tier_bytes > 0;
+  rules.block_size = job.settings.block_size;
+  rules.tier_holds_dense = rules.gpu_tier && job.settings.dense_on_replicas() &&
+                           worker::StepBlocks(job.batch_size(), job.settings.block_size) == 1;
+  return rules;
+}
+
+cost::Workload WithRules(const config::ModelSpec& model, const JobRules& rules,
+                         cost::Workload workload) {
+  if (rules.gpu_tier) {
     // The tier holds the first stage's embedding tables: that stage reaches the first of them,
     // on one replica.
     workload.first_stage_max_units = 1;
     workload.gpu_tier = true;
-    const auto& layers = request.model.layers;
+    workload.tier_holds_dense = rules.tier_holds_dense;
+    const auto& layers = model.layers;
     for (int l = 0; l < static_cast<int>(layers.size()); ++l) {
       if (layers[l].kind == config::LayerKind::kEmbedding) {
         workload.first_stage_through = l;
@@ -28,17 +44,16 @@ absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request) {
       }
     }
   }
-  if (request.rules.block_size > 0) {
-    const int64_t blocks = worker::StepBlocks(request.model.batch_size, request.rules.block_size);
+  if (rules.block_size > 0) {
+    const int64_t blocks = worker::StepBlocks(model.batch_size, rules.block_size);
     workload.first_stage_max_units = workload.first_stage_max_units > 0
                                          ? std::min(workload.first_stage_max_units, blocks)
                                          : blocks;
   }
-  workload.data_region = request.rules.data_region;
-  workload.data_source = request.rules.data_source;
-  workload.activations_may_cross = request.rules.activations_may_cross;
-  return cost::CostModel::Create(request.model, request.cluster, workload,
-                                 request.profile ? &*request.profile : nullptr);
+  workload.data_region = rules.data_region;
+  workload.data_source = rules.data_source;
+  workload.activations_may_cross = rules.activations_may_cross;
+  return workload;
 }
 
 cost::Workload ResidencyOf(const JobRules& rules) {

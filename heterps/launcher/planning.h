@@ -39,6 +39,10 @@ struct JobRules {
   // up, the first, holds the first embedding layer and runs on one replica (cost::Workload::
   // first_stage_through and first_stage_max_units).
   bool gpu_tier = false;
+  // With the tier: a synchronous job whose dense parameters are on the replicas and whose step is
+  // one block holds them on the tier's GPU where one stage is the whole model
+  // (cost::Workload::tier_holds_dense).
+  bool tier_holds_dense = false;
   // The job's block size, kept for its life (worker::PlanBlockSize): stage 0's replicas each read
   // whole blocks of a step, so a plan gives it at most ceil(batch / block_size). 0: no limit.
   int64_t block_size = 0;
@@ -65,6 +69,13 @@ struct PlanRequest {
 // The cost model every plan of `request` is priced with: its workload with the job's rules.
 // InvalidArgument as cost::CostModel::Create.
 absl::StatusOr<cost::CostModel> PlanningModel(const PlanRequest& request);
+// `workload` with `rules` applied, as PlanningModel applies them (the tier's first stage, the
+// block size's limit on it, the data residency).
+cost::Workload WithRules(const config::ModelSpec& model, const JobRules& rules,
+                         cost::Workload workload);
+// The rules a made job keeps (its GPU tier and whether it holds the dense parameters with it, its
+// block size), for pricing what it ran (calibration) as it was planned.
+JobRules RulesOf(const worker::JobSpec& job);
 
 // A workload that carries only the rules' data residency (data_region, data_source,
 // activations_may_cross): what cost::CheckDataRegion and the residency messages
@@ -84,9 +95,9 @@ absl::Status CheckResidency(const sched::RunPlan& plan, absl::string_view source
                             const JobRules& rules);
 
 struct MadePlan {
-  cost::CostModel model;  // what the plan was priced with (PlanningModel)
+  cost::CostModel model;   // what the plan was priced with (PlanningModel)
   sched::PricedPlan plan;  // the scheduler's; !feasible says why (plan.why)
-  sched::RunPlan run;     // the plan as a job runs it (sched::FromPlan)
+  sched::RunPlan run;      // the plan as a job runs it (sched::FromPlan)
 };
 
 // The request's scheduler on its cost model. An unknown scheduler, a bad workload or profile, or

@@ -235,7 +235,8 @@ class ElasticReplanner final : public Replanner {
   // stage's seconds per batch with its units.
   double Predict(const sched::RunPlan& plan, const config::ClusterSpec& catalog) const {
     absl::StatusOr<cost::CostModel> model = cost::CostModel::Create(
-        o_.model, catalog, cost::ColocatedWorkload(std::max(limit_, 1.0), 1e6),
+        o_.model, catalog,
+        WithRules(o_.model, o_.rules, cost::ColocatedWorkload(std::max(limit_, 1.0), 1e6)),
         o_.profile ? &*o_.profile : nullptr);
     if (!model.ok()) return 0;
     double bottleneck = 0;

@@ -125,7 +125,7 @@ absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& nex
                            dense::DenseBackend* backend, LayerTimes* times, int64_t* batch_size,
                            cost::TierEntry* entry) {
   const int last = static_cast<int>(spec.layers.size()) - 1;
-  const ModelOptions tables;  // as ProfileLayers made them
+  const ModelOptions& tables = options.tables;  // as ProfileLayers made them
   HETERPS_ASSIGN_OR_RETURN(
       std::unique_ptr<ps::GpuTier> tier,
       ps::GpuTier::Create(client, backend->gpu_device(), {options.gpu_tier_bytes}));
@@ -179,13 +179,15 @@ absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& nex
     if (*batch_size == 0) *batch_size = batch.size;
     if (i == options.warmup) before = tier->stats();
     InputActivations(batch, 0, batch.size, &in);
+    if (have_ahead && options.tier_lookahead) InputActivations(ahead, 0, ahead.size, &next_in);
+    // The misses loaded, and the next batch's named (the job's prefetch; only the servers' part
+    // of the fetch ahead overlaps the step there, which in process is small).
     const absl::Time start = absl::Now();
     HETERPS_RETURN_IF_ERROR(stage->Prefetch(in));
-    const double prefetch = absl::ToDoubleSeconds(absl::Now() - start);
     if (have_ahead && options.tier_lookahead) {
-      InputActivations(ahead, 0, ahead.size, &next_in);
       HETERPS_RETURN_IF_ERROR(stage->Anticipate(next_in));
     }
+    const double prefetch = absl::ToDoubleSeconds(absl::Now() - start);
     if (dense == nullptr) HETERPS_RETURN_IF_ERROR(stage->PullParameters());
     stage->set_timing(true);
     absl::StatusOr<double> loss =
@@ -193,11 +195,13 @@ absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& nex
     stage->set_timing(false);
     HETERPS_RETURN_IF_ERROR(loss.status());
     std::vector<std::pair<std::string, double>> layers = stage->layer_seconds();
+    // The device's updates, each done when the device has done it: the rows' (with, where the
+    // servers hold them, the dense gradients' push), then the held parameters'.
     const absl::Time pushed = absl::Now();
     HETERPS_RETURN_IF_ERROR(stage->Push(grads));
+    HETERPS_RETURN_IF_ERROR(backend->gpu_device()->Synchronize());
     const absl::Time updated = absl::Now();
     if (dense != nullptr) HETERPS_RETURN_IF_ERROR(dense->StepHeld(*stage));
-    // The device's updates: done when it has done them.
     HETERPS_RETURN_IF_ERROR(backend->gpu_device()->Synchronize());
     const double rows = prefetch + absl::ToDoubleSeconds(updated - pushed);
     const double held = absl::ToDoubleSeconds(absl::Now() - updated);
@@ -218,10 +222,9 @@ absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& nex
     entry->lookups_per_batch =
         static_cast<double>(after.hits + after.misses - before.hits - before.misses) / timed;
     // The rows loaded (written back later) and the keys that passed through.
-    entry->server_rows_per_batch =
-        static_cast<double>(after.loaded_rows - before.loaded_rows + after.misses - before.misses) /
-        timed;
-    entry->server_rows_per_batch = std::min(entry->server_rows_per_batch, entry->lookups_per_batch);
+    entry->loaded_rows_per_batch =
+        static_cast<double>(after.loaded_rows - before.loaded_rows) / timed;
+    entry->passed_rows_per_batch = static_cast<double>(after.misses - before.misses) / timed;
     entry->dense_held = dense != nullptr;
   }
   return absl::OkStatus();
@@ -232,7 +235,7 @@ absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& nex
 absl::StatusOr<HostProfile> ProfileLayers(const config::ModelSpec& spec, const BatchSource& next,
                                           const ProfileOptions& options) {
   ps::InProcessPsClient client(1);
-  HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, ModelOptions()));
+  HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, options.tables));
   HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<dense::DenseBackend> backend,
                            dense::DefaultBackends().Create(options.device, {}));
   LayerTimes times;

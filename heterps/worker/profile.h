@@ -20,6 +20,7 @@
 #include "heterps/cost/profile.h"
 #include "heterps/data/criteo.h"
 #include "heterps/data/reader.h"
+#include "heterps/worker/stage.h"
 
 namespace heterps::worker {
 
@@ -57,19 +58,22 @@ struct ProfileOptions {
   // The embedding layers as a job with a GPU tier (--gpu-cache-gib) runs a one-stage plan on a
   // GPU `device` (docs/cost_model.md, "The GPU tier"): a ps::GpuTier of this many bytes on the
   // device, in front of the tables, feeds the stage there (Stage::UseDeviceTier); each batch's
-  // keys are named to it first (Stage::Prefetch: its misses loaded, timed as part of the
-  // embedding layers, in proportion to their lookups) and, with `tier_lookahead`, the next
-  // batch's keys right after (Stage::Anticipate, untimed: the job fetches them while the step
-  // runs; the rows' updates on the device timed with them). The profile's `tier` entry then says
-  // how many of a batch's lookups travelled to and from the servers, loaded or passed through
-  // (cost::TierEntry). 0, or a device that is not a GPU's: the rows come through the client, no
-  // tier entry.
+  // keys are named to it first (Stage::Prefetch: its misses loaded) and, with `tier_lookahead`,
+  // the next batch's right after (Stage::Anticipate), both timed as part of the embedding layers
+  // (in proportion to their lookups), with the rows' updates on the device; the held dense
+  // parameters' update is timed as part of the fc layers (by their parameters). The profile's
+  // `tier` entry then says how many of a batch's lookups the tier loaded from the servers and how
+  // many passed through to them (cost::TierEntry). 0, or a device that is not a GPU's: the rows
+  // come through the client, no tier entry.
   int64_t gpu_tier_bytes = 0;
   bool tier_lookahead = true;
   // With the tier: the dense parameters and their optimizer held on the device (Stage::HoldDense),
   // as a synchronous job holds them whose GPU stage is one replica of one block a step; the
   // tier entry's dense_held says whether they were.
   bool hold_dense = false;
+  // The tables' optimizers and seed, as the job has them (a row's bytes in the tier, and the
+  // servers' and the device's updates, follow from them).
+  ModelOptions tables;
   // Called before each batch with (done, total).
   std::function<void(int, int)> progress;
 };

