@@ -839,6 +839,13 @@ TEST(CliTest, ProfileWritesWhatThePlannerReads) {
   EXPECT_EQ(tier["tier"][0]["type"], "gpu-twin");
   EXPECT_EQ(tier["tier"][0]["lookups_per_batch"], 512 * 26);
   EXPECT_GT(tier["tier"][0]["loaded_rows_per_batch"].get<double>(), 0);
+  EXPECT_EQ(tier["tier"][0]["tier_bytes"], static_cast<int64_t>(0.001 * (int64_t{1} << 30)));
+  // Planned with it for a tier of another size: refused, both sizes named.
+  r = RunCli("train --batch 512 --gpu-emulate 1 --gpu-cache-gib 0.002 --profile " + profile +
+             " --job-dir " + TempPath("tier-mismatch"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(profile + ": tier[0]: gpu-twin was measured with a GPU tier of "
+                                         "0.001 GiB, the job's is 0.002 GiB"));
   // This host's CPU alone, for the local catalog, on a data file (shorter than two batches).
   const std::string data = TempPath("profile-data.tsv");
   r = RunCli("gen-data --rows 3000 --seed 5 --out " + data);

@@ -100,6 +100,22 @@ bool TierHoldsDense(const TrainFlags& flags, const config::ModelSpec& spec) {
          (flags.block_size <= 0 || worker::StepBlocks(spec.batch_size, flags.block_size) == 1);
 }
 
+absl::Status CheckTierEntries(const cost::Profile& profile, const TrainFlags& flags) {
+  const int64_t bytes =
+      flags.gpu_cache_gib > 0 ? static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30)) : 0;
+  for (size_t i = 0; i < profile.tier.size(); ++i) {
+    const cost::TierEntry& e = profile.tier[i];
+    if (e.tier_bytes == 0 || bytes == 0 || e.tier_bytes == bytes) continue;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: tier[%d]: %s was measured with a GPU tier of %s GiB, the job's is %s GiB "
+        "(--gpu-cache-gib); profile again with the job's, or leave the tier entry out",
+        flags.profile_path, static_cast<int>(i), e.type,
+        HumanNumber(static_cast<double>(e.tier_bytes) / (int64_t{1} << 30)),
+        HumanNumber(flags.gpu_cache_gib)));
+  }
+  return absl::OkStatus();
+}
+
 void MergeProfile(const cost::Profile& one, cost::Profile* into) {
   if (into->entries.empty() && into->network.empty() && into->tier.empty()) {
     *into = one;
@@ -142,6 +158,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   worker::HostProfile measured;
   if (!flags.profile_path.empty()) {
     HETERPS_ASSIGN_OR_RETURN(measured.profile, cost::LoadProfile(flags.profile_path));
+    HETERPS_RETURN_IF_ERROR(CheckTierEntries(measured.profile, flags));
     for (const cost::ProfileEntry& e : measured.profile.entries) {
       if (e.type == cpu->name) measured.total_seconds += e.seconds_per_batch;
     }

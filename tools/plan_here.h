@@ -72,6 +72,10 @@ worker::ProfileOptions TierProfileOptions(const TrainFlags& flags, const config:
 // stage).
 bool TierHoldsDense(const TrainFlags& flags, const config::ModelSpec& spec);
 
+// OK unless a tier entry of `profile` (the flags' --profile) records a GPU tier of another size
+// than the job's --gpu-cache-gib: InvalidArgument naming the file, the entry and both sizes.
+absl::Status CheckTierEntries(const cost::Profile& profile, const TrainFlags& flags);
+
 // Adds one type's profile (its entries, network and tier) to `into`, which takes its header where
 // it has no entries yet.
 void MergeProfile(const cost::Profile& one, cost::Profile* into);

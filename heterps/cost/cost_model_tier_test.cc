@@ -43,7 +43,7 @@ types:
   workload.gpu_tier = true;
   workload.tier_holds_dense = true;
   // Of 200 lookups a batch, 40 loaded and 10 passed through.
-  Profile profile{"emb", 100, "test", {}, {}, {{"gpu", 200, 40, 10, true}}};
+  Profile profile{"emb", 100, "test", {}, {}, {{"gpu", 200, 40, 10, true, 0}}};
   auto tier = CostModel::Create(*model, *cluster, workload, &profile);
   ASSERT_TRUE(tier.ok()) << tier.status();
   const int last = tier->num_layers() - 1;
@@ -103,11 +103,11 @@ types:
   EXPECT_DOUBLE_EQ(again->Stage(0, last, 0).comm, tier->Stage(0, last, 0).comm);
   EXPECT_NEAR(again->StageSeconds(0, last, 0), 1e-2, 1e-12);
   // An entry for a type the cluster lacks, or a second one for a type: named.
-  profile.tier = {{"nope", 200, 40, 10, true}};
+  profile.tier = {{"nope", 200, 40, 10, true, 0}};
   auto bad = CostModel::Create(*model, *cluster, workload, &profile);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tier[0].type: no type 'nope'"), std::string::npos);
-  profile.tier = {{"gpu", 200, 40, 10, true}, {"gpu", 200, 10, 0, true}};
+  profile.tier = {{"gpu", 200, 40, 10, true, 0}, {"gpu", 200, 10, 0, true, 0}};
   bad = CostModel::Create(*model, *cluster, workload, &profile);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tier[1]: a second tier entry for gpu"), std::string::npos);

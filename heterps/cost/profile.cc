@@ -127,6 +127,12 @@ absl::StatusOr<Profile> ParseProfile(absl::string_view json_text, absl::string_v
       entry.loaded_rows_per_batch = loaded->get<double>();
       entry.passed_rows_per_batch = passed->get<double>();
       entry.dense_held = held->get<bool>();
+      if (auto bytes = e.find("tier_bytes"); bytes != e.end()) {
+        if (!bytes->is_number_integer() || bytes->get<int64_t>() < 0) {
+          return Bad(source, path + ".tier_bytes", "must be a whole number >= 0");
+        }
+        entry.tier_bytes = bytes->get<int64_t>();
+      }
       if (!(entry.lookups_per_batch > 0) || !std::isfinite(entry.lookups_per_batch)) {
         return Bad(source, path + ".lookups_per_batch", "must be a positive number");
       }
@@ -182,7 +188,8 @@ std::string ProfileToJson(const Profile& profile) {
                       {"lookups_per_batch", e.lookups_per_batch},
                       {"loaded_rows_per_batch", e.loaded_rows_per_batch},
                       {"passed_rows_per_batch", e.passed_rows_per_batch},
-                      {"dense_held", e.dense_held}});
+                      {"dense_held", e.dense_held},
+                      {"tier_bytes", e.tier_bytes}});
     }
     root["tier"] = tier;
   }

@@ -11,7 +11,7 @@
 //                                      "seconds_per_batch": 0.0021}, ...],
 //    "network": [{"type": "host-cpu", "bytes_per_second": 2.1e8, "seconds_per_message": 3e-4}],
 //    "tier": [{"type": "h200", "lookups_per_batch": 53248, "loaded_rows_per_batch": 1210,
-//              "passed_rows_per_batch": 0, "dense_held": true}]}
+//              "passed_rows_per_batch": 0, "dense_held": true, "tier_bytes": 4294967296}]}
 //
 // "network" is optional: without it the types keep the cluster spec's network figures. Files
 // written before it was named so call it "wire", which is read as well (not both in one file).
@@ -57,6 +57,7 @@ struct TierEntry {
   double loaded_rows_per_batch = 0;  // loaded from the servers, >= 0
   double passed_rows_per_batch = 0;  // passed through to them, >= 0; with loaded <= lookups
   bool dense_held = false;
+  int64_t tier_bytes = 0;  // the tier's budget it was measured with (0: not recorded)
 };
 
 struct Profile {

@@ -41,7 +41,8 @@ TEST(ProfileTest, JsonRoundTrip) {
 
 // A GPU tier's entries: kept through JSON; rows beyond the lookups, or a missing field, named.
 TEST(ProfileTest, TierEntriesRoundTripAndTheirErrorsAreNamed) {
-  Profile p{"tiny", 100, "host", {{"fc0", "gpu", 1e-3}}, {}, {{"gpu", 53248, 1210.5, 3, true}}};
+  Profile p{
+      "tiny", 100, "host", {{"fc0", "gpu", 1e-3}}, {}, {{"gpu", 53248, 1210.5, 3, true, 4 << 20}}};
   auto back = ParseProfile(ProfileToJson(p), "p.json");
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->tier.size(), 1u);
@@ -50,6 +51,7 @@ TEST(ProfileTest, TierEntriesRoundTripAndTheirErrorsAreNamed) {
   EXPECT_DOUBLE_EQ(back->tier[0].loaded_rows_per_batch, 1210.5);
   EXPECT_DOUBLE_EQ(back->tier[0].passed_rows_per_batch, 3);
   EXPECT_TRUE(back->tier[0].dense_held);
+  EXPECT_EQ(back->tier[0].tier_bytes, 4 << 20);
   p.tier.clear();
   EXPECT_EQ(ProfileToJson(p).find("\"tier\""), std::string::npos);
   const std::string head = R"({"format": "heterps-profile-v1", "model": "m", "batch_size": 8,
@@ -72,6 +74,12 @@ TEST(ProfileTest, TierEntriesRoundTripAndTheirErrorsAreNamed) {
                               "p.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), "p.json: tier[0].dense_held: missing required field");
+  auto fraction = ParseProfile(head + R"([{"type": "g", "lookups_per_batch": 10,
+      "loaded_rows_per_batch": 1, "passed_rows_per_batch": 0, "dense_held": true,
+      "tier_bytes": 1.5}]})",
+                               "p.json");
+  ASSERT_FALSE(fraction.ok());
+  EXPECT_EQ(fraction.status().message(), "p.json: tier[0].tier_bytes: must be a whole number >= 0");
   const std::string entry = R"({"type": "g", "lookups_per_batch": 10, "loaded_rows_per_batch": 1,
       "passed_rows_per_batch": 0, "dense_held": true})";
   auto twice = ParseProfile(head + "[" + entry + ", " + entry + "]}", "p.json");

@@ -226,6 +226,7 @@ absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& nex
         static_cast<double>(after.loaded_rows - before.loaded_rows) / timed;
     entry->passed_rows_per_batch = static_cast<double>(after.misses - before.misses) / timed;
     entry->dense_held = dense != nullptr;
+    entry->tier_bytes = options.gpu_tier_bytes;
   }
   return absl::OkStatus();
 }
