@@ -209,7 +209,7 @@ absl::StatusOr<launcher::JobRecipe> RecipeFrom(const TrainFlags& flags,
                            ModelOptionsFrom(flags, model.spec, model.spec.batch_size));
   if (flags.gpu_cache_gib > 0) {
     recipe.settings.gpu_tier_device = flags.gpu_cache_device;
-    recipe.settings.gpu_tier_bytes = static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30));
+    recipe.settings.gpu_tier_bytes = GpuCacheBytes(flags);
     if (recipe.settings.gpu_tier_bytes <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--gpu-cache-gib ", flags.gpu_cache_gib, " is less than a byte: the tier holds no row"));

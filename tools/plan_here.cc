@@ -82,13 +82,18 @@ worker::BatchSources DataBatches(const config::ModelSpec& spec,
   };
 }
 
+int64_t GpuCacheBytes(const TrainFlags& flags) {
+  return flags.gpu_cache_gib > 0 ? static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30))
+                                 : 0;
+}
+
 worker::ProfileOptions TierProfileOptions(const TrainFlags& flags, const config::ModelSpec& spec,
                                           const std::string& device) {
   worker::ProfileOptions options;
   options.device = device;
   if (flags.gpu_cache_gib > 0 &&
       (flags.gpu_cache_device.empty() || flags.gpu_cache_device == device)) {
-    options.gpu_tier_bytes = static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30));
+    options.gpu_tier_bytes = GpuCacheBytes(flags);
     options.tier_lookahead = flags.job.tier_lookahead;
     options.hold_dense = TierHoldsDense(flags, spec);
   }
@@ -101,8 +106,7 @@ bool TierHoldsDense(const TrainFlags& flags, const config::ModelSpec& spec) {
 }
 
 absl::Status CheckTierEntries(const cost::Profile& profile, const TrainFlags& flags) {
-  const int64_t bytes =
-      flags.gpu_cache_gib > 0 ? static_cast<int64_t>(flags.gpu_cache_gib * (int64_t{1} << 30)) : 0;
+  const int64_t bytes = GpuCacheBytes(flags);
   for (size_t i = 0; i < profile.tier.size(); ++i) {
     const cost::TierEntry& e = profile.tier[i];
     if (e.tier_bytes == 0 || bytes == 0 || e.tier_bytes == bytes) continue;

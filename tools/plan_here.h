@@ -59,6 +59,9 @@ absl::Status AddTierNetworkProfiles(
     const std::function<worker::ProfileOptions(const config::ResourceType&)>& tier,
     worker::rpc::NetworkProfileOptions options, ProgressLine& progress, cost::Profile* profile);
 
+// The GPU tier's budget the flags ask for (--gpu-cache-gib), bytes; 0 without a tier.
+int64_t GpuCacheBytes(const TrainFlags& flags);
+
 // How a local type's layers are profiled for the flags' job: with a GPU tier (--gpu-cache-gib) on
 // the type's own device where the job's is (no --gpu-cache-device, or that device), the tier's
 // device path (worker::ProfileOptions::gpu_tier_bytes), the look-ahead as the flags have it, and

@@ -12,9 +12,7 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/layer_cost.h"
 #include "heterps/dense/default_backends.h"
-#include "heterps/ps/gpu/gpu_tier.h"
 #include "heterps/ps/in_process_client.h"
-#include "heterps/worker/dense_group.h"
 #include "heterps/worker/model.h"
 
 namespace heterps::worker {
@@ -102,6 +100,39 @@ BatchSource FileBatches(const config::ModelSpec& spec, const std::vector<std::st
   };
 }
 
+absl::StatusOr<TierStage> TierStage::Create(const config::ModelSpec& spec,
+                                            const ProfileOptions& options, ps::PsClient* client,
+                                            dense::DenseBackend* backend) {
+  const int last = static_cast<int>(spec.layers.size()) - 1;
+  TierStage on;
+  HETERPS_ASSIGN_OR_RETURN(
+      on.tier, ps::GpuTier::Create(client, backend->gpu_device(), {options.gpu_tier_bytes}));
+  HETERPS_RETURN_IF_ERROR(on.tier->AddTables(StageTierTables(spec, 0, last, options.tables)));
+  HETERPS_ASSIGN_OR_RETURN(on.stage, Stage::Create(spec, 0, last, on.tier.get(), backend));
+  on.stage->UseDeviceTier(on.tier.get());
+  if (options.hold_dense && on.stage->can_hold_dense()) {
+    on.dense = std::make_unique<DenseGroup>(kDenseTable, on.stage->dense_blocks(),
+                                            options.tables.dense_optimizer, 0, 1, nullptr, client);
+    HETERPS_RETURN_IF_ERROR(on.dense->LoadHeld(*on.stage));
+  }
+  return on;
+}
+
+absl::StatusOr<bool> BatchesAhead::Advance(const BatchSource& next, int i, int total) {
+  if (i == 0) {
+    HETERPS_ASSIGN_OR_RETURN(const bool more, next(&batch));
+    if (!more) return false;
+  } else {
+    if (!has_ahead) return false;
+    std::swap(batch, ahead);
+  }
+  has_ahead = false;
+  if (i + 1 < total) {
+    HETERPS_ASSIGN_OR_RETURN(has_ahead, next(&ahead));
+  }
+  return true;
+}
+
 namespace {
 
 // Per layer, the seconds of each timed batch, in the order the layers first came.
@@ -124,22 +155,9 @@ absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& nex
                            const ProfileOptions& options, ps::PsClient* client,
                            dense::DenseBackend* backend, LayerTimes* times, int64_t* batch_size,
                            cost::TierEntry* entry) {
-  const int last = static_cast<int>(spec.layers.size()) - 1;
-  const ModelOptions& tables = options.tables;  // as ProfileLayers made them
-  HETERPS_ASSIGN_OR_RETURN(
-      std::unique_ptr<ps::GpuTier> tier,
-      ps::GpuTier::Create(client, backend->gpu_device(), {options.gpu_tier_bytes}));
-  HETERPS_RETURN_IF_ERROR(tier->AddTables(StageTierTables(spec, 0, last, tables)));
-  HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<Stage> stage,
-                           Stage::Create(spec, 0, last, tier.get(), backend));
-  // A model whose layers the device path cannot take still looks its rows up through the tier.
-  stage->UseDeviceTier(tier.get());
-  std::unique_ptr<DenseGroup> dense;
-  if (options.hold_dense && stage->can_hold_dense()) {
-    dense = std::make_unique<DenseGroup>(kDenseTable, stage->dense_blocks(), tables.dense_optimizer,
-                                         0, 1, nullptr, client);
-    HETERPS_RETURN_IF_ERROR(dense->LoadHeld(*stage));
-  }
+  HETERPS_ASSIGN_OR_RETURN(TierStage on, TierStage::Create(spec, options, client, backend));
+  Stage* stage = on.stage.get();
+  DenseGroup* dense = on.dense.get();
   // Where the tier's work goes: to the embedding layers by their lookups per sample (its loads,
   // and the rows' updates on the device), to the fc layers by their parameters (their update on
   // the device). Weights of layers, summing to 1 within each group.
@@ -159,27 +177,21 @@ absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& nex
   }
   ParameterGrads grads = stage->NewGrads();
   Activations in, next_in;
-  data::Batch batch, ahead;
-  bool have_ahead = false;
+  BatchesAhead batches;
+  const data::Batch& batch = batches.batch;
   const int total = options.warmup + options.repeats;
   ps::GpuTierStats before;
   for (int i = 0; i < total; ++i) {
     if (options.progress) options.progress(i, total);
-    if (i == 0) {
-      HETERPS_ASSIGN_OR_RETURN(const bool more, next(&batch));
-      if (!more) break;
-    } else {
-      if (!have_ahead) break;
-      std::swap(batch, ahead);
-    }
-    have_ahead = false;
-    if (i + 1 < total) {
-      HETERPS_ASSIGN_OR_RETURN(have_ahead, next(&ahead));
-    }
+    HETERPS_ASSIGN_OR_RETURN(const bool more, batches.Advance(next, i, total));
+    if (!more) break;
+    const bool have_ahead = batches.has_ahead;
     if (*batch_size == 0) *batch_size = batch.size;
-    if (i == options.warmup) before = tier->stats();
+    if (i == options.warmup) before = on.tier->stats();
     InputActivations(batch, 0, batch.size, &in);
-    if (have_ahead && options.tier_lookahead) InputActivations(ahead, 0, ahead.size, &next_in);
+    if (have_ahead && options.tier_lookahead) {
+      InputActivations(batches.ahead, 0, batches.ahead.size, &next_in);
+    }
     // The misses loaded, and the next batch's named (the job's prefetch; only the servers' part
     // of the fetch ahead overlaps the step there, which in process is small).
     const absl::Time start = absl::Now();
@@ -214,7 +226,7 @@ absl::Status ProfileOnTier(const config::ModelSpec& spec, const BatchSource& nex
     }
     times->Add(layers);
   }
-  const ps::GpuTierStats after = tier->stats();
+  const ps::GpuTierStats after = on.tier->stats();
   const int timed =
       times->order.empty() ? 0 : static_cast<int>(times->times[times->order[0]].size());
   if (timed > 0) {

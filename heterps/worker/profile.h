@@ -20,6 +20,8 @@
 #include "heterps/cost/profile.h"
 #include "heterps/data/criteo.h"
 #include "heterps/data/reader.h"
+#include "heterps/ps/gpu/gpu_tier.h"
+#include "heterps/worker/dense_group.h"
 #include "heterps/worker/stage.h"
 
 namespace heterps::worker {
@@ -76,6 +78,32 @@ struct ProfileOptions {
   ModelOptions tables;
   // Called before each batch with (done, total).
   std::function<void(int, int)> progress;
+};
+
+// The device path of a one-stage plan on a GPU as a job with a GPU tier runs it, for measuring it
+// (ProfileLayers, rpc::ProfileNetwork): a ps::GpuTier of options.gpu_tier_bytes on `backend`'s
+// device in front of `client` (whose tables CreateModelTables made with options.tables), the
+// whole model's stage it feeds (Stage::UseDeviceTier, where the layers allow; else the stage
+// looks its rows up through the tier) and, with options.hold_dense where the stage can, the dense
+// parameters held on the device by a DenseGroup of one replica, loaded from `client`. `client`
+// and `backend` (a GPU's) must outlive it. Errors: the tier's, the stage's and the load's.
+struct TierStage {
+  std::unique_ptr<ps::GpuTier> tier;
+  std::unique_ptr<Stage> stage;
+  std::unique_ptr<DenseGroup> dense;  // null: the servers hold the dense parameters
+  static absl::StatusOr<TierStage> Create(const config::ModelSpec& spec,
+                                          const ProfileOptions& options, ps::PsClient* client,
+                                          dense::DenseBackend* backend);
+};
+
+// Batches read one ahead, as a replica reads the next step's share while a step runs.
+struct BatchesAhead {
+  data::Batch batch, ahead;  // step i's, and the next step's where has_ahead
+  bool has_ahead = false;
+  // Step i of `total` (i from 0, one call each in order): its batch in `batch` (the first read
+  // here, the others the last call's `ahead`) and, before the last step, the next in `ahead`.
+  // False when the source has no batch for step i; its errors.
+  absl::StatusOr<bool> Advance(const BatchSource& next, int i, int total);
 };
 
 // Builds the model against in-process tables and trains it on the source's batches; per layer,

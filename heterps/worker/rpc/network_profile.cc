@@ -211,41 +211,26 @@ absl::StatusOr<double> TierStepSeconds(const config::ModelSpec& spec, const Batc
       return absl::InvalidArgumentError(absl::StrCat(
           "network profile: a GPU tier needs a GPU device, not '", options.tier.device, "'"));
     }
-    const int last = static_cast<int>(spec.layers.size()) - 1;
-    HETERPS_ASSIGN_OR_RETURN(
-        std::unique_ptr<ps::GpuTier> tier,
-        ps::GpuTier::Create(client.get(), backend->gpu_device(), {options.tier.gpu_tier_bytes}));
-    HETERPS_RETURN_IF_ERROR(tier->AddTables(StageTierTables(spec, 0, last, options.model_options)));
-    HETERPS_ASSIGN_OR_RETURN(std::unique_ptr<Stage> stage,
-                             Stage::Create(spec, 0, last, tier.get(), backend.get()));
-    stage->UseDeviceTier(tier.get());
-    std::unique_ptr<DenseGroup> dense;
-    if (options.tier.hold_dense && stage->can_hold_dense()) {
-      dense = std::make_unique<DenseGroup>(kDenseTable, stage->dense_blocks(),
-                                           options.model_options.dense_optimizer, 0, 1, nullptr,
-                                           client.get());
-      HETERPS_RETURN_IF_ERROR(dense->LoadHeld(*stage));
-    }
+    ProfileOptions device = options.tier;
+    device.tables = options.model_options;
+    HETERPS_ASSIGN_OR_RETURN(TierStage on,
+                             TierStage::Create(spec, device, client.get(), backend.get()));
+    ps::GpuTier* tier = on.tier.get();
+    Stage* stage = on.stage.get();
+    DenseGroup* dense = on.dense.get();
     ParameterGrads grads = stage->NewGrads();
     StepGrads sums = stage->NewStepGrads();
     Activations in, next_in;
-    data::Batch batch, ahead;
-    bool have_ahead = false;
+    // The replica reads the next step's share while this one runs: not timed.
+    BatchesAhead batches;
+    const data::Batch& batch = batches.batch;
     const int total = options.warmup + options.repeats;
     for (int i = 0; i < total; ++i) {
       tick();
-      if (i == 0) {
-        HETERPS_ASSIGN_OR_RETURN(const bool more, next(&batch));
-        if (!more) break;
-      } else {
-        if (!have_ahead) break;
-        std::swap(batch, ahead);
-      }
-      // The replica reads the next step's share while this one runs: not timed.
-      have_ahead = false;
-      if (i + 1 < total) {
-        HETERPS_ASSIGN_OR_RETURN(have_ahead, next(&ahead));
-      }
+      HETERPS_ASSIGN_OR_RETURN(const bool more, batches.Advance(next, i, total));
+      if (!more) break;
+      const bool have_ahead = batches.has_ahead;
+      const data::Batch& ahead = batches.ahead;
       const absl::Time start = absl::Now();
       InputActivations(batch, 0, batch.size, &in);
       HETERPS_RETURN_IF_ERROR(stage->Prefetch(in));
