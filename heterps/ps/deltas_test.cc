@@ -1,5 +1,6 @@
-// Deltas between regions (sparse_table.h, dense_table.h: TrackDeltas, ExportDeltas, AddDeltas)
-// against their definitions worked out here from the tables' own values, and pending parts
+// Deltas between regions (sparse_table.h, dense_table.h: TrackDeltas, ExportDeltas, AddDeltas,
+// and a GEO window's ExportWindow and ApplyWindow) against their definitions worked out here from
+// the tables' own values, and pending parts
 // exported from one server and added to another (pending.h): the commit of the whole step, to the
 // bit.
 #include <map>
@@ -216,6 +217,114 @@ TEST(DenseDeltasTest, ABlockIsARow) {
   EXPECT_EQ(delta[0], 0.0f);
   EXPECT_EQ(delta[1], 4.0f - before);
   EXPECT_EQ(table.AddDeltas(1, std::vector<float>{1}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A window: two regions' tables from the same start, each changing rows of its own; each exports
+// without moving a base, both apply the same merge with what each sent: both end on the same
+// floats, the start plus the merge, with nothing left to send; a change made between the export
+// and the apply stays to be sent, and a row below the threshold keeps its whole change.
+TEST(SparseDeltasTest, AWindowTakesEveryRegionOntoTheSameBase) {
+  auto a = Table(), b = Table();
+  for (auto* t : {a.get(), b.get()}) t->TrackDeltas();
+  ASSERT_TRUE(a->Push({1, 2}, std::vector<float>(2 * kDim, 0.5f)).ok());
+  ASSERT_TRUE(b->Push({2, 3}, std::vector<float>(2 * kDim, -0.25f)).ok());
+  std::vector<uint64_t> ka, kb;
+  std::vector<float> da, db;
+  ASSERT_TRUE(a->ExportWindow(0, &ka, &da).ok());
+  ASSERT_TRUE(b->ExportWindow(0, &kb, &db).ok());
+  ASSERT_EQ(ka, (std::vector<uint64_t>{1, 2}));
+  ASSERT_EQ(kb, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(a->tracked_rows(), 2);  // the bases stay until the apply
+  {
+    std::vector<uint64_t> again;
+    std::vector<float> same;
+    ASSERT_TRUE(a->ExportWindow(0, &again, &same).ok());
+    EXPECT_EQ(same, da);
+  }
+  // The merge: a's and b's deltas, weighted 1/4 and 3/4, over keys 1, 2, 3.
+  const std::vector<uint64_t> keys = {1, 2, 3};
+  std::vector<float> merged(3 * kDim), own_a(3 * kDim, 0.0f), own_b(3 * kDim, 0.0f);
+  std::copy_n(da.begin(), 2 * kDim, own_a.begin());
+  std::copy_n(db.begin(), 2 * kDim, own_b.begin() + kDim);
+  for (int i = 0; i < 3 * kDim; ++i) {
+    merged[i] = static_cast<float>(0.25 * own_a[i] + 0.75 * own_b[i]);
+  }
+  // Key 1 changes again in a between the export and the apply.
+  ASSERT_TRUE(a->Push({1}, std::vector<float>(kDim, 1.0f)).ok());
+  const std::vector<float> late = Value(*a, 1);
+  ASSERT_TRUE(a->ApplyWindow(keys, merged, own_a).ok());
+  ASSERT_TRUE(b->ApplyWindow(keys, merged, own_b).ok());
+  for (uint64_t key : {2, 3}) {
+    const std::vector<float> in_a = Value(*a, key), in_b = Value(*b, key),
+                             was = a->InitialValue(key);
+    EXPECT_EQ(in_a, in_b) << key;
+    for (int d = 0; d < kDim; ++d) EXPECT_EQ(in_a[d], was[d] + merged[(key - 1) * kDim + d]);
+  }
+  EXPECT_EQ(b->tracked_rows(), 0);
+  EXPECT_EQ(a->tracked_rows(), 1);  // key 1's late change
+  const std::vector<float> was1 = a->InitialValue(1), now1 = Value(*a, 1), in_b1 = Value(*b, 1);
+  for (int d = 0; d < kDim; ++d) {
+    EXPECT_EQ(in_b1[d], was1[d] + merged[d]);
+    EXPECT_NEAR(now1[d] - in_b1[d], late[d] - (was1[d] + da[d]), 1e-6);
+  }
+  ka.clear();
+  da.clear();
+  ASSERT_TRUE(a->ExportWindow(0, &ka, &da).ok());
+  ASSERT_EQ(ka, std::vector<uint64_t>{1});
+  for (int d = 0; d < kDim; ++d) EXPECT_EQ(da[d], now1[d] - in_b1[d]);
+  // Below the threshold: not sent, and the merge of others keeps it as the row's change.
+  ASSERT_TRUE(b->Push({4}, std::vector<float>(kDim, 1.0f)).ok());
+  kb.clear();
+  db.clear();
+  ASSERT_TRUE(b->ExportWindow(1e6f, &kb, &db).ok());
+  EXPECT_TRUE(kb.empty());
+  const std::vector<float> four = Value(*b, 4), was4 = b->InitialValue(4);
+  ASSERT_TRUE(b->ApplyWindow({4}, std::vector<float>(kDim, 0.125f), std::vector<float>(kDim, 0.0f))
+                  .ok());
+  const std::vector<float> after4 = Value(*b, 4);
+  for (int d = 0; d < kDim; ++d) {
+    EXPECT_NEAR(after4[d] - (was4[d] + 0.125f), four[d] - was4[d], 1e-6);
+  }
+  EXPECT_EQ(b->tracked_rows(), 1);
+  // Refused: keys out of order or repeated, floats short, a table not tracking.
+  EXPECT_EQ(b->ApplyWindow({3, 2}, std::vector<float>(2 * kDim), std::vector<float>(2 * kDim))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b->ApplyWindow({3}, std::vector<float>(kDim), std::vector<float>(kDim - 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  auto untracked = Table();
+  EXPECT_EQ(untracked->ApplyWindow({3}, std::vector<float>(kDim), std::vector<float>(kDim)).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(DenseDeltasTest, AWindowTakesABlockOntoTheSameBase) {
+  DenseTableOptions o;
+  o.block_sizes = {3};
+  o.optimizer = {OptimizerKind::kSgd, 0.5f};
+  auto a = DenseTable::Create(o), b = DenseTable::Create(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<float> was(3), delta, none;
+  ASSERT_TRUE((*a)->Pull(0, absl::MakeSpan(was)).ok());
+  EXPECT_EQ((*a)->ExportWindow(0, 0, &delta).code(), absl::StatusCode::kFailedPrecondition);
+  for (auto* t : {a->get(), b->get()}) t->TrackDeltas();
+  ASSERT_TRUE((*a)->Push(0, std::vector<float>{1, -1, 0.5f}).ok());
+  ASSERT_TRUE((*a)->ExportWindow(0, 0, &delta).ok());
+  ASSERT_TRUE((*b)->ExportWindow(0, 0, &none).ok());
+  ASSERT_EQ(delta.size(), 3u);
+  EXPECT_TRUE(none.empty());
+  std::vector<float> merged(3);
+  for (int i = 0; i < 3; ++i) merged[i] = 0.5f * delta[i];
+  ASSERT_TRUE((*a)->ApplyWindow(0, merged, delta).ok());
+  ASSERT_TRUE((*b)->ApplyWindow(0, merged, std::vector<float>(3, 0.0f)).ok());
+  std::vector<float> in_a(3), in_b(3);
+  ASSERT_TRUE((*a)->Pull(0, absl::MakeSpan(in_a)).ok());
+  ASSERT_TRUE((*b)->Pull(0, absl::MakeSpan(in_b)).ok());
+  EXPECT_EQ(in_a, in_b);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(in_a[i], was[i] + merged[i]);
+  ASSERT_TRUE((*a)->ExportWindow(0, 0, &delta).ok());
+  EXPECT_TRUE(delta.empty());
+  EXPECT_EQ((*a)->ApplyWindow(0, merged, std::vector<float>(2)).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // Two servers each hold half of a step's parts (two regions in lockstep); each adds the other's

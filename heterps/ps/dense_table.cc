@@ -174,6 +174,36 @@ absl::Status DenseTable::ExportDeltas(int block, float threshold, std::vector<fl
   return absl::OkStatus();
 }
 
+absl::Status DenseTable::ExportWindow(int block, float threshold, std::vector<float>* delta) {
+  if (!tracking_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError("export of deltas from a table that does not track them");
+  }
+  HETERPS_RETURN_IF_ERROR(CheckRange(block, 0, 0));
+  Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  delta->clear();
+  if (b.base.empty()) return absl::OkStatus();
+  delta->resize(b.size);
+  if (!PassingDelta(b.value.data(), b.base.data(), b.size, threshold, delta->data())) {
+    delta->clear();  // the residual stays
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DenseTable::ApplyWindow(int block, absl::Span<const float> merged,
+                                     absl::Span<const float> own) {
+  HETERPS_RETURN_IF_ERROR(CheckBlock(block, merged.size()));
+  HETERPS_RETURN_IF_ERROR(CheckBlock(block, own.size()));
+  if (!tracking_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError("a window applied to a table that does not track deltas");
+  }
+  Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  if (b.base.empty()) b.base = b.value;
+  if (ApplyMerged(b.value.data(), b.base.data(), merged.data(), own.data(), b.size)) b.base.clear();
+  return absl::OkStatus();
+}
+
 absl::Status DenseTable::AddDeltas(int block, absl::Span<const float> delta) {
   HETERPS_RETURN_IF_ERROR(CheckBlock(block, delta.size()));
   Block& b = *blocks_[block];

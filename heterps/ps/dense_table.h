@@ -55,6 +55,11 @@ class DenseTable {
   void TrackDeltas();
   absl::Status ExportDeltas(int block, float threshold, std::vector<float>* delta);
   absl::Status AddDeltas(int block, absl::Span<const float> delta);
+  // A GEO window, as SparseTable's ExportWindow and ApplyWindow: the block's delta with its base
+  // left where it is; the window's merge `merged` with `own` what this table sent of the block
+  // (both the block's size; own all zeros where it sent nothing).
+  absl::Status ExportWindow(int block, float threshold, std::vector<float>* delta);
+  absl::Status ApplyWindow(int block, absl::Span<const float> merged, absl::Span<const float> own);
 
  private:
   struct Block {

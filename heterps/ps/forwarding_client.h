@@ -97,6 +97,22 @@ class ForwardingPsClient : public PsClient {
   absl::Status AddDenseDeltas(int table, int block, absl::Span<const float> delta) override {
     return target_->AddDenseDeltas(table, block, delta);
   }
+  absl::Status ExportWindow(int table, float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas) override {
+    return target_->ExportWindow(table, threshold, keys, deltas);
+  }
+  absl::Status ApplyWindow(int table, absl::Span<const uint64_t> keys,
+                           absl::Span<const float> merged, absl::Span<const float> own) override {
+    return target_->ApplyWindow(table, keys, merged, own);
+  }
+  absl::Status ExportDenseWindow(int table, int block, float threshold,
+                                 std::vector<float>* delta) override {
+    return target_->ExportDenseWindow(table, block, threshold, delta);
+  }
+  absl::Status ApplyDenseWindow(int table, int block, absl::Span<const float> merged,
+                                absl::Span<const float> own) override {
+    return target_->ApplyDenseWindow(table, block, merged, own);
+  }
   absl::Status ExportPending(PendingParts* out) override { return target_->ExportPending(out); }
   absl::Status Wait(Ticket ticket) override { return target_->Wait(ticket); }
 

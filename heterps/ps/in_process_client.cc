@@ -211,6 +211,44 @@ absl::Status InProcessPsClient::AddDenseDeltas(int table, int block,
   return t->AddDeltas(block, delta);
 }
 
+absl::Status InProcessPsClient::ExportWindow(int table, float threshold,
+                                             std::vector<uint64_t>* keys,
+                                             std::vector<float>* deltas) {
+  HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
+  for (SparseTable* t : shards) HETERPS_RETURN_IF_ERROR(t->ExportWindow(threshold, keys, deltas));
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::ApplyWindow(int table, absl::Span<const uint64_t> keys,
+                                            absl::Span<const float> merged,
+                                            absl::Span<const float> own) {
+  HETERPS_ASSIGN_OR_RETURN(std::vector<SparseTable*> shards, Sparse(table));
+  const int dim = shards[0]->dim();
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("apply window", merged.size(), keys.size(), dim));
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("apply window", own.size(), keys.size(), dim));
+  const std::vector<ServerRows> to = SplitRows(keys, merged, dim, num_servers_);
+  const std::vector<ServerRows> sent = SplitRows(keys, own, dim, num_servers_);
+  for (int s = 0; s < num_servers_; ++s) {
+    HETERPS_RETURN_IF_ERROR(shards[s]->ApplyWindow(to[s].keys, to[s].rows, sent[s].rows));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::ExportDenseWindow(int table, int block, float threshold,
+                                                  std::vector<float>* delta) {
+  DenseTable* t = dense(table);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no dense table ", table));
+  return t->ExportWindow(block, threshold, delta);
+}
+
+absl::Status InProcessPsClient::ApplyDenseWindow(int table, int block,
+                                                 absl::Span<const float> merged,
+                                                 absl::Span<const float> own) {
+  DenseTable* t = dense(table);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no dense table ", table));
+  return t->ApplyWindow(block, merged, own);
+}
+
 absl::Status InProcessPsClient::ExportPending(PendingParts* out) {
   for (auto& shard : shards_) MergePendingParts(shard->pending().Export(), out);
   return absl::OkStatus();

@@ -63,6 +63,14 @@ class InProcessPsClient : public PsClient {
                                  std::vector<float>* delta) override;
   absl::Status AddDenseDeltas(int table, int block, absl::Span<const float> delta) override;
   absl::Status ExportPending(PendingParts* out) override;
+  absl::Status ExportWindow(int table, float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas) override;
+  absl::Status ApplyWindow(int table, absl::Span<const uint64_t> keys,
+                           absl::Span<const float> merged, absl::Span<const float> own) override;
+  absl::Status ExportDenseWindow(int table, int block, float threshold,
+                                 std::vector<float>* delta) override;
+  absl::Status ApplyDenseWindow(int table, int block, absl::Span<const float> merged,
+                                absl::Span<const float> own) override;
 
   // Every table of server `server`, for checkpoints.
   CheckpointTables Tables(int server);

@@ -26,6 +26,20 @@ absl::Status PsClient::ExportDenseDeltas(int, int, float, std::vector<float>*) {
 absl::Status PsClient::AddDenseDeltas(int, int, absl::Span<const float>) {
   return Cannot("AddDenseDeltas");
 }
+absl::Status PsClient::ExportWindow(int, float, std::vector<uint64_t>*, std::vector<float>*) {
+  return Cannot("ExportWindow");
+}
+absl::Status PsClient::ApplyWindow(int, absl::Span<const uint64_t>, absl::Span<const float>,
+                                   absl::Span<const float>) {
+  return Cannot("ApplyWindow");
+}
+absl::Status PsClient::ExportDenseWindow(int, int, float, std::vector<float>*) {
+  return Cannot("ExportDenseWindow");
+}
+absl::Status PsClient::ApplyDenseWindow(int, int, absl::Span<const float>,
+                                        absl::Span<const float>) {
+  return Cannot("ApplyDenseWindow");
+}
 absl::Status PsClient::ExportPending(PendingParts*) { return Cannot("ExportPending"); }
 
 std::vector<Ticket> PsClient::PullDenseBlocks(int table, absl::Span<const DensePull> blocks) {

@@ -127,6 +127,20 @@ class PsClient {
                                          std::vector<float>* delta);
   virtual absl::Status AddDenseDeltas(int table, int block, absl::Span<const float> delta);
   virtual absl::Status ExportPending(PendingParts* out);
+  // A GEO window (docs/regions.md; sparse_table.h's ExportWindow and ApplyWindow): ExportWindow
+  // is ExportDeltas with the bases left where they are (keys in key order within each server);
+  // ApplyWindow hands every server the window's merge for its rows of `keys` (sorted, distinct)
+  // with `own`, what this region sent of each (zeros for a row it did not send), which takes the
+  // bases onto the merge, the same in every region. The dense pair: the same for one block.
+  // Synchronous; Unimplemented for a client that cannot (the default).
+  virtual absl::Status ExportWindow(int table, float threshold, std::vector<uint64_t>* keys,
+                                    std::vector<float>* deltas);
+  virtual absl::Status ApplyWindow(int table, absl::Span<const uint64_t> keys,
+                                   absl::Span<const float> merged, absl::Span<const float> own);
+  virtual absl::Status ExportDenseWindow(int table, int block, float threshold,
+                                         std::vector<float>* delta);
+  virtual absl::Status ApplyDenseWindow(int table, int block, absl::Span<const float> merged,
+                                        absl::Span<const float> own);
 
   // The calls this client made to remote servers, by method (base/call_stats.h); none for a
   // client without a network between it and its servers.

@@ -853,6 +853,17 @@ absl::StatusOr<const float*> SparseTable::ValueOf(Shard& shard, uint64_t key,
 
 absl::Status SparseTable::ExportDeltas(float threshold, std::vector<uint64_t>* keys,
                                        std::vector<float>* deltas, int64_t max_rows) {
+  return ExportChanges(threshold, keys, deltas, max_rows, /*move_bases=*/true);
+}
+
+absl::Status SparseTable::ExportWindow(float threshold, std::vector<uint64_t>* keys,
+                                       std::vector<float>* deltas, int64_t max_rows) {
+  return ExportChanges(threshold, keys, deltas, max_rows, /*move_bases=*/false);
+}
+
+absl::Status SparseTable::ExportChanges(float threshold, std::vector<uint64_t>* keys,
+                                        std::vector<float>* deltas, int64_t max_rows,
+                                        bool move_bases) {
   if (!tracking_deltas()) {
     return absl::FailedPreconditionError("export of deltas from a table that does not track them");
   }
@@ -860,15 +871,13 @@ absl::Status SparseTable::ExportDeltas(float threshold, std::vector<uint64_t>* k
   // First every passing row's delta, nothing moved: a failure here (the cold store's, too many
   // rows) loses nothing.
   std::vector<std::pair<uint64_t, std::vector<float>>> sent;
-  std::vector<float> floats(stride()), delta(dim), base(dim);
+  std::vector<float> floats(stride()), delta(dim);
   for (const auto& owned : shards_) {
     Shard& shard = *owned;
     absl::MutexLock lock(&shard.mu);
     for (const auto& [key, tracked] : shard.bases) {
       HETERPS_ASSIGN_OR_RETURN(const float* value, ValueOf(shard, key, floats.data()));
-      base = tracked;
-      bool caught_up = false;
-      if (TakeDelta(value, base.data(), dim, threshold, delta.data(), &caught_up)) {
+      if (PassingDelta(value, tracked.data(), dim, threshold, delta.data())) {
         sent.emplace_back(key, delta);
       }
     }
@@ -880,15 +889,17 @@ absl::Status SparseTable::ExportDeltas(float threshold, std::vector<uint64_t>* k
   }
   // Then each sent row's base moves on by its delta, and a row whose base is its value again
   // (its value now: a change since the first pass stays) is tracked no more.
-  for (const auto& [key, d] : sent) {
-    Shard& shard = ShardOf(key);
-    absl::MutexLock lock(&shard.mu);
-    const auto it = shard.bases.find(key);
-    if (it == shard.bases.end()) continue;  // cleared meanwhile
-    std::vector<float>& b = it->second;
-    for (int i = 0; i < dim; ++i) b[i] += d[i];
-    const absl::StatusOr<const float*> value = ValueOf(shard, key, floats.data());
-    if (value.ok() && std::equal(b.begin(), b.end(), *value)) shard.bases.erase(it);
+  if (move_bases) {
+    for (const auto& [key, d] : sent) {
+      Shard& shard = ShardOf(key);
+      absl::MutexLock lock(&shard.mu);
+      const auto it = shard.bases.find(key);
+      if (it == shard.bases.end()) continue;  // cleared meanwhile
+      std::vector<float>& b = it->second;
+      for (int i = 0; i < dim; ++i) b[i] += d[i];
+      const absl::StatusOr<const float*> value = ValueOf(shard, key, floats.data());
+      if (value.ok() && std::equal(b.begin(), b.end(), *value)) shard.bases.erase(it);
+    }
   }
   std::sort(sent.begin(), sent.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -913,6 +924,43 @@ absl::Status SparseTable::AddDeltas(absl::Span<const uint64_t> keys,
                       const auto base = shard.bases.find(keys[i]);
                       if (base == shard.bases.end()) return;
                       for (int k = 0; k < dim; ++k) base->second[k] += d[k];
+                    });
+}
+
+absl::Status SparseTable::ApplyWindow(absl::Span<const uint64_t> keys,
+                                      absl::Span<const float> merged,
+                                      absl::Span<const float> own) {
+  const int dim = options_.dim;
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("apply window", merged.size(), keys.size(), dim));
+  HETERPS_RETURN_IF_ERROR(CheckRowFloats("apply window", own.size(), keys.size(), dim));
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (keys[i] <= keys[i - 1]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "apply window: keys not sorted and distinct (", keys[i - 1], " before ", keys[i], ")"));
+    }
+  }
+  if (!tracking_deltas()) {
+    return absl::FailedPreconditionError("a window applied to a table that does not track deltas");
+  }
+  std::vector<float> base(dim);
+  return ForEachKey(keys, dim,
+                    [&](Shard& shard, size_t i, uint32_t slot) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                      float* value = shard.Slot(slot);
+                      const auto tracked = shard.bases.find(keys[i]);
+                      if (tracked == shard.bases.end()) {
+                        base.assign(value, value + dim);
+                      } else {
+                        base = tracked->second;
+                      }
+                      const bool caught_up = ApplyMerged(value, base.data(), merged.data() + i * dim,
+                                                         own.data() + i * dim, dim);
+                      if (caught_up) {
+                        if (tracked != shard.bases.end()) shard.bases.erase(tracked);
+                      } else if (tracked == shard.bases.end()) {
+                        shard.bases.emplace(keys[i], base);
+                      } else {
+                        tracked->second = base;
+                      }
                     });
 }
 

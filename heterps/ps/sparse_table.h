@@ -127,6 +127,20 @@ class SparseTable {
   // stays what it was (to float rounding: both sums are rounded). The optimizer's state and the
   // update counts are untouched. A key given twice gets both.
   absl::Status AddDeltas(absl::Span<const uint64_t> keys, absl::Span<const float> deltas);
+  // A GEO window (docs/regions.md), whose merge makes every region's bases the same to the bit.
+  // ExportWindow: ExportDeltas with every base left where it is. ApplyWindow: the window's merge
+  // `merged` (what every region adds to the base it shares) for the rows of `keys` (sorted,
+  // distinct; created as a pull creates them when missing), with `own` (as many floats) what this
+  // table sent of each in the window's export (zeros for a row it did not send): each row's base
+  // becomes base + merged, and its value that base plus what the table has not sent yet (its
+  // changes since the export, a row below the threshold's whole change), deltas.h's
+  // ApplyMerged; a row left with nothing to send is tracked no more. The optimizer's state and
+  // the update counts are untouched. Between the two, pushes may go on (their changes are the
+  // next window's); another export before the apply would send the window's changes again.
+  absl::Status ExportWindow(float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas, int64_t max_rows = 0);
+  absl::Status ApplyWindow(absl::Span<const uint64_t> keys, absl::Span<const float> merged,
+                           absl::Span<const float> own);
   // Rows tracked now.
   int64_t tracked_rows() const;
 
@@ -193,6 +207,9 @@ class SparseTable {
   // The value of `key`'s row (resident, or read from the cold store into `floats`, stride floats);
   // with shard.mu held. Internal where the row is in neither tier.
   absl::StatusOr<const float*> ValueOf(Shard& shard, uint64_t key, float* floats);
+  // ExportDeltas (move_bases) and ExportWindow (not).
+  absl::Status ExportChanges(float threshold, std::vector<uint64_t>* keys,
+                             std::vector<float>* deltas, int64_t max_rows, bool move_bases);
 
   const SparseTableOptions options_;
   std::unique_ptr<ColdStore> cold_;

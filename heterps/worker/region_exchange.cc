@@ -1,5 +1,6 @@
 #include "heterps/worker/region_exchange.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -44,6 +45,16 @@ int64_t Messages(const ps::PendingParts& parts) {
   return static_cast<int64_t>(parts.sparse.size() + parts.dense.size());
 }
 
+// The links of `carried` that carried anything, in order of (from, to), into `traffic`.
+void Report(const std::map<std::pair<int, int>, RegionTraffic>& carried,
+            std::vector<RegionTraffic>* traffic) {
+  if (traffic == nullptr) return;
+  traffic->clear();
+  for (const auto& [pair, t] : carried) {
+    if (t.messages > 0) traffic->push_back(t);
+  }
+}
+
 }  // namespace
 
 absl::Status ExchangeParts(absl::Span<ps::PsClient* const> regions, cost::SyncTopology topology,
@@ -74,12 +85,134 @@ absl::Status ExchangeParts(absl::Span<ps::PsClient* const> regions, cost::SyncTo
       }
     }
   }
-  if (traffic != nullptr) {
-    traffic->clear();
-    for (const auto& [pair, t] : carried) {
-      if (t.messages > 0) traffic->push_back(t);
+  Report(carried, traffic);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regions,
+                                            const DeltaTables& tables,
+                                            absl::Span<const int64_t> samples, float threshold) {
+  const int n = static_cast<int>(regions.size());
+  if (static_cast<int>(samples.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(samples.size(), " sample counts for ", n, " regions"));
+  }
+  int64_t total = 0;
+  for (int64_t s : samples) {
+    if (s < 0) return absl::InvalidArgumentError(absl::StrCat("a region's samples: ", s, " < 0"));
+    total += s;
+  }
+  if (total == 0) return absl::InvalidArgumentError("no region trained a sample in the window");
+  DeltaWindow window;
+  for (int64_t s : samples) window.weights.push_back(static_cast<double>(s) / total);
+  // Every region's export first, then the merges: a failed export leaves every base in place.
+  std::vector<std::vector<std::vector<uint64_t>>> keys(tables.sparse.size());
+  std::vector<std::vector<std::vector<float>>> deltas(tables.sparse.size());
+  for (size_t t = 0; t < tables.sparse.size(); ++t) {
+    keys[t].resize(n);
+    deltas[t].resize(n);
+    for (int r = 0; r < n; ++r) {
+      HETERPS_RETURN_IF_ERROR(InRegion(
+          r, regions[r]->ExportWindow(tables.sparse[t], threshold, &keys[t][r], &deltas[t][r])));
     }
   }
+  for (const auto& [table, block] : tables.dense) {
+    DeltaWindow::Dense d;
+    d.table = table;
+    d.block = block;
+    d.own.resize(n);
+    size_t size = 0;
+    for (int r = 0; r < n; ++r) {
+      HETERPS_RETURN_IF_ERROR(
+          InRegion(r, regions[r]->ExportDenseWindow(table, block, threshold, &d.own[r])));
+      size = std::max(size, d.own[r].size());
+    }
+    if (size == 0) continue;
+    std::vector<double> sum(size, 0.0);
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < d.own[r].size(); ++i) sum[i] += window.weights[r] * d.own[r][i];
+    }
+    d.merged.assign(sum.begin(), sum.end());
+    window.dense.push_back(std::move(d));
+  }
+  for (size_t t = 0; t < tables.sparse.size(); ++t) {
+    DeltaWindow::Sparse w;
+    w.table = tables.sparse[t];
+    for (int r = 0; r < n; ++r) {
+      w.keys.insert(w.keys.end(), keys[t][r].begin(), keys[t][r].end());
+      if (!keys[t][r].empty()) w.dim = static_cast<int>(deltas[t][r].size() / keys[t][r].size());
+    }
+    if (w.keys.empty()) continue;
+    std::sort(w.keys.begin(), w.keys.end());
+    w.keys.erase(std::unique(w.keys.begin(), w.keys.end()), w.keys.end());
+    const size_t floats = w.keys.size() * w.dim;
+    std::vector<double> sum(floats, 0.0);
+    for (int r = 0; r < n; ++r) {
+      std::vector<float>& own = w.own.emplace_back(floats, 0.0f);
+      w.rows.push_back(static_cast<int64_t>(keys[t][r].size()));
+      for (size_t i = 0; i < keys[t][r].size(); ++i) {
+        const size_t at = static_cast<size_t>(
+            std::lower_bound(w.keys.begin(), w.keys.end(), keys[t][r][i]) - w.keys.begin());
+        std::copy_n(deltas[t][r].begin() + i * w.dim, w.dim, own.begin() + at * w.dim);
+      }
+      // Every key of every region, in region order: the same sums wherever they are formed.
+      for (size_t i = 0; i < floats; ++i) sum[i] += window.weights[r] * own[i];
+    }
+    w.merged.assign(sum.begin(), sum.end());
+    window.sparse.push_back(std::move(w));
+  }
+  return window;
+}
+
+absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const DeltaWindow& window,
+                              cost::SyncTopology topology, int hub,
+                              std::vector<RegionTraffic>* traffic) {
+  const int n = static_cast<int>(regions.size());
+  if (topology == cost::SyncTopology::kHub && (hub < 0 || hub >= n)) {
+    return absl::InvalidArgumentError(absl::StrCat("hub ", hub, " of ", n, " regions"));
+  }
+  for (const DeltaWindow::Sparse& w : window.sparse) {
+    if (static_cast<int>(w.own.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a window of ", w.own.size(), " regions applied to ", n));
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    for (const DeltaWindow::Sparse& w : window.sparse) {
+      HETERPS_RETURN_IF_ERROR(InRegion(r, regions[r]->ApplyWindow(w.table, w.keys, w.merged, w.own[r])));
+    }
+    for (const DeltaWindow::Dense& d : window.dense) {
+      const std::vector<float> zeros(d.own[r].empty() ? d.merged.size() : 0, 0.0f);
+      HETERPS_RETURN_IF_ERROR(InRegion(
+          r, regions[r]->ApplyDenseWindow(d.table, d.block, d.merged,
+                                          d.own[r].empty() ? zeros : d.own[r])));
+    }
+  }
+  std::map<std::pair<int, int>, RegionTraffic> carried;
+  const auto send = [&](int from, int to, int64_t bytes) {
+    RegionTraffic& t = carried[{from, to}];
+    t.from = from;
+    t.to = to;
+    t.bytes += bytes;
+    t.messages += 1;
+  };
+  for (int from = 0; from < n; ++from) {
+    for (int to = 0; to < n; ++to) {
+      if (from == to) continue;
+      const bool own = topology == cost::SyncTopology::kPeerToPeer || to == hub;
+      if (!own && from != hub) continue;
+      // Its own rows and blocks, or (the hub to another region) the merge.
+      for (const DeltaWindow::Sparse& w : window.sparse) {
+        const int64_t rows = own ? w.rows[from] : static_cast<int64_t>(w.keys.size());
+        if (rows > 0) send(from, to, rows * static_cast<int64_t>(sizeof(uint64_t) + sizeof(float) * w.dim));
+      }
+      for (const DeltaWindow::Dense& d : window.dense) {
+        const size_t floats = own ? d.own[from].size() : d.merged.size();
+        if (floats > 0) send(from, to, static_cast<int64_t>(floats * sizeof(float)));
+      }
+    }
+  }
+  Report(carried, traffic);
   return absl::OkStatus();
 }
 

@@ -11,13 +11,26 @@
 //   HETERPS_RETURN_IF_ERROR(ExchangeParts(regions, cost::SyncTopology::kPeerToPeer, 0, &traffic));
 //   for (ps::PsClient* r : regions) HETERPS_RETURN_IF_ERROR(r->Commit());
 //
+// GEO (K > 1, or a significance threshold): every K steps the regions exchange their parameter
+// changes, each region keeping its own optimizer state. A window's deltas are taken from every
+// region (TakeDeltaWindow) and merged, each weighted by the samples behind it; every region then
+// applies the merge (ApplyDeltaWindow), which takes every region's bases onto the same floats.
+// With a delay D the window taken after step (w + 1) K - 1 is applied before step (w + 1 + D) K,
+// the steps between training on; the next window is taken only after it is applied.
+//
+//   ... K steps of every region, each against its own servers ...
+//   HETERPS_ASSIGN_OR_RETURN(DeltaWindow window, TakeDeltaWindow(regions, tables, samples, 0));
+//   HETERPS_RETURN_IF_ERROR(ApplyDeltaWindow(regions, window, topology, hub, &traffic));
+//
 // Thread safety: one call at a time per set of regions; the clients' own rules otherwise.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "heterps/cost/region_sync.h"
 #include "heterps/ps/ps_client.h"
@@ -43,5 +56,55 @@ struct RegionTraffic {
 // back to its last checkpoint).
 absl::Status ExchangeParts(absl::Span<ps::PsClient* const> regions, cost::SyncTopology topology,
                            int hub, std::vector<RegionTraffic>* traffic);
+
+// The tables a GEO window covers: sparse tables by id, dense blocks by (table, block).
+struct DeltaTables {
+  std::vector<int> sparse;
+  std::vector<std::pair<int, int>> dense;
+};
+
+// One window's deltas from every region and their merge.
+struct DeltaWindow {
+  struct Sparse {
+    int table = 0, dim = 0;
+    std::vector<uint64_t> keys;  // every row any region sent, sorted
+    std::vector<float> merged;   // keys.size() * dim
+    // Per region: what it sent of each key (zeros where it sent nothing), and its rows sent.
+    std::vector<std::vector<float>> own;
+    std::vector<int64_t> rows;
+  };
+  struct Dense {
+    int table = 0, block = 0;
+    std::vector<float> merged;
+    std::vector<std::vector<float>> own;  // per region; empty where it sent nothing
+  };
+  std::vector<Sparse> sparse;  // the tables some region sent rows of
+  std::vector<Dense> dense;    // the blocks some region sent
+  std::vector<double> weights;  // per region: its samples over all regions'
+};
+
+// Every region's changes that pass `threshold` (PsClient::ExportWindow, ExportDenseWindow: 0 sends
+// every changed row), merged: a key's (a block's) merge is the sum over the regions, in region
+// order, in double, of weight_q times region q's delta (nothing where q sent nothing), rounded to
+// float once, with weight_q = samples[q] / the samples of all regions (the samples each trained
+// in the window; Paddle GEO's 1 / regions is biased where regions hold unequal data). The bases
+// stay where they are until the window is applied. Errors: InvalidArgument for samples not one
+// per region, negative, or all zero; a region's, prefixed "region r: ".
+absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regions,
+                                            const DeltaTables& tables,
+                                            absl::Span<const int64_t> samples, float threshold);
+
+// Every region applies the window's merge with what it sent (PsClient::ApplyWindow,
+// ApplyDenseWindow): each region's rows and blocks end on the same base, to the bit, plus the
+// changes it has made since the window was taken and those it held back below the threshold.
+// `traffic` (unless null) gets the window's links, in order of (from, to): peer to peer, each
+// region sends every other its rows (8 bytes a key and 4 a float) and blocks (4 bytes a float),
+// one message per table and per block it sent; through a hub, every other region sends the hub
+// its own, and the hub sends each other region the merge (the window's every key and block once).
+// Errors: a hub out of range (InvalidArgument); a region's, prefixed; a failure leaves the
+// regions before it applied (the job goes back to its last checkpoint).
+absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const DeltaWindow& window,
+                              cost::SyncTopology topology, int hub,
+                              std::vector<RegionTraffic>* traffic);
 
 }  // namespace heterps::worker

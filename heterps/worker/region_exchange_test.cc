@@ -2,9 +2,14 @@
 // regions of 2, 3 and 1 servers, each training its range of every step's blocks on its own
 // servers and taking the others' parts before its commit, end with the one job's parameters, bit
 // for bit (the servers' digests), for SGD, Adagrad and Adam, peer to peer and through a hub; the
-// traffic each link carried is what the topology sends.
+// traffic each link carried is what the topology sends. GEO windows (TakeDeltaWindow,
+// ApplyDeltaWindow): at every step with plain SGD, the synchronous job to 1e-6; with Adagrad, a
+// threshold and a delay, every region on the same parameters to the bit after the final flush,
+// each the start plus every window's merge; the bytes between regions falling with K.
 #include "heterps/worker/region_exchange.h"
 
+#include <functional>
+#include <map>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -80,12 +85,13 @@ Region MakeRegion(const config::ModelSpec& spec, const ModelOptions& options, in
   return r;
 }
 
-// Region r's part of step `step`: its blocks forward and backward, their parts on its servers.
-void Accumulate(Region& r, int step) {
+// Region r's part of step `step`: its blocks forward and backward, their parts on its servers,
+// the loss's gradient scaled by `scale` (default: 1 / the whole step's samples).
+void Accumulate(Region& r, int step, float scale = 1.0f / (kBlock * kBlocks)) {
   ASSERT_TRUE(r.stage->PullParameters().ok());
   ParameterGrads grads = r.stage->NewGrads();
   const Activations in = Samples(step, r.first * kBlock, (r.end - r.first) * kBlock);
-  ASSERT_TRUE(r.stage->ForwardBackward(0, in, 1.0f / (kBlock * kBlocks), nullptr, &grads).ok());
+  ASSERT_TRUE(r.stage->ForwardBackward(0, in, scale, nullptr, &grads).ok());
   StepGrads sums = r.stage->NewStepGrads();
   sums.Add(r.first, grads);
   ASSERT_TRUE(r.stage->Accumulate(sums).ok());
@@ -167,6 +173,241 @@ TEST(RegionExchangeRulesTest, WithoutTheOthersPartsARegionIsNotTheJob) {
   ps::PsClient* both[] = {one.servers.get(), alone.servers.get()};
   EXPECT_EQ(ExchangeParts(both, cost::SyncTopology::kHub, 2, nullptr).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Every parameter's value: each sparse row's floats by (table, key), each dense block's by
+// (-1 - table, block).
+using Values = std::map<std::pair<int64_t, uint64_t>, std::vector<float>>;
+Values ValuesOf(ps::InProcessPsClient& servers) {
+  Values out;
+  for (int s = 0; s < servers.num_servers(); ++s) {
+    const ps::CheckpointTables tables = servers.Tables(s);
+    for (const auto& [id, table] : tables.sparse) {
+      EXPECT_TRUE(table
+                      ->ForEachRow([&, id = id](uint64_t key, const ps::RowData& row) {
+                        out[{id, key}] = row.value;
+                        return absl::OkStatus();
+                      })
+                      .ok());
+    }
+    for (const auto& [id, table] : tables.dense) {
+      for (int b = 0; b < table->num_blocks(); ++b) {
+        auto block = table->Read(b);
+        EXPECT_TRUE(block.ok());
+        if (block.ok()) out[{-1 - id, static_cast<uint64_t>(b)}] = block->value;
+      }
+    }
+  }
+  return out;
+}
+
+DeltaTables TablesOf(ps::InProcessPsClient& servers) {
+  DeltaTables tables;
+  for (const auto& [id, table] : servers.Tables(0).sparse) tables.sparse.push_back(id);
+  for (int s = 0; s < servers.num_servers(); ++s) {
+    for (const auto& [id, table] : servers.Tables(s).dense) {
+      for (int b = 0; b < table->num_blocks(); ++b) tables.dense.push_back({id, b});
+    }
+  }
+  return tables;
+}
+
+// Three regions of 2, 3 and 1 servers training blocks [0, 1), [1, 3) and [3, 4) of every step as
+// jobs of their own (each scaled by its own samples), tracking their changes.
+struct Geo {
+  std::vector<Region> regions;
+  std::vector<ps::PsClient*> clients;
+  std::vector<int64_t> samples;
+  DeltaTables tables;
+
+  Geo(const config::ModelSpec& spec, const ModelOptions& options) {
+    regions.push_back(MakeRegion(spec, options, 2, 0, 1));
+    regions.push_back(MakeRegion(spec, options, 3, 1, 3));
+    regions.push_back(MakeRegion(spec, options, 1, 3, 4));
+    for (Region& r : regions) {
+      clients.push_back(r.servers.get());
+      samples.push_back((r.end - r.first) * kBlock);
+      EXPECT_TRUE(r.servers->TrackDeltas().ok());
+    }
+    tables = TablesOf(*regions[0].servers);
+  }
+  void Step(int step) {
+    for (Region& r : regions) {
+      Accumulate(r, step, 1.0f / ((r.end - r.first) * kBlock));
+      ASSERT_TRUE(r.servers->Commit().ok());
+    }
+  }
+  // Takes a window and applies it (no delay); the window's traffic appended to `traffic`.
+  DeltaWindow Sync(float threshold, cost::SyncTopology topology,
+                   std::vector<RegionTraffic>* traffic) {
+    absl::StatusOr<DeltaWindow> window = TakeDeltaWindow(clients, tables, samples, threshold);
+    EXPECT_TRUE(window.ok()) << window.status();
+    if (!window.ok()) return {};
+    std::vector<RegionTraffic> links;
+    EXPECT_TRUE(ApplyDeltaWindow(clients, *window, topology, 1, &links).ok());
+    if (traffic != nullptr) traffic->insert(traffic->end(), links.begin(), links.end());
+    return *window;
+  }
+  // Windows at threshold 0 until one finds nothing to send (at most 4); each passed to `seen`.
+  // Returns the windows that sent anything.
+  int Flush(cost::SyncTopology topology = cost::SyncTopology::kPeerToPeer,
+            const std::function<void(const DeltaWindow&)>& seen = nullptr) {
+    int flushes = 0;
+    for (; flushes < 4; ++flushes) {
+      const DeltaWindow w = Sync(0, topology, nullptr);
+      if (seen) seen(w);
+      if (w.sparse.empty() && w.dense.empty()) break;
+    }
+    return flushes;
+  }
+};
+
+int64_t Bytes(const std::vector<RegionTraffic>& traffic) {
+  int64_t bytes = 0;
+  for (const RegionTraffic& t : traffic) bytes += t.bytes;
+  return bytes;
+}
+
+// K = 1, no threshold, no delay, plain SGD: each region's step is -lr times its gradient over its
+// own samples, and the merge weights it by its share of the step's, so every region holds what
+// the synchronous job holds, to float rounding (1e-6), and after a flush all three the same floats.
+TEST(RegionGeoTest, AWindowAtEveryStepIsSynchronousSgd) {
+  const config::ModelSpec spec = Spec();
+  ModelOptions options;
+  options.sparse_optimizer.kind = options.dense_optimizer.kind = ps::OptimizerKind::kSgd;
+  Region one = MakeRegion(spec, options, 2, 0, kBlocks);
+  Geo geo(spec, options);
+  for (int step = 0; step < kSteps; ++step) {
+    Accumulate(one, step);
+    ASSERT_TRUE(one.servers->Commit().ok());
+    geo.Step(step);
+    geo.Sync(0, cost::SyncTopology::kPeerToPeer, nullptr);
+  }
+  const Values reference = ValuesOf(*one.servers);
+  ASSERT_GT(reference.size(), 10u);
+  const Values first = ValuesOf(*geo.regions[0].servers);
+  ASSERT_EQ(first.size(), reference.size());
+  for (const auto& [at, value] : reference) {
+    const auto it = first.find(at);
+    ASSERT_NE(it, first.end()) << at.first << " " << at.second;
+    for (size_t i = 0; i < value.size(); ++i) {
+      EXPECT_NEAR(it->second[i], value[i], 1e-6) << at.first << " " << at.second << " " << i;
+    }
+  }
+  // A window's rounding (a delta that, added to its base, is not the value) stays as a residual
+  // of 1e-10 here and there, sent by the next window: after the flush, the same floats.
+  EXPECT_LT(geo.Flush(), 4);
+  for (Region& r : geo.regions) EXPECT_EQ(ValuesOf(*r.servers), ValuesOf(*geo.regions[0].servers));
+}
+
+// Adagrad, a threshold of 1% and a delay of one window (each window taken after every K-th step
+// and applied before the K-th step after it): the regions differ while they train, and after the
+// final flush (windows at threshold 0 until none is left) they hold the same floats, each the
+// start plus every window's merge (to float rounding), with nothing left to send.
+TEST(RegionGeoTest, AfterTheFinalFlushEveryRegionHoldsTheSameParameters) {
+  const config::ModelSpec spec = Spec();
+  ModelOptions options;
+  options.sparse_optimizer.kind = options.dense_optimizer.kind = ps::OptimizerKind::kAdagrad;
+  Geo geo(spec, options);
+  const Values start = ValuesOf(*geo.regions[1].servers);  // the dense blocks; rows come later
+  std::map<std::pair<int64_t, uint64_t>, std::vector<double>> merged;
+  const auto add = [&](const DeltaWindow& w) {
+    for (const DeltaWindow::Sparse& t : w.sparse) {
+      for (size_t i = 0; i < t.keys.size(); ++i) {
+        std::vector<double>& sum = merged[{t.table, t.keys[i]}];
+        sum.resize(t.dim, 0.0);
+        for (int d = 0; d < t.dim; ++d) sum[d] += t.merged[i * t.dim + d];
+      }
+    }
+    for (const DeltaWindow::Dense& b : w.dense) {
+      std::vector<double>& sum = merged[{-1 - b.table, static_cast<uint64_t>(b.block)}];
+      sum.resize(b.merged.size(), 0.0);
+      for (size_t i = 0; i < b.merged.size(); ++i) sum[i] += b.merged[i];
+    }
+  };
+  constexpr int kK = 2, kWindows = 4;
+  std::optional<DeltaWindow> in_flight;
+  for (int step = 0; step < kK * kWindows; ++step) {
+    if (step % kK == 0 && in_flight.has_value()) {  // due before this step
+      ASSERT_TRUE(ApplyDeltaWindow(geo.clients, *in_flight, cost::SyncTopology::kHub, 1, nullptr)
+                      .ok());
+      add(*in_flight);
+      in_flight.reset();
+    }
+    geo.Step(step);
+    if (step % kK == kK - 1) {
+      auto window = TakeDeltaWindow(geo.clients, geo.tables, geo.samples, 0.01f);
+      ASSERT_TRUE(window.ok()) << window.status();
+      in_flight = std::move(*window);
+    }
+  }
+  EXPECT_NE(ValuesOf(*geo.regions[0].servers), ValuesOf(*geo.regions[2].servers));
+  ASSERT_TRUE(
+      ApplyDeltaWindow(geo.clients, *in_flight, cost::SyncTopology::kHub, 1, nullptr).ok());
+  add(*in_flight);
+  EXPECT_LT(geo.Flush(cost::SyncTopology::kHub, add), 4);
+  const Values first = ValuesOf(*geo.regions[0].servers);
+  for (Region& r : geo.regions) EXPECT_EQ(ValuesOf(*r.servers), first);
+  ASSERT_FALSE(merged.empty());
+  for (const auto& [at, sum] : merged) {
+    const auto now = first.find(at);
+    ASSERT_NE(now, first.end());
+    // A row's start is its initial value (the same in every region, whatever its servers).
+    const auto was = start.find(at);
+    const std::vector<float> initial =
+        at.first < 0 ? (was == start.end() ? std::vector<float>() : was->second)
+                     : geo.regions[1].servers->sparse(static_cast<int>(at.first), 0)
+                           ->InitialValue(at.second);
+    ASSERT_EQ(initial.size(), sum.size()) << at.first << " " << at.second;
+    for (size_t i = 0; i < sum.size(); ++i) {
+      EXPECT_NEAR(now->second[i], initial[i] + sum[i], 1e-5) << at.first << " " << at.second;
+    }
+  }
+  for (Region& r : geo.regions) {
+    for (const auto& [id, table] : r.servers->Tables(0).sparse) EXPECT_EQ(table->tracked_rows(), 0);
+  }
+}
+
+// The same steps synced every step and every fourth: fewer bytes between regions (the rows a
+// window sends are the distinct rows its steps touched), and a hub's links all touch the hub.
+TEST(RegionGeoTest, BytesBetweenRegionsFallWithTheWindow) {
+  const config::ModelSpec spec = Spec();
+  const ModelOptions options;
+  std::vector<int64_t> bytes;
+  for (int k : {1, 4}) {
+    Geo geo(spec, options);
+    std::vector<RegionTraffic> traffic;
+    for (int step = 0; step < 8; ++step) {
+      geo.Step(step);
+      if (step % k == k - 1) geo.Sync(0, cost::SyncTopology::kHub, &traffic);
+    }
+    for (const RegionTraffic& t : traffic) EXPECT_TRUE(t.from == 1 || t.to == 1);
+    bytes.push_back(Bytes(traffic));
+  }
+  EXPECT_GT(bytes[1], 0);
+  EXPECT_LT(bytes[1] * 2, bytes[0]);
+}
+
+TEST(RegionGeoTest, BadWindowsAreRefused) {
+  const config::ModelSpec spec = Spec();
+  Geo geo(spec, ModelOptions());
+  const std::vector<int64_t> two = {1, 2}, none = {0, 0, 0}, negative = {1, -1, 1};
+  for (const auto& samples : {two, none, negative}) {
+    EXPECT_EQ(TakeDeltaWindow(geo.clients, geo.tables, samples, 0).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  geo.Step(0);
+  auto window = TakeDeltaWindow(geo.clients, geo.tables, geo.samples, 0);
+  ASSERT_TRUE(window.ok());
+  EXPECT_EQ(ApplyDeltaWindow(geo.clients, *window, cost::SyncTopology::kHub, 3, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  // A region that does not track its changes says so, with its number.
+  Region untracked = MakeRegion(spec, ModelOptions(), 1, 0, 1);
+  std::vector<ps::PsClient*> clients = geo.clients;
+  clients.push_back(untracked.servers.get());
+  const std::vector<int64_t> four = {8, 16, 8, 8};
+  EXPECT_THAT(TakeDeltaWindow(clients, geo.tables, four, 0).status().message(),
+              ::testing::HasSubstr("region 3: "));
 }
 
 }  // namespace

@@ -170,12 +170,27 @@ absl::Status GpuTier::ExportDeltas(int table, float threshold, std::vector<uint6
 
 absl::Status GpuTier::AddDeltas(int table, absl::Span<const uint64_t> keys,
                                 absl::Span<const float> deltas) {
-  if (engine_->Has(table)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("GPU tier: deltas of other regions for table ", table, ", whose rows on ",
-                     device_->info().name, " they would leave stale"));
-  }
+  HETERPS_RETURN_IF_ERROR(RefuseStale(table));
   return ForwardingPsClient::AddDeltas(table, keys, deltas);
+}
+
+absl::Status GpuTier::ExportWindow(int table, float threshold, std::vector<uint64_t>* keys,
+                                   std::vector<float>* deltas) {
+  if (engine_->Has(table)) HETERPS_RETURN_IF_ERROR(engine_->Flush(target()));
+  return ForwardingPsClient::ExportWindow(table, threshold, keys, deltas);
+}
+
+absl::Status GpuTier::ApplyWindow(int table, absl::Span<const uint64_t> keys,
+                                  absl::Span<const float> merged, absl::Span<const float> own) {
+  HETERPS_RETURN_IF_ERROR(RefuseStale(table));
+  return ForwardingPsClient::ApplyWindow(table, keys, merged, own);
+}
+
+absl::Status GpuTier::RefuseStale(int table) const {
+  if (!engine_->Has(table)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("GPU tier: deltas of other regions for table ", table, ", whose rows on ",
+                   device_->info().name, " they would leave stale"));
 }
 
 absl::Status GpuTier::ExportPending(PendingParts* out) {

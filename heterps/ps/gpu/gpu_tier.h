@@ -131,6 +131,12 @@ class GpuTier : public ForwardingPsClient {
   absl::Status AddDeltas(int table, absl::Span<const uint64_t> keys,
                          absl::Span<const float> deltas) override;
   absl::Status ExportPending(PendingParts* out) override;
+  // A GEO window, as ExportDeltas and AddDeltas: exported after a write-back; a merge for a
+  // table the tier holds is FailedPrecondition.
+  absl::Status ExportWindow(int table, float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas) override;
+  absl::Status ApplyWindow(int table, absl::Span<const uint64_t> keys,
+                           absl::Span<const float> merged, absl::Span<const float> own) override;
 
   // The device path (docs/gpu.md, "The tier feeds the stage"): the lookup and its backward with
   // the bags' vectors and their gradients in the tier's device memory, where a dense stage on the
@@ -167,6 +173,9 @@ class GpuTier : public ForwardingPsClient {
           std::unique_ptr<TierEngine> engine);
   // A ticket for a call the tier completed itself (negative: apart from the target's).
   Ticket Done(absl::Status status);
+  // FailedPrecondition where the tier holds `table`: other regions' deltas would leave its rows
+  // stale.
+  absl::Status RefuseStale(int table) const;
   // The device path's checks: the table is the tier's, the bags agree with themselves, and the
   // floats their vectors take from `data` lie in the device's memory.
   absl::Status CheckBagRows(const char* what, int table, const Bags& bags, const float* data,

@@ -563,9 +563,9 @@ TEST(GpuTierTrafficTest, BagsOfResidentKeysMoveOnlyTheKeysAndOffsets) {
   EXPECT_EQ(tier->stats().misses, 0);
 }
 
-// Between regions: a table's deltas are exported after the tier's rows are written back, so that
-// its rows' changes are in them; deltas into a table it holds, and the pending parts while it
-// holds any, are refused rather than left stale or short.
+// Between regions: a table's deltas (and a GEO window's) are exported after the tier's rows are
+// written back, so that its rows' changes are in them; deltas or a window's merge into a table it
+// holds, and the pending parts while it holds any, are refused rather than left stale or short.
 TEST(GpuTierOptionsTest, DeltasBetweenRegionsSeeTheTiersRows) {
   auto device = gpu::OpenDevice("twin:0", {});
   ASSERT_TRUE(device.ok());
@@ -580,6 +580,14 @@ TEST(GpuTierOptionsTest, DeltasBetweenRegionsSeeTheTiersRows) {
   ASSERT_TRUE(tier->Wait(tier->PushSparse(0, keys, std::vector<float>(3 * kDim, 1.0f))).ok());
   std::vector<uint64_t> sent;
   std::vector<float> deltas;
+  // A GEO window's export too (the bases left where they are, for the export below).
+  ASSERT_TRUE(tier->ExportWindow(0, 0, &sent, &deltas).ok());
+  std::sort(sent.begin(), sent.end());
+  EXPECT_EQ(sent, (std::vector<uint64_t>{1, 5, 9}));
+  EXPECT_EQ(tier->ApplyWindow(0, {1}, std::vector<float>(kDim), std::vector<float>(kDim)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  sent.clear();
+  deltas.clear();
   ASSERT_TRUE(tier->ExportDeltas(0, 0, &sent, &deltas).ok());
   std::sort(sent.begin(), sent.end());
   EXPECT_EQ(sent, (std::vector<uint64_t>{1, 5, 9}));  // changed on the device, written back
