@@ -858,18 +858,31 @@ absl::Status TakeDeltas(const DeltasMessage& reply, int dim, std::vector<uint64_
 
 absl::Status GrpcPsClient::ExportDeltas(int table, float threshold, std::vector<uint64_t>* keys,
                                         std::vector<float>* deltas) {
+  return ExportChanges(table, threshold, /*window=*/false, keys, deltas);
+}
+
+absl::Status GrpcPsClient::ExportWindow(int table, float threshold, std::vector<uint64_t>* keys,
+                                        std::vector<float>* deltas) {
+  return ExportChanges(table, threshold, /*window=*/true, keys, deltas);
+}
+
+absl::Status GrpcPsClient::ExportChanges(int table, float threshold, bool window,
+                                         std::vector<uint64_t>* keys,
+                                         std::vector<float>* deltas) {
   Impl* c = impl_.get();
   std::vector<DeltasMessage> replies(num_servers());
   HETERPS_RETURN_IF_ERROR(c->OnShards(c->AllShards(), [&](int s) {
     ExportDeltasRequest request;
     request.set_table(table);
     request.set_threshold(threshold);
+    request.set_window(window);
+    // Once: a retried export would find its rows sent. A window's moves nothing: retried.
     return c->Rpc(
         s, absl::StrCat("ExportDeltas table ", table),
         [&](grpc::ClientContext& ctx) {
           return c->stubs[s]->ExportDeltas(&ctx, request, &replies[s]);
         },
-        c->options.rpc_timeout);
+        window ? absl::ZeroDuration() : c->options.rpc_timeout);
   }));
   // The rows' floats: every server's tables have the same dim.
   size_t rows = 0, floats = 0;
@@ -890,10 +903,28 @@ absl::Status GrpcPsClient::ExportDeltas(int table, float threshold, std::vector<
 
 absl::Status GrpcPsClient::AddDeltas(int table, absl::Span<const uint64_t> keys,
                                      absl::Span<const float> deltas) {
+  return SendDeltas(table, keys, deltas, nullptr);
+}
+
+absl::Status GrpcPsClient::ApplyWindow(int table, absl::Span<const uint64_t> keys,
+                                       absl::Span<const float> merged,
+                                       absl::Span<const float> own) {
+  if (own.size() != merged.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("apply window: ", own.size(), " floats sent for a merge of ", merged.size()));
+  }
+  return SendDeltas(table, keys, merged, &own);
+}
+
+absl::Status GrpcPsClient::SendDeltas(int table, absl::Span<const uint64_t> keys,
+                                      absl::Span<const float> deltas,
+                                      const absl::Span<const float>* own) {
   Impl* c = impl_.get();
   HETERPS_ASSIGN_OR_RETURN(const int dim, RowFloats("add deltas", deltas.size(), keys.size()));
   if (keys.empty()) return absl::OkStatus();
   const std::vector<ServerRows> split = SplitRows(keys, deltas, dim, num_servers());
+  const std::vector<ServerRows> sent =
+      own != nullptr ? SplitRows(keys, *own, dim, num_servers()) : std::vector<ServerRows>();
   std::vector<int> shards;
   for (int s = 0; s < num_servers(); ++s) {
     if (!split[s].keys.empty()) shards.push_back(s);
@@ -909,6 +940,11 @@ absl::Status GrpcPsClient::AddDeltas(int table, absl::Span<const uint64_t> keys,
       request.set_keys(ToBytes<uint64_t>(absl::MakeConstSpan(rows.keys.data() + at, count)));
       request.set_deltas(
           ToBytes<float>(absl::MakeConstSpan(rows.rows.data() + at * dim, count * dim)));
+      if (own != nullptr) {
+        request.set_window(true);
+        request.set_own(
+            ToBytes<float>(absl::MakeConstSpan(sent[s].rows.data() + at * dim, count * dim)));
+      }
       *request.mutable_id() = c->NextPushId();
       PushReply reply;
       HETERPS_RETURN_IF_ERROR(c->Rpc(
@@ -921,6 +957,16 @@ absl::Status GrpcPsClient::AddDeltas(int table, absl::Span<const uint64_t> keys,
 
 absl::Status GrpcPsClient::ExportDenseDeltas(int table, int block, float threshold,
                                              std::vector<float>* delta) {
+  return ExportDenseChanges(table, block, threshold, /*window=*/false, delta);
+}
+
+absl::Status GrpcPsClient::ExportDenseWindow(int table, int block, float threshold,
+                                             std::vector<float>* delta) {
+  return ExportDenseChanges(table, block, threshold, /*window=*/true, delta);
+}
+
+absl::Status GrpcPsClient::ExportDenseChanges(int table, int block, float threshold, bool window,
+                                              std::vector<float>* delta) {
   Impl* c = impl_.get();
   const int s = table % num_servers();
   ExportDeltasRequest request;
@@ -928,12 +974,13 @@ absl::Status GrpcPsClient::ExportDenseDeltas(int table, int block, float thresho
   request.set_threshold(threshold);
   request.set_dense(true);
   request.set_block(block);
+  request.set_window(window);
   DeltasMessage reply;
   const std::string what = absl::StrCat("ExportDeltas table ", table, " block ", block);
   HETERPS_RETURN_IF_ERROR(c->Rpc(
       s, what,
       [&](grpc::ClientContext& ctx) { return c->stubs[s]->ExportDeltas(&ctx, request, &reply); },
-      c->options.rpc_timeout));
+      window ? absl::ZeroDuration() : c->options.rpc_timeout));
   delta->clear();
   const size_t floats = reply.deltas().size() / sizeof(float);
   const absl::Status taken = TakeDeltas(reply, static_cast<int>(floats), nullptr, delta);
@@ -943,6 +990,16 @@ absl::Status GrpcPsClient::ExportDenseDeltas(int table, int block, float thresho
 }
 
 absl::Status GrpcPsClient::AddDenseDeltas(int table, int block, absl::Span<const float> delta) {
+  return SendDenseDeltas(table, block, delta, nullptr);
+}
+
+absl::Status GrpcPsClient::ApplyDenseWindow(int table, int block, absl::Span<const float> merged,
+                                            absl::Span<const float> own) {
+  return SendDenseDeltas(table, block, merged, &own);
+}
+
+absl::Status GrpcPsClient::SendDenseDeltas(int table, int block, absl::Span<const float> delta,
+                                           const absl::Span<const float>* own) {
   Impl* c = impl_.get();
   const int s = table % num_servers();
   DeltasMessage request;
@@ -950,6 +1007,10 @@ absl::Status GrpcPsClient::AddDenseDeltas(int table, int block, absl::Span<const
   request.set_dense(true);
   request.set_block(block);
   request.set_deltas(ToBytes<float>(delta));
+  if (own != nullptr) {
+    request.set_window(true);
+    request.set_own(ToBytes<float>(*own));
+  }
   *request.mutable_id() = c->NextPushId();
   PushReply reply;
   return c->Rpc(

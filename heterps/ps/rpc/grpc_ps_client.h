@@ -102,6 +102,16 @@ class GrpcPsClient : public PsClient {
                                  std::vector<float>* delta) override;
   absl::Status AddDenseDeltas(int table, int block, absl::Span<const float> delta) override;
   absl::Status ExportPending(PendingParts* out) override;
+  // A GEO window: the export leaves the bases where they are, so it is retried as any call; the
+  // merge is applied once however often it is retried, in messages of the client's size.
+  absl::Status ExportWindow(int table, float threshold, std::vector<uint64_t>* keys,
+                            std::vector<float>* deltas) override;
+  absl::Status ApplyWindow(int table, absl::Span<const uint64_t> keys,
+                           absl::Span<const float> merged, absl::Span<const float> own) override;
+  absl::Status ExportDenseWindow(int table, int block, float threshold,
+                                 std::vector<float>* delta) override;
+  absl::Status ApplyDenseWindow(int table, int block, absl::Span<const float> merged,
+                                absl::Span<const float> own) override;
 
   // Every shard writes a checkpoint of `step` under its data directory
   // (checkpoint.h). An error names each shard that failed; the shards that
@@ -130,6 +140,16 @@ class GrpcPsClient : public PsClient {
   template <typename T>
   Ticket SendDense(int table, absl::Span<const int> blocks,
                    absl::Span<const absl::Span<const T>> grads, bool accumulate, int part);
+  // ExportDeltas and ExportWindow; AddDeltas and ApplyWindow (own: null for AddDeltas); their
+  // dense twins.
+  absl::Status ExportChanges(int table, float threshold, bool window, std::vector<uint64_t>* keys,
+                             std::vector<float>* deltas);
+  absl::Status SendDeltas(int table, absl::Span<const uint64_t> keys,
+                          absl::Span<const float> deltas, const absl::Span<const float>* own);
+  absl::Status ExportDenseChanges(int table, int block, float threshold, bool window,
+                                  std::vector<float>* delta);
+  absl::Status SendDenseDeltas(int table, int block, absl::Span<const float> delta,
+                               const absl::Span<const float>* own);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -396,6 +396,85 @@ TEST(GrpcPsTest, RegionsExchangeDeltasAndPartsLikeTheInProcessClient) {
   EXPECT_NE(rhalf, rall);
 }
 
+// A GEO window over gRPC: the export is the in-process client's and moves nothing (asked twice,
+// the same answer); the merge, in many messages, takes the rows and the block where the
+// in-process client's takes them, to the bit; what is left to send is the same.
+TEST(GrpcPsTest, AWindowOverGrpcIsTheInProcessClients) {
+  auto servers = StartServers(2, "window");
+  GrpcPsClientOptions options = ClientOptions(servers);
+  options.max_message_bytes = 4 << 10;  // the merge applied in many messages
+  auto remote = GrpcPsClient::Connect(options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  PsClient& a = **remote;
+  InProcessPsClient reference(2);
+  const std::vector<PsClient*> clients = {&a, &reference};
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<uint64_t> pushed(300);
+  for (uint64_t& k : pushed) k = rng() % 1000;
+  std::vector<float> grads(pushed.size() * 8), block(70000);
+  for (float& g : grads) g = normal(rng);
+  for (float& g : block) g = normal(rng);
+  for (PsClient* c : clients) {
+    ASSERT_TRUE(c->CreateSparseTable(0, Sparse(OptimizerKind::kAdagrad, 0)).ok());
+    ASSERT_TRUE(c->CreateDenseTable(3, Dense()).ok());
+    ASSERT_TRUE(c->TrackDeltas().ok());
+    ASSERT_TRUE(c->Wait(c->PushSparse(0, pushed, grads)).ok());
+    ASSERT_TRUE(c->Wait(c->PushDense(3, 1, block)).ok());
+  }
+  std::vector<uint64_t> keys, again, ref_keys;
+  std::vector<float> deltas, twice, ref_deltas, dense, ref_dense;
+  ASSERT_TRUE(a.ExportWindow(0, 0, &keys, &deltas).ok());
+  ASSERT_TRUE(a.ExportWindow(0, 0, &again, &twice).ok());
+  ASSERT_TRUE(reference.ExportWindow(0, 0, &ref_keys, &ref_deltas).ok());
+  EXPECT_EQ(keys, again);
+  EXPECT_EQ(deltas, twice);
+  EXPECT_EQ(keys, ref_keys);
+  EXPECT_EQ(deltas, ref_deltas);
+  ASSERT_TRUE(a.ExportDenseWindow(3, 1, 0, &dense).ok());
+  ASSERT_TRUE(reference.ExportDenseWindow(3, 1, 0, &ref_dense).ok());
+  ASSERT_EQ(dense.size(), 70000u);
+  EXPECT_EQ(dense, ref_dense);
+  // The merge of this region's deltas with another's (here: half of them), keys sorted.
+  std::vector<size_t> order(keys.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return keys[x] < keys[y]; });
+  std::vector<uint64_t> sorted;
+  std::vector<float> own, merged;
+  for (size_t i : order) {
+    sorted.push_back(keys[i]);
+    for (int d = 0; d < 8; ++d) {
+      own.push_back(deltas[i * 8 + d]);
+      merged.push_back(0.5f * deltas[i * 8 + d] + 0.125f);
+    }
+  }
+  std::vector<float> dense_merged(dense.size());
+  for (size_t i = 0; i < dense.size(); ++i) dense_merged[i] = 0.75f * dense[i];
+  for (PsClient* c : clients) {
+    ASSERT_TRUE(c->ApplyWindow(0, sorted, merged, own).ok());
+    ASSERT_TRUE(c->ApplyDenseWindow(3, 1, dense_merged, dense).ok());
+  }
+  EXPECT_EQ(a.ApplyWindow(0, sorted, merged, std::vector<float>(own.size() - 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<float> in_a(sorted.size() * 8), in_ref(sorted.size() * 8), block_a(70000),
+      block_ref(70000);
+  ASSERT_TRUE(a.Wait(a.PullSparse(0, sorted, absl::MakeSpan(in_a))).ok());
+  ASSERT_TRUE(reference.Wait(reference.PullSparse(0, sorted, absl::MakeSpan(in_ref))).ok());
+  EXPECT_EQ(in_a, in_ref);
+  ASSERT_TRUE(a.Wait(a.PullDense(3, 1, absl::MakeSpan(block_a))).ok());
+  ASSERT_TRUE(reference.Wait(reference.PullDense(3, 1, absl::MakeSpan(block_ref))).ok());
+  EXPECT_EQ(block_a, block_ref);
+  keys.clear();
+  deltas.clear();
+  ref_keys.clear();
+  ref_deltas.clear();
+  ASSERT_TRUE(a.ExportWindow(0, 0, &keys, &deltas).ok());
+  ASSERT_TRUE(reference.ExportWindow(0, 0, &ref_keys, &ref_deltas).ok());
+  EXPECT_EQ(keys, ref_keys);
+  EXPECT_EQ(deltas, ref_deltas);
+  EXPECT_LT(keys.size(), sorted.size());  // most rows caught up with their base
+}
+
 TEST(GrpcPsTest, CallsWithoutTheTokenAreRefused) {
   auto servers = StartServers(1, "auth");
   GrpcPsClientOptions options = ClientOptions(servers);

@@ -400,7 +400,9 @@ class PsServer::Service final : public ParameterServer::Service {
       if (request->dense()) {
         HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
         HETERPS_RETURN_IF_ERROR(
-            table->ExportDeltas(request->block(), request->threshold(), &deltas));
+            request->window()
+                ? table->ExportWindow(request->block(), request->threshold(), &deltas)
+                : table->ExportDeltas(request->block(), request->threshold(), &deltas));
       } else {
         HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
         std::vector<uint64_t> keys;
@@ -410,7 +412,9 @@ class PsServer::Service final : public ParameterServer::Service {
         const int64_t max_rows =
             std::max<int64_t>(1, (options_.max_message_bytes - (int64_t{64} << 10)) / row_bytes);
         HETERPS_RETURN_IF_ERROR(
-            table->ExportDeltas(request->threshold(), &keys, &deltas, max_rows));
+            request->window()
+                ? table->ExportWindow(request->threshold(), &keys, &deltas, max_rows)
+                : table->ExportDeltas(request->threshold(), &keys, &deltas, max_rows));
         reply->set_keys(internal::ToBytes<uint64_t>(keys));
       }
       reply->set_deltas(internal::ToBytes<float>(deltas));
@@ -426,15 +430,31 @@ class PsServer::Service final : public ParameterServer::Service {
       std::vector<float> deltas(floats);
       HETERPS_RETURN_IF_ERROR(
           FromBytes<float>(request->deltas(), absl::MakeSpan(deltas), "deltas"));
+      std::vector<float> own;  // a window's merge: what this region sent
+      if (request->window()) {
+        HETERPS_ASSIGN_OR_RETURN(const size_t sent, CountOf<float>(request->own(), "own"));
+        own.resize(sent);
+        HETERPS_RETURN_IF_ERROR(FromBytes<float>(request->own(), absl::MakeSpan(own), "own"));
+      }
       if (request->dense()) {
         HETERPS_ASSIGN_OR_RETURN(DenseTable * table, Dense(request->table()));
         return pushes_.Once(
-            request->id(), [&] { return table->AddDeltas(request->block(), deltas); }, duplicates_);
+            request->id(),
+            [&] {
+              return request->window() ? table->ApplyWindow(request->block(), deltas, own)
+                                       : table->AddDeltas(request->block(), deltas);
+            },
+            duplicates_);
       }
       HETERPS_ASSIGN_OR_RETURN(SparseTable * table, Sparse(request->table()));
       HETERPS_ASSIGN_OR_RETURN(std::vector<uint64_t> keys, Keys(request->keys()));
       return pushes_.Once(
-          request->id(), [&] { return table->AddDeltas(keys, deltas); }, duplicates_);
+          request->id(),
+          [&] {
+            return request->window() ? table->ApplyWindow(keys, deltas, own)
+                                     : table->AddDeltas(keys, deltas);
+          },
+          duplicates_);
     });
   }
 
