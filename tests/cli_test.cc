@@ -685,6 +685,32 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   EXPECT_EQ(d["train_samples"], 18000);
   EXPECT_NEAR(d["eval_auc"].get<double>(), m["eval_auc"].get<double>(), 1e-4);
 
+  // Regions emulated in this process: the windows and each link's bytes in the summary and the
+  // metrics; bad shares and hubs named.
+  Result regions = RunCli("train --single-process --data " + data +
+                          " --batch 256 --data-shares us=0.7,eu=0.3 --sync-steps 10 "
+                          "--sync-threshold 0.01 --sync-hub us --metrics-out " + metrics + "4");
+  ASSERT_EQ(regions.exit_code, 0) << regions.err;
+  EXPECT_THAT(regions.out, HasSubstr("regions         us 70%, eu 30% (emulated in this process)"));
+  EXPECT_THAT(regions.out, HasSubstr("every 10 steps, threshold 0.01, delay 1, through us"));
+  auto g = nlohmann::json::parse(Slurp(metrics + "4"));
+  ASSERT_TRUE(g.contains("regions"));
+  ASSERT_EQ(g["regions"]["links"].size(), 2u);
+  EXPECT_GT(g["regions"]["links"][0]["bytes"].get<int64_t>(), 0);
+  EXPECT_GE(g["regions"]["windows"].get<int64_t>(), 7);  // 70 steps, every 10, and the flush
+  EXPECT_NEAR(g["eval_auc"].get<double>(), m["eval_auc"].get<double>(), 0.03);
+  for (const auto& [flags, message] :
+       {std::pair<std::string, std::string>{"--data-shares us=0.5,eu=0.6", "sum to 1.1, not 1"},
+        {"--data-shares us=0.5,eu=0.5 --sync-hub ap", "--sync-hub: 'ap' is none of"},
+        {"--data-shares us", "'us' is not REGION=SHARE"}}) {
+    r = RunCli("train --single-process --data " + data + " " + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags;
+    EXPECT_THAT(r.err, HasSubstr(message)) << flags;
+  }
+  r = RunCli("train --data " + data + " --data-shares us=0.5,eu=0.5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--data-shares requires --single-process"));
+
   // Bad input: one line, exit code 2.
   for (const char* mode : {"--single-process ", ""}) {
     r = RunCli(std::string("train ") + mode + "--data /nonexistent.tsv");

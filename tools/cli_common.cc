@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "embedded/heterps_examples.h"
 #include "heterps/base/file.h"
@@ -160,6 +161,21 @@ absl::StatusOr<std::vector<std::string>> UseIdsOfData(const std::vector<std::str
         spec->layers[i].name, now, files.front(), was, now));
   }
   return notes;
+}
+
+absl::StatusOr<std::vector<cost::DataShare>> ParseDataShares(
+    const std::vector<std::string>& items) {
+  std::vector<cost::DataShare> shares;
+  for (const std::string& item : items) {
+    std::vector<std::string> parts = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    double share = 0;
+    if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtod(parts[1], &share)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data-shares: '", item, "' is not REGION=SHARE (for example us-east-1=0.6)"));
+    }
+    shares.push_back({parts[0], share});
+  }
+  return shares;
 }
 
 }  // namespace heterps::tools

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
@@ -10,6 +11,7 @@
 #include "absl/time/time.h"
 #include "heterps/config/cluster_spec.h"
 #include "heterps/config/model_spec.h"
+#include "heterps/cost/region_sync.h"
 
 namespace heterps::tools {
 
@@ -68,5 +70,9 @@ class ProgressLine {
 
 // "[#######.............]  35%": a bar of `width` cells for `done` of `total`.
 std::string Bar(double done, double total, int width = 30);
+
+// --data-shares' items, REGION=SHARE each ("us-east-1=0.6"); InvalidArgument naming an item
+// that is not. The shares themselves are checked where they are used.
+absl::StatusOr<std::vector<cost::DataShare>> ParseDataShares(const std::vector<std::string>& items);
 
 }  // namespace heterps::tools

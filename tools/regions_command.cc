@@ -24,20 +24,6 @@ std::string HumanBytes(double bytes) {
   return absl::StrFormat("%.0f B", bytes);
 }
 
-absl::StatusOr<std::vector<cost::DataShare>> ParseShares(const std::vector<std::string>& items) {
-  std::vector<cost::DataShare> shares;
-  for (const std::string& item : items) {
-    std::vector<std::string> parts = absl::StrSplit(item, absl::MaxSplits('=', 1));
-    double share = 0;
-    if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtod(parts[1], &share)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--data-shares: '", item, "' is not REGION=SHARE (for example us-east-1=0.6)"));
-    }
-    shares.push_back({parts[0], share});
-  }
-  return shares;
-}
-
 // "every step", "every 100 steps".
 std::string Every(int64_t steps) {
   return steps == 1 ? std::string("every step") : absl::StrFormat("every %d steps", steps);
@@ -70,7 +56,7 @@ int RunRegionsPlan(const PlanFlags& flags) {
     return Fail(absl::InvalidArgumentError(
         "--report: a plan across regions (--data-shares) has no page yet; use --out or --json"));
   }
-  absl::StatusOr<std::vector<cost::DataShare>> shares = ParseShares(flags.data_shares);
+  absl::StatusOr<std::vector<cost::DataShare>> shares = ParseDataShares(flags.data_shares);
   if (!shares.ok()) return Fail(shares.status());
   ProgressLine progress(!flags.json);
   absl::StatusOr<launcher::PlanRequest> request = internal::SearchRequestFrom(flags, progress);

@@ -1,5 +1,6 @@
 #include "tools/train_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "heterps/base/file.h"
+#include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/worker/trainer.h"
 #include "nlohmann/json.hpp"
@@ -17,6 +19,61 @@
 
 namespace heterps::tools {
 namespace {
+
+// --data-shares and the --sync flags as the regions of a run in this process.
+absl::Status RegionsFrom(const TrainFlags& flags, worker::RegionTraining* out) {
+  HETERPS_ASSIGN_OR_RETURN(std::vector<cost::DataShare> shares,
+                           ParseDataShares(flags.data_shares));
+  if (shares.size() < 2) {
+    return absl::InvalidArgumentError("--data-shares: name two regions or more");
+  }
+  for (const cost::DataShare& s : shares) {
+    if (std::find(out->names.begin(), out->names.end(), s.region) != out->names.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data-shares: region '", s.region, "' named twice"));
+    }
+    out->names.push_back(s.region);
+    out->shares.push_back(s.share);
+  }
+  out->sync_steps = flags.sync_steps;
+  out->threshold = static_cast<float>(flags.sync_threshold);
+  out->delay = flags.sync_delay;
+  if (!flags.sync_hub.empty()) {
+    const auto hub = std::find(out->names.begin(), out->names.end(), flags.sync_hub);
+    if (hub == out->names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--sync-hub: '", flags.sync_hub,
+                                                     "' is none of --data-shares' regions"));
+    }
+    out->topology = cost::SyncTopology::kHub;
+    out->hub = static_cast<int>(hub - out->names.begin());
+  }
+  return absl::OkStatus();
+}
+
+// The regions' lines of the summary: the windows, and what each link carried.
+std::string RegionsSummary(const worker::RegionTraining& regions,
+                           const worker::TrainResult& result) {
+  std::vector<std::string> shares;
+  for (size_t r = 0; r < regions.names.size(); ++r) {
+    shares.push_back(absl::StrFormat("%s %.0f%%", regions.names[r], 100 * regions.shares[r]));
+  }
+  std::string out = absl::StrFormat(
+      "  regions         %s (emulated in this process)\n"
+      "  windows         %s of deltas, every %d steps, threshold %g, delay %d, %s (the final "
+      "flush's included)\n",
+      absl::StrJoin(shares, ", "), WithCommas(result.windows), regions.sync_steps,
+      regions.threshold, regions.delay,
+      regions.topology == cost::SyncTopology::kHub
+          ? absl::StrCat("through ", regions.names[regions.hub])
+          : std::string("peer to peer"));
+  Table table({"from", "to", "bytes", "per step", "messages"}, {false, false, true, true, true});
+  for (const worker::RegionTraffic& t : result.region_traffic) {
+    table.AddRow({regions.names[t.from], regions.names[t.to], WithCommas(t.bytes),
+                  WithCommas(result.steps > 0 ? t.bytes / result.steps : 0),
+                  WithCommas(t.messages)});
+  }
+  return out + table.Render();
+}
 
 int RunSingleProcess(const TrainFlags& flags) {
   absl::StatusOr<config::ModelSpec> spec = LoadModelOrDefault(flags.model_path);
@@ -35,6 +92,10 @@ int RunSingleProcess(const TrainFlags& flags) {
       ModelOptionsFrom(flags, *spec, flags.batch > 0 ? flags.batch : spec->batch_size);
   if (!model.ok()) return Fail(model.status());
   options.model = *model;
+  if (!flags.data_shares.empty()) {
+    absl::Status regions = RegionsFrom(flags, &options.regions);
+    if (!regions.ok()) return Fail(regions);
+  }
   absl::StatusOr<DataFile> file = PrepareData(flags, *spec);
   if (!file.ok()) return Fail(file.status());
   options.files = file->paths;
@@ -74,6 +135,7 @@ int RunSingleProcess(const TrainFlags& flags) {
     }
     absl::StrAppend(&summary, "\n");
   }
+  if (options.regions.names.size() > 1) summary += RegionsSummary(options.regions, *result);
   std::printf("%s", summary.c_str());
   if (!flags.metrics_out.empty()) {
     nlohmann::ordered_json metrics = {
@@ -99,6 +161,23 @@ int RunSingleProcess(const TrainFlags& flags) {
         {"skipped_lines", result->skipped_lines},
         {"parameter_digest", absl::StrFormat("%016x", result->parameter_digest)},
         {"losses", result->losses}};
+    if (options.regions.names.size() > 1) {
+      nlohmann::ordered_json links = nlohmann::ordered_json::array();
+      for (const worker::RegionTraffic& t : result->region_traffic) {
+        links.push_back({{"from", options.regions.names[t.from]},
+                         {"to", options.regions.names[t.to]},
+                         {"bytes", t.bytes},
+                         {"messages", t.messages}});
+      }
+      metrics["regions"] = {{"names", options.regions.names},
+                            {"shares", options.regions.shares},
+                            {"sync_steps", options.regions.sync_steps},
+                            {"threshold", options.regions.threshold},
+                            {"delay", options.regions.delay},
+                            {"hub", flags.sync_hub},
+                            {"windows", result->windows},
+                            {"links", links}};
+    }
     absl::Status written = base::WriteFileAtomically(flags.metrics_out, metrics.dump(2) + "\n");
     if (!written.ok()) return Fail(written);
   }
@@ -280,6 +359,33 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
                 "job's replicas do (the one-thread run, to the bit, on several cores) instead of "
                 "training asynchronously")
       ->needs(threads);
+  CLI::Option* shares =
+      cmd->add_option("--data-shares", flags.data_shares,
+                      "--single-process: regions emulated in this process, REGION=SHARE each (for "
+                      "example us=0.6,eu=0.4): each trains its share of every batch on tables of "
+                      "its own, and the regions exchange parameter deltas every --sync-steps "
+                      "(docs/regions.md)")
+          ->delimiter(',')
+          ->needs(single);
+  cmd->add_option("--sync-steps", flags.sync_steps,
+                  "with --data-shares: steps between two windows of deltas (default 100)")
+      ->check(Positive())
+      ->needs(shares);
+  cmd->add_option("--sync-threshold", flags.sync_threshold,
+                  "with --data-shares: a row is sent once its largest change passes this fraction "
+                  "of its largest value (Gaia's significance; default 0: every changed row)")
+      ->check(Finite())
+      ->check(NonNegative())
+      ->needs(shares);
+  cmd->add_option("--sync-delay", flags.sync_delay,
+                  "with --data-shares: windows a window's merge waits before it is applied, the "
+                  "steps between training on (0 or 1, default 1)")
+      ->check(CLI::Range(0, 1))
+      ->needs(shares);
+  cmd->add_option("--sync-hub", flags.sync_hub,
+                  "with --data-shares: the region every other sends its deltas to and receives "
+                  "the merge from (default: peer to peer)")
+      ->needs(shares);
   cmd->add_option("--replicas", flags.replicas,
                   "--single-process with --micro-batch: the stage-0 replicas of the job whose "
                   "cut of the steps to follow (default 1; the result is the same)")

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,250 @@ int64_t PeakRss() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+absl::StatusOr<std::unique_ptr<data::BatchReader>> OpenReader(const config::ModelSpec& spec,
+                                                                const TrainOptions& options,
+                                                                int batch_size, int64_t eval_every,
+                                                                data::ReaderOptions::Part part) {
+  data::ReaderOptions read;
+  read.files = options.files;
+  read.schema = spec.data;
+  read.batch_size = batch_size;
+  read.bad_lines = options.bad_lines;
+  read.parser_threads = options.reader_threads;
+  read.eval_every = eval_every;
+  read.part = part;
+  return data::BatchReader::Open(read);
+}
+
+// The held-out lines' loss and AUC under `model`, into `result` (with their bad lines).
+absl::Status Evaluate(const config::ModelSpec& spec, const TrainOptions& options, int batch_size,
+                      int64_t eval_every, Model& model, TrainResult* result) {
+  if (eval_every > 0) {
+    HETERPS_ASSIGN_OR_RETURN(auto reader, OpenReader(spec, options, batch_size, eval_every,
+                                                     data::ReaderOptions::Part::kEval));
+    std::vector<float> scores, labels, p;
+    data::Batch batch;
+    for (;;) {
+      HETERPS_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
+      if (!more) break;
+      HETERPS_RETURN_IF_ERROR(model.Predict(batch, &p));
+      scores.insert(scores.end(), p.begin(), p.end());
+      labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
+    }
+    // Held-out bad lines: counted, and named where the training lines left room among the first.
+    const data::ReaderStats held_out = reader->stats();
+    result->skipped_lines += held_out.skipped;
+    for (const std::string& line : held_out.first_bad) {
+      if (result->first_bad_lines.size() >= 10) break;
+      result->first_bad_lines.push_back(line);
+    }
+    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, data::Evaluate(scores, labels));
+    result->eval_samples = eval.samples;
+    result->eval_loss = eval.logloss;
+    result->eval_auc = eval.auc;
+  }
+  return absl::OkStatus();
+}
+
+// The end of a run: its peak memory, digest, rows and parameter bytes, from `client`'s tables.
+absl::Status Summarize(const TrainOptions& options, ps::InProcessPsClient& client,
+                       TrainResult* result) {
+  result->peak_rss_bytes = PeakRss();
+  HETERPS_ASSIGN_OR_RETURN(result->parameter_digest, ps::DigestTables(client.Tables(0)));
+  const int64_t dense_state = 1 + ps::StateFloats(options.model.dense_optimizer.kind);
+  result->parameter_bytes = result->dense_parameters * dense_state * 4;
+  for (int table = 0; ps::SparseTable* t = client.sparse(table, 0); ++table) {
+    const ps::SparseTableStats stats = t->Stats();
+    const int64_t rows = stats.memory_rows + stats.cold_rows;
+    const int64_t floats = t->dim() * (1 + ps::StateFloats(t->options().optimizer.kind));
+    result->sparse_rows += rows;
+    result->parameter_bytes += rows * (8 + 4 * floats);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRegions(const TrainOptions& options) {
+  const RegionTraining& geo = options.regions;
+  const size_t n = geo.names.size();
+  if (geo.shares.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("train: ", geo.shares.size(), " shares for ", n, " regions"));
+  }
+  double sum = 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (!(geo.shares[r] > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("train: region '", geo.names[r], "' has share ",
+                                                     geo.shares[r], ": a share must be > 0"));
+    }
+    sum += geo.shares[r];
+  }
+  if (std::abs(sum - 1) > 1e-6) {
+    return absl::InvalidArgumentError(absl::StrCat("train: the regions' shares sum to ", sum,
+                                                   ", not 1"));
+  }
+  if (geo.sync_steps < 1 || geo.delay < 0 || geo.delay > 1 || geo.threshold < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "train: across regions, sync steps ", geo.sync_steps, " (needs >= 1), delay ", geo.delay,
+        " (0 or 1 windows), threshold ", geo.threshold, " (needs >= 0)"));
+  }
+  if (geo.topology == cost::SyncTopology::kHub && (geo.hub < 0 || geo.hub >= static_cast<int>(n))) {
+    return absl::InvalidArgumentError(absl::StrCat("train: hub ", geo.hub, " of ", n, " regions"));
+  }
+  if (options.threads != 1 || options.micro_batching.micro_batch > 0 ||
+      options.micro_batching.replicas > 1) {
+    return absl::InvalidArgumentError(
+        "train: regions emulated in one process train on one thread, without micro-batches");
+  }
+  return absl::OkStatus();
+}
+
+// Every region's share of `batch`: consecutive samples, share r of them (rounded at the
+// cumulative shares), the last region the rest.
+std::vector<data::Batch> SplitByShares(const data::Batch& batch, absl::Span<const double> shares) {
+  std::vector<data::Batch> parts(shares.size());
+  double cumulative = 0;
+  int64_t at = 0;
+  for (size_t r = 0; r < shares.size(); ++r) {
+    cumulative += shares[r];
+    const int64_t end = r + 1 == shares.size()
+                            ? batch.size
+                            : std::min<int64_t>(batch.size, std::llround(cumulative * batch.size));
+    for (; at < end; ++at) parts[r].Append(batch, at);
+  }
+  return parts;
+}
+
+// Training across regions, emulated (trainer.h, RegionTraining): the epochs' steps, the windows
+// between them and the final flush. The result's losses are each step's over all regions.
+absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& options,
+                          int batch_size, int64_t eval_every, int64_t train_lines,
+                          TrainResult* result) {
+  const RegionTraining& geo = options.regions;
+  const int n = static_cast<int>(geo.names.size());
+  std::vector<std::unique_ptr<ps::InProcessPsClient>> servers;
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<ps::PsClient*> clients;
+  for (int r = 0; r < n; ++r) {
+    servers.push_back(std::make_unique<ps::InProcessPsClient>(1));
+    HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, servers.back().get(), options.model));
+    HETERPS_RETURN_IF_ERROR(servers.back()->TrackDeltas());
+    HETERPS_ASSIGN_OR_RETURN(auto model, Model::Create(spec, servers.back().get()));
+    model->set_block_size(options.block_size);
+    models.push_back(std::move(model));
+    clients.push_back(servers.back().get());
+  }
+  DeltaTables tables;
+  const ps::CheckpointTables held = servers[0]->Tables(0);
+  for (const auto& [id, table] : held.sparse) tables.sparse.push_back(id);
+  for (const auto& [id, table] : held.dense) {
+    for (int b = 0; b < table->num_blocks(); ++b) tables.dense.push_back({id, b});
+  }
+  result->dense_parameters = models[0]->dense_parameters();
+
+  std::map<std::pair<int, int>, RegionTraffic> carried;
+  std::optional<DeltaWindow> in_flight;
+  std::vector<int64_t> window_samples(n, 0), run_samples(n, 0);
+  const auto apply = [&]() -> absl::Status {
+    if (!in_flight.has_value()) return absl::OkStatus();
+    std::vector<RegionTraffic> links;
+    HETERPS_RETURN_IF_ERROR(ApplyDeltaWindow(clients, *in_flight, geo.topology, geo.hub, &links));
+    for (const RegionTraffic& t : links) {
+      RegionTraffic& sum = carried[{t.from, t.to}];
+      sum.from = t.from;
+      sum.to = t.to;
+      sum.bytes += t.bytes;
+      sum.messages += t.messages;
+    }
+    ++result->windows;
+    const bool empty = in_flight->sparse.empty() && in_flight->dense.empty();
+    in_flight.reset();
+    return empty ? absl::CancelledError("nothing sent") : absl::OkStatus();
+  };
+  // A window of the changes since the last, weighted by the samples behind them (a flush with no
+  // samples since: by each region's samples over the run).
+  const auto take = [&](float threshold) -> absl::Status {
+    int64_t since = 0;
+    for (int64_t s : window_samples) since += s;
+    HETERPS_ASSIGN_OR_RETURN(
+        DeltaWindow window,
+        TakeDeltaWindow(clients, tables, since > 0 ? window_samples : run_samples, threshold));
+    in_flight = std::move(window);
+    window_samples.assign(n, 0);
+    return absl::OkStatus();
+  };
+
+  const absl::Time start = absl::Now();
+  double average = 0;
+  int64_t step = 0;
+  for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+    HETERPS_ASSIGN_OR_RETURN(auto reader, OpenReader(spec, options, batch_size, eval_every,
+                                                     data::ReaderOptions::Part::kTrain));
+    double epoch_loss = 0;
+    int64_t epoch_steps = 0;
+    data::Batch batch;
+    for (;;) {
+      HETERPS_ASSIGN_OR_RETURN(const bool more, reader->Next(&batch));
+      if (!more) break;
+      const std::vector<data::Batch> parts = SplitByShares(batch, geo.shares);
+      double loss_sum = 0;
+      for (int r = 0; r < n; ++r) {
+        if (parts[r].size == 0) continue;
+        HETERPS_ASSIGN_OR_RETURN(const double loss, models[r]->TrainStep(parts[r]));
+        loss_sum += loss * parts[r].size;
+        window_samples[r] += parts[r].size;
+        run_samples[r] += parts[r].size;
+      }
+      const double loss = loss_sum / batch.size;
+      result->losses.push_back(loss);
+      result->train_samples += batch.size;
+      ++result->steps;
+      epoch_loss += loss;
+      ++epoch_steps;
+      average = result->steps == 1 ? loss : 0.98 * average + 0.02 * loss;
+      if (options.progress) {
+        options.progress({epoch, result->train_samples, train_lines * options.epochs,
+                          absl::ToDoubleSeconds(absl::Now() - start), average});
+      }
+      if (++step % geo.sync_steps == 0) {
+        // One window in flight at most: the one before is applied before this one is taken
+        // (a later export would send its changes again).
+        if (absl::Status applied = apply(); !applied.ok() && !absl::IsCancelled(applied)) {
+          return applied;
+        }
+        HETERPS_RETURN_IF_ERROR(take(geo.threshold));
+        if (geo.delay == 0) {
+          if (absl::Status applied = apply(); !applied.ok() && !absl::IsCancelled(applied)) {
+            return applied;
+          }
+        }
+      }
+    }
+    result->train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : 0;
+    const data::ReaderStats stats = reader->stats();
+    if (epoch == 1) {
+      result->skipped_lines += stats.skipped;
+      result->first_bad_lines = stats.first_bad;
+    }
+  }
+  // The flush: the window in flight, then windows of every change left until one finds none
+  // (a window's rounding goes with the next).
+  if (absl::Status applied = apply(); !applied.ok() && !absl::IsCancelled(applied)) return applied;
+  for (int flush = 0;; ++flush) {
+    HETERPS_RETURN_IF_ERROR(take(0));
+    const absl::Status applied = apply();
+    if (absl::IsCancelled(applied)) break;
+    HETERPS_RETURN_IF_ERROR(applied);
+    if (flush == 8) {
+      return absl::InternalError("train: the regions' final flush still sends after 8 windows");
+    }
+  }
+  result->seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result->samples_per_second = result->seconds > 0 ? result->train_samples / result->seconds : 0;
+  for (const auto& [pair, t] : carried) result->region_traffic.push_back(t);
+  HETERPS_RETURN_IF_ERROR(Evaluate(spec, options, batch_size, eval_every, *models[0], result));
+  return Summarize(options, *servers[0], result);
 }
 
 }  // namespace
@@ -71,6 +317,13 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
                      " lines, no training lines"));
   }
 
+  if (options.regions.names.size() > 1) {
+    HETERPS_RETURN_IF_ERROR(CheckRegions(options));
+    TrainResult result;
+    HETERPS_RETURN_IF_ERROR(
+        TrainRegions(spec, options, batch_size, eval_every, train_lines, &result));
+    return result;
+  }
   ps::InProcessPsClient client(1);
   HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, options.model));
   std::vector<std::unique_ptr<Model>> models;
@@ -92,14 +345,8 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   absl::Mutex mu;  // the reader, the result, progress
   double average = 0;
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
-    data::ReaderOptions read;
-    read.files = options.files;
-    read.schema = spec.data;
-    read.batch_size = batch_size;
-    read.bad_lines = options.bad_lines;
-    read.parser_threads = options.reader_threads;
-    read.eval_every = eval_every;
-    HETERPS_ASSIGN_OR_RETURN(auto reader, data::BatchReader::Open(read));
+    HETERPS_ASSIGN_OR_RETURN(auto reader, OpenReader(spec, options, batch_size, eval_every,
+                                                     data::ReaderOptions::Part::kTrain));
     double epoch_loss = 0;
     int64_t epoch_steps = 0, epoch_samples = 0;
     absl::Status failure;
@@ -184,48 +431,8 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.samples_per_second = result.seconds > 0 ? result.train_samples / result.seconds : 0;
 
-  if (eval_every > 0) {
-    data::ReaderOptions read;
-    read.files = options.files;
-    read.schema = spec.data;
-    read.batch_size = batch_size;
-    read.bad_lines = options.bad_lines;
-    read.parser_threads = options.reader_threads;
-    read.eval_every = eval_every;
-    read.part = data::ReaderOptions::Part::kEval;
-    HETERPS_ASSIGN_OR_RETURN(auto reader, data::BatchReader::Open(read));
-    std::vector<float> scores, labels, p;
-    data::Batch batch;
-    for (;;) {
-      HETERPS_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
-      if (!more) break;
-      HETERPS_RETURN_IF_ERROR(models[0]->Predict(batch, &p));
-      scores.insert(scores.end(), p.begin(), p.end());
-      labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
-    }
-    // Held-out bad lines: counted, and named where the training lines left room among the first.
-    const data::ReaderStats held_out = reader->stats();
-    result.skipped_lines += held_out.skipped;
-    for (const std::string& line : held_out.first_bad) {
-      if (result.first_bad_lines.size() >= 10) break;
-      result.first_bad_lines.push_back(line);
-    }
-    HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, data::Evaluate(scores, labels));
-    result.eval_samples = eval.samples;
-    result.eval_loss = eval.logloss;
-    result.eval_auc = eval.auc;
-  }
-  result.peak_rss_bytes = PeakRss();
-  HETERPS_ASSIGN_OR_RETURN(result.parameter_digest, ps::DigestTables(client.Tables(0)));
-  const int64_t dense_state = 1 + ps::StateFloats(options.model.dense_optimizer.kind);
-  result.parameter_bytes = result.dense_parameters * dense_state * 4;
-  for (int table = 0; ps::SparseTable* t = client.sparse(table, 0); ++table) {
-    const ps::SparseTableStats stats = t->Stats();
-    const int64_t rows = stats.memory_rows + stats.cold_rows;
-    const int64_t floats = t->dim() * (1 + ps::StateFloats(t->options().optimizer.kind));
-    result.sparse_rows += rows;
-    result.parameter_bytes += rows * (8 + 4 * floats);
-  }
+  HETERPS_RETURN_IF_ERROR(Evaluate(spec, options, batch_size, eval_every, *models[0], &result));
+  HETERPS_RETURN_IF_ERROR(Summarize(options, client, &result));
   return result;
 }
 

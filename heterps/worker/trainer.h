@@ -26,7 +26,9 @@
 #include "absl/status/statusor.h"
 #include "heterps/config/model_spec.h"
 #include "heterps/data/reader.h"
+#include "heterps/cost/region_sync.h"
 #include "heterps/worker/model.h"
+#include "heterps/worker/region_exchange.h"
 
 namespace heterps::worker {
 
@@ -36,6 +38,23 @@ struct TrainProgress {
   int64_t total_samples = 0;  // to train in all
   double seconds = 0;
   double loss = 0;  // moving average of recent steps' losses
+};
+
+// Training across regions, emulated in one process (docs/regions.md, GEO): each region has its
+// own tables (its own optimizer state) and trains its share of every batch (consecutive samples,
+// share_r of the batch, the last region the rest) as a job of its own; every `sync_steps` steps
+// a window of parameter deltas passing `threshold` is taken from every region and merged, each
+// weighted by the samples behind it, and applied `delay` windows later (0: at once; 1: at the
+// next window, the steps between training on); the run ends with a flush, after which every
+// region holds the same parameters (evaluated on region 0's).
+struct RegionTraining {
+  std::vector<std::string> names;  // one per region; empty: one region (no exchange)
+  std::vector<double> shares;      // of every batch, > 0, summing to 1
+  int64_t sync_steps = 100;
+  float threshold = 0;  // Gaia's significance (ps/deltas.h); 0: every changed row
+  int delay = 1;        // 0 or 1
+  cost::SyncTopology topology = cost::SyncTopology::kPeerToPeer;
+  int hub = 0;  // with kHub: an index into names
 };
 
 struct TrainOptions {
@@ -60,6 +79,8 @@ struct TrainOptions {
   // (sync_threads: micro_batch alone, each thread a replica).
   MicroBatching micro_batching;
   std::function<void(const TrainProgress&)> progress;
+  // More than one region: the regions emulated in this process (one thread, no micro-batching).
+  RegionTraining regions;
 };
 
 struct TrainResult {
@@ -78,6 +99,10 @@ struct TrainResult {
   int64_t peak_rss_bytes = 0;
   uint64_t parameter_digest = 0;  // ps::DigestTables over every parameter at the end
   std::vector<double> losses;  // every step's, in order (with one thread)
+  // Across regions: the windows exchanged (the final flush's included) and what each link
+  // carried in all, in order of (from, to).
+  int64_t windows = 0;
+  std::vector<RegionTraffic> region_traffic;
 };
 
 absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOptions& options);
