@@ -701,7 +701,7 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   EXPECT_NEAR(g["eval_auc"].get<double>(), m["eval_auc"].get<double>(), 0.03);
   for (const auto& [flags, message] :
        {std::pair<std::string, std::string>{"--data-shares us=0.5,eu=0.6", "sum to 1.1, not 1"},
-        {"--data-shares us=0.5,eu=0.5 --sync-hub ap", "--sync-hub: 'ap' is none of"},
+        {"--data-shares us=0.5,eu=0.5 --sync-hub ap", "--sync-hub: 'ap' is none of the regions"},
         {"--data-shares us", "'us' is not REGION=SHARE"}}) {
     r = RunCli("train --single-process --data " + data + " " + flags);
     EXPECT_EQ(r.exit_code, 2) << flags;
@@ -710,6 +710,23 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   r = RunCli("train --data " + data + " --data-shares us=0.5,eu=0.5");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--data-shares requires --single-process"));
+  // Each region its own files: its share its lines'.
+  const std::string us = TempPath("us.tsv"), eu = TempPath("eu.tsv");
+  ASSERT_EQ(std::system(("head -n 5000 " + data + " > " + us + " && tail -n +5001 " + data +
+                         " > " + eu)
+                            .c_str()),
+            0);
+  Result own = RunCli("train --single-process --batch 256 --region-data us=" + us +
+                      " --region-data eu=" + eu + " --sync-steps 10");
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_THAT(own.out, HasSubstr("18,000 training samples"));
+  EXPECT_THAT(own.out, HasSubstr("regions         us 25%, eu 75% (emulated in this process)"));
+  r = RunCli("train --single-process --region-data us=" + us);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--region-data: name two regions or more"));
+  r = RunCli("train --single-process --sync-steps 10");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("need --data-shares or --region-data"));
 
   // Bad input: one line, exit code 2.
   for (const char* mode : {"--single-process ", ""}) {

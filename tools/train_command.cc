@@ -10,6 +10,7 @@
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
+#include "heterps/data/line_source.h"
 #include "heterps/worker/trainer.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
@@ -22,18 +23,42 @@ namespace {
 
 // --data-shares and the --sync flags as the regions of a run in this process.
 absl::Status RegionsFrom(const TrainFlags& flags, worker::RegionTraining* out) {
-  HETERPS_ASSIGN_OR_RETURN(std::vector<cost::DataShare> shares,
-                           ParseDataShares(flags.data_shares));
-  if (shares.size() < 2) {
-    return absl::InvalidArgumentError("--data-shares: name two regions or more");
-  }
-  for (const cost::DataShare& s : shares) {
-    if (std::find(out->names.begin(), out->names.end(), s.region) != out->names.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--data-shares: region '", s.region, "' named twice"));
+  if (!flags.region_data.empty()) {
+    for (const std::string& item : flags.region_data) {
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--region-data: '", item, "' is not REGION=FILE (for example eu=/data/eu/*.tsv)"));
+      }
+      const std::string region = item.substr(0, eq);
+      HETERPS_ASSIGN_OR_RETURN(std::vector<std::string> paths,
+                               data::ExpandDataPaths({item.substr(eq + 1)}));
+      const auto at = std::find(out->names.begin(), out->names.end(), region);
+      if (at == out->names.end()) {
+        out->names.push_back(region);
+        out->files.push_back(paths);
+      } else {
+        auto& files = out->files[at - out->names.begin()];
+        files.insert(files.end(), paths.begin(), paths.end());
+      }
     }
-    out->names.push_back(s.region);
-    out->shares.push_back(s.share);
+    if (out->names.size() < 2) {
+      return absl::InvalidArgumentError("--region-data: name two regions or more");
+    }
+  } else {
+    HETERPS_ASSIGN_OR_RETURN(std::vector<cost::DataShare> shares,
+                             ParseDataShares(flags.data_shares));
+    if (shares.size() < 2) {
+      return absl::InvalidArgumentError("--data-shares: name two regions or more");
+    }
+    for (const cost::DataShare& s : shares) {
+      if (std::find(out->names.begin(), out->names.end(), s.region) != out->names.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--data-shares: region '", s.region, "' named twice"));
+      }
+      out->names.push_back(s.region);
+      out->shares.push_back(s.share);
+    }
   }
   out->sync_steps = flags.sync_steps;
   out->threshold = static_cast<float>(flags.sync_threshold);
@@ -41,8 +66,8 @@ absl::Status RegionsFrom(const TrainFlags& flags, worker::RegionTraining* out) {
   if (!flags.sync_hub.empty()) {
     const auto hub = std::find(out->names.begin(), out->names.end(), flags.sync_hub);
     if (hub == out->names.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("--sync-hub: '", flags.sync_hub,
-                                                     "' is none of --data-shares' regions"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sync-hub: '", flags.sync_hub, "' is none of the regions"));
     }
     out->topology = cost::SyncTopology::kHub;
     out->hub = static_cast<int>(hub - out->names.begin());
@@ -55,7 +80,8 @@ std::string RegionsSummary(const worker::RegionTraining& regions,
                            const worker::TrainResult& result) {
   std::vector<std::string> shares;
   for (size_t r = 0; r < regions.names.size(); ++r) {
-    shares.push_back(absl::StrFormat("%s %.0f%%", regions.names[r], 100 * regions.shares[r]));
+    shares.push_back(
+        absl::StrFormat("%s %.0f%%", regions.names[r], 100 * result.region_shares[r]));
   }
   std::string out = absl::StrFormat(
       "  regions         %s (emulated in this process)\n"
@@ -92,13 +118,19 @@ int RunSingleProcess(const TrainFlags& flags) {
       ModelOptionsFrom(flags, *spec, flags.batch > 0 ? flags.batch : spec->batch_size);
   if (!model.ok()) return Fail(model.status());
   options.model = *model;
-  if (!flags.data_shares.empty()) {
+  if (!flags.data_shares.empty() || !flags.region_data.empty()) {
     absl::Status regions = RegionsFrom(flags, &options.regions);
     if (!regions.ok()) return Fail(regions);
   }
-  absl::StatusOr<DataFile> file = PrepareData(flags, *spec);
+  // With --region-data the regions' own files, else --data (or synthetic rows).
+  DataFile own;
+  for (const auto& files : options.regions.files) {
+    own.paths.insert(own.paths.end(), files.begin(), files.end());
+  }
+  absl::StatusOr<DataFile> file =
+      options.regions.files.empty() ? PrepareData(flags, *spec) : absl::StatusOr<DataFile>(own);
   if (!file.ok()) return Fail(file.status());
-  options.files = file->paths;
+  if (options.regions.files.empty()) options.files = file->paths;
 
   ProgressLine progress(true);
   options.progress = [&](const worker::TrainProgress& p) {
@@ -170,7 +202,8 @@ int RunSingleProcess(const TrainFlags& flags) {
                          {"messages", t.messages}});
       }
       metrics["regions"] = {{"names", options.regions.names},
-                            {"shares", options.regions.shares},
+                            {"shares", result->region_shares},
+                            {"files", options.regions.files},
                             {"sync_steps", options.regions.sync_steps},
                             {"threshold", options.regions.threshold},
                             {"delay", options.regions.delay},
@@ -367,25 +400,34 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
                       "(docs/regions.md)")
           ->delimiter(',')
           ->needs(single);
+  cmd->add_option("--region-data", flags.region_data,
+                      "--single-process: regions emulated in this process, each reading data of "
+                      "its own, REGION=FILE or REGION=GLOB, repeated (a region named again reads "
+                      "more files); a region's share of every step is its share of the lines")
+          ->needs(single)
+          ->excludes(shares)
+          ->excludes(cmd->get_option("--data"))
+          ->excludes(cmd->get_option("--rows"));
   cmd->add_option("--sync-steps", flags.sync_steps,
-                  "with --data-shares: steps between two windows of deltas (default 100)")
+                  "with --data-shares or --region-data: steps between two windows of deltas "
+                  "(default 100)")
       ->check(Positive())
-      ->needs(shares);
+      ->each([&flags](const std::string&) { flags.sync_given = true; });
   cmd->add_option("--sync-threshold", flags.sync_threshold,
                   "with --data-shares: a row is sent once its largest change passes this fraction "
                   "of its largest value (Gaia's significance; default 0: every changed row)")
       ->check(Finite())
       ->check(NonNegative())
-      ->needs(shares);
+      ->each([&flags](const std::string&) { flags.sync_given = true; });
   cmd->add_option("--sync-delay", flags.sync_delay,
                   "with --data-shares: windows a window's merge waits before it is applied, the "
                   "steps between training on (0 or 1, default 1)")
       ->check(CLI::Range(0, 1))
-      ->needs(shares);
+      ->each([&flags](const std::string&) { flags.sync_given = true; });
   cmd->add_option("--sync-hub", flags.sync_hub,
                   "with --data-shares: the region every other sends its deltas to and receives "
                   "the merge from (default: peer to peer)")
-      ->needs(shares);
+      ->each([&flags](const std::string&) { flags.sync_given = true; });
   cmd->add_option("--replicas", flags.replicas,
                   "--single-process with --micro-batch: the stage-0 replicas of the job whose "
                   "cut of the steps to follow (default 1; the result is the same)")
@@ -406,6 +448,11 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
 }
 
 int RunTrain(const TrainFlags& flags) {
+  if (flags.sync_given && flags.data_shares.empty() && flags.region_data.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--sync-steps, --sync-threshold, --sync-delay and --sync-hub need --data-shares or "
+        "--region-data"));
+  }
   if (flags.single_process) return RunSingleProcess(flags);
   return RunDistributedTrain(flags, LaunchSettings());
 }

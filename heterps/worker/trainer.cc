@@ -41,27 +41,34 @@ absl::StatusOr<std::unique_ptr<data::BatchReader>> OpenReader(const config::Mode
   return data::BatchReader::Open(read);
 }
 
-// The held-out lines' loss and AUC under `model`, into `result` (with their bad lines).
-absl::Status Evaluate(const config::ModelSpec& spec, const TrainOptions& options, int batch_size,
+// The held-out lines' loss and AUC under `model`, into `result` (with their bad lines): those of
+// `file_sets` together, each set's lines held out as its own reader holds them out.
+absl::Status Evaluate(const config::ModelSpec& spec, const TrainOptions& options,
+                      const std::vector<std::vector<std::string>>& file_sets, int batch_size,
                       int64_t eval_every, Model& model, TrainResult* result) {
   if (eval_every > 0) {
-    HETERPS_ASSIGN_OR_RETURN(auto reader, OpenReader(spec, options, batch_size, eval_every,
-                                                     data::ReaderOptions::Part::kEval));
     std::vector<float> scores, labels, p;
-    data::Batch batch;
-    for (;;) {
-      HETERPS_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
-      if (!more) break;
-      HETERPS_RETURN_IF_ERROR(model.Predict(batch, &p));
-      scores.insert(scores.end(), p.begin(), p.end());
-      labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
-    }
-    // Held-out bad lines: counted, and named where the training lines left room among the first.
-    const data::ReaderStats held_out = reader->stats();
-    result->skipped_lines += held_out.skipped;
-    for (const std::string& line : held_out.first_bad) {
-      if (result->first_bad_lines.size() >= 10) break;
-      result->first_bad_lines.push_back(line);
+    for (const std::vector<std::string>& files : file_sets) {
+      TrainOptions these = options;
+      these.files = files;
+      HETERPS_ASSIGN_OR_RETURN(auto reader, OpenReader(spec, these, batch_size, eval_every,
+                                                       data::ReaderOptions::Part::kEval));
+      data::Batch batch;
+      for (;;) {
+        HETERPS_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
+        if (!more) break;
+        HETERPS_RETURN_IF_ERROR(model.Predict(batch, &p));
+        scores.insert(scores.end(), p.begin(), p.end());
+        labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
+      }
+      // Held-out bad lines: counted, and named where the training lines left room among the
+      // first.
+      const data::ReaderStats held_out = reader->stats();
+      result->skipped_lines += held_out.skipped;
+      for (const std::string& line : held_out.first_bad) {
+        if (result->first_bad_lines.size() >= 10) break;
+        result->first_bad_lines.push_back(line);
+      }
     }
     HETERPS_ASSIGN_OR_RETURN(const data::Evaluation eval, data::Evaluate(scores, labels));
     result->eval_samples = eval.samples;
@@ -91,12 +98,24 @@ absl::Status Summarize(const TrainOptions& options, ps::InProcessPsClient& clien
 absl::Status CheckRegions(const TrainOptions& options) {
   const RegionTraining& geo = options.regions;
   const size_t n = geo.names.size();
-  if (geo.shares.size() != n) {
+  if (!geo.files.empty()) {
+    if (geo.files.size() != n || !geo.shares.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "train: ", geo.files.size(), " regions' files for ", n,
+          " regions (and no shares beside them: a region's share is its lines')"));
+    }
+    for (size_t r = 0; r < n; ++r) {
+      if (geo.files[r].empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("train: region '", geo.names[r], "' has no data files"));
+      }
+    }
+  } else if (geo.shares.size() != n) {
     return absl::InvalidArgumentError(
         absl::StrCat("train: ", geo.shares.size(), " shares for ", n, " regions"));
   }
-  double sum = 0;
-  for (size_t r = 0; r < n; ++r) {
+  double sum = geo.files.empty() ? 0 : 1;
+  for (size_t r = 0; r < geo.shares.size(); ++r) {
     if (!(geo.shares[r] > 0)) {
       return absl::InvalidArgumentError(absl::StrCat("train: region '", geo.names[r], "' has share ",
                                                      geo.shares[r], ": a share must be > 0"));
@@ -142,10 +161,37 @@ std::vector<data::Batch> SplitByShares(const data::Batch& batch, absl::Span<cons
 // Training across regions, emulated (trainer.h, RegionTraining): the epochs' steps, the windows
 // between them and the final flush. The result's losses are each step's over all regions.
 absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& options,
-                          int batch_size, int64_t eval_every, int64_t train_lines,
-                          TrainResult* result) {
+                          int batch_size, int64_t eval_every, TrainResult* result) {
   const RegionTraining& geo = options.regions;
   const int n = static_cast<int>(geo.names.size());
+  // The data: shares of every batch of one set of files, or each region's own files, its share
+  // its lines'.
+  const bool own_data = !geo.files.empty();
+  std::vector<std::vector<std::string>> file_sets =
+      own_data ? geo.files : std::vector<std::vector<std::string>>{options.files};
+  std::vector<int64_t> lines;
+  int64_t train_lines = 0;
+  for (size_t f = 0; f < file_sets.size(); ++f) {
+    HETERPS_ASSIGN_OR_RETURN(const int64_t all, data::CountLines(file_sets[f], spec.data.header));
+    const int64_t train = eval_every > 0 ? all - all / eval_every : all;
+    if (train < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          own_data ? absl::StrCat("region '", geo.names[f], "': ") : std::string(),
+          file_sets[f].empty() ? std::string("train") : file_sets[f][0], ": ", all,
+          " lines, no training lines"));
+    }
+    lines.push_back(train);
+    train_lines += train;
+  }
+  std::vector<double> shares = geo.shares;
+  std::vector<int> batches(n, batch_size);  // own data: each region's batch
+  if (own_data) {
+    shares.clear();
+    for (int r = 0; r < n; ++r) {
+      shares.push_back(static_cast<double>(lines[r]) / train_lines);
+      batches[r] = std::max(1, static_cast<int>(std::llround(shares[r] * batch_size)));
+    }
+  }
   std::vector<std::unique_ptr<ps::InProcessPsClient>> servers;
   std::vector<std::unique_ptr<Model>> models;
   std::vector<ps::PsClient*> clients;
@@ -165,6 +211,7 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
     for (int b = 0; b < table->num_blocks(); ++b) tables.dense.push_back({id, b});
   }
   result->dense_parameters = models[0]->dense_parameters();
+  result->region_shares = shares;
 
   std::map<std::pair<int, int>, RegionTraffic> carried;
   std::optional<DeltaWindow> in_flight;
@@ -202,15 +249,39 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
   double average = 0;
   int64_t step = 0;
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
-    HETERPS_ASSIGN_OR_RETURN(auto reader, OpenReader(spec, options, batch_size, eval_every,
-                                                     data::ReaderOptions::Part::kTrain));
+    std::vector<std::unique_ptr<data::BatchReader>> readers;
+    for (size_t f = 0; f < file_sets.size(); ++f) {
+      TrainOptions these = options;
+      these.files = file_sets[f];
+      HETERPS_ASSIGN_OR_RETURN(auto reader, OpenReader(spec, these, batches[f], eval_every,
+                                                       data::ReaderOptions::Part::kTrain));
+      readers.push_back(std::move(reader));
+    }
+    std::vector<bool> done(readers.size(), false);
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
     data::Batch batch;
+    std::vector<data::Batch> parts(n);
     for (;;) {
-      HETERPS_ASSIGN_OR_RETURN(const bool more, reader->Next(&batch));
-      if (!more) break;
-      const std::vector<data::Batch> parts = SplitByShares(batch, geo.shares);
+      int64_t samples = 0;
+      if (!own_data) {
+        HETERPS_ASSIGN_OR_RETURN(const bool more, readers[0]->Next(&batch));
+        if (!more) break;
+        parts = SplitByShares(batch, shares);
+        samples = batch.size;
+      } else {
+        for (int r = 0; r < n; ++r) {
+          parts[r].Clear();
+          if (done[r]) continue;
+          HETERPS_ASSIGN_OR_RETURN(const bool more, readers[r]->Next(&parts[r]));
+          if (!more) {
+            done[r] = true;
+            parts[r].Clear();
+          }
+          samples += parts[r].size;
+        }
+        if (samples == 0) break;
+      }
       double loss_sum = 0;
       for (int r = 0; r < n; ++r) {
         if (parts[r].size == 0) continue;
@@ -219,9 +290,9 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
         window_samples[r] += parts[r].size;
         run_samples[r] += parts[r].size;
       }
-      const double loss = loss_sum / batch.size;
+      const double loss = loss_sum / samples;
       result->losses.push_back(loss);
-      result->train_samples += batch.size;
+      result->train_samples += samples;
       ++result->steps;
       epoch_loss += loss;
       ++epoch_steps;
@@ -245,10 +316,14 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
       }
     }
     result->train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : 0;
-    const data::ReaderStats stats = reader->stats();
     if (epoch == 1) {
-      result->skipped_lines += stats.skipped;
-      result->first_bad_lines = stats.first_bad;
+      for (const auto& reader : readers) {
+        const data::ReaderStats stats = reader->stats();
+        result->skipped_lines += stats.skipped;
+        for (const std::string& line : stats.first_bad) {
+          if (result->first_bad_lines.size() < 10) result->first_bad_lines.push_back(line);
+        }
+      }
     }
   }
   // The flush: the window in flight, then windows of every change left until one finds none
@@ -266,7 +341,8 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
   result->seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result->samples_per_second = result->seconds > 0 ? result->train_samples / result->seconds : 0;
   for (const auto& [pair, t] : carried) result->region_traffic.push_back(t);
-  HETERPS_RETURN_IF_ERROR(Evaluate(spec, options, batch_size, eval_every, *models[0], result));
+  HETERPS_RETURN_IF_ERROR(
+      Evaluate(spec, options, file_sets, batch_size, eval_every, *models[0], result));
   return Summarize(options, *servers[0], result);
 }
 
@@ -309,6 +385,12 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   const int batch_size =
       options.batch_size > 0 ? options.batch_size : static_cast<int>(spec.batch_size);
   const int64_t eval_every = data::EvalEvery(options.eval_fraction);
+  if (options.regions.names.size() > 1) {
+    HETERPS_RETURN_IF_ERROR(CheckRegions(options));
+    TrainResult result;
+    HETERPS_RETURN_IF_ERROR(TrainRegions(spec, options, batch_size, eval_every, &result));
+    return result;
+  }
   HETERPS_ASSIGN_OR_RETURN(int64_t lines, data::CountLines(options.files, spec.data.header));
   const int64_t train_lines = eval_every > 0 ? lines - lines / eval_every : lines;
   if (train_lines < 1) {
@@ -317,13 +399,6 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
                      " lines, no training lines"));
   }
 
-  if (options.regions.names.size() > 1) {
-    HETERPS_RETURN_IF_ERROR(CheckRegions(options));
-    TrainResult result;
-    HETERPS_RETURN_IF_ERROR(
-        TrainRegions(spec, options, batch_size, eval_every, train_lines, &result));
-    return result;
-  }
   ps::InProcessPsClient client(1);
   HETERPS_RETURN_IF_ERROR(CreateModelTables(spec, &client, options.model));
   std::vector<std::unique_ptr<Model>> models;
@@ -431,7 +506,8 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.samples_per_second = result.seconds > 0 ? result.train_samples / result.seconds : 0;
 
-  HETERPS_RETURN_IF_ERROR(Evaluate(spec, options, batch_size, eval_every, *models[0], &result));
+  HETERPS_RETURN_IF_ERROR(
+      Evaluate(spec, options, {options.files}, batch_size, eval_every, *models[0], &result));
   HETERPS_RETURN_IF_ERROR(Summarize(options, client, &result));
   return result;
 }

@@ -41,15 +41,21 @@ struct TrainProgress {
 };
 
 // Training across regions, emulated in one process (docs/regions.md, GEO): each region has its
-// own tables (its own optimizer state) and trains its share of every batch (consecutive samples,
-// share_r of the batch, the last region the rest) as a job of its own; every `sync_steps` steps
+// own tables (its own optimizer state) and trains its share of every batch of `files`
+// (consecutive samples, share_r of the batch, the last region the rest) as a job of its own; every `sync_steps` steps
 // a window of parameter deltas passing `threshold` is taken from every region and merged, each
 // weighted by the samples behind it, and applied `delay` windows later (0: at once; 1: at the
 // next window, the steps between training on); the run ends with a flush, after which every
 // region holds the same parameters (evaluated on region 0's).
+//
+// Or each region reads data of its own (`files`): region r then takes f_r B samples a step of its
+// own lines (f_r its share of all regions' training lines, B the batch size, at least 1), until
+// its lines are done; a pass ends when every region's are, and the evaluation is over every
+// region's held-out lines.
 struct RegionTraining {
   std::vector<std::string> names;  // one per region; empty: one region (no exchange)
-  std::vector<double> shares;      // of every batch, > 0, summing to 1
+  std::vector<double> shares;      // of every batch, > 0, summing to 1; empty with `files`
+  std::vector<std::vector<std::string>> files;  // per region, its own data; empty: shares
   int64_t sync_steps = 100;
   float threshold = 0;  // Gaia's significance (ps/deltas.h); 0: every changed row
   int delay = 1;        // 0 or 1
@@ -103,6 +109,7 @@ struct TrainResult {
   // carried in all, in order of (from, to).
   int64_t windows = 0;
   std::vector<RegionTraffic> region_traffic;
+  std::vector<double> region_shares;  // each region's share of the samples (its lines' with files)
 };
 
 absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOptions& options);

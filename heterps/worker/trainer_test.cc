@@ -1,5 +1,7 @@
 #include "heterps/worker/trainer.h"
 
+#include <cstdlib>
+
 #include "gtest/gtest.h"
 #include "heterps/data/synthetic.h"
 
@@ -164,6 +166,28 @@ TEST(TrainerTest, RegionsInOneProcessTrainAsOneRegion) {
   // (most of this data's ids are rare: 20 MB of rows in 37 windows at K = 1, 13 MB in 6 at K = 10).
   EXPECT_LT(Bytes(*sparse) * 2, Bytes(*k1));
   EXPECT_LT(sparse->windows * 5, k1->windows);
+  // Each region reading data of its own (the file's first 6,000 lines, then the rest): its
+  // share its lines', every line trained once and every held-out line evaluated, the AUC near one
+  // region's on all of it.
+  const std::string head = path + ".us", rest = path + ".eu";
+  ASSERT_EQ(std::system(("head -n 6000 " + path + " > " + head + " && tail -n +6001 " + path +
+                         " > " + rest)
+                            .c_str()),
+            0);
+  TrainOptions own = regions;
+  own.files.clear();
+  own.regions.shares.clear();
+  own.regions.files = {{head}, {rest}};
+  auto apart = Train(*spec, own);
+  ASSERT_TRUE(apart.ok()) << apart.status();
+  EXPECT_EQ(apart->train_samples, adagrad->train_samples);
+  EXPECT_EQ(apart->eval_samples, adagrad->eval_samples);
+  ASSERT_EQ(apart->region_shares.size(), 2u);
+  EXPECT_NEAR(apart->region_shares[0], 0.3, 1e-3);
+  EXPECT_NEAR(apart->eval_auc, adagrad->eval_auc, 0.01);
+  own.regions.shares = {0.3, 0.7};  // beside files: refused, not ignored
+  EXPECT_EQ(Train(*spec, own).status().code(), absl::StatusCode::kInvalidArgument);
+
   TrainOptions bad = regions;
   bad.regions.shares = {0.5, 0.6};
   EXPECT_EQ(Train(*spec, bad).status().code(), absl::StatusCode::kInvalidArgument);
