@@ -112,6 +112,9 @@ absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regi
     keys[t].resize(n);
     deltas[t].resize(n);
     for (int r = 0; r < n; ++r) {
+      // A region of no samples in the window sends nothing: its changes (held back below the
+      // threshold) stay for a window it has weight in, rather than merged at weight 0 and lost.
+      if (window.weights[r] == 0) continue;
       HETERPS_RETURN_IF_ERROR(InRegion(
           r, regions[r]->ExportWindow(tables.sparse[t], threshold, &keys[t][r], &deltas[t][r])));
     }
@@ -123,6 +126,7 @@ absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regi
     d.own.resize(n);
     size_t size = 0;
     for (int r = 0; r < n; ++r) {
+      if (window.weights[r] == 0) continue;  // as the rows'
       HETERPS_RETURN_IF_ERROR(
           InRegion(r, regions[r]->ExportDenseWindow(table, block, threshold, &d.own[r])));
       size = std::max(size, d.own[r].size());

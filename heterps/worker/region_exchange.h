@@ -87,8 +87,9 @@ struct DeltaWindow {
 // every changed row), merged: a key's (a block's) merge is the sum over the regions, in region
 // order, in double, of weight_q times region q's delta (nothing where q sent nothing), rounded to
 // float once, with weight_q = samples[q] / the samples of all regions (the samples each trained
-// in the window; Paddle GEO's 1 / regions is biased where regions hold unequal data). The bases
-// stay where they are until the window is applied. Errors: InvalidArgument for samples not one
+// in the window; Paddle GEO's 1 / regions is biased where regions hold unequal data). A region of
+// no samples sends nothing (its changes wait for a window it has weight in). The bases stay where
+// they are until the window is applied. Errors: InvalidArgument for samples not one
 // per region, negative, or all zero; a region's, prefixed "region r: ".
 absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regions,
                                             const DeltaTables& tables,

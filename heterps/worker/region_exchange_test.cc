@@ -388,6 +388,29 @@ TEST(RegionGeoTest, BytesBetweenRegionsFallWithTheWindow) {
   EXPECT_LT(bytes[1] * 2, bytes[0]);
 }
 
+// A region with no samples in a window sends nothing of it: its changes stay, to be sent in a
+// window it has weight in (merged at weight 0 they would be lost).
+TEST(RegionGeoTest, ARegionOfNoSamplesKeepsItsChanges) {
+  const config::ModelSpec spec = Spec();
+  Geo geo(spec, ModelOptions());
+  geo.Step(0);
+  const std::vector<int64_t> none_in_2 = {8, 16, 0};
+  auto window = TakeDeltaWindow(geo.clients, geo.tables, none_in_2, 0);
+  ASSERT_TRUE(window.ok()) << window.status();
+  ASSERT_FALSE(window->sparse.empty());
+  EXPECT_EQ(window->sparse[0].rows[2], 0);
+  for (float f : window->sparse[0].own[2]) EXPECT_EQ(f, 0.0f);
+  ASSERT_TRUE(ApplyDeltaWindow(geo.clients, *window, cost::SyncTopology::kPeerToPeer, 0, nullptr)
+                  .ok());
+  int64_t tracked = 0;
+  for (const auto& [id, table] : geo.regions[2].servers->Tables(0).sparse) {
+    tracked += table->tracked_rows();
+  }
+  EXPECT_GT(tracked, 0);
+  EXPECT_LT(geo.Flush(), 4);  // weighted by every region's samples, all sent
+  EXPECT_EQ(ValuesOf(*geo.regions[2].servers), ValuesOf(*geo.regions[0].servers));
+}
+
 TEST(RegionGeoTest, BadWindowsAreRefused) {
   const config::ModelSpec spec = Spec();
   Geo geo(spec, ModelOptions());
