@@ -156,6 +156,15 @@ void DenseTable::RecordBase(Block& b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
 void DenseTable::TrackDeltas() { tracking_.store(true, std::memory_order_release); }
 
 absl::Status DenseTable::ExportDeltas(int block, float threshold, std::vector<float>* delta) {
+  return ExportChanges(block, threshold, delta, /*move_bases=*/true);
+}
+
+absl::Status DenseTable::ExportWindow(int block, float threshold, std::vector<float>* delta) {
+  return ExportChanges(block, threshold, delta, /*move_bases=*/false);
+}
+
+absl::Status DenseTable::ExportChanges(int block, float threshold, std::vector<float>* delta,
+                                       bool move_bases) {
   if (!tracking_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError("export of deltas from a table that does not track them");
   }
@@ -166,26 +175,14 @@ absl::Status DenseTable::ExportDeltas(int block, float threshold, std::vector<fl
   if (b.base.empty()) return absl::OkStatus();
   delta->resize(b.size);
   bool caught_up = false;
-  if (!TakeDelta(b.value.data(), b.base.data(), b.size, threshold, delta->data(), &caught_up)) {
+  const bool passes =
+      move_bases
+          ? TakeDelta(b.value.data(), b.base.data(), b.size, threshold, delta->data(), &caught_up)
+          : PassingDelta(b.value.data(), b.base.data(), b.size, threshold, delta->data());
+  if (!passes) {
     delta->clear();  // the residual stays
   } else if (caught_up) {
     b.base.clear();
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DenseTable::ExportWindow(int block, float threshold, std::vector<float>* delta) {
-  if (!tracking_.load(std::memory_order_acquire)) {
-    return absl::FailedPreconditionError("export of deltas from a table that does not track them");
-  }
-  HETERPS_RETURN_IF_ERROR(CheckRange(block, 0, 0));
-  Block& b = *blocks_[block];
-  absl::MutexLock lock(&b.mu);
-  delta->clear();
-  if (b.base.empty()) return absl::OkStatus();
-  delta->resize(b.size);
-  if (!PassingDelta(b.value.data(), b.base.data(), b.size, threshold, delta->data())) {
-    delta->clear();  // the residual stays
   }
   return absl::OkStatus();
 }

@@ -76,6 +76,9 @@ class DenseTable {
 
   // Keeps the block's value as its base unless it has one, while tracking; with b.mu held.
   void RecordBase(Block& b);
+  // ExportDeltas (move_bases) and ExportWindow (not).
+  absl::Status ExportChanges(int block, float threshold, std::vector<float>* delta,
+                             bool move_bases);
 
   DenseTableOptions options_;
   std::vector<std::unique_ptr<Block>> blocks_;

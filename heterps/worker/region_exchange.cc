@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
+#include "heterps/ps/checkpoint.h"
 
 namespace heterps::worker {
 namespace {
@@ -87,6 +88,17 @@ absl::Status ExchangeParts(absl::Span<ps::PsClient* const> regions, cost::SyncTo
   }
   Report(carried, traffic);
   return absl::OkStatus();
+}
+
+DeltaTables DeltaTablesOf(ps::InProcessPsClient& servers) {
+  DeltaTables tables;
+  for (const auto& [id, table] : servers.Tables(0).sparse) tables.sparse.push_back(id);
+  for (int s = 0; s < servers.num_servers(); ++s) {  // a dense table lives on one server
+    for (const auto& [id, table] : servers.Tables(s).dense) {
+      for (int b = 0; b < table->num_blocks(); ++b) tables.dense.push_back({id, b});
+    }
+  }
+  return tables;
 }
 
 absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regions,

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "heterps/cost/region_sync.h"
+#include "heterps/ps/in_process_client.h"
 #include "heterps/ps/ps_client.h"
 
 namespace heterps::worker {
@@ -62,6 +63,9 @@ struct DeltaTables {
   std::vector<int> sparse;
   std::vector<std::pair<int, int>> dense;
 };
+
+// Every sparse table and dense block `servers` hold.
+DeltaTables DeltaTablesOf(ps::InProcessPsClient& servers);
 
 // One window's deltas from every region and their merge.
 struct DeltaWindow {

@@ -201,17 +201,6 @@ Values ValuesOf(ps::InProcessPsClient& servers) {
   return out;
 }
 
-DeltaTables TablesOf(ps::InProcessPsClient& servers) {
-  DeltaTables tables;
-  for (const auto& [id, table] : servers.Tables(0).sparse) tables.sparse.push_back(id);
-  for (int s = 0; s < servers.num_servers(); ++s) {
-    for (const auto& [id, table] : servers.Tables(s).dense) {
-      for (int b = 0; b < table->num_blocks(); ++b) tables.dense.push_back({id, b});
-    }
-  }
-  return tables;
-}
-
 // Three regions of 2, 3 and 1 servers training blocks [0, 1), [1, 3) and [3, 4) of every step as
 // jobs of their own (each scaled by its own samples), tracking their changes.
 struct Geo {
@@ -229,7 +218,7 @@ struct Geo {
       samples.push_back((r.end - r.first) * kBlock);
       EXPECT_TRUE(r.servers->TrackDeltas().ok());
     }
-    tables = TablesOf(*regions[0].servers);
+    tables = DeltaTablesOf(*regions[0].servers);
   }
   void Step(int step) {
     for (Region& r : regions) {

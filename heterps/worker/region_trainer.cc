@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "heterps/base/status_macros.h"
-#include "heterps/ps/checkpoint.h"
 #include "heterps/worker/region_exchange.h"
 #include "heterps/worker/trainer_internal.h"
 
@@ -126,20 +125,16 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
     models.push_back(std::move(model));
     clients.push_back(servers.back().get());
   }
-  DeltaTables tables;
-  const ps::CheckpointTables held = servers[0]->Tables(0);
-  for (const auto& [id, table] : held.sparse) tables.sparse.push_back(id);
-  for (const auto& [id, table] : held.dense) {
-    for (int b = 0; b < table->num_blocks(); ++b) tables.dense.push_back({id, b});
-  }
+  const DeltaTables tables = DeltaTablesOf(*servers[0]);
   result->dense_parameters = models[0]->dense_parameters();
   result->region_shares = shares;
 
   std::map<std::pair<int, int>, RegionTraffic> carried;
   std::optional<DeltaWindow> in_flight;
   std::vector<int64_t> window_samples(n, 0), run_samples(n, 0);
-  const auto apply = [&]() -> absl::Status {
-    if (!in_flight.has_value()) return absl::OkStatus();
+  // Applies the window in flight, if any; whether it sent anything.
+  const auto apply = [&]() -> absl::StatusOr<bool> {
+    if (!in_flight.has_value()) return false;
     std::vector<RegionTraffic> links;
     HETERPS_RETURN_IF_ERROR(ApplyDeltaWindow(clients, *in_flight, geo.topology, geo.hub, &links));
     for (const RegionTraffic& t : links) {
@@ -149,10 +144,10 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
       sum.bytes += t.bytes;
       sum.messages += t.messages;
     }
-    const bool empty = in_flight->sparse.empty() && in_flight->dense.empty();
-    if (!empty) ++result->windows;
+    const bool sent = !in_flight->sparse.empty() || !in_flight->dense.empty();
+    if (sent) ++result->windows;
     in_flight.reset();
-    return empty ? absl::CancelledError("nothing sent") : absl::OkStatus();
+    return sent;
   };
   // A window of the changes since the last, weighted by the samples behind them; the flush's by
   // each region's samples over the run (what it sends then is what it held back, from any
@@ -166,10 +161,10 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
     return absl::OkStatus();
   };
 
-  const absl::Time start = absl::Now();
-  double average = 0;
+  StepLog log(options, train_lines * options.epochs, result);
   int64_t step = 0;
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+    log.StartEpoch(epoch);
     std::vector<std::unique_ptr<data::BatchReader>> readers;
     for (size_t f = 0; f < file_sets.size(); ++f) {
       TrainOptions these = options;
@@ -179,8 +174,6 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
       readers.push_back(std::move(reader));
     }
     std::vector<bool> done(readers.size(), false);
-    double epoch_loss = 0;
-    int64_t epoch_steps = 0;
     data::Batch batch;
     std::vector<data::Batch> parts(n);
     for (;;) {
@@ -211,32 +204,16 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
         window_samples[r] += parts[r].size;
         run_samples[r] += parts[r].size;
       }
-      const double loss = loss_sum / samples;
-      result->losses.push_back(loss);
-      result->train_samples += samples;
-      ++result->steps;
-      epoch_loss += loss;
-      ++epoch_steps;
-      average = result->steps == 1 ? loss : 0.98 * average + 0.02 * loss;
-      if (options.progress) {
-        options.progress({epoch, result->train_samples, train_lines * options.epochs,
-                          absl::ToDoubleSeconds(absl::Now() - start), average});
-      }
+      log.Record(loss_sum / samples, samples);
       if (++step % geo.sync_steps == 0) {
         // One window in flight at most: the one before is applied before this one is taken
         // (a later export would send its changes again).
-        if (absl::Status applied = apply(); !applied.ok() && !absl::IsCancelled(applied)) {
-          return applied;
-        }
+        HETERPS_RETURN_IF_ERROR(apply().status());
         HETERPS_RETURN_IF_ERROR(take(geo.threshold, /*flush=*/false));
-        if (geo.delay == 0) {
-          if (absl::Status applied = apply(); !applied.ok() && !absl::IsCancelled(applied)) {
-            return applied;
-          }
-        }
+        if (geo.delay == 0) HETERPS_RETURN_IF_ERROR(apply().status());
       }
     }
-    result->train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : 0;
+    log.EndEpoch();
     if (epoch == 1) {
       for (const auto& reader : readers) {
         const data::ReaderStats stats = reader->stats();
@@ -249,18 +226,16 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
   }
   // The flush: the window in flight, then windows of every change left until one finds none
   // (a window's rounding goes with the next).
-  if (absl::Status applied = apply(); !applied.ok() && !absl::IsCancelled(applied)) return applied;
+  HETERPS_RETURN_IF_ERROR(apply().status());
   for (int flush = 0;; ++flush) {
     HETERPS_RETURN_IF_ERROR(take(0, /*flush=*/true));
-    const absl::Status applied = apply();
-    if (absl::IsCancelled(applied)) break;
-    HETERPS_RETURN_IF_ERROR(applied);
+    HETERPS_ASSIGN_OR_RETURN(const bool sent, apply());
+    if (!sent) break;
     if (flush == 8) {
       return absl::InternalError("train: the regions' final flush still sends after 8 windows");
     }
   }
-  result->seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  result->samples_per_second = result->seconds > 0 ? result->train_samples / result->seconds : 0;
+  log.EndRun();
   for (const auto& [pair, t] : carried) result->region_traffic.push_back(t);
   HETERPS_RETURN_IF_ERROR(
       Evaluate(spec, options, file_sets, batch_size, eval_every, *models[0], result));

@@ -169,29 +169,16 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
 
   TrainResult result;
   result.dense_parameters = models[0]->dense_parameters();
-  const absl::Time start = absl::Now();
+  // The steps' record and the progress shown (with `mu` held, or on the one thread of
+  // synchronous threads).
+  internal::StepLog log(options, train_lines * options.epochs, &result);
   absl::Mutex mu;  // the reader, the result, progress
-  double average = 0;
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+    log.StartEpoch(epoch);
     HETERPS_ASSIGN_OR_RETURN(auto reader, internal::OpenReader(spec, options, batch_size, eval_every,
                                                                data::ReaderOptions::Part::kTrain));
-    double epoch_loss = 0;
-    int64_t epoch_steps = 0, epoch_samples = 0;
+    int64_t epoch_samples = 0;
     absl::Status failure;
-    // A step's loss into the run's record, and the progress shown (with `mu` held, or on the one
-    // thread of synchronous threads).
-    const auto record = [&](double loss, int64_t samples) {
-      result.losses.push_back(loss);
-      result.train_samples += samples;
-      ++result.steps;
-      epoch_loss += loss;
-      ++epoch_steps;
-      average = result.steps == 1 ? loss : 0.98 * average + 0.02 * loss;
-      if (options.progress) {
-        options.progress({epoch, result.train_samples, train_lines * options.epochs,
-                          absl::ToDoubleSeconds(absl::Now() - start), average});
-      }
-    };
     auto work = [&](Model* model) {
       for (;;) {
         data::Batch batch;
@@ -209,7 +196,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
           failure.Update(loss.status());
           return;
         }
-        record(*loss, batch.size);
+        log.Record(*loss, batch.size);
       }
     };
     // Synchronous threads: this thread reads each step and computes replica 0's share while the
@@ -236,7 +223,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
           HETERPS_RETURN_IF_ERROR(models[t]->AccumulateShare());
         }
         HETERPS_RETURN_IF_ERROR(client.Commit());
-        record(sum / batch.size, batch.size);
+        log.Record(sum / batch.size, batch.size);
       }
     };
     if (shared_steps) {
@@ -248,7 +235,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
       for (std::thread& w : workers) w.join();
       HETERPS_RETURN_IF_ERROR(failure);
     }
-    result.train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : 0;
+    log.EndEpoch();
     const data::ReaderStats stats = reader->stats();
     // Every epoch reads the same lines: a bad one counts once in the job.
     if (epoch == 1) {
@@ -256,8 +243,7 @@ absl::StatusOr<TrainResult> Train(const config::ModelSpec& spec, const TrainOpti
       result.first_bad_lines = stats.first_bad;
     }
   }
-  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  result.samples_per_second = result.seconds > 0 ? result.train_samples / result.seconds : 0;
+  log.EndRun();
 
   HETERPS_RETURN_IF_ERROR(internal::Evaluate(spec, options, {options.files}, batch_size,
                                              eval_every, *models[0], &result));

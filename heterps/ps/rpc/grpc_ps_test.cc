@@ -279,6 +279,27 @@ TEST(GrpcPsTest, AccumulatedPushesCommitLikeTheInProcessClient) {
   EXPECT_EQ(da, db);
 }
 
+// A region's training, as the tests between regions push it: 300 random keys of sparse table 0
+// (dim 8) and block 1 (70,000 floats) of dense table 3, drawn from the caller's generator.
+struct RegionPushes {
+  std::vector<uint64_t> keys;
+  std::vector<float> grads, block;
+  void To(PsClient* c) const {
+    ASSERT_TRUE(c->Wait(c->PushSparse(0, keys, grads)).ok());
+    ASSERT_TRUE(c->Wait(c->PushDense(3, 1, block)).ok());
+  }
+};
+RegionPushes DrawRegionPushes(std::mt19937_64& rng, std::normal_distribution<float>& normal) {
+  RegionPushes p;
+  p.keys.resize(300);
+  for (uint64_t& k : p.keys) k = rng() % 1000;
+  p.grads.resize(p.keys.size() * 8);
+  p.block.resize(70000);
+  for (float& g : p.grads) g = normal(rng);
+  for (float& g : p.block) g = normal(rng);
+  return p;
+}
+
 // Between regions: deltas exported over gRPC are the in-process client's, to the bit, and go
 // into a region of another number of servers; two regions in lockstep, each adding the other's
 // pending parts, commit what one server group holding every part commits.
@@ -301,15 +322,8 @@ TEST(GrpcPsTest, RegionsExchangeDeltasAndPartsLikeTheInProcessClient) {
   for (PsClient* c : clients) ASSERT_TRUE(c->TrackDeltas().ok());
   std::mt19937_64 rng(4);
   std::normal_distribution<float> normal;
-  std::vector<uint64_t> pushed(300);
-  for (uint64_t& k : pushed) k = rng() % 1000;
-  std::vector<float> grads(pushed.size() * 8), block(70000);
-  for (float& g : grads) g = normal(rng);
-  for (float& g : block) g = normal(rng);
-  for (PsClient* c : {&a, static_cast<PsClient*>(&reference)}) {
-    ASSERT_TRUE(c->Wait(c->PushSparse(0, pushed, grads)).ok());
-    ASSERT_TRUE(c->Wait(c->PushDense(3, 1, block)).ok());
-  }
+  const RegionPushes pushes = DrawRegionPushes(rng, normal);
+  for (PsClient* c : {&a, static_cast<PsClient*>(&reference)}) pushes.To(c);
   std::vector<uint64_t> ref_keys;
   std::vector<float> ref_deltas, dense, ref_dense;
   ASSERT_TRUE(a.ExportDeltas(0, 0, &keys, &deltas).ok());
@@ -410,17 +424,12 @@ TEST(GrpcPsTest, AWindowOverGrpcIsTheInProcessClients) {
   const std::vector<PsClient*> clients = {&a, &reference};
   std::mt19937_64 rng(5);
   std::normal_distribution<float> normal;
-  std::vector<uint64_t> pushed(300);
-  for (uint64_t& k : pushed) k = rng() % 1000;
-  std::vector<float> grads(pushed.size() * 8), block(70000);
-  for (float& g : grads) g = normal(rng);
-  for (float& g : block) g = normal(rng);
+  const RegionPushes pushes = DrawRegionPushes(rng, normal);
   for (PsClient* c : clients) {
     ASSERT_TRUE(c->CreateSparseTable(0, Sparse(OptimizerKind::kAdagrad, 0)).ok());
     ASSERT_TRUE(c->CreateDenseTable(3, Dense()).ok());
     ASSERT_TRUE(c->TrackDeltas().ok());
-    ASSERT_TRUE(c->Wait(c->PushSparse(0, pushed, grads)).ok());
-    ASSERT_TRUE(c->Wait(c->PushDense(3, 1, block)).ok());
+    pushes.To(c);
   }
   std::vector<uint64_t> keys, again, ref_keys;
   std::vector<float> deltas, twice, ref_deltas, dense, ref_dense;
