@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -561,6 +562,111 @@ TEST_F(RuntimeTest, ACallWithoutTheTokenIsRefused) {
   EXPECT_THAT(trusted.err, HasSubstr("UNAUTHENTICATED")) << trusted.err;
   (*tls_rank0)->Signal(SIGTERM);
   ASSERT_TRUE((*tls_rank0)->Wait(absl::Seconds(10)).ok());
+}
+
+// Across regions (docs/regions.md, "GEO across processes"): two regions, each a job of its own
+// on data of its own (a two-stage plan of 2 + 1 replicas and 2 shards; a one-stage plan and 1
+// shard), exchanging windows every 4 steps (threshold 1%, delay 1) through their coordinators'
+// gateways, are the run emulated in one process with the same files: every step's loss (the
+// emulation's is the regions' mean weighted by their samples), the windows and each link's
+// bytes; the first region's parameters equal the emulation's first region's to the bit (no
+// held-out lines: an evaluation's pulls would create other rows in each).
+TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
+  const std::string dir = Dir("regions");
+  const std::string a = dir + "/a.tsv", b = dir + "/b.tsv";
+  ASSERT_EQ(Heterps({"gen-data", "--rows", "6000", "--seed", "5", "--out", a}, dir).exit_code, 0);
+  ASSERT_EQ(Heterps({"gen-data", "--rows", "4000", "--seed", "6", "--out", b}, dir).exit_code, 0);
+  const std::vector<std::string> sync = {"--sync-steps", "4", "--sync-threshold", "0.01",
+                                         "--eval-fraction", "0"};
+  std::vector<std::string> args = {"train",         "--single-process",      "--region-data",
+                                   "a=" + a,        "--region-data",         "b=" + b,
+                                   "--batch",       "256",                   "--metrics-out",
+                                   dir + "/emulated.json"};
+  args.insert(args.end(), sync.begin(), sync.end());
+  Outcome r = Heterps(args, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json emulated = json::parse(Slurp(dir + "/emulated.json"));
+  ASSERT_EQ(emulated["regions"]["shares"], json::array({0.6, 0.4}));
+  // The regions' batches: their shares of 256 (the emulation's, rounded).
+  const int batch[2] = {154, 102};
+  // The plans, at each region's batch.
+  const std::string plans[2] = {dir + "/a-plan.json", dir + "/b-plan.json"};
+  for (int i = 0; i < 2; ++i) {
+    std::string plan = Slurp(i == 0 ? kPlan : "tests/specs/runtime/one-stage.json");
+    const std::string from = "\"batch_size\": 256";
+    plan.replace(plan.find(from), from.size(), absl::StrCat("\"batch_size\": ", batch[i]));
+    if (i == 1) plan.replace(plan.find("local-spot"), 10, "local-two");
+    ASSERT_TRUE(base::WriteFileAtomically(plans[i], plan).ok());
+  }
+  const std::string gateways = absl::StrCat("a=127.0.0.1:", testing::FreePort(),
+                                            ",b=127.0.0.1:", testing::FreePort());
+  std::vector<std::unique_ptr<testing::Background>> jobs;
+  const std::string names[2] = {"a", "b"}, files[2] = {a, b};
+  const std::string job_dirs[2] = {Dir("region_a"), Dir("region_b")};
+  for (int i = 0; i < 2; ++i) {
+    const std::string& job = job_dirs[i];
+    std::vector<std::string> region = {
+        "train",     files[i], "--batch",  absl::StrCat(batch[i]),
+        "--cluster", kCluster, "--plan",   plans[i],
+        "--ps-shards", i == 0 ? "2" : "1", "--job-dir", job,
+        "--metrics-out", job + "/metrics.json", "--region", names[i],
+        "--region-gateways", gateways};
+    region.insert(region.begin() + 1, "--data");
+    region.insert(region.end(), sync.begin(), sync.end());
+    jobs.push_back(std::make_unique<testing::Background>(region, job));
+  }
+  json metrics[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(jobs[i]->Wait(absl::Seconds(240)), 0) << jobs[i]->err();
+    const std::string& job = job_dirs[i];
+    metrics[i] = Metrics(job);
+    ExpectNoneLeft(job);
+    const std::string out = Slurp(job + "/out");
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("regions         a, b (this job: ", names[i])));
+  }
+  const std::vector<double> all = emulated["losses"];
+  const std::vector<double> la = metrics[0]["losses"], lb = metrics[1]["losses"];
+  // 6,000 lines in steps of 154 and 4,000 in steps of 102: 39 and 40 steps, the last shorter.
+  ASSERT_EQ(la.size(), 39u);
+  ASSERT_EQ(lb.size(), 40u);
+  ASSERT_EQ(all.size(), 40u);
+  const int64_t lines[2] = {6000, 4000};
+  for (size_t s = 0; s < all.size(); ++s) {
+    double sum = 0;
+    int64_t samples = 0;
+    for (int i = 0; i < 2; ++i) {
+      const int64_t n = std::max<int64_t>(0, std::min<int64_t>(batch[i], lines[i] - batch[i] * s));
+      if (n > 0) sum += (i == 0 ? la : lb)[s] * n;
+      samples += n;
+    }
+    EXPECT_NEAR(sum / samples, all[s], 1e-12) << "step " << s;
+  }
+  EXPECT_EQ(metrics[0]["parameter_digest"], emulated["parameter_digest"]);
+  EXPECT_NE(metrics[1]["parameter_digest"], emulated["parameter_digest"]);  // its own Adagrad
+  for (const json& m : metrics) {
+    EXPECT_EQ(m["regions"]["windows"], emulated["regions"]["windows"]);
+    EXPECT_EQ(m["regions"]["links"], emulated["regions"]["links"]);
+    EXPECT_GT(m["regions"]["windows"].get<int>(), 8);
+  }
+  EXPECT_GT(metrics[0]["regions"]["gateway_bytes_sent"]["b"].get<int64_t>(),
+            emulated["regions"]["links"][0]["bytes"].get<int64_t>());
+  // Bad regions: one line each, before anything starts.
+  const std::string bad = Dir("regions_bad");
+  for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--region", "c", "--region-gateways", gateways}, "is none of --region-gateways"},
+           {{"--region", "a", "--region-gateways", "a=127.0.0.1:1"}, "name two regions or more"},
+           {{"--region", "a", "--region-gateways", "a=x,b=y:1"}, "'a=x' is not REGION=HOST:PORT"},
+           {{"--region", "a", "--region-gateways", gateways, "--mode", "async"}, "synchronously"},
+           {{"--region", "a", "--region-gateways", gateways, "--sync-hub", "a"}, "--sync-hub"},
+           {{"--region", "a"}, "--region-gateways"}}) {
+    std::vector<std::string> cmd = {"train", "--data", a, "--batch", "154", "--cluster", kCluster,
+                                    "--plan", plans[0], "--job-dir", bad};
+    cmd.insert(cmd.end(), flags.begin(), flags.end());
+    r = Heterps(cmd, bad);
+    EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(flags, " ");
+    EXPECT_THAT(r.err, HasSubstr(message)) << absl::StrJoin(flags, " ");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST_F(RuntimeTest, BadJobsAreOneClearErrorAndLeaveNothingRunning) {

@@ -289,10 +289,13 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
 
 absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
                           const launcher::JobResult& r, const DataFile& data) {
+  return WriteMetrics(path, MetricsJson(job, r, data));
+}
+
+absl::Status WriteMetrics(const std::string& path, const nlohmann::ordered_json& metrics) {
   return base::WriteFileAtomically(
-      path, MetricsJson(job, r, data)
-                    .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
-                "\n");
+      path,
+      metrics.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
 }
 
 absl::StatusOr<std::string> WriteCalibratedProfile(const worker::JobSpec& job,

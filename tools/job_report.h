@@ -32,6 +32,7 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
                                    const DataFile& data);
 absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
                           const launcher::JobResult& result, const DataFile& data);
+absl::Status WriteMetrics(const std::string& path, const nlohmann::ordered_json& metrics);
 
 // Writes <job_dir>/calibrated_profile.json: the profile that makes the cost model predict each
 // stage's measured time per step, the time outside the busiest stage (barriers, the commit)

@@ -75,32 +75,6 @@ absl::Status RegionsFrom(const TrainFlags& flags, worker::RegionTraining* out) {
   return absl::OkStatus();
 }
 
-// The regions' lines of the summary: the windows, and what each link carried.
-std::string RegionsSummary(const worker::RegionTraining& regions,
-                           const worker::TrainResult& result) {
-  std::vector<std::string> shares;
-  for (size_t r = 0; r < regions.names.size(); ++r) {
-    shares.push_back(
-        absl::StrFormat("%s %.0f%%", regions.names[r], 100 * result.region_shares[r]));
-  }
-  std::string out = absl::StrFormat(
-      "  regions         %s (emulated in this process)\n"
-      "  windows         %s of deltas, every %d steps, threshold %g, delay %d, %s (the final "
-      "flush's included)\n",
-      absl::StrJoin(shares, ", "), WithCommas(result.windows), regions.sync_steps,
-      regions.threshold, regions.delay,
-      regions.topology == cost::SyncTopology::kHub
-          ? absl::StrCat("through ", regions.names[regions.hub])
-          : std::string("peer to peer"));
-  Table table({"from", "to", "bytes", "per step", "messages"}, {false, false, true, true, true});
-  for (const worker::RegionTraffic& t : result.region_traffic) {
-    table.AddRow({regions.names[t.from], regions.names[t.to], WithCommas(t.bytes),
-                  WithCommas(result.steps > 0 ? t.bytes / result.steps : 0),
-                  WithCommas(t.messages)});
-  }
-  return out + table.Render();
-}
-
 int RunSingleProcess(const TrainFlags& flags) {
   absl::StatusOr<config::ModelSpec> spec = LoadModelOrDefault(flags.model_path);
   if (!spec.ok()) return Fail(spec.status());
@@ -167,7 +141,20 @@ int RunSingleProcess(const TrainFlags& flags) {
     }
     absl::StrAppend(&summary, "\n");
   }
-  if (options.regions.names.size() > 1) summary += RegionsSummary(options.regions, *result);
+  RegionFigures regions;
+  if (options.regions.names.size() > 1) {
+    regions.names = options.regions.names;
+    regions.shares = result->region_shares;
+    regions.where = "emulated in this process";
+    regions.windows = result->windows;
+    regions.sync_steps = options.regions.sync_steps;
+    regions.steps = result->steps;
+    regions.threshold = options.regions.threshold;
+    regions.delay = options.regions.delay;
+    regions.hub = flags.sync_hub;
+    regions.traffic = result->region_traffic;
+    summary += RegionsSummary(regions);
+  }
   std::printf("%s", summary.c_str());
   if (!flags.metrics_out.empty()) {
     nlohmann::ordered_json metrics = {
@@ -194,22 +181,7 @@ int RunSingleProcess(const TrainFlags& flags) {
         {"parameter_digest", absl::StrFormat("%016x", result->parameter_digest)},
         {"losses", result->losses}};
     if (options.regions.names.size() > 1) {
-      nlohmann::ordered_json links = nlohmann::ordered_json::array();
-      for (const worker::RegionTraffic& t : result->region_traffic) {
-        links.push_back({{"from", options.regions.names[t.from]},
-                         {"to", options.regions.names[t.to]},
-                         {"bytes", t.bytes},
-                         {"messages", t.messages}});
-      }
-      metrics["regions"] = {{"names", options.regions.names},
-                            {"shares", result->region_shares},
-                            {"files", options.regions.files},
-                            {"sync_steps", options.regions.sync_steps},
-                            {"threshold", options.regions.threshold},
-                            {"delay", options.regions.delay},
-                            {"hub", flags.sync_hub},
-                            {"windows", result->windows},
-                            {"links", links}};
+      metrics["regions"] = RegionsJson(regions, options.regions.files);
     }
     absl::Status written = base::WriteFileAtomically(flags.metrics_out, metrics.dump(2) + "\n");
     if (!written.ok()) return Fail(written);
@@ -409,25 +381,54 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
           ->excludes(cmd->get_option("--data"))
           ->excludes(cmd->get_option("--rows"));
   cmd->add_option("--sync-steps", flags.sync_steps,
-                  "with --data-shares or --region-data: steps between two windows of deltas "
-                  "(default 100)")
+                  "with --data-shares, --region-data or --region: steps between two windows of "
+                  "deltas (default 100)")
       ->check(Positive())
       ->each([&flags](const std::string&) { flags.sync_given = true; });
   cmd->add_option("--sync-threshold", flags.sync_threshold,
-                  "with --data-shares: a row is sent once its largest change passes this fraction "
+                  "across regions: a row is sent once its largest change passes this fraction "
                   "of its largest value (Gaia's significance; default 0: every changed row)")
       ->check(Finite())
       ->check(NonNegative())
       ->each([&flags](const std::string&) { flags.sync_given = true; });
   cmd->add_option("--sync-delay", flags.sync_delay,
-                  "with --data-shares: windows a window's merge waits before it is applied, the "
+                  "across regions: windows a window's merge waits before it is applied, the "
                   "steps between training on (0 or 1, default 1)")
       ->check(CLI::Range(0, 1))
       ->each([&flags](const std::string&) { flags.sync_given = true; });
-  cmd->add_option("--sync-hub", flags.sync_hub,
-                  "with --data-shares: the region every other sends its deltas to and receives "
-                  "the merge from (default: peer to peer)")
-      ->each([&flags](const std::string&) { flags.sync_given = true; });
+  CLI::Option* hub =
+      cmd->add_option("--sync-hub", flags.sync_hub,
+                      "with --data-shares or --region-data: the region every other sends its "
+                      "deltas to and receives the merge from (default: peer to peer)")
+          ->each([&flags](const std::string&) { flags.sync_given = true; });
+  CLI::Option* region =
+      cmd->add_option("--region", flags.region,
+                      "this job is one region of a run across regions (docs/regions.md): it "
+                      "trains its own --data on servers of its own and exchanges windows of "
+                      "deltas every --sync-steps with the other regions' jobs, through the "
+                      "gateways of --region-gateways");
+  CLI::Option* gateways =
+      cmd->add_option("--region-gateways", flags.region_gateways,
+                      "with --region: every region's gateway, REGION=HOST:PORT each, the same list "
+                      "in every region (this region's entry is where its gateway listens)")
+          ->delimiter(',');
+  region->needs(gateways);
+  gateways->needs(region);
+  cmd->add_option("--sync-timeout", flags.sync_timeout,
+                  "with --region: seconds to wait for the other regions' first message, and for "
+                  "a window from its taking (default 600)")
+      ->check(Positive())
+      ->needs(region);
+  cmd->add_option("--region-token-file", flags.region_token_file,
+                  "with --region: a file holding a secret every region's gateway shares; a "
+                  "gateway refuses messages without it (default: none)")
+      ->needs(region);
+  // Across regions a failure ends the job (the other regions went on without it), and the plan
+  // stays the one it started on.
+  for (const char* name : {"--max-restarts", "--cluster-watch", "--cluster-state"}) {
+    region->excludes(cmd->get_option(name));
+  }
+  region->excludes(hub);
   cmd->add_option("--replicas", flags.replicas,
                   "--single-process with --micro-batch: the stage-0 replicas of the job whose "
                   "cut of the steps to follow (default 1; the result is the same)")
@@ -441,17 +442,19 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
         "--scheduler",        "--profile",      "--gpu-emulate",   "--gpu-cache-gib",
         "--gpu-cache-device", "--gpu-tf32",     "--cluster-watch", "--cluster-state",
         "--replan-threshold", "--fresh",        "--ps-memory-mib", "--tls",
-        "--tls-cert",         "--tls-key",      "--eval-interval", "--data-region"}) {
+        "--tls-cert",         "--tls-key",      "--eval-interval", "--data-region",
+        "--region"}) {
     single->excludes(cmd->get_option(name));
   }
   return cmd;
 }
 
 int RunTrain(const TrainFlags& flags) {
-  if (flags.sync_given && flags.data_shares.empty() && flags.region_data.empty()) {
+  if (flags.sync_given && flags.data_shares.empty() && flags.region_data.empty() &&
+      flags.region.empty()) {
     return Fail(absl::InvalidArgumentError(
-        "--sync-steps, --sync-threshold, --sync-delay and --sync-hub need --data-shares or "
-        "--region-data"));
+        "--sync-steps, --sync-threshold, --sync-delay and --sync-hub need --data-shares, "
+        "--region-data or --region"));
   }
   if (flags.single_process) return RunSingleProcess(flags);
   return RunDistributedTrain(flags, LaunchSettings());

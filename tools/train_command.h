@@ -73,7 +73,15 @@ struct TrainFlags {
   double sync_threshold = 0;
   int sync_delay = 1;
   std::string sync_hub;
-  bool sync_given = false;  // any of the four --sync flags given
+  bool sync_given = false;  // any of the --sync flags given
+  // One region of a run across regions, as a distributed job of its own (docs/regions.md, "GEO
+  // across processes"): --region NAME, and every region's gateway (its coordinator's) in
+  // --region-gateways REGION=HOST:PORT,... (the same list, in the same order, in every region);
+  // the windows as above, peer to peer, each waited for at most --sync-timeout seconds.
+  std::string region;
+  std::vector<std::string> region_gateways;
+  double sync_timeout = 600;
+  std::string region_token_file;  // a secret every region's gateway holds; empty: none
   // Distributed.
   std::string job_dir;
   double throughput = 0;

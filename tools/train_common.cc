@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "heterps/base/file.h"
 #include "heterps/base/fnv.h"
 #include "heterps/base/status_macros.h"
@@ -126,6 +127,47 @@ absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags,
                                flags.dense_optimizer, flags.dense_lr, spec.dense_optimizer, "adam",
                                [](ps::OptimizerKind) { return 0.001; }, "--dense-optimizer"));
   return options;
+}
+
+std::string RegionsSummary(const RegionFigures& f) {
+  std::vector<std::string> names;
+  for (size_t r = 0; r < f.names.size(); ++r) {
+    names.push_back(r < f.shares.size()
+                        ? absl::StrFormat("%s %.0f%%", f.names[r], 100 * f.shares[r])
+                        : f.names[r]);
+  }
+  std::string out = absl::StrFormat(
+      "  regions         %s (%s)\n"
+      "  windows         %s of deltas, every %d steps, threshold %g, delay %d, %s (the final "
+      "flush's included)\n",
+      absl::StrJoin(names, ", "), f.where, WithCommas(f.windows), f.sync_steps, f.threshold,
+      f.delay, f.hub.empty() ? std::string("peer to peer") : absl::StrCat("through ", f.hub));
+  Table table({"from", "to", "bytes", "per step", "messages"}, {false, false, true, true, true});
+  for (const worker::RegionTraffic& t : f.traffic) {
+    table.AddRow({f.names[t.from], f.names[t.to], WithCommas(t.bytes),
+                  WithCommas(f.steps > 0 ? t.bytes / f.steps : 0), WithCommas(t.messages)});
+  }
+  return out + table.Render();
+}
+
+nlohmann::ordered_json RegionsJson(const RegionFigures& f,
+                                   const std::vector<std::vector<std::string>>& files) {
+  nlohmann::ordered_json links = nlohmann::ordered_json::array();
+  for (const worker::RegionTraffic& t : f.traffic) {
+    links.push_back({{"from", f.names[t.from]},
+                     {"to", f.names[t.to]},
+                     {"bytes", t.bytes},
+                     {"messages", t.messages}});
+  }
+  return {{"names", f.names},
+          {"shares", f.shares},
+          {"files", files},
+          {"sync_steps", f.sync_steps},
+          {"threshold", f.threshold},
+          {"delay", f.delay},
+          {"hub", f.hub},
+          {"windows", f.windows},
+          {"links", links}};
 }
 
 }  // namespace heterps::tools

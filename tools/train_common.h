@@ -5,7 +5,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "heterps/worker/region_exchange.h"
 #include "heterps/worker/stage.h"
+#include "nlohmann/json.hpp"
 #include "tools/train_command.h"
 
 namespace heterps::tools {
@@ -24,5 +26,22 @@ absl::StatusOr<DataFile> PrepareData(const TrainFlags& flags, const config::Mode
 // default learning rate grows with the batch); InvalidArgument naming a bad optimizer flag.
 absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags,
                                                       const config::ModelSpec& spec, int64_t batch);
+
+// A run across regions as its summary and metrics show it.
+struct RegionFigures {
+  std::vector<std::string> names;  // every region, in order
+  std::vector<double> shares;      // each region's share of the samples; empty: not known here
+  std::string where;               // "emulated in this process", "this job: us-east"
+  int64_t windows = 0, sync_steps = 0, steps = 0;
+  double threshold = 0;
+  int delay = 0;
+  std::string hub;  // empty: peer to peer
+  std::vector<worker::RegionTraffic> traffic;
+};
+// The summary's lines: the regions, the windows, and a table of what each link carried.
+std::string RegionsSummary(const RegionFigures& figures);
+// The metrics' "regions" entry (files: each region's, where known here).
+nlohmann::ordered_json RegionsJson(const RegionFigures& figures,
+                                   const std::vector<std::vector<std::string>>& files);
 
 }  // namespace heterps::tools

@@ -102,6 +102,10 @@ class Attempt::Impl {
     }
     HETERPS_RETURN_IF_ERROR(Train(done, train_lines));
     if (switch_ || stopped_) return absl::OkStatus();
+    if (o_.regions != nullptr) {
+      Phase("syncing regions");
+      HETERPS_RETURN_IF_ERROR(o_.regions->Finish());
+    }
     stats_end_ = CollectStats();  // the training's, not the evaluation's that follows
     {
       const Heartbeat heartbeat(this);
@@ -163,6 +167,19 @@ class Attempt::Impl {
       if (!result_.evals.empty()) progress_.eval = result_.evals.back();
     }
     const Heartbeat heartbeat(this);
+    if (o_.regions != nullptr) {
+      if (done > 0 || job_.settings.mode != worker::Consistency::kSync ||
+          job_.settings.dense_on_replicas()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "across regions a job trains synchronously, its dense parameters on the servers, from "
+            "its first step (this one: ",
+            job_.settings.mode == worker::Consistency::kSync ? "synchronous" : "asynchronous",
+            job_.settings.dense_on_replicas() ? ", dense parameters on the replicas" : "",
+            done > 0 ? absl::StrCat(", resumed at step ", done) : std::string(), ")"));
+      }
+      HETERPS_RETURN_IF_ERROR(
+          o_.regions->Begin(&p_.servers(), worker::ModelDeltaTables(job_.model), total));
+    }
     // Rounds end at checkpoints and evaluations: the only points where asynchronous replicas
     // meet.
     const int64_t every =
@@ -314,6 +331,7 @@ class Attempt::Impl {
         samples += part.samples;
       }
       StepDone(step, samples > 0 ? loss / samples : 0, samples);
+      if (o_.regions != nullptr) HETERPS_RETURN_IF_ERROR(o_.regions->AfterStep(step, samples));
       if (Stop(step + 1) || CheckPlan(step + 1)) {
         return step + 1 < to ? WriteBack() : absl::OkStatus();  // the last step wrote back
       }

@@ -29,6 +29,7 @@
 #include "heterps/launcher/job_result.h"
 #include "heterps/launcher/job_status.h"
 #include "heterps/launcher/layout.h"
+#include "heterps/launcher/region_windows.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
 #include "heterps/launcher/segment_ledger.h"
@@ -100,6 +101,11 @@ struct AttemptOptions {
   absl::Duration register_timeout = absl::Seconds(60);
   std::function<void(const JobProgress&)> progress;  // after every step, from Run's thread
   Replanner* replanner = nullptr;                    // null: the plan is fixed
+  // One region of a run across regions (region_windows.h): its windows with the other regions
+  // after every synchronous step, the flush after the last. Null: one region. The job must be
+  // synchronous, with its dense parameters on the servers, and start at step 0 (a resume across
+  // regions is refused: the windows' bases are not in the checkpoints).
+  RegionWindows* regions = nullptr;
 };
 
 class Attempt {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/ps/checkpoint.h"
+#include "heterps/worker/stage.h"
 
 namespace heterps::worker {
 namespace {
@@ -101,46 +102,76 @@ DeltaTables DeltaTablesOf(ps::InProcessPsClient& servers) {
   return tables;
 }
 
-absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regions,
-                                            const DeltaTables& tables,
-                                            absl::Span<const int64_t> samples, float threshold) {
-  const int n = static_cast<int>(regions.size());
-  if (static_cast<int>(samples.size()) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(samples.size(), " sample counts for ", n, " regions"));
+DeltaTables ModelDeltaTables(const config::ModelSpec& spec) {
+  DeltaTables tables;
+  int embeddings = 0, fc = 0;
+  for (const config::LayerSpec& layer : spec.layers) {
+    if (layer.kind == config::LayerKind::kEmbedding) tables.sparse.push_back(embeddings++);
+    if (layer.kind == config::LayerKind::kFc) tables.dense.push_back({kDenseTable, fc++});
   }
+  return tables;
+}
+
+absl::StatusOr<RegionExport> ExportRegion(ps::PsClient* region, const DeltaTables& tables,
+                                          int64_t samples, float threshold) {
+  if (samples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a region's samples: ", samples, " < 0"));
+  }
+  RegionExport out;
+  out.samples = samples;
+  for (int table : tables.sparse) {
+    RegionExport::Sparse& s = out.sparse.emplace_back();
+    s.table = table;
+    if (samples == 0) continue;
+    HETERPS_RETURN_IF_ERROR(region->ExportWindow(table, threshold, &s.keys, &s.deltas));
+    if (!s.keys.empty()) s.dim = static_cast<int>(s.deltas.size() / s.keys.size());
+  }
+  for (const auto& [table, block] : tables.dense) {
+    RegionExport::Dense& d = out.dense.emplace_back();
+    d.table = table;
+    d.block = block;
+    if (samples == 0) continue;
+    HETERPS_RETURN_IF_ERROR(region->ExportDenseWindow(table, block, threshold, &d.delta));
+  }
+  return out;
+}
+
+absl::StatusOr<DeltaWindow> MergeExports(absl::Span<const RegionExport> exports) {
+  const int n = static_cast<int>(exports.size());
   int64_t total = 0;
-  for (int64_t s : samples) {
-    if (s < 0) return absl::InvalidArgumentError(absl::StrCat("a region's samples: ", s, " < 0"));
-    total += s;
+  for (int r = 0; r < n; ++r) {
+    const RegionExport& e = exports[r];
+    if (e.samples < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("region ", r, "'s samples: ", e.samples, " < 0"));
+    }
+    bool same = e.sparse.size() == exports[0].sparse.size() &&
+                e.dense.size() == exports[0].dense.size();
+    for (size_t t = 0; same && t < e.sparse.size(); ++t) {
+      same = e.sparse[t].table == exports[0].sparse[t].table &&
+             e.sparse[t].deltas.size() == e.sparse[t].keys.size() * e.sparse[t].dim;
+    }
+    for (size_t b = 0; same && b < e.dense.size(); ++b) {
+      same = e.dense[b].table == exports[0].dense[b].table &&
+             e.dense[b].block == exports[0].dense[b].block;
+    }
+    if (!same) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region ", r, "'s window holds other tables or blocks than region 0's (",
+          e.sparse.size(), " tables and ", e.dense.size(), " blocks against ",
+          exports[0].sparse.size(), " and ", exports[0].dense.size(), ")"));
+    }
+    total += e.samples;
   }
   if (total == 0) return absl::InvalidArgumentError("no region trained a sample in the window");
   DeltaWindow window;
-  for (int64_t s : samples) window.weights.push_back(static_cast<double>(s) / total);
-  // Every region's export first, then the merges: a failed export leaves every base in place.
-  std::vector<std::vector<std::vector<uint64_t>>> keys(tables.sparse.size());
-  std::vector<std::vector<std::vector<float>>> deltas(tables.sparse.size());
-  for (size_t t = 0; t < tables.sparse.size(); ++t) {
-    keys[t].resize(n);
-    deltas[t].resize(n);
-    for (int r = 0; r < n; ++r) {
-      // A region of no samples in the window sends nothing: its changes (held back below the
-      // threshold) stay for a window it has weight in, rather than merged at weight 0 and lost.
-      if (window.weights[r] == 0) continue;
-      HETERPS_RETURN_IF_ERROR(InRegion(
-          r, regions[r]->ExportWindow(tables.sparse[t], threshold, &keys[t][r], &deltas[t][r])));
-    }
-  }
-  for (const auto& [table, block] : tables.dense) {
+  for (const RegionExport& e : exports) window.weights.push_back(static_cast<double>(e.samples) / total);
+  for (size_t b = 0; n > 0 && b < exports[0].dense.size(); ++b) {
     DeltaWindow::Dense d;
-    d.table = table;
-    d.block = block;
-    d.own.resize(n);
+    d.table = exports[0].dense[b].table;
+    d.block = exports[0].dense[b].block;
     size_t size = 0;
     for (int r = 0; r < n; ++r) {
-      if (window.weights[r] == 0) continue;  // as the rows'
-      HETERPS_RETURN_IF_ERROR(
-          InRegion(r, regions[r]->ExportDenseWindow(table, block, threshold, &d.own[r])));
+      d.own.push_back(exports[r].dense[b].delta);
       size = std::max(size, d.own[r].size());
     }
     if (size == 0) continue;
@@ -151,25 +182,34 @@ absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regi
     d.merged.assign(sum.begin(), sum.end());
     window.dense.push_back(std::move(d));
   }
-  for (size_t t = 0; t < tables.sparse.size(); ++t) {
+  for (size_t t = 0; n > 0 && t < exports[0].sparse.size(); ++t) {
     DeltaWindow::Sparse w;
-    w.table = tables.sparse[t];
+    w.table = exports[0].sparse[t].table;
     for (int r = 0; r < n; ++r) {
-      w.keys.insert(w.keys.end(), keys[t][r].begin(), keys[t][r].end());
-      if (!keys[t][r].empty()) w.dim = static_cast<int>(deltas[t][r].size() / keys[t][r].size());
+      const RegionExport::Sparse& e = exports[r].sparse[t];
+      w.keys.insert(w.keys.end(), e.keys.begin(), e.keys.end());
+      if (!e.keys.empty()) w.dim = e.dim;
     }
     if (w.keys.empty()) continue;
     std::sort(w.keys.begin(), w.keys.end());
     w.keys.erase(std::unique(w.keys.begin(), w.keys.end()), w.keys.end());
+    for (int r = 0; r < n; ++r) {
+      const RegionExport::Sparse& e = exports[r].sparse[t];
+      if (!e.keys.empty() && e.dim != w.dim) {
+        return absl::InvalidArgumentError(absl::StrCat("region ", r, "'s rows of table ", w.table,
+                                                       " have ", e.dim, " floats, not ", w.dim));
+      }
+    }
     const size_t floats = w.keys.size() * w.dim;
     std::vector<double> sum(floats, 0.0);
     for (int r = 0; r < n; ++r) {
+      const RegionExport::Sparse& e = exports[r].sparse[t];
       std::vector<float>& own = w.own.emplace_back(floats, 0.0f);
-      w.rows.push_back(static_cast<int64_t>(keys[t][r].size()));
-      for (size_t i = 0; i < keys[t][r].size(); ++i) {
+      w.rows.push_back(static_cast<int64_t>(e.keys.size()));
+      for (size_t i = 0; i < e.keys.size(); ++i) {
         const size_t at = static_cast<size_t>(
-            std::lower_bound(w.keys.begin(), w.keys.end(), keys[t][r][i]) - w.keys.begin());
-        std::copy_n(deltas[t][r].begin() + i * w.dim, w.dim, own.begin() + at * w.dim);
+            std::lower_bound(w.keys.begin(), w.keys.end(), e.keys[i]) - w.keys.begin());
+        std::copy_n(e.deltas.begin() + i * w.dim, w.dim, own.begin() + at * w.dim);
       }
       // Every key of every region, in region order: the same sums wherever they are formed.
       for (size_t i = 0; i < floats; ++i) sum[i] += window.weights[r] * own[i];
@@ -180,30 +220,49 @@ absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regi
   return window;
 }
 
-absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const DeltaWindow& window,
-                              cost::SyncTopology topology, int hub,
-                              std::vector<RegionTraffic>* traffic) {
+absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regions,
+                                            const DeltaTables& tables,
+                                            absl::Span<const int64_t> samples, float threshold) {
   const int n = static_cast<int>(regions.size());
-  if (topology == cost::SyncTopology::kHub && (hub < 0 || hub >= n)) {
-    return absl::InvalidArgumentError(absl::StrCat("hub ", hub, " of ", n, " regions"));
+  if (static_cast<int>(samples.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(samples.size(), " sample counts for ", n, " regions"));
+  }
+  std::vector<RegionExport> exports;
+  for (int r = 0; r < n; ++r) {
+    absl::StatusOr<RegionExport> e = ExportRegion(regions[r], tables, samples[r], threshold);
+    if (!e.ok()) return InRegion(r, e.status());
+    exports.push_back(*std::move(e));
+  }
+  return MergeExports(exports);
+}
+
+absl::Status ApplyRegionWindow(ps::PsClient* region, const DeltaWindow& window, int r) {
+  for (const DeltaWindow::Sparse& w : window.sparse) {
+    if (r < 0 || r >= static_cast<int>(w.own.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("region ", r, " applies a window of ", w.own.size(), " regions"));
+    }
+  }
+  for (const DeltaWindow::Dense& d : window.dense) {
+    if (r < 0 || r >= static_cast<int>(d.own.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("region ", r, " applies a window of ", d.own.size(), " regions"));
+    }
   }
   for (const DeltaWindow::Sparse& w : window.sparse) {
-    if (static_cast<int>(w.own.size()) != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("a window of ", w.own.size(), " regions applied to ", n));
-    }
+    HETERPS_RETURN_IF_ERROR(region->ApplyWindow(w.table, w.keys, w.merged, w.own[r]));
   }
-  for (int r = 0; r < n; ++r) {
-    for (const DeltaWindow::Sparse& w : window.sparse) {
-      HETERPS_RETURN_IF_ERROR(InRegion(r, regions[r]->ApplyWindow(w.table, w.keys, w.merged, w.own[r])));
-    }
-    for (const DeltaWindow::Dense& d : window.dense) {
-      const std::vector<float> zeros(d.own[r].empty() ? d.merged.size() : 0, 0.0f);
-      HETERPS_RETURN_IF_ERROR(InRegion(
-          r, regions[r]->ApplyDenseWindow(d.table, d.block, d.merged,
-                                          d.own[r].empty() ? zeros : d.own[r])));
-    }
+  for (const DeltaWindow::Dense& d : window.dense) {
+    const std::vector<float> zeros(d.own[r].empty() ? d.merged.size() : 0, 0.0f);
+    HETERPS_RETURN_IF_ERROR(region->ApplyDenseWindow(d.table, d.block, d.merged,
+                                                     d.own[r].empty() ? zeros : d.own[r]));
   }
+  return absl::OkStatus();
+}
+
+std::vector<RegionTraffic> WindowTraffic(const DeltaWindow& window, int n,
+                                         cost::SyncTopology topology, int hub) {
   std::map<std::pair<int, int>, RegionTraffic> carried;
   const auto send = [&](int from, int to, int64_t bytes) {
     RegionTraffic& t = carried[{from, to}];
@@ -220,7 +279,9 @@ absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const Del
       // Its own rows and blocks, or (the hub to another region) the merge.
       for (const DeltaWindow::Sparse& w : window.sparse) {
         const int64_t rows = own ? w.rows[from] : static_cast<int64_t>(w.keys.size());
-        if (rows > 0) send(from, to, rows * static_cast<int64_t>(sizeof(uint64_t) + sizeof(float) * w.dim));
+        if (rows > 0) {
+          send(from, to, rows * static_cast<int64_t>(sizeof(uint64_t) + sizeof(float) * w.dim));
+        }
       }
       for (const DeltaWindow::Dense& d : window.dense) {
         const size_t floats = own ? d.own[from].size() : d.merged.size();
@@ -228,7 +289,28 @@ absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const Del
       }
     }
   }
-  Report(carried, traffic);
+  std::vector<RegionTraffic> traffic;
+  Report(carried, &traffic);
+  return traffic;
+}
+
+absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const DeltaWindow& window,
+                              cost::SyncTopology topology, int hub,
+                              std::vector<RegionTraffic>* traffic) {
+  const int n = static_cast<int>(regions.size());
+  if (topology == cost::SyncTopology::kHub && (hub < 0 || hub >= n)) {
+    return absl::InvalidArgumentError(absl::StrCat("hub ", hub, " of ", n, " regions"));
+  }
+  for (const DeltaWindow::Sparse& w : window.sparse) {
+    if (static_cast<int>(w.own.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a window of ", w.own.size(), " regions applied to ", n));
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    HETERPS_RETURN_IF_ERROR(InRegion(r, ApplyRegionWindow(regions[r], window, r)));
+  }
+  if (traffic != nullptr) *traffic = WindowTraffic(window, n, topology, hub);
   return absl::OkStatus();
 }
 

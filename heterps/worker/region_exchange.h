@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "heterps/config/model_spec.h"
 #include "heterps/cost/region_sync.h"
 #include "heterps/ps/in_process_client.h"
 #include "heterps/ps/ps_client.h"
@@ -66,6 +67,8 @@ struct DeltaTables {
 
 // Every sparse table and dense block `servers` hold.
 DeltaTables DeltaTablesOf(ps::InProcessPsClient& servers);
+// The tables CreateModelTables (stage.h) makes for `spec`: DeltaTablesOf servers that hold them.
+DeltaTables ModelDeltaTables(const config::ModelSpec& spec);
 
 // One window's deltas from every region and their merge.
 struct DeltaWindow {
@@ -87,27 +90,65 @@ struct DeltaWindow {
   std::vector<double> weights;  // per region: its samples over all regions'
 };
 
-// Every region's changes that pass `threshold` (PsClient::ExportWindow, ExportDenseWindow: 0 sends
-// every changed row), merged: a key's (a block's) merge is the sum over the regions, in region
-// order, in double, of weight_q times region q's delta (nothing where q sent nothing), rounded to
-// float once, with weight_q = samples[q] / the samples of all regions (the samples each trained
-// in the window; Paddle GEO's 1 / regions is biased where regions hold unequal data). A region of
-// no samples sends nothing (its changes wait for a window it has weight in). The bases stay where
-// they are until the window is applied. Errors: InvalidArgument for samples not one
+// One region's changes of a window, as it sends them to the others (ExportRegion): the samples
+// it trained in the window, and per sparse table and dense block of the window's DeltaTables, in
+// their order, the rows (distinct keys, `dim` floats each) and the block's delta whose change passes
+// the threshold (none, empty, where nothing did or the region trained no sample).
+struct RegionExport {
+  struct Sparse {
+    int table = 0, dim = 0;
+    std::vector<uint64_t> keys;
+    std::vector<float> deltas;  // keys.size() * dim
+  };
+  struct Dense {
+    int table = 0, block = 0;
+    std::vector<float> delta;  // empty: nothing sent
+  };
+  int64_t samples = 0;
+  std::vector<Sparse> sparse;
+  std::vector<Dense> dense;
+};
+
+// `region`'s changes that pass `threshold` (PsClient::ExportWindow, ExportDenseWindow: 0 sends
+// every changed row); the bases stay where they are until the window is applied. A region of no
+// samples sends nothing: its changes (held back below the threshold) stay for a window it has
+// weight in, rather than merged at weight 0 and lost. Errors: InvalidArgument for negative
+// samples; the client's.
+absl::StatusOr<RegionExport> ExportRegion(ps::PsClient* region, const DeltaTables& tables,
+                                          int64_t samples, float threshold);
+
+// The merge of every region's export (`exports` in region order, each of the same tables and
+// blocks): a key's (a block's) merge is the sum over the regions, in region order, in double, of
+// weight_q times region q's delta (nothing where q sent nothing), rounded to float once, with
+// weight_q = samples_q / the samples of all regions (Paddle GEO's 1 / regions is biased where
+// regions hold unequal data). The same floats wherever it is formed from the same exports.
+// Errors: InvalidArgument for exports of other tables than each other's, or no sample in all.
+absl::StatusOr<DeltaWindow> MergeExports(absl::Span<const RegionExport> exports);
+
+// Every region's export (ExportRegion, every one taken before any merge: a failed export leaves
+// every base in place) and their merge (MergeExports). Errors: InvalidArgument for samples not one
 // per region, negative, or all zero; a region's, prefixed "region r: ".
 absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regions,
                                             const DeltaTables& tables,
                                             absl::Span<const int64_t> samples, float threshold);
 
-// Every region applies the window's merge with what it sent (PsClient::ApplyWindow,
-// ApplyDenseWindow): each region's rows and blocks end on the same base, to the bit, plus the
-// changes it has made since the window was taken and those it held back below the threshold.
-// `traffic` (unless null) gets the window's links, in order of (from, to): peer to peer, each
+// Region `r` applies the window's merge with what it sent (PsClient::ApplyWindow,
+// ApplyDenseWindow): its rows and blocks end on the window's base, to the bit the same in every
+// region, plus the changes it has made since the window was taken and those it held back below
+// the threshold. Errors: InvalidArgument for `r` out of the window's regions; the client's.
+absl::Status ApplyRegionWindow(ps::PsClient* region, const DeltaWindow& window, int r);
+
+// What a window carries between `regions` regions, in order of (from, to): peer to peer, each
 // region sends every other its rows (8 bytes a key and 4 a float) and blocks (4 bytes a float),
 // one message per table and per block it sent; through a hub, every other region sends the hub
 // its own, and the hub sends each other region the merge (the window's every key and block once).
-// Errors: a hub out of range (InvalidArgument); a region's, prefixed; a failure leaves the
-// regions before it applied (the job goes back to its last checkpoint).
+std::vector<RegionTraffic> WindowTraffic(const DeltaWindow& window, int regions,
+                                         cost::SyncTopology topology, int hub);
+
+// Every region applies the window (ApplyRegionWindow, in region order); `traffic` (unless null)
+// gets its links (WindowTraffic). Errors: a hub out of range (InvalidArgument); a region's,
+// prefixed; a failure leaves the regions before it applied (the job goes back to its last
+// checkpoint).
 absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const DeltaWindow& window,
                               cost::SyncTopology topology, int hub,
                               std::vector<RegionTraffic>* traffic);

@@ -154,6 +154,7 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
   engine.register_timeout = o.register_timeout;
   engine.progress = o.progress;
   engine.replanner = o.replanner;
+  engine.regions = o.regions;
   absl::Status status;
   int restarts = 0;  // of the current plan
   for (int64_t generation = 1;; ++generation) {
@@ -178,7 +179,8 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
       std::optional<RoleLauncher::DeadRole> dead;
       if (o.launcher != nullptr) dead = AwaitDead(*o.launcher, status, absl::Seconds(2));
       service.Stop();
-      if (o.launcher == nullptr || !Recoverable(status)) break;
+      // Across regions a failure ends the job: the other regions' windows went on without it.
+      if (o.launcher == nullptr || !Recoverable(status) || o.regions != nullptr) break;
       if (service.StopAsked(o.stop)) break;  // asked to stop: no restart
       o.launcher->StopAll(absl::ZeroDuration());
       absl::StatusOr<std::optional<JobCheckpoint>> c = ReadJobCheckpoint(o.env, o.job_dir);

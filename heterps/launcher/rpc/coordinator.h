@@ -39,6 +39,7 @@
 #include "heterps/base/env.h"
 #include "heterps/launcher/job_result.h"
 #include "heterps/launcher/job_status.h"
+#include "heterps/launcher/region_windows.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
 #include "heterps/ps/rpc/ps_server.h"
@@ -67,6 +68,9 @@ struct RunOptions {
   // plan is fixed. Under an external launcher, a switch keeps the processes it was given (the
   // same number, new roles) and a plan that needs another number is refused, with a log line.
   Replanner* replanner = nullptr;
+  // One region of a run across regions (launcher/region_windows.h; attempt.h, AttemptOptions):
+  // null for one region. A failure then ends the job, without restarts.
+  RegionWindows* regions = nullptr;
   // Start a new job even where <job_dir>/checkpoint.json records an unfinished one (its
   // checkpoints stay where they are, under their job's id).
   bool fresh = false;

@@ -1,0 +1,141 @@
+// One region's part of training across regions (docs/regions.md, "GEO across processes"): each
+// region is a job of its own (its coordinator, parameter servers and stages, its data), and its
+// coordinator exchanges GEO windows of parameter deltas with the other regions' coordinators
+// every K steps. The arithmetic is worker/region_exchange.h's: every region's export of a window
+// goes to every other region (peer to peer), and each region merges the exports in region order
+// (MergeExports, weighted by the samples behind them) and applies the merge with its own
+// (ApplyRegionWindow); the merge is formed from the same exports in every region, so every
+// region's bases end on the same floats, as in the run emulated in one process
+// (`heterps train --single-process --region-data`), to the bit.
+//
+// The messages go through a RegionMailbox (rpc/region_gateway.h over gRPC; tests: in process).
+//
+//   RegionWindows windows(options, mailbox);
+//   HETERPS_RETURN_IF_ERROR(windows.Begin(&servers, worker::ModelDeltaTables(spec), total));
+//   for (int64_t step = 0; step < total; ++step) {
+//     ... the step, committed on this region's servers ...
+//     HETERPS_RETURN_IF_ERROR(windows.AfterStep(step, samples));
+//   }
+//   HETERPS_RETURN_IF_ERROR(windows.Finish());  // every region holds the same parameters now
+//
+// The windows: window 0 is the hello (every region's steps in all, exchanged before the first
+// step); window w >= 1 is taken after step w K - 1 of the longest region's run (a region whose
+// steps are done sends windows of no samples until the longest is done) and applied `delay`
+// windows later (0: at once; 1: before step (w + 1) K, its exchange running while the region
+// trains on, so a slow or cut link stalls nothing until then); after the last, the flush:
+// windows of every change left (threshold 0), weighted by each region's samples over the run,
+// until one sends nothing.
+//
+// Thread safety: one thread calls Begin, AfterStep and Finish; the figures may be read from any
+// thread. An exchange in flight runs on a thread of its own, which the destructor joins.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "heterps/ps/ps_client.h"
+#include "heterps/worker/region_exchange.h"
+
+namespace heterps::launcher {
+
+// What one region sends another for a window.
+struct RegionMessage {
+  int64_t window = 0;       // 0: the hello; then the windows in order
+  int from = 0;             // the sender's index among the regions
+  int64_t total_steps = 0;  // the hello's: the sender's steps in all
+  // The hello's: the sender's windows' settings, which every region's must equal.
+  int64_t sync_steps = 0;
+  int delay = 0;
+  float threshold = 0;
+  worker::RegionExport deltas;
+};
+
+// The regions' messages. Send and Receive may be called from different threads at once.
+class RegionMailbox {
+ public:
+  virtual ~RegionMailbox() = default;
+  // Delivers `message` to region `to`, retrying a peer that cannot be reached until `deadline`.
+  // Errors name the region and its address.
+  virtual absl::Status Send(int to, const RegionMessage& message, absl::Time deadline) = 0;
+  // Region `from`'s message of window `window`, once it has come (it leaves the mailbox);
+  // DeadlineExceeded naming the region when it has not by `deadline`.
+  virtual absl::StatusOr<RegionMessage> Receive(int from, int64_t window, absl::Time deadline) = 0;
+};
+
+struct RegionWindowsOptions {
+  int self = 0;     // this region's index among `regions`
+  int regions = 2;  // every region's coordinator takes part
+  std::vector<std::string> names;  // for errors; empty: "region i"
+  int64_t sync_steps = 100;
+  int delay = 1;          // windows; 0 or 1
+  float threshold = 0;    // a row's change relative to its largest value (0: every changed row)
+  absl::Duration timeout = absl::Minutes(10);  // the hello, and a window from its taking
+};
+
+class RegionWindows {
+ public:
+  // InvalidArgument-worthy options are checked by Begin. `mailbox` must outlive this.
+  RegionWindows(const RegionWindowsOptions& options, RegionMailbox& mailbox);
+  ~RegionWindows();
+  RegionWindows(const RegionWindows&) = delete;
+  RegionWindows& operator=(const RegionWindows&) = delete;
+
+  // Before this region's first step: its servers (tracking their deltas from here: TrackDeltas
+  // is called), the tables the windows cover, and its steps in all; exchanges the hello.
+  // Errors: bad options (InvalidArgument); a region whose windows' settings (sync steps, delay,
+  // threshold) or tables differ from this one's (FailedPrecondition naming it); a region not
+  // heard from within the timeout.
+  absl::Status Begin(ps::PsClient* servers, worker::DeltaTables tables, int64_t total_steps);
+  // After step `step` (0-based, in order) was committed, having trained `samples` samples.
+  absl::Status AfterStep(int64_t step, int64_t samples);
+  // After this region's last step: the windows the longer regions still take, then the flush.
+  absl::Status Finish();
+
+  // The windows applied that sent anything (the hello not counted).
+  int64_t windows() const;
+  // What every link carried (worker::WindowTraffic of every window), in order of (from, to).
+  std::vector<worker::RegionTraffic> traffic() const;
+  // The longest region's steps (after Begin).
+  int64_t longest() const;
+
+ private:
+  // The window of the changes since the last: exported now, its exchange started.
+  absl::Status Take(int64_t samples, float threshold);
+  // The window in flight, if any, waited for, merged and applied; whether it sent anything.
+  absl::StatusOr<bool> Apply();
+  // At a window boundary of the longest run.
+  absl::Status Boundary();
+  // Sends `message` to every other region and receives theirs of the same window, in region
+  // order (this region's own at its index).
+  absl::StatusOr<std::vector<RegionMessage>> Exchange(const RegionMessage& message,
+                                                      absl::Time deadline);
+  std::string Name(int region) const;
+
+  const RegionWindowsOptions o_;
+  RegionMailbox& mailbox_;
+  ps::PsClient* servers_ = nullptr;
+  worker::DeltaTables tables_;
+  int64_t total_ = 0, longest_ = 0, next_window_ = 1;
+  int64_t window_samples_ = 0, run_samples_ = 0;
+
+  struct InFlight {
+    std::thread thread;
+    absl::StatusOr<std::vector<RegionMessage>> messages = absl::UnknownError("not done");
+  };
+  std::unique_ptr<InFlight> in_flight_;
+
+  mutable absl::Mutex mu_;
+  int64_t windows_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::pair<int, int>, worker::RegionTraffic> traffic_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace heterps::launcher

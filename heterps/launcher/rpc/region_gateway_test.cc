@@ -1,0 +1,446 @@
+// The regions' gateways over gRPC on loopback (region_gateway.h) and GEO windows between
+// processes' worth of regions (launcher/region_windows.h): a window's message comes back whole
+// from many parts, a part posted twice is taken once, a peer that starts late is waited for, one
+// that never answers is an error naming it, a wrong token is refused at once; and three regions
+// of unequal runs, each on a thread with its own servers, exchanging windows through their
+// gateways, end on the same parameters as the same run emulated with TakeDeltaWindow and
+// ApplyDeltaWindow in one place, to the bit.
+#include "heterps/launcher/rpc/region_gateway.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "heterps/ps/checkpoint.h"
+#include "heterps/ps/in_process_client.h"
+#include "heterps/worker/stage.h"
+
+namespace heterps::launcher::rpc {
+namespace {
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+RegionGatewayOptions Options(int regions, int self, const std::vector<int>& ports) {
+  RegionGatewayOptions o;
+  for (int r = 0; r < regions; ++r) {
+    o.names.push_back(absl::StrCat("region-", r));
+    o.addresses.push_back(absl::StrCat("127.0.0.1:", ports[r]));
+  }
+  o.self = self;
+  return o;
+}
+
+std::vector<int> Ports(int n) {
+  std::vector<int> ports;
+  for (int i = 0; i < n; ++i) ports.push_back(FreePort());
+  return ports;
+}
+
+RegionMessage Message(int from, int64_t window, int rows) {
+  RegionMessage m;
+  m.window = window;
+  m.from = from;
+  m.total_steps = 17;
+  m.deltas.samples = 123;
+  std::mt19937_64 rng(window * 10 + from);
+  for (int t = 0; t < 3; ++t) {
+    worker::RegionExport::Sparse& s = m.deltas.sparse.emplace_back();
+    s.table = t;
+    s.dim = t == 1 ? 0 : 4 + t;
+    if (t == 1) continue;  // a table that sends nothing
+    for (int i = 0; i < rows; ++i) s.keys.push_back(i * 7 + t);
+    for (size_t i = 0; i < s.keys.size() * s.dim; ++i) s.deltas.push_back(rng() % 1000 / 7.0f);
+  }
+  for (int b = 0; b < 2; ++b) {
+    worker::RegionExport::Dense& d = m.deltas.dense.emplace_back();
+    d.table = 99;
+    d.block = b;
+    if (b == 0) d.delta.assign(300, 0.25f);
+  }
+  return m;
+}
+
+void ExpectSame(const RegionMessage& a, const RegionMessage& b) {
+  EXPECT_EQ(a.window, b.window);
+  EXPECT_EQ(a.from, b.from);
+  EXPECT_EQ(a.total_steps, b.total_steps);
+  EXPECT_EQ(a.deltas.samples, b.deltas.samples);
+  ASSERT_EQ(a.deltas.sparse.size(), b.deltas.sparse.size());
+  for (size_t t = 0; t < a.deltas.sparse.size(); ++t) {
+    EXPECT_EQ(a.deltas.sparse[t].table, b.deltas.sparse[t].table);
+    EXPECT_EQ(a.deltas.sparse[t].keys, b.deltas.sparse[t].keys);
+    EXPECT_EQ(a.deltas.sparse[t].deltas, b.deltas.sparse[t].deltas);
+  }
+  ASSERT_EQ(a.deltas.dense.size(), b.deltas.dense.size());
+  for (size_t i = 0; i < a.deltas.dense.size(); ++i) {
+    EXPECT_EQ(a.deltas.dense[i].block, b.deltas.dense[i].block);
+    EXPECT_EQ(a.deltas.dense[i].delta, b.deltas.dense[i].delta);
+  }
+}
+
+TEST(RegionGatewayTest, AWindowComesBackWholeFromManyParts) {
+  const std::vector<int> ports = Ports(2);
+  RegionGatewayOptions o0 = Options(2, 0, ports), o1 = Options(2, 1, ports);
+  o0.part_bytes = 1000;  // about 40 rows a part
+  auto a = RegionGateway::Start(o0);
+  auto b = RegionGateway::Start(o1);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const RegionMessage sent = Message(0, 3, 2000);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  ASSERT_TRUE((*a)->Send(1, sent, deadline).ok());
+  const int64_t once = (*a)->sent_bytes(1);
+  EXPECT_GT(once, 2000 * (8 + 4 * 4));
+  // Sent again before it is taken (a retry whose first try arrived): taken once.
+  ASSERT_TRUE((*a)->Send(1, sent, deadline).ok());
+  absl::StatusOr<RegionMessage> got = (*b)->Receive(0, 3, deadline);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSame(*got, sent);
+  EXPECT_EQ((*b)->received_bytes(), 2 * once);
+  // And again after it was taken: dropped, not a second window 3.
+  ASSERT_TRUE((*a)->Send(1, sent, deadline).ok());
+  absl::StatusOr<RegionMessage> again = (*b)->Receive(0, 3, absl::Now() + absl::Milliseconds(200));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kDeadlineExceeded) << again.status();
+  EXPECT_THAT(again.status().message(), ::testing::HasSubstr("region-0"));
+  // The hello: no tables at all.
+  RegionMessage hello;
+  hello.window = 0;
+  hello.from = 1;
+  hello.total_steps = 9;
+  ASSERT_TRUE((*b)->Send(0, hello, deadline).ok());
+  absl::StatusOr<RegionMessage> heard = (*a)->Receive(1, 0, deadline);
+  ASSERT_TRUE(heard.ok()) << heard.status();
+  EXPECT_EQ(heard->total_steps, 9);
+  EXPECT_TRUE(heard->deltas.sparse.empty());
+}
+
+TEST(RegionGatewayTest, APeerThatStartsLateIsWaitedForOneThatNeverDoesIsNamed) {
+  const std::vector<int> ports = Ports(3);
+  auto a = RegionGateway::Start(Options(3, 0, ports));
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::optional<absl::StatusOr<std::unique_ptr<RegionGateway>>> b;
+  std::thread late([&] {
+    absl::SleepFor(absl::Milliseconds(700));
+    b.emplace(RegionGateway::Start(Options(3, 1, ports)));
+  });
+  const RegionMessage m = Message(0, 1, 10);
+  EXPECT_TRUE((*a)->Send(1, m, absl::Now() + absl::Seconds(20)).ok());
+  late.join();
+  ASSERT_TRUE(b->ok()) << b->status();
+  absl::StatusOr<RegionMessage> got = (**b)->Receive(0, 1, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSame(*got, m);
+  // Region 2 never starts.
+  const absl::Status never = (*a)->Send(2, m, absl::Now() + absl::Milliseconds(600));
+  EXPECT_FALSE(never.ok());
+  EXPECT_THAT(never.message(), ::testing::HasSubstr(absl::StrCat("region-2' (127.0.0.1:", ports[2])));
+}
+
+TEST(RegionGatewayTest, ARegionThatEndsEarlyIsNamedAtOnce) {
+  const std::vector<int> ports = Ports(2);
+  auto a = RegionGateway::Start(Options(2, 0, ports));
+  auto b = RegionGateway::Start(Options(2, 1, ports));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::thread ends([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    (*b)->Abandon("rank 2 died");
+  });
+  const absl::Time start = absl::Now();
+  const absl::StatusOr<RegionMessage> got = (*a)->Receive(1, 4, absl::Now() + absl::Seconds(60));
+  ends.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kAborted) << got.status();
+  EXPECT_THAT(got.status().message(), ::testing::HasSubstr("region-1"));
+  EXPECT_THAT(got.status().message(), ::testing::HasSubstr("rank 2 died"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
+TEST(RegionGatewayTest, AWrongTokenIsRefusedAtOnce) {
+  const std::vector<int> ports = Ports(2);
+  RegionGatewayOptions o0 = Options(2, 0, ports), o1 = Options(2, 1, ports);
+  o0.token = "not-the-token";
+  o1.token = "the-token";
+  auto a = RegionGateway::Start(o0);
+  auto b = RegionGateway::Start(o1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const absl::Time start = absl::Now();
+  const absl::Status refused = (*a)->Send(1, Message(0, 1, 3), absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated) << refused;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));  // not retried to the deadline
+}
+
+TEST(RegionGatewayTest, BadListsAreRefused) {
+  RegionGatewayOptions o = Options(2, 0, {1, 2});
+  o.addresses[0] = "nowhere";
+  EXPECT_EQ(RegionGateway::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = Options(1, 0, {1});
+  EXPECT_EQ(RegionGateway::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// --- GEO windows between regions on threads, against the emulation in one place. ---
+
+config::ModelSpec Spec() {
+  auto spec = config::ParseModelSpec(R"(
+name: regions
+batch_size: 32
+layers:
+  - {name: input, kind: input, dense: 2, sparse: 3}
+  - {name: emb, kind: embedding, rows: 1000, dim: 4}
+  - {name: cat, kind: interaction, op: concat}
+  - {name: hidden, kind: fc, in: 14, out: 4}
+  - {name: top, kind: fc, in: 4, out: 1}
+  - {name: loss, kind: logloss}
+data:
+  columns:
+    - {role: label}
+    - {role: dense}
+    - {role: dense}
+    - {name: a, role: sparse}
+    - {name: b, role: sparse}
+    - {name: c, role: sparse}
+)",
+                                     "regions.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+constexpr int kRegions = 3;
+const int64_t kSteps[kRegions] = {7, 5, 6};
+
+int64_t Samples(int region) { return 10 * (region + 1); }
+
+// Region `r`'s step `step`: gradients of a few rows and of both dense blocks, pushed (applied at
+// once, with the tables' optimizers).
+void Step(ps::PsClient& client, int r, int64_t step) {
+  std::mt19937_64 rng(r * 1000 + step);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 12; ++i) keys.push_back(rng() % 40);
+  std::vector<float> grads(keys.size() * 4);
+  for (float& g : grads) g = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+  ASSERT_TRUE(client.Wait(client.PushSparse(0, keys, grads)).ok());
+  for (int b = 0; b < 2; ++b) {
+    std::vector<float> dense(b == 0 ? 14 * 4 + 4 : 4 + 1);
+    for (float& g : dense) g = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+    ASSERT_TRUE(client.Wait(client.PushDense(worker::kDenseTable, b, dense)).ok());
+  }
+}
+
+uint64_t Digest(ps::InProcessPsClient& servers) {
+  auto d = ps::DigestTables(servers.Tables(0));
+  EXPECT_TRUE(d.ok());
+  return d.ok() ? *d : 0;
+}
+
+// Every parameter's value (not the optimizers' state, each region's own): each sparse row's
+// floats by (table, key), each dense block's by (-1 - table, block).
+using Values = std::map<std::pair<int64_t, uint64_t>, std::vector<float>>;
+Values ValuesOf(ps::InProcessPsClient& servers) {
+  Values out;
+  const ps::CheckpointTables tables = servers.Tables(0);
+  for (const auto& [id, table] : tables.sparse) {
+    EXPECT_TRUE(table
+                    ->ForEachRow([&, id = id](uint64_t key, const ps::RowData& row) {
+                      out[{id, key}] = row.value;
+                      return absl::OkStatus();
+                    })
+                    .ok());
+  }
+  for (const auto& [id, table] : tables.dense) {
+    for (int b = 0; b < table->num_blocks(); ++b) {
+      auto block = table->Read(b);
+      EXPECT_TRUE(block.ok());
+      if (block.ok()) out[{-1 - id, static_cast<uint64_t>(b)}] = block->value;
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<ps::InProcessPsClient> Servers(const config::ModelSpec& spec) {
+  auto servers = std::make_unique<ps::InProcessPsClient>(1);
+  EXPECT_TRUE(worker::CreateModelTables(spec, servers.get(), worker::ModelOptions()).ok());
+  return servers;
+}
+
+// The emulation's loop (worker/region_trainer.cc): every region's step s in turn, a region whose
+// steps are done training nothing; a window after every K-th step, applied `delay` windows
+// later; the flush.
+std::vector<uint64_t> Emulated(const config::ModelSpec& spec, int64_t k, int delay, float threshold) {
+  std::vector<std::unique_ptr<ps::InProcessPsClient>> servers;
+  std::vector<ps::PsClient*> clients;
+  for (int r = 0; r < kRegions; ++r) {
+    servers.push_back(Servers(spec));
+    EXPECT_TRUE(servers.back()->TrackDeltas().ok());
+    clients.push_back(servers.back().get());
+  }
+  const worker::DeltaTables tables = worker::DeltaTablesOf(*servers[0]);
+  const worker::DeltaTables of_spec = worker::ModelDeltaTables(spec);
+  EXPECT_EQ(of_spec.sparse, tables.sparse);
+  EXPECT_EQ(of_spec.dense, tables.dense);
+  std::optional<worker::DeltaWindow> in_flight;
+  std::vector<int64_t> window(kRegions, 0), run(kRegions, 0);
+  const auto apply = [&] {
+    if (!in_flight) return false;
+    EXPECT_TRUE(worker::ApplyDeltaWindow(clients, *in_flight, cost::SyncTopology::kPeerToPeer, 0,
+                                         nullptr)
+                    .ok());
+    const bool sent = !in_flight->sparse.empty() || !in_flight->dense.empty();
+    in_flight.reset();
+    return sent;
+  };
+  const auto take = [&](const std::vector<int64_t>& samples, float t) {
+    auto w = worker::TakeDeltaWindow(clients, tables, samples, t);
+    EXPECT_TRUE(w.ok()) << w.status();
+    in_flight = *std::move(w);
+  };
+  const int64_t longest = *std::max_element(kSteps, kSteps + kRegions);
+  for (int64_t s = 0; s < longest; ++s) {
+    for (int r = 0; r < kRegions; ++r) {
+      if (s >= kSteps[r]) continue;
+      Step(*servers[r], r, s);
+      window[r] += Samples(r);
+      run[r] += Samples(r);
+    }
+    if ((s + 1) % k == 0) {
+      apply();
+      take(window, threshold);
+      window.assign(kRegions, 0);
+      if (delay == 0) apply();
+    }
+  }
+  apply();
+  for (int flush = 0; flush < 9; ++flush) {
+    take(run, 0);
+    if (!apply()) break;
+  }
+  std::vector<uint64_t> digests;
+  for (auto& s : servers) digests.push_back(Digest(*s));
+  return digests;
+}
+
+struct GeoCase {
+  int64_t k;
+  int delay;
+  float threshold;
+};
+
+class RegionWindowsTest : public ::testing::TestWithParam<GeoCase> {};
+
+TEST_P(RegionWindowsTest, RegionsThroughTheirGatewaysAreTheEmulation) {
+  const GeoCase c = GetParam();
+  const config::ModelSpec spec = Spec();
+  const std::vector<uint64_t> emulated = Emulated(spec, c.k, c.delay, c.threshold);
+  const std::vector<int> ports = Ports(kRegions);
+  std::vector<std::unique_ptr<RegionGateway>> gateways;
+  std::vector<std::unique_ptr<ps::InProcessPsClient>> servers;
+  for (int r = 0; r < kRegions; ++r) {
+    RegionGatewayOptions o = Options(kRegions, r, ports);
+    o.part_bytes = 256;  // many parts a window
+    auto g = RegionGateway::Start(o);
+    ASSERT_TRUE(g.ok()) << g.status();
+    gateways.push_back(*std::move(g));
+    servers.push_back(Servers(spec));
+  }
+  std::vector<absl::Status> status(kRegions);
+  std::vector<int64_t> windows(kRegions);
+  std::vector<std::vector<worker::RegionTraffic>> traffic(kRegions);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRegions; ++r) {
+    threads.emplace_back([&, r] {
+      RegionWindowsOptions o;
+      o.self = r;
+      o.regions = kRegions;
+      o.sync_steps = c.k;
+      o.delay = c.delay;
+      o.threshold = c.threshold;
+      o.timeout = absl::Seconds(30);
+      RegionWindows geo(o, *gateways[r]);
+      status[r] = geo.Begin(servers[r].get(), worker::ModelDeltaTables(spec), kSteps[r]);
+      for (int64_t s = 0; status[r].ok() && s < kSteps[r]; ++s) {
+        Step(*servers[r], r, s);
+        status[r] = geo.AfterStep(s, Samples(r));
+      }
+      if (status[r].ok()) status[r] = geo.Finish();
+      EXPECT_EQ(geo.longest(), 7);
+      windows[r] = geo.windows();
+      traffic[r] = geo.traffic();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < kRegions; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "region " << r << ": " << status[r];
+    EXPECT_EQ(Digest(*servers[r]), emulated[r]) << "region " << r;
+    EXPECT_TRUE(ValuesOf(*servers[r]) == ValuesOf(*servers[0]));  // the flush: the same values
+    EXPECT_EQ(windows[r], windows[0]);
+    ASSERT_EQ(traffic[r].size(), traffic[0].size());
+    for (size_t i = 0; i < traffic[r].size(); ++i) EXPECT_EQ(traffic[r][i].bytes, traffic[0][i].bytes);
+  }
+  EXPECT_GE(windows[0], 7 / c.k);
+  EXPECT_EQ(traffic[0].size(), static_cast<size_t>(kRegions * (kRegions - 1)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Windows, RegionWindowsTest,
+                         ::testing::Values(GeoCase{1, 0, 0}, GeoCase{2, 1, 0.01f},
+                                           GeoCase{3, 0, 0.5f}, GeoCase{10, 1, 0}));
+
+TEST(RegionWindowsTest, ARegionNeverHeardFromIsAnErrorNamingIt) {
+  const std::vector<int> ports = Ports(2);
+  auto g = RegionGateway::Start(Options(2, 0, ports));
+  ASSERT_TRUE(g.ok());
+  const config::ModelSpec spec = Spec();
+  auto servers = Servers(spec);
+  RegionWindowsOptions o;
+  o.self = 0;
+  o.regions = 2;
+  o.timeout = absl::Milliseconds(500);
+  RegionWindows geo(o, **g);
+  const absl::Status s = geo.Begin(servers.get(), worker::ModelDeltaTables(spec), 4);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("region-1"));
+  // Two regions whose settings differ: both refuse at the hello, naming the other.
+  {
+    auto other = RegionGateway::Start(Options(2, 1, ports));
+    ASSERT_TRUE(other.ok());
+    auto servers1 = Servers(spec);
+    RegionWindowsOptions o1 = o;
+    o1.self = 1;
+    o1.sync_steps = 10;
+    o1.names = {"us", "eu"};
+    o.timeout = o1.timeout = absl::Seconds(20);
+    o.names = o1.names;
+    absl::Status s1;
+    std::thread t([&] {
+      RegionWindows geo1(o1, **other);
+      s1 = geo1.Begin(servers1.get(), worker::ModelDeltaTables(spec), 4);
+    });
+    RegionWindows geo0(o, **g);
+    const absl::Status s0 = geo0.Begin(servers.get(), worker::ModelDeltaTables(spec), 4);
+    t.join();
+    EXPECT_EQ(s0.code(), absl::StatusCode::kFailedPrecondition) << s0;
+    EXPECT_THAT(s0.message(), ::testing::HasSubstr("region 'eu' takes a window every 10 steps"));
+    EXPECT_EQ(s1.code(), absl::StatusCode::kFailedPrecondition) << s1;
+  }
+  o.delay = 2;
+  RegionWindows bad(o, **g);
+  EXPECT_EQ(bad.Begin(servers.get(), worker::ModelDeltaTables(spec), 4).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace heterps::launcher::rpc
