@@ -11,7 +11,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "heterps/base/env.h"
@@ -27,9 +26,7 @@
 #include "heterps/launcher/planning.h"
 #include "heterps/launcher/replanner.h"
 #include "heterps/launcher/role_launcher.h"
-#include "heterps/launcher/region_windows.h"
 #include "heterps/launcher/rpc/coordinator.h"
-#include "heterps/launcher/rpc/region_gateway.h"
 #include "heterps/rpc/quiet_logs.h"
 #include "heterps/sched/run_plan.h"
 #include "tools/cli_common.h"
@@ -37,6 +34,7 @@
 #include "tools/job_report.h"
 #include "tools/metrics_http.h"
 #include "tools/plan_here.h"
+#include "tools/region_job.h"
 #include "tools/stop_signals.h"
 #include "tools/table.h"
 #include "tools/train_common.h"
@@ -300,56 +298,13 @@ std::unique_ptr<launcher::Replanner> NewReplanner(
   return launcher::NewElasticReplanner(std::move(o));
 }
 
-// --region and --region-gateways as the gateway's options: every region's name and address, in
-// the list's order, and this region's place in it.
-absl::StatusOr<launcher::rpc::RegionGatewayOptions> GatewaysFrom(const TrainFlags& flags) {
-  launcher::rpc::RegionGatewayOptions o;
-  for (const std::string& item : flags.region_gateways) {
-    const size_t eq = item.find('=');
-    const size_t colon = item.rfind(':');
-    if (eq == std::string::npos || eq == 0 || colon == std::string::npos || colon < eq ||
-        item.back() == ':') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--region-gateways: '", item, "' is not REGION=HOST:PORT (for example eu=10.1.0.5:7100)"));
-    }
-    const std::string name = item.substr(0, eq);
-    if (std::find(o.names.begin(), o.names.end(), name) != o.names.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--region-gateways: region '", name, "' named twice"));
-    }
-    o.names.push_back(name);
-    o.addresses.push_back(item.substr(eq + 1));
-  }
-  if (o.names.size() < 2) {
-    return absl::InvalidArgumentError("--region-gateways: name two regions or more");
-  }
-  const auto self = std::find(o.names.begin(), o.names.end(), flags.region);
-  if (self == o.names.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("--region: '", flags.region,
-                                                   "' is none of --region-gateways' regions (",
-                                                   absl::StrJoin(o.names, ", "), ")"));
-  }
-  o.self = static_cast<int>(self - o.names.begin());
-  return o;
-}
-
 }  // namespace
 
 int RunDistributedTrain(const TrainFlags& given, const LaunchSettings& launch) {
   TrainFlags flags = given;
-  std::optional<launcher::rpc::RegionGatewayOptions> gateway_options;
-  if (!flags.region.empty()) {
-    if (flags.job.mode != worker::Consistency::kSync) {
-      return Fail(absl::InvalidArgumentError(
-          "--region: a job across regions trains synchronously (--mode sync)"));
-    }
-    absl::StatusOr<launcher::rpc::RegionGatewayOptions> o = GatewaysFrom(flags);
-    if (!o.ok()) return Fail(o.status());
-    gateway_options = *std::move(o);
-    // The windows carry what the servers hold: the dense parameters live there too.
-    flags.job.dense_on_servers = true;
-    flags.job.max_restarts = 0;
-  }
+  absl::StatusOr<std::unique_ptr<RegionJob>> prepared = RegionJob::Prepare(&flags);
+  if (!prepared.ok()) return Fail(prepared.status());
+  const std::unique_ptr<RegionJob> region = *std::move(prepared);  // null: one region
   // The first SIGTERM or SIGINT stops the job at its next step with a checkpoint (before the job
   // starts, it ends when the job would start); a second one ends the process at once (the roles
   // with it), saying so in status.json. Blocked here, before any thread starts (profiling's and
@@ -487,37 +442,14 @@ int RunDistributedTrain(const TrainFlags& given, const LaunchSettings& launch) {
       NewReplanner(flags, as_specified, *planned, *recipe, *job, *job_dir, policy, progress),
       &report, *cluster);
   options.replanner = replanner.get();
-  // Across regions: this region's gateway, listening before the job starts (the others' first
-  // messages wait for it), and its windows; the plan stays the one it started on.
-  std::unique_ptr<launcher::rpc::RegionGateway> gateway;
-  std::unique_ptr<launcher::RegionWindows> windows;
-  if (gateway_options) {
-    if (!flags.region_token_file.empty()) {
-      absl::StatusOr<std::string> token = ReadSecret(flags.region_token_file, "--region-token-file");
-      if (!token.ok()) return Fail(token.status());
-      gateway_options->token = *token;
-    }
-    absl::StatusOr<std::unique_ptr<launcher::rpc::RegionGateway>> started =
-        launcher::rpc::RegionGateway::Start(*gateway_options);
-    if (!started.ok()) return Fail(started.status());
-    gateway = *std::move(started);
-    launcher::RegionWindowsOptions w;
-    w.self = gateway_options->self;
-    w.regions = static_cast<int>(gateway_options->names.size());
-    w.names = gateway_options->names;
-    w.sync_steps = flags.sync_steps;
-    w.delay = flags.sync_delay;
-    w.threshold = static_cast<float>(flags.sync_threshold);
-    w.timeout = absl::Seconds(flags.sync_timeout);
-    windows = std::make_unique<launcher::RegionWindows>(w, *gateway);
-    options.regions = windows.get();
+  if (region != nullptr) {  // listening before the job starts; the plan stays the first
+    if (absl::Status started = region->Start(); !started.ok()) return Fail(started);
+    options.regions = region->windows();
     options.replanner = nullptr;
   }
   absl::StatusOr<launcher::JobResult> result = launcher::rpc::RunJob(*job, options);
   progress.Clear();
-  if (gateway != nullptr && !result.ok()) {
-    gateway->Abandon(absl::StrCat("its job failed: ", result.status().message()));
-  }
+  if (region != nullptr && !result.ok()) region->Failed(result.status());
   if (!result.ok() && signals.received() != 0 && absl::IsCancelled(result.status())) {
     std::fprintf(stderr, "heterps: %s (job directory %s)\n",
                  std::string(result.status().message()).c_str(), job_dir->c_str());
@@ -539,28 +471,7 @@ int RunDistributedTrain(const TrainFlags& given, const LaunchSettings& launch) {
   }
   std::string summary = Summary(result->job, *result, *data, *job_dir);
   nlohmann::ordered_json metrics_json = MetricsJson(result->job, *result, *data);
-  if (windows != nullptr) {
-    RegionFigures regions;
-    regions.names = gateway_options->names;
-    regions.where = absl::StrCat("this job: ", flags.region, ", its gateway ", gateway->address());
-    regions.windows = windows->windows();
-    regions.sync_steps = flags.sync_steps;
-    regions.steps = windows->longest();
-    regions.threshold = flags.sync_threshold;
-    regions.delay = flags.sync_delay;
-    regions.traffic = windows->traffic();
-    summary += RegionsSummary(regions);
-    nlohmann::ordered_json sent = nlohmann::ordered_json::object();
-    for (size_t r = 0; r < regions.names.size(); ++r) {
-      if (static_cast<int>(r) != gateway_options->self) {
-        sent[regions.names[r]] = gateway->sent_bytes(static_cast<int>(r));
-      }
-    }
-    metrics_json["regions"] = RegionsJson(regions, {});
-    metrics_json["regions"]["region"] = flags.region;
-    metrics_json["regions"]["gateway_bytes_sent"] = sent;
-    metrics_json["regions"]["gateway_bytes_received"] = gateway->received_bytes();
-  }
+  if (region != nullptr) region->Report(&summary, &metrics_json);
   std::printf("%s", summary.c_str());
   if (absl::Status s = report.Finish(metrics_json, "done"); s.ok()) {
     std::printf("report: %s\n", report.path().c_str());

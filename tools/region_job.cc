@@ -1,0 +1,103 @@
+#include "tools/region_job.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tools/cli_common.h"
+#include "tools/train_common.h"
+
+namespace heterps::tools {
+
+absl::StatusOr<std::unique_ptr<RegionJob>> RegionJob::Prepare(TrainFlags* flags) {
+  if (flags->region.empty()) return nullptr;
+  if (flags->job.mode != worker::Consistency::kSync) {
+    return absl::InvalidArgumentError(
+        "--region: a job across regions trains synchronously (--mode sync)");
+  }
+  launcher::rpc::RegionGatewayOptions o;
+  for (const std::string& item : flags->region_gateways) {
+    const size_t eq = item.find('=');
+    const size_t colon = item.rfind(':');
+    if (eq == std::string::npos || eq == 0 || colon == std::string::npos || colon < eq ||
+        item.back() == ':') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--region-gateways: '", item, "' is not REGION=HOST:PORT (for example eu=10.1.0.5:7100)"));
+    }
+    const std::string name = item.substr(0, eq);
+    if (std::find(o.names.begin(), o.names.end(), name) != o.names.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--region-gateways: region '", name, "' named twice"));
+    }
+    o.names.push_back(name);
+    o.addresses.push_back(item.substr(eq + 1));
+  }
+  if (o.names.size() < 2) {
+    return absl::InvalidArgumentError("--region-gateways: name two regions or more");
+  }
+  const auto self = std::find(o.names.begin(), o.names.end(), flags->region);
+  if (self == o.names.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("--region: '", flags->region,
+                                                   "' is none of --region-gateways' regions (",
+                                                   absl::StrJoin(o.names, ", "), ")"));
+  }
+  o.self = static_cast<int>(self - o.names.begin());
+  flags->job.dense_on_servers = true;
+  flags->job.max_restarts = 0;
+  std::unique_ptr<RegionJob> job(new RegionJob(*flags));
+  job->gateway_options_ = std::move(o);
+  return job;
+}
+
+absl::Status RegionJob::Start() {
+  if (!flags_.region_token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadSecret(flags_.region_token_file, "--region-token-file");
+    if (!token.ok()) return token.status();
+    gateway_options_.token = *token;
+  }
+  absl::StatusOr<std::unique_ptr<launcher::rpc::RegionGateway>> started =
+      launcher::rpc::RegionGateway::Start(gateway_options_);
+  if (!started.ok()) return started.status();
+  gateway_ = *std::move(started);
+  launcher::RegionWindowsOptions w;
+  w.self = gateway_options_.self;
+  w.regions = static_cast<int>(gateway_options_.names.size());
+  w.names = gateway_options_.names;
+  w.sync_steps = flags_.sync_steps;
+  w.delay = flags_.sync_delay;
+  w.threshold = static_cast<float>(flags_.sync_threshold);
+  w.timeout = absl::Seconds(flags_.sync_timeout);
+  windows_ = std::make_unique<launcher::RegionWindows>(w, *gateway_);
+  return absl::OkStatus();
+}
+
+void RegionJob::Failed(const absl::Status& status) {
+  if (gateway_ != nullptr) gateway_->Abandon(absl::StrCat("its job failed: ", status.message()));
+}
+
+void RegionJob::Report(std::string* summary, nlohmann::ordered_json* metrics) const {
+  if (windows_ == nullptr) return;
+  RegionFigures regions;
+  regions.names = gateway_options_.names;
+  regions.where = absl::StrCat("this job: ", flags_.region, ", its gateway ", gateway_->address());
+  regions.windows = windows_->windows();
+  regions.sync_steps = flags_.sync_steps;
+  regions.steps = windows_->longest();
+  regions.threshold = flags_.sync_threshold;
+  regions.delay = flags_.sync_delay;
+  regions.traffic = windows_->traffic();
+  *summary += RegionsSummary(regions);
+  nlohmann::ordered_json sent = nlohmann::ordered_json::object();
+  for (size_t r = 0; r < regions.names.size(); ++r) {
+    if (static_cast<int>(r) != gateway_options_.self) {
+      sent[regions.names[r]] = gateway_->sent_bytes(static_cast<int>(r));
+    }
+  }
+  nlohmann::ordered_json json = RegionsJson(regions, {});
+  json["region"] = flags_.region;
+  json["gateway_bytes_sent"] = sent;
+  json["gateway_bytes_received"] = gateway_->received_bytes();
+  (*metrics)["regions"] = json;
+}
+
+}  // namespace heterps::tools
