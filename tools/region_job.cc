@@ -72,7 +72,9 @@ absl::Status RegionJob::Start() {
 }
 
 void RegionJob::Failed(const absl::Status& status) {
-  if (gateway_ != nullptr) gateway_->Abandon(absl::StrCat("its job failed: ", status.message()));
+  if (gateway_ == nullptr) return;
+  gateway_->Abandon(absl::StrCat("its job failed: ", status.message()));
+  gateway_->Close();  // a window in flight ends now, not at its deadline
 }
 
 void RegionJob::Report(std::string* summary, nlohmann::ordered_json* metrics) const {

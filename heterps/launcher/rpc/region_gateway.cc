@@ -127,13 +127,20 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
     std::map<int, wire::WindowPart> parts;
     {
       absl::MutexLock lock(&mu_);
-      const auto complete = [&] {
+      const auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         const auto it = box_.find({from, window});
         return it != box_.end() &&
                static_cast<int>(it->second.size()) == it->second.begin()->second.parts();
       };
-      const auto heard = [&] { return complete() || ended_.count(from) > 0; };
+      const auto heard = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return complete() || ended_.count(from) > 0 || closed_;
+      };
       const bool in_time = mu_.AwaitWithDeadline(absl::Condition(&heard), deadline);
+      if (!complete() && closed_) {
+        return absl::CancelledError(absl::StrCat("region gateway of '", o_.names[o_.self],
+                                                 "': closed while waiting for region '",
+                                                 o_.names[from], "''s window ", window));
+      }
       if (!complete() && ended_.count(from) > 0) {
         return absl::AbortedError(absl::StrCat("region '", o_.names[from], "' (",
                                                o_.addresses[from], ") ended before its window ",
@@ -150,6 +157,15 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
       consumed_[from] = std::max(consumed_[from], window);
     }
     return Assemble(from, parts);
+  }
+
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  bool closed() const {
+    absl::MutexLock lock(&mu_);
+    return closed_;
   }
 
   int64_t received() const {
@@ -222,6 +238,7 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
   std::map<std::pair<int, int64_t>, std::map<int, wire::WindowPart>> box_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> consumed_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::string> ended_ ABSL_GUARDED_BY(mu_);  // region -> why
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -302,7 +319,9 @@ absl::Status RegionGateway::Send(int to, const RegionMessage& message, absl::Tim
       peer.sent += static_cast<int64_t>(part.ByteSizeLong());
       const absl::Status status = hr::FromGrpc(peer.stub->Post(&ctx, part, &reply), what);
       if (status.ok()) break;
-      if (!Retryable(status.code()) || absl::Now() + backoff >= deadline) return status;
+      if (!Retryable(status.code()) || absl::Now() + backoff >= deadline || service_->closed()) {
+        return status;
+      }
       absl::SleepFor(backoff);
       backoff = std::min(absl::Seconds(1), backoff * 2);
     }
@@ -331,6 +350,8 @@ void RegionGateway::Abandon(const std::string& why) {
     peers_[to]->stub->Post(&ctx, part, &reply);  // best effort: the peer may be gone too
   }
 }
+
+void RegionGateway::Close() { service_->Close(); }
 
 int64_t RegionGateway::sent_bytes(int to) const { return peers_[to]->sent.load(); }
 int64_t RegionGateway::received_bytes() const { return service_->received(); }

@@ -53,6 +53,9 @@ class RegionGateway final : public RegionMailbox {
   // Tells every other region that this region's job has ended (`why`), so that they fail at once
   // rather than wait for its windows to their deadline: one try each, within 5 s.
   void Abandon(const std::string& why);
+  // Ends every Receive waiting now or later (Cancelled) and every Send's retries: for a region
+  // whose job has ended, so that a window in flight does not hold it to the window's deadline.
+  void Close();
 
   // The bytes of the messages this gateway sent region `to` (every try counted), and took.
   int64_t sent_bytes(int to) const;

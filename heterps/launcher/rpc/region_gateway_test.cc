@@ -172,6 +172,24 @@ TEST(RegionGatewayTest, ARegionThatEndsEarlyIsNamedAtOnce) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
+TEST(RegionGatewayTest, ClosingEndsAWaitAtOnce) {
+  const std::vector<int> ports = Ports(2);
+  auto a = RegionGateway::Start(Options(2, 0, ports));
+  ASSERT_TRUE(a.ok());
+  std::thread closes([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    (*a)->Close();
+  });
+  const absl::Time start = absl::Now();
+  const absl::StatusOr<RegionMessage> got = (*a)->Receive(1, 2, absl::Now() + absl::Seconds(60));
+  closes.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled) << got.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  // A send to a region that is not there gives up at once once closed.
+  EXPECT_FALSE((*a)->Send(1, Message(0, 2, 3), absl::Now() + absl::Seconds(60)).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
 TEST(RegionGatewayTest, AWrongTokenIsRefusedAtOnce) {
   const std::vector<int> ports = Ports(2);
   RegionGatewayOptions o0 = Options(2, 0, ports), o1 = Options(2, 1, ports);
