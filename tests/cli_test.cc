@@ -726,7 +726,7 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   EXPECT_THAT(r.err, HasSubstr("--region-data: name two regions or more"));
   r = RunCli("train --single-process --sync-steps 10");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("need --data-shares or --region-data"));
+  EXPECT_THAT(r.err, HasSubstr("need --data-shares, --region-data or --region"));
 
   // Bad input: one line, exit code 2.
   for (const char* mode : {"--single-process ", ""}) {
