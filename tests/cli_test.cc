@@ -520,6 +520,45 @@ TEST(CliTest, GenDataWritesDataAndTheTeacherSidecar) {
   EXPECT_THAT(r.err, HasSubstr("heterps: error: /nonexistent/dir/x.tsv: cannot create"));
 }
 
+// `heterps certs`: a CA and a gateway certificate per region that chain to it, the keys this
+// user's alone; nothing overwritten; one more region signed by the same CA later.
+TEST(CliTest, CertsMakesARunsCaAndACertificatePerRegion) {
+  const std::string dir = TempPath("certs");
+  std::filesystem::remove_all(dir);
+  Result r = RunCli("certs --regions us-east-1,eu-west-1 --days 7 --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("heterps-regions-ca (the run's CA)"));
+  EXPECT_THAT(r.out, HasSubstr("gateway.eu-west-1.heterps          " + dir + "/eu-west-1.pem"));
+  for (const std::string region : {"us-east-1", "eu-west-1"}) {
+    const std::string verify = "openssl verify -CAfile " + dir + "/ca.pem " + dir + "/" + region +
+                               ".pem >/dev/null 2>&1";
+    EXPECT_EQ(std::system(verify.c_str()), 0) << region;
+    const auto perms = std::filesystem::status(dir + "/" + region + "-key.pem").permissions();
+    EXPECT_EQ(perms & std::filesystem::perms::all, std::filesystem::perms::owner_read |
+                                                       std::filesystem::perms::owner_write);
+  }
+  const std::string ca = Slurp(dir + "/ca.pem");
+  r = RunCli("certs --regions us-east-1 --out " + dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "heterps: error: " + dir + "/ca.pem exists: heterps certs overwrites no "
+                   "certificate or key\n");
+  EXPECT_EQ(Slurp(dir + "/ca.pem"), ca);
+  r = RunCli("certs --regions ap-south-1 --out " + dir + " --ca " + dir + "/ca.pem --ca-key " +
+             dir + "/ca-key.pem");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::system(("openssl verify -CAfile " + dir + "/ca.pem " + dir +
+                         "/ap-south-1.pem >/dev/null 2>&1")
+                            .c_str()),
+            0);
+  r = RunCli("certs --regions sa --out " + dir + " --ca " + dir + "/us-east-1.pem --ca-key " +
+             dir + "/us-east-1-key.pem");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("the CA's certificate is not a CA's"));
+  r = RunCli("certs --regions 'a b' --out " + dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'a b' is not a region's name"));
+}
+
 // The binary form: `heterps convert` writes it, and every run on it is the run on the text it came
 // from (the same losses and parameters), with nothing parsed.
 TEST(CliTest, ConvertedDataTrainsAsTheTextItCameFrom) {

@@ -113,11 +113,13 @@ void ExpectAllEndWithin(const std::string& job_dir, absl::Duration limit) {
   }
 }
 
-Background::Background(const std::vector<std::string>& args, const std::string& dir) : dir_(dir) {
-  auto child =
-      base::Subprocess::Start({"/bin/sh", "-c",
-                               absl::StrCat("exec ", kBinary, " ", absl::StrJoin(args, " "), " >",
-                                            dir, "/out 2>", dir, "/err")});
+Background::Background(const std::vector<std::string>& args, const std::string& dir,
+                       const std::vector<std::string>& prefix)
+    : dir_(dir) {
+  auto child = base::Subprocess::Start(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec ", absl::StrJoin(prefix, " "), prefix.empty() ? "" : " ", kBinary, " ",
+                    absl::StrJoin(args, " "), " >", dir, "/out 2>", dir, "/err")});
   EXPECT_TRUE(child.ok()) << child.status();
   if (child.ok()) child_ = std::move(*child);
 }

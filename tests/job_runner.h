@@ -39,7 +39,9 @@ void ExpectAllEndWithin(const std::string& job_dir, absl::Duration limit);
 // A heterps command running in the background, its stdout and stderr in <dir>/out and <dir>/err.
 class Background {
  public:
-  Background(const std::vector<std::string>& args, const std::string& dir);
+  // `prefix`: a command that runs heterps (`ip netns exec NS`: RegionNet::Exec).
+  Background(const std::vector<std::string>& args, const std::string& dir,
+             const std::vector<std::string>& prefix = {});
   // Polls `done` every 20 ms until it holds (true) or `limit` passes or the command ends (false).
   bool WaitFor(const std::function<bool()>& done, absl::Duration limit = absl::Seconds(60));
   // Its exit code (-1 if it is still running after `limit`).

@@ -56,6 +56,7 @@ struct Pipe {
   int src = -1, dst = -1;
   Clock::duration latency{};
   std::atomic<uint64_t>* bytes = nullptr;
+  const std::atomic<bool>* cut = nullptr;  // while true, nothing is sent
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::pair<Clock::time_point, std::string>> queue;  // empty data: the end
@@ -84,6 +85,10 @@ struct Pipe {
         const Clock::time_point due = queue.front().first;
         if (Clock::now() < due) {
           cv.wait_until(lock, due);
+          continue;
+        }
+        if (cut->load()) {
+          cv.wait_for(lock, std::chrono::milliseconds(10));
           continue;
         }
         std::string data = std::move(queue.front().second);
@@ -120,6 +125,8 @@ absl::StatusOr<std::unique_ptr<RegionNet>> RegionNet::Create(std::vector<std::st
   net->regions_ = std::move(regions);
   net->links_.resize(n * n);
   net->bytes_ = std::make_unique<std::atomic<uint64_t>[]>(n * n);
+  net->cut_ = std::make_unique<std::atomic<bool>[]>(n * n);
+  for (size_t i = 0; i < n * n; ++i) net->cut_[i] = false;
   std::vector<bool> given(n * n);
   for (const RegionNetLink& link : links) {
     const int a = net->Index(link.from), b = net->Index(link.to);
@@ -303,6 +310,7 @@ void RegionNet::Accept(int listener, int from, int to, int to_port) {
       p.latency = std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(Link(a, b).latency_seconds));
       p.bytes = &bytes_[static_cast<size_t>(a) * n + b];
+      p.cut = &cut_[static_cast<size_t>(a) * n + b];
     };
     setup(c->up, client, *upstream, from, to);
     setup(c->down, *upstream, client, to, from);
@@ -337,6 +345,11 @@ uint64_t RegionNet::RelayedBytes(const std::string& from, const std::string& to)
   const int a = Index(from), b = Index(to);
   if (a < 0 || b < 0) return 0;
   return bytes_[static_cast<size_t>(a) * regions_.size() + b].load();
+}
+
+void RegionNet::Cut(const std::string& from, const std::string& to, bool cut) {
+  const int a = Index(from), b = Index(to);
+  if (a >= 0 && b >= 0) cut_[static_cast<size_t>(a) * regions_.size() + b] = cut;
 }
 
 }  // namespace heterps::testing

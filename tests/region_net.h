@@ -16,8 +16,8 @@
 // Namespaces are named after this process (hps<pid>-<region index>) and deleted by the
 // destructor, which also stops the relays.
 //
-// Thread safety: Create, Relay and the destructor from one thread; Socket and RelayedBytes from
-// any.
+// Thread safety: Create, Relay and the destructor from one thread; Socket, RelayedBytes and Cut
+// from any.
 #pragma once
 
 #include <atomic>
@@ -66,6 +66,10 @@ class RegionNet {
   absl::StatusOr<int> Relay(const std::string& from, const std::string& to, int to_port);
   // Bytes the relays have carried from `from` to `to` so far.
   uint64_t RelayedBytes(const std::string& from, const std::string& to) const;
+  // Cuts the link from `from` to `to` (`cut`), or mends it: while cut, the relays hold what they
+  // read in that direction (connections stay open, as over a WAN that drops every packet for a
+  // while), and release it all when mended.
+  void Cut(const std::string& from, const std::string& to, bool cut);
 
  private:
   struct Connection;
@@ -79,6 +83,7 @@ class RegionNet {
   std::vector<std::string> regions_, namespaces_;
   std::vector<RegionNetLink> links_;                // [from * R + to]
   std::unique_ptr<std::atomic<uint64_t>[]> bytes_;  // [from * R + to]
+  std::unique_ptr<std::atomic<bool>[]> cut_;        // [from * R + to]
   std::atomic<bool> stopping_{false};
   std::vector<int> listeners_;
   std::vector<std::thread> acceptors_;

@@ -567,7 +567,8 @@ TEST_F(RuntimeTest, ACallWithoutTheTokenIsRefused) {
 // Across regions (docs/regions.md, "GEO across processes"): two regions, each a job of its own
 // on data of its own (a two-stage plan of 2 + 1 replicas and 2 shards; a one-stage plan and 1
 // shard), exchanging windows every 4 steps (threshold 1%, delay 1) through their coordinators'
-// gateways, are the run emulated in one process with the same files: every step's loss (the
+// gateways (mutual TLS, `heterps certs`), are the run emulated in one process with the same
+// files: every step's loss (the
 // emulation's is the regions' mean weighted by their samples), the windows and each link's
 // bytes; the first region's parameters equal the emulation's first region's to the bit (no
 // held-out lines: an evaluation's pulls would create other rows in each).
@@ -600,6 +601,17 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
   }
   const std::string gateways = absl::StrCat("a=127.0.0.1:", testing::FreePort(),
                                             ",b=127.0.0.1:", testing::FreePort());
+  // Mutual TLS between the gateways, a certificate per region from the run's CA; each job's own
+  // roles under their own job certificate (--tls).
+  const std::string certs = dir + "/certs";
+  r = Heterps({"certs", "--regions", "a,b", "--out", certs}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("gateway.b.heterps"));
+  const auto tls = [&](const std::string& region) {
+    return std::vector<std::string>{"--region-ca",  certs + "/ca.pem",
+                                    "--region-cert", certs + "/" + region + ".pem",
+                                    "--region-key",  certs + "/" + region + "-key.pem"};
+  };
   std::vector<std::unique_ptr<testing::Background>> jobs;
   const std::string names[2] = {"a", "b"}, files[2] = {a, b};
   const std::string job_dirs[2] = {Dir("region_a"), Dir("region_b")};
@@ -613,6 +625,9 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
         "--region-gateways", gateways};
     region.insert(region.begin() + 1, "--data");
     region.insert(region.end(), sync.begin(), sync.end());
+    const std::vector<std::string> mine = tls(names[i]);
+    region.insert(region.end(), mine.begin(), mine.end());
+    region.push_back("--tls");
     jobs.push_back(std::make_unique<testing::Background>(region, job));
   }
   json metrics[2];
@@ -623,6 +638,8 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
     ExpectNoneLeft(job);
     const std::string out = Slurp(job + "/out");
     EXPECT_THAT(out, HasSubstr(absl::StrCat("regions         a, b (this job: ", names[i])));
+    EXPECT_THAT(out, HasSubstr(", mutual TLS)"));
+    EXPECT_EQ(metrics[i]["regions"]["gateway_tls"], true);
   }
   const std::vector<double> all = emulated["losses"];
   const std::vector<double> la = metrics[0]["losses"], lb = metrics[1]["losses"];
@@ -658,7 +675,15 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
            {{"--region", "a", "--region-gateways", "a=x,b=y:1"}, "'a=x' is not REGION=HOST:PORT"},
            {{"--region", "a", "--region-gateways", gateways, "--mode", "async"}, "synchronously"},
            {{"--region", "a", "--region-gateways", gateways, "--sync-hub", "a"}, "--sync-hub"},
-           {{"--region", "a"}, "--region-gateways"}}) {
+           {{"--region", "a"}, "--region-gateways"},
+           {{"--region", "a", "--region-gateways", "a=127.0.0.1:7100,b=10.1.0.5:7100"},
+            "region 'b' is at 10.1.0.5:7100, off this host: the windows between regions need "
+            "--region-ca"},
+           {{"--region", "a", "--region-gateways", gateways, "--region-ca", certs + "/ca.pem"},
+            "--region-cert"},
+           {{"--region", "a", "--region-gateways", gateways, "--region-ca", certs + "/ca.pem",
+             "--region-cert", certs + "/b.pem", "--region-key", certs + "/b-key.pem"},
+            "its certificate names gateway.b.heterps, not gateway.a.heterps"}}) {
     std::vector<std::string> cmd = {"train", "--data", a, "--batch", "154", "--cluster", kCluster,
                                     "--plan", plans[0], "--job-dir", bad};
     cmd.insert(cmd.end(), flags.begin(), flags.end());

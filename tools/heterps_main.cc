@@ -4,6 +4,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/synchronization/mutex.h"
 #include "heterps/base/host.h"
+#include "tools/certs_command.h"
 #include "tools/convert_command.h"
 #include "tools/ctl_command.h"
 #include "tools/gen_data_command.h"
@@ -40,6 +41,8 @@ int main(int argc, char** argv) {
   CLI::App* status = heterps::tools::AddStatusCommand(app, status_flags);
   heterps::tools::CtlFlags ctl_flags;
   CLI::App* ctl = heterps::tools::AddCtlCommand(app, ctl_flags);
+  heterps::tools::CertsFlags certs_flags;
+  CLI::App* certs = heterps::tools::AddCertsCommand(app, certs_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -59,5 +62,6 @@ int main(int argc, char** argv) {
   if (node->parsed()) return heterps::tools::RunNode(node_flags);
   if (status->parsed()) return heterps::tools::RunStatus(status_flags);
   if (ctl->parsed()) return heterps::tools::RunCtl(ctl_flags);
+  if (certs->parsed()) return heterps::tools::RunCerts(certs_flags);
   return 2;
 }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "heterps/base/host.h"
 #include "absl/synchronization/mutex.h"
 #include "heterps/base/file.h"
 #include "heterps/base/status_macros.h"
@@ -55,8 +56,7 @@ bool MetricsHttp::ServeFinal(absl::Duration at_most, const std::atomic<bool>* st
 
 absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const MetricsHttpOptions& options,
                                                                 Render render) {
-  const bool loopback = options.host == "127.0.0.1" || options.host == "::1" ||
-                        options.host == "localhost" || absl::StartsWith(options.host, "127.");
+  const bool loopback = base::IsLoopbackHost(options.host);
   if (!loopback && options.token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "metrics: serving on ", options.host,

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "heterps/base/file.h"
+#include "heterps/base/host.h"
 #include "tools/cli_common.h"
 #include "tools/train_common.h"
 
@@ -42,6 +44,18 @@ absl::StatusOr<std::unique_ptr<RegionJob>> RegionJob::Prepare(TrainFlags* flags)
                                                    absl::StrJoin(o.names, ", "), ")"));
   }
   o.self = static_cast<int>(self - o.names.begin());
+  if (flags->region_ca.empty() && !flags->region_plaintext) {
+    for (size_t r = 0; r < o.addresses.size(); ++r) {
+      const std::string host = o.addresses[r].substr(0, o.addresses[r].rfind(':'));
+      if (!base::IsLoopbackHost(host)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--region-gateways: region '", o.names[r], "' is at ", o.addresses[r],
+            ", off this host: the windows between regions need --region-ca, --region-cert and "
+            "--region-key (mutual TLS; heterps certs makes them), or --region-plaintext to send "
+            "them in the clear"));
+      }
+    }
+  }
   flags->job.dense_on_servers = true;
   flags->job.max_restarts = 0;
   std::unique_ptr<RegionJob> job(new RegionJob(*flags));
@@ -54,6 +68,19 @@ absl::Status RegionJob::Start() {
     absl::StatusOr<std::string> token = ReadSecret(flags_.region_token_file, "--region-token-file");
     if (!token.ok()) return token.status();
     gateway_options_.token = *token;
+  }
+  if (!flags_.region_ca.empty()) {
+    for (const auto& [path, out] :
+         {std::pair<const std::string*, std::string*>{&flags_.region_ca,
+                                                      &gateway_options_.tls_ca_pem},
+          {&flags_.region_cert, &gateway_options_.tls_cert_pem}}) {
+      absl::StatusOr<std::string> text = base::ReadTextFile(*path);
+      if (!text.ok()) return text.status();
+      *out = *std::move(text);
+    }
+    absl::StatusOr<std::string> key = ReadSecret(flags_.region_key, "--region-key");
+    if (!key.ok()) return key.status();
+    gateway_options_.tls_key_pem = *std::move(key);
   }
   absl::StatusOr<std::unique_ptr<launcher::rpc::RegionGateway>> started =
       launcher::rpc::RegionGateway::Start(gateway_options_);
@@ -81,7 +108,9 @@ void RegionJob::Report(std::string* summary, nlohmann::ordered_json* metrics) co
   if (windows_ == nullptr) return;
   RegionFigures regions;
   regions.names = gateway_options_.names;
-  regions.where = absl::StrCat("this job: ", flags_.region, ", its gateway ", gateway_->address());
+  const bool tls = !gateway_options_.tls_ca_pem.empty();
+  regions.where = absl::StrCat("this job: ", flags_.region, ", its gateway ", gateway_->address(),
+                               tls ? ", mutual TLS" : ", plaintext");
   regions.windows = windows_->windows();
   regions.sync_steps = flags_.sync_steps;
   regions.steps = windows_->longest();
@@ -99,6 +128,7 @@ void RegionJob::Report(std::string* summary, nlohmann::ordered_json* metrics) co
   json["region"] = flags_.region;
   json["gateway_bytes_sent"] = sent;
   json["gateway_bytes_received"] = gateway_->received_bytes();
+  json["gateway_tls"] = tls;
   (*metrics)["regions"] = json;
 }
 

@@ -423,6 +423,26 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
                   "with --region: a file holding a secret every region's gateway shares; a "
                   "gateway refuses messages without it (default: none)")
       ->needs(region);
+  CLI::Option* region_ca = cmd->add_option(
+      "--region-ca", flags.region_ca,
+      "with --region: the run's CA (PEM), which every region's gateway certificate chains to: "
+      "mutual TLS between the gateways (heterps certs makes a set)");
+  CLI::Option* region_cert = cmd->add_option(
+      "--region-cert", flags.region_cert,
+      "with --region-ca: this region's gateway certificate (PEM, naming gateway.REGION.heterps)");
+  CLI::Option* region_key =
+      cmd->add_option("--region-key", flags.region_key, "with --region-ca: the key of --region-cert");
+  for (CLI::Option* o : {region_ca, region_cert, region_key}) {
+    o->needs(region);
+    for (CLI::Option* other : {region_ca, region_cert, region_key}) {
+      if (other != o) o->needs(other);
+    }
+  }
+  cmd->add_flag("--region-plaintext", flags.region_plaintext,
+                "with --region: send the windows between gateways in the clear where a gateway "
+                "is not on this host's loopback (default: such a run needs --region-ca)")
+      ->needs(region)
+      ->excludes(region_ca);
   // Across regions a failure ends the job (the other regions went on without it), and the plan
   // stays the one it started on.
   for (const char* name : {"--max-restarts", "--cluster-watch", "--cluster-state"}) {

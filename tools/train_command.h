@@ -82,6 +82,11 @@ struct TrainFlags {
   std::vector<std::string> region_gateways;
   double sync_timeout = 600;
   std::string region_token_file;  // a secret every region's gateway holds; empty: none
+  // Mutual TLS between the gateways (all three or none): the run's CA and this region's
+  // certificate and key (`heterps certs`). Without them the gateways speak plaintext, which
+  // only `region_plaintext` allows where a gateway is not on this host's loopback.
+  std::string region_ca, region_cert, region_key;
+  bool region_plaintext = false;
   // Distributed.
   std::string job_dir;
   double throughput = 0;

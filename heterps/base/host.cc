@@ -5,6 +5,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #if defined(__GLIBC__)
@@ -18,6 +19,10 @@ void KeepFreedBuffers() {
   mallopt(M_MMAP_THRESHOLD, 16 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 #endif
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
 }
 
 std::string HostDescription() {

@@ -4,10 +4,15 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
+
 namespace heterps::base {
 
 // "<CPU model> (<n> hardware threads)", from /proc/cpuinfo; "unknown CPU" where it is missing.
 std::string HostDescription();
+
+// Whether `host` is this host's loopback ("127.x.y.z", "::1", "[::1]", "localhost").
+bool IsLoopbackHost(absl::string_view host);
 
 // This host's physical memory, bytes (0 where the system does not say).
 int64_t PhysicalMemoryBytes();

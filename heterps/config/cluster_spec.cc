@@ -13,6 +13,13 @@
 #include "heterps/config/internal/yaml_reader.h"
 
 namespace heterps::config {
+
+bool IsRegionName(absl::string_view name) {
+  return !name.empty() && name.find_first_not_of(
+                              "abcdefghijklmnopqrstuvwxyz"
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == absl::string_view::npos;
+}
+
 namespace {
 
 using internal::MapReader;
@@ -24,13 +31,6 @@ bool IsDeviceName(absl::string_view name) {
   if (name == "cpu") return true;
   if (!absl::ConsumePrefix(&name, "cuda:") && !absl::ConsumePrefix(&name, "twin:")) return false;
   return !name.empty() && name.find_first_not_of("0123456789") == absl::string_view::npos;
-}
-
-// A region's name: letters, digits, '-', '_' and '.', as cloud providers spell them.
-bool IsRegionName(absl::string_view name) {
-  return !name.empty() && name.find_first_not_of(
-                              "abcdefghijklmnopqrstuvwxyz"
-                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == absl::string_view::npos;
 }
 
 absl::StatusOr<ResourceType> ParseType(const YAML::Node& node, absl::string_view source,

@@ -56,6 +56,9 @@ struct ResourceType {
 // on-demand) is such a pair; a profile's measurements of one are the other's (docs/cost_model.md).
 bool SameHardware(const ResourceType& a, const ResourceType& b);
 
+// A region's name: letters, digits, '-', '_' and '.', as cloud providers spell them.
+bool IsRegionName(absl::string_view name);
+
 // The network from one region to another (YAML: an entry of `links`): what a byte sent from a
 // unit in `from` to a unit in `to` takes and costs. Inside a region the types' own network
 // figures apply, and nothing is charged.

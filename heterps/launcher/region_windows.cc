@@ -74,13 +74,20 @@ absl::StatusOr<std::vector<RegionMessage>> RegionWindows::Exchange(const RegionM
           " dense blocks, this region's ", message.deltas.sparse.size(), " and ",
           message.deltas.dense.size(), ": the regions train different models"));
     }
+    if (all[from].flush != message.flush) {
+      const auto kind = [](bool flush) { return flush ? "of the final flush" : "of a K-th step"; };
+      return absl::FailedPreconditionError(absl::StrCat(
+          Name(from), "'s window ", message.window, " is ", kind(all[from].flush),
+          ", this region's ", kind(message.flush), ": the regions disagree on the windows"));
+    }
   }
   return all;
 }
 
-absl::Status RegionWindows::Take(int64_t samples, float threshold) {
+absl::Status RegionWindows::Take(int64_t samples, float threshold, bool flush) {
   RegionMessage message;
   message.window = next_window_++;
+  message.flush = flush;
   message.from = o_.self;
   message.total_steps = total_;
   HETERPS_ASSIGN_OR_RETURN(message.deltas,
@@ -122,7 +129,7 @@ absl::Status RegionWindows::Boundary() {
   // One window in flight at most: the one before is applied before this one is taken (a later
   // export would send its changes again).
   HETERPS_RETURN_IF_ERROR(Apply().status());
-  HETERPS_RETURN_IF_ERROR(Take(window_samples_, o_.threshold));
+  HETERPS_RETURN_IF_ERROR(Take(window_samples_, o_.threshold, /*flush=*/false));
   window_samples_ = 0;
   if (o_.delay == 0) HETERPS_RETURN_IF_ERROR(Apply().status());
   return absl::OkStatus();
@@ -145,7 +152,7 @@ absl::Status RegionWindows::Finish() {
   // window's rounding goes with the next), each weighted by the regions' samples over the run.
   HETERPS_RETURN_IF_ERROR(Apply().status());
   for (int flush = 0;; ++flush) {
-    HETERPS_RETURN_IF_ERROR(Take(run_samples_, 0));
+    HETERPS_RETURN_IF_ERROR(Take(run_samples_, 0, /*flush=*/true));
     HETERPS_ASSIGN_OR_RETURN(const bool sent, Apply());
     if (!sent) return absl::OkStatus();
     if (flush == 8) {

@@ -50,6 +50,9 @@ namespace heterps::launcher {
 // What one region sends another for a window.
 struct RegionMessage {
   int64_t window = 0;       // 0: the hello; then the windows in order
+  // A window of the final flush (after the last step of the longest run), not of a K-th step:
+  // every region's window of a number must be of the same kind.
+  bool flush = false;
   int from = 0;             // the sender's index among the regions
   int64_t total_steps = 0;  // the hello's: the sender's steps in all
   // The hello's: the sender's windows' settings, which every region's must equal.
@@ -108,8 +111,9 @@ class RegionWindows {
   int64_t longest() const;
 
  private:
-  // The window of the changes since the last: exported now, its exchange started.
-  absl::Status Take(int64_t samples, float threshold);
+  // The window of the changes since the last: exported now, its exchange started. `flush`: a
+  // window of the final flush.
+  absl::Status Take(int64_t samples, float threshold, bool flush);
   // The window in flight, if any, waited for, merged and applied; whether it sent anything.
   absl::StatusOr<bool> Apply();
   // At a window boundary of the longest run.

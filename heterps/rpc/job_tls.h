@@ -20,8 +20,8 @@ struct JobTls {
 
 inline constexpr char kJobTlsName[] = "heterps-job";
 
-// A new P-256 key and a self-signed certificate for kJobTlsName, valid for 30 days from an hour
-// ago. Internal if OpenSSL fails.
+// A new P-256 key and a self-signed CA certificate for kJobTlsName, valid for 30 days from an
+// hour ago (certificates.h, NewCertificate). Internal if OpenSSL fails.
 absl::StatusOr<JobTls> NewJobTls();
 
 }  // namespace heterps::rpc

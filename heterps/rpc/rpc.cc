@@ -1,13 +1,5 @@
 #include "heterps/rpc/rpc.h"
 
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/rand.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
-
 #include <cstdlib>
 #include <memory>
 #include <utility>
@@ -119,69 +111,14 @@ ChannelOptions JobChannel(const JobTls& tls) {
   return options;
 }
 
-namespace {
-
-// The PEM text of what `write` puts into a memory BIO.
-template <typename Write>
-absl::StatusOr<std::string> Pem(Write write) {
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), BIO_free);
-  if (bio == nullptr || write(bio.get()) != 1) return absl::InternalError("OpenSSL: PEM");
-  char* data = nullptr;
-  const long size = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, static_cast<size_t>(size));
-}
-
-}  // namespace
-
-absl::StatusOr<JobTls> NewJobTls() {
-  auto failed = [](absl::string_view what) {
-    return absl::InternalError(absl::StrCat("making the job's TLS certificate: ", what, ": ",
-                                            ERR_error_string(ERR_get_error(), nullptr)));
-  };
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(EVP_EC_gen("P-256"), EVP_PKEY_free);
-  if (key == nullptr) return failed("key");
-  std::unique_ptr<X509, decltype(&X509_free)> cert(X509_new(), X509_free);
-  if (cert == nullptr) return failed("certificate");
-  uint64_t serial = 0;
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&serial), sizeof(serial)) != 1) {
-    return failed("serial number");
+std::vector<std::string> PeerDnsNames(const grpc::ServerContext& ctx) {
+  std::vector<std::string> out;
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth == nullptr) return out;
+  for (const grpc::string_ref& name : auth->FindPropertyValues(GRPC_X509_SAN_PROPERTY_NAME)) {
+    out.emplace_back(name.data(), name.size());
   }
-  X509_set_version(cert.get(), 2);  // v3
-  ASN1_INTEGER_set_uint64(X509_get_serialNumber(cert.get()), serial >> 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 30L * 24 * 3600);
-  X509_set_pubkey(cert.get(), key.get());
-  X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>(kJobTlsName), -1, -1, 0);
-  X509_set_issuer_name(cert.get(), name);
-  // Its own root: a CA certificate for the job's name, which signs nothing else.
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
-  const std::string san = absl::StrCat("DNS:", kJobTlsName);
-  for (const auto& [nid, value] : {std::pair<int, const char*>{NID_subject_alt_name, san.c_str()},
-                                   {NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
-                                   {NID_key_usage, "critical,digitalSignature,keyCertSign"},
-                                   {NID_ext_key_usage, "serverAuth,clientAuth"}}) {
-    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-    if (ext == nullptr) return failed("extension");
-    X509_add_ext(cert.get(), ext, -1);
-    X509_EXTENSION_free(ext);
-  }
-  if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) return failed("signature");
-  JobTls tls;
-  HETERPS_ASSIGN_OR_RETURN(tls.cert_pem,
-                           Pem([&](BIO* bio) { return PEM_write_bio_X509(bio, cert.get()); }));
-  HETERPS_ASSIGN_OR_RETURN(tls.key_pem, Pem([&](BIO* bio) {
-                             return PEM_write_bio_PrivateKey(bio, key.get(), nullptr, nullptr, 0,
-                                                             nullptr, nullptr);
-                           }));
-  return tls;
-}
-
-bool IsLoopbackHost(absl::string_view host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
+  return out;
 }
 
 std::string JoinHostPort(absl::string_view host, int port) {
@@ -214,7 +151,7 @@ absl::StatusOr<Server> StartServer(const Endpoint& endpoint,
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({endpoint.tls_key_pem, endpoint.tls_cert_pem});
     // Mutual TLS: the token alone does not let a client in; its certificate must be the job's.
-    ssl.pem_root_certs = endpoint.tls_cert_pem;
+    ssl.pem_root_certs = endpoint.tls_ca_pem.empty() ? endpoint.tls_cert_pem : endpoint.tls_ca_pem;
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
     credentials = grpc::SslServerCredentials(ssl);
   }

@@ -91,8 +91,10 @@ struct Endpoint {
   std::string host = "127.0.0.1";         // loopback unless told otherwise
   int port = 0;                           // 0: a free port
   // Both or neither. With them, every client must show a certificate that chains to
-  // tls_cert_pem (mutual TLS: a job's certificate is its own CA, job_tls.h).
+  // tls_ca_pem, or where that is empty to tls_cert_pem (mutual TLS: a job's certificate is its
+  // own CA, job_tls.h).
   std::string tls_cert_pem, tls_key_pem;
+  std::string tls_ca_pem;  // with TLS: the roots of the clients' certificates (PEM)
   int max_message_bytes = kMaxMessageBytes;
 };
 
@@ -108,8 +110,9 @@ struct Server {
 absl::StatusOr<Server> StartServer(const Endpoint& endpoint,
                                    const std::vector<grpc::Service*>& services);
 
-// Whether `host` is this host's loopback ("127.x.y.z", "::1", "localhost").
-bool IsLoopbackHost(absl::string_view host);
+// The DNS names of the certificate the caller of `ctx` showed (its subjectAltName's; on a server
+// of mutual TLS, verified against the roots by then), or none where the call is not over TLS.
+std::vector<std::string> PeerDnsNames(const grpc::ServerContext& ctx);
 
 // "host:port", with an IPv6 host in brackets.
 std::string JoinHostPort(absl::string_view host, int port);

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/launcher/rpc/region_gateway.grpc.pb.h"
+#include "heterps/rpc/certificates.h"
 #include "heterps/rpc/rpc.h"
 
 namespace heterps::launcher::rpc {
@@ -37,6 +41,7 @@ std::vector<wire::WindowPart> Cut(const RegionMessage& m, const std::string& nam
   const auto next = [&]() -> wire::WindowPart& {
     wire::WindowPart& p = parts.emplace_back();
     p.set_window(m.window);
+    p.set_flush(m.flush);
     p.set_from(m.from);
     p.set_from_name(name);
     p.set_total_steps(m.total_steps);
@@ -90,13 +95,42 @@ bool Retryable(absl::StatusCode code) {
          code == absl::StatusCode::kResourceExhausted || code == absl::StatusCode::kAborted;
 }
 
+// What a peer would refuse, said before serving rather than as failed handshakes at its end.
+absl::Status CheckTls(const RegionGatewayOptions& o) {
+  const std::string& self = o.names[o.self];
+  const int given = !o.tls_ca_pem.empty() + !o.tls_cert_pem.empty() + !o.tls_key_pem.empty();
+  if (given == 0) return absl::OkStatus();
+  const auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("region gateway of '", self, "': ", what));
+  };
+  if (given != 3) return bad("TLS needs the run's CA, this region's certificate and its key");
+  absl::StatusOr<hr::CertificateInfo> cert = hr::ReadCertificate(o.tls_cert_pem);
+  if (!cert.ok()) return bad(absl::StrCat("its certificate: ", cert.status().message()));
+  const std::string name = RegionGatewayName(self);
+  if (std::find(cert->dns_names.begin(), cert->dns_names.end(), name) == cert->dns_names.end()) {
+    return bad(absl::StrCat("its certificate names ",
+                            cert->dns_names.empty() ? std::string("no DNS name")
+                                                    : absl::StrJoin(cert->dns_names, ", "),
+                            ", not ", name, " (each region's gateway has a certificate of its own: "
+                            "heterps certs)"));
+  }
+  if (absl::Status chain = hr::VerifyCertificate(o.tls_cert_pem, o.tls_ca_pem); !chain.ok()) {
+    return bad(absl::StrCat("its certificate against the run's CA: ", chain.message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string RegionGatewayName(const std::string& region) {
+  return absl::StrCat("gateway.", region, ".heterps");
+}
 
 // The gateway's side: the parts that came, by (region, window), until Receive takes them.
 class RegionGateway::Service final : public wire::RegionGateway::Service {
  public:
   explicit Service(const RegionGatewayOptions& o)
-      : o_(o), auth_(o.token), consumed_(o.names.size(), -1) {}
+      : o_(o), tls_(!o.tls_ca_pem.empty()), auth_(o.token), consumed_(o.names.size(), -1) {}
 
   grpc::Status Post(grpc::ServerContext* ctx, const wire::WindowPart* part,
                     wire::PostReply*) override {
@@ -111,6 +145,21 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
                        part->from(), " '", part->from_name(), "' (window ", part->window(),
                        ", part ", part->part(), " of ", part->parts(),
                        ") does not fit this run's regions"));
+    }
+    if (tls_) {
+      // Each region's gateway shows its own region's certificate, so a region cannot speak for
+      // another.
+      const std::vector<std::string> peer = hr::PeerDnsNames(*ctx);
+      if (std::find(peer.begin(), peer.end(), RegionGatewayName(part->from_name())) == peer.end()) {
+        return grpc::Status(
+            grpc::StatusCode::PERMISSION_DENIED,
+            absl::StrCat("region gateway of '", o_.names[o_.self], "': a part from region '",
+                         part->from_name(), "' came with a certificate for ",
+                         peer.empty() ? std::string("no name") : absl::StrJoin(peer, ", "),
+                         " (a gateway takes windows only from the region its sender's "
+                         "certificate names: ",
+                         RegionGatewayName(part->from_name()), ")"));
+      }
     }
     absl::MutexLock lock(&mu_);
     received_ += static_cast<int64_t>(part->ByteSizeLong());
@@ -183,6 +232,7 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
     };
     RegionMessage m;
     m.window = first.window();
+    m.flush = first.flush();
     m.from = from;
     m.total_steps = first.total_steps();
     m.sync_steps = first.sync_steps();
@@ -195,7 +245,7 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
     std::vector<bool> named(first.tables(), false), blocks(first.blocks(), false);
     for (const auto& [index, p] : parts) {
       if (p.tables() != first.tables() || p.blocks() != first.blocks() ||
-          p.samples() != first.samples()) {
+          p.samples() != first.samples() || p.flush() != first.flush()) {
         return bad(absl::StrCat("part ", index, " disagrees with part 0"));
       }
       for (const wire::WindowRows& r : p.rows()) {
@@ -233,6 +283,7 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
   }
 
   const RegionGatewayOptions& o_;
+  const bool tls_;
   hr::TokenCheck auth_;
   mutable absl::Mutex mu_;
   std::map<std::pair<int, int64_t>, std::map<int, wire::WindowPart>> box_ ABSL_GUARDED_BY(mu_);
@@ -277,6 +328,7 @@ absl::StatusOr<std::unique_ptr<RegionGateway>> RegionGateway::Start(
                                                    options.names[options.self], "': '", self,
                                                    "' is not host:port"));
   }
+  HETERPS_RETURN_IF_ERROR(CheckTls(options));
   std::unique_ptr<RegionGateway> g(new RegionGateway(options));
   g->service_ = std::make_unique<Service>(g->o_);
   hr::Endpoint endpoint;
@@ -285,6 +337,9 @@ absl::StatusOr<std::unique_ptr<RegionGateway>> RegionGateway::Start(
     endpoint.host = endpoint.host.substr(1, endpoint.host.size() - 2);
   }
   endpoint.port = port;
+  endpoint.tls_cert_pem = options.tls_cert_pem;
+  endpoint.tls_key_pem = options.tls_key_pem;
+  endpoint.tls_ca_pem = options.tls_ca_pem;
   absl::StatusOr<hr::Server> server = hr::StartServer(endpoint, {g->service_.get()});
   if (!server.ok()) {
     return absl::Status(server.status().code(),
@@ -295,7 +350,15 @@ absl::StatusOr<std::unique_ptr<RegionGateway>> RegionGateway::Start(
   for (int r = 0; r < n; ++r) {
     auto peer = std::make_unique<Peer>();
     if (r != options.self) {
-      peer->stub = wire::RegionGateway::NewStub(hr::NewChannel(options.addresses[r]));
+      hr::ChannelOptions channel;
+      if (!options.tls_ca_pem.empty()) {
+        // The gateway reached must be region r's, whatever address the list gives for it.
+        channel.tls_ca_pem = options.tls_ca_pem;
+        channel.tls_target_name = RegionGatewayName(options.names[r]);
+        channel.tls_cert_pem = options.tls_cert_pem;
+        channel.tls_key_pem = options.tls_key_pem;
+      }
+      peer->stub = wire::RegionGateway::NewStub(hr::NewChannel(options.addresses[r], channel));
     }
     g->peers_.push_back(std::move(peer));
   }
@@ -319,6 +382,16 @@ absl::Status RegionGateway::Send(int to, const RegionMessage& message, absl::Tim
       peer.sent += static_cast<int64_t>(part.ByteSizeLong());
       const absl::Status status = hr::FromGrpc(peer.stub->Post(&ctx, part, &reply), what);
       if (status.ok()) break;
+      if (!o_.tls_ca_pem.empty() &&
+          absl::StrContains(absl::AsciiStrToLower(status.message()), "handshake failed")) {
+        // Not a peer that is away: its certificate is not region `to`'s gateway's under this
+        // run's CA, and will not become one by waiting.
+        return absl::Status(
+            absl::StatusCode::kUnauthenticated,
+            absl::StrCat(status.message(), " (the gateway at ", o_.addresses[to],
+                         " has no certificate for ", RegionGatewayName(o_.names[to]),
+                         " from this run's CA: every region's --region-ca must be the same)"));
+      }
       if (!Retryable(status.code()) || absl::Now() + backoff >= deadline || service_->closed()) {
         return status;
       }

@@ -12,8 +12,11 @@
 // Aborted, naming it and why.
 //
 // Every call carries `token` where it is not empty, and a gateway refuses calls without it.
-// Between regions the channels are plaintext: mutual TLS per region and role is still to come
-// (docs/regions.md).
+// With TLS (docs/regions.md, "Mutual TLS between regions") every channel between gateways is
+// mutual TLS under the run's CA: a region's gateway shows a certificate for
+// RegionGatewayName(its region), a sender checks that the gateway it reaches has the certificate
+// of the region it meant, and a gateway takes a part only from the region its sender's
+// certificate names (PermissionDenied otherwise). Without it the channels are plaintext.
 //
 // Thread safety: Send and Receive may be called from any thread at once.
 #pragma once
@@ -37,13 +40,22 @@ struct RegionGatewayOptions {
   std::vector<std::string> addresses;  // host:port of each region's gateway
   int self = 0;                        // this region: serves at addresses[self]
   std::string token;                   // empty: no token
+  // Mutual TLS between the regions: all three or none (plaintext). PEM: the run's CA (the roots
+  // every gateway's certificate chains to), and this region's certificate, for
+  // RegionGatewayName(names[self]), and its key.
+  std::string tls_ca_pem, tls_cert_pem, tls_key_pem;
   int64_t part_bytes = 4 << 20;        // the largest part of a window's message, roughly
 };
 
+// The DNS name a region's gateway certificate carries: "gateway.<region>.heterps".
+std::string RegionGatewayName(const std::string& region);
+
 class RegionGateway final : public RegionMailbox {
  public:
-  // Listens at addresses[self]. InvalidArgument for a bad list or address; Unavailable when the
-  // address cannot be served (in use, not this host's).
+  // Listens at addresses[self]. InvalidArgument for a bad list or address, or for TLS settings
+  // that no peer would take (half of them, a certificate that is not this region's gateway's,
+  // expired or not the CA's); Unavailable when the address cannot be served (in use, not this
+  // host's).
   static absl::StatusOr<std::unique_ptr<RegionGateway>> Start(const RegionGatewayOptions& options);
   ~RegionGateway() override;
 

@@ -7,10 +7,6 @@
 // ApplyDeltaWindow in one place, to the bit.
 #include "heterps/launcher/rpc/region_gateway.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <map>
 #include <optional>
 #include <random>
@@ -18,83 +14,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "heterps/base/status_macros.h"
+#include "heterps/launcher/rpc/region_gateway_testing.h"
 #include "heterps/ps/checkpoint.h"
 #include "heterps/ps/in_process_client.h"
 #include "heterps/worker/stage.h"
 
 namespace heterps::launcher::rpc {
 namespace {
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-RegionGatewayOptions Options(int regions, int self, const std::vector<int>& ports) {
-  RegionGatewayOptions o;
-  for (int r = 0; r < regions; ++r) {
-    o.names.push_back(absl::StrCat("region-", r));
-    o.addresses.push_back(absl::StrCat("127.0.0.1:", ports[r]));
-  }
-  o.self = self;
-  return o;
-}
-
-std::vector<int> Ports(int n) {
-  std::vector<int> ports;
-  for (int i = 0; i < n; ++i) ports.push_back(FreePort());
-  return ports;
-}
-
-RegionMessage Message(int from, int64_t window, int rows) {
-  RegionMessage m;
-  m.window = window;
-  m.from = from;
-  m.total_steps = 17;
-  m.deltas.samples = 123;
-  std::mt19937_64 rng(window * 10 + from);
-  for (int t = 0; t < 3; ++t) {
-    worker::RegionExport::Sparse& s = m.deltas.sparse.emplace_back();
-    s.table = t;
-    s.dim = t == 1 ? 0 : 4 + t;
-    if (t == 1) continue;  // a table that sends nothing
-    for (int i = 0; i < rows; ++i) s.keys.push_back(i * 7 + t);
-    for (size_t i = 0; i < s.keys.size() * s.dim; ++i) s.deltas.push_back(rng() % 1000 / 7.0f);
-  }
-  for (int b = 0; b < 2; ++b) {
-    worker::RegionExport::Dense& d = m.deltas.dense.emplace_back();
-    d.table = 99;
-    d.block = b;
-    if (b == 0) d.delta.assign(300, 0.25f);
-  }
-  return m;
-}
-
-void ExpectSame(const RegionMessage& a, const RegionMessage& b) {
-  EXPECT_EQ(a.window, b.window);
-  EXPECT_EQ(a.from, b.from);
-  EXPECT_EQ(a.total_steps, b.total_steps);
-  EXPECT_EQ(a.deltas.samples, b.deltas.samples);
-  ASSERT_EQ(a.deltas.sparse.size(), b.deltas.sparse.size());
-  for (size_t t = 0; t < a.deltas.sparse.size(); ++t) {
-    EXPECT_EQ(a.deltas.sparse[t].table, b.deltas.sparse[t].table);
-    EXPECT_EQ(a.deltas.sparse[t].keys, b.deltas.sparse[t].keys);
-    EXPECT_EQ(a.deltas.sparse[t].deltas, b.deltas.sparse[t].deltas);
-  }
-  ASSERT_EQ(a.deltas.dense.size(), b.deltas.dense.size());
-  for (size_t i = 0; i < a.deltas.dense.size(); ++i) {
-    EXPECT_EQ(a.deltas.dense[i].block, b.deltas.dense[i].block);
-    EXPECT_EQ(a.deltas.dense[i].delta, b.deltas.dense[i].delta);
-  }
-}
 
 TEST(RegionGatewayTest, AWindowComesBackWholeFromManyParts) {
   const std::vector<int> ports = Ports(2);
@@ -458,6 +385,71 @@ TEST(RegionWindowsTest, ARegionNeverHeardFromIsAnErrorNamingIt) {
   RegionWindows bad(o, **g);
   EXPECT_EQ(bad.Begin(servers.get(), worker::ModelDeltaTables(spec), 4).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A mailbox that sends window `flip` as the other kind (a flush for a K-th step's, or back).
+class FlippingMailbox final : public RegionMailbox {
+ public:
+  FlippingMailbox(RegionMailbox& inner, int64_t flip) : inner_(inner), flip_(flip) {}
+  absl::Status Send(int to, const RegionMessage& message, absl::Time deadline) override {
+    RegionMessage m = message;
+    if (m.window == flip_) m.flush = !m.flush;
+    return inner_.Send(to, m, deadline);
+  }
+  absl::StatusOr<RegionMessage> Receive(int from, int64_t window, absl::Time deadline) override {
+    return inner_.Receive(from, window, deadline);
+  }
+
+ private:
+  RegionMailbox& inner_;
+  const int64_t flip_;
+};
+
+// Two regions whose windows of one number are of different kinds (one region's last K-th step,
+// the other's first flush: a region that miscounted its windows) both stop, naming the other.
+TEST(RegionWindowsTest, AWindowOfAnotherKindIsAnError) {
+  const std::vector<int> ports = Ports(2);
+  auto g0 = RegionGateway::Start(Options(2, 0, ports));
+  auto g1 = RegionGateway::Start(Options(2, 1, ports));
+  ASSERT_TRUE(g0.ok() && g1.ok());
+  const config::ModelSpec spec = Spec();
+  auto servers0 = Servers(spec), servers1 = Servers(spec);
+  RegionWindowsOptions o;
+  o.regions = 2;
+  o.names = {"region-0", "region-1"};
+  o.sync_steps = 2;
+  o.delay = 0;
+  o.timeout = absl::Seconds(20);
+  const auto run = [&](int self, RegionMailbox& mailbox, ps::PsClient* servers) -> absl::Status {
+    RegionWindowsOptions mine = o;
+    mine.self = self;
+    RegionWindows geo(mine, mailbox);
+    HETERPS_RETURN_IF_ERROR(geo.Begin(servers, worker::ModelDeltaTables(spec), 4));
+    for (int64_t step = 0; step < 4; ++step) HETERPS_RETURN_IF_ERROR(geo.AfterStep(step, 8));
+    return geo.Finish();
+  };
+  FlippingMailbox flipping(**g1, 2);  // region 1's window 2, after step 4, sent as a flush
+  absl::Status s1;
+  std::thread t([&] { s1 = run(1, flipping, servers1.get()); });
+  const absl::Status s0 = run(0, **g0, servers0.get());
+  if (!s0.ok()) (*g0)->Abandon(std::string(s0.message()));  // as a region's job does
+  t.join();
+  EXPECT_EQ(s0.code(), absl::StatusCode::kFailedPrecondition) << s0;
+  EXPECT_THAT(s0.message(), ::testing::HasSubstr("region 'region-1''s window 2 is of the final "
+                                                 "flush, this region's of a K-th step"));
+  // Region 1 saw region 0's window 2 as it expected it, and hears that region 0 stopped.
+  EXPECT_EQ(s1.code(), absl::StatusCode::kAborted) << s1;
+  EXPECT_THAT(s1.message(), ::testing::HasSubstr("the regions disagree on the windows"));
+  // Unflipped, the same run ends well in both.
+  const std::vector<int> again = Ports(2);
+  auto h0 = RegionGateway::Start(Options(2, 0, again));
+  auto h1 = RegionGateway::Start(Options(2, 1, again));
+  ASSERT_TRUE(h0.ok() && h1.ok());
+  auto fresh0 = Servers(spec), fresh1 = Servers(spec);
+  std::thread u([&] { s1 = run(1, **h1, fresh1.get()); });
+  EXPECT_TRUE(run(0, **h0, fresh0.get()).ok());
+  u.join();
+  EXPECT_TRUE(s1.ok()) << s1;
 }
 
 }  // namespace

@@ -801,7 +801,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   }
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is required");
   if (!options.job_id.empty()) HETERPS_RETURN_IF_ERROR(CheckJobId(options.job_id));
-  if (options.token.empty() && !heterps::rpc::IsLoopbackHost(options.host)) {
+  if (options.token.empty() && !base::IsLoopbackHost(options.host)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "refusing to serve on ", options.host, " without a token: give one, or bind to 127.0.0.1"));
   }
