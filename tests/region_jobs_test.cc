@@ -176,6 +176,9 @@ TEST_F(RegionJobsTest, ALinkCutForSecondsStallsOnlyItsWindow) {
     net_->Cut("b", "a", false);
   });
   ASSERT_EQ(cut.size(), 2u);
+  std::cout << "region a at step " << step_at_cut << " when cut, " << step_at_mend
+            << " when mended; wall " << uncut[0].value("wall_seconds", 0.0) << " s uncut, "
+            << cut[0].value("wall_seconds", 0.0) << " s cut\n";
   EXPECT_GE(step_at_cut, 6);
   // With the exchange a window behind (--sync-delay 1), region a trained on while its window
   // could not cross, up to the step that needs it.
