@@ -87,7 +87,9 @@ int RunRegionsPlan(const PlanFlags& flags) {
         absl::StrFormat("\nregion %s: %.4g%% of the samples\n", share.region, 100 * share.share);
     text += internal::RenderPlan(plan.model, plan.plan);
     if (plan.plan.feasible && made->throughput[r] < plan.plan.throughput * (1 - 1e-9)) {
-      text += absl::StrFormat("the syncs hold this region to %s samples/s: job %s, cost %s\n",
+      text += absl::StrFormat(
+          "the regions step together, at the pace of the slowest with its syncs: this one at %s "
+          "samples/s, job %s, cost %s\n",
                               WithCommas(made->throughput[r]), HumanSeconds(made->job_seconds[r]),
                               base::HumanUsd(made->cost_usd[r]));
     }

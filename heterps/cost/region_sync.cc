@@ -171,11 +171,14 @@ absl::StatusOr<SyncPrice> PriceSync(const config::ModelSpec& model,
   const ModelTraffic traffic = TrafficOf(model);
   const double batch = static_cast<double>(model.batch_size);
   const double k = static_cast<double>(job.sync_steps);
-  const double own = DeltaOf(traffic, batch, k, job.access_skew);
+  // Region r's delta: the rows K of its steps of f_r B samples touched.
+  const auto own = [&](size_t r) {
+    return DeltaOf(traffic, job.shares[r].share * batch, k, job.access_skew);
+  };
   SyncPrice price;
   price.topology = topology;
   if (topology == SyncTopology::kHub) price.hub = hub;
-  // A flow of `bytes` each sync of region `c`, from region `a` to region `b`.
+  // A flow of `bytes` each window, from region `a` to region `b`, for region `c`.
   auto add = [&](size_t a, size_t b, size_t c, double bytes) -> absl::Status {
     const config::RegionLink* link = cluster.FindLink(job.shares[a].region, job.shares[b].region);
     if (link == nullptr) {
@@ -183,12 +186,12 @@ absl::StatusOr<SyncPrice> PriceSync(const config::ModelSpec& model,
                                                      job.shares[a].region, " to ",
                                                      job.shares[b].region));
     }
-    const double share = job.shares[c].share;
     SyncFlow flow{job.shares[a].region, job.shares[b].region, job.shares[c].region};
     flow.bytes_per_sync = bytes;
-    flow.syncs = job.samples * share / (batch * k);
+    // Every region takes N / B steps, a window every K of them, a step every B / TL seconds.
+    flow.syncs = job.samples / (batch * k);
     flow.seconds_per_sync = bytes / link->bandwidth + link->latency;
-    flow.seconds_between_syncs = k * batch / (share * job.throughput_limit);
+    flow.seconds_between_syncs = k * batch / job.throughput_limit;
     flow.egress_usd = flow.syncs * bytes * link->egress_per_byte;
     price.bytes += flow.syncs * bytes;
     price.egress_usd += flow.egress_usd;
@@ -198,18 +201,16 @@ absl::StatusOr<SyncPrice> PriceSync(const config::ModelSpec& model,
   for (size_t a = 0; a < n; ++a) {
     if (topology == SyncTopology::kPeerToPeer) {
       for (size_t b = 0; b < n; ++b) {
-        if (b != a) HETERPS_RETURN_IF_ERROR(add(a, b, a, own));
+        if (b != a) HETERPS_RETURN_IF_ERROR(add(a, b, a, own(a)));
       }
       continue;
     }
     if (a == h) continue;
-    HETERPS_RETURN_IF_ERROR(add(a, h, a, own));
-    // Back: the others' deltas since a's last sync, K f_q / f_a of q's steps each, merged.
-    double others = 0;
-    for (size_t q = 0; q < n; ++q) {
-      if (q != a) others += k * job.shares[q].share / job.shares[a].share;
-    }
-    HETERPS_RETURN_IF_ERROR(add(h, a, a, DeltaOf(traffic, batch, others, job.access_skew)));
+    HETERPS_RETURN_IF_ERROR(add(a, h, a, own(a)));
+    // Back: the other regions' deltas of the same K steps, merged: the rows their (1 - f_a) B
+    // samples a step touched together.
+    const double others = (1 - job.shares[a].share) * batch;
+    HETERPS_RETURN_IF_ERROR(add(h, a, a, DeltaOf(traffic, others, k, job.access_skew)));
   }
   return price;
 }

@@ -1,9 +1,11 @@
 // The price of training across regions with the data kept where it is (docs/cost_model.md,
-// "Training across regions"): each region trains on its own share of the samples with a plan of
-// its own, and every K steps the regions exchange the parameter deltas of those steps (Paddle's
-// GEO mode, with regions for trainers). What crosses is deltas only; this prices those bytes:
-// how long each link takes to carry a sync against the time the sender's K steps take, and the
-// egress they cost.
+// "Training across regions"), as the runtime trains it (docs/regions.md): each region trains on
+// its own share of the samples with a plan of its own, every region's step taking its share
+// f_r B of the job's batch B (so every region takes the same N / B steps), and every K steps
+// the regions exchange the parameter deltas of those steps (Paddle's GEO mode, with regions for
+// trainers, weighted by the samples behind them). What crosses is deltas only; this prices those
+// bytes: how long each link takes to carry a window against the time K of the job's steps take,
+// and the egress they cost.
 //
 //   SyncJob job{.shares = {{"us-east-1", 0.6}, {"eu-west-1", 0.4}}, .sync_steps = 100,
 //               .throughput_limit = 1e6, .samples = 4.4e9};
@@ -30,9 +32,9 @@ namespace heterps::cost {
 // Never more than min(m, R). Each argument >= 0.
 double DistinctRows(double lookups, double rows, double skew);
 
-// Bytes of one region's delta after `batches` batches: every dense parameter (4 bytes) and, per
-// embedding table (a layer's slot), the rows those batches touched with their keys (8 + 4 d each).
-// `batches` > 0.
+// Bytes of one region's delta after `batches` batches of the model's batch size: every dense
+// parameter (4 bytes) and, per embedding table (a layer's slot), the rows those batches touched
+// with their keys (8 + 4 d each). `batches` > 0.
 double DeltaBytes(const config::ModelSpec& model, double batches, double skew);
 
 // One data source's region and its share of the job's samples.
@@ -43,9 +45,9 @@ struct DataShare {
 
 struct SyncJob {
   std::vector<DataShare> shares;  // two or more, distinct regions of the cluster
-  int64_t sync_steps = 0;         // K >= 1: a region syncs after each K of its own steps
+  int64_t sync_steps = 0;         // K >= 1: a window after each K of the job's steps
   double throughput_limit = 0;    // TL, samples/s: region r trains at f_r TL
-  double samples = 0;             // N: region r reads N f_r of them
+  double samples = 0;             // N: region r reads N f_r of them, f_r B a step
   double access_skew = 1.0;       // the rows' popularity (Workload::access_skew)
 };
 
@@ -53,14 +55,15 @@ struct SyncJob {
 // (the hub's included); peer to peer: every region sends its delta to every other.
 enum class SyncTopology { kHub, kPeerToPeer };
 
-// One ordered pair of regions' syncs over the job. Each sync follows the cadence of one region
-// (`cadence`: the sender of a delta, or the region a hub's merge goes to), every K of its steps.
+// One ordered pair of regions' syncs over the job, one a window (every K of the job's steps).
+// `cadence`: the region whose training waits for it (the sender of a delta, or the region a
+// hub's merge goes to).
 struct SyncFlow {
   std::string from, to, cadence;
   double bytes_per_sync = 0;
-  double syncs = 0;                  // over the job: N f_cadence / (B K)
+  double syncs = 0;                  // over the job: N / (B K)
   double seconds_per_sync = 0;       // bytes / W + one-way latency
-  double seconds_between_syncs = 0;  // K B / (f_cadence TL): what the cadence's K steps take
+  double seconds_between_syncs = 0;  // K B / TL: what K of the job's steps take at the limit
   double egress_usd = 0;             // syncs x bytes x the link's egress price
   // The share of the time between syncs the link is busy with them: above 1 it cannot keep up.
   double load() const { return seconds_per_sync / seconds_between_syncs; }

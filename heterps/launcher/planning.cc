@@ -157,10 +157,14 @@ absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
   HETERPS_ASSIGN_OR_RETURN(made.sync, cost::CheapestSync(request.model, request.cluster, job));
   made.sync_steps = sync_steps;
   made.shares = shares;
-  const double batch = static_cast<double>(request.model.batch_size);
+  std::vector<double> cost_per_hour;
   for (const cost::DataShare& share : shares) {
     PlanRequest region = request;
     region.rules.data_region = share.region;
+    // Its share of every step's batch (docs/regions.md: B_r = f_r B).
+    region.model.batch_size = std::max<int64_t>(
+        1, std::llround(share.share * static_cast<double>(request.model.batch_size)));
+    const double batch = static_cast<double>(region.model.batch_size);
     region.workload.throughput_limit = share.share * request.workload.throughput_limit;
     region.workload.samples = share.share * request.workload.samples;
     if (request.options.time_limit_seconds > 0) {
@@ -182,11 +186,21 @@ absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
     if (sync_seconds > 0 && plan.plan.feasible) {
       throughput = std::min(throughput, batch / sync_seconds);
     }
-    const double seconds = region.workload.samples / throughput;
     made.throughput.push_back(throughput);
-    made.job_seconds.push_back(seconds);
-    made.cost_usd.push_back(plan.plan.egress_usd + plan.plan.cost_per_hour_usd * seconds / 3600);
+    made.job_seconds.push_back(region.workload.samples / throughput);
+    cost_per_hour.push_back(plan.plan.cost_per_hour_usd);
+    made.cost_usd.push_back(plan.plan.egress_usd);
     made.regions.push_back(std::move(plan));
+  }
+  // The regions step together (a window's merge is due at the same step in every region), so
+  // every region runs at the slowest one's pace and is rented for the whole job.
+  const double seconds = made.total_job_seconds();
+  for (size_t r = 0; r < shares.size(); ++r) {
+    made.throughput[r] = made.regions[r].plan.feasible
+                             ? shares[r].share * request.workload.samples / seconds
+                             : kNaN;
+    made.job_seconds[r] = seconds;
+    made.cost_usd[r] += cost_per_hour[r] * seconds / 3600;
   }
   return made;
 }

@@ -114,8 +114,9 @@ struct RegionsPlan {
   int64_t sync_steps = 0;
   std::vector<cost::DataShare> shares;
   std::vector<MadePlan> regions;  // in the shares' order
-  // Per region: samples/s, with the syncs (at most the plan's), the job's seconds and its USD
-  // at that pace; NaN for a region with no feasible plan (and so the job's totals).
+  // Per region: samples/s, the job's seconds and its USD, at the pace of the slowest region with
+  // its syncs (the regions step together: every region the job's seconds, at most its plan's
+  // speed); NaN for a region with no feasible plan (and so the job's totals).
   std::vector<double> throughput, job_seconds, cost_usd;
   cost::SyncPrice sync;
   // Every region's plan feasible and every link carrying its syncs in time.

@@ -1,5 +1,6 @@
 // A job across regions (MakeRegionsPlan): each region's plan is the one MakePlan makes for its
-// data region at its share, and a region runs at the pace its syncs allow.
+// data region at its share (of the limit, the samples and every step's batch), a region runs at
+// the pace its syncs allow, and the regions step together at the slowest one's pace.
 #include <string>
 
 #include "gtest/gtest.h"
@@ -24,25 +25,36 @@ TEST(RegionsPlanTest, EachRegionIsPlannedAsItsDataRegionAtItsShare) {
   ASSERT_TRUE(made.ok()) << made.status();
   ASSERT_EQ(made->regions.size(), 2u);
   EXPECT_TRUE(made->feasible());
-  double usd = made->sync.egress_usd;
+  double usd = made->sync.egress_usd, seconds = 0;
+  const int64_t b = request.model.batch_size;
+  const int64_t batches[2] = {b * 3 / 4, b / 4};  // every step's batch in its shares
   for (size_t r = 0; r < 2; ++r) {
     PlanRequest alone = request;
     alone.rules.data_region = made->shares[r].region;
+    alone.model.batch_size = batches[r];
     alone.workload.throughput_limit = 200000 * made->shares[r].share;
     alone.workload.samples = 1e9 * made->shares[r].share;
     auto expected = MakePlan(alone);
     ASSERT_TRUE(expected.ok()) << expected.status();
     const sched::PricedPlan& plan = made->regions[r].plan;
+    EXPECT_EQ(made->regions[r].model.batch(), batches[r]);
     EXPECT_DOUBLE_EQ(plan.cost_usd, expected->plan.cost_usd);
     EXPECT_DOUBLE_EQ(plan.throughput, expected->plan.throughput);
     EXPECT_EQ(made->regions[r].run.data_region, made->shares[r].region);
-    // At 1000 steps a sync the plans' own pace.
-    EXPECT_DOUBLE_EQ(made->throughput[r], plan.throughput);
-    EXPECT_DOUBLE_EQ(made->cost_usd[r], plan.cost_usd);
+    // At 1000 steps a sync, the plans' own pace: the slower of the two holds both.
+    seconds = std::max(seconds, alone.workload.samples / plan.throughput);
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    const sched::PricedPlan& plan = made->regions[r].plan;
+    EXPECT_DOUBLE_EQ(made->job_seconds[r], seconds);
+    EXPECT_DOUBLE_EQ(made->throughput[r], 1e9 * made->shares[r].share / seconds);
+    EXPECT_LE(made->throughput[r], plan.throughput * (1 + 1e-12));
+    EXPECT_NEAR(made->cost_usd[r], plan.egress_usd + plan.cost_per_hour_usd * seconds / 3600,
+                1e-9 * made->cost_usd[r]);
     usd += made->cost_usd[r];
   }
   EXPECT_DOUBLE_EQ(made->total_cost_usd(), usd);
-  EXPECT_DOUBLE_EQ(made->total_job_seconds(), std::max(made->job_seconds[0], made->job_seconds[1]));
+  EXPECT_DOUBLE_EQ(made->total_job_seconds(), seconds);
 }
 
 TEST(RegionsPlanTest, ARegionRunsAtThePaceOfItsSyncs) {
@@ -50,20 +62,27 @@ TEST(RegionsPlanTest, ARegionRunsAtThePaceOfItsSyncs) {
   auto made = MakeRegionsPlan(Request(20000), {{"us-east-1", 0.5}, {"eu-west-1", 0.5}}, 1);
   ASSERT_TRUE(made.ok()) << made.status();
   EXPECT_TRUE(made->feasible());
+  double seconds = 0;
   for (size_t r = 0; r < 2; ++r) {
     const sched::PricedPlan& plan = made->regions[r].plan;
-    double slowest = 0;  // the longest sync on this region's pace
+    const double batch = static_cast<double>(made->regions[r].model.batch());
+    EXPECT_EQ(batch, 1024);  // half of every step's 2048
+    double slowest = 0;  // the longest sync this region waits for
     for (const cost::SyncFlow& flow : made->sync.flows) {
       if (flow.cadence == made->shares[r].region) {
         slowest = std::max(slowest, flow.seconds_per_sync);
       }
     }
-    const double pace = static_cast<double>(made->regions[r].model.batch()) / slowest;
+    const double pace = batch / slowest;
     ASSERT_LT(pace, plan.throughput);
     EXPECT_GE(pace, 10000);
-    EXPECT_DOUBLE_EQ(made->throughput[r], pace);
-    EXPECT_DOUBLE_EQ(made->job_seconds[r], 0.5e9 / pace);
-    EXPECT_NEAR(made->cost_usd[r], plan.cost_per_hour_usd * 0.5e9 / pace / 3600,
+    seconds = std::max(seconds, 0.5e9 / pace);
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    const sched::PricedPlan& plan = made->regions[r].plan;
+    EXPECT_DOUBLE_EQ(made->throughput[r], 0.5e9 / seconds);
+    EXPECT_DOUBLE_EQ(made->job_seconds[r], seconds);
+    EXPECT_NEAR(made->cost_usd[r], plan.egress_usd + plan.cost_per_hour_usd * seconds / 3600,
                 1e-9 * made->cost_usd[r]);
   }
 }
