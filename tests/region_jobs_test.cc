@@ -75,7 +75,7 @@ class RegionJobsTest : public ::testing::Test {
 
   // Every region's job, with a window every `k` steps; `during` runs while they train (given
   // region a's job directory). Their metrics.
-  std::vector<json> Run(const std::string& name, int k,
+  std::vector<json> Run(const std::string& name, int k, const std::string& hub = "",
                         const std::function<void(const std::string&)>& during = nullptr) {
     std::vector<std::unique_ptr<testing::Background>> jobs;
     std::vector<std::string> job_dirs;
@@ -85,7 +85,7 @@ class RegionJobsTest : public ::testing::Test {
       const std::string self = absl::StrCat(kRegions[i], "=0.0.0.0:", kPort[i]);
       const std::string peer = absl::StrCat(kRegions[1 - i], "=127.0.0.1:", relay_[i]);
       const std::string gateways = i == 0 ? self + "," + peer : peer + "," + self;
-      const std::vector<std::string> args = {
+      std::vector<std::string> args = {
           "train",         "--data",          files_[i],
           "--batch",       absl::StrCat(kBatch[i]),
           "--cluster",     kCluster,          "--plan",
@@ -98,6 +98,7 @@ class RegionJobsTest : public ::testing::Test {
           "--region-cert", absl::StrCat(certs_, "/", kRegions[i], ".pem"),
           "--region-key",  absl::StrCat(certs_, "/", kRegions[i], "-key.pem"),
           "--tls"};
+      if (!hub.empty()) args.insert(args.end(), {"--sync-hub", hub});
       jobs.push_back(
           std::make_unique<testing::Background>(args, job, net_->Exec(kRegions[i], {})));
     }
@@ -112,13 +113,15 @@ class RegionJobsTest : public ::testing::Test {
   }
 
   // The run emulated in one process on the same files.
-  json Emulated(int k) {
+  json Emulated(int k, const std::string& hub = "") {
     const std::string out = absl::StrCat(dir_, "/emulated-", k, ".json");
-    const Outcome r = Heterps({"train", "--single-process", "--region-data", "a=" + files_[0],
-                               "--region-data", "b=" + files_[1], "--batch", "256",
-                               "--sync-steps", absl::StrCat(k), "--sync-threshold", "0.01",
-                               "--eval-fraction", "0", "--metrics-out", out},
-                              dir_);
+    std::vector<std::string> args = {"train", "--single-process", "--region-data",
+                                     "a=" + files_[0], "--region-data", "b=" + files_[1],
+                                     "--batch", "256", "--sync-steps", absl::StrCat(k),
+                                     "--sync-threshold", "0.01", "--eval-fraction", "0",
+                                     "--metrics-out", out};
+    if (!hub.empty()) args.insert(args.end(), {"--sync-hub", hub});
+    const Outcome r = Heterps(args, dir_);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return json::parse(Slurp(out));
   }
@@ -131,11 +134,14 @@ class RegionJobsTest : public ::testing::Test {
 TEST_F(RegionJobsTest, ThroughTheLinksTheRunIsTheEmulatedOneAndTheRelaySeesWhatWasSent) {
   std::vector<double> per_step;  // bytes a -> b at the relay per step of the longest run
   for (const int k : {1, 8}) {
+    // K = 8 through a hub in region b (with two regions, the same bytes as peer to peer: b's
+    // merge of a's and its own is every key either sent).
+    const std::string hub = k == 8 ? "b" : "";
     const uint64_t before = net_->RelayedBytes("a", "b");
-    const std::vector<json> m = Run(absl::StrCat("k", k), k);
+    const std::vector<json> m = Run(absl::StrCat("k", k), k, hub);
     const uint64_t relayed = net_->RelayedBytes("a", "b") - before;
     ASSERT_EQ(m.size(), 2u);
-    const json emulated = Emulated(k);
+    const json emulated = Emulated(k, hub);
     EXPECT_EQ(m[0]["parameter_digest"], emulated["parameter_digest"]) << "K = " << k;
     EXPECT_EQ(m[0]["regions"]["windows"], emulated["regions"]["windows"]) << "K = " << k;
     EXPECT_EQ(m[0]["regions"]["links"], emulated["regions"]["links"]) << "K = " << k;
@@ -158,7 +164,7 @@ TEST_F(RegionJobsTest, ALinkCutForSecondsStallsOnlyItsWindow) {
   const std::vector<json> uncut = Run("uncut", 4);
   ASSERT_EQ(uncut.size(), 2u);
   int64_t step_at_cut = -1, step_at_mend = -1;
-  const std::vector<json> cut = Run("cut", 4, [&](const std::string& job_a) {
+  const std::vector<json> cut = Run("cut", 4, "", [&](const std::string& job_a) {
     // Once region a is well into training, both directions of the link go dark for 3 s.
     const auto step = [&] {
       const std::string status = Slurp(job_a + "/status.json");

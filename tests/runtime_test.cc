@@ -674,7 +674,8 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
            {{"--region", "a", "--region-gateways", "a=127.0.0.1:1"}, "name two regions or more"},
            {{"--region", "a", "--region-gateways", "a=x,b=y:1"}, "'a=x' is not REGION=HOST:PORT"},
            {{"--region", "a", "--region-gateways", gateways, "--mode", "async"}, "synchronously"},
-           {{"--region", "a", "--region-gateways", gateways, "--sync-hub", "a"}, "--sync-hub"},
+           {{"--region", "a", "--region-gateways", gateways, "--sync-hub", "c"},
+            "--sync-hub: 'c' is none of --region-gateways' regions"},
            {{"--region", "a"}, "--region-gateways"},
            {{"--region", "a", "--region-gateways", "a=127.0.0.1:7100,b=10.1.0.5:7100"},
             "region 'b' is at 10.1.0.5:7100, off this host: the windows between regions need "

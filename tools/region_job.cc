@@ -44,6 +44,16 @@ absl::StatusOr<std::unique_ptr<RegionJob>> RegionJob::Prepare(TrainFlags* flags)
                                                    absl::StrJoin(o.names, ", "), ")"));
   }
   o.self = static_cast<int>(self - o.names.begin());
+  int hub = -1;
+  if (!flags->sync_hub.empty()) {
+    const auto at = std::find(o.names.begin(), o.names.end(), flags->sync_hub);
+    if (at == o.names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--sync-hub: '", flags->sync_hub,
+                                                     "' is none of --region-gateways' regions (",
+                                                     absl::StrJoin(o.names, ", "), ")"));
+    }
+    hub = static_cast<int>(at - o.names.begin());
+  }
   if (flags->region_ca.empty() && !flags->region_plaintext) {
     for (size_t r = 0; r < o.addresses.size(); ++r) {
       const std::string host = o.addresses[r].substr(0, o.addresses[r].rfind(':'));
@@ -60,6 +70,7 @@ absl::StatusOr<std::unique_ptr<RegionJob>> RegionJob::Prepare(TrainFlags* flags)
   flags->job.max_restarts = 0;
   std::unique_ptr<RegionJob> job(new RegionJob(*flags));
   job->gateway_options_ = std::move(o);
+  job->hub_ = hub;
   return job;
 }
 
@@ -94,6 +105,7 @@ absl::Status RegionJob::Start() {
   w.delay = flags_.sync_delay;
   w.threshold = static_cast<float>(flags_.sync_threshold);
   w.timeout = absl::Seconds(flags_.sync_timeout);
+  w.hub = hub_;
   windows_ = std::make_unique<launcher::RegionWindows>(w, *gateway_);
   return absl::OkStatus();
 }
@@ -117,6 +129,7 @@ void RegionJob::Report(std::string* summary, nlohmann::ordered_json* metrics) co
   regions.threshold = flags_.sync_threshold;
   regions.delay = flags_.sync_delay;
   regions.traffic = windows_->traffic();
+  regions.hub = flags_.sync_hub;
   *summary += RegionsSummary(regions);
   nlohmann::ordered_json sent = nlohmann::ordered_json::object();
   for (size_t r = 0; r < regions.names.size(); ++r) {

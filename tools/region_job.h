@@ -40,6 +40,7 @@ class RegionJob {
   explicit RegionJob(const TrainFlags& flags) : flags_(flags) {}
   const TrainFlags flags_;
   launcher::rpc::RegionGatewayOptions gateway_options_;
+  int hub_ = -1;  // --sync-hub's index; -1: peer to peer
   std::unique_ptr<launcher::rpc::RegionGateway> gateway_;
   std::unique_ptr<launcher::RegionWindows> windows_;
 };

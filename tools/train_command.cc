@@ -396,11 +396,11 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
                   "steps between training on (0 or 1, default 1)")
       ->check(CLI::Range(0, 1))
       ->each([&flags](const std::string&) { flags.sync_given = true; });
-  CLI::Option* hub =
-      cmd->add_option("--sync-hub", flags.sync_hub,
-                      "with --data-shares or --region-data: the region every other sends its "
-                      "deltas to and receives the merge from (default: peer to peer)")
-          ->each([&flags](const std::string&) { flags.sync_given = true; });
+  cmd->add_option("--sync-hub", flags.sync_hub,
+                  "with --data-shares, --region-data or --region: the region every other sends "
+                  "its deltas to and receives the merge from (default: peer to peer; the same "
+                  "in every region's job)")
+      ->each([&flags](const std::string&) { flags.sync_given = true; });
   CLI::Option* region =
       cmd->add_option("--region", flags.region,
                       "this job is one region of a run across regions (docs/regions.md): it "
@@ -448,7 +448,6 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
   for (const char* name : {"--max-restarts", "--cluster-watch", "--cluster-state"}) {
     region->excludes(cmd->get_option(name));
   }
-  region->excludes(hub);
   cmd->add_option("--replicas", flags.replicas,
                   "--single-process with --micro-batch: the stage-0 replicas of the job whose "
                   "cut of the steps to follow (default 1; the result is the same)")

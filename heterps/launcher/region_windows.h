@@ -18,6 +18,10 @@
 //   }
 //   HETERPS_RETURN_IF_ERROR(windows.Finish());  // every region holds the same parameters now
 //
+// Through a hub (`hub`), every other region sends the hub its export, the hub merges them and
+// sends each region the merge (and what every link carried), and each applies it with its own:
+// the same floats as peer to peer, the hub's links carrying what cost::SyncTopology::kHub prices.
+//
 // The windows: window 0 is the hello (every region's steps in all, exchanged before the first
 // step); window w >= 1 is taken after step w K - 1 of the longest region's run (a region whose
 // steps are done sends windows of no samples until the longest is done) and applied `delay`
@@ -59,6 +63,11 @@ struct RegionMessage {
   int64_t sync_steps = 0;
   int delay = 0;
   float threshold = 0;
+  int hub = -1;  // the region every other sends its windows to; -1: peer to peer
+  // Through a hub: `deltas` is the hub's merge of the window (worker::MergeOnly), and `traffic`
+  // what every link carried of it (worker::WindowTraffic), not a region's own export.
+  bool merge = false;
+  std::vector<worker::RegionTraffic> traffic;
   worker::RegionExport deltas;
 };
 
@@ -81,6 +90,9 @@ struct RegionWindowsOptions {
   int64_t sync_steps = 100;
   int delay = 1;          // windows; 0 or 1
   float threshold = 0;    // a row's change relative to its largest value (0: every changed row)
+  // Through a hub (-1: peer to peer): every other region sends the hub its export, and the hub
+  // sends each the merge (cost::SyncTopology::kHub), which they apply with their own.
+  int hub = -1;
   absl::Duration timeout = absl::Minutes(10);  // the hello, and a window from its taking
 };
 
@@ -122,6 +134,15 @@ class RegionWindows {
   // order (this region's own at its index).
   absl::StatusOr<std::vector<RegionMessage>> Exchange(const RegionMessage& message,
                                                       absl::Time deadline);
+  // A window's exchange: peer to peer, every region's export and their merge; through the hub,
+  // the hub's merge (formed there, from every export) and this region's own.
+  struct Exchanged {
+    worker::DeltaWindow window;
+    std::vector<worker::RegionTraffic> traffic;
+  };
+  absl::StatusOr<Exchanged> ExchangeWindow(const RegionMessage& message, absl::Time deadline);
+  // A message of `from` for window `window` checked against this region's `mine`.
+  absl::Status CheckAgainst(const RegionMessage& got, const RegionMessage& mine, int from) const;
   std::string Name(int region) const;
 
   const RegionWindowsOptions o_;
@@ -133,7 +154,7 @@ class RegionWindows {
 
   struct InFlight {
     std::thread thread;
-    absl::StatusOr<std::vector<RegionMessage>> messages = absl::UnknownError("not done");
+    absl::StatusOr<Exchanged> exchanged = absl::UnknownError("not done");
   };
   std::unique_ptr<InFlight> in_flight_;
 

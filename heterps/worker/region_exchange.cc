@@ -220,6 +220,87 @@ absl::StatusOr<DeltaWindow> MergeExports(absl::Span<const RegionExport> exports)
   return window;
 }
 
+RegionExport MergeOnly(const DeltaWindow& window, const RegionExport& shape) {
+  RegionExport out;
+  for (const RegionExport::Sparse& s : shape.sparse) {
+    RegionExport::Sparse& m = out.sparse.emplace_back();
+    m.table = s.table;
+    m.dim = s.dim;
+    for (const DeltaWindow::Sparse& w : window.sparse) {
+      if (w.table != s.table) continue;
+      m.dim = w.dim;
+      m.keys = w.keys;
+      m.deltas = w.merged;
+    }
+  }
+  for (const RegionExport::Dense& d : shape.dense) {
+    RegionExport::Dense& m = out.dense.emplace_back();
+    m.table = d.table;
+    m.block = d.block;
+    for (const DeltaWindow::Dense& w : window.dense) {
+      if (w.table == d.table && w.block == d.block) m.delta = w.merged;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<DeltaWindow> WindowFromMerge(const RegionExport& merge, const RegionExport& own,
+                                            int self, int regions) {
+  if (self < 0 || self >= regions || merge.sparse.size() != own.sparse.size() ||
+      merge.dense.size() != own.dense.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the hub's merge holds ", merge.sparse.size(), " tables and ", merge.dense.size(),
+        " blocks, this region's window ", own.sparse.size(), " and ", own.dense.size()));
+  }
+  DeltaWindow window;
+  for (size_t b = 0; b < merge.dense.size(); ++b) {
+    const RegionExport::Dense& m = merge.dense[b];
+    const RegionExport::Dense& mine = own.dense[b];
+    if (m.table != mine.table || m.block != mine.block ||
+        (!mine.delta.empty() && mine.delta.size() != m.delta.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("the hub's merge of block ", b,
+                                                     " does not fit this region's"));
+    }
+    if (m.delta.empty()) continue;  // no region sent it
+    DeltaWindow::Dense& d = window.dense.emplace_back();
+    d.table = m.table;
+    d.block = m.block;
+    d.merged = m.delta;
+    d.own.resize(regions);
+    d.own[self] = mine.delta;
+  }
+  for (size_t t = 0; t < merge.sparse.size(); ++t) {
+    const RegionExport::Sparse& m = merge.sparse[t];
+    const RegionExport::Sparse& mine = own.sparse[t];
+    if (m.table != mine.table || m.deltas.size() != m.keys.size() * m.dim ||
+        (!mine.keys.empty() && mine.dim != m.dim)) {
+      return absl::InvalidArgumentError(absl::StrCat("the hub's merge of table ", m.table,
+                                                     " does not fit this region's"));
+    }
+    if (m.keys.empty()) continue;  // no region sent rows of it
+    DeltaWindow::Sparse& w = window.sparse.emplace_back();
+    w.table = m.table;
+    w.dim = m.dim;
+    w.keys = m.keys;
+    w.merged = m.deltas;
+    w.own.resize(regions);
+    w.rows.assign(regions, 0);
+    w.rows[self] = static_cast<int64_t>(mine.keys.size());
+    std::vector<float>& part = w.own[self];
+    part.assign(w.keys.size() * w.dim, 0.0f);
+    for (size_t i = 0; i < mine.keys.size(); ++i) {
+      const auto at = std::lower_bound(w.keys.begin(), w.keys.end(), mine.keys[i]);
+      if (at == w.keys.end() || *at != mine.keys[i]) {
+        return absl::InvalidArgumentError(absl::StrCat("the hub's merge of table ", m.table,
+                                                       " lacks this region's key ", mine.keys[i]));
+      }
+      std::copy_n(mine.deltas.begin() + i * w.dim, w.dim,
+                  part.begin() + static_cast<size_t>(at - w.keys.begin()) * w.dim);
+    }
+  }
+  return window;
+}
+
 absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regions,
                                             const DeltaTables& tables,
                                             absl::Span<const int64_t> samples, float threshold) {

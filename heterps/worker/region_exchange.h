@@ -132,6 +132,19 @@ absl::StatusOr<DeltaWindow> TakeDeltaWindow(absl::Span<ps::PsClient* const> regi
                                             const DeltaTables& tables,
                                             absl::Span<const int64_t> samples, float threshold);
 
+// Through a hub, across processes (launcher/region_windows.h): the hub forms the window
+// (MergeExports) and sends every other region the merge alone, shaped as an export of the same
+// tables and blocks as `shape` (a region's export of the window, in its order): each table's
+// window keys with their merged rows, each block's merged delta (empty where no region sent
+// any); `samples` the window's over every region.
+RegionExport MergeOnly(const DeltaWindow& window, const RegionExport& shape);
+// A region's window again from the hub's merge (MergeOnly) and its own export: the same keys,
+// merge and own part as MergeExports gives it (`self` of `regions`; the other regions' parts
+// are left empty, so only ApplyRegionWindow(.., self) may use it). InvalidArgument where the
+// two do not fit (other tables, or a key of its own the merge lacks).
+absl::StatusOr<DeltaWindow> WindowFromMerge(const RegionExport& merge, const RegionExport& own,
+                                            int self, int regions);
+
 // Region `r` applies the window's merge with what it sent (PsClient::ApplyWindow,
 // ApplyDenseWindow): its rows and blocks end on the window's base, to the bit the same in every
 // region, plus the changes it has made since the window was taken and those it held back below

@@ -42,6 +42,8 @@ std::vector<wire::WindowPart> Cut(const RegionMessage& m, const std::string& nam
     wire::WindowPart& p = parts.emplace_back();
     p.set_window(m.window);
     p.set_flush(m.flush);
+    p.set_hub(m.hub);
+    p.set_merge(m.merge);
     p.set_from(m.from);
     p.set_from_name(name);
     p.set_total_steps(m.total_steps);
@@ -55,6 +57,13 @@ std::vector<wire::WindowPart> Cut(const RegionMessage& m, const std::string& nam
     return p;
   };
   next();
+  for (const worker::RegionTraffic& t : m.traffic) {
+    wire::LinkTraffic* l = parts.back().add_traffic();
+    l->set_from(t.from);
+    l->set_to(t.to);
+    l->set_bytes(t.bytes);
+    l->set_messages(t.messages);
+  }
   for (size_t t = 0; t < m.deltas.sparse.size(); ++t) {
     const worker::RegionExport::Sparse& s = m.deltas.sparse[t];
     const int64_t row_bytes = static_cast<int64_t>(sizeof(uint64_t) + sizeof(float) * s.dim);
@@ -233,6 +242,11 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
     RegionMessage m;
     m.window = first.window();
     m.flush = first.flush();
+    m.hub = first.hub();
+    m.merge = first.merge();
+    for (const wire::LinkTraffic& l : first.traffic()) {
+      m.traffic.push_back({l.from(), l.to(), l.bytes(), l.messages()});
+    }
     m.from = from;
     m.total_steps = first.total_steps();
     m.sync_steps = first.sync_steps();
@@ -245,7 +259,8 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
     std::vector<bool> named(first.tables(), false), blocks(first.blocks(), false);
     for (const auto& [index, p] : parts) {
       if (p.tables() != first.tables() || p.blocks() != first.blocks() ||
-          p.samples() != first.samples() || p.flush() != first.flush()) {
+          p.samples() != first.samples() || p.flush() != first.flush() ||
+          p.merge() != first.merge()) {
         return bad(absl::StrCat("part ", index, " disagrees with part 0"));
       }
       for (const wire::WindowRows& r : p.rows()) {

@@ -226,7 +226,14 @@ std::unique_ptr<ps::InProcessPsClient> Servers(const config::ModelSpec& spec) {
 // The emulation's loop (worker/region_trainer.cc): every region's step s in turn, a region whose
 // steps are done training nothing; a window after every K-th step, applied `delay` windows
 // later; the flush.
-std::vector<uint64_t> Emulated(const config::ModelSpec& spec, int64_t k, int delay, float threshold) {
+struct EmulatedRun {
+  std::vector<uint64_t> digests;                // per region
+  std::map<std::pair<int, int>, int64_t> bytes;  // per link
+};
+
+EmulatedRun Emulated(const config::ModelSpec& spec, int64_t k, int delay, float threshold,
+                     int hub) {
+  EmulatedRun out;
   std::vector<std::unique_ptr<ps::InProcessPsClient>> servers;
   std::vector<ps::PsClient*> clients;
   for (int r = 0; r < kRegions; ++r) {
@@ -242,9 +249,13 @@ std::vector<uint64_t> Emulated(const config::ModelSpec& spec, int64_t k, int del
   std::vector<int64_t> window(kRegions, 0), run(kRegions, 0);
   const auto apply = [&] {
     if (!in_flight) return false;
-    EXPECT_TRUE(worker::ApplyDeltaWindow(clients, *in_flight, cost::SyncTopology::kPeerToPeer, 0,
-                                         nullptr)
+    std::vector<worker::RegionTraffic> traffic;
+    EXPECT_TRUE(worker::ApplyDeltaWindow(
+                    clients, *in_flight,
+                    hub < 0 ? cost::SyncTopology::kPeerToPeer : cost::SyncTopology::kHub,
+                    std::max(hub, 0), &traffic)
                     .ok());
+    for (const worker::RegionTraffic& t : traffic) out.bytes[{t.from, t.to}] += t.bytes;
     const bool sent = !in_flight->sparse.empty() || !in_flight->dense.empty();
     in_flight.reset();
     return sent;
@@ -274,15 +285,15 @@ std::vector<uint64_t> Emulated(const config::ModelSpec& spec, int64_t k, int del
     take(run, 0);
     if (!apply()) break;
   }
-  std::vector<uint64_t> digests;
-  for (auto& s : servers) digests.push_back(Digest(*s));
-  return digests;
+  for (auto& s : servers) out.digests.push_back(Digest(*s));
+  return out;
 }
 
 struct GeoCase {
   int64_t k;
   int delay;
   float threshold;
+  int hub = -1;
 };
 
 class RegionWindowsTest : public ::testing::TestWithParam<GeoCase> {};
@@ -290,7 +301,7 @@ class RegionWindowsTest : public ::testing::TestWithParam<GeoCase> {};
 TEST_P(RegionWindowsTest, RegionsThroughTheirGatewaysAreTheEmulation) {
   const GeoCase c = GetParam();
   const config::ModelSpec spec = Spec();
-  const std::vector<uint64_t> emulated = Emulated(spec, c.k, c.delay, c.threshold);
+  const EmulatedRun emulated = Emulated(spec, c.k, c.delay, c.threshold, c.hub);
   const std::vector<int> ports = Ports(kRegions);
   std::vector<std::unique_ptr<RegionGateway>> gateways;
   std::vector<std::unique_ptr<ps::InProcessPsClient>> servers;
@@ -314,6 +325,7 @@ TEST_P(RegionWindowsTest, RegionsThroughTheirGatewaysAreTheEmulation) {
       o.sync_steps = c.k;
       o.delay = c.delay;
       o.threshold = c.threshold;
+      o.hub = c.hub;
       o.timeout = absl::Seconds(30);
       RegionWindows geo(o, *gateways[r]);
       status[r] = geo.Begin(servers[r].get(), worker::ModelDeltaTables(spec), kSteps[r]);
@@ -330,19 +342,26 @@ TEST_P(RegionWindowsTest, RegionsThroughTheirGatewaysAreTheEmulation) {
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < kRegions; ++r) {
     ASSERT_TRUE(status[r].ok()) << "region " << r << ": " << status[r];
-    EXPECT_EQ(Digest(*servers[r]), emulated[r]) << "region " << r;
+    EXPECT_EQ(Digest(*servers[r]), emulated.digests[r]) << "region " << r;
     EXPECT_TRUE(ValuesOf(*servers[r]) == ValuesOf(*servers[0]));  // the flush: the same values
     EXPECT_EQ(windows[r], windows[0]);
-    ASSERT_EQ(traffic[r].size(), traffic[0].size());
-    for (size_t i = 0; i < traffic[r].size(); ++i) EXPECT_EQ(traffic[r][i].bytes, traffic[0][i].bytes);
+    // Every link's bytes, in every region, the emulation's.
+    ASSERT_EQ(traffic[r].size(), emulated.bytes.size()) << "region " << r;
+    for (const worker::RegionTraffic& t : traffic[r]) {
+      EXPECT_EQ(t.bytes, emulated.bytes.at({t.from, t.to})) << t.from << " -> " << t.to;
+      EXPECT_TRUE(c.hub < 0 || t.from == c.hub || t.to == c.hub);
+    }
   }
   EXPECT_GE(windows[0], 7 / c.k);
-  EXPECT_EQ(traffic[0].size(), static_cast<size_t>(kRegions * (kRegions - 1)));
+  EXPECT_EQ(traffic[0].size(),
+            static_cast<size_t>(c.hub < 0 ? kRegions * (kRegions - 1) : 2 * (kRegions - 1)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Windows, RegionWindowsTest,
                          ::testing::Values(GeoCase{1, 0, 0}, GeoCase{2, 1, 0.01f},
-                                           GeoCase{3, 0, 0.5f}, GeoCase{10, 1, 0}));
+                                           GeoCase{3, 0, 0.5f}, GeoCase{10, 1, 0},
+                                           GeoCase{1, 0, 0, 0}, GeoCase{2, 1, 0.01f, 1},
+                                           GeoCase{3, 1, 0.5f, 2}));
 
 TEST(RegionWindowsTest, ARegionNeverHeardFromIsAnErrorNamingIt) {
   const std::vector<int> ports = Ports(2);
