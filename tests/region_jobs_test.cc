@@ -32,7 +32,9 @@ using testing::Heterps;
 using testing::Outcome;
 using testing::Slurp;
 
-const std::string kCluster = "tests/specs/runtime/local-two.yaml";
+// Region a's type cpu-a, region b's cpu-b, and the links' prices: $0.02/GB a -> b, $0.09 back.
+const std::string kCluster = "tests/specs/runtime/two-regions.yaml";
+const std::string kType[2] = {"cpu-a", "cpu-b"};
 const std::string kRegions[2] = {"a", "b"};
 constexpr int kLines[2] = {6000, 4000};
 constexpr int kBatch[2] = {154, 102};  // the shares of 256, as the emulation rounds them
@@ -57,7 +59,8 @@ class RegionJobsTest : public ::testing::Test {
       std::string plan = Slurp("tests/specs/runtime/one-stage.json");
       const std::string from = "\"batch_size\": 256";
       plan.replace(plan.find(from), from.size(), absl::StrCat("\"batch_size\": ", kBatch[i]));
-      plan.replace(plan.find("local-spot"), 10, "local-two");
+      plan.replace(plan.find("local-spot"), 10, "two-regions");
+      plan.replace(plan.find("cpu-a"), 5, kType[i]);
       plans_[i] = absl::StrCat(dir_, "/", kRegions[i], "-plan.json");
       ASSERT_TRUE(base::WriteFileAtomically(plans_[i], plan).ok());
     }
@@ -107,6 +110,8 @@ class RegionJobsTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       EXPECT_EQ(jobs[i]->Wait(absl::Seconds(240)), 0) << jobs[i]->err();
       metrics.push_back(testing::Metrics(job_dirs[i]));
+      EXPECT_THAT(Slurp(job_dirs[i] + "/out"),
+                  HasSubstr(" between regions (at the prices of cluster two-regions)"));
       testing::ExpectNoneLeft(job_dirs[i]);
     }
     return metrics;
@@ -144,8 +149,23 @@ TEST_F(RegionJobsTest, ThroughTheLinksTheRunIsTheEmulatedOneAndTheRelaySeesWhatW
     const json emulated = Emulated(k, hub);
     EXPECT_EQ(m[0]["parameter_digest"], emulated["parameter_digest"]) << "K = " << k;
     EXPECT_EQ(m[0]["regions"]["windows"], emulated["regions"]["windows"]) << "K = " << k;
-    EXPECT_EQ(m[0]["regions"]["links"], emulated["regions"]["links"]) << "K = " << k;
+    ASSERT_EQ(m[0]["regions"]["links"].size(), emulated["regions"]["links"].size());
+    for (size_t l = 0; l < m[0]["regions"]["links"].size(); ++l) {
+      for (const char* field : {"from", "to", "bytes", "messages"}) {
+        EXPECT_EQ(m[0]["regions"]["links"][l][field], emulated["regions"]["links"][l][field])
+            << "K = " << k << ", link " << l << ", " << field;
+      }
+    }
     EXPECT_EQ(m[0]["regions"]["gateway_tls"], true);
+    // Each link's egress at the cluster spec's price, and their sum.
+    double usd = 0;
+    for (const json& link : m[0]["regions"]["links"]) {
+      const double price = link["from"] == "a" ? 0.02e-9 : 0.09e-9;
+      EXPECT_DOUBLE_EQ(link["egress_usd"].get<double>(), price * link["bytes"].get<double>());
+      usd += link["egress_usd"].get<double>();
+    }
+    EXPECT_DOUBLE_EQ(m[0]["regions"]["egress_usd"].get<double>(), usd);
+    EXPECT_GT(usd, 0);
     // The relay carried a's messages to b (every try) and a's answers to b's, in TLS records and
     // HTTP/2 frames: at least what a's gateway sent, and not much more.
     const int64_t sent = m[0]["regions"]["gateway_bytes_sent"]["b"].get<int64_t>();

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -691,6 +692,26 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
     r = Heterps(cmd, bad);
     EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(flags, " ");
     EXPECT_THAT(r.err, HasSubstr(message)) << absl::StrJoin(flags, " ");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // On a cluster spec that knows the regions (region a's type cpu-a, b's cpu-b): a region the
+  // spec lacks, and region b's job planned on region a's type, are refused before anything runs.
+  std::string plan = Slurp(plans[0]);
+  plan.replace(plan.find("local-two"), 9, "two-regions");
+  const std::string on_a = bad + "/on-a.json";
+  ASSERT_TRUE(base::WriteFileAtomically(on_a, plan).ok());
+  for (const auto& [region, list, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"a", "a=127.0.0.1:7100,c=127.0.0.1:7101", "region 'c' is not a region of cluster "
+                                                      "two-regions (its regions: a, b)"},
+           {"b", "a=127.0.0.1:7100,b=127.0.0.1:7101",
+            "stages[0].type: cpu-a is in region 'a', but the data"}}) {
+    r = Heterps({"train", "--data", a, "--batch", "154", "--cluster",
+                 "tests/specs/runtime/two-regions.yaml", "--plan", on_a, "--job-dir", bad,
+                 "--region", region, "--region-gateways", list},
+                bad);
+    EXPECT_EQ(r.exit_code, 2) << region;
+    EXPECT_THAT(r.err, HasSubstr(message)) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
 }

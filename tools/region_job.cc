@@ -1,6 +1,7 @@
 #include "tools/region_job.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -66,9 +67,40 @@ absl::StatusOr<std::unique_ptr<RegionJob>> RegionJob::Prepare(TrainFlags* flags)
       }
     }
   }
+  // A cluster spec that knows the regions: the job's plan stays on this region's types (its
+  // data is kept here), and the links' prices price what the windows send.
+  absl::StatusOr<config::ClusterSpec> cluster = LoadClusterOrLocal(flags->cluster_path);
+  if (!cluster.ok()) return cluster.status();
+  std::map<std::pair<int, int>, double> egress;
+  const std::vector<std::string> known = cluster->Regions();
+  if (!known.empty()) {
+    for (size_t r = 0; r < o.names.size(); ++r) {
+      if (std::find(known.begin(), known.end(), o.names[r]) == known.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--region-gateways: region '", o.names[r], "' is not a region of cluster ",
+            cluster->name, " (its regions: ", absl::StrJoin(known, ", "), ")"));
+      }
+    }
+    if (!flags->data_region.empty() && flags->data_region != flags->region) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data-region: '", flags->data_region, "', but this job is region '", flags->region,
+          "', where its data is kept"));
+    }
+    flags->data_region = flags->region;
+    for (size_t a = 0; a < o.names.size(); ++a) {
+      for (size_t b = 0; b < o.names.size(); ++b) {
+        const config::RegionLink* link = a == b ? nullptr : cluster->FindLink(o.names[a], o.names[b]);
+        if (link != nullptr) {
+          egress[{static_cast<int>(a), static_cast<int>(b)}] = link->egress_per_byte;
+        }
+      }
+    }
+  }
   flags->job.dense_on_servers = true;
   flags->job.max_restarts = 0;
   std::unique_ptr<RegionJob> job(new RegionJob(*flags));
+  job->egress_per_byte_ = std::move(egress);
+  job->priced_by_ = cluster->name;
   job->gateway_options_ = std::move(o);
   job->hub_ = hub;
   return job;
@@ -130,6 +162,8 @@ void RegionJob::Report(std::string* summary, nlohmann::ordered_json* metrics) co
   regions.delay = flags_.sync_delay;
   regions.traffic = windows_->traffic();
   regions.hub = flags_.sync_hub;
+  regions.egress_per_byte = egress_per_byte_;
+  regions.priced_by = priced_by_;
   *summary += RegionsSummary(regions);
   nlohmann::ordered_json sent = nlohmann::ordered_json::object();
   for (size_t r = 0; r < regions.names.size(); ++r) {

@@ -10,6 +10,7 @@
 // Thread safety: one thread.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -24,9 +25,11 @@ namespace heterps::tools {
 
 class RegionJob {
  public:
-  // Null without --region. Checks --region, --region-gateways and the job's mode (InvalidArgument naming the flag), and
-  // sets what a region's job needs: its dense parameters on the servers (the windows carry what
-  // the servers hold) and no restarts (the other regions go on without a failed one).
+  // Null without --region. Checks --region, --region-gateways and the job's mode (InvalidArgument
+  // naming the flag), and sets what a region's job needs: its dense parameters on the servers
+  // (the windows carry what the servers hold), no restarts (the other regions go on without a
+  // failed one) and, where the job's cluster spec names regions, its plan on this region's
+  // types (--data-region: its data is kept here) and the links' egress prices for the report.
   static absl::StatusOr<std::unique_ptr<RegionJob>> Prepare(TrainFlags* flags);
   // Reads --region-token-file and starts the gateway.
   absl::Status Start();
@@ -41,6 +44,9 @@ class RegionJob {
   const TrainFlags flags_;
   launcher::rpc::RegionGatewayOptions gateway_options_;
   int hub_ = -1;  // --sync-hub's index; -1: peer to peer
+  // USD per byte of each link between the regions, where the job's cluster spec has them.
+  std::map<std::pair<int, int>, double> egress_per_byte_;
+  std::string priced_by_;
   std::unique_ptr<launcher::rpc::RegionGateway> gateway_;
   std::unique_ptr<launcher::RegionWindows> windows_;
 };

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "heterps/base/file.h"
 #include "heterps/base/fnv.h"
+#include "heterps/base/numbers.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/data/byte_sink.h"
 #include "heterps/data/line_source.h"
@@ -129,6 +130,15 @@ absl::StatusOr<worker::ModelOptions> ModelOptionsFrom(const TrainFlags& flags,
   return options;
 }
 
+namespace {
+
+double LinkEgressUsd(const RegionFigures& f, const worker::RegionTraffic& t) {
+  const auto it = f.egress_per_byte.find({t.from, t.to});
+  return it == f.egress_per_byte.end() ? 0.0 : it->second * static_cast<double>(t.bytes);
+}
+
+}  // namespace
+
 std::string RegionsSummary(const RegionFigures& f) {
   std::vector<std::string> names;
   for (size_t r = 0; r < f.names.size(); ++r) {
@@ -142,24 +152,49 @@ std::string RegionsSummary(const RegionFigures& f) {
       "flush's included)\n",
       absl::StrJoin(names, ", "), f.where, WithCommas(f.windows), f.sync_steps, f.threshold,
       f.delay, f.hub.empty() ? std::string("peer to peer") : absl::StrCat("through ", f.hub));
-  Table table({"from", "to", "bytes", "per step", "messages"}, {false, false, true, true, true});
-  for (const worker::RegionTraffic& t : f.traffic) {
-    table.AddRow({f.names[t.from], f.names[t.to], WithCommas(t.bytes),
-                  WithCommas(f.steps > 0 ? t.bytes / f.steps : 0), WithCommas(t.messages)});
+  const bool priced = !f.egress_per_byte.empty();
+  std::vector<std::string> header = {"from", "to", "bytes", "per step", "messages"};
+  std::vector<bool> right = {false, false, true, true, true};
+  if (priced) {
+    header.push_back("egress");
+    right.push_back(true);
   }
-  return out + table.Render();
+  Table table(header, right);
+  double usd = 0;
+  for (const worker::RegionTraffic& t : f.traffic) {
+    std::vector<std::string> row = {f.names[t.from], f.names[t.to], WithCommas(t.bytes),
+                                    WithCommas(f.steps > 0 ? t.bytes / f.steps : 0),
+                                    WithCommas(t.messages)};
+    if (priced) {
+      const double link = LinkEgressUsd(f, t);
+      usd += link;
+      row.push_back(base::HumanUsd(link));
+    }
+    table.AddRow(std::move(row));
+  }
+  out += table.Render();
+  if (priced) {
+    out += absl::StrFormat("  egress          %s between regions (at the prices of cluster %s)\n",
+                           base::HumanUsd(usd), f.priced_by);
+  }
+  return out;
 }
 
 nlohmann::ordered_json RegionsJson(const RegionFigures& f,
                                    const std::vector<std::vector<std::string>>& files) {
   nlohmann::ordered_json links = nlohmann::ordered_json::array();
+  double usd = 0;
   for (const worker::RegionTraffic& t : f.traffic) {
     links.push_back({{"from", f.names[t.from]},
                      {"to", f.names[t.to]},
                      {"bytes", t.bytes},
                      {"messages", t.messages}});
+    if (!f.egress_per_byte.empty()) {
+      links.back()["egress_usd"] = LinkEgressUsd(f, t);
+      usd += LinkEgressUsd(f, t);
+    }
   }
-  return {{"names", f.names},
+  nlohmann::ordered_json out = {{"names", f.names},
           {"shares", f.shares},
           {"files", files},
           {"sync_steps", f.sync_steps},
@@ -168,6 +203,8 @@ nlohmann::ordered_json RegionsJson(const RegionFigures& f,
           {"hub", f.hub},
           {"windows", f.windows},
           {"links", links}};
+  if (!f.egress_per_byte.empty()) out["egress_usd"] = usd;
+  return out;
 }
 
 }  // namespace heterps::tools

@@ -2,6 +2,7 @@
 // model's options.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -37,8 +38,13 @@ struct RegionFigures {
   int delay = 0;
   std::string hub;  // empty: peer to peer
   std::vector<worker::RegionTraffic> traffic;
+  // USD per byte of each link (from, to), where a cluster spec with the regions' links prices
+  // them; empty: not priced here. `priced_by`: that spec's name.
+  std::map<std::pair<int, int>, double> egress_per_byte;
+  std::string priced_by;
 };
-// The summary's lines: the regions, the windows, and a table of what each link carried.
+// The summary's lines: the regions, the windows, and a table of what each link carried (and its
+// egress, where priced).
 std::string RegionsSummary(const RegionFigures& figures);
 // The metrics' "regions" entry (files: each region's, where known here).
 nlohmann::ordered_json RegionsJson(const RegionFigures& figures,
