@@ -181,34 +181,47 @@ TEST_F(RegionJobsTest, ThroughTheLinksTheRunIsTheEmulatedOneAndTheRelaySeesWhatW
 }
 
 TEST_F(RegionJobsTest, ALinkCutForSecondsStallsOnlyItsWindow) {
-  const std::vector<json> uncut = Run("uncut", 4);
+  // A window every 16 of the 40 steps, applied a window later (--sync-delay 1): window 0 leaves
+  // at step 16 and is needed before step 32.
+  constexpr int kSteps = 16;
+  const std::vector<json> uncut = Run("uncut", kSteps);
   ASSERT_EQ(uncut.size(), 2u);
-  int64_t step_at_cut = -1, step_at_mend = -1;
-  const std::vector<json> cut = Run("cut", 4, "", [&](const std::string& job_a) {
-    // Once region a is well into training, both directions of the link go dark for 3 s.
+  int64_t step_at_mend = -1;
+  double seconds_cut = 0;
+  const std::vector<json> cut = Run("cut", kSteps, "", [&](const std::string& job_a) {
     const auto step = [&] {
       const std::string status = Slurp(job_a + "/status.json");
       if (status.empty()) return int64_t{-1};
       const json s = json::parse(status, nullptr, false);
       return s.is_discarded() ? int64_t{-1} : s.value("step", int64_t{-1});
     };
-    for (int i = 0; i < 3000 && step() < 6; ++i) absl::SleepFor(absl::Milliseconds(10));
+    // Once window 0 is on its way (the relay has carried far more than the gateways' hello: a
+    // window is megabytes), both directions of the link go dark: at least 3 s, and until region
+    // a's status (rewritten every second) shows it at the step that needs the window, or 30 s.
+    const uint64_t before = net_->RelayedBytes("a", "b");
+    for (int i = 0; i < 60000 && net_->RelayedBytes("a", "b") < before + (256 << 10); ++i) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
     net_->Cut("a", "b", true);
     net_->Cut("b", "a", true);
-    step_at_cut = step();
+    const absl::Time start = absl::Now();
     absl::SleepFor(absl::Seconds(3));
+    while (step() < 2 * kSteps && absl::Now() - start < absl::Seconds(30)) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
     step_at_mend = step();
+    seconds_cut = absl::ToDoubleSeconds(absl::Now() - start);
     net_->Cut("a", "b", false);
     net_->Cut("b", "a", false);
   });
   ASSERT_EQ(cut.size(), 2u);
-  std::cout << "region a at step " << step_at_cut << " when cut, " << step_at_mend
-            << " when mended; wall " << uncut[0].value("wall_seconds", 0.0) << " s uncut, "
+  std::cout << "region a at step " << step_at_mend << " after a cut of " << seconds_cut
+            << " s in window 0; wall " << uncut[0].value("wall_seconds", 0.0) << " s uncut, "
             << cut[0].value("wall_seconds", 0.0) << " s cut\n";
-  EXPECT_GE(step_at_cut, 6);
-  // With the exchange a window behind (--sync-delay 1), region a trained on while its window
-  // could not cross, up to the step that needs it.
-  EXPECT_GT(step_at_mend, step_at_cut);
+  // Region a trained on while its window could not cross, up to the step that needs it, and
+  // waited there (had window 0 crossed, a would have gone on to its last step, 39).
+  EXPECT_EQ(step_at_mend, 2 * kSteps);
+  EXPECT_GT(cut[0].value("wall_seconds", 0.0), uncut[0].value("wall_seconds", 0.0));
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(cut[i]["parameter_digest"], uncut[i]["parameter_digest"]) << kRegions[i];
     EXPECT_EQ(cut[i]["losses"], uncut[i]["losses"]) << kRegions[i];
