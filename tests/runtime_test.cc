@@ -668,6 +668,69 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
   }
   EXPECT_GT(metrics[0]["regions"]["gateway_bytes_sent"]["b"].get<int64_t>(),
             emulated["regions"]["links"][0]["bytes"].get<int64_t>());
+  // Recovery within the run (docs/regions.md, "Recovery"): region a checkpoints every 8 steps,
+  // and its shard 1 (rank 2) is killed once step 16's checkpoint is written; its restarted
+  // attempt trains from there again, taking the windows it exchanged since from what it kept,
+  // and the run is the same to the bit: region a's parameters, every loss, the windows and links.
+  {
+    const std::string again = absl::StrCat("a=127.0.0.1:", testing::FreePort(),
+                                           ",b=127.0.0.1:", testing::FreePort());
+    const std::string killed[2] = {Dir("region_a_killed"), Dir("region_b_killed")};
+    std::vector<std::string> region_args[2];
+    for (int i = 0; i < 2; ++i) {
+      region_args[i] = {"train",
+                        "--data", files[i],
+                        "--batch", absl::StrCat(batch[i]),
+                        "--cluster", kCluster,
+                        "--plan", plans[i],
+                        "--ps-shards", i == 0 ? "2" : "1",
+                        "--job-dir", killed[i],
+                        "--metrics-out", killed[i] + "/metrics.json",
+                        "--region", names[i],
+                        "--region-gateways", again,
+                        "--checkpoint-every", "8"};
+      region_args[i].insert(region_args[i].end(), sync.begin(), sync.end());
+    }
+    testing::Background peer(region_args[1], killed[1]);
+    const json ka = testing::KillMidRun(region_args[0], killed[0], /*rank=*/2, /*steps=*/16);
+    ASSERT_EQ(peer.Wait(absl::Seconds(240)), 0) << peer.err();
+    const json kb = Metrics(killed[1]);
+    EXPECT_EQ(ka["restarts"], 1);
+    EXPECT_EQ(kb["restarts"], 0);
+    EXPECT_EQ(ka["parameter_digest"], metrics[0]["parameter_digest"]);
+    EXPECT_EQ(kb["parameter_digest"], metrics[1]["parameter_digest"]);
+    EXPECT_EQ(ka["losses"], metrics[0]["losses"]);
+    EXPECT_EQ(kb["losses"], metrics[1]["losses"]);
+    for (const json* m : {&ka, &kb}) {
+      EXPECT_EQ((*m)["regions"]["windows"], emulated["regions"]["windows"]);
+      EXPECT_EQ((*m)["regions"]["links"], emulated["regions"]["links"]);
+    }
+    // Region a stopped on request (SIGTERM) once it has checkpointed step 8: the run ends with it
+    // (region b is told, and names it), and the same command again, which finds a's checkpoint,
+    // is refused before anything starts: the windows since went with the other regions' run.
+    const std::string stop = absl::StrCat("a=127.0.0.1:", testing::FreePort(),
+                                          ",b=127.0.0.1:", testing::FreePort());
+    for (std::vector<std::string>& args : region_args) {
+      *(std::find(args.begin(), args.end(), "--region-gateways") + 1) = stop;
+    }
+    const std::string stopped[2] = {Dir("region_a_stopped"), Dir("region_b_stopped")};
+    for (int i = 0; i < 2; ++i) {
+      *(std::find(region_args[i].begin(), region_args[i].end(), "--job-dir") + 1) = stopped[i];
+      *(std::find(region_args[i].begin(), region_args[i].end(), "--metrics-out") + 1) =
+          stopped[i] + "/metrics.json";
+    }
+    testing::Background sa(region_args[0], stopped[0]), sb(region_args[1], stopped[1]);
+    ASSERT_TRUE(sa.WaitFor([&] { return testing::CheckpointStep(stopped[0]) >= 8; }));
+    sa.Signal(SIGTERM);
+    EXPECT_EQ(sa.Wait(), 128 + SIGTERM) << sa.err();
+    EXPECT_THAT(sa.err(), HasSubstr("start every region again with --fresh"));
+    EXPECT_NE(sb.Wait(), 0);
+    EXPECT_THAT(sb.err(), HasSubstr("region 'a'"));
+    const Outcome resumed = Heterps(region_args[0], stopped[0]);
+    EXPECT_EQ(resumed.exit_code, 2) << resumed.err;
+    EXPECT_THAT(resumed.err, HasSubstr("which resumes only within its run")) << resumed.err;
+    EXPECT_THAT(resumed.err, HasSubstr("--fresh")) << resumed.err;
+  }
   // Bad regions: one line each, before anything starts.
   const std::string bad = Dir("regions_bad");
   for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{

@@ -97,7 +97,6 @@ absl::StatusOr<std::unique_ptr<RegionJob>> RegionJob::Prepare(TrainFlags* flags)
     }
   }
   flags->job.dense_on_servers = true;
-  flags->job.max_restarts = 0;
   std::unique_ptr<RegionJob> job(new RegionJob(*flags));
   job->egress_per_byte_ = std::move(egress);
   job->priced_by_ = cluster->name;

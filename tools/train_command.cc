@@ -443,9 +443,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
                 "is not on this host's loopback (default: such a run needs --region-ca)")
       ->needs(region)
       ->excludes(region_ca);
-  // Across regions a failure ends the job (the other regions went on without it), and the plan
-  // stays the one it started on.
-  for (const char* name : {"--max-restarts", "--cluster-watch", "--cluster-state"}) {
+  // Across regions the plan stays the one the job started on (a failure restarts it on that
+  // plan, from its last checkpoint: docs/regions.md, "Recovery").
+  for (const char* name : {"--cluster-watch", "--cluster-state"}) {
     region->excludes(cmd->get_option(name));
   }
   cmd->add_option("--replicas", flags.replicas,

@@ -168,17 +168,25 @@ class Attempt::Impl {
     }
     const Heartbeat heartbeat(this);
     if (o_.regions != nullptr) {
-      if (done > 0 || job_.settings.mode != worker::Consistency::kSync ||
-          job_.settings.dense_on_replicas()) {
+      if (job_.settings.mode != worker::Consistency::kSync || job_.settings.dense_on_replicas()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "across regions a job trains synchronously, its dense parameters on the servers, from "
-            "its first step (this one: ",
+            "across regions a job trains synchronously, its dense parameters on the servers (this "
+            "one: ",
             job_.settings.mode == worker::Consistency::kSync ? "synchronous" : "asynchronous",
-            job_.settings.dense_on_replicas() ? ", dense parameters on the replicas" : "",
-            done > 0 ? absl::StrCat(", resumed at step ", done) : std::string(), ")"));
+            job_.settings.dense_on_replicas() ? ", dense parameters on the replicas" : "", ")"));
       }
-      HETERPS_RETURN_IF_ERROR(
-          o_.regions->Begin(&p_.servers(), worker::ModelDeltaTables(job_.model), total));
+      if (o_.regions->begun()) {
+        // A later attempt of this run: the windows rewind to the checkpoint it resumed from.
+        HETERPS_RETURN_IF_ERROR(o_.regions->Rewind(&p_.servers(), done));
+      } else if (done > 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "across regions a job resumes only within its run (this one found a checkpoint of "
+            "step ", done, "; the other regions' windows since are gone): start it again with "
+            "--fresh"));
+      } else {
+        HETERPS_RETURN_IF_ERROR(
+            o_.regions->Begin(&p_.servers(), worker::ModelDeltaTables(job_.model), total));
+      }
     }
     // Rounds end at checkpoints and evaluations: the only points where asynchronous replicas
     // meet.
@@ -528,6 +536,7 @@ class Attempt::Impl {
         o_.env, o_.job_dir,
         {step, std::move(losses), layout_.ps_shards, o_.job_id, worker::JobIdentity(job_)})));
     ledger_.Checkpointed(step, absl::ToDoubleSeconds(absl::Now() - start));
+    if (o_.regions != nullptr) o_.regions->Checkpointed(step);  // a restart rewinds to it
     return absl::OkStatus();
   }
 

@@ -103,8 +103,10 @@ struct AttemptOptions {
   Replanner* replanner = nullptr;                    // null: the plan is fixed
   // One region of a run across regions (region_windows.h): its windows with the other regions
   // after every synchronous step, the flush after the last. Null: one region. The job must be
-  // synchronous, with its dense parameters on the servers, and start at step 0 (a resume across
-  // regions is refused: the windows' bases are not in the checkpoints).
+  // synchronous, with its dense parameters on the servers. A later attempt of the same run
+  // rewinds the windows to the checkpoint it resumed from (RegionWindows::Rewind); a run that
+  // finds a checkpoint before its first attempt is refused (the other regions' windows since
+  // are gone).
   RegionWindows* regions = nullptr;
 };
 

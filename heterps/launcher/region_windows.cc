@@ -56,6 +56,8 @@ absl::Status RegionWindows::Begin(ps::PsClient* servers, worker::DeltaTables tab
     }
     longest_ = std::max(longest_, m.total_steps);
   }
+  begun_ = true;
+  Checkpointed(0);  // a failure before the first checkpoint restarts from step 0
   return absl::OkStatus();
 }
 
@@ -160,9 +162,16 @@ absl::Status RegionWindows::Take(int64_t samples, float threshold, bool flush) {
   message.flush = flush;
   message.from = o_.self;
   message.total_steps = total_;
+  auto flight = std::make_unique<InFlight>();
+  flight->window = message.window;
+  if (const auto kept = kept_.find(message.window); kept != kept_.end()) {
+    // A step trained again after a rewind: the window went and came the first time.
+    flight->exchanged = kept->second;
+    in_flight_ = std::move(flight);
+    return absl::OkStatus();
+  }
   HETERPS_ASSIGN_OR_RETURN(message.deltas,
                            worker::ExportRegion(servers_, tables_, samples, threshold));
-  auto flight = std::make_unique<InFlight>();
   InFlight* f = flight.get();
   const absl::Time deadline = absl::Now() + o_.timeout;
   f->thread = std::thread([this, f, deadline, message = std::move(message)] {
@@ -174,9 +183,13 @@ absl::Status RegionWindows::Take(int64_t samples, float threshold, bool flush) {
 
 absl::StatusOr<bool> RegionWindows::Apply() {
   if (in_flight_ == nullptr) return false;
-  in_flight_->thread.join();
+  if (in_flight_->thread.joinable()) in_flight_->thread.join();
   const std::unique_ptr<InFlight> flight = std::move(in_flight_);
-  HETERPS_RETURN_IF_ERROR(flight->exchanged.status());
+  if (!flight->exchanged.ok()) {
+    exchange_failed_ = flight->exchanged.status();
+    return exchange_failed_;
+  }
+  Keep(flight->window, *flight->exchanged);
   const worker::DeltaWindow& window = flight->exchanged->window;
   HETERPS_RETURN_IF_ERROR(worker::ApplyRegionWindow(servers_, window, o_.self));
   const bool sent = !window.sparse.empty() || !window.dense.empty();
@@ -226,6 +239,111 @@ absl::Status RegionWindows::Finish() {
       return absl::InternalError("across regions: the final flush still sends after 8 windows");
     }
   }
+}
+
+namespace {
+
+// What a window kept for a rewind holds: its keys and floats, bytes.
+int64_t KeptBytes(const worker::DeltaWindow& window) {
+  size_t bytes = 0;
+  for (const worker::DeltaWindow::Sparse& t : window.sparse) {
+    bytes += t.keys.size() * sizeof(uint64_t) + t.merged.size() * sizeof(float);
+    for (const std::vector<float>& own : t.own) bytes += own.size() * sizeof(float);
+  }
+  for (const worker::DeltaWindow::Dense& d : window.dense) {
+    bytes += d.merged.size() * sizeof(float);
+    for (const std::vector<float>& own : d.own) bytes += own.size() * sizeof(float);
+  }
+  return static_cast<int64_t>(bytes);
+}
+
+}  // namespace
+
+void RegionWindows::Keep(int64_t window, const Exchanged& exchanged) {
+  if (dropped_ || kept_.count(window) > 0) return;
+  const int64_t bytes = KeptBytes(exchanged.window);
+  if (kept_bytes_ + bytes > o_.keep_bytes) {
+    kept_.clear();
+    kept_bytes_ = 0;
+    dropped_ = true;
+    return;
+  }
+  kept_.emplace(window, exchanged);
+  kept_bytes_ += bytes;
+}
+
+void RegionWindows::Checkpointed(int64_t step) {
+  mark_.step = step;
+  mark_.next_window = next_window_;
+  mark_.in_flight = in_flight_ != nullptr ? in_flight_->window : -1;
+  mark_.window_samples = window_samples_;
+  mark_.run_samples = run_samples_;
+  {
+    absl::MutexLock lock(&mu_);
+    mark_.windows = windows_;
+    mark_.traffic = traffic_;
+  }
+  // A rewind to this mark takes the window in flight again, and those after it.
+  const int64_t first = mark_.in_flight >= 0 ? mark_.in_flight : next_window_;
+  kept_.erase(kept_.begin(), kept_.lower_bound(first));
+  if (dropped_) {
+    kept_.clear();  // what was kept since the drop covers only part of the windows
+    dropped_ = false;
+  }
+  kept_bytes_ = 0;
+  for (const auto& [window, exchanged] : kept_) kept_bytes_ += KeptBytes(exchanged.window);
+}
+
+absl::Status RegionWindows::Recoverable() const {
+  if (!exchange_failed_.ok()) return exchange_failed_;
+  if (dropped_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "across regions: the windows exchanged since the checkpoint of step ", mark_.step,
+        " outgrew ", o_.keep_bytes >> 20,
+        " MB, and were not kept for a restart (checkpoint more often: --checkpoint-every)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RegionWindows::Rewind(ps::PsClient* servers, int64_t step) {
+  if (!begun_) return absl::FailedPreconditionError("across regions: a rewind before the hello");
+  if (in_flight_ != nullptr) {
+    if (in_flight_->thread.joinable()) in_flight_->thread.join();
+    const std::unique_ptr<InFlight> flight = std::move(in_flight_);
+    if (!flight->exchanged.ok()) {
+      exchange_failed_ = flight->exchanged.status();
+    } else {
+      Keep(flight->window, *flight->exchanged);
+    }
+  }
+  HETERPS_RETURN_IF_ERROR(Recoverable());
+  if (step != mark_.step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "across regions: this attempt resumed at step ", step, ", but the windows stand at the "
+        "checkpoint of step ", mark_.step, " (the windows since went to the other regions)"));
+  }
+  servers_ = servers;
+  HETERPS_RETURN_IF_ERROR(servers_->TrackDeltas());
+  next_window_ = mark_.next_window;
+  window_samples_ = mark_.window_samples;
+  run_samples_ = mark_.run_samples;
+  {
+    absl::MutexLock lock(&mu_);
+    windows_ = mark_.windows;
+    traffic_ = mark_.traffic;
+  }
+  if (mark_.in_flight >= 0) {
+    const auto kept = kept_.find(mark_.in_flight);
+    if (kept == kept_.end()) {
+      return absl::InternalError(absl::StrCat("across regions: window ", mark_.in_flight,
+                                              ", in flight at the checkpoint of step ", step,
+                                              ", was not kept"));
+    }
+    in_flight_ = std::make_unique<InFlight>();
+    in_flight_->window = mark_.in_flight;
+    in_flight_->exchanged = kept->second;
+  }
+  return absl::OkStatus();
 }
 
 std::string RegionWindows::Name(int region) const {

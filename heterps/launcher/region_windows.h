@@ -30,8 +30,20 @@
 // windows of every change left (threshold 0), weighted by each region's samples over the run,
 // until one sends nothing.
 //
-// Thread safety: one thread calls Begin, AfterStep and Finish; the figures may be read from any
-// thread. An exchange in flight runs on a thread of its own, which the destructor joins.
+// Recovery within the run (docs/regions.md, "Recovery"): a failed attempt of this region's job
+// (a killed shard) restarts from its last checkpoint, whose servers' state holds their bases
+// (ps/checkpoint.h); Checkpointed marks where the windows stood at that step, and the windows
+// exchanged since are kept here, so that the steps trained again take the same windows from
+// what they kept, without sending or receiving anything: the other regions only wait longer for
+// this region's next window (up to their timeout) and never hear of the restart.
+//
+//   windows.Checkpointed(step);                 // after the checkpoint of `step` was written
+//   ... an attempt fails; the next resumes from the checkpoint of `step` ...
+//   HETERPS_RETURN_IF_ERROR(windows.Rewind(&new_servers, step));
+//
+// Thread safety: one thread calls Begin, AfterStep, Finish, Checkpointed and Rewind; the figures
+// may be read from any thread. An exchange in flight runs on a thread of its own, which the
+// destructor joins.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +106,9 @@ struct RegionWindowsOptions {
   // sends each the merge (cost::SyncTopology::kHub), which they apply with their own.
   int hub = -1;
   absl::Duration timeout = absl::Minutes(10);  // the hello, and a window from its taking
+  // The most the windows kept for a restart may hold (their keys and floats), bytes: beyond it
+  // they are dropped, and a failure before the next checkpoint ends the job.
+  int64_t keep_bytes = int64_t{1} << 30;
 };
 
 class RegionWindows {
@@ -114,6 +129,21 @@ class RegionWindows {
   absl::Status AfterStep(int64_t step, int64_t samples);
   // After this region's last step: the windows the longer regions still take, then the flush.
   absl::Status Finish();
+  // Whether Begin has run (its hello exchanged): a later attempt of the run rewinds instead.
+  bool begun() const { return begun_; }
+  // After this region's checkpoint of `step` (`step` steps done) was written: a later attempt may
+  // rewind to it. Windows kept from before it are dropped.
+  void Checkpointed(int64_t step);
+  // At the start of an attempt that resumed from the checkpoint of `step` (0: none was written),
+  // on its new servers (their bases loaded with it): the exchange in flight, if any, waited for
+  // and kept; every server tracking; the windows back where they stood at `step`. Errors:
+  // `step` is not the last checkpointed (FailedPrecondition: the windows since went to the other
+  // regions), the windows kept were dropped (FailedPrecondition, saying why), an exchange failed
+  // (its error: across regions that ends the job).
+  absl::Status Rewind(ps::PsClient* servers, int64_t step);
+  // Whether a failed attempt may be restarted: no exchange has failed, and the windows since the
+  // last checkpoint are kept; otherwise why not.
+  absl::Status Recoverable() const;
 
   // The windows applied that sent anything (the hello not counted).
   int64_t windows() const;
@@ -145,18 +175,36 @@ class RegionWindows {
   absl::Status CheckAgainst(const RegionMessage& got, const RegionMessage& mine, int from) const;
   std::string Name(int region) const;
 
+  // The window `window`'s exchange, done, kept for a rewind (unless the kept windows outgrow
+  // keep_bytes).
+  void Keep(int64_t window, const Exchanged& exchanged);
+
   const RegionWindowsOptions o_;
   RegionMailbox& mailbox_;
   ps::PsClient* servers_ = nullptr;
   worker::DeltaTables tables_;
+  bool begun_ = false;
   int64_t total_ = 0, longest_ = 0, next_window_ = 1;
   int64_t window_samples_ = 0, run_samples_ = 0;
 
   struct InFlight {
-    std::thread thread;
+    int64_t window = 0;
+    std::thread thread;  // not joinable: a kept window, done
     absl::StatusOr<Exchanged> exchanged = absl::UnknownError("not done");
   };
   std::unique_ptr<InFlight> in_flight_;
+
+  // Where the windows stood at the last checkpoint, and the windows exchanged since.
+  struct Mark {
+    int64_t step = 0, next_window = 1, in_flight = -1;  // -1: none in flight
+    int64_t window_samples = 0, run_samples = 0, windows = 0;
+    std::map<std::pair<int, int>, worker::RegionTraffic> traffic;
+  };
+  Mark mark_;
+  std::map<int64_t, Exchanged> kept_;
+  int64_t kept_bytes_ = 0;
+  bool dropped_ = false;          // the windows since the mark outgrew keep_bytes
+  absl::Status exchange_failed_;  // an exchange's error: the run across regions cannot go on
 
   mutable absl::Mutex mu_;
   int64_t windows_ ABSL_GUARDED_BY(mu_) = 0;

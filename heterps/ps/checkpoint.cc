@@ -234,6 +234,43 @@ absl::StatusOr<json> WriteDense(base::Env* env, const std::string& dir, int id, 
               {"block_sizes", sizes}, {"bytes", w.bytes()}, {"xxh3_64", w.checksum()}};
 }
 
+// A tracked table's GEO bases (sparse_table.h, docs/regions.md), beside its rows: a sparse
+// table's dim, then each tracked row's key and base; a dense table's blocks, each a byte (1:
+// tracked) and, where tracked, its base.
+absl::StatusOr<json> WriteSparseBases(base::Env* env, const std::string& dir, int id,
+                                      const SparseTable& table) {
+  const std::string name = absl::StrCat("sparse-", id, ".bases");
+  HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(env, dir + "/" + name));
+  const int32_t dim = table.dim();
+  HETERPS_RETURN_IF_ERROR(w.Put(&dim, 1));
+  int64_t rows = 0;
+  HETERPS_RETURN_IF_ERROR(table.ForEachBase([&](uint64_t key, absl::Span<const float> base) {
+    ++rows;
+    HETERPS_RETURN_IF_ERROR(w.Put(&key, 1));
+    return w.Put(base.data(), base.size());
+  }));
+  HETERPS_RETURN_IF_ERROR(w.Close());
+  return json{{"file", name}, {"table", id},         {"kind", "sparse-bases"}, {"dim", dim},
+              {"rows", rows}, {"bytes", w.bytes()}, {"xxh3_64", w.checksum()}};
+}
+
+absl::StatusOr<json> WriteDenseBases(base::Env* env, const std::string& dir, int id,
+                                     const DenseTable& table) {
+  const std::string name = absl::StrCat("dense-", id, ".bases");
+  HETERPS_ASSIGN_OR_RETURN(Writer w, Writer::Open(env, dir + "/" + name));
+  json sizes = json::array();
+  for (int b = 0; b < table.num_blocks(); ++b) {
+    HETERPS_ASSIGN_OR_RETURN(const std::vector<float> base, table.BaseOf(b));
+    sizes.push_back(table.block_size(b));
+    const uint8_t tracked = base.empty() ? 0 : 1;
+    HETERPS_RETURN_IF_ERROR(w.Put(&tracked, 1));
+    HETERPS_RETURN_IF_ERROR(w.Put(base.data(), base.size()));
+  }
+  HETERPS_RETURN_IF_ERROR(w.Close());
+  return json{{"file", name},         {"table", id},        {"kind", "dense-bases"},
+              {"block_sizes", sizes}, {"bytes", w.bytes()}, {"xxh3_64", w.checksum()}};
+}
+
 }  // namespace
 
 absl::Status CheckJobId(const std::string& job) {
@@ -270,6 +307,16 @@ absl::Status SaveCheckpoint(base::Env* env, const std::string& root, int64_t ste
     }
     for (const auto& [id, table] : tables.dense) {
       HETERPS_ASSIGN_OR_RETURN(json entry, WriteDense(env, tmp, id, *table));
+      files.push_back(entry);
+    }
+    for (const auto& [id, table] : tables.sparse) {
+      if (!table->tracking_deltas()) continue;
+      HETERPS_ASSIGN_OR_RETURN(json entry, WriteSparseBases(env, tmp, id, *table));
+      files.push_back(entry);
+    }
+    for (const auto& [id, table] : tables.dense) {
+      if (!table->tracking_deltas()) continue;
+      HETERPS_ASSIGN_OR_RETURN(json entry, WriteDenseBases(env, tmp, id, *table));
       files.push_back(entry);
     }
     json manifest = {{"format", kFormat},           {"job", id.job}, {"shard", id.shard},
@@ -379,6 +426,7 @@ struct ManifestFile {
   std::string file;  // a plain name in the checkpoint's directory
   int table = -1;
   bool sparse = false;
+  bool bases = false;  // the table's GEO bases, not its rows (format v2)
   int64_t dim = 0, state_floats = 0;  // sparse
   std::vector<int64_t> block_sizes;   // dense
   uint64_t bytes = 0;
@@ -425,11 +473,17 @@ absl::StatusOr<Manifest> ReadManifest(base::Env* env, const std::string& dir) {
       HETERPS_ASSIGN_OR_RETURN(const int64_t table, f.Int("table", 0, 1 << 30));
       e.table = static_cast<int>(table);
       HETERPS_ASSIGN_OR_RETURN(const std::string kind, f.String("kind"));
-      if (kind != "sparse" && kind != "dense") return f.Error("kind", "neither sparse nor dense");
-      e.sparse = kind == "sparse";
+      if (kind != "sparse" && kind != "dense" &&
+          (m.v1 || (kind != "sparse-bases" && kind != "dense-bases"))) {
+        return f.Error("kind", "none of sparse, dense, sparse-bases and dense-bases");
+      }
+      e.sparse = absl::StartsWith(kind, "sparse");
+      e.bases = absl::EndsWith(kind, "-bases");
       if (e.sparse) {
         HETERPS_ASSIGN_OR_RETURN(e.dim, f.Int("dim", 1, 1 << 20));
-        HETERPS_ASSIGN_OR_RETURN(e.state_floats, f.Int("state_floats", 0, 1 << 24));
+        if (!e.bases) {
+          HETERPS_ASSIGN_OR_RETURN(e.state_floats, f.Int("state_floats", 0, 1 << 24));
+        }
       } else {
         HETERPS_ASSIGN_OR_RETURN(e.block_sizes, f.Ints("block_sizes"));
       }
@@ -499,12 +553,13 @@ absl::StatusOr<VerifiedDir> Verify(base::Env* env, const std::string& dir, int64
     if (f.sparse) {
       auto it = tables.sparse.find(f.table);
       if (it == tables.sparse.end() || it->second->dim() != f.dim ||
-          StateFloats(it->second->options().optimizer.kind) * it->second->dim() != f.state_floats) {
+          (!f.bases && StateFloats(it->second->options().optimizer.kind) * it->second->dim() !=
+                           f.state_floats)) {
         return absl::FailedPreconditionError(
             absl::StrCat(path, ": sparse table ", f.table, " of dim ", f.dim, " and ",
                          f.state_floats, " optimizer floats per row has no match here"));
       }
-      ++(*sparse_seen)[f.table];
+      if (!f.bases) ++(*sparse_seen)[f.table];
     } else {
       auto it = tables.dense.find(f.table);
       load = it != tables.dense.end();
@@ -521,7 +576,7 @@ absl::StatusOr<VerifiedDir> Verify(base::Env* env, const std::string& dir, int64
           return absl::FailedPreconditionError(
               absl::StrCat(path, ": dense table ", f.table, " has no match here"));
         }
-        ++(*dense_seen)[f.table];
+        if (!f.bases) ++(*dense_seen)[f.table];
       }
     }
     v.load.push_back(load);
@@ -533,7 +588,7 @@ absl::StatusOr<VerifiedDir> Verify(base::Env* env, const std::string& dir, int64
 absl::Status LoadVerified(base::Env* env, const VerifiedDir& v, const CheckpointTables& tables,
                           const std::function<bool(uint64_t)>& keep) {
   for (size_t i = 0; i < v.manifest.files.size(); ++i) {
-    if (!v.load[i]) continue;
+    if (!v.load[i] || v.manifest.files[i].bases) continue;
     const ManifestFile& f = v.manifest.files[i];
     HETERPS_ASSIGN_OR_RETURN(Reader r, Reader::Open(env, v.dir + "/" + f.file));
     if (f.sparse) {
@@ -573,6 +628,46 @@ absl::Status LoadVerified(base::Env* env, const VerifiedDir& v, const Checkpoint
         HETERPS_RETURN_IF_ERROR(r.Get(data.value.data(), data.value.size()));
         HETERPS_RETURN_IF_ERROR(r.Get(data.state.data(), data.state.size()));
         HETERPS_RETURN_IF_ERROR(table.Write(b, data));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Pass 3 over one source, after every source's rows: the bases of the tables it tracked (the
+// sparse bases `keep` accepts), RestoreBases already called on each.
+absl::Status LoadBases(base::Env* env, const VerifiedDir& v, const CheckpointTables& tables,
+                       const std::function<bool(uint64_t)>& keep) {
+  for (size_t i = 0; i < v.manifest.files.size(); ++i) {
+    const ManifestFile& f = v.manifest.files[i];
+    if (!v.load[i] || !f.bases) continue;
+    const std::string path = v.dir + "/" + f.file;
+    HETERPS_ASSIGN_OR_RETURN(Reader r, Reader::Open(env, path));
+    if (f.sparse) {
+      SparseTable& table = *tables.sparse.at(f.table);
+      int32_t dim = 0;
+      HETERPS_RETURN_IF_ERROR(r.Get(&dim, 1));
+      if (dim != f.dim) {
+        return absl::DataLossError(
+            absl::StrCat(path, ": bases of ", dim, " floats, the manifest says ", f.dim));
+      }
+      std::vector<float> base(dim);
+      for (;;) {
+        HETERPS_ASSIGN_OR_RETURN(const bool done, r.done());
+        if (done) break;
+        uint64_t key = 0;
+        HETERPS_RETURN_IF_ERROR(r.Get(&key, 1));
+        HETERPS_RETURN_IF_ERROR(r.Get(base.data(), base.size()));
+        if (keep == nullptr || keep(key)) table.SetBase(key, base);
+      }
+    } else {
+      DenseTable& table = *tables.dense.at(f.table);
+      for (int b = 0; b < table.num_blocks(); ++b) {
+        uint8_t tracked = 0;
+        HETERPS_RETURN_IF_ERROR(r.Get(&tracked, 1));
+        std::vector<float> base(tracked != 0 ? table.block_size(b) : 0);
+        HETERPS_RETURN_IF_ERROR(r.Get(base.data(), base.size()));
+        HETERPS_RETURN_IF_ERROR(table.SetBase(b, base));
       }
     }
   }
@@ -619,6 +714,15 @@ absl::StatusOr<int64_t> LoadSources(base::Env* env, const std::vector<std::strin
   }
   for (const auto& [table_id, table] : tables.sparse) HETERPS_RETURN_IF_ERROR(table->Clear());
   for (const VerifiedDir& v : verified) HETERPS_RETURN_IF_ERROR(LoadVerified(env, v, tables, keep));
+  // The tracked tables' bases: exactly the checkpoint's (loading a row may have tracked it).
+  for (const VerifiedDir& v : verified) {
+    for (size_t i = 0; i < v.manifest.files.size(); ++i) {
+      const ManifestFile& f = v.manifest.files[i];
+      if (!v.load[i] || !f.bases) continue;
+      if (f.sparse) tables.sparse.at(f.table)->RestoreBases();
+    }
+  }
+  for (const VerifiedDir& v : verified) HETERPS_RETURN_IF_ERROR(LoadBases(env, v, tables, keep));
   return step;
 }
 

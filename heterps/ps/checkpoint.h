@@ -7,7 +7,10 @@
 // temporary name, flushed, renamed into place, and only then named in <root>/LATEST (itself
 // replaced by rename). A failure at any point (a full disk, an
 // unwritable directory) returns an error naming the path and leaves the previous checkpoint and
-// LATEST as they were.
+// LATEST as they were. A table that tracks its changes between regions (TrackDeltas) also writes
+// its bases (sparse-<id>.bases: each tracked row's key and base; dense-<id>.bases: each block's
+// base, where it has one): the tables loaded from it track again from the same bases, so their
+// next window across regions is the one the saved tables would have sent.
 //
 // Loading verifies every file's size and checksum, that the tables match the manifest (kinds,
 // dims, blocks), and that the checkpoint is the one asked for (its job, shard, number of shards and

@@ -362,6 +362,80 @@ void EditManifest(const std::string& dir, const std::function<void(nlohmann::jso
   WriteAll(dir + "/MANIFEST", m.dump(2));
 }
 
+// What a tracked table would send next (every tracked row's delta, the dense blocks'), with its
+// bases left in place.
+std::pair<std::vector<uint64_t>, std::vector<float>> NextWindow(Tables& t) {
+  std::vector<uint64_t> keys;
+  std::vector<float> deltas;
+  EXPECT_TRUE(t.sparse->ExportWindow(0, &keys, &deltas).ok());
+  for (int blk = 0; blk < t.dense->num_blocks(); ++blk) {
+    std::vector<float> delta;
+    EXPECT_TRUE(t.dense->ExportWindow(blk, 0, &delta).ok());
+    keys.push_back(delta.empty() ? 0 : 1);  // whether block blk is tracked
+    deltas.insert(deltas.end(), delta.begin(), delta.end());
+  }
+  return {keys, deltas};
+}
+
+TEST_F(CheckpointTest, ATrackedTableKeepsItsBases) {
+  Tables a = Make(Dir("bases_cold_a"));
+  a.sparse->TrackDeltas();
+  a.dense->TrackDeltas();
+  Train(a);
+  // Some rows sent (their bases moved on), the rest kept as residuals; then more changes.
+  std::vector<uint64_t> keys;
+  std::vector<float> deltas;
+  ASSERT_TRUE(a.sparse->ExportDeltas(0.5f, &keys, &deltas).ok());
+  ASSERT_FALSE(keys.empty());
+  ASSERT_GT(a.sparse->tracked_rows(), 0);  // the rows below the threshold
+  Train(a);
+  ASSERT_GT(a.sparse->Stats().cold_rows, 50);
+  const int64_t tracked = a.sparse->tracked_rows();
+  ASSERT_GT(tracked, 0);
+  const auto next = NextWindow(a);
+  const std::string root = Dir("bases_root");
+  ASSERT_TRUE(SaveCheckpoint(env, root, 3, a.view()).ok());
+  const std::string manifest = ReadAll(root + "/ckpt-3/MANIFEST");
+  EXPECT_THAT(manifest, HasSubstr("\"sparse-bases\""));
+  EXPECT_THAT(manifest, HasSubstr("\"dense-bases\""));
+
+  // Loaded into untracked tables: tracking on, the same bases, the same next window.
+  Tables b = Make(Dir("bases_cold_b"));
+  ASSERT_TRUE(LoadLatestCheckpoint(env, root, b.view()).ok());
+  EXPECT_TRUE(b.sparse->tracking_deltas());
+  EXPECT_TRUE(b.dense->tracking_deltas());
+  EXPECT_EQ(b.sparse->tracked_rows(), tracked);
+  EXPECT_EQ(NextWindow(b), next);
+  EXPECT_EQ(Rows(*a.sparse), Rows(*b.sparse));
+
+  // Into tracked tables that track other rows: exactly the checkpoint's bases.
+  Tables c = Make(Dir("bases_cold_c"));
+  c.sparse->TrackDeltas();
+  c.dense->TrackDeltas();
+  Train(c);
+  Train(c);
+  ASSERT_TRUE(LoadLatestCheckpoint(env, root, c.view()).ok());
+  EXPECT_EQ(c.sparse->tracked_rows(), tracked);
+  EXPECT_EQ(NextWindow(c), next);
+
+  // An untracked table's checkpoint has no bases; a damaged bases file is refused before
+  // anything loads.
+  Tables d = Make(Dir("bases_cold_d"));
+  Train(d);
+  const std::string plain = Dir("bases_plain");
+  ASSERT_TRUE(SaveCheckpoint(env, plain, 1, d.view()).ok());
+  EXPECT_THAT(ReadAll(plain + "/ckpt-1/MANIFEST"), ::testing::Not(HasSubstr("bases")));
+  std::string bytes = ReadAll(root + "/ckpt-3/sparse-0.bases");
+  bytes[bytes.size() / 2] ^= 1;
+  WriteAll(root + "/ckpt-3/sparse-0.bases", bytes);
+  Tables e = Make(Dir("bases_cold_e"));
+  const auto loaded = LoadLatestCheckpoint(env, root, e.view());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("sparse-0.bases"));
+  EXPECT_TRUE(Rows(*e.sparse).empty());
+  EXPECT_FALSE(e.sparse->tracking_deltas());
+}
+
 TEST_F(CheckpointTest, ASaveKilledPartWayLeavesNothingBehindTheNextSave) {
   Tables a = Make(Dir("cold_tmp"));
   const std::string root = Dir("tmp_left");

@@ -155,6 +155,24 @@ void DenseTable::RecordBase(Block& b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
 
 void DenseTable::TrackDeltas() { tracking_.store(true, std::memory_order_release); }
 
+absl::StatusOr<std::vector<float>> DenseTable::BaseOf(int block) const {
+  if (block < 0 || block >= num_blocks()) return CheckBlock(block, 0);
+  const Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  return b.base;
+}
+
+absl::Status DenseTable::SetBase(int block, absl::Span<const float> base) {
+  if (block < 0 || block >= num_blocks() || !base.empty()) {
+    HETERPS_RETURN_IF_ERROR(CheckBlock(block, base.size()));
+  }
+  TrackDeltas();
+  Block& b = *blocks_[block];
+  absl::MutexLock lock(&b.mu);
+  b.base.assign(base.begin(), base.end());
+  return absl::OkStatus();
+}
+
 absl::Status DenseTable::ExportDeltas(int block, float threshold, std::vector<float>* delta) {
   return ExportChanges(block, threshold, delta, /*move_bases=*/true);
 }

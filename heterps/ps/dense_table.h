@@ -60,6 +60,12 @@ class DenseTable {
   // (both the block's size; own all zeros where it sent nothing).
   absl::Status ExportWindow(int block, float threshold, std::vector<float>* delta);
   absl::Status ApplyWindow(int block, absl::Span<const float> merged, absl::Span<const float> own);
+  bool tracking_deltas() const { return tracking_.load(std::memory_order_acquire); }
+  // The bases in a checkpoint (checkpoint.h), as SparseTable's: block `block`'s base (empty
+  // where the block is not tracked), and its restore after the block's Write, tracking on (an
+  // empty `base`: untracked). InvalidArgument for a bad block or size.
+  absl::StatusOr<std::vector<float>> BaseOf(int block) const;
+  absl::Status SetBase(int block, absl::Span<const float> base);
 
  private:
   struct Block {

@@ -825,6 +825,29 @@ void SparseTable::RecordBase(Shard& shard, uint64_t key,
 
 void SparseTable::TrackDeltas() { tracking_.store(true, std::memory_order_release); }
 
+absl::Status SparseTable::ForEachBase(
+    const std::function<absl::Status(uint64_t, absl::Span<const float>)>& visit) const {
+  for (const auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    for (const auto& [key, base] : shard->bases) HETERPS_RETURN_IF_ERROR(visit(key, base));
+  }
+  return absl::OkStatus();
+}
+
+void SparseTable::RestoreBases() {
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->bases.clear();
+  }
+  TrackDeltas();
+}
+
+void SparseTable::SetBase(uint64_t key, absl::Span<const float> base) {
+  Shard& shard = ShardOf(key);
+  absl::MutexLock lock(&shard.mu);
+  shard.bases.insert_or_assign(key, std::vector<float>(base.begin(), base.end()));
+}
+
 int64_t SparseTable::tracked_rows() const {
   int64_t rows = 0;
   for (const auto& shard : shards_) {

@@ -143,6 +143,15 @@ class SparseTable {
                            absl::Span<const float> own);
   // Rows tracked now.
   int64_t tracked_rows() const;
+  // The bases in a checkpoint (checkpoint.h), so that a region's job restarted from it sends
+  // what it would have sent: every tracked row's key and base (dim floats), once each, in no
+  // particular order (the table must not change meanwhile; the visit's error ends the walk).
+  // RestoreBases: every base forgotten and tracking on; SetBase then tracks `key` at `base` (dim
+  // floats), its row being wherever the checkpoint put it.
+  absl::Status ForEachBase(
+      const std::function<absl::Status(uint64_t key, absl::Span<const float> base)>& visit) const;
+  void RestoreBases();
+  void SetBase(uint64_t key, absl::Span<const float> base);
 
   // The lock shard of `key`, in [0, lock_shards()). Calls whose keys lie in disjoint sets of lock
   // shards never wait for each other (PendingUpdates::Apply splits a commit by it).

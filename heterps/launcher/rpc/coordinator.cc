@@ -121,6 +121,13 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
             ". Run it as it was to resume it, or --fresh to start this job beside it"));
       }
     }
+    if (o.regions != nullptr && !o.regions->begun()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          o.job_dir, "/checkpoint.json: the unfinished job in this directory (at step ",
+          record->step, ") is one region's of a run across regions, which resumes only within "
+          "its run (the windows the other regions exchanged since are gone with it): start every "
+          "region again with --fresh"));
+    }
     job_id = record->job_id;
   } else {
     HETERPS_ASSIGN_OR_RETURN(job_id, NewJobId());
@@ -163,10 +170,14 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
     status = attempt.Run(server->address, train_lines);
     if (status.ok() && attempt.stopped()) {
       status = absl::CancelledError(
-          absl::StrCat("stopped at step ", attempt.stop_step(),
-                       " on request; its checkpoint is written: run "
-                       "the same command again (same --job-dir) to resume from step ",
-                       attempt.stop_step()));
+          o.regions != nullptr
+              ? absl::StrCat("stopped at step ", attempt.stop_step(),
+                             " on request; across regions the run ends with it (the other "
+                             "regions are told): start every region again with --fresh")
+              : absl::StrCat("stopped at step ", attempt.stop_step(),
+                             " on request; its checkpoint is written: run "
+                             "the same command again (same --job-dir) to resume from step ",
+                             attempt.stop_step()));
       break;
     }
     std::optional<PlanSwitch> next = status.ok() ? attempt.switch_to() : std::nullopt;
@@ -179,8 +190,16 @@ absl::StatusOr<JobResult> RunJob(const worker::JobSpec& first_job, const RunOpti
       std::optional<RoleLauncher::DeadRole> dead;
       if (o.launcher != nullptr) dead = AwaitDead(*o.launcher, status, absl::Seconds(2));
       service.Stop();
-      // Across regions a failure ends the job: the other regions' windows went on without it.
-      if (o.launcher == nullptr || !Recoverable(status) || o.regions != nullptr) break;
+      if (o.launcher == nullptr || !Recoverable(status)) break;
+      // Across regions a restart needs the windows since the last checkpoint (kept) and every
+      // exchange whole: the other regions went on with them.
+      if (o.regions != nullptr) {
+        if (const absl::Status why = o.regions->Recoverable(); !why.ok()) {
+          status = absl::Status(status.code(), absl::StrCat(status.message(), "; no restart: ",
+                                                            why.message()));
+          break;
+        }
+      }
       if (service.StopAsked(o.stop)) break;  // asked to stop: no restart
       o.launcher->StopAll(absl::ZeroDuration());
       absl::StatusOr<std::optional<JobCheckpoint>> c = ReadJobCheckpoint(o.env, o.job_dir);

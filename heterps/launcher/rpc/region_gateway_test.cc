@@ -4,7 +4,8 @@
 // that never answers is an error naming it, a wrong token is refused at once; and three regions
 // of unequal runs, each on a thread with its own servers, exchanging windows through their
 // gateways, end on the same parameters as the same run emulated with TakeDeltaWindow and
-// ApplyDeltaWindow in one place, to the bit.
+// ApplyDeltaWindow in one place, to the bit, also where a region fails part-way and restarts
+// from its checkpoint.
 #include "heterps/launcher/rpc/region_gateway.h"
 
 #include <map>
@@ -12,8 +13,10 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "heterps/base/env.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/launcher/rpc/region_gateway_testing.h"
 #include "heterps/ps/checkpoint.h"
@@ -294,6 +297,9 @@ struct GeoCase {
   int delay;
   float threshold;
   int hub = -1;
+  // Region 0 checkpoints its servers after step 3 and fails after step 6: its new servers load
+  // the checkpoint, and its windows rewind to it (RegionWindows::Rewind).
+  bool restart = false;
 };
 
 class RegionWindowsTest : public ::testing::TestWithParam<GeoCase> {};
@@ -329,10 +335,26 @@ TEST_P(RegionWindowsTest, RegionsThroughTheirGatewaysAreTheEmulation) {
       o.timeout = absl::Seconds(30);
       RegionWindows geo(o, *gateways[r]);
       status[r] = geo.Begin(servers[r].get(), worker::ModelDeltaTables(spec), kSteps[r]);
+      const std::string root = absl::StrCat(::testing::TempDir(), "/geo-", c.k, "-", c.hub);
+      bool failed = false;
       for (int64_t s = 0; status[r].ok() && s < kSteps[r]; ++s) {
         Step(*servers[r], r, s);
         status[r] = geo.AfterStep(s, Samples(r));
+        if (!c.restart || r != 0 || !status[r].ok()) continue;
+        if (s + 1 == 3) {
+          status[r] = ps::SaveCheckpoint(base::DefaultEnv(), root, 3, servers[r]->Tables(0));
+          geo.Checkpointed(3);
+        } else if (s + 1 == 6 && !failed) {
+          failed = true;
+          servers[r] = Servers(spec);
+          auto step = ps::LoadLatestCheckpoint(base::DefaultEnv(), root, servers[r]->Tables(0));
+          ASSERT_TRUE(step.ok()) << step.status();
+          EXPECT_EQ(geo.Rewind(servers[r].get(), 6).code(), absl::StatusCode::kFailedPrecondition);
+          status[r] = geo.Rewind(servers[r].get(), *step);
+          s = *step - 1;  // steps 3 to 5 again
+        }
       }
+      EXPECT_EQ(failed, c.restart && r == 0);
       if (status[r].ok()) status[r] = geo.Finish();
       EXPECT_EQ(geo.longest(), 7);
       windows[r] = geo.windows();
@@ -361,7 +383,8 @@ INSTANTIATE_TEST_SUITE_P(Windows, RegionWindowsTest,
                          ::testing::Values(GeoCase{1, 0, 0}, GeoCase{2, 1, 0.01f},
                                            GeoCase{3, 0, 0.5f}, GeoCase{10, 1, 0},
                                            GeoCase{1, 0, 0, 0}, GeoCase{2, 1, 0.01f, 1},
-                                           GeoCase{3, 1, 0.5f, 2}));
+                                           GeoCase{3, 1, 0.5f, 2}, GeoCase{2, 1, 0.01f, -1, true},
+                                           GeoCase{3, 0, 0.5f, 0, true}));
 
 TEST(RegionWindowsTest, ARegionNeverHeardFromIsAnErrorNamingIt) {
   const std::vector<int> ports = Ports(2);
