@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -705,20 +706,56 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
       EXPECT_EQ((*m)["regions"]["windows"], emulated["regions"]["windows"]);
       EXPECT_EQ((*m)["regions"]["links"], emulated["regions"]["links"]);
     }
+    // The same pair again on fresh gateways, into the job directories <name>_a and <name>_b.
+    const auto anew = [&](const std::string& name) {
+      const std::string gateways = absl::StrCat("a=127.0.0.1:", testing::FreePort(),
+                                                ",b=127.0.0.1:", testing::FreePort());
+      std::array<std::string, 2> dirs = {Dir(name + "_a"), Dir(name + "_b")};
+      for (int i = 0; i < 2; ++i) {
+        std::vector<std::string>& args = region_args[i];
+        *(std::find(args.begin(), args.end(), "--region-gateways") + 1) = gateways;
+        *(std::find(args.begin(), args.end(), "--job-dir") + 1) = dirs[i];
+        *(std::find(args.begin(), args.end(), "--metrics-out") + 1) = dirs[i] + "/metrics.json";
+      }
+      return dirs;
+    };
+    // Elastic within its region: region a is told to switch plans (`heterps ctl`: one stage of
+    // one replica on cpu-b, 3 shards) as soon as it has started (the whole run takes a few
+    // seconds: a later request could come after its last step); it switches at the step it
+    // reads the request at, its windows rewound to the switch's checkpoint, and the run is the
+    // same to the bit.
+    const std::array<std::string, 2> switched = anew("region_switched");
+    const std::string plan_b = dir + "/a-plan-b.json";
+    {
+      std::string plan = Slurp("tests/specs/runtime/one-stage-two.json");
+      const std::string from = "\"batch_size\": 256";
+      plan.replace(plan.find(from), from.size(), absl::StrCat("\"batch_size\": ", batch[0]));
+      ASSERT_TRUE(base::WriteFileAtomically(plan_b, plan).ok());
+    }
+    {
+      testing::Background wa(region_args[0], switched[0]), wb(region_args[1], switched[1]);
+      ASSERT_TRUE(wa.WaitFor([&] { return std::filesystem::exists(switched[0] + "/job.json"); }));
+      const Outcome ctl = Heterps({"ctl", switched[0], "--plan", plan_b, "--ps-shards", "3"}, dir);
+      ASSERT_EQ(ctl.exit_code, 0) << ctl.err;
+      ASSERT_EQ(wa.Wait(), 0) << wa.err();
+      ASSERT_EQ(wb.Wait(), 0) << wb.err();
+      EXPECT_THAT(wa.err(), HasSubstr("switching at step"));
+    }
+    const json sa_m = Metrics(switched[0]), sb_m = Metrics(switched[1]);
+    ASSERT_EQ(sa_m["segments"].size(), 2u) << sa_m.dump(1);
+    EXPECT_EQ(sa_m["ps_shards"], 3);
+    EXPECT_EQ(sa_m["restarts"], 0);
+    EXPECT_EQ(sa_m["parameter_digest"], metrics[0]["parameter_digest"]);
+    EXPECT_EQ(sb_m["parameter_digest"], metrics[1]["parameter_digest"]);
+    EXPECT_EQ(sa_m["losses"], metrics[0]["losses"]);
+    for (const json* m : {&sa_m, &sb_m}) {
+      EXPECT_EQ((*m)["regions"]["windows"], emulated["regions"]["windows"]);
+      EXPECT_EQ((*m)["regions"]["links"], emulated["regions"]["links"]);
+    }
     // Region a stopped on request (SIGTERM) once it has checkpointed step 8: the run ends with it
     // (region b is told, and names it), and the same command again, which finds a's checkpoint,
     // is refused before anything starts: the windows since went with the other regions' run.
-    const std::string stop = absl::StrCat("a=127.0.0.1:", testing::FreePort(),
-                                          ",b=127.0.0.1:", testing::FreePort());
-    for (std::vector<std::string>& args : region_args) {
-      *(std::find(args.begin(), args.end(), "--region-gateways") + 1) = stop;
-    }
-    const std::string stopped[2] = {Dir("region_a_stopped"), Dir("region_b_stopped")};
-    for (int i = 0; i < 2; ++i) {
-      *(std::find(region_args[i].begin(), region_args[i].end(), "--job-dir") + 1) = stopped[i];
-      *(std::find(region_args[i].begin(), region_args[i].end(), "--metrics-out") + 1) =
-          stopped[i] + "/metrics.json";
-    }
+    const std::array<std::string, 2> stopped = anew("region_stopped");
     testing::Background sa(region_args[0], stopped[0]), sb(region_args[1], stopped[1]);
     ASSERT_TRUE(sa.WaitFor([&] { return testing::CheckpointStep(stopped[0]) >= 8; }));
     sa.Signal(SIGTERM);

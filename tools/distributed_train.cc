@@ -442,10 +442,9 @@ int RunDistributedTrain(const TrainFlags& given, const LaunchSettings& launch) {
       NewReplanner(flags, as_specified, *planned, *recipe, *job, *job_dir, policy, progress),
       &report, *cluster);
   options.replanner = replanner.get();
-  if (region != nullptr) {  // listening before the job starts; the plan stays the first
+  if (region != nullptr) {  // listening before the job starts
     if (absl::Status started = region->Start(); !started.ok()) return Fail(started);
     options.regions = region->windows();
-    options.replanner = nullptr;
   }
   absl::StatusOr<launcher::JobResult> result = launcher::rpc::RunJob(*job, options);
   progress.Clear();

@@ -443,11 +443,6 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
                 "is not on this host's loopback (default: such a run needs --region-ca)")
       ->needs(region)
       ->excludes(region_ca);
-  // Across regions the plan stays the one the job started on (a failure restarts it on that
-  // plan, from its last checkpoint: docs/regions.md, "Recovery").
-  for (const char* name : {"--cluster-watch", "--cluster-state"}) {
-    region->excludes(cmd->get_option(name));
-  }
   cmd->add_option("--replicas", flags.replicas,
                   "--single-process with --micro-batch: the stage-0 replicas of the job whose "
                   "cut of the steps to follow (default 1; the result is the same)")
