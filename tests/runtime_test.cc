@@ -637,6 +637,7 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
     ASSERT_EQ(jobs[i]->Wait(absl::Seconds(240)), 0) << jobs[i]->err();
     const std::string& job = job_dirs[i];
     metrics[i] = Metrics(job);
+    EXPECT_EQ(metrics[i]["links"], json::array());  // each region's plan within its region
     ExpectNoneLeft(job);
     const std::string out = Slurp(job + "/out");
     EXPECT_THAT(out, HasSubstr(absl::StrCat("regions         a, b (this job: ", names[i])));
@@ -814,6 +815,74 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
     EXPECT_THAT(r.err, HasSubstr(message)) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+}
+
+// A pipeline cut at a region boundary (docs/regions.md, "A pipeline cut at a region
+// boundary"): under --data-region a with --activations-may-cross, stage 0 (the input, the
+// embeddings, bottom.0: the first learned layer of the dense features) on a's type and the rest
+// on b's, the servers in a. What crosses, counted at the senders, is the stage boundary's
+// activations (the pooled vectors and bottom.0's output, 26 x 16 + 64 floats a sample, with
+// the labels) and their gradients back, and stage 1's dense parameters at the ends of rounds; no
+// embedding row's call, so the data's ids stay in a. The egress is those bytes at the spec's
+// prices.
+TEST_F(RuntimeTest, APlanCutAtARegionBoundarySendsItsActivationsAcrossIt) {
+  const std::string dir = Dir("cut_at_region");
+  const std::string plan = dir + "/plan.json";
+  ASSERT_TRUE(base::WriteFileAtomically(plan, R"({
+  "format": "heterps-plan-v1", "model": "dlrm-small", "cluster": "two-regions",
+  "batch_size": 256, "scheduler": "manual", "feasible": true,
+  "data_region": "a", "activations_may_cross": true,
+  "stages": [
+    {"index": 0, "layers": ["input", "emb", "bottom.0"], "type": "cpu-a", "units": 2},
+    {"index": 1, "layers": ["bottom.1", "interact", "top.0", "top.1", "top.2", "loss"],
+     "type": "cpu-b", "units": 1}]})").ok());
+  const Outcome r = Heterps({"train", "--data", data_, "--batch", "256", "--cluster",
+                             "tests/specs/runtime/two-regions.yaml", "--plan", plan,
+                             "--data-region", "a", "--activations-may-cross", "--job-dir", dir,
+                             "--metrics-out", dir + "/metrics.json", "--eval-fraction", "0"},
+                            dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("between regions (bytes per step"));
+  EXPECT_THAT(r.out, HasSubstr("the data's ids and raw features stayed in region 'a'"));
+  const json m = Metrics(dir);
+  const int64_t steps = m["steps"];
+  ASSERT_EQ(m["links"].size(), 2u) << m["links"].dump(1);
+  const json &ab = m["links"][0], &ba = m["links"][1];
+  ASSERT_EQ(ab["from"], "a");
+  ASSERT_EQ(ba["from"], "b");
+  // The activations: every sample's (26 x 16 + 64) floats, with the label and the messages'
+  // framing within 2% more; their gradients the same floats without the labels.
+  const double samples = m["train_samples"].get<double>() / steps;
+  const double floats = samples * (26 * 16 + 64) * 4;
+  EXPECT_GE(ab["activations_bytes_per_step"].get<double>(), floats);
+  EXPECT_LE(ab["activations_bytes_per_step"].get<double>(), 1.02 * floats + samples * 4);
+  EXPECT_GE(ba["gradients_bytes_per_step"].get<double>(), floats);
+  EXPECT_LE(ba["gradients_bytes_per_step"].get<double>(), 1.02 * floats);
+  EXPECT_EQ(ab["gradients_bytes_per_step"], 0.0);
+  EXPECT_EQ(ba["activations_bytes_per_step"], 0.0);
+  // Stage 1's replica holds its dense parameters (a synchronous job): they cross only at the
+  // ends of rounds, whole (bottom.1: 64 x 16 + 16; top: 367 x 256 + 256, 256 x 128 + 128,
+  // 128 + 1 floats), loaded from a and written back to it, a few times in the run.
+  const double dense = 4.0 * (64 * 16 + 16 + 367 * 256 + 256 + 256 * 128 + 128 + 128 + 1);
+  for (const json* link : {&ab, &ba}) {
+    EXPECT_EQ((*link)["rows_bytes_per_step"], 0.0) << (*link)["from"];
+    const double copies = (*link)["dense_bytes_per_step"].get<double>() * steps / dense;
+    EXPECT_GE(copies, 0.99) << (*link)["from"];
+    EXPECT_LE(copies, 10.0) << (*link)["from"];
+    EXPECT_NEAR(copies, std::round(copies), 0.05) << (*link)["from"];
+    // The cost model prices each step's traffic, the boundary's: within 1% of it.
+    const double step = (*link)["bytes_per_step"].get<double>() -
+                        (*link)["dense_bytes_per_step"].get<double>();
+    EXPECT_NEAR((*link)["predicted_bytes_per_batch"].get<double>() / step, 1.0, 0.01)
+        << (*link)["from"];
+  }
+  // Counted where sent: stage 0's activations are the link's; the egress is the spec's prices.
+  EXPECT_EQ(m["stages"][0]["forward_bytes_per_batch"], ab["activations_bytes_per_step"]);
+  const double usd = (ab["bytes_per_step"].get<double>() * 0.02 +
+                      ba["bytes_per_step"].get<double>() * 0.09) * steps / 1e9;
+  EXPECT_NEAR(m["egress_usd"].get<double>(), usd, 1e-12 + 1e-9 * usd);
+  EXPECT_NEAR(ab["egress_usd"].get<double>() + ba["egress_usd"].get<double>(), usd, 1e-9 * usd);
+  ExpectNoneLeft(dir);
 }
 
 TEST_F(RuntimeTest, BadJobsAreOneClearErrorAndLeaveNothingRunning) {

@@ -32,6 +32,7 @@
 #include "tools/cli_common.h"
 #include "tools/html_report.h"
 #include "tools/job_report.h"
+#include "tools/plan_links.h"
 #include "tools/metrics_http.h"
 #include "tools/plan_here.h"
 #include "tools/region_job.h"
@@ -166,7 +167,7 @@ absl::StatusOr<Planned> ChoosePlan(const TrainFlags& flags, const config::ModelS
   Planned out;
   HETERPS_ASSIGN_OR_RETURN(out.plan, sched::ReadRunPlan(text, flags.plan_path, spec, cluster));
   launcher::JobRules rules;
-  SetResidency(flags, &rules);
+  SetPlanRules(flags, &rules);
   HETERPS_RETURN_IF_ERROR(
       launcher::CheckResidency(out.plan, flags.plan_path, spec, cluster, rules));
   return out;
@@ -283,7 +284,7 @@ std::unique_ptr<launcher::Replanner> NewReplanner(
   o.rules.gpu_tier = flags.gpu_cache_gib > 0;
   o.rules.tier_holds_dense = launcher::RulesOf(job).tier_holds_dense;
   o.rules.block_size = recipe.settings.block_size;
-  SetResidency(flags, &o.rules);
+  SetPlanRules(flags, &o.rules);
   o.recipe = recipe;
   o.place_here = true;
   const std::string log_path = job_dir + "/replan.log";
@@ -470,6 +471,7 @@ int RunDistributedTrain(const TrainFlags& given, const LaunchSettings& launch) {
   }
   std::string summary = Summary(result->job, *result, *data, *job_dir);
   nlohmann::ordered_json metrics_json = MetricsJson(result->job, *result, *data);
+  ReportPlanLinks(result->job, *result, *cluster, planned->profile, &summary, &metrics_json);
   if (region != nullptr) region->Report(&summary, &metrics_json);
   std::printf("%s", summary.c_str());
   if (absl::Status s = report.Finish(metrics_json, "done"); s.ok()) {

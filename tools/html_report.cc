@@ -173,6 +173,31 @@ $('tier-table').innerHTML = '<tr><th>shard</th><th>table</th><th>memory MB</th><
   tables.map(t => `<tr><td>${t.shard}</td><td>${t.table}</td><td>${fmt(t.memory_bytes / 1e6)}</td>` +
     `<td>${t.hits + t.misses > 0 ? (100 * t.hits / (t.hits + t.misses)).toFixed(2) + '%' : '-'}</td><td>${t.spills}</td></tr>`).join('');
 
+// Between regions: what crossed each link of a plan across regions (by kind, against the cost
+// model), or what a region's windows sent each link; the egress, and whether the ids stayed home.
+const crossed = M && M.links ? M.links : [], windows = M && M.regions ? M.regions.links || [] : [];
+const bytes = x => x == null ? '-' : Math.round(x).toLocaleString('en');
+if (crossed.length) {
+  $('links').innerHTML = '<tr><th>from</th><th>to</th><th>activations</th><th>gradients</th><th>rows</th>' +
+    '<th>dense</th><th>bytes/step</th><th>predicted/batch</th><th>egress</th></tr>' +
+    crossed.map(l => `<tr><td>${l.from}</td><td>${l.to}</td><td>${bytes(l.activations_bytes_per_step)}</td>` +
+      `<td>${bytes(l.gradients_bytes_per_step)}</td><td>${bytes(l.rows_bytes_per_step)}</td>` +
+      `<td>${bytes(l.dense_bytes_per_step)}</td><td>${bytes(l.bytes_per_step)}</td>` +
+      `<td>${bytes(l.predicted_bytes_per_batch)}</td><td>${usd(l.egress_usd)}</td></tr>`).join('');
+  const rows = crossed.reduce((a, l) => a + l.rows_bytes_per_step, 0);
+  $('links-note').textContent = `egress ${usd(M.egress_usd)}; ` + (rows == 0
+    ? "no embedding row's call crossed a link: the data's ids stayed in its region"
+    : `the embedding rows' calls crossed: ${bytes(rows)} bytes a step`);
+} else if (windows.length) {
+  $('links').innerHTML = '<tr><th>from</th><th>to</th><th>bytes</th><th>messages</th><th>egress</th></tr>' +
+    windows.map(l => `<tr><td>${l.from}</td><td>${l.to}</td><td>${bytes(l.bytes)}</td>` +
+      `<td>${fmt(l.messages)}</td><td>${l.egress_usd != null ? usd(l.egress_usd) : '-'}</td></tr>`).join('');
+  $('links-note').textContent = `windows of parameter deltas only: ${M.regions.windows} of them` +
+    (M.regions.egress_usd != null ? `, egress ${usd(M.regions.egress_usd)}` : '');
+} else {
+  $('links-section').style.display = 'none';
+}
+
 )js";
 
 // The plan report's script.
@@ -369,7 +394,8 @@ std::string JobReport::Html(const nlohmann::ordered_json& data, bool refresh) {
           ChartCell("stages", "Stages: predicted against measured time per batch"),
           ChartCell("replicas", "Where each replica's time goes"),
           ChartCell("tiers", "Parameter servers", "", "<table id=\"tier-table\"></table>"),
-          "</div>\n"),
+          "</div>\n<div id=\"links-section\"><h2>Between regions</h2><table id=\"links\">"
+          "</table><p id=\"links-note\"></p></div>\n"),
       kScript);
 }
 

@@ -12,7 +12,9 @@
 // as it went, one colour per plan it ran (the job's own account at the end); each stage's predicted
 // against measured time per batch, and its busy time split into computing, parameter servers,
 // sending and idle; the plan as a pipeline of stages (layers, type, device, units, $/hour); the
-// parameter servers' rows in memory and on SSD per table, with hit rates. The charts fill the
+// parameter servers' rows in memory and on SSD per table, with hit rates; between regions, what
+// crossed each link (a plan across regions: by kind, against the prediction; a region's job: its
+// windows), the egress, and whether the data's ids stayed in its region. The charts fill the
 // window's width, two or more abreast where it is wide. A hidden element (#report-check, its
 // data-charts, data-drawn and data-errors) says whether every chart drew data and whether any
 // script failed, for a headless browser to read.

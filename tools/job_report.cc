@@ -215,6 +215,11 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
                       {"send_seconds_per_batch", s.send_seconds},
                       {"idle_fraction", s.idle_fraction},
                       {"pcie_bytes_per_batch", s.pcie_bytes},
+                      {"forward_bytes_per_batch", s.forward_bytes},
+                      {"back_bytes_per_batch", s.back_bytes},
+                      {"ps_sent_bytes_per_batch", s.rows_sent_bytes + s.dense_sent_bytes},
+                      {"ps_received_bytes_per_batch",
+                       s.rows_received_bytes + s.dense_received_bytes},
                       {"dense_held", s.dense_held}});
     if (s.tier_hit_rate >= 0) {
       stages.back()["gpu_tier"] = {{"hit_rate", s.tier_hit_rate},

@@ -130,10 +130,11 @@ void MergeProfile(const cost::Profile& one, cost::Profile* into) {
   into->tier.insert(into->tier.end(), one.tier.begin(), one.tier.end());
 }
 
-void SetResidency(const TrainFlags& flags, launcher::JobRules* rules) {
+void SetPlanRules(const TrainFlags& flags, launcher::JobRules* rules) {
   rules->data_region = flags.data_region;
   rules->activations_may_cross = flags.activations_may_cross;
   rules->data_source = absl::StrJoin(flags.data, ", ");
+  rules->dense_through_servers = !flags.job.dense_on_replicas();
 }
 
 absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpec& spec,
@@ -142,7 +143,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
                                  const std::vector<std::string>& data_files) {
   // A region the catalog lacks is refused before the host is measured.
   launcher::JobRules rules;
-  SetResidency(flags, &rules);
+  SetPlanRules(flags, &rules);
   HETERPS_RETURN_IF_ERROR(cost::CheckDataRegion(cluster, launcher::ResidencyOf(rules)));
   // Every type this host has a device of is measured on it; the CPU's time sets the default limit.
   std::vector<const config::ResourceType*> local;
@@ -233,7 +234,7 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
   request.rules.gpu_tier = tier;
   request.rules.tier_holds_dense = TierHoldsDense(flags, spec);
   request.rules.block_size = flags.block_size;  // named or resumed; 0: the plan's
-  SetResidency(flags, &request.rules);
+  SetPlanRules(flags, &request.rules);
   request.scheduler = flags.scheduler;
   request.options.seed = flags.job.tables.seed;
   request.options.time_limit_seconds = 10;

@@ -101,8 +101,10 @@ absl::StatusOr<Planned> PlanHere(const TrainFlags& flags, const config::ModelSpe
                                  const std::string& policy_out = "",
                                  const std::vector<std::string>& data_files = {});
 
-// The flags' data residency rule (--data-region, and --data as the data's name in messages) set
-// in `rules`, for the plan made here and the job's re-plans alike.
-void SetResidency(const TrainFlags& flags, launcher::JobRules* rules);
+// The flags' rules for every plan of the job, set in `rules`, for the plan made here and the
+// job's re-plans alike: the data residency (--data-region, --activations-may-cross, and --data
+// as the data's name in messages), and whether its dense weights go through the servers
+// (--mode async, --dense-on-servers).
+void SetPlanRules(const TrainFlags& flags, launcher::JobRules* rules);
 
 }  // namespace heterps::tools

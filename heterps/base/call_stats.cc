@@ -10,20 +10,32 @@ int LatencyBucket(double seconds) {
       kCallLatencyBounds.begin());
 }
 
-void CallStats::Record(absl::string_view method, bool ok, absl::Duration elapsed) {
-  const double seconds = absl::ToDoubleSeconds(elapsed);
-  const int bucket = LatencyBucket(seconds);
-  absl::MutexLock lock(&mu_);
+MethodStats& CallStats::Entry(absl::string_view method) {
   auto [it, inserted] = methods_.try_emplace(method);
   MethodStats& m = it->second;
   if (inserted) {
     m.method = std::string(method);
     m.buckets.assign(kCallLatencyBounds.size() + 1, 0);
   }
+  return m;
+}
+
+void CallStats::Record(absl::string_view method, bool ok, absl::Duration elapsed) {
+  const double seconds = absl::ToDoubleSeconds(elapsed);
+  const int bucket = LatencyBucket(seconds);
+  absl::MutexLock lock(&mu_);
+  MethodStats& m = Entry(method);
   ++m.calls;
   if (!ok) ++m.errors;
   m.seconds += seconds;
   ++m.buckets[bucket];
+}
+
+void CallStats::AddBytes(absl::string_view method, int64_t sent, int64_t received) {
+  absl::MutexLock lock(&mu_);
+  MethodStats& m = Entry(method);
+  m.sent_bytes += sent;
+  m.received_bytes += received;
 }
 
 std::vector<MethodStats> CallStats::Snapshot() const {

@@ -7,6 +7,9 @@
 //   stats.Record("PullSparse", ok, absl::Now() - start);
 //   std::vector<MethodStats> snapshot = stats.Snapshot();   // sorted by method
 //
+// A channel made with rpc::ChannelOptions::bytes adds each message's serialized size to its
+// method here (AddBytes): what the calls put on the wire and got back, framing and TLS aside.
+//
 // Thread safety: Record and Snapshot may be called from any thread at once.
 #pragma once
 
@@ -37,6 +40,9 @@ struct MethodStats {
   // Calls per bucket, not cumulative: buckets[i] took at most kCallLatencyBounds[i] seconds
   // (and more than the bound before); the last, kCallLatencyBounds.size(), took longer than all.
   std::vector<int64_t> buckets;
+  // The messages' serialized bytes, every attempt's: the requests sent and the replies received
+  // (0 where the client does not count them).
+  int64_t sent_bytes = 0, received_bytes = 0;
 };
 
 // The bucket of a latency in seconds (0 .. kCallLatencyBounds.size()).
@@ -45,9 +51,13 @@ int LatencyBucket(double seconds);
 class CallStats {
  public:
   void Record(absl::string_view method, bool ok, absl::Duration elapsed);
+  // Adds to the method's bytes (a method with no call recorded yet is created).
+  void AddBytes(absl::string_view method, int64_t sent, int64_t received);
   std::vector<MethodStats> Snapshot() const;
 
  private:
+  MethodStats& Entry(absl::string_view method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, MethodStats> methods_ ABSL_GUARDED_BY(mu_);
 };

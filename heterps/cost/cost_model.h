@@ -77,6 +77,12 @@ struct Workload {
   // another region's types; the stages before it and the servers stay. Meaningless, and refused
   // by the commands, without a data_region.
   bool activations_may_cross = false;
+  // Every stage's dense weights are pulled from the parameter servers and their gradients pushed
+  // to them each step (an asynchronous job, or --dense-on-servers). Off, as in the runtime's
+  // default synchronous job, each stage's replicas hold their dense parameters and exchange the
+  // step's sums among themselves (one type, so one region), and no dense weight crosses to the
+  // servers' region per step (AddServerLoad; a stage's DT_s keeps its calibrated bytes).
+  bool dense_through_servers = false;
 };
 
 // The first layer whose input holds nothing raw (docs/cost_model.md, "Data residency"): every
@@ -240,7 +246,8 @@ class CostModel {
   // region).
   void AddBoundaryLoad(int last, int t, int u, WanLoad* load) const;
   // Adds the traffic between a stage of layers [first, last] on type t and the parameter servers
-  // on type `ps_type` (nothing in one region, or with ps_type -1).
+  // on type `ps_type` (nothing in one region, or with ps_type -1): its embedding rows, and its
+  // dense weights under Workload::dense_through_servers.
   void AddServerLoad(int first, int last, int t, int ps_type, WanLoad* load) const;
   // max over links of bytes / W_ab + messages lat_ab: the slowest link's seconds per batch (0
   // for an empty load).

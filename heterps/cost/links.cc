@@ -66,8 +66,10 @@ void CostModel::AddServerLoad(int first, int last, int t, int ps_type, WanLoad* 
   const double back = (sparse - 2 * keys) / 2;  // B r 4d: the pulled rows
   TierBytes rows{sparse - back, back};
   if (TierFeeds(first, t)) rows = TierRowBytes(first, last, t);
-  const double dense =  // 4 w each way
-      HoldsDense(first, last, t) ? 0 : (dense_bytes_[last + 1] - dense_bytes_[first]) / 2;
+  const double dense =  // 4 w each way, where the weights go through the servers every step
+      HoldsDense(first, last, t) || !workload_.dense_through_servers
+          ? 0
+          : (dense_bytes_[last + 1] - dense_bytes_[first]) / 2;
   load->bytes[a * r + c] += rows.sent + dense;
   load->bytes[c * r + a] += rows.received + dense;
   const double kinds =  // pull and push of each

@@ -25,7 +25,11 @@ links:
 )",
                                           "two.yaml");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto cm = CostModel::Create(*model, *cluster, {1e3, 1e6});
+  // A job whose dense weights go through the servers every step (asynchronous, or
+  // --dense-on-servers).
+  Workload through{1e3, 1e6};
+  through.dense_through_servers = true;
+  auto cm = CostModel::Create(*model, *cluster, through);
   ASSERT_TRUE(cm.ok()) << cm.status();
   EXPECT_EQ(cm->num_regions(), 2);
   EXPECT_EQ(cm->RegionOf(0), 0);
@@ -61,6 +65,18 @@ links:
                    cm->Traffic(1, 3).bytes -
                        100 * (cm->layer(1).act_in_bytes + cm->layer(1).grad_in_bytes) -
                        100 * (cm->layer(3).act_out_bytes + cm->layer(3).grad_out_bytes));
+  // A synchronous job's replicas hold their dense weights (the runtime's default): only the rows
+  // cross to the servers, two messages each way.
+  auto held = CostModel::Create(*model, *cluster, {1e3, 1e6});
+  ASSERT_TRUE(held.ok()) << held.status();
+  WanLoad rows = held->NoWanLoad();
+  held->AddServerLoad(1, 3, 0, 1, &rows);
+  EXPECT_DOUBLE_EQ(rows.bytes[0 * 2 + 1], 1600 + 4800);
+  EXPECT_DOUBLE_EQ(rows.bytes[1 * 2 + 0], 3200);
+  EXPECT_DOUBLE_EQ(rows.messages[0 * 2 + 1], 2);
+  EXPECT_DOUBLE_EQ(rows.messages[1 * 2 + 0], 2);
+  // The stage's own time still counts its weights' traffic (its network profile's bytes).
+  EXPECT_DOUBLE_EQ(held->Traffic(1, 3).bytes, cm->Traffic(1, 3).bytes);
 }
 
 }  // namespace

@@ -700,6 +700,26 @@ class Attempt::Impl {
     last_status_ = absl::Now();
   }
 
+  // Adds a replica's bytes between `b` and `e`, per step, to the stage's.
+  static void AddTraffic(const ReplicaFigures& b, const ReplicaFigures& e, double steps,
+                         StageReport* report) {
+    report->forward_bytes += static_cast<double>(e.forward_bytes - b.forward_bytes) / steps;
+    report->back_bytes += static_cast<double>(e.back_bytes - b.back_bytes) / steps;
+    for (const base::MethodStats& m : e.ps_rpcs) {
+      int64_t sent = m.sent_bytes, received = m.received_bytes;
+      for (const base::MethodStats& before : b.ps_rpcs) {
+        if (before.method != m.method) continue;
+        sent -= before.sent_bytes;
+        received -= before.received_bytes;
+      }
+      const bool rows = m.method == "PullSparse" || m.method == "PushSparse";
+      (rows ? report->rows_sent_bytes : report->dense_sent_bytes) +=
+          static_cast<double>(sent) / steps;
+      (rows ? report->rows_received_bytes : report->dense_received_bytes) +=
+          static_cast<double>(received) / steps;
+    }
+  }
+
   void Report() {
     result_.stages.clear();
     const double steps = static_cast<double>(std::max<int64_t>(steps_trained_, 1));
@@ -715,6 +735,7 @@ class Attempt::Impl {
           return static_cast<double>(e.*field - b.*field);
         };
         report.dense_held = report.dense_held || e.dense_held;
+        AddTraffic(stats_start_[i], stats_end_[i], steps, &report);
         const double write_back = grew(&worker::ReplicaStats::write_back_seconds);
         const double busy = grew(&worker::ReplicaStats::busy_seconds) - write_back;
         const double idle = grew(&worker::ReplicaStats::idle_seconds);

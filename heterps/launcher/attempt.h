@@ -42,7 +42,9 @@ namespace heterps::launcher {
 // A replica's counters as its process reports them.
 struct ReplicaFigures {
   worker::ReplicaStats stats;
-  int64_t bytes_sent = 0;                  // activations and answers sent to other stages
+  int64_t bytes_sent = 0;  // to other stages and the stage's other replicas (serialized bytes)
+  // Of which: the activations to the next stage, the answers (their gradients) to the previous.
+  int64_t forward_bytes = 0, back_bytes = 0;
   std::vector<base::MethodStats> ps_rpcs;  // its calls to the parameter servers
 };
 

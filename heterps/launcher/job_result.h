@@ -61,6 +61,13 @@ struct StageReport {
   // The busiest replica's seconds writing its GPU tier back to the servers, in all (at the end of
   // each round of steps: before a checkpoint, a switch and the job's end).
   double write_back_seconds = 0;
+  // Per step, the stage's replicas together, while it trained (messages' serialized bytes): the
+  // activations sent to the next stage and the answers (their gradients) to the previous one;
+  // the calls to the parameter servers, the embedding rows' (PullSparse, PushSparse: the keys
+  // and gradients sent, the rows received) and the rest's (dense blocks, commits).
+  double forward_bytes = 0, back_bytes = 0;
+  double rows_sent_bytes = 0, rows_received_bytes = 0;
+  double dense_sent_bytes = 0, dense_received_bytes = 0;
 };
 
 // A stretch of the job on one plan (docs/elastic.md): the first plan's from the start, then one

@@ -25,6 +25,7 @@ JobRules RulesOf(const worker::JobSpec& job) {
   rules.block_size = job.settings.block_size;
   rules.tier_holds_dense = rules.gpu_tier && job.settings.dense_on_replicas() &&
                            worker::StepBlocks(job.batch_size(), job.settings.block_size) == 1;
+  rules.dense_through_servers = !job.settings.dense_on_replicas();
   return rules;
 }
 
@@ -53,6 +54,7 @@ cost::Workload WithRules(const config::ModelSpec& model, const JobRules& rules,
   workload.data_region = rules.data_region;
   workload.data_source = rules.data_source;
   workload.activations_may_cross = rules.activations_may_cross;
+  workload.dense_through_servers = rules.dense_through_servers;
   return workload;
 }
 

@@ -54,6 +54,9 @@ struct JobRules {
   // --activations-may-cross (cost::Workload::activations_may_cross): stages from the first layer
   // past the raw features (cost::FirstLayerAwayFromData) may run in other regions.
   bool activations_may_cross = false;
+  // The job's dense weights go through the parameter servers every step (an asynchronous job,
+  // or --dense-on-servers: cost::Workload::dense_through_servers).
+  bool dense_through_servers = false;
 };
 
 struct PlanRequest {

@@ -6,8 +6,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/message.h"
 #include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
+#include "grpcpp/support/client_interceptor.h"
 #include "heterps/base/log.h"
 #include "heterps/base/status_macros.h"
 #include "heterps/base/token.h"
@@ -53,6 +55,8 @@ void ToProto(const std::vector<base::MethodStats>& stats,
     w->set_errors(m.errors);
     w->set_seconds(m.seconds);
     for (int64_t b : m.buckets) w->add_buckets(b);
+    w->set_sent_bytes(m.sent_bytes);
+    w->set_received_bytes(m.received_bytes);
   }
 }
 
@@ -67,6 +71,8 @@ std::vector<base::MethodStats> FromProto(
     m.seconds = w.seconds();
     m.buckets.assign(w.buckets().begin(), w.buckets().end());
     m.buckets.resize(base::kCallLatencyBounds.size() + 1, 0);
+    m.sent_bytes = w.sent_bytes();
+    m.received_bytes = w.received_bytes();
     out.push_back(std::move(m));
   }
   return out;
@@ -76,6 +82,53 @@ void PrepareCall(grpc::ClientContext& ctx, const std::string& token, absl::Durat
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   if (!token.empty()) ctx.AddMetadata(base::kTokenHeader, token);
 }
+
+namespace {
+
+// Adds each message's serialized size to the call's method (ChannelOptions::bytes).
+class ByteCounter final : public grpc::experimental::Interceptor {
+ public:
+  ByteCounter(base::CallStats* bytes, absl::string_view method) : bytes_(bytes), method_(method) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using Hook = grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(Hook::PRE_SEND_MESSAGE)) {
+      // The message serialized here is the one sent: nothing is serialized twice.
+      const grpc::ByteBuffer* sent = methods->GetSerializedSendMessage();
+      if (sent != nullptr) bytes_->AddBytes(method_, static_cast<int64_t>(sent->Length()), 0);
+    }
+    if (methods->QueryInterceptionHookPoint(Hook::POST_RECV_MESSAGE)) {
+      // Every service here is protobuf's: the received message is a google::protobuf::Message.
+      const void* received = methods->GetRecvMessage();
+      if (received != nullptr) {
+        bytes_->AddBytes(method_, 0,
+                         static_cast<int64_t>(
+                             static_cast<const google::protobuf::Message*>(received)
+                                 ->ByteSizeLong()));
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  base::CallStats* const bytes_;
+  const std::string method_;
+};
+
+class ByteCounterFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit ByteCounterFactory(base::CallStats* bytes) : bytes_(bytes) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    const absl::string_view path = info->method();  // "/package.Service/Method"
+    return new ByteCounter(bytes_, path.substr(path.rfind('/') + 1));
+  }
+
+ private:
+  base::CallStats* const bytes_;
+};
+
+}  // namespace
 
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
                                           const ChannelOptions& options) {
@@ -97,7 +150,11 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, backoff_ms));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, backoff_ms));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, backoff_ms);
-  return grpc::CreateCustomChannel(address, credentials, args);
+  if (options.bytes == nullptr) return grpc::CreateCustomChannel(address, credentials, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> counters;
+  counters.push_back(std::make_unique<ByteCounterFactory>(options.bytes));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
+                                                                  std::move(counters));
 }
 
 ChannelOptions JobChannel(const JobTls& tls) {

@@ -80,6 +80,10 @@ struct ChannelOptions {
   // Reconnect quickly: the peers of a job are on a local network, and a restarted process comes
   // back on a new port within seconds.
   absl::Duration max_reconnect_backoff = absl::Seconds(1);
+  // Not null: every message of the channel's calls adds its serialized size to its method
+  // ("PullSparse": the last part of the call's path) here (CallStats::AddBytes), the requests
+  // as sent and the replies as received. Must outlive the channel.
+  base::CallStats* bytes = nullptr;
 };
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
                                           const ChannelOptions& options = ChannelOptions());

@@ -180,6 +180,8 @@ absl::StatusOr<ReplicaFigures> GrpcProcesses::Stats(int stage, int replica,
   r.tier_feeds_stage = s.tier_feeds_stage();
   r.dense_held = s.dense_held();
   out.bytes_sent = s.bytes_sent();
+  out.forward_bytes = s.forward_bytes();
+  out.back_bytes = s.back_bytes();
   out.ps_rpcs = heterps::rpc::FromProto(s.ps_rpcs());
   return out;
 }

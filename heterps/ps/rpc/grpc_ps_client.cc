@@ -81,6 +81,8 @@ absl::StatusOr<int> RowFloats(absl::string_view op, size_t floats, size_t keys) 
 
 struct GrpcPsClient::Impl {
   GrpcPsClientOptions options;
+  // Before the stubs: their channels count every message's bytes here.
+  mutable base::CallStats call_stats;
   std::vector<std::unique_ptr<ParameterServer::Stub>> stubs;
   std::unique_ptr<base::ThreadPool> pool;
   uint64_t client_id = 0;
@@ -88,7 +90,6 @@ struct GrpcPsClient::Impl {
   absl::Mutex mu;
   absl::flat_hash_map<Ticket, std::shared_ptr<Call>> calls ABSL_GUARDED_BY(mu);
   Ticket next ABSL_GUARDED_BY(mu) = 0;
-  mutable base::CallStats call_stats;
 
   int num_servers() const { return static_cast<int>(stubs.size()); }
 
@@ -236,6 +237,7 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
   channel.tls_cert_pem = options.tls_cert_pem;
   channel.tls_key_pem = options.tls_key_pem;
   channel.max_send_bytes = options.max_message_bytes;
+  channel.bytes = &impl->call_stats;
   for (const std::string& server : options.servers) {
     impl->stubs.push_back(ParameterServer::NewStub(heterps::rpc::NewChannel(server, channel)));
   }

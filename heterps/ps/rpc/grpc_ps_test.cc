@@ -2,6 +2,7 @@
 // in this process. (tests/ps_server_test.cc runs them as separate processes.)
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -602,6 +603,42 @@ TEST(GrpcPsTest, ARetriedPushIsAppliedOnce) {
   ASSERT_TRUE((*client)->Wait((*client)->PullSparse(0, key, absl::MakeSpan(after))).ok());
   for (int d = 0; d < 8; ++d) EXPECT_FLOAT_EQ(after[d], before[d] - 1) << d;
   EXPECT_EQ(servers[0]->counters().duplicate_pushes, 1);
+}
+
+// The client counts each method's messages, as serialized (rpc::ChannelOptions::bytes): a pull
+// of 1,000 keys sends their 8,000 bytes and gets 1,000 rows of 8 floats back; a dense block of
+// 70,000 floats streamed in several chunks comes back whole; a push sends keys and gradients.
+TEST(GrpcPsTest, TheClientCountsWhatEachMethodSentAndReceived) {
+  auto servers = StartServers(1, "bytes");
+  auto client = GrpcPsClient::Connect(ClientOptions(servers));
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateSparseTable(0, Sparse(OptimizerKind::kSgd, 0)).ok());
+  ASSERT_TRUE((*client)->CreateDenseTable(1, Dense()).ok());
+  std::vector<uint64_t> keys(1000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = 3 * i + 1;
+  std::vector<float> rows(keys.size() * 8), block(70000), grads(keys.size() * 8, 0.5f);
+  ASSERT_TRUE((*client)->Wait((*client)->PullSparse(0, keys, absl::MakeSpan(rows))).ok());
+  ASSERT_TRUE((*client)->Wait((*client)->PushSparse(0, keys, grads)).ok());
+  ASSERT_TRUE((*client)->Wait((*client)->PullDense(1, 1, absl::MakeSpan(block))).ok());
+  std::map<std::string, base::MethodStats> by_method;
+  for (const base::MethodStats& m : (*client)->CallStats()) by_method[m.method] = m;
+  ASSERT_TRUE(by_method.count("PullSparse") && by_method.count("PushSparse") &&
+              by_method.count("PullDense"));
+  // Each message's own fields and a few bytes of tags and lengths.
+  const auto near = [](int64_t got, int64_t payload) {
+    return got >= payload && got <= payload + 64;
+  };
+  EXPECT_PRED2(near, by_method["PullSparse"].sent_bytes, 8000);
+  EXPECT_PRED2(near, by_method["PullSparse"].received_bytes, 8000 * 4);
+  EXPECT_PRED2(near, by_method["PushSparse"].sent_bytes, 8000 + 8000 * 4);
+  EXPECT_PRED2(near, by_method["PullDense"].received_bytes, 70000 * 4);
+  EXPECT_LE(by_method["PullDense"].sent_bytes, 64);
+  // A client's counts stay its own.
+  auto other = GrpcPsClient::Connect(ClientOptions(servers));
+  ASSERT_TRUE(other.ok());
+  for (const base::MethodStats& m : (*other)->CallStats()) {
+    EXPECT_TRUE(m.method == "Info" || m.sent_bytes + m.received_bytes < 1024) << m.method;
+  }
 }
 
 // A client cannot make a server allocate or hold what it will refuse.

@@ -242,10 +242,10 @@ class StageWorker::Impl final : public wire::Worker::Service {
     }
     if (stage + 1 < job.stages()) {
       downstream_ = std::make_unique<StreamDownstream>(std::move(next), options_.token,
-                                                       options_.tls, stage + 1, &bytes_sent_);
+                                                       options_.tls, stage + 1, &forward_bytes_);
     }
     peers_ = std::make_unique<GrpcDensePeers>(std::move(same), options_.token, options_.tls, stage,
-                                              &bytes_sent_);
+                                              &peer_bytes_);
     HETERPS_ASSIGN_OR_RETURN(replica_, PipelineReplica::Create(job, stage, replica, client,
                                                                downstream_.get(), peers_.get()));
     if (downstream_ != nullptr) downstream_->set_replica(replica_.get());
@@ -327,7 +327,7 @@ class StageWorker::Impl final : public wire::Worker::Service {
   grpc::Status Exchange(grpc::ServerContext* ctx,
                         grpc::ServerReaderWriter<Backward, Forward>* stream) override {
     return Serve(ctx, "Exchange", [&]() -> absl::Status {
-      auto up = std::make_shared<StreamUpstream>(stream, &bytes_sent_);
+      auto up = std::make_shared<StreamUpstream>(stream, &back_bytes_);
       Forward message;
       while (stream->Read(&message)) {
         ForwardHeader header;
@@ -368,7 +368,10 @@ class StageWorker::Impl final : public wire::Worker::Service {
       reply->set_gradients_seconds(s.gradients_seconds);
       reply->set_read_seconds(s.read_seconds);
       reply->set_run_seconds(s.run_seconds);
-      reply->set_bytes_sent(bytes_sent_.load());
+      const int64_t forward = forward_bytes_.load(), back = back_bytes_.load();
+      reply->set_bytes_sent(forward + back + peer_bytes_.load());
+      reply->set_forward_bytes(forward);
+      reply->set_back_bytes(back);
       reply->set_queue_depth(s.queue_depth);
       reply->set_in_flight(s.in_flight);
       reply->set_pcie_bytes(s.pcie_bytes);
@@ -406,7 +409,8 @@ class StageWorker::Impl final : public wire::Worker::Service {
   std::string address_;
   absl::Notification configured_;
   std::atomic<bool> stopping_{false};
-  std::atomic<int64_t> bytes_sent_{0};
+  // Sent to the next stage, to the previous one, and to this stage's other replicas.
+  std::atomic<int64_t> forward_bytes_{0}, back_bytes_{0}, peer_bytes_{0};
   // Set by Configure, then read-only. The downstream outlives the replica's use of it: Shutdown
   // closes the streams first, then stops the replica.
   int stage_ = 0, replica_index_ = 0;
