@@ -823,7 +823,7 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
 // on b's, the servers in a. What crosses, counted at the senders, is the stage boundary's
 // activations (the pooled vectors and bottom.0's output, 26 x 16 + 64 floats a sample, with
 // the labels) and their gradients back, and stage 1's dense parameters at the ends of rounds; no
-// embedding row's call, so the data's ids stay in a. The egress is those bytes at the spec's
+// call that carries keys, so the data's ids stay in a. The egress is those bytes at the spec's
 // prices.
 TEST_F(RuntimeTest, APlanCutAtARegionBoundarySendsItsActivationsAcrossIt) {
   const std::string dir = Dir("cut_at_region");
@@ -845,6 +845,7 @@ TEST_F(RuntimeTest, APlanCutAtARegionBoundarySendsItsActivationsAcrossIt) {
   EXPECT_THAT(r.out, HasSubstr("between regions (bytes per step"));
   EXPECT_THAT(r.out, HasSubstr("the data's ids and raw features stayed in region 'a'"));
   const json m = Metrics(dir);
+  EXPECT_EQ(m["data_region"], "a");
   const int64_t steps = m["steps"];
   ASSERT_EQ(m["links"].size(), 2u) << m["links"].dump(1);
   const json &ab = m["links"][0], &ba = m["links"][1];

@@ -185,9 +185,10 @@ if (crossed.length) {
       `<td>${bytes(l.dense_bytes_per_step)}</td><td>${bytes(l.bytes_per_step)}</td>` +
       `<td>${bytes(l.predicted_bytes_per_batch)}</td><td>${usd(l.egress_usd)}</td></tr>`).join('');
   const rows = crossed.reduce((a, l) => a + l.rows_bytes_per_step, 0);
-  $('links-note').textContent = `egress ${usd(M.egress_usd)}; ` + (rows == 0
-    ? "no embedding row's call crossed a link: the data's ids stayed in its region"
-    : `the embedding rows' calls crossed: ${bytes(rows)} bytes a step`);
+  $('links-note').textContent = `egress ${usd(M.egress_usd)}; ` + (rows > 0
+    ? `calls that carry keys crossed: ${bytes(rows)} bytes a step`
+    : "no call that carries keys crossed a link" +
+      (M.data_region ? `: the data's ids stayed in region ${M.data_region}` : ''));
 } else if (windows.length) {
   $('links').innerHTML = '<tr><th>from</th><th>to</th><th>bytes</th><th>messages</th><th>egress</th></tr>' +
     windows.map(l => `<tr><td>${l.from}</td><td>${l.to}</td><td>${bytes(l.bytes)}</td>` +

@@ -168,8 +168,8 @@ std::string PlanLinksSummary(const PlanLinks& p) {
         p.rows_crossed() == 0
             ? absl::StrCat("the data's ids and raw features stayed in region '", p.data_region,
                            "': its reading stage and the parameter servers are there, and no "
-                           "embedding row's call crossed a link\n")
-            : absl::StrCat("the embedding rows' calls crossed out of region '", p.data_region,
+                           "call that carries keys crossed a link\n")
+            : absl::StrCat("calls that carry keys crossed out of region '", p.data_region,
                            "' (", WithCommas(p.rows_crossed()), " bytes a step)\n"));
   }
   return out;
@@ -201,6 +201,11 @@ void ReportPlanLinks(const worker::JobSpec& job, const launcher::JobResult& resu
   *summary += PlanLinksSummary(links);
   (*metrics)["links"] = PlanLinksJson(links);
   (*metrics)["egress_usd"] = links.egress_usd();
+  // The region the ids stayed in, where the summary could say so (a data region and the servers'
+  // region known); null otherwise.
+  (*metrics)["data_region"] = !links.data_region.empty() && !links.servers_region.empty()
+                                  ? nlohmann::ordered_json(links.data_region)
+                                  : nlohmann::ordered_json(nullptr);
 }
 
 }  // namespace heterps::tools

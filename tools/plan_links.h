@@ -32,8 +32,9 @@ namespace heterps::tools {
 struct LinkTraffic {
   std::string from, to;
   // Measured bytes per step (messages' serialized bytes, while training): the activations
-  // sent forward across it, their gradients sent back, the embedding rows' calls (keys and
-  // gradients out, rows back) and the dense blocks' (pulls, pushes, commits).
+  // sent forward across it, their gradients sent back, the calls to the parameter servers that
+  // carry keys (keys and gradients out, rows back) and the rest's (the dense blocks, commits,
+  // checkpoints).
   double activations = 0, gradients = 0, rows = 0, dense = 0;
   double predicted = -1;         // the cost model's bytes per batch for the link; -1: not priced
   double egress_per_byte = 0;    // USD, the cluster's price for the link
@@ -48,8 +49,9 @@ struct PlanLinks {
   std::string predicted_error;     // why the cost model gave no prediction; empty if it did
   // The job's egress: each link's measured bytes per step over `steps`, at its price.
   double egress_usd() const;
-  // Bytes of the embedding rows' calls across any link per step: the data's ids leave its
-  // region this way (0 under a data region, whose servers and reading stage stay in it).
+  // Bytes of the calls that carry keys (the embedding rows' pulls and pushes, their exports,
+  // imports and windows) across any link per step: the data's ids leave its region this way (0
+  // under a data region, whose servers and reading stage stay in it).
   double rows_crossed() const;
 };
 

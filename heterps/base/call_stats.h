@@ -10,7 +10,7 @@
 // A channel made with rpc::ChannelOptions::bytes adds each message's serialized size to its
 // method here (AddBytes): what the calls put on the wire and got back, framing and TLS aside.
 //
-// Thread safety: Record and Snapshot may be called from any thread at once.
+// Thread safety: Record, AddBytes and Snapshot may be called from any thread at once.
 #pragma once
 
 #include <array>

@@ -13,6 +13,7 @@
 #include <thread>
 #include <tuple>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -712,7 +713,11 @@ class Attempt::Impl {
         sent -= before.sent_bytes;
         received -= before.received_bytes;
       }
-      const bool rows = m.method == "PullSparse" || m.method == "PushSparse";
+      // The dense blocks' calls and the control calls; every other method carries keys.
+      static const absl::flat_hash_set<std::string> kNoKeys = {
+          "PullDense", "PushDense", "ExportDense", "ImportDense", "Commit", "Info", "Stats",
+          "CreateTable", "SaveCheckpoint", "LoadCheckpoint", "Digest", "TrackDeltas"};
+      const bool rows = !kNoKeys.contains(m.method);
       (rows ? report->rows_sent_bytes : report->dense_sent_bytes) +=
           static_cast<double>(sent) / steps;
       (rows ? report->rows_received_bytes : report->dense_received_bytes) +=

@@ -63,8 +63,9 @@ struct StageReport {
   double write_back_seconds = 0;
   // Per step, the stage's replicas together, while it trained (messages' serialized bytes): the
   // activations sent to the next stage and the answers (their gradients) to the previous one;
-  // the calls to the parameter servers, the embedding rows' (PullSparse, PushSparse: the keys
-  // and gradients sent, the rows received) and the rest's (dense blocks, commits).
+  // the calls to the parameter servers, those that carry keys (PullSparse, PushSparse, the rows'
+  // exports, imports and windows: the keys and gradients sent, the rows received) and the
+  // rest's (the dense blocks, commits, checkpoints).
   double forward_bytes = 0, back_bytes = 0;
   double rows_sent_bytes = 0, rows_received_bytes = 0;
   double dense_sent_bytes = 0, dense_received_bytes = 0;

@@ -20,7 +20,9 @@ json MethodsToJson(const std::vector<base::MethodStats>& methods) {
                    {"calls", m.calls},
                    {"errors", m.errors},
                    {"seconds", m.seconds},
-                   {"buckets", m.buckets}});
+                   {"buckets", m.buckets},
+                   {"sent_bytes", m.sent_bytes},
+                   {"received_bytes", m.received_bytes}});
   }
   return out;
 }
@@ -38,6 +40,8 @@ absl::StatusOr<std::vector<base::MethodStats>> MethodsFrom(const base::JsonObjec
     HETERPS_ASSIGN_OR_RETURN(stats.errors, m.Int("errors", 0, stats.calls));
     HETERPS_ASSIGN_OR_RETURN(stats.seconds, m.Double("seconds"));
     HETERPS_ASSIGN_OR_RETURN(stats.buckets, m.Ints("buckets"));
+    HETERPS_ASSIGN_OR_RETURN(stats.sent_bytes, m.IntOr("sent_bytes", 0));
+    HETERPS_ASSIGN_OR_RETURN(stats.received_bytes, m.IntOr("received_bytes", 0));
     if (stats.buckets.size() != base::kCallLatencyBounds.size() + 1) {
       return m.Error("buckets", absl::StrCat("has ", stats.buckets.size(), " counts, expected ",
                                              base::kCallLatencyBounds.size() + 1));

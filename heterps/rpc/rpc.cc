@@ -6,7 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/message.h"
+#include "google/protobuf/message_lite.h"
 #include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -98,12 +98,13 @@ class ByteCounter final : public grpc::experimental::Interceptor {
       if (sent != nullptr) bytes_->AddBytes(method_, static_cast<int64_t>(sent->Length()), 0);
     }
     if (methods->QueryInterceptionHookPoint(Hook::POST_RECV_MESSAGE)) {
-      // Every service here is protobuf's: the received message is a google::protobuf::Message.
+      // Every service here is protobuf's: the generated code hands the interceptors its
+      // messages as google::protobuf::MessageLite (null where none arrived: a stream's end).
       const void* received = methods->GetRecvMessage();
       if (received != nullptr) {
         bytes_->AddBytes(method_, 0,
                          static_cast<int64_t>(
-                             static_cast<const google::protobuf::Message*>(received)
+                             static_cast<const google::protobuf::MessageLite*>(received)
                                  ->ByteSizeLong()));
       }
     }

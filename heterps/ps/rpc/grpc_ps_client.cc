@@ -521,7 +521,7 @@ Ticket GrpcPsClient::SendSparse(int table, absl::Span<const uint64_t> keys,
       request->set_part(part);
       tasks.push_back([c, s, request, table, accumulate] {
         PushReply reply;
-        const char* what = accumulate ? "AccumulateSparse table " : "PushSparse table ";
+        const char* what = accumulate ? "PushSparse (accumulated) table " : "PushSparse table ";
         return c->Rpc(s, absl::StrCat(what, table), [&](grpc::ClientContext& ctx) {
           return c->stubs[s]->PushSparse(&ctx, *request, &reply);
         });
@@ -678,7 +678,7 @@ Ticket GrpcPsClient::SendDense(int table, absl::Span<const int> blocks,
                                int part) {
   Impl* c = impl_.get();
   const std::string what =
-      absl::StrCat(accumulate ? "AccumulateDense table " : "PushDense table ", table,
+      absl::StrCat(accumulate ? "PushDense (accumulated) table " : "PushDense table ", table,
                    blocks.size() > 1 ? " blocks " : " block ", absl::StrJoin(blocks, ","));
   const int s = table % num_servers();
   PushDenseChunk first;  // names the table, the blocks, their sizes and the push
