@@ -670,6 +670,18 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
   }
   EXPECT_GT(metrics[0]["regions"]["gateway_bytes_sent"]["b"].get<int64_t>(),
             emulated["regions"]["links"][0]["bytes"].get<int64_t>());
+  // A later run of the pair (regions a and b) is the first to the bit: both regions' parameters
+  // and losses, the windows and links.
+  const auto expect_the_first_run = [&](const json& ra, const json& rb) {
+    EXPECT_EQ(ra["parameter_digest"], metrics[0]["parameter_digest"]);
+    EXPECT_EQ(rb["parameter_digest"], metrics[1]["parameter_digest"]);
+    EXPECT_EQ(ra["losses"], metrics[0]["losses"]);
+    EXPECT_EQ(rb["losses"], metrics[1]["losses"]);
+    for (const json* m : {&ra, &rb}) {
+      EXPECT_EQ((*m)["regions"]["windows"], emulated["regions"]["windows"]);
+      EXPECT_EQ((*m)["regions"]["links"], emulated["regions"]["links"]);
+    }
+  };
   // Recovery within the run (docs/regions.md, "Recovery"): region a checkpoints every 8 steps,
   // and its shard 1 (rank 2) is killed once step 16's checkpoint is written; its restarted
   // attempt trains from there again, taking the windows it exchanged since from what it kept,
@@ -699,14 +711,7 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
     const json kb = Metrics(killed[1]);
     EXPECT_EQ(ka["restarts"], 1);
     EXPECT_EQ(kb["restarts"], 0);
-    EXPECT_EQ(ka["parameter_digest"], metrics[0]["parameter_digest"]);
-    EXPECT_EQ(kb["parameter_digest"], metrics[1]["parameter_digest"]);
-    EXPECT_EQ(ka["losses"], metrics[0]["losses"]);
-    EXPECT_EQ(kb["losses"], metrics[1]["losses"]);
-    for (const json* m : {&ka, &kb}) {
-      EXPECT_EQ((*m)["regions"]["windows"], emulated["regions"]["windows"]);
-      EXPECT_EQ((*m)["regions"]["links"], emulated["regions"]["links"]);
-    }
+    expect_the_first_run(ka, kb);
     // The same pair again on fresh gateways, into the job directories <name>_a and <name>_b.
     const auto anew = [&](const std::string& name) {
       const std::string gateways = absl::StrCat("a=127.0.0.1:", testing::FreePort(),
@@ -746,13 +751,7 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
     ASSERT_EQ(sa_m["segments"].size(), 2u) << sa_m.dump(1);
     EXPECT_EQ(sa_m["ps_shards"], 3);
     EXPECT_EQ(sa_m["restarts"], 0);
-    EXPECT_EQ(sa_m["parameter_digest"], metrics[0]["parameter_digest"]);
-    EXPECT_EQ(sb_m["parameter_digest"], metrics[1]["parameter_digest"]);
-    EXPECT_EQ(sa_m["losses"], metrics[0]["losses"]);
-    for (const json* m : {&sa_m, &sb_m}) {
-      EXPECT_EQ((*m)["regions"]["windows"], emulated["regions"]["windows"]);
-      EXPECT_EQ((*m)["regions"]["links"], emulated["regions"]["links"]);
-    }
+    expect_the_first_run(sa_m, sb_m);
     // Region a stopped on request (SIGTERM) once it has checkpointed step 8: the run ends with it
     // (region b is told, and names it), and the same command again, which finds a's checkpoint,
     // is refused before anything starts: the windows since went with the other regions' run.

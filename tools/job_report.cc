@@ -303,20 +303,22 @@ absl::Status WriteMetrics(const std::string& path, const nlohmann::ordered_json&
       metrics.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
 }
 
+absl::StatusOr<cost::CostModel> JobCostModel(const worker::JobSpec& job,
+                                             const config::ClusterSpec& cluster,
+                                             const std::optional<cost::Profile>& profile) {
+  return cost::CostModel::Create(
+      job.model, cluster,
+      launcher::WithRules(job.model, launcher::RulesOf(job),
+                          cost::ColocatedWorkload(std::max(job.plan.throughput_limit, 1.0), 1e9)),
+      profile ? &*profile : nullptr);
+}
+
 absl::StatusOr<std::string> WriteCalibratedProfile(const worker::JobSpec& job,
                                                    const config::ClusterSpec& cluster,
                                                    const std::optional<cost::Profile>& profile,
                                                    const launcher::JobResult& r,
                                                    const std::string& job_dir) {
-  HETERPS_ASSIGN_OR_RETURN(
-      cost::CostModel model,
-      cost::CostModel::Create(
-          job.model, cluster,
-          // Priced as it was planned: its tier's traffic where it had one.
-          launcher::WithRules(
-              job.model, launcher::RulesOf(job),
-              cost::ColocatedWorkload(std::max(job.plan.throughput_limit, 1.0), 1e9)),
-          profile ? &*profile : nullptr));
+  HETERPS_ASSIGN_OR_RETURN(cost::CostModel model, JobCostModel(job, cluster, profile));
   const double overhead = std::max(0.0, r.step_seconds - Busiest(r));
   std::vector<cost::MeasuredStage> measured;
   for (size_t s = 0; s < job.plan.stages.size() && s < r.stages.size(); ++s) {

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "heterps/config/cluster_spec.h"
+#include "heterps/cost/cost_model.h"
 #include "heterps/cost/profile.h"
 #include "heterps/launcher/job_result.h"
 #include "heterps/worker/job.h"
@@ -33,6 +34,12 @@ nlohmann::ordered_json MetricsJson(const worker::JobSpec& job, const launcher::J
 absl::Status WriteMetrics(const std::string& path, const worker::JobSpec& job,
                           const launcher::JobResult& result, const DataFile& data);
 absl::Status WriteMetrics(const std::string& path, const nlohmann::ordered_json& metrics);
+
+// The cost model a made job is priced with as it was planned (its rules: the tier's traffic where
+// it had one, its dense weights' path), on `cluster` with `profile`. Errors: CostModel::Create's.
+absl::StatusOr<cost::CostModel> JobCostModel(const worker::JobSpec& job,
+                                             const config::ClusterSpec& cluster,
+                                             const std::optional<cost::Profile>& profile);
 
 // Writes <job_dir>/calibrated_profile.json: the profile that makes the cost model predict each
 // stage's measured time per step, the time outside the busiest stage (barriers, the commit)

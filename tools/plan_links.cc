@@ -10,7 +10,7 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/cost/provisioner.h"
-#include "heterps/launcher/planning.h"
+#include "tools/job_report.h"
 #include "tools/table.h"
 
 namespace heterps::tools {
@@ -36,14 +36,7 @@ int TypeIn(const config::ClusterSpec& cluster, const std::string& region) {
 absl::StatusOr<std::map<std::pair<std::string, std::string>, double>> Predicted(
     const worker::JobSpec& job, const config::ClusterSpec& cluster,
     const std::optional<cost::Profile>& profile, int ps_type) {
-  HETERPS_ASSIGN_OR_RETURN(
-      cost::CostModel model,
-      cost::CostModel::Create(job.model, cluster,
-                              launcher::WithRules(job.model, launcher::RulesOf(job),
-                                                  cost::ColocatedWorkload(
-                                                      std::max(job.plan.throughput_limit, 1.0),
-                                                      1e9)),
-                              profile ? &*profile : nullptr));
+  HETERPS_ASSIGN_OR_RETURN(cost::CostModel model, JobCostModel(job, cluster, profile));
   std::vector<cost::StageSpec> stages;
   for (const sched::RunStage& st : job.plan.stages) {
     const int t = cluster.FindType(st.type);
@@ -62,9 +55,7 @@ absl::StatusOr<std::map<std::pair<std::string, std::string>, double>> Predicted(
 
 double PlanLinks::egress_usd() const {
   double usd = 0;
-  for (const LinkTraffic& l : links) {
-    usd += l.bytes() * static_cast<double>(steps) * l.egress_per_byte;
-  }
+  for (const LinkTraffic& l : links) usd += l.egress_usd(steps);
   return usd;
 }
 
@@ -149,7 +140,7 @@ std::string PlanLinksSummary(const PlanLinks& p) {
                   WithCommas(l.rows), WithCommas(l.dense), WithCommas(l.bytes()),
                   l.predicted >= 0 ? WithCommas(l.predicted) : "-",
                   l.predicted > 0 ? absl::StrFormat("%.2fx", l.bytes() / l.predicted) : "-",
-                  base::HumanUsd(l.bytes() * static_cast<double>(p.steps) * l.egress_per_byte)});
+                  base::HumanUsd(l.egress_usd(p.steps))});
   }
   std::string out =
       "\nbetween regions (bytes per step, measured while training; predicted per batch by the "
@@ -188,7 +179,7 @@ nlohmann::ordered_json PlanLinksJson(const PlanLinks& p) {
          {"dense_bytes_per_step", l.dense},
          {"predicted_bytes_per_batch",
           l.predicted >= 0 ? nlohmann::ordered_json(l.predicted) : nlohmann::ordered_json(nullptr)},
-         {"egress_usd", l.bytes() * static_cast<double>(p.steps) * l.egress_per_byte}});
+         {"egress_usd", l.egress_usd(p.steps)}});
   }
   return links;
 }

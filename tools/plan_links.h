@@ -39,6 +39,10 @@ struct LinkTraffic {
   double predicted = -1;         // the cost model's bytes per batch for the link; -1: not priced
   double egress_per_byte = 0;    // USD, the cluster's price for the link
   double bytes() const { return activations + gradients + rows + dense; }
+  // Its egress over `steps` steps at the measured bytes per step.
+  double egress_usd(int64_t steps) const {
+    return bytes() * static_cast<double>(steps) * egress_per_byte;
+  }
 };
 
 struct PlanLinks {
