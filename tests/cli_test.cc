@@ -212,6 +212,30 @@ TEST(CliTest, DataSharesPlanEachRegionAndTheSyncsBetweenThem) {
   ASSERT_EQ(often.exit_code, 0) << often.err;
   EXPECT_GT(nlohmann::json::parse(often.out)["sync"]["bytes"].get<double>(),
             sync["bytes"].get<double>());
+  // Eagerly after the steps between too (at a limit whose steps outlast the links' latency):
+  // more than the windows alone, each such sync a flow of its own; at 200,000 samples/s the
+  // steps are too short for a sync each.
+  const std::string slower =
+      "plan --cluster examples/clusters/fleet-64.yaml --scheduler exact --throughput 2000 "
+      "--data-shares us-east-1=0.75,ap-northeast-1=0.25 --sync-steps 100 --json";
+  Result alone = RunCli(slower);
+  Result eager = RunCli(slower + " --sync-eager");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  ASSERT_EQ(eager.exit_code, 0) << eager.err;
+  const auto eagerly = nlohmann::json::parse(eager.out);
+  EXPECT_EQ(eagerly["eager"], true);
+  EXPECT_GT(eagerly["sync"]["bytes"].get<double>(),
+            nlohmann::json::parse(alone.out)["sync"]["bytes"].get<double>());
+  int eager_flows = 0;
+  for (const auto& flow : eagerly["sync"]["flows"]) eager_flows += flow["eager"].get<bool>();
+  EXPECT_EQ(eager_flows * 2, static_cast<int>(eagerly["sync"]["flows"].size()));
+  Result eager_table = RunCli(job + "--sync-steps 1000 --sync-eager");
+  EXPECT_EQ(eager_table.exit_code, 1);
+  EXPECT_THAT(eager_table.out,
+              HasSubstr("sync every 1000 steps, and after every step between (eager, at their "
+                        "bound): "));
+  EXPECT_THAT(eager_table.out, HasSubstr("steps between"));
+  EXPECT_THAT(eager_table.err, HasSubstr("with --sync-eager every sync has one step to cross"));
   Result table = RunCli(job + "--sync-steps 1000");
   EXPECT_THAT(table.out, HasSubstr("region ap-northeast-1: 25% of the samples"));
   EXPECT_THAT(table.out, HasSubstr("sync every 1000 steps: "));
@@ -738,6 +762,22 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
   EXPECT_GT(g["regions"]["links"][0]["bytes"].get<int64_t>(), 0);
   EXPECT_GE(g["regions"]["windows"].get<int64_t>(), 7);  // 70 steps, every 10, and the flush
   EXPECT_NEAR(g["eval_auc"].get<double>(), m["eval_auc"].get<double>(), 0.03);
+  // Eagerly, the rows that moved 5% after every step too: more windows, said in the summary and
+  // the metrics; an eager threshold not above the threshold is refused, not ignored.
+  Result eager = RunCli("train --single-process --data " + data +
+                        " --batch 256 --data-shares us=0.7,eu=0.3 --sync-steps 10 "
+                        "--sync-threshold 0.01 --sync-eager-threshold 0.05 --metrics-out " +
+                        metrics + "5");
+  ASSERT_EQ(eager.exit_code, 0) << eager.err;
+  EXPECT_THAT(eager.out, HasSubstr("every 10 steps, threshold 0.01, and after every other step "
+                                   "rows past 0.05, delay 1, peer to peer"));
+  auto e = nlohmann::json::parse(Slurp(metrics + "5"));
+  EXPECT_NEAR(e["regions"]["eager_threshold"].get<double>(), 0.05, 1e-6);
+  EXPECT_GT(e["regions"]["windows"].get<int64_t>(), g["regions"]["windows"].get<int64_t>());
+  r = RunCli("train --single-process --data " + data +
+             " --data-shares us=0.7,eu=0.3 --sync-threshold 0.1 --sync-eager-threshold 0.05");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--sync-eager-threshold 0.05 must be above --sync-threshold 0.1"));
   for (const auto& [flags, message] :
        {std::pair<std::string, std::string>{"--data-shares us=0.5,eu=0.6", "sum to 1.1, not 1"},
         {"--data-shares us=0.5,eu=0.5 --sync-hub ap", "--sync-hub: 'ap' is none of the regions"},

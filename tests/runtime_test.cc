@@ -568,7 +568,8 @@ TEST_F(RuntimeTest, ACallWithoutTheTokenIsRefused) {
 
 // Across regions (docs/regions.md, "GEO across processes"): two regions, each a job of its own
 // on data of its own (a two-stage plan of 2 + 1 replicas and 2 shards; a one-stage plan and 1
-// shard), exchanging windows every 4 steps (threshold 1%, delay 1) through their coordinators'
+// shard), exchanging windows every 4 steps (threshold 1%, delay 1) and after every step between
+// (the rows past an eager threshold of 5%) through their coordinators'
 // gateways (mutual TLS, `heterps certs`), are the run emulated in one process with the same
 // files: every step's loss (the
 // emulation's is the regions' mean weighted by their samples), the windows and each link's
@@ -579,8 +580,9 @@ TEST_F(RuntimeTest, RegionJobsThroughTheirGatewaysAreTheEmulatedRun) {
   const std::string a = dir + "/a.tsv", b = dir + "/b.tsv";
   ASSERT_EQ(Heterps({"gen-data", "--rows", "6000", "--seed", "5", "--out", a}, dir).exit_code, 0);
   ASSERT_EQ(Heterps({"gen-data", "--rows", "4000", "--seed", "6", "--out", b}, dir).exit_code, 0);
-  const std::vector<std::string> sync = {"--sync-steps", "4", "--sync-threshold", "0.01",
-                                         "--eval-fraction", "0"};
+  const std::vector<std::string> sync = {"--sync-steps",           "4",    "--sync-threshold",
+                                         "0.01",                   "--eval-fraction", "0",
+                                         "--sync-eager-threshold", "0.05"};
   std::vector<std::string> args = {"train",         "--single-process",      "--region-data",
                                    "a=" + a,        "--region-data",         "b=" + b,
                                    "--batch",       "256",                   "--metrics-out",

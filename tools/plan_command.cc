@@ -277,6 +277,11 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
                   "with --data-shares: the steps a region takes between two syncs (default 100)")
       ->check(Positive())
       ->needs(shares);
+  cmd->add_flag("--sync-eager", flags.sync_eager,
+                "with --data-shares: the regions also sync after every step between (heterps "
+                "train --sync-eager-threshold), each such sync priced at its bound, all that its "
+                "step changed")
+      ->needs(shares);
   return cmd;
 }
 

@@ -53,6 +53,9 @@ struct PlanFlags {
   // launcher::MakeRegionsPlan), the regions syncing every `sync_steps` of their steps.
   std::vector<std::string> data_shares;
   int64_t sync_steps = 100;
+  // --sync-eager: windows after the steps between too (an eager threshold), priced at their bound
+  // (cost::SyncJob::eager).
+  bool sync_eager = false;
 };
 
 // Registers the subcommand; `flags` must outlive `app`.

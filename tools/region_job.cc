@@ -135,6 +135,7 @@ absl::Status RegionJob::Start() {
   w.sync_steps = flags_.sync_steps;
   w.delay = flags_.sync_delay;
   w.threshold = static_cast<float>(flags_.sync_threshold);
+  w.eager_threshold = static_cast<float>(flags_.sync_eager_threshold);
   w.timeout = absl::Seconds(flags_.sync_timeout);
   w.hub = hub_;
   windows_ = std::make_unique<launcher::RegionWindows>(w, *gateway_);
@@ -158,6 +159,7 @@ void RegionJob::Report(std::string* summary, nlohmann::ordered_json* metrics) co
   regions.sync_steps = flags_.sync_steps;
   regions.steps = windows_->longest();
   regions.threshold = flags_.sync_threshold;
+  regions.eager_threshold = flags_.sync_eager_threshold;
   regions.delay = flags_.sync_delay;
   regions.traffic = windows_->traffic();
   regions.hub = flags_.sync_hub;

@@ -32,14 +32,16 @@ std::string Every(int64_t steps) {
 std::string RenderSync(const launcher::RegionsPlan& made) {
   const cost::SyncPrice& sync = made.sync;
   std::string out = absl::StrFormat(
-      "\nsync %s: %s (of peer to peer and a hub in each region, the least egress that keeps "
+      "\nsync %s%s: %s (of peer to peer and a hub in each region, the least egress that keeps "
       "up)\n",
-      Every(made.sync_steps), sync.name());
-  Table table(
-      {"from", "to", "per sync", "syncs", "time per sync", "between syncs", "load", "egress"},
-      {false, false, true, true, true, true, true, true});
+      Every(made.sync_steps),
+      made.eager ? ", and after every step between (eager, at their bound)" : "", sync.name());
+  Table table({"from", "to", "syncs of", "per sync", "syncs", "time per sync", "between syncs",
+               "load", "egress"},
+              {false, false, false, true, true, true, true, true, true});
   for (const cost::SyncFlow& f : sync.flows) {
-    table.AddRow({f.from, f.to, HumanBytes(f.bytes_per_sync), WithCommas(f.syncs),
+    table.AddRow({f.from, f.to, f.eager ? "steps between" : Every(made.sync_steps),
+                  HumanBytes(f.bytes_per_sync), WithCommas(f.syncs),
                   HumanSeconds(f.seconds_per_sync), HumanSeconds(f.seconds_between_syncs),
                   absl::StrFormat("%.1f%%", 100 * f.load()), base::HumanUsd(f.egress_usd)});
   }
@@ -62,7 +64,7 @@ int RunRegionsPlan(const PlanFlags& flags) {
   absl::StatusOr<launcher::PlanRequest> request = internal::SearchRequestFrom(flags, progress);
   if (!request.ok()) return Fail(request.status());
   absl::StatusOr<launcher::RegionsPlan> made =
-      launcher::MakeRegionsPlan(*request, *shares, flags.sync_steps);
+      launcher::MakeRegionsPlan(*request, *shares, flags.sync_steps, flags.sync_eager);
   progress.Clear();
   if (!made.ok()) {
     // The syncs' pricing names the job's fields; the user gave flags.
@@ -129,9 +131,12 @@ int RunRegionsPlan(const PlanFlags& flags) {
     const cost::SyncFlow& f = made->sync.flows[made->sync.busiest()];
     std::cerr << absl::StrFormat(
         "heterps: no feasible plan (sync constraint): the link %s -> %s takes %s per sync "
-        "against %s between %s's syncs (%.0f%%); raise --sync-steps\n",
+        "against %s between %s's syncs (%.0f%%); %s\n",
         f.from, f.to, HumanSeconds(f.seconds_per_sync), HumanSeconds(f.seconds_between_syncs),
-        f.cadence, 100 * f.load());
+        f.cadence, 100 * f.load(),
+        made->eager ? "with --sync-eager every sync has one step to cross: drop it, or lower "
+                      "--throughput"
+                    : "raise --sync-steps");
     return 1;
   }
   return 0;

@@ -62,6 +62,7 @@ absl::Status RegionsFrom(const TrainFlags& flags, worker::RegionTraining* out) {
   }
   out->sync_steps = flags.sync_steps;
   out->threshold = static_cast<float>(flags.sync_threshold);
+  out->eager_threshold = static_cast<float>(flags.sync_eager_threshold);
   out->delay = flags.sync_delay;
   if (!flags.sync_hub.empty()) {
     const auto hub = std::find(out->names.begin(), out->names.end(), flags.sync_hub);
@@ -150,6 +151,7 @@ int RunSingleProcess(const TrainFlags& flags) {
     regions.sync_steps = options.regions.sync_steps;
     regions.steps = result->steps;
     regions.threshold = options.regions.threshold;
+    regions.eager_threshold = options.regions.eager_threshold;
     regions.delay = options.regions.delay;
     regions.hub = flags.sync_hub;
     regions.traffic = result->region_traffic;
@@ -391,6 +393,13 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags& flags) {
       ->check(Finite())
       ->check(NonNegative())
       ->each([&flags](const std::string&) { flags.sync_given = true; });
+  cmd->add_option("--sync-eager-threshold", flags.sync_eager_threshold,
+                  "across regions: also after every step between two windows, send the rows whose "
+                  "largest change passes this fraction of their largest value (above "
+                  "--sync-threshold; default 0: none)")
+      ->check(Finite())
+      ->check(NonNegative())
+      ->each([&flags](const std::string&) { flags.sync_given = true; });
   cmd->add_option("--sync-delay", flags.sync_delay,
                   "across regions: windows a window's merge waits before it is applied, the "
                   "steps between training on (0 or 1, default 1)")
@@ -467,8 +476,14 @@ int RunTrain(const TrainFlags& flags) {
   if (flags.sync_given && flags.data_shares.empty() && flags.region_data.empty() &&
       flags.region.empty()) {
     return Fail(absl::InvalidArgumentError(
-        "--sync-steps, --sync-threshold, --sync-delay and --sync-hub need --data-shares, "
-        "--region-data or --region"));
+        "--sync-steps, --sync-threshold, --sync-eager-threshold, --sync-delay and --sync-hub "
+        "need --data-shares, --region-data or --region"));
+  }
+  if (flags.sync_eager_threshold > 0 && !(flags.sync_eager_threshold > flags.sync_threshold)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--sync-eager-threshold ", flags.sync_eager_threshold, " must be above --sync-threshold ",
+        flags.sync_threshold, ": the windows between the K-th steps' send only the rows whose "
+        "change is larger")));
   }
   if (flags.single_process) return RunSingleProcess(flags);
   return RunDistributedTrain(flags, LaunchSettings());

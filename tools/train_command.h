@@ -65,12 +65,14 @@ struct TrainFlags {
   int replicas = 1;  // with --micro-batch: the stage-0 replicas whose micro-batches to form
   // Regions emulated in this process (worker::RegionTraining): --data-shares REGION=SHARE each
   // (of --data) or --region-data (each region's own files),
-  // a window every --sync-steps, rows passing --sync-threshold, applied --sync-delay windows
+  // a window every --sync-steps, rows passing --sync-threshold (and, after every other step,
+  // rows passing --sync-eager-threshold), applied --sync-delay windows
   // later, peer to peer or through --sync-hub.
   std::vector<std::string> data_shares;
   std::vector<std::string> region_data;  // --region-data REGION=FILE|GLOB, repeated
   int64_t sync_steps = 100;
   double sync_threshold = 0;
+  double sync_eager_threshold = 0;  // --sync-eager-threshold: windows between the K-th steps'
   int sync_delay = 1;
   std::string sync_hub;
   bool sync_given = false;  // any of the --sync flags given

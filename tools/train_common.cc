@@ -146,11 +146,15 @@ std::string RegionsSummary(const RegionFigures& f) {
                         ? absl::StrFormat("%s %.0f%%", f.names[r], 100 * f.shares[r])
                         : f.names[r]);
   }
+  const std::string eager =
+      f.eager_threshold > 0
+          ? absl::StrFormat(", and after every other step rows past %g", f.eager_threshold)
+          : std::string();
   std::string out = absl::StrFormat(
       "  regions         %s (%s)\n"
-      "  windows         %s of deltas, every %d steps, threshold %g, delay %d, %s (the final "
+      "  windows         %s of deltas, every %d steps, threshold %g%s, delay %d, %s (the final "
       "flush's included)\n",
-      absl::StrJoin(names, ", "), f.where, WithCommas(f.windows), f.sync_steps, f.threshold,
+      absl::StrJoin(names, ", "), f.where, WithCommas(f.windows), f.sync_steps, f.threshold, eager,
       f.delay, f.hub.empty() ? std::string("peer to peer") : absl::StrCat("through ", f.hub));
   const bool priced = !f.egress_per_byte.empty();
   std::vector<std::string> header = {"from", "to", "bytes", "per step", "messages"};
@@ -199,6 +203,7 @@ nlohmann::ordered_json RegionsJson(const RegionFigures& f,
           {"files", files},
           {"sync_steps", f.sync_steps},
           {"threshold", f.threshold},
+          {"eager_threshold", f.eager_threshold},
           {"delay", f.delay},
           {"hub", f.hub},
           {"windows", f.windows},

@@ -35,6 +35,7 @@ struct RegionFigures {
   std::string where;               // "emulated in this process", "this job: us-east"
   int64_t windows = 0, sync_steps = 0, steps = 0;
   double threshold = 0;
+  double eager_threshold = 0;  // 0: no windows between the K-th steps'
   int delay = 0;
   std::string hub;  // empty: peer to peer
   std::vector<worker::RegionTraffic> traffic;

@@ -171,46 +171,55 @@ absl::StatusOr<SyncPrice> PriceSync(const config::ModelSpec& model,
   const ModelTraffic traffic = TrafficOf(model);
   const double batch = static_cast<double>(model.batch_size);
   const double k = static_cast<double>(job.sync_steps);
-  // Region r's delta: the rows K of its steps of f_r B samples touched.
-  const auto own = [&](size_t r) {
-    return DeltaOf(traffic, job.shares[r].share * batch, k, job.access_skew);
+  // Region r's delta: the rows `steps` of its steps of f_r B samples touched.
+  const auto own = [&](size_t r, double steps) {
+    return DeltaOf(traffic, job.shares[r].share * batch, steps, job.access_skew);
   };
   SyncPrice price;
   price.topology = topology;
   if (topology == SyncTopology::kHub) price.hub = hub;
-  // A flow of `bytes` each window, from region `a` to region `b`, for region `c`.
-  auto add = [&](size_t a, size_t b, size_t c, double bytes) -> absl::Status {
+  // A flow of `bytes` each window, from region `a` to region `b`, for region `c`: of the K-th
+  // steps' windows, or of the eager ones between.
+  auto add = [&](size_t a, size_t b, size_t c, double bytes, bool eager) -> absl::Status {
     const config::RegionLink* link = cluster.FindLink(job.shares[a].region, job.shares[b].region);
     if (link == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("cluster ", cluster.name, " has no link from ",
                                                      job.shares[a].region, " to ",
                                                      job.shares[b].region));
     }
-    SyncFlow flow{job.shares[a].region, job.shares[b].region, job.shares[c].region};
+    SyncFlow flow{job.shares[a].region, job.shares[b].region, job.shares[c].region, eager};
     flow.bytes_per_sync = bytes;
-    // Every region takes N / B steps, a window every K of them, a step every B / TL seconds.
-    flow.syncs = job.samples / (batch * k);
+    // Every region takes N / B steps, a window every K of them (eager: after each of the K - 1
+    // between), a step every B / TL seconds.
+    flow.syncs_per_step = eager ? (k - 1) / k : 1 / k;
+    flow.syncs = job.samples / batch * flow.syncs_per_step;
     flow.seconds_per_sync = bytes / link->bandwidth + link->latency;
-    flow.seconds_between_syncs = k * batch / job.throughput_limit;
+    flow.seconds_between_syncs = (job.eager ? 1 : k) * batch / job.throughput_limit;
     flow.egress_usd = flow.syncs * bytes * link->egress_per_byte;
     price.bytes += flow.syncs * bytes;
     price.egress_usd += flow.egress_usd;
     price.flows.push_back(std::move(flow));
     return absl::OkStatus();
   };
-  for (size_t a = 0; a < n; ++a) {
-    if (topology == SyncTopology::kPeerToPeer) {
-      for (size_t b = 0; b < n; ++b) {
-        if (b != a) HETERPS_RETURN_IF_ERROR(add(a, b, a, own(a)));
+  // The K-th steps' windows, then (eager) the windows of one step each between them.
+  for (const bool eager : {false, true}) {
+    if (eager && (!job.eager || job.sync_steps == 1)) break;
+    const double steps = eager ? 1 : k;
+    for (size_t a = 0; a < n; ++a) {
+      if (topology == SyncTopology::kPeerToPeer) {
+        for (size_t b = 0; b < n; ++b) {
+          if (b != a) HETERPS_RETURN_IF_ERROR(add(a, b, a, own(a, steps), eager));
+        }
+        continue;
       }
-      continue;
+      if (a == h) continue;
+      HETERPS_RETURN_IF_ERROR(add(a, h, a, own(a, steps), eager));
+      // Back: the other regions' deltas of the same steps, merged: the rows their (1 - f_a) B
+      // samples a step touched together.
+      const double others = (1 - job.shares[a].share) * batch;
+      HETERPS_RETURN_IF_ERROR(
+          add(h, a, a, DeltaOf(traffic, others, steps, job.access_skew), eager));
     }
-    if (a == h) continue;
-    HETERPS_RETURN_IF_ERROR(add(a, h, a, own(a)));
-    // Back: the other regions' deltas of the same K steps, merged: the rows their (1 - f_a) B
-    // samples a step touched together.
-    const double others = (1 - job.shares[a].share) * batch;
-    HETERPS_RETURN_IF_ERROR(add(h, a, a, DeltaOf(traffic, others, k, job.access_skew)));
   }
   return price;
 }

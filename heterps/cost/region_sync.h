@@ -49,21 +49,30 @@ struct SyncJob {
   double throughput_limit = 0;    // TL, samples/s: region r trains at f_r TL
   double samples = 0;             // N: region r reads N f_r of them, f_r B a step
   double access_skew = 1.0;       // the rows' popularity (Workload::access_skew)
+  // Windows after the other steps too (an eager threshold, worker::WindowAfter), each priced at
+  // its bound: all that its step changed (a row passes only once its own step has moved it).
+  // Every window, the K-th steps' included, then has one step to cross: it is applied before the
+  // next is taken.
+  bool eager = false;
 };
 
 // Hub: every other region sends its delta to the hub and receives the merge of the others'
 // (the hub's included); peer to peer: every region sends its delta to every other.
 enum class SyncTopology { kHub, kPeerToPeer };
 
-// One ordered pair of regions' syncs over the job, one a window (every K of the job's steps).
+// One ordered pair of regions' syncs over the job, one a window (every K of the job's steps, or
+// with SyncJob::eager, `eager`, a flow of the windows after the K - 1 steps between).
 // `cadence`: the region whose training waits for it (the sender of a delta, or the region a
 // hub's merge goes to).
 struct SyncFlow {
   std::string from, to, cadence;
+  bool eager = false;
   double bytes_per_sync = 0;
-  double syncs = 0;                  // over the job: N / (B K)
+  double syncs = 0;                  // over the job: N / (B K); eager: N (K - 1) / (B K)
+  double syncs_per_step = 0;         // 1 / K; eager: (K - 1) / K
   double seconds_per_sync = 0;       // bytes / W + one-way latency
-  double seconds_between_syncs = 0;  // K B / TL: what K of the job's steps take at the limit
+  // K B / TL: what K of the job's steps take at the limit; with SyncJob::eager, B / TL.
+  double seconds_between_syncs = 0;
   double egress_usd = 0;             // syncs x bytes x the link's egress price
   // The share of the time between syncs the link is busy with them: above 1 it cannot keep up.
   double load() const { return seconds_per_sync / seconds_between_syncs; }

@@ -136,6 +136,50 @@ TEST_F(SyncPriceTest, PeerToPeerSendsEachDeltaToEveryOtherRegion) {
   EXPECT_EQ(price->name(), "peer to peer");
 }
 
+// With eager windows between the K-th steps': the K-th steps' flows as before, each with one
+// step to cross, and a flow per link of the 9 windows between, each at its bound (one step's
+// delta), 9000 over the job.
+TEST_F(SyncPriceTest, EagerWindowsArePricedAtTheirBoundAfterEveryStep) {
+  SyncJob job{{{"a", 0.75}, {"b", 0.25}}, 10, 1000, 1e6, 0, /*eager=*/true};
+  auto price = PriceSync(model_, cluster_, job, SyncTopology::kPeerToPeer);
+  ASSERT_TRUE(price.ok()) << price.status();
+  ASSERT_EQ(price->flows.size(), 4u);  // a -> b, b -> a; then the same, eager
+  const SyncFlow& ab = price->flows[0];
+  const SyncFlow& eager_ab = price->flows[2];
+  EXPECT_FALSE(ab.eager);
+  EXPECT_TRUE(eager_ab.eager);
+  EXPECT_EQ(eager_ab.from, "a");
+  EXPECT_EQ(eager_ab.to, "b");
+  EXPECT_NEAR(ab.bytes_per_sync, Delta(7.5), 1e-6);
+  EXPECT_DOUBLE_EQ(ab.syncs, 1000);
+  EXPECT_DOUBLE_EQ(ab.syncs_per_step, 0.1);
+  EXPECT_DOUBLE_EQ(ab.seconds_between_syncs, 0.1);  // a step: 100 / 1000 s
+  EXPECT_NEAR(eager_ab.bytes_per_sync, Delta(0.75), 1e-6);
+  EXPECT_DOUBLE_EQ(eager_ab.syncs, 9000);
+  EXPECT_DOUBLE_EQ(eager_ab.syncs_per_step, 0.9);
+  EXPECT_DOUBLE_EQ(eager_ab.seconds_between_syncs, 0.1);
+  EXPECT_NEAR(eager_ab.seconds_per_sync, Delta(0.75) / 1.25e8 + 0.020, 1e-12);
+  EXPECT_NEAR(eager_ab.egress_usd, 9000 * Delta(0.75) * 0.02e-9, 1e-12);
+  EXPECT_NEAR(price->bytes,
+              1000 * (Delta(7.5) + Delta(2.5)) + 9000 * (Delta(0.75) + Delta(0.25)), 1e-6);
+  // b -> a's 40 ms of latency in a 100 ms step: it keeps up; at 1e4 samples/s (10 ms steps) no
+  // link does, though without eager windows (100 ms between syncs) both would.
+  EXPECT_TRUE(price->keeps_up());
+  job.throughput_limit = 1e4;
+  auto fast = PriceSync(model_, cluster_, job, SyncTopology::kPeerToPeer);
+  ASSERT_TRUE(fast.ok());
+  EXPECT_FALSE(fast->keeps_up());
+  job.eager = false;
+  auto windows = PriceSync(model_, cluster_, job, SyncTopology::kPeerToPeer);
+  ASSERT_TRUE(windows.ok());
+  EXPECT_TRUE(windows->keeps_up());
+  // K = 1: every step is a K-th step; eager adds nothing.
+  job = {{{"a", 0.75}, {"b", 0.25}}, 1, 1000, 1e6, 0, /*eager=*/true};
+  auto every = PriceSync(model_, cluster_, job, SyncTopology::kPeerToPeer);
+  ASSERT_TRUE(every.ok());
+  EXPECT_EQ(every->flows.size(), 2u);
+}
+
 TEST_F(SyncPriceTest, AHubSendsEachRegionTheOthersDeltas) {
   SyncJob job{{{"a", 0.5}, {"b", 0.25}, {"c", 0.25}}, 10, 1000, 1e6, 0};
   auto price = PriceSync(model_, cluster_, job, SyncTopology::kHub, "a");

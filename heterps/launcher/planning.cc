@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -146,18 +149,23 @@ double RegionsPlan::total_job_seconds() const {
 
 absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
                                             const std::vector<cost::DataShare>& shares,
-                                            int64_t sync_steps) {
+                                            int64_t sync_steps, bool eager) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   if (!request.rules.data_region.empty() || request.rules.activations_may_cross) {
     return absl::InvalidArgumentError(
         "a job across regions keeps each share of its data in its own region: it takes no data "
         "region (nor activations that cross) of its own");
   }
-  cost::SyncJob job{shares, sync_steps, request.workload.throughput_limit, request.workload.samples,
-                    request.workload.access_skew};
+  cost::SyncJob job{shares,
+                    sync_steps,
+                    request.workload.throughput_limit,
+                    request.workload.samples,
+                    request.workload.access_skew,
+                    eager};
   RegionsPlan made;
   HETERPS_ASSIGN_OR_RETURN(made.sync, cost::CheapestSync(request.model, request.cluster, job));
   made.sync_steps = sync_steps;
+  made.eager = eager;
   made.shares = shares;
   std::vector<double> cost_per_hour;
   for (const cost::DataShare& share : shares) {
@@ -174,14 +182,16 @@ absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
           request.options.time_limit_seconds / static_cast<double>(shares.size());
     }
     HETERPS_ASSIGN_OR_RETURN(MadePlan plan, MakePlan(region));
-    // The syncs on this region's pace: each takes its seconds every K steps.
-    double sync_seconds = 0;
+    // The syncs on this region's pace: each link's windows (the K-th steps' and the eager ones
+    // between) take their seconds a step, the links side by side.
+    std::map<std::pair<std::string, std::string>, double> link_seconds;
     for (const cost::SyncFlow& flow : made.sync.flows) {
       if (flow.cadence == share.region) {
-        sync_seconds =
-            std::max(sync_seconds, flow.seconds_per_sync / static_cast<double>(sync_steps));
+        link_seconds[{flow.from, flow.to}] += flow.seconds_per_sync * flow.syncs_per_step;
       }
     }
+    double sync_seconds = 0;
+    for (const auto& [link, seconds] : link_seconds) sync_seconds = std::max(sync_seconds, seconds);
     // A region with no feasible plan has no time nor cost (NaN; null in the JSON), nor has the
     // job.
     double throughput = plan.plan.feasible ? plan.plan.throughput : kNaN;
@@ -217,6 +227,7 @@ json SyncJson(const cost::SyncPrice& sync) {
     flows.push_back({{"from", f.from},
                      {"to", f.to},
                      {"cadence", f.cadence},
+                     {"eager", f.eager},
                      {"bytes_per_sync", f.bytes_per_sync},
                      {"syncs", f.syncs},
                      {"seconds_per_sync", f.seconds_per_sync},
@@ -247,6 +258,7 @@ std::string RegionsPlanToJson(const RegionsPlan& made) {
   }
   const json out = {{"format", "heterps-regions-plan-v1"},
                     {"sync_steps", made.sync_steps},
+                    {"eager", made.eager},
                     {"feasible", made.feasible()},
                     {"cost_usd", made.total_cost_usd()},
                     {"job_seconds", made.total_job_seconds()},

@@ -110,11 +110,12 @@ absl::StatusOr<MadePlan> MakePlan(const PlanRequest& request);
 // A job whose data sources are kept in several regions (docs/cost_model.md, "Training across
 // regions"): each region trains on its share of the samples with a plan of its own, made as
 // MakePlan makes one with the region for data_region and its share of the limit and of the
-// samples, and the regions exchange parameter deltas every `sync_steps` of their steps
-// (cost::CheapestSync). A region whose syncs take longer than its plan's steps runs at the
+// samples, and the regions exchange parameter deltas every `sync_steps` of their steps (and,
+// `eager`, after the steps between: cost::SyncJob::eager) (cost::CheapestSync). A region whose syncs take longer than its plan's steps runs at the
 // syncs' pace: its time and cost are the plan's at that pace.
 struct RegionsPlan {
   int64_t sync_steps = 0;
+  bool eager = false;  // windows after the steps between too (cost::SyncJob::eager)
   std::vector<cost::DataShare> shares;
   std::vector<MadePlan> regions;  // in the shares' order
   // Per region: samples/s, the job's seconds and its USD, at the pace of the slowest region with
@@ -133,7 +134,7 @@ struct RegionsPlan {
 // regions); MakePlan's errors otherwise. The request's time limit is shared by the regions.
 absl::StatusOr<RegionsPlan> MakeRegionsPlan(const PlanRequest& request,
                                             const std::vector<cost::DataShare>& shares,
-                                            int64_t sync_steps);
+                                            int64_t sync_steps, bool eager = false);
 
 // The plans and syncs as JSON (docs/plan_format.md, "Across regions"): format
 // heterps-regions-plan-v1, each region's plan as sched::PlanToJson writes it.

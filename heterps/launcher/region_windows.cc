@@ -18,11 +18,13 @@ absl::Status RegionWindows::Begin(ps::PsClient* servers, worker::DeltaTables tab
                                   int64_t total_steps) {
   if (o_.regions < 2 || o_.self < 0 || o_.self >= o_.regions || o_.sync_steps < 1 ||
       o_.delay < 0 || o_.delay > 1 || !(o_.threshold >= 0) || total_steps < 0 ||
-      o_.hub < -1 || o_.hub >= o_.regions) {
+      o_.hub < -1 || o_.hub >= o_.regions ||
+      !(o_.eager_threshold == 0 || o_.eager_threshold > o_.threshold)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "across regions: region ", o_.self, " of ", o_.regions, ", sync steps ", o_.sync_steps,
         " (needs >= 1), delay ", o_.delay, " (0 or 1 windows), threshold ", o_.threshold,
-        " (needs >= 0), ", total_steps, " steps, hub ", o_.hub, " (-1 or a region)"));
+        " (needs >= 0), eager threshold ", o_.eager_threshold, " (0, or above the threshold), ",
+        total_steps, " steps, hub ", o_.hub, " (-1 or a region)"));
   }
   servers_ = servers;
   tables_ = std::move(tables);
@@ -35,6 +37,7 @@ absl::Status RegionWindows::Begin(ps::PsClient* servers, worker::DeltaTables tab
   hello.sync_steps = o_.sync_steps;
   hello.delay = o_.delay;
   hello.threshold = o_.threshold;
+  hello.eager_threshold = o_.eager_threshold;
   hello.hub = o_.hub;
   // The hello names the tables (with no rows): the regions must train the same model.
   hello.deltas.sparse.resize(tables_.sparse.size());
@@ -44,15 +47,17 @@ absl::Status RegionWindows::Begin(ps::PsClient* servers, worker::DeltaTables tab
   longest_ = 0;
   for (const RegionMessage& m : all) {
     if (m.sync_steps != hello.sync_steps || m.delay != hello.delay ||
-        m.threshold != hello.threshold || m.hub != hello.hub) {
+        m.threshold != hello.threshold || m.eager_threshold != hello.eager_threshold ||
+        m.hub != hello.hub) {
       const auto hub = [this](int h) { return h < 0 ? std::string("none") : Name(h); };
       return absl::FailedPreconditionError(absl::StrCat(
           Name(m.from), " takes a window every ", m.sync_steps, " steps, delay ", m.delay,
-          ", threshold ", m.threshold, ", hub ", hub(m.hub), "; this region every ",
-          hello.sync_steps, ", delay ", hello.delay, ", threshold ", hello.threshold, ", hub ",
+          ", threshold ", m.threshold, ", eager threshold ", m.eager_threshold, ", hub ",
+          hub(m.hub), "; this region every ", hello.sync_steps, ", delay ", hello.delay,
+          ", threshold ", hello.threshold, ", eager threshold ", hello.eager_threshold, ", hub ",
           hub(hello.hub),
-          ": every region's --sync-steps, --sync-delay, --sync-threshold and --sync-hub must "
-          "agree"));
+          ": every region's --sync-steps, --sync-delay, --sync-threshold, "
+          "--sync-eager-threshold and --sync-hub must agree"));
     }
     longest_ = std::max(longest_, m.total_steps);
   }
@@ -205,11 +210,11 @@ absl::StatusOr<bool> RegionWindows::Apply() {
   return sent;
 }
 
-absl::Status RegionWindows::Boundary() {
+absl::Status RegionWindows::Boundary(float threshold) {
   // One window in flight at most: the one before is applied before this one is taken (a later
   // export would send its changes again).
   HETERPS_RETURN_IF_ERROR(Apply().status());
-  HETERPS_RETURN_IF_ERROR(Take(window_samples_, o_.threshold, /*flush=*/false));
+  HETERPS_RETURN_IF_ERROR(Take(window_samples_, threshold, /*flush=*/false));
   window_samples_ = 0;
   if (o_.delay == 0) HETERPS_RETURN_IF_ERROR(Apply().status());
   return absl::OkStatus();
@@ -218,15 +223,17 @@ absl::Status RegionWindows::Boundary() {
 absl::Status RegionWindows::AfterStep(int64_t step, int64_t samples) {
   window_samples_ += samples;
   run_samples_ += samples;
-  if ((step + 1) % o_.sync_steps == 0) return Boundary();
-  return absl::OkStatus();
+  const std::optional<float> threshold =
+      worker::WindowAfter(step + 1, o_.sync_steps, o_.threshold, o_.eager_threshold);
+  return threshold ? Boundary(*threshold) : absl::OkStatus();
 }
 
 absl::Status RegionWindows::Finish() {
   // The longer regions' windows: this region's steps since its last window, then none.
-  for (int64_t s = (total_ / o_.sync_steps + 1) * o_.sync_steps; s <= longest_;
-       s += o_.sync_steps) {
-    HETERPS_RETURN_IF_ERROR(Boundary());
+  for (int64_t s = total_ + 1; s <= longest_; ++s) {
+    const std::optional<float> threshold =
+        worker::WindowAfter(s, o_.sync_steps, o_.threshold, o_.eager_threshold);
+    if (threshold) HETERPS_RETURN_IF_ERROR(Boundary(*threshold));
   }
   // The flush: the window in flight, then windows of every change left until one finds none (a
   // window's rounding goes with the next), each weighted by the regions' samples over the run.

@@ -26,7 +26,9 @@
 // step); window w >= 1 is taken after step w K - 1 of the longest region's run (a region whose
 // steps are done sends windows of no samples until the longest is done) and applied `delay`
 // windows later (0: at once; 1: before step (w + 1) K, its exchange running while the region
-// trains on, so a slow or cut link stalls nothing until then); after the last, the flush:
+// trains on, so a slow or cut link stalls nothing until then). With an eager threshold a window is
+// also taken after every other step (worker::WindowAfter), each applied before the next is taken:
+// delayed, the step after its taking. After the last, the flush:
 // windows of every change left (threshold 0), weighted by each region's samples over the run,
 // until one sends nothing.
 //
@@ -75,6 +77,7 @@ struct RegionMessage {
   int64_t sync_steps = 0;
   int delay = 0;
   float threshold = 0;
+  float eager_threshold = 0;
   int hub = -1;  // the region every other sends its windows to; -1: peer to peer
   // Through a hub: `deltas` is the hub's merge of the window (worker::MergeOnly), and `traffic`
   // what every link carried of it (worker::WindowTraffic), not a region's own export.
@@ -102,6 +105,9 @@ struct RegionWindowsOptions {
   int64_t sync_steps = 100;
   int delay = 1;          // windows; 0 or 1
   float threshold = 0;    // a row's change relative to its largest value (0: every changed row)
+  // > threshold: a window after every step, of the rows passing it, between the K-th steps'
+  // (worker::WindowAfter); 0: none.
+  float eager_threshold = 0;
   // Through a hub (-1: peer to peer): every other region sends the hub its export, and the hub
   // sends each the merge (cost::SyncTopology::kHub), which they apply with their own.
   int hub = -1;
@@ -122,7 +128,7 @@ class RegionWindows {
   // Before this region's first step: its servers (tracking their deltas from here: TrackDeltas
   // is called), the tables the windows cover, and its steps in all; exchanges the hello.
   // Errors: bad options (InvalidArgument); a region whose windows' settings (sync steps, delay,
-  // threshold) or tables differ from this one's (FailedPrecondition naming it); a region not
+  // thresholds, hub) or tables differ from this one's (FailedPrecondition naming it); a region not
   // heard from within the timeout.
   absl::Status Begin(ps::PsClient* servers, worker::DeltaTables tables, int64_t total_steps);
   // After step `step` (0-based, in order) was committed, having trained `samples` samples.
@@ -158,8 +164,8 @@ class RegionWindows {
   absl::Status Take(int64_t samples, float threshold, bool flush);
   // The window in flight, if any, waited for, merged and applied; whether it sent anything.
   absl::StatusOr<bool> Apply();
-  // At a window boundary of the longest run.
-  absl::Status Boundary();
+  // At a window boundary of the longest run: the window of the rows passing `threshold`.
+  absl::Status Boundary(float threshold);
   // Sends `message` to every other region and receives theirs of the same window, in region
   // order (this region's own at its index).
   absl::StatusOr<std::vector<RegionMessage>> Exchange(const RegionMessage& message,

@@ -1,7 +1,11 @@
 // A job across regions (MakeRegionsPlan): each region's plan is the one MakePlan makes for its
 // data region at its share (of the limit, the samples and every step's batch), a region runs at
 // the pace its syncs allow, and the regions step together at the slowest one's pace.
+#include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "heterps/launcher/planning.h"
@@ -84,6 +88,33 @@ TEST(RegionsPlanTest, ARegionRunsAtThePaceOfItsSyncs) {
     EXPECT_DOUBLE_EQ(made->job_seconds[r], seconds);
     EXPECT_NEAR(made->cost_usd[r], plan.egress_usd + plan.cost_per_hour_usd * seconds / 3600,
                 1e-9 * made->cost_usd[r]);
+  }
+}
+
+TEST(RegionsPlanTest, EagerWindowsAddTheirSecondsToEveryStep) {
+  // Every 10 steps, and eagerly after the 9 between: on each link, a tenth of the K-th steps'
+  // sync and nine tenths of an eager one's a step, the links side by side.
+  const std::vector<cost::DataShare> shares = {{"us-east-1", 0.5}, {"eu-west-1", 0.5}};
+  auto windows = MakeRegionsPlan(Request(20000), shares, 10);
+  auto eager = MakeRegionsPlan(Request(20000), shares, 10, /*eager=*/true);
+  ASSERT_TRUE(windows.ok() && eager.ok()) << eager.status();
+  EXPECT_TRUE(eager->eager);
+  EXPECT_GT(eager->sync.bytes, windows->sync.bytes);
+  EXPECT_GT(eager->sync.egress_usd, windows->sync.egress_usd);
+  for (size_t r = 0; r < 2; ++r) {
+    std::map<std::pair<std::string, std::string>, double> link;
+    for (const cost::SyncFlow& flow : eager->sync.flows) {
+      if (flow.cadence == shares[r].region) {
+        link[{flow.from, flow.to}] +=
+            flow.seconds_per_sync * (flow.eager ? 0.9 : 0.1);
+      }
+    }
+    double per_step = 0;
+    for (const auto& [pair, seconds] : link) per_step = std::max(per_step, seconds);
+    const double batch = static_cast<double>(eager->regions[r].model.batch());
+    EXPECT_LE(eager->throughput[r],
+              std::min(eager->regions[r].plan.throughput, batch / per_step) * (1 + 1e-12));
+    EXPECT_LE(eager->throughput[r], windows->throughput[r]);
   }
 }
 

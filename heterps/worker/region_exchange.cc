@@ -395,4 +395,10 @@ absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const Del
   return absl::OkStatus();
 }
 
+std::optional<float> WindowAfter(int64_t steps, int64_t sync_steps, float threshold, float eager) {
+  if (steps % sync_steps == 0) return threshold;
+  if (eager > 0) return eager;
+  return std::nullopt;
+}
+
 }  // namespace heterps::worker

@@ -16,7 +16,10 @@
 // region (TakeDeltaWindow) and merged, each weighted by the samples behind it; every region then
 // applies the merge (ApplyDeltaWindow), which takes every region's bases onto the same floats.
 // With a delay D the window taken after step (w + 1) K - 1 is applied before step (w + 1 + D) K,
-// the steps between training on; the next window is taken only after it is applied.
+// the steps between training on; the next window is taken only after it is applied. With an
+// eager threshold (WindowAfter) a window is also taken after every other step, of the rows whose
+// change passes it (Gaia's significance filter between the K-th steps), so that a large change
+// crosses at once; a delayed window is then applied one step later, before the next is taken.
 //
 //   ... K steps of every region, each against its own servers ...
 //   HETERPS_ASSIGN_OR_RETURN(DeltaWindow window, TakeDeltaWindow(regions, tables, samples, 0));
@@ -26,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -165,5 +169,11 @@ std::vector<RegionTraffic> WindowTraffic(const DeltaWindow& window, int regions,
 absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const DeltaWindow& window,
                               cost::SyncTopology topology, int hub,
                               std::vector<RegionTraffic>* traffic);
+
+// The threshold of the window taken after `steps` (>= 1) of the longest region's steps, or none:
+// after every K-th (`sync_steps`) step a window of the rows passing `threshold`; after the others,
+// where `eager` > 0, one of the rows passing `eager` (> threshold: the K-th steps' windows send
+// what the eager ones left).
+std::optional<float> WindowAfter(int64_t steps, int64_t sync_steps, float threshold, float eager);
 
 }  // namespace heterps::worker

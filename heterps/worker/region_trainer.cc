@@ -63,10 +63,12 @@ absl::Status CheckRegions(const TrainOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat("train: the regions' shares sum to ", sum,
                                                    ", not 1"));
   }
-  if (geo.sync_steps < 1 || geo.delay < 0 || geo.delay > 1 || geo.threshold < 0) {
+  if (geo.sync_steps < 1 || geo.delay < 0 || geo.delay > 1 || !(geo.threshold >= 0) ||
+      !(geo.eager_threshold == 0 || geo.eager_threshold > geo.threshold)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "train: across regions, sync steps ", geo.sync_steps, " (needs >= 1), delay ", geo.delay,
-        " (0 or 1 windows), threshold ", geo.threshold, " (needs >= 0)"));
+        " (0 or 1 windows), threshold ", geo.threshold, " (needs >= 0), eager threshold ",
+        geo.eager_threshold, " (0, or above the threshold)"));
   }
   if (geo.topology == cost::SyncTopology::kHub && (geo.hub < 0 || geo.hub >= static_cast<int>(n))) {
     return absl::InvalidArgumentError(absl::StrCat("train: hub ", geo.hub, " of ", n, " regions"));
@@ -205,11 +207,12 @@ absl::Status TrainRegions(const config::ModelSpec& spec, const TrainOptions& opt
         run_samples[r] += parts[r].size;
       }
       log.Record(loss_sum / samples, samples);
-      if (++step % geo.sync_steps == 0) {
+      if (const std::optional<float> threshold =
+              WindowAfter(++step, geo.sync_steps, geo.threshold, geo.eager_threshold)) {
         // One window in flight at most: the one before is applied before this one is taken
         // (a later export would send its changes again).
         HETERPS_RETURN_IF_ERROR(apply().status());
-        HETERPS_RETURN_IF_ERROR(take(geo.threshold, /*flush=*/false));
+        HETERPS_RETURN_IF_ERROR(take(*threshold, /*flush=*/false));
         if (geo.delay == 0) HETERPS_RETURN_IF_ERROR(apply().status());
       }
     }

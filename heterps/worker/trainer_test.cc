@@ -111,7 +111,8 @@ int64_t Bytes(const TrainResult& result) {
 // applied at once, two regions holding 30% and 70% of every batch train as one region does, every
 // step's loss and the eval AUC within 1e-4 (the merges round in float). With Adagrad, syncing
 // every 10 steps at a threshold of 1% and a delay of one window, through a hub, sends under half
-// the bytes of syncing every step and stays within 0.01 of one region's AUC. Bad settings are
+// the bytes of syncing every step and stays within 0.01 of one region's AUC; an eager threshold
+// between its windows sends more than its windows alone, less than every step. Bad settings are
 // refused.
 TEST(TrainerTest, RegionsInOneProcessTrainAsOneRegion) {
   auto spec = config::LoadModelSpec("examples/models/dlrm-small.yaml");
@@ -166,6 +167,24 @@ TEST(TrainerTest, RegionsInOneProcessTrainAsOneRegion) {
   // (most of this data's ids are rare: 20 MB of rows in 37 windows at K = 1, 13 MB in 6 at K = 10).
   EXPECT_LT(Bytes(*sparse) * 2, Bytes(*k1));
   EXPECT_LT(sparse->windows * 5, k1->windows);
+  // With an eager threshold of 5% the rows that moved that much go after every step too: a
+  // window after every step that sent anything, more bytes than K = 10 alone and fewer than K = 1
+  // (20 MB at K = 10, 29 MB eager, 59 MB at K = 1 when this was written), the AUC as near.
+  TrainOptions eager = k10;
+  eager.regions.topology = cost::SyncTopology::kPeerToPeer;
+  TrainOptions k10_p2p = eager;
+  eager.regions.eager_threshold = 0.05f;
+  auto alone = Train(*spec, k10_p2p);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  auto eagerly = Train(*spec, eager);
+  ASSERT_TRUE(eagerly.ok()) << eagerly.status();
+  EXPECT_GE(eagerly->windows, eagerly->steps);
+  EXPECT_LT(alone->windows * 5, eagerly->windows);
+  EXPECT_GT(Bytes(*eagerly), Bytes(*alone));
+  EXPECT_LT(Bytes(*eagerly), Bytes(*k1));
+  EXPECT_NEAR(eagerly->eval_auc, adagrad->eval_auc, 0.01);
+  eager.regions.eager_threshold = 0.01f;  // not above the threshold: refused, not ignored
+  EXPECT_EQ(Train(*spec, eager).status().code(), absl::StatusCode::kInvalidArgument);
   // Each region reading data of its own (the file's first 6,000 lines, then the rest): its
   // share its lines', every line trained once and every held-out line evaluated, the AUC near one
   // region's on all of it.

@@ -50,6 +50,7 @@ std::vector<wire::WindowPart> Cut(const RegionMessage& m, const std::string& nam
     p.set_sync_steps(m.sync_steps);
     p.set_delay(m.delay);
     p.set_threshold(m.threshold);
+    p.set_eager_threshold(m.eager_threshold);
     p.set_samples(m.deltas.samples);
     p.set_tables(static_cast<int32_t>(m.deltas.sparse.size()));
     p.set_blocks(static_cast<int32_t>(m.deltas.dense.size()));
@@ -252,6 +253,7 @@ class RegionGateway::Service final : public wire::RegionGateway::Service {
     m.sync_steps = first.sync_steps();
     m.delay = first.delay();
     m.threshold = first.threshold();
+    m.eager_threshold = first.eager_threshold();
     m.deltas.samples = first.samples();
     if (first.tables() < 0 || first.blocks() < 0) return bad("negative table or block counts");
     m.deltas.sparse.resize(first.tables());

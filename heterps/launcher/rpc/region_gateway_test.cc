@@ -227,15 +227,17 @@ std::unique_ptr<ps::InProcessPsClient> Servers(const config::ModelSpec& spec) {
 }
 
 // The emulation's loop (worker/region_trainer.cc): every region's step s in turn, a region whose
-// steps are done training nothing; a window after every K-th step, applied `delay` windows
-// later; the flush.
+// steps are done training nothing; a window after every K-th step (and, with `eager` > 0, one of
+// the rows passing it after every other step), applied `delay` windows later; the flush.
+// `windows`: the windows taken before the flush.
 struct EmulatedRun {
   std::vector<uint64_t> digests;                // per region
   std::map<std::pair<int, int>, int64_t> bytes;  // per link
+  int64_t windows = 0;
 };
 
 EmulatedRun Emulated(const config::ModelSpec& spec, int64_t k, int delay, float threshold,
-                     int hub) {
+                     int hub, float eager) {
   EmulatedRun out;
   std::vector<std::unique_ptr<ps::InProcessPsClient>> servers;
   std::vector<ps::PsClient*> clients;
@@ -276,9 +278,10 @@ EmulatedRun Emulated(const config::ModelSpec& spec, int64_t k, int delay, float 
       window[r] += Samples(r);
       run[r] += Samples(r);
     }
-    if ((s + 1) % k == 0) {
+    if ((s + 1) % k == 0 || eager > 0) {
       apply();
-      take(window, threshold);
+      take(window, (s + 1) % k == 0 ? threshold : eager);
+      ++out.windows;
       window.assign(kRegions, 0);
       if (delay == 0) apply();
     }
@@ -300,6 +303,7 @@ struct GeoCase {
   // Region 0 checkpoints its servers after step 3 and fails after step 6: its new servers load
   // the checkpoint, and its windows rewind to it (RegionWindows::Rewind).
   bool restart = false;
+  float eager = 0;  // RegionWindowsOptions::eager_threshold
 };
 
 class RegionWindowsTest : public ::testing::TestWithParam<GeoCase> {};
@@ -307,7 +311,7 @@ class RegionWindowsTest : public ::testing::TestWithParam<GeoCase> {};
 TEST_P(RegionWindowsTest, RegionsThroughTheirGatewaysAreTheEmulation) {
   const GeoCase c = GetParam();
   const config::ModelSpec spec = Spec();
-  const EmulatedRun emulated = Emulated(spec, c.k, c.delay, c.threshold, c.hub);
+  const EmulatedRun emulated = Emulated(spec, c.k, c.delay, c.threshold, c.hub, c.eager);
   const std::vector<int> ports = Ports(kRegions);
   std::vector<std::unique_ptr<RegionGateway>> gateways;
   std::vector<std::unique_ptr<ps::InProcessPsClient>> servers;
@@ -331,6 +335,7 @@ TEST_P(RegionWindowsTest, RegionsThroughTheirGatewaysAreTheEmulation) {
       o.sync_steps = c.k;
       o.delay = c.delay;
       o.threshold = c.threshold;
+      o.eager_threshold = c.eager;
       o.hub = c.hub;
       o.timeout = absl::Seconds(30);
       RegionWindows geo(o, *gateways[r]);
@@ -375,6 +380,8 @@ TEST_P(RegionWindowsTest, RegionsThroughTheirGatewaysAreTheEmulation) {
     }
   }
   EXPECT_GE(windows[0], 7 / c.k);
+  // Windows taken after every step with an eager threshold, every K-th without.
+  EXPECT_EQ(emulated.windows, c.eager > 0 ? 7 : 7 / c.k);
   EXPECT_EQ(traffic[0].size(),
             static_cast<size_t>(c.hub < 0 ? kRegions * (kRegions - 1) : 2 * (kRegions - 1)));
 }
@@ -384,7 +391,10 @@ INSTANTIATE_TEST_SUITE_P(Windows, RegionWindowsTest,
                                            GeoCase{3, 0, 0.5f}, GeoCase{10, 1, 0},
                                            GeoCase{1, 0, 0, 0}, GeoCase{2, 1, 0.01f, 1},
                                            GeoCase{3, 1, 0.5f, 2}, GeoCase{2, 1, 0.01f, -1, true},
-                                           GeoCase{3, 0, 0.5f, 0, true}));
+                                           GeoCase{3, 0, 0.5f, 0, true},
+                                           GeoCase{3, 1, 0, -1, false, 0.05f},
+                                           GeoCase{3, 0, 0.01f, 1, false, 0.2f},
+                                           GeoCase{3, 1, 0, -1, true, 0.05f}));
 
 TEST(RegionWindowsTest, ARegionNeverHeardFromIsAnErrorNamingIt) {
   const std::vector<int> ports = Ports(2);
@@ -423,6 +433,36 @@ TEST(RegionWindowsTest, ARegionNeverHeardFromIsAnErrorNamingIt) {
     EXPECT_THAT(s0.message(), ::testing::HasSubstr("region 'eu' takes a window every 10 steps"));
     EXPECT_EQ(s1.code(), absl::StatusCode::kFailedPrecondition) << s1;
   }
+  // The same with eager thresholds that differ.
+  {
+    const std::vector<int> more = Ports(2);
+    auto g0 = RegionGateway::Start(Options(2, 0, more));
+    auto g1 = RegionGateway::Start(Options(2, 1, more));
+    ASSERT_TRUE(g0.ok() && g1.ok());
+    auto servers0 = Servers(spec), servers1 = Servers(spec);
+    RegionWindowsOptions o0 = o, o1 = o;
+    o1.self = 1;
+    o0.eager_threshold = 0.1f;
+    absl::Status s1;
+    std::thread t([&] {
+      RegionWindows geo1(o1, **g1);
+      s1 = geo1.Begin(servers1.get(), worker::ModelDeltaTables(spec), 4);
+    });
+    RegionWindows geo0(o0, **g0);
+    const absl::Status s0 = geo0.Begin(servers0.get(), worker::ModelDeltaTables(spec), 4);
+    t.join();
+    EXPECT_EQ(s0.code(), absl::StatusCode::kFailedPrecondition) << s0;
+    EXPECT_THAT(s0.message(), ::testing::HasSubstr("eager threshold 0, hub"));
+    EXPECT_THAT(s0.message(), ::testing::HasSubstr("--sync-eager-threshold"));
+    EXPECT_EQ(s1.code(), absl::StatusCode::kFailedPrecondition) << s1;
+  }
+  // An eager threshold not above the threshold: refused before the hello.
+  RegionWindowsOptions eager = o;
+  eager.threshold = 0.1f;
+  eager.eager_threshold = 0.1f;
+  RegionWindows not_above(eager, **g);
+  EXPECT_EQ(not_above.Begin(servers.get(), worker::ModelDeltaTables(spec), 4).code(),
+            absl::StatusCode::kInvalidArgument);
   o.delay = 2;
   RegionWindows bad(o, **g);
   EXPECT_EQ(bad.Begin(servers.get(), worker::ModelDeltaTables(spec), 4).code(),
