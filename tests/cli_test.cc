@@ -769,7 +769,7 @@ TEST(CliTest, TrainRunsOnSyntheticDataAndWritesMetrics) {
                         "--sync-threshold 0.01 --sync-eager-threshold 0.05 --metrics-out " +
                         metrics + "5");
   ASSERT_EQ(eager.exit_code, 0) << eager.err;
-  EXPECT_THAT(eager.out, HasSubstr("every 10 steps, threshold 0.01, and after every other step "
+  EXPECT_THAT(eager.out, HasSubstr("every 10 steps, threshold 0.01, and after each step between "
                                    "rows past 0.05, delay 1, peer to peer"));
   auto e = nlohmann::json::parse(Slurp(metrics + "5"));
   EXPECT_NEAR(e["regions"]["eager_threshold"].get<double>(), 0.05, 1e-6);

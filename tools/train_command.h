@@ -65,7 +65,7 @@ struct TrainFlags {
   int replicas = 1;  // with --micro-batch: the stage-0 replicas whose micro-batches to form
   // Regions emulated in this process (worker::RegionTraining): --data-shares REGION=SHARE each
   // (of --data) or --region-data (each region's own files),
-  // a window every --sync-steps, rows passing --sync-threshold (and, after every other step,
+  // a window every --sync-steps, rows passing --sync-threshold (and, after each step between,
   // rows passing --sync-eager-threshold), applied --sync-delay windows
   // later, peer to peer or through --sync-hub.
   std::vector<std::string> data_shares;

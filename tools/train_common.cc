@@ -148,7 +148,7 @@ std::string RegionsSummary(const RegionFigures& f) {
   }
   const std::string eager =
       f.eager_threshold > 0
-          ? absl::StrFormat(", and after every other step rows past %g", f.eager_threshold)
+          ? absl::StrFormat(", and after each step between rows past %g", f.eager_threshold)
           : std::string();
   std::string out = absl::StrFormat(
       "  regions         %s (%s)\n"

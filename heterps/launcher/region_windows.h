@@ -27,7 +27,7 @@
 // steps are done sends windows of no samples until the longest is done) and applied `delay`
 // windows later (0: at once; 1: before step (w + 1) K, its exchange running while the region
 // trains on, so a slow or cut link stalls nothing until then). With an eager threshold a window is
-// also taken after every other step (worker::WindowAfter), each applied before the next is taken:
+// also taken after each step between (worker::WindowAfter), each applied before the next is taken:
 // delayed, the step after its taking. After the last, the flush:
 // windows of every change left (threshold 0), weighted by each region's samples over the run,
 // until one sends nothing.

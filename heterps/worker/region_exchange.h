@@ -17,7 +17,7 @@
 // applies the merge (ApplyDeltaWindow), which takes every region's bases onto the same floats.
 // With a delay D the window taken after step (w + 1) K - 1 is applied before step (w + 1 + D) K,
 // the steps between training on; the next window is taken only after it is applied. With an
-// eager threshold (WindowAfter) a window is also taken after every other step, of the rows whose
+// eager threshold (WindowAfter) a window is also taken after each step between, of the rows whose
 // change passes it (Gaia's significance filter between the K-th steps), so that a large change
 // crosses at once; a delayed window is then applied one step later, before the next is taken.
 //

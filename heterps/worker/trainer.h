@@ -58,7 +58,7 @@ struct RegionTraining {
   std::vector<std::vector<std::string>> files;  // per region, its own data; empty: shares
   int64_t sync_steps = 100;
   float threshold = 0;  // Gaia's significance (ps/deltas.h); 0: every changed row
-  // > threshold: a window after every other step too, of the rows passing it (WindowAfter in
+  // > threshold: a window after each step between too, of the rows passing it (WindowAfter in
   // worker/region_exchange.h); 0: none.
   float eager_threshold = 0;
   int delay = 1;        // 0 or 1

@@ -228,7 +228,7 @@ std::unique_ptr<ps::InProcessPsClient> Servers(const config::ModelSpec& spec) {
 
 // The emulation's loop (worker/region_trainer.cc): every region's step s in turn, a region whose
 // steps are done training nothing; a window after every K-th step (and, with `eager` > 0, one of
-// the rows passing it after every other step), applied `delay` windows later; the flush.
+// the rows passing it after each step between), applied `delay` windows later; the flush.
 // `windows`: the windows taken before the flush.
 struct EmulatedRun {
   std::vector<uint64_t> digests;                // per region
