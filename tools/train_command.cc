@@ -11,6 +11,7 @@
 #include "heterps/base/status_macros.h"
 #include "heterps/cost/cost_model.h"
 #include "heterps/data/line_source.h"
+#include "heterps/worker/region_exchange.h"
 #include "heterps/worker/trainer.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
@@ -479,7 +480,8 @@ int RunTrain(const TrainFlags& flags) {
         "--sync-steps, --sync-threshold, --sync-eager-threshold, --sync-delay and --sync-hub "
         "need --data-shares, --region-data or --region"));
   }
-  if (flags.sync_eager_threshold > 0 && !(flags.sync_eager_threshold > flags.sync_threshold)) {
+  if (!worker::EagerThresholdValid(static_cast<float>(flags.sync_threshold),
+                                   static_cast<float>(flags.sync_eager_threshold))) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "--sync-eager-threshold ", flags.sync_eager_threshold, " must be above --sync-threshold ",
         flags.sync_threshold, ": the windows between the K-th steps' send only the rows whose "

@@ -19,7 +19,7 @@ absl::Status RegionWindows::Begin(ps::PsClient* servers, worker::DeltaTables tab
   if (o_.regions < 2 || o_.self < 0 || o_.self >= o_.regions || o_.sync_steps < 1 ||
       o_.delay < 0 || o_.delay > 1 || !(o_.threshold >= 0) || total_steps < 0 ||
       o_.hub < -1 || o_.hub >= o_.regions ||
-      !(o_.eager_threshold == 0 || o_.eager_threshold > o_.threshold)) {
+      !worker::EagerThresholdValid(o_.threshold, o_.eager_threshold)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "across regions: region ", o_.self, " of ", o_.regions, ", sync steps ", o_.sync_steps,
         " (needs >= 1), delay ", o_.delay, " (0 or 1 windows), threshold ", o_.threshold,

@@ -401,4 +401,6 @@ std::optional<float> WindowAfter(int64_t steps, int64_t sync_steps, float thresh
   return std::nullopt;
 }
 
+bool EagerThresholdValid(float threshold, float eager) { return eager == 0 || eager > threshold; }
+
 }  // namespace heterps::worker

@@ -175,5 +175,7 @@ absl::Status ApplyDeltaWindow(absl::Span<ps::PsClient* const> regions, const Del
 // where `eager` > 0, one of the rows passing `eager` (> threshold: the K-th steps' windows send
 // what the eager ones left).
 std::optional<float> WindowAfter(int64_t steps, int64_t sync_steps, float threshold, float eager);
+// Whether `eager` is one WindowAfter takes: 0 (none), or above `threshold`.
+bool EagerThresholdValid(float threshold, float eager);
 
 }  // namespace heterps::worker

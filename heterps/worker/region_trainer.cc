@@ -64,7 +64,7 @@ absl::Status CheckRegions(const TrainOptions& options) {
                                                    ", not 1"));
   }
   if (geo.sync_steps < 1 || geo.delay < 0 || geo.delay > 1 || !(geo.threshold >= 0) ||
-      !(geo.eager_threshold == 0 || geo.eager_threshold > geo.threshold)) {
+      !EagerThresholdValid(geo.threshold, geo.eager_threshold)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "train: across regions, sync steps ", geo.sync_steps, " (needs >= 1), delay ", geo.delay,
         " (0 or 1 windows), threshold ", geo.threshold, " (needs >= 0), eager threshold ",

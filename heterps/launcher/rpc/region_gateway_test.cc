@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -410,6 +411,20 @@ TEST(RegionWindowsTest, ARegionNeverHeardFromIsAnErrorNamingIt) {
   const absl::Status s = geo.Begin(servers.get(), worker::ModelDeltaTables(spec), 4);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), ::testing::HasSubstr("region-1"));
+  // Both regions' hellos at once, each with its own options, gateway and servers: what each Begin
+  // returned, region 0's first.
+  const auto hellos = [&](const RegionWindowsOptions& o0, RegionGateway& g0, ps::PsClient* p0,
+                          const RegionWindowsOptions& o1, RegionGateway& g1, ps::PsClient* p1) {
+    absl::Status s1;
+    std::thread t([&] {
+      RegionWindows geo1(o1, g1);
+      s1 = geo1.Begin(p1, worker::ModelDeltaTables(spec), 4);
+    });
+    RegionWindows geo0(o0, g0);
+    const absl::Status s0 = geo0.Begin(p0, worker::ModelDeltaTables(spec), 4);
+    t.join();
+    return std::make_pair(s0, s1);
+  };
   // Two regions whose settings differ: both refuse at the hello, naming the other.
   {
     auto other = RegionGateway::Start(Options(2, 1, ports));
@@ -421,14 +436,7 @@ TEST(RegionWindowsTest, ARegionNeverHeardFromIsAnErrorNamingIt) {
     o1.names = {"us", "eu"};
     o.timeout = o1.timeout = absl::Seconds(20);
     o.names = o1.names;
-    absl::Status s1;
-    std::thread t([&] {
-      RegionWindows geo1(o1, **other);
-      s1 = geo1.Begin(servers1.get(), worker::ModelDeltaTables(spec), 4);
-    });
-    RegionWindows geo0(o, **g);
-    const absl::Status s0 = geo0.Begin(servers.get(), worker::ModelDeltaTables(spec), 4);
-    t.join();
+    const auto [s0, s1] = hellos(o, **g, servers.get(), o1, **other, servers1.get());
     EXPECT_EQ(s0.code(), absl::StatusCode::kFailedPrecondition) << s0;
     EXPECT_THAT(s0.message(), ::testing::HasSubstr("region 'eu' takes a window every 10 steps"));
     EXPECT_EQ(s1.code(), absl::StatusCode::kFailedPrecondition) << s1;
@@ -443,14 +451,7 @@ TEST(RegionWindowsTest, ARegionNeverHeardFromIsAnErrorNamingIt) {
     RegionWindowsOptions o0 = o, o1 = o;
     o1.self = 1;
     o0.eager_threshold = 0.1f;
-    absl::Status s1;
-    std::thread t([&] {
-      RegionWindows geo1(o1, **g1);
-      s1 = geo1.Begin(servers1.get(), worker::ModelDeltaTables(spec), 4);
-    });
-    RegionWindows geo0(o0, **g0);
-    const absl::Status s0 = geo0.Begin(servers0.get(), worker::ModelDeltaTables(spec), 4);
-    t.join();
+    const auto [s0, s1] = hellos(o0, **g0, servers0.get(), o1, **g1, servers1.get());
     EXPECT_EQ(s0.code(), absl::StatusCode::kFailedPrecondition) << s0;
     EXPECT_THAT(s0.message(), ::testing::HasSubstr("eager threshold 0, hub"));
     EXPECT_THAT(s0.message(), ::testing::HasSubstr("--sync-eager-threshold"));
